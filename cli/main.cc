@@ -1,0 +1,299 @@
+// hyperpack: the command line. Parses flags and hands over to the modules; no logic of its own.
+//
+// Exit codes: 0 ok, 1 runtime failure, 2 usage or validation error, 130 interrupted (Ctrl-C).
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cxxopts.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "hyperpack/scheduler/runner.h"
+#include "hyperpack/status.h"
+#include "hyperpack/storage/storage.h"
+#include "hyperpack/study/report.h"
+#include "hyperpack/study/spec.h"
+
+namespace {
+
+using hyperpack::Status;
+using hyperpack::StatusCode;
+namespace study = hyperpack::study;
+
+constexpr int kOk = 0;
+constexpr int kFailure = 1;
+constexpr int kUsage = 2;
+
+constexpr char kUsageText[] = R"(hyperpack: hyperparameter tuning that keeps the GPUs busy
+
+usage: hyperpack COMMAND [options]
+
+commands:
+  run STUDY.yaml        run a study, or resume it if it exists
+  validate STUDY.yaml   check a study file and print its search space
+  status [STUDY]        all studies, or one study's progress
+  trials STUDY          one row per trial
+  best STUDY            the best trial so far
+  export STUDY          the best configuration(s) as yaml, json, env or args
+
+Storage: --storage PATH, else $HYPERPACK_STORAGE, else ./hyperpack.db.
+Run 'hyperpack COMMAND --help' for a command's options.
+)";
+
+int ExitCodeFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return kOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition: return kUsage;
+    default: return kFailure;
+  }
+}
+
+int Fail(const Status& s) {
+  std::cerr << "hyperpack: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+std::string StoragePath(const cxxopts::ParseResult& args) {
+  if (args.count("storage")) return args["storage"].as<std::string>();
+  if (const char* env = std::getenv("HYPERPACK_STORAGE"); env && *env) return env;
+  return "hyperpack.db";
+}
+
+void AddStorage(cxxopts::Options& o) {
+  o.add_options()("storage", "SQLite file (default $HYPERPACK_STORAGE or ./hyperpack.db)",
+                  cxxopts::value<std::string>());
+}
+
+// Parses argv for one subcommand; prints help or a usage error and returns an exit code when
+// the command should not go on.
+std::optional<int> Parse(cxxopts::Options& options, int argc, char** argv,
+                         cxxopts::ParseResult* out, int positional_min, int positional_max) {
+  options.add_options()("h,help", "show this help");
+  options.add_options()("args", "", cxxopts::value<std::vector<std::string>>());
+  options.parse_positional({"args"});
+  try {
+    *out = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::cerr << "hyperpack " << options.program() << ": " << e.what() << "\nsee: hyperpack "
+              << options.program() << " --help\n";
+    return kUsage;
+  }
+  if (out->count("help")) {
+    std::cout << options.help();
+    return kOk;
+  }
+  size_t n = out->count("args") ? (*out)["args"].as<std::vector<std::string>>().size() : 0;
+  if (static_cast<int>(n) < positional_min || static_cast<int>(n) > positional_max) {
+    std::cerr << "hyperpack " << options.program() << ": expected " << options.help();
+    return kUsage;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Positional(const cxxopts::ParseResult& args) {
+  if (!args.count("args")) return {};
+  return args["args"].as<std::vector<std::string>>();
+}
+
+hyperpack::Result<std::unique_ptr<hyperpack::storage::Storage>> OpenForReading(
+    const cxxopts::ParseResult& args) {
+  hyperpack::storage::Storage::Options o;
+  o.read_only = true;
+  return hyperpack::storage::Storage::Open(StoragePath(args), o);
+}
+
+study::OutputFormat Format(const cxxopts::ParseResult& args) {
+  return args.count("json") ? study::OutputFormat::kJson : study::OutputFormat::kTable;
+}
+
+int CmdRun(int argc, char** argv) {
+  cxxopts::Options o("run", "hyperpack run STUDY.yaml: run a study, or resume it if it exists");
+  o.custom_help("STUDY.yaml [options]");
+  AddStorage(o);
+  o.add_options()("max-trials", "override budget.max_trials", cxxopts::value<int>())(
+      "max-parallel", "override budget.max_parallel", cxxopts::value<int>())(
+      "log-dir", "where trial logs go (default: hyperpack_logs next to the storage)",
+      cxxopts::value<std::string>())(
+      "progress", "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
+      cxxopts::value<std::string>()->default_value("auto"));
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+
+  std::string path = Positional(args)[0];
+  study::ParseOutcome parsed = study::LoadStudyFile(path);
+  if (!parsed.spec) {
+    std::cerr << parsed.ErrorText() << "\n";
+    return kUsage;
+  }
+  hyperpack::scheduler::RunOptions ro;
+  ro.storage_path = StoragePath(args);
+  if (args.count("log-dir")) ro.log_dir = args["log-dir"].as<std::string>();
+  for (const char* key : {"max-trials", "max-parallel"}) {
+    if (!args.count(key)) continue;
+    int v = args[key].as<int>();
+    if (v < 1) return Fail(Status::Invalid("--", key, " must be >= 1 (got ", v, ")"));
+    (std::string(key) == "max-trials" ? ro.max_trials : ro.max_parallel) = v;
+  }
+  std::string progress = args["progress"].as<std::string>();
+  using P = hyperpack::scheduler::RunOptions::Progress;
+  if (progress == "auto") {
+    ro.progress = isatty(STDOUT_FILENO) ? P::kLine : P::kLog;
+  } else if (progress == "line") {
+    ro.progress = P::kLine;
+  } else if (progress == "log") {
+    ro.progress = P::kLog;
+  } else if (progress == "quiet") {
+    ro.progress = P::kQuiet;
+  } else {
+    return Fail(Status::Invalid("--progress: '", progress, "'; expected auto, line, log or quiet"));
+  }
+  auto summary = hyperpack::scheduler::RunStudy(*parsed.spec, ro);
+  if (!summary.ok()) return Fail(summary.status());
+  return summary->exit_code;
+}
+
+int CmdValidate(int argc, char** argv) {
+  cxxopts::Options o("validate", "hyperpack validate STUDY.yaml: check a study file");
+  o.custom_help("STUDY.yaml");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  std::string path = Positional(args)[0];
+  study::ParseOutcome parsed = study::LoadStudyFile(path);
+  if (!parsed.spec) {
+    std::cerr << parsed.ErrorText() << "\n";
+    std::cerr << parsed.errors.size() << (parsed.errors.size() == 1 ? " error" : " errors")
+              << " in " << path << "\n";
+    return kUsage;
+  }
+  const study::StudySpec& s = *parsed.spec;
+  std::cout << path << ": ok\n\n";
+  std::cout << "study       " << s.name << "\n";
+  std::cout << "objective   " << study::DirectionName(s.objective.direction) << " "
+            << s.objective.metric << " (" << study::StrategyName(s.objective.strategy)
+            << " reported value)\n";
+  std::cout << "tuner       " << s.tuner.algorithm;
+  if (s.tuner.seed) std::cout << ", seed " << *s.tuner.seed;
+  std::cout << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
+            << " at a time, stop after " << s.budget.max_failed << " failures";
+  if (s.budget.time_limit_s) std::cout << ", time limit " << *s.budget.time_limit_s << "s";
+  std::cout << "\ncommand     " << s.trial.command << "\n";
+  if (s.trial.timeout_s) std::cout << "timeout     " << *s.trial.timeout_s << "s\n";
+  if (s.resources.gpus) std::cout << "gpus        " << s.resources.gpus->text() << "\n";
+  if (s.resources.cpus) std::cout << "cpus        " << s.resources.cpus->text() << "\n";
+  std::cout << "\nsearch space (" << s.space.size() << " parameters)\n";
+  std::istringstream lines(s.space.Describe());
+  for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
+  return kOk;
+}
+
+int CmdStatus(int argc, char** argv) {
+  cxxopts::Options o("status", "hyperpack status [STUDY]: all studies, or one study's progress");
+  o.custom_help("[STUDY] [options]");
+  AddStorage(o);
+  o.add_options()("json", "print JSON");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 1)) return *rc;
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  auto names = Positional(args);
+  Status s = names.empty() ? study::ReportStudies(**db, Format(args), std::cout)
+                           : study::ReportStudy(**db, names[0], Format(args), std::cout);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdTrials(int argc, char** argv) {
+  cxxopts::Options o("trials", "hyperpack trials STUDY: one row per trial");
+  o.custom_help("STUDY [options]");
+  AddStorage(o);
+  o.add_options()("json", "print JSON");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  Status s = study::ReportTrials(**db, Positional(args)[0], Format(args), std::cout);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdBest(int argc, char** argv) {
+  cxxopts::Options o("best", "hyperpack best STUDY: the best completed trial");
+  o.custom_help("STUDY [options]");
+  AddStorage(o);
+  o.add_options()("json", "print JSON: {trial, value, params, ...}");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  Status s = study::ReportBest(**db, Positional(args)[0], Format(args), std::cout);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdExport(int argc, char** argv) {
+  cxxopts::Options o("export", "hyperpack export STUDY: the best configuration(s)");
+  o.custom_help("STUDY [options]");
+  AddStorage(o);
+  o.add_options()("format", "yaml | json | env | args",
+                  cxxopts::value<std::string>()->default_value("yaml"))(
+      "top", "the best K trials", cxxopts::value<int>()->default_value("1"))(
+      "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto format = study::ParseExportFormat(args["format"].as<std::string>());
+  if (!format.ok()) return Fail(format.status());
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  std::ostringstream text;
+  Status s = study::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), text);
+  if (!s.ok()) return Fail(s);
+  if (!args.count("output")) {
+    std::cout << text.str();
+    return kOk;
+  }
+  // Written beside the target and renamed, so a reader never sees half a file.
+  std::string target = args["output"].as<std::string>();
+  std::string tmp = target + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text.str();
+    if (!out.good()) return Fail(Status::Io("cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) return Fail(Status::Io("cannot write ", target, ": ", ec.message()));
+  std::cerr << "wrote " << target << "\n";
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsageText;
+    return kUsage;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::cout << kUsageText;
+    return kOk;
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::cout << "hyperpack " << HYPERPACK_VERSION << "\n";
+    return kOk;
+  }
+  // Each command parses its own flags from argv[1..]: argv[1] stands as the program name.
+  int sub_argc = argc - 1;
+  char** sub_argv = argv + 1;
+  if (cmd == "run") return CmdRun(sub_argc, sub_argv);
+  if (cmd == "validate") return CmdValidate(sub_argc, sub_argv);
+  if (cmd == "status") return CmdStatus(sub_argc, sub_argv);
+  if (cmd == "trials") return CmdTrials(sub_argc, sub_argv);
+  if (cmd == "best") return CmdBest(sub_argc, sub_argv);
+  if (cmd == "export") return CmdExport(sub_argc, sub_argv);
+  std::cerr << "hyperpack: unknown command '" << cmd << "'\n\n" << kUsageText;
+  return kUsage;
+}

@@ -1,0 +1,51 @@
+#include "hyperpack/config_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hyperpack {
+namespace {
+
+nlohmann::ordered_json ToJson(const Value& v) {
+  if (auto* b = std::get_if<bool>(&v)) return *b;
+  if (auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  return std::get<std::string>(v);
+}
+
+}  // namespace
+
+std::string ConfigToJson(const Config& config, const SearchSpace* space) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (space != nullptr) {
+    for (const ParamSpec& p : space->params()) {
+      auto it = config.find(p.name);
+      if (it != config.end()) out[p.name] = ToJson(it->second);
+    }
+  }
+  for (const auto& [name, value] : config)
+    if (!out.contains(name)) out[name] = ToJson(value);
+  return out.dump();
+}
+
+Result<Config> ConfigFromJson(const std::string& json) {
+  nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object())
+    return Status::Invalid("parameters are not a JSON object: ", json.substr(0, 80));
+  Config config;
+  for (const auto& [name, v] : parsed.items()) {
+    if (v.is_boolean()) {
+      config[name] = v.get<bool>();
+    } else if (v.is_number_integer()) {
+      config[name] = v.get<int64_t>();
+    } else if (v.is_number()) {
+      config[name] = v.get<double>();
+    } else if (v.is_string()) {
+      config[name] = v.get<std::string>();
+    } else {
+      return Status::Invalid("parameter '", name, "' is not a number, string or boolean");
+    }
+  }
+  return config;
+}
+
+}  // namespace hyperpack

@@ -1,0 +1,63 @@
+// The runner: runs a study's trials as child processes on this machine and records everything.
+//
+// RunStudy creates the study in storage (or resumes it: finished trials stay, trials that were
+// running when an earlier runner died are marked interrupted and run again), then keeps up to
+// `max_parallel` trials running until the budget is spent, the time limit passes, too many trials
+// fail, or it is interrupted (SIGINT/SIGTERM: running trials are stopped and marked interrupted,
+// and the study can be resumed later).
+//
+// Each trial runs `/bin/sh -c COMMAND` in its own process group, with its parameters in the
+// command ({name}), the environment (HYPERPACK_TRIAL_ID, HYPERPACK_PARAMS, HP_<NAME>) and a JSON
+// file (HYPERPACK_PARAMS_FILE). Its stdout is read for metric lines (see metrics.h); everything it
+// prints goes to a per-trial log. Exit 0 with the objective reported: completed; exit 3:
+// infeasible; another exit: failed (the tail of stderr kept); past trial.timeout: killed, timeout.
+//
+// Threads: RunStudy blocks the calling thread, which runs the io_context that owns all runner
+// state; SQLite writes go to one writer thread, in order, batched into transactions.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "hyperpack/status.h"
+#include "hyperpack/study/spec.h"
+
+namespace hyperpack::scheduler {
+
+struct RunOptions {
+  std::string storage_path = "hyperpack.db";
+  // Trial logs and parameter files go to LOG_DIR/STUDY/trial-NNNN/. Default: a directory
+  // hyperpack_logs next to the database.
+  std::string log_dir;
+  std::optional<int> max_trials;    // overrides budget.max_trials
+  std::optional<int> max_parallel;  // overrides budget.max_parallel
+  // kLine redraws one progress line (for a terminal); kLog prints a line per event; kQuiet
+  // prints only the final summary.
+  enum class Progress { kLine, kLog, kQuiet };
+  Progress progress = Progress::kLog;
+  std::ostream* out = nullptr;       // progress and summary; default std::cout
+  double kill_grace_s = 5.0;         // SIGTERM, then SIGKILL this much later
+  bool handle_signals = true;        // install SIGINT/SIGTERM handlers
+};
+
+struct RunSummary {
+  std::string study;
+  int completed = 0;
+  int failed = 0;       // failed + timeout
+  int infeasible = 0;
+  int interrupted = 0;  // in this run
+  int total_finished = 0;
+  std::optional<double> best_value;
+  std::optional<int> best_trial;
+  std::string stop_reason;  // "budget reached", "time limit", "interrupted", ...
+  // 0: stopped normally; 1: stopped by failures (max_failed); 130: interrupted.
+  int exit_code = 0;
+};
+
+// Runs (or resumes) the study. Errors: the study exists with a different search space or
+// objective, another live process is running it, or storage fails.
+Result<RunSummary> RunStudy(const study::StudySpec& spec, const RunOptions& options);
+
+}  // namespace hyperpack::scheduler

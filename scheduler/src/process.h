@@ -1,0 +1,35 @@
+// Starting a trial's process: fork and exec /bin/sh -c COMMAND in a new process group, with its
+// stdout and stderr on pipes. The child dies with the runner (PR_SET_PDEATHSIG).
+// Thread-safety: Spawn may be called from any thread; the child runs only async-signal-safe
+// code between fork and exec.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyperpack/status.h"
+
+namespace hyperpack::scheduler {
+
+struct SpawnRequest {
+  std::string command;  // for /bin/sh -c
+  std::string workdir;  // empty: the runner's
+  std::vector<std::string> env;  // complete environment, NAME=VALUE
+};
+
+struct Spawned {
+  pid_t pid = -1;  // also the process group id
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+// Errors: the workdir cannot be entered, /bin/sh cannot be run, or no process could be made.
+Result<Spawned> Spawn(const SpawnRequest& request);
+
+// The environment of this process, NAME=VALUE.
+std::vector<std::string> CurrentEnvironment();
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,163 @@
+// Storage: a study's whole history in one SQLite file.
+//
+// Schema (v1): studies, trials, metrics (intermediate values), events, and schema_version. Writes
+// run in transactions (one per call, or one around a batch with Transaction()); the database is in
+// WAL mode with a busy timeout, so other processes can read (`hyperpack status`) while a run writes.
+// Opening a database applies any forward migrations it lacks; a database written by a newer
+// hyperpack is refused, untouched.
+//
+// Thread-safety: a Storage is one SQLite connection and must be used by one thread at a time.
+// Open one per thread or process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hyperpack/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace hyperpack::storage {
+
+enum class TrialState {
+  kPending,      // created, not started
+  kRunning,      // its process is (or was, if the runner died) running
+  kCompleted,    // exited 0 and reported the objective
+  kPruned,       // stopped early by a pruner; its value is the last one reported
+  kFailed,       // exited non-zero, or never reported the objective
+  kInterrupted,  // stopped by Ctrl-C or lost with its runner; run again on resume
+  kTimeout,      // killed for passing trial.timeout
+  kInfeasible,   // exited with code 3: this configuration cannot run (e.g. out of memory)
+};
+const char* TrialStateName(TrialState state);
+std::optional<TrialState> ParseTrialState(const std::string& name);
+// Completed, pruned, failed, timeout and infeasible trials are finished: they count against the
+// budget and are never run again. Interrupted ones are run again.
+bool IsFinished(TrialState state);
+
+struct StudyRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string spec_text;  // the study file, verbatim
+  std::string spec_path;
+  std::string direction;  // minimize | maximize
+  std::string metric;
+  uint64_t seed = 0;
+  double created = 0;  // seconds since the epoch
+  // The process running this study, if any (cleared on a clean exit).
+  std::optional<int64_t> runner_pid;
+  std::string runner_host;
+};
+
+struct TrialRecord {
+  int64_t study_id = 0;
+  int number = 0;  // 0, 1, 2, ... within a study
+  TrialState state = TrialState::kPending;
+  std::string params_json;
+  std::optional<double> value;
+  std::optional<double> started;
+  std::optional<double> ended;
+  std::optional<int> exit_status;  // exit code, or 128 + signal
+  std::string error;               // why it failed: the tail of stderr, or a reason
+  std::string host;
+  int attempt = 1;                 // 2 for the first re-run of an interrupted trial, ...
+  std::optional<int> retry_of;     // the trial number this one re-runs
+  std::string log_path;
+};
+
+struct MetricPoint {
+  int64_t step = 0;
+  std::string name;
+  double value = 0;
+  double time = 0;
+};
+
+struct EventRecord {
+  double time = 0;
+  std::optional<int> trial;  // trial number, when the event is about one
+  std::string kind;          // e.g. run_started, trial_started, trial_finished, run_stopped
+  std::string message;
+};
+
+// One forward step of the schema: brings a database from version - 1 to version.
+struct Migration {
+  int version;
+  std::string sql;
+};
+// The schema's history, oldest first. The last entry's version is the current schema.
+const std::vector<Migration>& DefaultMigrations();
+
+class Storage {
+ public:
+  struct Options {
+    bool read_only = false;   // for readers (`hyperpack status`): no migrations, no writes
+    int busy_timeout_ms = 10000;
+    // Tests pass their own list to exercise migrations; everyone else keeps the default.
+    const std::vector<Migration>* migrations = nullptr;
+  };
+
+  // Opens (creating when absent and not read_only) the database at `path`.
+  static Result<std::unique_ptr<Storage>> Open(const std::string& path, const Options& options);
+  static Result<std::unique_ptr<Storage>> Open(const std::string& path) {
+    return Open(path, Options());
+  }
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  const std::string& path() const { return path_; }
+  int schema_version() const { return schema_version_; }
+
+  // Runs `body` in one transaction: committed when it returns OK, rolled back otherwise. The
+  // single-call writes below join an enclosing transaction instead of starting their own.
+  Status Transaction(const std::function<Status()>& body);
+
+  // ---- studies ----
+  // Fails with kAlreadyExists when the name is taken.
+  Result<StudyRecord> CreateStudy(const StudyRecord& study);
+  Result<std::optional<StudyRecord>> FindStudy(const std::string& name);
+  Result<std::vector<StudyRecord>> ListStudies();
+  // Records which process runs the study; clears it when pid is nullopt.
+  Status SetRunner(int64_t study_id, std::optional<int64_t> pid, const std::string& host);
+
+  // ---- trials ----
+  Status InsertTrial(const TrialRecord& trial);
+  // Writes state, value, end time, exit status and error of a trial that ended.
+  Status FinishTrial(const TrialRecord& trial);
+  // Marks every running or pending trial of the study interrupted; returns their numbers.
+  Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
+                                               const std::string& reason);
+  Result<std::vector<TrialRecord>> ListTrials(int64_t study_id);
+  Result<int> NextTrialNumber(int64_t study_id);
+
+  // ---- metrics and events ----
+  Status AddMetrics(int64_t study_id, int trial_number, std::span<const MetricPoint> points);
+  Result<std::vector<MetricPoint>> TrialMetrics(int64_t study_id, int trial_number);
+  Status AddEvent(int64_t study_id, const EventRecord& event);
+  // The newest `limit` events, oldest first.
+  Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit);
+
+ private:
+  class Statement;
+  Storage(sqlite3* db, std::string path);
+  Status Exec(const std::string& sql);
+  Status Migrate(const std::vector<Migration>& migrations);
+  // A prepared statement, compiled once per connection and reset for reuse.
+  Result<sqlite3_stmt*> Prepare(const std::string& sql);
+  Status Error(const std::string& what) const;
+  Result<StudyRecord> ReadStudy(sqlite3_stmt* stmt);
+
+  sqlite3* db_;
+  std::string path_;
+  int schema_version_ = 0;
+  int transaction_depth_ = 0;
+  std::vector<std::pair<std::string, sqlite3_stmt*>> statements_;
+};
+
+}  // namespace hyperpack::storage

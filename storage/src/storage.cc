@@ -1,0 +1,532 @@
+#include "hyperpack/storage/storage.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <map>
+
+namespace hyperpack::storage {
+
+const char* TrialStateName(TrialState state) {
+  switch (state) {
+    case TrialState::kPending: return "pending";
+    case TrialState::kRunning: return "running";
+    case TrialState::kCompleted: return "completed";
+    case TrialState::kPruned: return "pruned";
+    case TrialState::kFailed: return "failed";
+    case TrialState::kInterrupted: return "interrupted";
+    case TrialState::kTimeout: return "timeout";
+    case TrialState::kInfeasible: return "infeasible";
+  }
+  return "?";
+}
+
+std::optional<TrialState> ParseTrialState(const std::string& name) {
+  static const std::map<std::string, TrialState> kStates = {
+      {"pending", TrialState::kPending},       {"running", TrialState::kRunning},
+      {"completed", TrialState::kCompleted},   {"pruned", TrialState::kPruned},
+      {"failed", TrialState::kFailed},         {"interrupted", TrialState::kInterrupted},
+      {"timeout", TrialState::kTimeout},       {"infeasible", TrialState::kInfeasible}};
+  auto it = kStates.find(name);
+  if (it == kStates.end()) return std::nullopt;
+  return it->second;
+}
+
+bool IsFinished(TrialState state) {
+  switch (state) {
+    case TrialState::kCompleted:
+    case TrialState::kPruned:
+    case TrialState::kFailed:
+    case TrialState::kTimeout:
+    case TrialState::kInfeasible: return true;
+    default: return false;
+  }
+}
+
+const std::vector<Migration>& DefaultMigrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, R"sql(
+CREATE TABLE studies (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  spec_text TEXT NOT NULL,
+  spec_path TEXT NOT NULL DEFAULT '',
+  direction TEXT NOT NULL CHECK (direction IN ('minimize', 'maximize')),
+  metric TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  created REAL NOT NULL,
+  runner_pid INTEGER,
+  runner_host TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE trials (
+  id INTEGER PRIMARY KEY,
+  study_id INTEGER NOT NULL REFERENCES studies(id),
+  number INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  params TEXT NOT NULL,
+  value REAL,
+  started REAL,
+  ended REAL,
+  exit_status INTEGER,
+  error TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL DEFAULT '',
+  attempt INTEGER NOT NULL DEFAULT 1,
+  retry_of INTEGER,
+  log_path TEXT NOT NULL DEFAULT '',
+  UNIQUE (study_id, number)
+);
+CREATE TABLE metrics (
+  trial_id INTEGER NOT NULL REFERENCES trials(id),
+  step INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  value REAL NOT NULL,
+  time REAL NOT NULL
+);
+CREATE INDEX metrics_by_trial ON metrics (trial_id, name, step);
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  study_id INTEGER NOT NULL REFERENCES studies(id),
+  trial_number INTEGER,
+  time REAL NOT NULL,
+  kind TEXT NOT NULL,
+  message TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX events_by_study ON events (study_id, id);
+)sql"},
+  };
+  return kMigrations;
+}
+
+// Binds arguments and steps a cached statement; resets it when it goes out of scope so that the
+// next user of the same SQL finds it clean.
+class Storage::Statement {
+ public:
+  explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~Statement() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  Statement& Bind(int64_t v) {
+    sqlite3_bind_int64(stmt_, ++index_, v);
+    return *this;
+  }
+  Statement& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
+  Statement& Bind(double v) {
+    sqlite3_bind_double(stmt_, ++index_, v);
+    return *this;
+  }
+  Statement& Bind(const std::string& v) {
+    sqlite3_bind_text(stmt_, ++index_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  template <typename T>
+  Statement& Bind(const std::optional<T>& v) {
+    if (v) return Bind(*v);
+    sqlite3_bind_null(stmt_, ++index_);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+  sqlite3_stmt* get() { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_;
+  int index_ = 0;
+};
+
+namespace {
+
+std::string Text(sqlite3_stmt* s, int col) {
+  const unsigned char* t = sqlite3_column_text(s, col);
+  return t ? reinterpret_cast<const char*>(t) : "";
+}
+std::optional<double> OptDouble(sqlite3_stmt* s, int col) {
+  if (sqlite3_column_type(s, col) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_double(s, col);
+}
+std::optional<int64_t> OptInt(sqlite3_stmt* s, int col) {
+  if (sqlite3_column_type(s, col) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_int64(s, col);
+}
+
+}  // namespace
+
+Storage::Storage(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+
+Storage::~Storage() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+Status Storage::Error(const std::string& what) const {
+  return Status::Io(what, " (", path_, "): ", sqlite3_errmsg(db_));
+}
+
+Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Options& options) {
+  if (options.read_only && !std::filesystem::exists(path))
+    return Status::NotFound("no hyperpack database at ", path,
+                            " (give --storage PATH or set HYPERPACK_STORAGE)");
+  int flags = options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    return Status::Io("cannot open database ", path, ": ", msg);
+  }
+  std::unique_ptr<Storage> storage(new Storage(db, path));
+  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  sqlite3_extended_result_codes(db, 1);
+  if (!options.read_only) {
+    // WAL lets readers in other processes run while we write; NORMAL sync is durable at each
+    // checkpoint and never corrupts (a power cut can lose the last transactions, not the file).
+    HP_RETURN_IF_ERROR(storage->Exec("PRAGMA journal_mode=WAL"));
+    HP_RETURN_IF_ERROR(storage->Exec("PRAGMA synchronous=NORMAL"));
+  }
+  HP_RETURN_IF_ERROR(storage->Exec("PRAGMA foreign_keys=ON"));
+  const auto& migrations = options.migrations ? *options.migrations : DefaultMigrations();
+  if (options.read_only) {
+    // A reader never changes the file; it only checks it can understand it.
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT MAX(version) FROM schema_version", -1, &stmt, nullptr) !=
+        SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return Status::Io(path, " is not a hyperpack database: ", sqlite3_errmsg(db));
+    }
+    if (sqlite3_step(stmt) == SQLITE_ROW) storage->schema_version_ = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    int latest = migrations.empty() ? 0 : migrations.back().version;
+    if (storage->schema_version_ != latest)
+      return Status::FailedPrecondition(path, " has schema version ", storage->schema_version_,
+                                        " but this hyperpack reads version ", latest);
+    return storage;
+  }
+  HP_RETURN_IF_ERROR(storage->Migrate(migrations));
+  return storage;
+}
+
+Status Storage::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Status::Io("database ", path_, ": ", msg);
+  }
+  return Status::Ok();
+}
+
+Status Storage::Migrate(const std::vector<Migration>& migrations) {
+  return Transaction([&]() -> Status {
+    HP_RETURN_IF_ERROR(Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_version", -1, &stmt,
+                           nullptr) != SQLITE_OK) {
+      sqlite3_finalize(stmt);
+      return Error("reading the schema version");
+    }
+    int version = 0;
+    if (sqlite3_step(stmt) == SQLITE_ROW) version = sqlite3_column_int(stmt, 0);
+    sqlite3_finalize(stmt);
+    int latest = migrations.empty() ? 0 : migrations.back().version;
+    if (version > latest)
+      return Status::FailedPrecondition(path_, " was written by a newer hyperpack (schema ",
+                                        version, "; this one knows up to ", latest,
+                                        "); upgrade hyperpack to open it");
+    for (const Migration& m : migrations) {
+      if (m.version <= version) continue;
+      HP_RETURN_IF_ERROR(Exec(m.sql).WithContext(StrCat("migrating to schema ", m.version)));
+      HP_RETURN_IF_ERROR(Exec(StrCat("INSERT INTO schema_version(version) VALUES (", m.version, ")")));
+      version = m.version;
+    }
+    schema_version_ = version;
+    return Status::Ok();
+  });
+}
+
+Status Storage::Transaction(const std::function<Status()>& body) {
+  if (transaction_depth_ > 0) {
+    ++transaction_depth_;
+    Status s = body();
+    --transaction_depth_;
+    return s;
+  }
+  // IMMEDIATE takes the write lock up front, so a busy database waits (busy timeout) here rather
+  // than failing half way through.
+  HP_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  ++transaction_depth_;
+  Status s = body();
+  --transaction_depth_;
+  if (!s.ok()) {
+    (void)Exec("ROLLBACK");
+    return s;
+  }
+  Status c = Exec("COMMIT");
+  if (!c.ok()) (void)Exec("ROLLBACK");
+  return c;
+}
+
+Result<sqlite3_stmt*> Storage::Prepare(const std::string& sql) {
+  for (auto& [text, stmt] : statements_)
+    if (text == sql) return stmt;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
+      SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return Error("preparing '" + sql.substr(0, 40) + "...'");
+  }
+  statements_.emplace_back(sql, stmt);
+  return stmt;
+}
+
+namespace {
+constexpr char kStudyColumns[] =
+    "id, name, spec_text, spec_path, direction, metric, seed, created, runner_pid, runner_host";
+}
+
+Result<StudyRecord> Storage::ReadStudy(sqlite3_stmt* s) {
+  StudyRecord r;
+  r.id = sqlite3_column_int64(s, 0);
+  r.name = Text(s, 1);
+  r.spec_text = Text(s, 2);
+  r.spec_path = Text(s, 3);
+  r.direction = Text(s, 4);
+  r.metric = Text(s, 5);
+  r.seed = static_cast<uint64_t>(sqlite3_column_int64(s, 6));
+  r.created = sqlite3_column_double(s, 7);
+  r.runner_pid = OptInt(s, 8);
+  r.runner_host = Text(s, 9);
+  return r;
+}
+
+Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("INSERT INTO studies(name, spec_text, spec_path, direction, metric, "
+                              "seed, created) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  StudyRecord out = study;
+  Status s = Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(study.name).Bind(study.spec_text).Bind(study.spec_path).Bind(study.direction);
+    stmt.Bind(study.metric).Bind(static_cast<int64_t>(study.seed)).Bind(study.created);
+    int rc = stmt.Step();
+    if (rc == SQLITE_CONSTRAINT_UNIQUE)
+      return Status::AlreadyExists("a study named '", study.name, "' already exists");
+    if (rc != SQLITE_DONE) return Error("creating study '" + study.name + "'");
+    out.id = sqlite3_last_insert_rowid(db_);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::optional<StudyRecord>> Storage::FindStudy(const std::string& name) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies WHERE name = ?")));
+  Statement stmt(raw);
+  stmt.Bind(name);
+  int rc = stmt.Step();
+  if (rc == SQLITE_DONE) return std::optional<StudyRecord>();
+  if (rc != SQLITE_ROW) return Error("reading study '" + name + "'");
+  HP_ASSIGN_OR_RETURN(StudyRecord r, ReadStudy(raw));
+  return std::optional<StudyRecord>(std::move(r));
+}
+
+Result<std::vector<StudyRecord>> Storage::ListStudies() {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies ORDER BY id")));
+  Statement stmt(raw);
+  std::vector<StudyRecord> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    HP_ASSIGN_OR_RETURN(StudyRecord r, ReadStudy(raw));
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return Error("listing studies");
+  return out;
+}
+
+Status Storage::SetRunner(int64_t study_id, std::optional<int64_t> pid, const std::string& host) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("UPDATE studies SET runner_pid = ?, runner_host = ? WHERE id = ?"));
+  return Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(pid).Bind(host).Bind(study_id);
+    if (stmt.Step() != SQLITE_DONE) return Error("recording the study's runner");
+    return Status::Ok();
+  });
+}
+
+Status Storage::InsertTrial(const TrialRecord& t) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      Prepare("INSERT INTO trials(study_id, number, state, params, value, started, ended, "
+              "exit_status, error, host, attempt, retry_of, log_path) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  return Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
+    stmt.Bind(t.params_json).Bind(t.value).Bind(t.started).Bind(t.ended).Bind(t.exit_status);
+    stmt.Bind(t.error).Bind(t.host).Bind(t.attempt).Bind(t.retry_of).Bind(t.log_path);
+    int rc = stmt.Step();
+    if (rc == SQLITE_CONSTRAINT_UNIQUE)
+      return Status::AlreadyExists("trial ", t.number, " already exists");
+    if (rc != SQLITE_DONE) return Error(StrCat("inserting trial ", t.number));
+    return Status::Ok();
+  });
+}
+
+Status Storage::FinishTrial(const TrialRecord& t) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("UPDATE trials SET state = ?, value = ?, ended = ?, exit_status = ?, "
+                              "error = ? WHERE study_id = ? AND number = ?"));
+  return Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(std::string(TrialStateName(t.state))).Bind(t.value).Bind(t.ended);
+    stmt.Bind(t.exit_status).Bind(t.error).Bind(t.study_id).Bind(t.number);
+    if (stmt.Step() != SQLITE_DONE) return Error(StrCat("finishing trial ", t.number));
+    if (sqlite3_changes(db_) != 1) return Status::NotFound("no trial ", t.number, " to finish");
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double now,
+                                                      const std::string& reason) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * select,
+                      Prepare("SELECT number FROM trials WHERE study_id = ? AND state IN "
+                              "('running', 'pending') ORDER BY number"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * update,
+                      Prepare("UPDATE trials SET state = 'interrupted', ended = COALESCE(ended, ?), "
+                              "error = ? WHERE study_id = ? AND state IN ('running', 'pending')"));
+  std::vector<int> numbers;
+  Status s = Transaction([&]() -> Status {
+    {
+      Statement stmt(select);
+      stmt.Bind(study_id);
+      int rc;
+      while ((rc = stmt.Step()) == SQLITE_ROW) numbers.push_back(sqlite3_column_int(select, 0));
+      if (rc != SQLITE_DONE) return Error("finding unfinished trials");
+    }
+    Statement stmt(update);
+    stmt.Bind(now).Bind(reason).Bind(study_id);
+    if (stmt.Step() != SQLITE_DONE) return Error("marking trials interrupted");
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return numbers;
+}
+
+Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      Prepare("SELECT number, state, params, value, started, ended, exit_status, error, host, "
+              "attempt, retry_of, log_path FROM trials WHERE study_id = ? ORDER BY number"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  std::vector<TrialRecord> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    TrialRecord t;
+    t.study_id = study_id;
+    t.number = sqlite3_column_int(raw, 0);
+    auto state = ParseTrialState(Text(raw, 1));
+    if (!state) return Status::Io("trial ", t.number, " has an unknown state '", Text(raw, 1), "'");
+    t.state = *state;
+    t.params_json = Text(raw, 2);
+    t.value = OptDouble(raw, 3);
+    t.started = OptDouble(raw, 4);
+    t.ended = OptDouble(raw, 5);
+    if (auto e = OptInt(raw, 6)) t.exit_status = static_cast<int>(*e);
+    t.error = Text(raw, 7);
+    t.host = Text(raw, 8);
+    t.attempt = sqlite3_column_int(raw, 9);
+    if (auto r = OptInt(raw, 10)) t.retry_of = static_cast<int>(*r);
+    t.log_path = Text(raw, 11);
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return Error("listing trials");
+  return out;
+}
+
+Result<int> Storage::NextTrialNumber(int64_t study_id) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  if (stmt.Step() != SQLITE_ROW) return Error("reading the next trial number");
+  return sqlite3_column_int(raw, 0);
+}
+
+Status Storage::AddMetrics(int64_t study_id, int trial_number,
+                           std::span<const MetricPoint> points) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * find,
+                      Prepare("SELECT id FROM trials WHERE study_id = ? AND number = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert,
+                      Prepare("INSERT INTO metrics(trial_id, step, name, value, time) "
+                              "VALUES (?, ?, ?, ?, ?)"));
+  return Transaction([&]() -> Status {
+    int64_t trial_id = 0;
+    {
+      Statement stmt(find);
+      stmt.Bind(study_id).Bind(trial_number);
+      if (stmt.Step() != SQLITE_ROW)
+        return Status::NotFound("no trial ", trial_number, " to add metrics to");
+      trial_id = sqlite3_column_int64(find, 0);
+    }
+    for (const MetricPoint& p : points) {
+      Statement stmt(insert);
+      stmt.Bind(trial_id).Bind(p.step).Bind(p.name).Bind(p.value).Bind(p.time);
+      if (stmt.Step() != SQLITE_DONE) return Error("adding metrics");
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<MetricPoint>> Storage::TrialMetrics(int64_t study_id, int trial_number) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      Prepare("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON "
+              "m.trial_id = t.id WHERE t.study_id = ? AND t.number = ? ORDER BY m.rowid"));
+  Statement stmt(raw);
+  stmt.Bind(study_id).Bind(trial_number);
+  std::vector<MetricPoint> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    out.push_back({sqlite3_column_int64(raw, 0), Text(raw, 1), sqlite3_column_double(raw, 2),
+                   sqlite3_column_double(raw, 3)});
+  }
+  if (rc != SQLITE_DONE) return Error("reading metrics");
+  return out;
+}
+
+Status Storage::AddEvent(int64_t study_id, const EventRecord& e) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("INSERT INTO events(study_id, trial_number, time, kind, message) "
+                              "VALUES (?, ?, ?, ?, ?)"));
+  return Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(study_id).Bind(e.trial).Bind(e.time).Bind(e.kind).Bind(e.message);
+    if (stmt.Step() != SQLITE_DONE) return Error("adding an event");
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("SELECT trial_number, time, kind, message FROM (SELECT * FROM events "
+                              "WHERE study_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id"));
+  Statement stmt(raw);
+  stmt.Bind(study_id).Bind(limit);
+  std::vector<EventRecord> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    EventRecord e;
+    if (auto t = OptInt(raw, 0)) e.trial = static_cast<int>(*t);
+    e.time = sqlite3_column_double(raw, 1);
+    e.kind = Text(raw, 2);
+    e.message = Text(raw, 3);
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return Error("listing events");
+  return out;
+}
+
+}  // namespace hyperpack::storage

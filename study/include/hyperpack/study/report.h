@@ -1,0 +1,39 @@
+// What the CLI's read commands print: studies, one study's status, its trials, the best trial,
+// and exports of the best configurations. Tables for people, JSON for programs.
+//
+// Every function reads through a Storage (usually opened read-only while a run writes) and writes
+// to `out`; errors (no such study, an unreadable database) come back as a Status.
+// Thread-safety: as Storage, one thread per Storage.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "hyperpack/status.h"
+#include "hyperpack/storage/storage.h"
+
+namespace hyperpack::study {
+
+enum class OutputFormat { kTable, kJson };
+
+// All studies: name, trials by state, best value, whether a runner is on it.
+Status ReportStudies(storage::Storage& db, OutputFormat format, std::ostream& out);
+// One study: trials by state, best so far, elapsed, the latest events.
+Status ReportStudy(storage::Storage& db, const std::string& name, OutputFormat format,
+                   std::ostream& out);
+// One row per trial; --json: an array of objects.
+Status ReportTrials(storage::Storage& db, const std::string& name, OutputFormat format,
+                    std::ostream& out);
+// The best completed trial: {"trial", "value", "params", "metric", "direction", ...}.
+Status ReportBest(storage::Storage& db, const std::string& name, OutputFormat format,
+                  std::ostream& out);
+
+enum class ExportFormat { kYaml, kJson, kEnv, kArgs };
+Result<ExportFormat> ParseExportFormat(const std::string& name);
+// The best `top` configurations, best first. With top == 1 the output is the configuration alone
+// (a YAML or JSON mapping, KEY=VALUE lines, or one line of --name value arguments), ready to feed
+// to a training script; with top > 1, one entry per trial with its number and value.
+Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
+                  std::ostream& out);
+
+}  // namespace hyperpack::study

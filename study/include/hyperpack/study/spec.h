@@ -1,0 +1,104 @@
+// The study file: what a user writes, parsed and validated.
+//
+// ParseStudy checks everything it can before a single trial runs and reports every problem at
+// once, each as `file:line:column: key.path: what is wrong; what is expected`. A StudySpec that
+// comes back is complete: every default filled in, every reference resolved.
+// Thread-safety: pure functions over values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyperpack/expression.h"
+#include "hyperpack/space.h"
+#include "hyperpack/status.h"
+
+namespace hyperpack::study {
+
+enum class Direction { kMinimize, kMaximize };
+const char* DirectionName(Direction d);
+
+// Which reported value of the objective metric is the trial's value.
+enum class ObjectiveStrategy { kLast, kMin, kMax, kBest };
+const char* StrategyName(ObjectiveStrategy s);
+
+struct Objective {
+  std::string metric;
+  Direction direction = Direction::kMinimize;
+  ObjectiveStrategy strategy = ObjectiveStrategy::kLast;
+
+  // True when `a` is strictly better than `b` in this direction.
+  bool Better(double a, double b) const {
+    return direction == Direction::kMinimize ? a < b : a > b;
+  }
+};
+
+struct TrialSpec {
+  std::string command;   // with {param} placeholders; run by /bin/sh -c
+  std::string workdir;   // absolute, or empty for the directory `hyperpack run` starts in
+  std::vector<std::pair<std::string, std::string>> env;  // values may hold placeholders
+  std::optional<double> timeout_s;
+};
+
+struct TunerSpec {
+  std::string algorithm = "sobol";   // random | sobol
+  std::optional<uint64_t> seed;      // absent: chosen when the study is created, then stored
+};
+
+struct BudgetSpec {
+  int max_trials = 100;
+  int max_parallel = 1;
+  int max_failed = 0;  // 0: the default, max(5, max_trials / 4), filled in by the parser
+  std::optional<double> time_limit_s;
+};
+
+struct ResourceSpec {
+  std::optional<Expression> gpus;
+  std::optional<Expression> cpus;
+};
+
+struct StudySpec {
+  std::string name;
+  std::string description;
+  std::string source_path;  // the file it came from, as given
+  std::string source_text;  // verbatim; stored with the study
+  Objective objective;
+  SearchSpace space;
+  TrialSpec trial;
+  TunerSpec tuner;
+  BudgetSpec budget;
+  ResourceSpec resources;
+};
+
+// One problem in a study file. line and column are 1-based; 0 when the problem has no position
+// (e.g. the file cannot be read).
+struct Diagnostic {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string key;  // dotted path: "search_space.lr.low"
+  std::string message;
+
+  std::string ToString() const;
+};
+
+struct ParseOutcome {
+  std::optional<StudySpec> spec;   // set only when errors is empty
+  std::vector<Diagnostic> errors;
+
+  // The errors as one message, a line each.
+  std::string ErrorText() const;
+};
+
+// Parses YAML text; `filename` is used in diagnostics and to resolve a relative `trial.workdir`.
+ParseOutcome ParseStudy(const std::string& text, const std::string& filename);
+// Reads and parses a file.
+ParseOutcome LoadStudyFile(const std::string& path);
+
+// Names allowed in command and env templates besides the parameters.
+const std::vector<std::string>& BuiltinPlaceholders();
+
+}  // namespace hyperpack::study

@@ -1,0 +1,407 @@
+#include "hyperpack/study/report.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "hyperpack/config_json.h"
+#include "hyperpack/host.h"
+#include "hyperpack/study/spec.h"
+#include "hyperpack/table.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::study {
+
+using storage::Storage;
+using storage::StudyRecord;
+using storage::TrialRecord;
+using storage::TrialState;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+// A study with everything the reports need about it.
+struct Loaded {
+  StudyRecord study;
+  std::vector<TrialRecord> trials;
+  std::optional<StudySpec> spec;  // absent if the stored file no longer parses
+};
+
+Result<Loaded> Load(Storage& db, const std::string& name) {
+  HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
+  if (!found) {
+    HP_ASSIGN_OR_RETURN(auto all, db.ListStudies());
+    std::vector<std::string> names;
+    for (const auto& s : all) names.push_back(s.name);
+    auto guess = DidYouMean(name, names);
+    return Status::NotFound("no study named '", name, "' in ", db.path(),
+                            guess ? "; did you mean '" + *guess + "'?" : std::string(""));
+  }
+  Loaded l;
+  l.study = *found;
+  HP_ASSIGN_OR_RETURN(l.trials, db.ListTrials(l.study.id));
+  ParseOutcome parsed = ParseStudy(l.study.spec_text, l.study.spec_path);
+  l.spec = parsed.spec;
+  return l;
+}
+
+bool Maximize(const StudyRecord& s) { return s.direction == "maximize"; }
+
+// Completed trials with a value, best first (ties: the earlier trial).
+std::vector<const TrialRecord*> Ranked(const Loaded& l) {
+  std::vector<const TrialRecord*> out;
+  for (const TrialRecord& t : l.trials)
+    if (t.state == TrialState::kCompleted && t.value) out.push_back(&t);
+  bool max = Maximize(l.study);
+  std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
+    return max ? *a->value > *b->value : *a->value < *b->value;
+  });
+  return out;
+}
+
+std::string RunnerState(const StudyRecord& s, const Loaded* l) {
+  if (s.runner_pid) {
+    if (s.runner_host == HostName() && !ProcessAlive(*s.runner_pid)) return "stopped (runner died)";
+    return "running";
+  }
+  if (l && l->spec) {
+    int finished = 0;
+    for (const TrialRecord& t : l->trials) finished += storage::IsFinished(t.state);
+    if (finished >= l->spec->budget.max_trials) return "done";
+  }
+  return "stopped";
+}
+
+Json ParamsJson(const TrialRecord& t) {
+  Json p = Json::parse(t.params_json, nullptr, false);
+  return p.is_discarded() ? Json::object() : p;
+}
+
+std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
+  std::map<std::string, int> counts;
+  for (const TrialRecord& t : trials) counts[storage::TrialStateName(t.state)]++;
+  return counts;
+}
+
+std::string CountsText(const std::map<std::string, int>& counts) {
+  static const char* kOrder[] = {"completed", "running", "pruned",     "failed",
+                                 "timeout",   "infeasible", "interrupted", "pending"};
+  std::vector<std::string> parts;
+  for (const char* s : kOrder)
+    if (auto it = counts.find(s); it != counts.end()) parts.push_back(StrCat(it->second, " ", s));
+  return parts.empty() ? "no trials yet" : Join(parts, ", ");
+}
+
+std::optional<Value> Lookup(const Result<Config>& config, const std::string& name) {
+  if (!config.ok()) return std::nullopt;
+  auto it = config->find(name);
+  if (it == config->end()) return std::nullopt;
+  return it->second;
+}
+
+// name=value pairs in the order the trial's parameters were stored (the space's order).
+std::string ParamsText(const TrialRecord& t) {
+  auto config = ConfigFromJson(t.params_json);
+  std::vector<std::string> parts;
+  Json params = ParamsJson(t);  // kept alive: items() refers into it
+  for (const auto& [k, unused] : params.items()) {
+    if (auto v = Lookup(config, k)) parts.push_back(k + "=" + DisplayValue(*v));
+  }
+  return Join(parts, " ");
+}
+
+std::string ValueText(const std::optional<double>& v) { return v ? FormatShort(*v, 6) : "-"; }
+
+std::optional<double> Duration(const TrialRecord& t) {
+  if (!t.started) return std::nullopt;
+  double end = t.ended ? *t.ended : WallNow();
+  return end - *t.started;
+}
+
+Json TrialJson(const TrialRecord& t) {
+  Json j;
+  j["trial"] = t.number;
+  j["state"] = storage::TrialStateName(t.state);
+  j["value"] = t.value ? Json(*t.value) : Json(nullptr);
+  j["params"] = ParamsJson(t);
+  j["started"] = t.started ? Json(*t.started) : Json(nullptr);
+  j["ended"] = t.ended ? Json(*t.ended) : Json(nullptr);
+  auto d = Duration(t);
+  j["duration_s"] = d ? Json(*d) : Json(nullptr);
+  j["exit_status"] = t.exit_status ? Json(*t.exit_status) : Json(nullptr);
+  j["error"] = t.error;
+  j["host"] = t.host;
+  j["attempt"] = t.attempt;
+  j["retry_of"] = t.retry_of ? Json(*t.retry_of) : Json(nullptr);
+  j["log"] = t.log_path;
+  return j;
+}
+
+}  // namespace
+
+Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(auto studies, db.ListStudies());
+  Json all = Json::array();
+  Table table({"study", "state", "trials", "best", "metric", "created"});
+  for (const StudyRecord& s : studies) {
+    HP_ASSIGN_OR_RETURN(Loaded l, Load(db, s.name));
+    auto ranked = Ranked(l);
+    std::optional<double> best;
+    if (!ranked.empty()) best = ranked.front()->value;
+    std::string state = RunnerState(s, &l);
+    if (format == OutputFormat::kJson) {
+      Json j;
+      j["study"] = s.name;
+      j["state"] = state;
+      j["metric"] = s.metric;
+      j["direction"] = s.direction;
+      j["trials"] = CountStates(l.trials);
+      j["best"] = best ? Json(*best) : Json(nullptr);
+      j["best_trial"] = ranked.empty() ? Json(nullptr) : Json(ranked.front()->number);
+      j["created"] = s.created;
+      all.push_back(j);
+    } else {
+      table.AddRow({s.name, state, CountsText(CountStates(l.trials)), ValueText(best),
+                    StrCat(s.metric, Maximize(s) ? " (max)" : " (min)"),
+                    FormatTimestamp(s.created)});
+    }
+  }
+  if (format == OutputFormat::kJson) {
+    out << all.dump(2) << "\n";
+  } else if (studies.empty()) {
+    out << "no studies in " << db.path() << "; start one with: hyperpack run STUDY.yaml\n";
+  } else {
+    table.Print(out);
+  }
+  return Status::Ok();
+}
+
+Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  auto ranked = Ranked(l);
+  auto counts = CountStates(l.trials);
+  std::string state = RunnerState(l.study, &l);
+  std::optional<double> first_start, last_end;
+  for (const TrialRecord& t : l.trials) {
+    if (t.started && (!first_start || *t.started < *first_start)) first_start = t.started;
+    double end = t.ended ? *t.ended : WallNow();
+    if (t.started && (!last_end || end > *last_end)) last_end = end;
+  }
+  HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(l.study.id, 8));
+  if (format == OutputFormat::kJson) {
+    Json j;
+    j["study"] = l.study.name;
+    j["state"] = state;
+    j["metric"] = l.study.metric;
+    j["direction"] = l.study.direction;
+    j["trials"] = counts;
+    j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
+    j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front());
+    j["elapsed_s"] = first_start ? Json(*last_end - *first_start) : Json(nullptr);
+    j["runner_pid"] = l.study.runner_pid ? Json(*l.study.runner_pid) : Json(nullptr);
+    out << j.dump(2) << "\n";
+    return Status::Ok();
+  }
+  out << "study      " << l.study.name << " (" << state << ")\n";
+  out << "objective  " << l.study.direction << " " << l.study.metric << "\n";
+  int finished = 0;
+  for (const TrialRecord& t : l.trials) finished += storage::IsFinished(t.state);
+  out << "trials     " << CountsText(counts);
+  if (l.spec) out << "  [" << finished << "/" << l.spec->budget.max_trials << " of the budget]";
+  out << "\n";
+  if (first_start) out << "elapsed    " << FormatDuration(*last_end - *first_start) << "\n";
+  if (!ranked.empty()) {
+    const TrialRecord& b = *ranked.front();
+    out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
+        << ParamsText(b) << "\n";
+  } else {
+    out << "best       - (no completed trial yet)\n";
+  }
+  if (!events.empty()) {
+    out << "\nrecent events\n";
+    for (const auto& e : events) {
+      out << "  " << FormatTimestamp(e.time) << "  " << e.kind;
+      if (e.trial) out << " trial " << *e.trial;
+      if (!e.message.empty()) out << ": " << e.message;
+      out << "\n";
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  if (format == OutputFormat::kJson) {
+    Json all = Json::array();
+    for (const TrialRecord& t : l.trials) all.push_back(TrialJson(t));
+    out << all.dump(2) << "\n";
+    return Status::Ok();
+  }
+  if (l.trials.empty()) {
+    out << "study '" << name << "' has no trials yet\n";
+    return Status::Ok();
+  }
+  // One column per parameter, in the space's order.
+  std::vector<std::string> params;
+  if (l.spec) {
+    for (const ParamSpec& p : l.spec->space.params())
+      if (p.type != ParamType::kFixed) params.push_back(p.name);
+  }
+  std::vector<std::string> headers = {"trial", "state", l.study.metric};
+  headers.insert(headers.end(), params.begin(), params.end());
+  headers.insert(headers.end(), {"duration", "note"});
+  Table table(headers);
+  for (const TrialRecord& t : l.trials) {
+    std::vector<std::string> row = {std::to_string(t.number), storage::TrialStateName(t.state),
+                                    ValueText(t.value)};
+    auto config = ConfigFromJson(t.params_json);
+    for (const std::string& p : params) {
+      auto v = Lookup(config, p);
+      row.push_back(v ? DisplayValue(*v) : "-");
+    }
+    auto d = Duration(t);
+    row.push_back(d ? FormatDuration(*d) : "-");
+    std::string note = t.error;
+    if (t.retry_of) note = StrCat("re-run of ", *t.retry_of, note.empty() ? "" : "; ", note);
+    auto nl = note.find('\n');
+    if (nl != std::string::npos) note = note.substr(0, nl);
+    row.push_back(note);
+    table.AddRow(row);
+  }
+  table.Print(out, 48);
+  return Status::Ok();
+}
+
+Status ReportBest(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  auto ranked = Ranked(l);
+  if (ranked.empty())
+    return Status::NotFound("study '", name, "' has no completed trial yet");
+  const TrialRecord& b = *ranked.front();
+  if (format == OutputFormat::kJson) {
+    Json j = TrialJson(b);
+    Json o;
+    o["study"] = l.study.name;
+    o["metric"] = l.study.metric;
+    o["direction"] = l.study.direction;
+    for (auto& [k, v] : j.items()) o[k] = v;
+    out << o.dump(2) << "\n";
+    return Status::Ok();
+  }
+  out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
+      << " of " << l.trials.size() << ")\n";
+  auto config = ConfigFromJson(b.params_json);
+  Json params = ParamsJson(b);
+  for (const auto& [k, unused] : params.items()) {
+    if (auto v = Lookup(config, k)) out << "  " << k << ": " << FormatValue(*v) << "\n";
+  }
+  return Status::Ok();
+}
+
+Result<ExportFormat> ParseExportFormat(const std::string& name) {
+  if (name == "yaml") return ExportFormat::kYaml;
+  if (name == "json") return ExportFormat::kJson;
+  if (name == "env") return ExportFormat::kEnv;
+  if (name == "args") return ExportFormat::kArgs;
+  return Status::Invalid("--format: '", name, "' is not a format; expected yaml, json, env or args");
+}
+
+namespace {
+
+// Single-quotes a value for a POSIX shell when it holds anything but safe characters.
+std::string ShellQuote(const std::string& s) {
+  bool safe = !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                "0123456789_-.,:/+=@%") == std::string::npos;
+  if (safe) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string YamlScalar(const Value& v) {
+  std::string text = FormatValue(v);
+  if (!std::holds_alternative<std::string>(v)) return text;
+  // A string that YAML would read as something else (a number, a boolean, null) is quoted.
+  nlohmann::json as_json = std::get<std::string>(v);
+  bool plain = !text.empty() && !ParseDouble(text) &&
+               text.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
+               text != "true" && text != "false" && text != "null" && text != "~" &&
+               text.front() != ' ' && text.back() != ' ' && text.front() != '-';
+  return plain ? text : as_json.dump();
+}
+
+std::string EnvName(const std::string& param) {
+  std::string out = "HP_";
+  for (char c : param) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
+                  std::ostream& out) {
+  if (top < 1) return Status::Invalid("--top must be >= 1 (got ", top, ")");
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  auto ranked = Ranked(l);
+  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+  if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
+  bool single = top == 1;
+
+  // Each configuration in the space's order.
+  std::vector<std::vector<std::pair<std::string, Value>>> configs;
+  for (const TrialRecord* t : ranked) {
+    HP_ASSIGN_OR_RETURN(Config c, ConfigFromJson(t->params_json));
+    std::vector<std::pair<std::string, Value>> ordered;
+    Json params = ParamsJson(*t);
+    for (const auto& [k, v] : params.items())
+      if (auto it = c.find(k); it != c.end()) ordered.emplace_back(k, it->second);
+    configs.push_back(std::move(ordered));
+  }
+
+  switch (format) {
+    case ExportFormat::kJson: {
+      if (single) {
+        out << ParamsJson(*ranked.front()).dump(2) << "\n";
+        break;
+      }
+      Json all = Json::array();
+      for (const TrialRecord* t : ranked)
+        all.push_back(Json{{"trial", t->number}, {"value", *t->value}, {"params", ParamsJson(*t)}});
+      out << all.dump(2) << "\n";
+      break;
+    }
+    case ExportFormat::kYaml:
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        if (single) {
+          out << "# study " << name << ", trial " << ranked[i]->number << ": " << l.study.metric
+              << " = " << FormatDouble(*ranked[i]->value) << "\n";
+          for (const auto& [k, v] : configs[i]) out << k << ": " << YamlScalar(v) << "\n";
+          continue;
+        }
+        out << "- trial: " << ranked[i]->number << "\n  value: " << FormatDouble(*ranked[i]->value)
+            << "\n  params:\n";
+        for (const auto& [k, v] : configs[i]) out << "    " << k << ": " << YamlScalar(v) << "\n";
+      }
+      break;
+    case ExportFormat::kEnv:
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        if (i) out << "\n";
+        out << "# trial " << ranked[i]->number << ": " << l.study.metric << " = "
+            << FormatDouble(*ranked[i]->value) << "\n";
+        for (const auto& [k, v] : configs[i])
+          out << EnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
+      }
+      break;
+    case ExportFormat::kArgs:
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        std::vector<std::string> parts;
+        for (const auto& [k, v] : configs[i])
+          parts.push_back("--" + k + " " + ShellQuote(FormatValue(v)));
+        out << Join(parts, " ") << "\n";
+      }
+      break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace hyperpack::study

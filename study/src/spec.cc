@@ -1,0 +1,759 @@
+#include "hyperpack/study/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "hyperpack/study/template.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::study {
+
+const char* DirectionName(Direction d) {
+  return d == Direction::kMinimize ? "minimize" : "maximize";
+}
+
+const char* StrategyName(ObjectiveStrategy s) {
+  switch (s) {
+    case ObjectiveStrategy::kLast: return "last";
+    case ObjectiveStrategy::kMin: return "min";
+    case ObjectiveStrategy::kMax: return "max";
+    case ObjectiveStrategy::kBest: return "best";
+  }
+  return "?";
+}
+
+std::string Diagnostic::ToString() const {
+  std::ostringstream out;
+  out << file;
+  if (line > 0) out << ":" << line << ":" << column;
+  out << ": ";
+  if (!key.empty()) out << key << ": ";
+  out << message;
+  return out.str();
+}
+
+std::string ParseOutcome::ErrorText() const {
+  std::vector<std::string> lines;
+  for (const Diagnostic& d : errors) lines.push_back(d.ToString());
+  return Join(lines, "\n");
+}
+
+const std::vector<std::string>& BuiltinPlaceholders() {
+  static const std::vector<std::string> kBuiltins = {"trial", "study", "params_file", "trial_dir"};
+  return kBuiltins;
+}
+
+namespace {
+
+bool IsIdentifier(const std::string& s) {
+  static const std::regex kIdent("[A-Za-z_][A-Za-z0-9_]*");
+  return std::regex_match(s, kIdent);
+}
+
+// A key of a YAML mapping together with its value; both keep their positions.
+struct Field {
+  YAML::Node key;
+  YAML::Node value;
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string file) : file_(std::move(file)) {}
+
+  ParseOutcome Parse(const std::string& text) {
+    ParseOutcome out;
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      Diagnostic d{file_, e.mark.line + 1, e.mark.column + 1, "", "invalid YAML: " + e.msg};
+      out.errors.push_back(d);
+      return out;
+    } catch (const YAML::Exception& e) {
+      out.errors.push_back({file_, 0, 0, "", std::string("invalid YAML: ") + e.what()});
+      return out;
+    }
+    StudySpec spec;
+    spec.source_path = file_;
+    spec.source_text = text;
+    try {
+      ParseRoot(root, &spec);
+    } catch (const YAML::Exception& e) {
+      // The checks above look at every node's type first; this is a last line of defence.
+      errors_.push_back({file_, e.mark.line + 1, e.mark.column + 1, "", e.what()});
+    }
+    out.errors = std::move(errors_);
+    if (out.errors.empty()) out.spec = std::move(spec);
+    return out;
+  }
+
+ private:
+  // ---- diagnostics ------------------------------------------------------------------------
+  template <typename... Args>
+  void Error(const YAML::Node& at, const std::string& key, const Args&... args) {
+    Diagnostic d;
+    d.file = file_;
+    YAML::Mark mark = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
+    if (!mark.is_null()) {
+      d.line = mark.line + 1;
+      d.column = mark.column + 1;
+    } else if (!last_mark_.is_null()) {
+      d.line = last_mark_.line + 1;
+      d.column = last_mark_.column + 1;
+    }
+    d.key = key;
+    d.message = StrCat(args...);
+    errors_.push_back(std::move(d));
+  }
+
+  static std::string Describe(const YAML::Node& node) {
+    switch (node.Type()) {
+      case YAML::NodeType::Null: return "nothing";
+      case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
+      case YAML::NodeType::Sequence: return "a list";
+      case YAML::NodeType::Map: return "a mapping";
+      default: return "nothing";
+    }
+  }
+
+  static std::string Path(const std::string& parent, const std::string& key) {
+    return parent.empty() ? key : parent + "." + key;
+  }
+
+  // The fields of a mapping; reports unknown and duplicate keys. `allowed` lists the valid keys.
+  std::map<std::string, Field> Fields(const YAML::Node& map, const std::string& path,
+                                      const std::vector<std::string>& allowed) {
+    std::map<std::string, Field> fields;
+    if (!map.IsMap()) {
+      Error(map, path, "expected a mapping of keys to values, got ", Describe(map));
+      return fields;
+    }
+    if (!map.Mark().is_null()) last_mark_ = map.Mark();
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      const YAML::Node& key = it->first;
+      if (!key.IsScalar()) {
+        Error(key, path, "keys must be plain names");
+        continue;
+      }
+      std::string name = key.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        auto guess = DidYouMean(name, allowed);
+        if (guess) {
+          Error(key, path, "unknown key '", name, "'; did you mean '", *guess, "'?");
+        } else {
+          Error(key, path, "unknown key '", name, "'; expected one of: ", Join(allowed, ", "));
+        }
+        continue;
+      }
+      if (fields.count(name)) {
+        Error(key, Path(path, name), "duplicate key");
+        continue;
+      }
+      fields[name] = Field{key, it->second};
+    }
+    return fields;
+  }
+
+  static const Field* Get(const std::map<std::string, Field>& fields, const std::string& name) {
+    auto it = fields.find(name);
+    return it == fields.end() ? nullptr : &it->second;
+  }
+
+  void Missing(const YAML::Node& map, const std::string& path, const std::string& key,
+               const std::string& expected) {
+    Error(map, Path(path, key), "missing; expected ", expected);
+  }
+
+  // ---- typed scalars ----------------------------------------------------------------------
+  std::optional<std::string> String(const Field& f, const std::string& path) {
+    if (!f.value.IsScalar() || f.value.Scalar().empty()) {
+      Error(f.value.IsNull() ? f.key : f.value, path, "expected text, got ", Describe(f.value));
+      return std::nullopt;
+    }
+    return f.value.Scalar();
+  }
+
+  std::optional<double> Number(const Field& f, const std::string& path) {
+    if (f.value.IsScalar() && f.value.Tag() != "!") {
+      if (auto x = ParseDouble(f.value.Scalar()); x && std::isfinite(*x)) return x;
+    }
+    Error(f.value.IsNull() ? f.key : f.value, path, "expected a number, got ", Describe(f.value));
+    return std::nullopt;
+  }
+
+  std::optional<int64_t> Integer(const Field& f, const std::string& path) {
+    if (f.value.IsScalar() && f.value.Tag() != "!") {
+      if (auto x = ParseInt(f.value.Scalar())) return x;
+    }
+    Error(f.value.IsNull() ? f.key : f.value, path, "expected a whole number, got ",
+          Describe(f.value));
+    return std::nullopt;
+  }
+
+  std::optional<bool> Bool(const Field& f, const std::string& path) {
+    if (f.value.IsScalar() && f.value.Tag() != "!") {
+      std::string s = f.value.Scalar();
+      if (s == "true" || s == "True" || s == "TRUE") return true;
+      if (s == "false" || s == "False" || s == "FALSE") return false;
+    }
+    Error(f.value.IsNull() ? f.key : f.value, path, "expected true or false, got ",
+          Describe(f.value));
+    return std::nullopt;
+  }
+
+  std::optional<double> Duration(const Field& f, const std::string& path) {
+    if (!f.value.IsScalar()) {
+      Error(f.value.IsNull() ? f.key : f.value, path,
+            "expected a duration such as 30s, 10m or 1h30m, got ", Describe(f.value));
+      return std::nullopt;
+    }
+    auto d = ParseDuration(f.value.Scalar());
+    if (!d.ok()) {
+      Error(f.value, path, d.status().message());
+      return std::nullopt;
+    }
+    return *d;
+  }
+
+  // A scalar as a parameter value: quoted scalars are strings; plain ones are booleans, integers
+  // or floats when they read as such, strings otherwise.
+  static Value InferValue(const std::string& text, bool quoted) {
+    if (!quoted) {
+      if (text == "true" || text == "True" || text == "TRUE") return true;
+      if (text == "false" || text == "False" || text == "FALSE") return false;
+      if (auto i = ParseInt(text)) return *i;
+      if (auto d = ParseDouble(text); d && std::isfinite(*d)) return *d;
+    }
+    return text;
+  }
+
+  std::optional<Value> ScalarValue(const YAML::Node& node, const YAML::Node& key,
+                                   const std::string& path) {
+    if (!node.IsScalar()) {
+      Error(node.IsNull() ? key : node, path, "expected a number, text or boolean, got ",
+            Describe(node));
+      return std::nullopt;
+    }
+    return InferValue(node.Scalar(), node.Tag() == "!");
+  }
+
+  // ---- sections ---------------------------------------------------------------------------
+  void ParseRoot(const YAML::Node& root, StudySpec* spec) {
+    if (!root.IsMap()) {
+      Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
+      return;
+    }
+    static const std::vector<std::string> kKeys = {"name",  "description", "objective",
+                                                   "search_space", "trial", "tuner",
+                                                   "budget", "resources"};
+    auto fields = Fields(root, "", kKeys);
+
+    if (auto* f = Get(fields, "name")) {
+      if (auto name = String(*f, "name")) {
+        static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]*");
+        if (!std::regex_match(*name, kName)) {
+          Error(f->value, "name", "'", *name,
+                "' is not a valid study name; use letters, digits, '_', '-' and '.'");
+        }
+        spec->name = *name;
+      }
+    } else {
+      Missing(root, "", "name", "the study's name, e.g. name: fmnist-mlp");
+    }
+    if (auto* f = Get(fields, "description")) {
+      if (auto d = String(*f, "description")) spec->description = *d;
+    }
+
+    if (auto* f = Get(fields, "objective")) {
+      ParseObjective(*f, &spec->objective);
+    } else {
+      Missing(root, "", "objective", "{metric: NAME, direction: minimize|maximize}");
+    }
+
+    if (auto* f = Get(fields, "search_space")) {
+      ParseSpace(*f, &spec->space);
+    } else {
+      Missing(root, "", "search_space", "a mapping of parameter names to their ranges");
+    }
+
+    if (auto* f = Get(fields, "trial")) {
+      ParseTrial(*f, spec->space, &spec->trial);
+    } else {
+      Missing(root, "", "trial", "{command: ...}, the command that runs one trial");
+    }
+
+    if (auto* f = Get(fields, "tuner")) ParseTuner(*f, &spec->tuner);
+    if (auto* f = Get(fields, "budget")) ParseBudget(*f, &spec->budget);
+    if (spec->budget.max_failed == 0)
+      spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
+    if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
+  }
+
+  void ParseObjective(const Field& field, Objective* objective) {
+    auto fields = Fields(field.value, "objective", {"metric", "direction", "strategy"});
+    if (!field.value.IsMap()) return;
+    if (auto* f = Get(fields, "metric")) {
+      if (auto m = String(*f, "objective.metric")) {
+        if (m->find_first_of(" \t=") != std::string::npos)
+          Error(f->value, "objective.metric", "'", *m, "' is not a metric name (no spaces or '=')");
+        objective->metric = *m;
+      }
+    } else {
+      Missing(field.value, "objective", "metric", "the name of a metric the trial reports");
+    }
+    if (auto* f = Get(fields, "direction")) {
+      if (auto d = String(*f, "objective.direction")) {
+        if (*d == "minimize") {
+          objective->direction = Direction::kMinimize;
+        } else if (*d == "maximize") {
+          objective->direction = Direction::kMaximize;
+        } else {
+          auto guess = DidYouMean(*d, {"minimize", "maximize"});
+          Error(f->value, "objective.direction", "'", *d, "' is not a direction; expected ",
+                guess ? "'" + *guess + "'" : std::string("minimize or maximize"));
+        }
+      }
+    } else {
+      Missing(field.value, "objective", "direction", "minimize or maximize");
+    }
+    if (auto* f = Get(fields, "strategy")) {
+      if (auto s = String(*f, "objective.strategy")) {
+        static const std::map<std::string, ObjectiveStrategy> kStrategies = {
+            {"last", ObjectiveStrategy::kLast},
+            {"min", ObjectiveStrategy::kMin},
+            {"max", ObjectiveStrategy::kMax},
+            {"best", ObjectiveStrategy::kBest}};
+        auto it = kStrategies.find(*s);
+        if (it == kStrategies.end()) {
+          Error(f->value, "objective.strategy", "'", *s,
+                "' is not a strategy; expected last, min, max or best");
+        } else {
+          objective->strategy = it->second;
+        }
+      }
+    }
+  }
+
+  void ParseSpace(const Field& field, SearchSpace* space) {
+    const YAML::Node& node = field.value;
+    if (!node.IsMap() || node.size() == 0) {
+      Error(node.IsNull() ? field.key : node, "search_space",
+            "expected a mapping of parameter names to their ranges, got ", Describe(node));
+      return;
+    }
+    std::vector<ParamSpec> params;
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar()) {
+        Error(it->first, "search_space", "parameter names must be plain names");
+        continue;
+      }
+      std::string name = it->first.Scalar();
+      std::string path = Path("search_space", name);
+      if (!IsIdentifier(name)) {
+        Error(it->first, path,
+              "not a valid parameter name; use letters, digits and '_', not starting with a digit");
+        continue;
+      }
+      if (!seen.insert(name).second) {
+        Error(it->first, path, "duplicate parameter");
+        continue;
+      }
+      if (auto p = ParseParam(name, Field{it->first, it->second}, params)) params.push_back(*p);
+    }
+    *space = SearchSpace(std::move(params));
+  }
+
+  std::optional<ParamSpec> ParseParam(const std::string& name, const Field& field,
+                                      const std::vector<ParamSpec>& earlier) {
+    std::string path = Path("search_space", name);
+    ParamSpec p;
+    p.name = name;
+    const YAML::Node& node = field.value;
+    // Shorthands: a list is a categorical, a scalar a fixed value.
+    if (node.IsSequence()) {
+      p.type = ParamType::kCategorical;
+      if (!ParseValues(field, path, &p)) return std::nullopt;
+      return p;
+    }
+    if (node.IsScalar()) {
+      p.type = ParamType::kFixed;
+      auto v = ScalarValue(node, field.key, path);
+      if (!v) return std::nullopt;
+      p.value = *v;
+      return p;
+    }
+    if (!node.IsMap()) {
+      Error(node.IsNull() ? field.key : node, path,
+            "expected {type: float|int|categorical|fixed, ...}, got ", Describe(node));
+      return std::nullopt;
+    }
+    YAML::Node type_node = node["type"];
+    if (!type_node.IsDefined()) {
+      Error(node, Path(path, "type"), "missing; expected float, int, categorical or fixed");
+      return std::nullopt;
+    }
+    std::string type = type_node.IsScalar() ? type_node.Scalar() : "";
+    std::vector<std::string> keys;
+    if (type == "float") {
+      p.type = ParamType::kFloat;
+      keys = {"type", "low", "high", "log", "when"};
+    } else if (type == "int") {
+      p.type = ParamType::kInt;
+      keys = {"type", "low", "high", "log", "step", "when"};
+    } else if (type == "categorical") {
+      p.type = ParamType::kCategorical;
+      keys = {"type", "values", "when"};
+    } else if (type == "fixed") {
+      p.type = ParamType::kFixed;
+      keys = {"type", "value", "when"};
+    } else {
+      auto guess = DidYouMean(type, {"float", "int", "categorical", "fixed"});
+      Error(type_node, Path(path, "type"), "'", type, "' is not a parameter type; expected ",
+            guess ? "'" + *guess + "'" : std::string("float, int, categorical or fixed"));
+      return std::nullopt;
+    }
+    size_t errors_before = errors_.size();
+    auto fields = Fields(node, path, keys);
+
+    if (p.type == ParamType::kFloat || p.type == ParamType::kInt) {
+      ParseRange(node, path, fields, &p);
+    } else if (p.type == ParamType::kCategorical) {
+      if (auto* f = Get(fields, "values")) {
+        ParseValues(*f, Path(path, "values"), &p);
+      } else {
+        Missing(node, path, "values", "a list such as [sgd, adamw]");
+      }
+    } else {
+      if (auto* f = Get(fields, "value")) {
+        if (auto v = ScalarValue(f->value, f->key, Path(path, "value"))) p.value = *v;
+      } else {
+        Missing(node, path, "value", "the parameter's one value");
+      }
+    }
+    if (auto* f = Get(fields, "when")) ParseCondition(*f, Path(path, "when"), earlier, &p);
+    if (errors_.size() != errors_before) return std::nullopt;
+    return p;
+  }
+
+  void ParseRange(const YAML::Node& node, const std::string& path,
+                  const std::map<std::string, Field>& fields, ParamSpec* p) {
+    bool is_int = p->type == ParamType::kInt;
+    const Field* low = Get(fields, "low");
+    const Field* high = Get(fields, "high");
+    if (!low) Missing(node, path, "low", is_int ? "the smallest value" : "the lower bound");
+    if (!high) Missing(node, path, "high", is_int ? "the largest value" : "the upper bound");
+    if (const Field* f = Get(fields, "log")) {
+      if (auto b = Bool(*f, Path(path, "log"))) p->log = *b;
+    }
+    if (const Field* f = Get(fields, "step")) {
+      if (auto s = Integer(*f, Path(path, "step"))) {
+        if (*s < 1) {
+          Error(f->value, Path(path, "step"), "must be >= 1 (got ", *s, ")");
+        } else if (p->log && *s != 1) {
+          Error(f->value, Path(path, "step"),
+                "cannot be combined with log: true; list the values as a categorical instead");
+        } else {
+          p->step = *s;
+        }
+      }
+    }
+    if (!low || !high) return;
+    std::optional<double> lo, hi;
+    if (is_int) {
+      auto l = Integer(*low, Path(path, "low"));
+      auto h = Integer(*high, Path(path, "high"));
+      if (l) lo = static_cast<double>(*l);
+      if (h) hi = static_cast<double>(*h);
+    } else {
+      lo = Number(*low, Path(path, "low"));
+      hi = Number(*high, Path(path, "high"));
+    }
+    if (!lo || !hi) return;
+    p->low = *lo;
+    p->high = *hi;
+    if (p->log && *lo <= 0) {
+      Error(low->value, Path(path, "low"), "must be > 0 when log: true (got ", low->value.Scalar(),
+            ")");
+      return;
+    }
+    if (is_int ? *hi < *lo : *hi <= *lo) {
+      Error(high->value, Path(path, "high"), "must be ", is_int ? ">=" : ">", " low (",
+            low->value.Scalar(), "), got ", high->value.Scalar());
+    }
+  }
+
+  bool ParseValues(const Field& field, const std::string& path, ParamSpec* p) {
+    const YAML::Node& list = field.value;
+    if (!list.IsSequence() || list.size() == 0) {
+      Error(list.IsNull() ? field.key : list, path, "expected a non-empty list of values, got ",
+            Describe(list));
+      return false;
+    }
+    bool ok = true;
+    for (const YAML::Node& item : list) {
+      auto v = ScalarValue(item, field.key, path);
+      if (!v) {
+        ok = false;
+        continue;
+      }
+      for (const Value& other : p->values) {
+        if (other.index() == v->index() && other == *v) {
+          Error(item, path, "duplicate value ", FormatValue(*v));
+          ok = false;
+        }
+      }
+      p->values.push_back(*v);
+    }
+    return ok;
+  }
+
+  void ParseCondition(const Field& f, const std::string& path, const std::vector<ParamSpec>& earlier,
+                      ParamSpec* p) {
+    auto text = String(f, path);
+    if (!text) return;
+    static const std::regex kCond(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(==|!=|\bin\b)\s*(.+?)\s*$)");
+    std::smatch m;
+    if (!std::regex_match(*text, m, kCond)) {
+      Error(f.value, path, "'", *text,
+            "' is not a condition; expected 'PARAM == VALUE', 'PARAM != VALUE' or "
+            "'PARAM in [A, B]'");
+      return;
+    }
+    Condition c;
+    c.parent = m[1];
+    c.text = *text;
+    std::string op = m[2];
+    std::string rhs = m[3];
+    c.op = op == "==" ? Condition::Op::kEq : op == "!=" ? Condition::Op::kNe : Condition::Op::kIn;
+    auto parent = std::find_if(earlier.begin(), earlier.end(),
+                               [&](const ParamSpec& q) { return q.name == c.parent; });
+    if (parent == earlier.end()) {
+      std::vector<std::string> names;
+      for (const ParamSpec& q : earlier) names.push_back(q.name);
+      auto guess = DidYouMean(c.parent, names);
+      Error(f.value, path, "'", c.parent, "' is not a parameter declared before '", p->name, "'",
+            guess ? "; did you mean '" + *guess + "'?" : std::string(""));
+      return;
+    }
+    if (parent->type == ParamType::kFloat) {
+      Error(f.value, path, "conditions on a float parameter ('", c.parent,
+            "') are not supported; use a categorical, int or fixed parent");
+      return;
+    }
+    std::vector<std::string> items;
+    if (c.op == Condition::Op::kIn) {
+      if (rhs.size() < 2 || rhs.front() != '[' || rhs.back() != ']') {
+        Error(f.value, path, "expected a list after 'in', e.g. ", c.parent, " in [a, b]");
+        return;
+      }
+      std::stringstream ss(rhs.substr(1, rhs.size() - 2));
+      for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+    } else {
+      items.push_back(rhs);
+    }
+    for (std::string item : items) {
+      item = std::regex_replace(item, std::regex(R"(^\s+|\s+$)"), "");
+      bool quoted = item.size() >= 2 && (item.front() == '\'' || item.front() == '"') &&
+                    item.back() == item.front();
+      if (quoted) item = item.substr(1, item.size() - 2);
+      Value v = InferValue(item, quoted);
+      if (!parent->Contains(v)) {
+        std::vector<std::string> options;
+        for (const Value& o : parent->values) options.push_back(FormatValue(o));
+        auto guess = DidYouMean(item, options);
+        Error(f.value, path, "'", item, "' is not a value of '", c.parent, "'",
+              guess ? "; did you mean '" + *guess + "'?"
+                    : options.empty() ? std::string("")
+                                      : "; expected one of: " + Join(options, ", "));
+        return;
+      }
+      c.values.push_back(v);
+    }
+    p->when = std::move(c);
+  }
+
+  void CheckPlaceholders(const YAML::Node& node, const std::string& path, const std::string& text,
+                         const SearchSpace& space) {
+    auto names = TemplatePlaceholders(text);
+    if (!names.ok()) {
+      Error(node, path, names.status().message());
+      return;
+    }
+    std::vector<std::string> known = BuiltinPlaceholders();
+    for (const ParamSpec& p : space.params()) known.push_back(p.name);
+    for (const std::string& n : *names) {
+      if (std::find(known.begin(), known.end(), n) != known.end()) continue;
+      auto guess = DidYouMean(n, known);
+      Error(node, path, "'{", n, "}' is not a parameter",
+            guess ? "; did you mean '{" + *guess + "}'?"
+                  : "; expected one of: " + Join(known, ", "));
+    }
+  }
+
+  void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial) {
+    auto fields = Fields(field.value, "trial", {"command", "workdir", "env", "timeout"});
+    if (!field.value.IsMap()) return;
+    if (auto* f = Get(fields, "command")) {
+      if (auto c = String(*f, "trial.command")) {
+        trial->command = *c;
+        CheckPlaceholders(f->value, "trial.command", *c, space);
+      }
+    } else {
+      Missing(field.value, "trial", "command", "the command that runs one trial");
+    }
+    if (auto* f = Get(fields, "workdir")) {
+      if (auto w = String(*f, "trial.workdir")) {
+        namespace fs = std::filesystem;
+        fs::path dir(*w);
+        if (dir.is_relative()) dir = fs::absolute(fs::path(file_).parent_path() / dir);
+        trial->workdir = dir.lexically_normal().string();
+      }
+    }
+    if (auto* f = Get(fields, "env")) {
+      if (!f->value.IsMap()) {
+        Error(f->value.IsNull() ? f->key : f->value, "trial.env",
+              "expected a mapping of variable names to values, got ", Describe(f->value));
+      } else {
+        for (auto it = f->value.begin(); it != f->value.end(); ++it) {
+          std::string name = it->first.IsScalar() ? it->first.Scalar() : "";
+          std::string path = Path("trial.env", name);
+          if (!IsIdentifier(name)) {
+            Error(it->first, "trial.env", "'", name, "' is not a valid environment variable name");
+            continue;
+          }
+          if (!it->second.IsScalar()) {
+            Error(it->second.IsNull() ? it->first : it->second, path,
+                  "expected a value, got ", Describe(it->second));
+            continue;
+          }
+          CheckPlaceholders(it->second, path, it->second.Scalar(), space);
+          trial->env.emplace_back(name, it->second.Scalar());
+        }
+      }
+    }
+    if (auto* f = Get(fields, "timeout")) trial->timeout_s = Duration(*f, "trial.timeout");
+  }
+
+  void ParseTuner(const Field& field, TunerSpec* tuner) {
+    auto fields = Fields(field.value, "tuner", {"algorithm", "seed"});
+    if (auto* f = Get(fields, "algorithm")) {
+      if (auto a = String(*f, "tuner.algorithm")) {
+        if (*a != "random" && *a != "sobol") {
+          auto guess = DidYouMean(*a, {"random", "sobol"});
+          Error(f->value, "tuner.algorithm", "'", *a, "' is not a tuner; expected ",
+                guess ? "'" + *guess + "'" : std::string("random or sobol"));
+        }
+        tuner->algorithm = *a;
+      }
+    }
+    if (auto* f = Get(fields, "seed")) {
+      if (auto s = Integer(*f, "tuner.seed")) {
+        if (*s < 0) {
+          Error(f->value, "tuner.seed", "must be >= 0 (got ", *s, ")");
+        } else {
+          tuner->seed = static_cast<uint64_t>(*s);
+        }
+      }
+    }
+  }
+
+  void ParseBudget(const Field& field, BudgetSpec* budget) {
+    auto fields =
+        Fields(field.value, "budget", {"max_trials", "max_parallel", "max_failed", "time_limit"});
+    auto positive = [&](const char* key, int* out) {
+      const Field* f = Get(fields, key);
+      if (!f) return;
+      std::string path = Path("budget", key);
+      auto v = Integer(*f, path);
+      if (!v) return;
+      if (*v < 1 || *v > 1000000) {
+        Error(f->value, path, "must be between 1 and 1000000 (got ", *v, ")");
+        return;
+      }
+      *out = static_cast<int>(*v);
+    };
+    positive("max_trials", &budget->max_trials);
+    positive("max_parallel", &budget->max_parallel);
+    positive("max_failed", &budget->max_failed);
+    if (auto* f = Get(fields, "time_limit")) budget->time_limit_s = Duration(*f, "budget.time_limit");
+  }
+
+  void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources) {
+    auto fields = Fields(field.value, "resources", {"gpus", "cpus"});
+    auto expr = [&](const char* key) -> std::optional<Expression> {
+      const Field* f = Get(fields, key);
+      if (!f) return std::nullopt;
+      std::string path = Path("resources", key);
+      if (!f->value.IsScalar()) {
+        Error(f->value.IsNull() ? f->key : f->value, path,
+              "expected a number or an expression such as \"{data_parallel}\", got ",
+              Describe(f->value));
+        return std::nullopt;
+      }
+      auto e = Expression::Parse(f->value.Scalar());
+      if (!e.ok()) {
+        Error(f->value, path, e.status().message());
+        return std::nullopt;
+      }
+      for (const std::string& ref : e->references()) {
+        const ParamSpec* p = space.Find(ref);
+        if (p == nullptr) {
+          std::vector<std::string> names;
+          for (const ParamSpec& q : space.params()) names.push_back(q.name);
+          auto guess = DidYouMean(ref, names);
+          Error(f->value, path, "'{", ref, "}' is not a parameter",
+                guess ? "; did you mean '{" + *guess + "}'?" : std::string(""));
+          return std::nullopt;
+        }
+        if (p->when) {
+          Error(f->value, path, "'{", ref, "}' is conditional (", p->when->text,
+                ") and has no value in some trials");
+          return std::nullopt;
+        }
+      }
+      if (e->references().empty()) {
+        auto v = e->Evaluate({});
+        if (!v.ok() || *v < 0) {
+          Error(f->value, path, "must be >= 0");
+          return std::nullopt;
+        }
+      }
+      return *e;
+    };
+    resources->gpus = expr("gpus");
+    resources->cpus = expr("cpus");
+  }
+
+  std::string file_;
+  std::vector<Diagnostic> errors_;
+  YAML::Mark last_mark_ = YAML::Mark::null_mark();
+};
+
+}  // namespace
+
+ParseOutcome ParseStudy(const std::string& text, const std::string& filename) {
+  return Parser(filename).Parse(text);
+}
+
+ParseOutcome LoadStudyFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ParseOutcome out;
+    out.errors.push_back({path, 0, 0, "", "cannot read the study file (does it exist?)"});
+    return out;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseStudy(text.str(), path);
+}
+
+}  // namespace hyperpack::study

@@ -1,0 +1,50 @@
+// A Tuner proposes configurations for a study and learns from trials that ended.
+//
+// Ask/tell: the owner calls Propose when it has capacity and Observe whenever a trial ends. A
+// tuner is deterministic: the same seed, space and sequence of calls give the same proposals, and a
+// tuner rebuilt after a crash (the finished trials observed again) continues the sequence rather
+// than repeating it.
+// Thread-safety: not thread-safe. One owner calls it (the runner's io_context thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hyperpack/space.h"
+#include "hyperpack/status.h"
+
+namespace hyperpack::tuner {
+
+struct TunerOptions {
+  std::string algorithm = "sobol";  // random | sobol
+  uint64_t seed = 0;
+  bool maximize = false;  // direction of the objective; samplers ignore it, models will not
+};
+
+struct TrialOutcome {
+  enum class Kind { kCompleted, kPruned, kFailed, kInfeasible };
+  Config config;
+  Kind kind = Kind::kCompleted;
+  std::optional<double> value;  // completed and pruned trials have one
+};
+
+class Tuner {
+ public:
+  virtual ~Tuner() = default;
+  // Up to `n` new configurations, distinct from each other, from `pending` (trials running now)
+  // and from those observed, as far as the space allows: fewer come back only when a small
+  // discrete space has run out of new configurations.
+  virtual Result<std::vector<Config>> Propose(int n, std::span<const Config> pending) = 0;
+  // A trial ended.
+  virtual void Observe(const TrialOutcome& outcome) = 0;
+  virtual std::string name() const = 0;
+};
+
+// An error for an unknown algorithm or a space it cannot handle.
+Result<std::unique_ptr<Tuner>> MakeTuner(const SearchSpace& space, const TunerOptions& options);
+
+}  // namespace hyperpack::tuner
