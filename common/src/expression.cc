@@ -100,7 +100,10 @@ class Parser {
     }
     if (Accept('{')) {
       size_t close = text_.find('}', pos_);
-      if (close == std::string::npos) return Error("'{' is not closed");
+      if (close == std::string::npos) {
+        --pos_;  // name the '{' itself, not the character after it
+        return Error("'{' is not closed");
+      }
       std::string name = text_.substr(pos_, close - pos_);
       if (name.empty()) return Error("empty parameter name in {}");
       pos_ = close + 1;

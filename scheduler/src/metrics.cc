@@ -85,7 +85,7 @@ std::optional<MetricLine> FromJson(std::string_view text) {
 }
 
 std::optional<MetricLine> FromKeyValues(std::string_view text) {
-  static const std::regex kToken(R"(([A-Za-z_][A-Za-z0-9_./-]*)\s*=\s*([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|NaN|Inf|Infinity))(?=[\s,;]|$))");
+  static const std::regex kToken(R"(([A-Za-z_][A-Za-z0-9_./-]*)\s*=\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|NaN|Inf|Infinity))(?=[\s,;]|$))");
   MetricLine m;
   std::optional<int64_t> epoch;
   std::string s(text);
@@ -95,12 +95,17 @@ std::optional<MetricLine> FromKeyValues(std::string_view text) {
     std::string number = (*it)[2];
     std::optional<double> x = ParseDouble(number);
     if (!x) {
+      // The regex admits only numbers and the words nan / inf / Infinity here.
       std::string lower;
       for (char c : number) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      bool negative = lower.front() == '-';
-      if (lower.find("nan") != std::string::npos) x = std::numeric_limits<double>::quiet_NaN();
-      else x = negative ? -std::numeric_limits<double>::infinity()
-                        : std::numeric_limits<double>::infinity();
+      if (lower.find("nan") != std::string::npos) {
+        x = std::numeric_limits<double>::quiet_NaN();
+      } else if (lower.find("inf") != std::string::npos) {
+        x = lower.front() == '-' ? -std::numeric_limits<double>::infinity()
+                                 : std::numeric_limits<double>::infinity();
+      } else {
+        continue;
+      }
     }
     if (name == "step" || name == "epoch") {
       if (*x == std::floor(*x)) (name == "step" ? m.step : epoch) = static_cast<int64_t>(*x);

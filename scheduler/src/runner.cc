@@ -134,7 +134,7 @@ class Runner {
       time_limit_.expires_after(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(*spec_.budget.time_limit_s)));
       time_limit_.async_wait([this](boost::system::error_code ec) {
-        if (ec) return;
+        if (ec || done_) return;
         StopLaunching("time limit");
         Event(std::nullopt, "time_limit", StrCat("time limit ", FormatDuration(*spec_.budget.time_limit_s),
                                                  " reached; waiting for ", running_.size(), " running trials"));
@@ -343,6 +343,9 @@ class Runner {
     if (!running_.empty()) return;
     if (!stopping_ && Free() > 0) return;
     if (!stopping_) StopLaunching("budget reached");
+    // A handler already queued (say, a SIGCHLD that arrived just now) still runs after these
+    // cancels; done_ keeps it from waiting again, so that io_context::run returns.
+    done_ = true;
     signals_.cancel();
     sigchld_.cancel();
     ticker_.cancel();
@@ -529,7 +532,7 @@ class Runner {
   // ---- process exit --------------------------------------------------------------------------
   void WaitChild() {
     sigchld_.async_wait([this](boost::system::error_code ec, int) {
-      if (ec) return;
+      if (ec || done_) return;
       Reap();
       WaitChild();
     });
@@ -683,7 +686,7 @@ class Runner {
   // ---- interruption and errors ----------------------------------------------------------------
   void WaitSignal() {
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
-      if (ec) return;
+      if (ec || done_) return;
       if (interrupt_count_++ == 0) {
         StopLaunching("interrupted");
         summary_.exit_code = 130;
@@ -698,7 +701,7 @@ class Runner {
           if (!t->exited) killpg(t->pid, SIGKILL);
       }
       MaybeFinish();
-      if (!running_.empty()) WaitSignal();
+      if (!done_) WaitSignal();
     });
   }
 
@@ -765,7 +768,7 @@ class Runner {
     line_shown_ = true;
     ticker_.expires_after(std::chrono::seconds(1));
     ticker_.async_wait([this](boost::system::error_code ec) {
-      if (!ec) Tick();
+      if (!ec && !done_) Tick();
     });
   }
 
@@ -810,6 +813,7 @@ class Runner {
   int failed_this_run_ = 0;
   int interrupt_count_ = 0;
   bool stopping_ = false;
+  bool done_ = false;  // nothing runs and nothing will: handlers must not wait again
   bool line_shown_ = false;
   std::optional<double> best_;
   std::optional<int> best_trial_;

@@ -118,8 +118,8 @@ class Parser {
     switch (node.Type()) {
       case YAML::NodeType::Null: return "nothing";
       case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
+      case YAML::NodeType::Sequence: return node.size() == 0 ? "an empty list" : "a list";
+      case YAML::NodeType::Map: return node.size() == 0 ? "an empty mapping" : "a mapping";
       default: return "nothing";
     }
   }
@@ -162,14 +162,27 @@ class Parser {
     return fields;
   }
 
+  // The fields of a section's value. An empty value (`trial:` and nothing after it) is reported at
+  // its key: yaml-cpp marks an empty node where the next token starts, on a later line.
+  std::map<std::string, Field> Fields(const Field& section, const std::string& path,
+                                      const std::vector<std::string>& allowed) {
+    if (section.value.IsNull()) {
+      Error(section.key, path, "expected a mapping of keys to values, got nothing");
+      return {};
+    }
+    return Fields(section.value, path, allowed);
+  }
+
   static const Field* Get(const std::map<std::string, Field>& fields, const std::string& name) {
     auto it = fields.find(name);
     return it == fields.end() ? nullptr : &it->second;
   }
 
-  void Missing(const YAML::Node& map, const std::string& path, const std::string& key,
+  // `owner` is the key whose mapping lacks `key` (the root mapping itself at the top level): a
+  // block mapping's own position is its first entry, a line that is not the one at fault.
+  void Missing(const YAML::Node& owner, const std::string& path, const std::string& key,
                const std::string& expected) {
-    Error(map, Path(path, key), "missing; expected ", expected);
+    Error(owner, Path(path, key), "missing; expected ", expected);
   }
 
   // ---- typed scalars ----------------------------------------------------------------------
@@ -298,7 +311,7 @@ class Parser {
   }
 
   void ParseObjective(const Field& field, Objective* objective) {
-    auto fields = Fields(field.value, "objective", {"metric", "direction", "strategy"});
+    auto fields = Fields(field, "objective", {"metric", "direction", "strategy"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "metric")) {
       if (auto m = String(*f, "objective.metric")) {
@@ -307,7 +320,7 @@ class Parser {
         objective->metric = *m;
       }
     } else {
-      Missing(field.value, "objective", "metric", "the name of a metric the trial reports");
+      Missing(field.key, "objective", "metric", "the name of a metric the trial reports");
     }
     if (auto* f = Get(fields, "direction")) {
       if (auto d = String(*f, "objective.direction")) {
@@ -322,7 +335,7 @@ class Parser {
         }
       }
     } else {
-      Missing(field.value, "objective", "direction", "minimize or maximize");
+      Missing(field.key, "objective", "direction", "minimize or maximize");
     }
     if (auto* f = Get(fields, "strategy")) {
       if (auto s = String(*f, "objective.strategy")) {
@@ -368,6 +381,7 @@ class Parser {
         continue;
       }
       if (auto p = ParseParam(name, Field{it->first, it->second}, params)) params.push_back(*p);
+      declared_.insert(name);
     }
     *space = SearchSpace(std::move(params));
   }
@@ -398,7 +412,7 @@ class Parser {
     }
     YAML::Node type_node = node["type"];
     if (!type_node.IsDefined()) {
-      Error(node, Path(path, "type"), "missing; expected float, int, categorical or fixed");
+      Error(field.key, Path(path, "type"), "missing; expected float, int, categorical or fixed");
       return std::nullopt;
     }
     std::string type = type_node.IsScalar() ? type_node.Scalar() : "";
@@ -417,7 +431,8 @@ class Parser {
       keys = {"type", "value", "when"};
     } else {
       auto guess = DidYouMean(type, {"float", "int", "categorical", "fixed"});
-      Error(type_node, Path(path, "type"), "'", type, "' is not a parameter type; expected ",
+      Error(type_node.IsNull() ? field.key : type_node, Path(path, "type"), "'", type,
+            "' is not a parameter type; expected ",
             guess ? "'" + *guess + "'" : std::string("float, int, categorical or fixed"));
       return std::nullopt;
     }
@@ -425,18 +440,18 @@ class Parser {
     auto fields = Fields(node, path, keys);
 
     if (p.type == ParamType::kFloat || p.type == ParamType::kInt) {
-      ParseRange(node, path, fields, &p);
+      ParseRange(field.key, path, fields, &p);
     } else if (p.type == ParamType::kCategorical) {
       if (auto* f = Get(fields, "values")) {
         ParseValues(*f, Path(path, "values"), &p);
       } else {
-        Missing(node, path, "values", "a list such as [sgd, adamw]");
+        Missing(field.key, path, "values", "a list such as [sgd, adamw]");
       }
     } else {
       if (auto* f = Get(fields, "value")) {
         if (auto v = ScalarValue(f->value, f->key, Path(path, "value"))) p.value = *v;
       } else {
-        Missing(node, path, "value", "the parameter's one value");
+        Missing(field.key, path, "value", "the parameter's one value");
       }
     }
     if (auto* f = Get(fields, "when")) ParseCondition(*f, Path(path, "when"), earlier, &p);
@@ -444,13 +459,13 @@ class Parser {
     return p;
   }
 
-  void ParseRange(const YAML::Node& node, const std::string& path,
+  void ParseRange(const YAML::Node& owner, const std::string& path,
                   const std::map<std::string, Field>& fields, ParamSpec* p) {
     bool is_int = p->type == ParamType::kInt;
     const Field* low = Get(fields, "low");
     const Field* high = Get(fields, "high");
-    if (!low) Missing(node, path, "low", is_int ? "the smallest value" : "the lower bound");
-    if (!high) Missing(node, path, "high", is_int ? "the largest value" : "the upper bound");
+    if (!low) Missing(owner, path, "low", is_int ? "the smallest value" : "the lower bound");
+    if (!high) Missing(owner, path, "high", is_int ? "the largest value" : "the upper bound");
     if (const Field* f = Get(fields, "log")) {
       if (auto b = Bool(*f, Path(path, "log"))) p->log = *b;
     }
@@ -506,7 +521,7 @@ class Parser {
         continue;
       }
       for (const Value& other : p->values) {
-        if (other.index() == v->index() && other == *v) {
+        if (ValuesEqual(other, *v)) {  // 1 and 1.0 are one value to a sampler
           Error(item, path, "duplicate value ", FormatValue(*v));
           ok = false;
         }
@@ -537,6 +552,7 @@ class Parser {
     auto parent = std::find_if(earlier.begin(), earlier.end(),
                                [&](const ParamSpec& q) { return q.name == c.parent; });
     if (parent == earlier.end()) {
+      if (declared_.count(c.parent)) return;  // declared earlier but invalid: already reported
       std::vector<std::string> names;
       for (const ParamSpec& q : earlier) names.push_back(q.name);
       auto guess = DidYouMean(c.parent, names);
@@ -592,6 +608,7 @@ class Parser {
     for (const ParamSpec& p : space.params()) known.push_back(p.name);
     for (const std::string& n : *names) {
       if (std::find(known.begin(), known.end(), n) != known.end()) continue;
+      if (declared_.count(n)) continue;  // a parameter with errors of its own, already reported
       auto guess = DidYouMean(n, known);
       Error(node, path, "'{", n, "}' is not a parameter",
             guess ? "; did you mean '{" + *guess + "}'?"
@@ -600,7 +617,7 @@ class Parser {
   }
 
   void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial) {
-    auto fields = Fields(field.value, "trial", {"command", "workdir", "env", "timeout"});
+    auto fields = Fields(field, "trial", {"command", "workdir", "env", "timeout"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "command")) {
       if (auto c = String(*f, "trial.command")) {
@@ -608,7 +625,7 @@ class Parser {
         CheckPlaceholders(f->value, "trial.command", *c, space);
       }
     } else {
-      Missing(field.value, "trial", "command", "the command that runs one trial");
+      Missing(field.key, "trial", "command", "the command that runs one trial");
     }
     if (auto* f = Get(fields, "workdir")) {
       if (auto w = String(*f, "trial.workdir")) {
@@ -644,7 +661,7 @@ class Parser {
   }
 
   void ParseTuner(const Field& field, TunerSpec* tuner) {
-    auto fields = Fields(field.value, "tuner", {"algorithm", "seed"});
+    auto fields = Fields(field, "tuner", {"algorithm", "seed"});
     if (auto* f = Get(fields, "algorithm")) {
       if (auto a = String(*f, "tuner.algorithm")) {
         if (*a != "random" && *a != "sobol") {
@@ -668,7 +685,7 @@ class Parser {
 
   void ParseBudget(const Field& field, BudgetSpec* budget) {
     auto fields =
-        Fields(field.value, "budget", {"max_trials", "max_parallel", "max_failed", "time_limit"});
+        Fields(field, "budget", {"max_trials", "max_parallel", "max_failed", "time_limit"});
     auto positive = [&](const char* key, int* out) {
       const Field* f = Get(fields, key);
       if (!f) return;
@@ -688,7 +705,7 @@ class Parser {
   }
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources) {
-    auto fields = Fields(field.value, "resources", {"gpus", "cpus"});
+    auto fields = Fields(field, "resources", {"gpus", "cpus"});
     auto expr = [&](const char* key) -> std::optional<Expression> {
       const Field* f = Get(fields, key);
       if (!f) return std::nullopt;
@@ -706,6 +723,7 @@ class Parser {
       }
       for (const std::string& ref : e->references()) {
         const ParamSpec* p = space.Find(ref);
+        if (p == nullptr && declared_.count(ref)) return std::nullopt;  // already reported
         if (p == nullptr) {
           std::vector<std::string> names;
           for (const ParamSpec& q : space.params()) names.push_back(q.name);
@@ -735,6 +753,9 @@ class Parser {
 
   std::string file_;
   std::vector<Diagnostic> errors_;
+  // Every parameter name declared so far, including those dropped from the space for their own
+  // errors: a reference to one of those is not reported again as an unknown parameter.
+  std::set<std::string> declared_;
   YAML::Mark last_mark_ = YAML::Mark::null_mark();
 };
 
