@@ -1,0 +1,395 @@
+// The `hyperpack` binary itself: exit codes, output that programs read, and runs that are
+// interrupted or killed and then resumed.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hyperpack/storage/storage.h"
+#include "test_util.h"
+
+namespace hyperpack {
+namespace {
+
+using ::testing::HasSubstr;
+using hyperpack::testing::ReadFile;
+using hyperpack::testing::RunCommand;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using Json = nlohmann::json;
+
+class CliTest : public ::testing::Test {
+ protected:
+  testing::Ran Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), HYPERPACK_CLI);
+    return RunCommand(args, dir_.path().string());
+  }
+
+  // Starts `hyperpack ARGS` in the background, output to files in the test directory.
+  pid_t Start(std::vector<std::string> args) {
+    args.insert(args.begin(), HYPERPACK_CLI);
+    std::string out = dir_ / "bg.out";
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      if (chdir(dir_.path().c_str()) != 0) _exit(126);
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+
+  static int Wait(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // Reads `n` newline-terminated tokens from a FIFO that trials write to when they start.
+  // Opened read-write so that it neither blocks on open nor sees end-of-file between writers.
+  std::vector<std::string> AwaitStarts(const std::string& fifo, int n) {
+    if (fifo_fd_ < 0) fifo_fd_ = open(fifo.c_str(), O_RDWR);
+    std::vector<std::string> tokens;
+    std::string buf;
+    char c;
+    while (static_cast<int>(tokens.size()) < n && read(fifo_fd_, &c, 1) == 1) {
+      if (c == '\n') {
+        tokens.push_back(buf);
+        buf.clear();
+      } else {
+        buf += c;
+      }
+    }
+    return tokens;
+  }
+
+  void TearDown() override {
+    if (fifo_fd_ >= 0) close(fifo_fd_);
+  }
+
+  std::string WriteStudy(const std::string& name, const std::string& yaml) {
+    std::string path = dir_ / name;
+    WriteFile(path, yaml);
+    return path;
+  }
+
+  std::vector<storage::TrialRecord> Trials(const std::string& study = "s") {
+    auto db = storage::Storage::Open(db_).value();
+    auto found = db->FindStudy(study).value();
+    if (!found) return {};
+    return db->ListTrials(found->id).value();
+  }
+
+  TempDir dir_;
+  std::string db_ = dir_ / "h.db";
+  int fifo_fd_ = -1;
+};
+
+constexpr char kQuickStudy[] = R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+  opt: {type: categorical, values: [sgd, adam]}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 5, max_parallel: 2}
+)";
+
+TEST_F(CliTest, NoCommandOrAnUnknownOneIsAUsageError) {
+  auto none = Cli({});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("usage: hyperpack COMMAND"));
+  auto unknown = Cli({"frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown command 'frobnicate'"));
+}
+
+TEST_F(CliTest, EveryCommandHasHelp) {
+  EXPECT_EQ(Cli({"--help"}).exit_code, 0);
+  for (const char* cmd : {"run", "validate", "status", "trials", "best", "export"}) {
+    auto r = Cli({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_THAT(r.out, HasSubstr(std::string("hyperpack ") + cmd)) << cmd;
+  }
+}
+
+TEST_F(CliTest, AnUnknownFlagOrAMissingArgumentIsAUsageError) {
+  auto flag = Cli({"status", "--no-such-flag"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_THAT(flag.err, HasSubstr("no-such-flag"));
+  EXPECT_EQ(Cli({"best"}).exit_code, 2);
+  EXPECT_EQ(Cli({"run"}).exit_code, 2);
+}
+
+TEST_F(CliTest, ValidatePrintsTheSpaceOrEveryErrorWithItsPosition) {
+  std::string good = WriteStudy("good.yaml", kQuickStudy);
+  auto ok = Cli({"validate", good});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("x: float [0, 1]"));
+  EXPECT_THAT(ok.out, HasSubstr("opt: categorical {sgd, adam}"));
+
+  std::string bad = WriteStudy("bad.yaml", R"(name: s
+objective: {metric: loss, direction: minimise}
+search_space:
+  lr: {type: float, low: 0.0, high: 0.1, log: true}
+trial: {command: "train --lr {lr}"}
+)");
+  auto r = Cli({"validate", bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(bad + ":2:"));
+  EXPECT_THAT(r.err, HasSubstr("objective.direction"));
+  EXPECT_THAT(r.err, HasSubstr("'minimize'"));
+  EXPECT_THAT(r.err, HasSubstr(bad + ":4:"));
+  EXPECT_THAT(r.err, HasSubstr("search_space.lr.low: must be > 0 when log: true"));
+  EXPECT_THAT(r.err, HasSubstr("2 errors"));
+}
+
+TEST_F(CliTest, ABadStudyFileStopsRunBeforeAnythingIsStored) {
+  ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
+  std::string before = ReadFile(db_);
+  std::string broken = WriteStudy("broken.yaml", "name: s\nobjective: [oops\n");
+  auto r = Cli({"run", broken, "--storage", db_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(broken + ":"));
+  EXPECT_EQ(ReadFile(db_), before);
+  // Another space under the same name is refused too, and the stored study stays as it was.
+  std::string changed = kQuickStudy;
+  changed.replace(changed.find("high: 1"), 7, "high: 9");
+  auto r2 = Cli({"run", WriteStudy("changed.yaml", changed), "--storage", db_});
+  EXPECT_EQ(r2.exit_code, 2);
+  EXPECT_THAT(r2.err, HasSubstr("different search space"));
+  EXPECT_EQ(Trials().size(), 5u);
+}
+
+TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) {
+  auto run = Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_THAT(run.out, HasSubstr("budget reached"));
+  EXPECT_THAT(run.out, HasSubstr("best loss ="));
+
+  auto trials = Cli({"trials", "s", "--json", "--storage", db_});
+  ASSERT_EQ(trials.exit_code, 0) << trials.err;
+  Json t = Json::parse(trials.out);
+  ASSERT_EQ(t.size(), 5u);
+  double best = 2;
+  int best_trial = -1;
+  for (const Json& row : t) {
+    EXPECT_EQ(row["state"], "completed");
+    EXPECT_EQ(row["value"].get<double>(), row["params"]["x"].get<double>());
+    if (row["value"].get<double>() < best) {
+      best = row["value"];
+      best_trial = row["trial"];
+    }
+  }
+
+  auto b = Cli({"best", "s", "--json", "--storage", db_});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  Json bj = Json::parse(b.out);
+  EXPECT_EQ(bj["trial"], best_trial);
+  EXPECT_EQ(bj["value"], best);
+  EXPECT_EQ(bj["params"]["x"], best);
+  EXPECT_TRUE(bj["params"].contains("opt"));
+
+  auto status = Cli({"status", "--json", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0);
+  Json sj = Json::parse(status.out);
+  ASSERT_EQ(sj.size(), 1u);
+  EXPECT_EQ(sj[0]["study"], "s");
+  EXPECT_EQ(sj[0]["trials"]["completed"], 5);
+  EXPECT_EQ(sj[0]["state"], "done");
+
+  auto one = Cli({"status", "s", "--json", "--storage", db_});
+  ASSERT_EQ(one.exit_code, 0);
+  EXPECT_EQ(Json::parse(one.out)["best"]["trial"], best_trial);
+
+  auto table = Cli({"trials", "s", "--storage", db_});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_THAT(table.out, HasSubstr("trial  state"));
+  EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 6);
+}
+
+TEST_F(CliTest, ExportWritesTheBestConfigurationInEachFormat) {
+  ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
+  Json best = Json::parse(Cli({"best", "s", "--json", "--storage", db_}).out);
+
+  auto json = Cli({"export", "s", "--format", "json", "--storage", db_});
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_EQ(Json::parse(json.out), best["params"]);
+
+  auto top = Cli({"export", "s", "--format", "json", "--top", "3", "--storage", db_});
+  Json tj = Json::parse(top.out);
+  ASSERT_EQ(tj.size(), 3u);
+  EXPECT_EQ(tj[0]["trial"], best["trial"]);
+  EXPECT_LE(tj[0]["value"].get<double>(), tj[1]["value"].get<double>());
+
+  auto env = Cli({"export", "s", "--format", "env", "--storage", db_});
+  EXPECT_THAT(env.out, HasSubstr("HP_OPT=" + best["params"]["opt"].get<std::string>()));
+  auto args = Cli({"export", "s", "--format", "args", "--storage", db_});
+  EXPECT_THAT(args.out, HasSubstr("--opt " + best["params"]["opt"].get<std::string>()));
+
+  std::string file = dir_ / "best.yaml";
+  auto yaml = Cli({"export", "s", "--format", "yaml", "-o", file, "--storage", db_});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(ReadFile(file), HasSubstr("opt: " + best["params"]["opt"].get<std::string>()));
+
+  auto bad = Cli({"export", "s", "--format", "toml", "--storage", db_});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("expected yaml, json, env or args"));
+}
+
+TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {
+  auto nodb = Cli({"status", "--storage", dir_ / "nothing.db"});
+  EXPECT_EQ(nodb.exit_code, 2);
+  EXPECT_THAT(nodb.err, HasSubstr("no hyperpack database"));
+  ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
+  auto typo = Cli({"best", "z", "--storage", db_});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("no study named 'z'"));
+  // The storage can come from the environment.
+  setenv("HYPERPACK_STORAGE", db_.c_str(), 1);
+  auto from_env = Cli({"best", "s"});
+  unsetenv("HYPERPACK_STORAGE");
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+}
+
+// A study whose trials, once `block` exists, announce themselves on a FIFO and then wait.
+std::string BlockingStudy(const std::string& dir, int max_trials) {
+  return R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial:
+  command: >-
+    echo '{{"step": 1, "loss": {x}}}';
+    if [ -e )" + dir + R"(/block ]; then echo {trial} $$ > )" + dir + R"(/fifo; exec sleep 60; fi
+tuner: {algorithm: sobol, seed: 1}
+budget: {max_trials: )" + std::to_string(max_trials) + R"(, max_parallel: 2}
+)";
+}
+
+TEST_F(CliTest, StatusAnswersWhileARunGoesAndCtrlCInterruptsTrialsForLater) {
+  std::string dir = dir_.path().string();
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  WriteFile(dir_ / "block", "");
+  std::string study = WriteStudy("s.yaml", BlockingStudy(dir, 4));
+  pid_t run = Start({"run", study, "--storage", db_});
+  auto started = AwaitStarts(dir_ / "fifo", 2);
+  ASSERT_EQ(started.size(), 2u);
+
+  // Both trials are running now; another process reads the study meanwhile.
+  auto status = Cli({"status", "s", "--json", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  Json sj = Json::parse(status.out);
+  EXPECT_EQ(sj["state"], "running");
+  EXPECT_EQ(sj["trials"]["running"], 2);
+
+  kill(run, SIGINT);
+  EXPECT_EQ(Wait(run), 130);
+  EXPECT_THAT(ReadFile(dir_ / "bg.out"), HasSubstr("resume with the same command"));
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kInterrupted) << t.error;
+
+  // Resumed without the block, the interrupted configurations run again and the budget is met.
+  std::filesystem::remove(dir_ / "block");
+  auto again = Cli({"run", study, "--storage", db_});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  trials = Trials();
+  ASSERT_EQ(trials.size(), 6u);
+  EXPECT_EQ(trials[2].retry_of, 0);
+  EXPECT_EQ(trials[3].retry_of, 1);
+  EXPECT_EQ(trials[2].params_json, trials[0].params_json);
+  int completed = 0;
+  for (const auto& t : trials) completed += t.state == storage::TrialState::kCompleted;
+  EXPECT_EQ(completed, 4);
+}
+
+TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
+  std::string dir = dir_.path().string();
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  std::string study = WriteStudy("s.yaml", BlockingStudy(dir, 8));
+  // Four trials complete, then the block appears and the next two wait.
+  std::string gate = WriteStudy("gate.yaml", BlockingStudy(dir, 4));
+  ASSERT_EQ(Cli({"run", gate, "--storage", db_}).exit_code, 0);
+  WriteFile(dir_ / "block", "");
+  pid_t run = Start({"run", study, "--storage", db_});
+  auto started = AwaitStarts(dir_ / "fifo", 2);
+  ASSERT_EQ(started.size(), 2u);
+  // Trials 4 and 5 are running ("NUMBER PID"); their processes must die with the runner.
+  std::vector<int> pidfds;
+  for (const std::string& s : started) {
+    EXPECT_TRUE(s.rfind("4 ", 0) == 0 || s.rfind("5 ", 0) == 0) << s;
+    pid_t pid = std::stoi(s.substr(s.find(' ') + 1));
+    pidfds.push_back(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  }
+  kill(run, SIGKILL);
+  EXPECT_EQ(Wait(run), 128 + SIGKILL);
+  for (int fd : pidfds) {
+    if (fd < 0) continue;  // already gone
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 20000), 1) << "a trial outlived its runner";
+    close(fd);
+  }
+
+  // What had been stored before the kill.
+  auto snapshot = Trials();
+  ASSERT_EQ(snapshot.size(), 6u);
+  std::map<int, std::vector<storage::MetricPoint>> metrics;
+  {
+    auto db = storage::Storage::Open(db_).value();
+    int64_t id = db->FindStudy("s").value()->id;
+    for (const auto& t : snapshot) metrics[t.number] = db->TrialMetrics(id, t.number).value();
+  }
+  for (int n = 0; n < 4; ++n) EXPECT_EQ(snapshot[n].state, storage::TrialState::kCompleted);
+  EXPECT_EQ(snapshot[4].state, storage::TrialState::kRunning);
+  EXPECT_EQ(snapshot[5].state, storage::TrialState::kRunning);
+
+  std::filesystem::remove(dir_ / "block");
+  auto again = Cli({"run", study, "--storage", db_});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("resuming study 's'"));
+
+  auto trials = Trials();
+  auto db = storage::Storage::Open(db_).value();
+  int64_t id = db->FindStudy("s").value()->id;
+  for (int n = 0; n < 4; ++n) {
+    EXPECT_EQ(trials[n].state, storage::TrialState::kCompleted);
+    EXPECT_EQ(trials[n].value, snapshot[n].value);
+    EXPECT_EQ(trials[n].params_json, snapshot[n].params_json);
+    auto m = db->TrialMetrics(id, n).value();
+    ASSERT_EQ(m.size(), metrics[n].size());
+    for (size_t k = 0; k < m.size(); ++k) EXPECT_EQ(m[k].value, metrics[n][k].value);
+  }
+  EXPECT_EQ(trials[4].state, storage::TrialState::kInterrupted);
+  EXPECT_EQ(trials[5].state, storage::TrialState::kInterrupted);
+  int finished = 0;
+  std::set<int> reruns;
+  for (const auto& t : trials) {
+    finished += storage::IsFinished(t.state);
+    if (t.retry_of) {
+      reruns.insert(*t.retry_of);
+      EXPECT_EQ(t.params_json, trials[*t.retry_of].params_json);
+      EXPECT_EQ(t.state, storage::TrialState::kCompleted);
+    }
+  }
+  EXPECT_EQ(finished, 8);
+  EXPECT_EQ(reruns, (std::set<int>{4, 5}));
+}
+
+}  // namespace
+}  // namespace hyperpack

@@ -1,0 +1,435 @@
+// The runner with real child processes: /bin/sh scripts written for each test.
+#include "hyperpack/scheduler/runner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "hyperpack/config_json.h"
+#include "hyperpack/host.h"
+#include "hyperpack/storage/storage.h"
+#include "hyperpack/study/spec.h"
+#include "test_util.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+using hyperpack::testing::ReadFile;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using storage::Storage;
+using storage::TrialRecord;
+using storage::TrialState;
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  // A script in the test's directory, run as `sh SCRIPT ARGS`.
+  std::string Script(const std::string& name, const std::string& body) {
+    std::string path = dir_ / name;
+    WriteFile(path, "#!/bin/sh\n" + body, true);
+    return path;
+  }
+
+  study::StudySpec Spec(const std::string& yaml) {
+    std::string path = dir_ / "study.yaml";
+    WriteFile(path, yaml);
+    study::ParseOutcome parsed = study::LoadStudyFile(path);
+    EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
+    return parsed.spec ? *parsed.spec : study::StudySpec();
+  }
+
+  Result<RunSummary> Run(const study::StudySpec& spec, RunOptions o = {}) {
+    o.storage_path = db_path_;
+    o.progress = RunOptions::Progress::kLog;
+    o.out = &output_;
+    o.handle_signals = false;
+    o.kill_grace_s = 1;
+    return RunStudy(spec, o);
+  }
+
+  std::vector<TrialRecord> Trials(const std::string& study = "s") {
+    auto db = Storage::Open(db_path_);
+    EXPECT_TRUE(db.ok()) << db.status().message();
+    auto found = (*db)->FindStudy(study).value();
+    EXPECT_TRUE(found.has_value());
+    return (*db)->ListTrials(found->id).value();
+  }
+
+  std::vector<storage::MetricPoint> Metrics(int trial) {
+    auto db = Storage::Open(db_path_).value();
+    auto found = db->FindStudy("s").value();
+    return db->TrialMetrics(found->id, trial).value();
+  }
+
+  static double X(const TrialRecord& t) {
+    Config c = ConfigFromJson(t.params_json).value();
+    return *ValueAsNumber(c.at("x"));
+  }
+
+  TempDir dir_;
+  std::string db_path_ = dir_ / "h.db";
+  std::ostringstream output_;
+};
+
+TEST_F(RunnerTest, CompletedTrialsRecordTheirLastObjectiveValueAndEveryMetric) {
+  // loss ends at (x - 0.3)^2 after three steps; the trial also echoes what it was given.
+  std::string script = Script("train.sh", R"(
+x="$1"
+printf '%s' "$HYPERPACK_PARAMS" > "$HYPERPACK_TRIAL_DIR/env_params"
+cat "$HYPERPACK_PARAMS_FILE" >&2
+awk -v x="$x" 'BEGIN { for (s = 1; s <= 3; s++)
+  printf "{\"step\": %d, \"loss\": %.17g, \"trial\": %s, \"hp_x\": %s}\n",
+         s, (x - 0.3)^2 + (3 - s), ENVIRON["HYPERPACK_TRIAL_ID"], ENVIRON["HP_X"] }'
+echo "some ordinary output"
+)");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: -1, high: 1}
+  n: {type: int, low: 1, high: 4}
+trial: {command: "sh )" + script + R"( {x}"}
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 6, max_parallel: 2}
+)");
+  auto summary = Run(spec);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->exit_code, 0);
+  EXPECT_EQ(summary->completed, 6);
+  EXPECT_EQ(summary->stop_reason, "budget reached");
+
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 6u);
+  std::optional<double> best;
+  for (const TrialRecord& t : trials) {
+    EXPECT_EQ(t.state, TrialState::kCompleted) << t.error;
+    double x = X(t);
+    ASSERT_TRUE(t.value);
+    EXPECT_NEAR(*t.value, (x - 0.3) * (x - 0.3), 1e-12);
+    EXPECT_EQ(t.exit_status, 0);
+    EXPECT_EQ(t.host, HostName());
+    if (!best || *t.value < *best) best = t.value;
+    // Every metric, at its step; the trial saw its own number and parameter.
+    auto m = Metrics(t.number);
+    EXPECT_EQ(m.size(), 9u);
+    for (const auto& p : m) {
+      if (p.name == "trial") EXPECT_EQ(p.value, t.number);
+      if (p.name == "hp_x") EXPECT_EQ(p.value, x);
+    }
+    // The parameters reached it through the environment and the file, exactly as stored.
+    std::string trial_dir = std::filesystem::path(t.log_path).parent_path().string();
+    EXPECT_EQ(ReadFile(trial_dir + "/env_params"), t.params_json);
+    std::string log = ReadFile(t.log_path);
+    EXPECT_THAT(log, HasSubstr(t.params_json));
+    EXPECT_THAT(log, HasSubstr("some ordinary output"));
+  }
+  EXPECT_EQ(summary->best_value, best);
+  // Sobol proposals are distinct.
+  for (size_t i = 0; i < trials.size(); ++i)
+    for (size_t j = i + 1; j < trials.size(); ++j) EXPECT_NE(trials[i].params_json, trials[j].params_json);
+}
+
+TEST_F(RunnerTest, NeverRunsMoreTrialsAtOnceThanMaxParallel) {
+  std::string script = Script("t.sh", "sleep 0.2\necho '{\"loss\": 1}'\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 7, max_parallel: 3}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 7u);
+  int most = 0;
+  for (const TrialRecord& t : trials) {
+    // How many trials were running at the moment t started (t included)?
+    int overlap = 0;
+    for (const TrialRecord& u : trials)
+      overlap += *u.started <= *t.started && *t.started < *u.ended;
+    most = std::max(most, overlap);
+  }
+  EXPECT_LE(most, 3);
+  EXPECT_GE(most, 2);
+}
+
+TEST_F(RunnerTest, NonZeroExitFailsTheTrialAndKeepsTheTailOfStderr) {
+  std::string script = Script("t.sh", "echo 'Traceback: something broke' >&2\nexit 1\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 2}
+)");
+  auto summary = Run(spec);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->failed, 2);
+  for (const TrialRecord& t : Trials()) {
+    EXPECT_EQ(t.state, TrialState::kFailed);
+    EXPECT_EQ(t.exit_status, 1);
+    EXPECT_THAT(t.error, HasSubstr("something broke"));
+    EXPECT_FALSE(t.value);
+  }
+}
+
+TEST_F(RunnerTest, ExitCodeThreeMarksTheConfigurationInfeasible) {
+  std::string script = Script("t.sh", "echo 'CUDA out of memory' >&2\nexit 3\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 1}
+)");
+  auto summary = Run(spec);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->infeasible, 1);
+  auto trials = Trials();
+  EXPECT_EQ(trials[0].state, TrialState::kInfeasible);
+  EXPECT_THAT(trials[0].error, HasSubstr("out of memory"));
+}
+
+TEST_F(RunnerTest, ExitZeroWithoutTheObjectiveIsAFailureThatSaysWhatWasMissing) {
+  std::string script = Script("t.sh", "echo '{\"accuracy\": 0.9}'\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: val_loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error, HasSubstr("never reported 'val_loss'"));
+}
+
+TEST_F(RunnerTest, ATrialKilledByASignalRecordsTheSignal) {
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "kill -9 $$"}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_EQ(trials[0].exit_status, 128 + 9);
+  EXPECT_THAT(trials[0].error, HasSubstr("signal 9"));
+}
+
+TEST_F(RunnerTest, ATimeoutKillsTheTrialsWholeProcessGroup) {
+  // The trial leaves a background process behind; the timeout must take it too.
+  std::string script = Script("t.sh", R"(
+sleep 60 &
+echo $! > "$HYPERPACK_TRIAL_DIR/background.pid"
+echo '{"loss": 5}'
+sleep 60
+)");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"(", timeout: 0.5s}
+budget: {max_trials: 1}
+)");
+  auto summary = Run(spec);
+  ASSERT_TRUE(summary.ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kTimeout);
+  EXPECT_THAT(trials[0].error, HasSubstr("timeout"));
+  EXPECT_EQ(trials[0].value, 5.0);  // what it reported before it was killed
+  EXPECT_LT(*trials[0].ended - *trials[0].started, 30.0);
+  std::string dir = std::filesystem::path(trials[0].log_path).parent_path().string();
+  pid_t bg = std::stoi(ReadFile(dir + "/background.pid"));
+  // Gone, or a zombie waiting for its new parent to reap it.
+  std::string stat = ReadFile("/proc/" + std::to_string(bg) + "/stat");
+  if (!stat.empty()) EXPECT_THAT(stat, HasSubstr(") Z")) << stat;
+}
+
+TEST_F(RunnerTest, KatibStyleLinesAndTheMinStrategy) {
+  std::string script = Script("t.sh", R"(
+echo "Epoch 1: loss=3.0 acc=0.1"
+echo "epoch=2 loss=1.0"
+echo "loss=2.0"
+)");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize, strategy: min}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
+  EXPECT_EQ(trials[0].value, 1.0);
+  auto m = Metrics(0);
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[2].step, 2);  // epoch=2 on its line
+}
+
+TEST_F(RunnerTest, StopsLaunchingAfterMaxFailedAndExitsWithOne) {
+  std::string script = Script("t.sh", "exit 1\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 10, max_failed: 3}
+)");
+  auto summary = Run(spec);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->exit_code, 1);
+  EXPECT_EQ(summary->stop_reason, "too many failed trials");
+  EXPECT_EQ(Trials().size(), 3u);
+}
+
+TEST_F(RunnerTest, AMissingWorkdirFailsTheTrialWithTheReason) {
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo hi", workdir: does/not/exist}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error, HasSubstr("cannot enter trial.workdir"));
+}
+
+TEST_F(RunnerTest, RunningAgainContinuesTheStudyWithNewConfigurations) {
+  std::string script = Script("t.sh", "echo \"{\\\"loss\\\": $1}\"\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"( {x}"}
+tuner: {algorithm: random, seed: 11}
+budget: {max_trials: 3}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto first = Trials();
+  ASSERT_EQ(first.size(), 3u);
+  RunOptions more;
+  more.max_trials = 5;
+  auto summary = Run(spec, more);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  auto all = Trials();
+  ASSERT_EQ(all.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(all[i].params_json, first[i].params_json);
+    EXPECT_EQ(all[i].value, first[i].value);
+  }
+  for (size_t i = 3; i < 5; ++i)
+    for (size_t j = 0; j < 3; ++j) EXPECT_NE(all[i].params_json, all[j].params_json);
+  // A third run with the budget spent starts nothing.
+  ASSERT_TRUE(Run(spec, more).ok());
+  EXPECT_EQ(Trials().size(), 5u);
+}
+
+TEST_F(RunnerTest, ATrialLeftRunningByADeadRunnerIsInterruptedAndRunAgain) {
+  std::string script = Script("t.sh", "echo \"{\\\"loss\\\": $1}\"\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"( {x}"}
+budget: {max_trials: 2}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  // As if a runner had died with trial 2 running.
+  {
+    auto db = Storage::Open(db_path_).value();
+    auto study = db->FindStudy("s").value();
+    TrialRecord t;
+    t.study_id = study->id;
+    t.number = 2;
+    t.state = TrialState::kRunning;
+    t.params_json = R"({"x": 0.125})";
+    t.started = WallNow();
+    ASSERT_TRUE(db->InsertTrial(t).ok());
+  }
+  RunOptions more;
+  more.max_trials = 4;
+  ASSERT_TRUE(Run(spec, more).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 5u);
+  EXPECT_EQ(trials[2].state, TrialState::kInterrupted);
+  const TrialRecord& rerun = trials[3];
+  EXPECT_EQ(rerun.retry_of, 2);
+  EXPECT_EQ(rerun.attempt, 2);
+  EXPECT_EQ(X(rerun), 0.125);
+  EXPECT_EQ(rerun.state, TrialState::kCompleted);
+  EXPECT_EQ(rerun.value, 0.125);
+  int finished = 0;
+  for (const TrialRecord& t : trials) finished += storage::IsFinished(t.state);
+  EXPECT_EQ(finished, 4);
+}
+
+TEST_F(RunnerTest, RefusesToResumeWithADifferentSearchSpaceAndChangesNothing) {
+  std::string script = Script("t.sh", "echo '{\"loss\": 1}'\n");
+  std::string common = R"(
+name: s
+objective: {metric: loss, direction: minimize}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 1}
+)";
+  ASSERT_TRUE(Run(Spec(common + "search_space: {x: {type: float, low: 0, high: 1}}\n")).ok());
+  std::string before = ReadFile(db_path_);
+  auto again = Run(Spec(common + "search_space: {x: {type: float, low: 0, high: 2}}\n"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("different search space"));
+  EXPECT_EQ(Trials().size(), 1u);
+}
+
+TEST_F(RunnerTest, RefusesAStudyThatALiveRunnerHolds) {
+  std::string script = Script("t.sh", "echo '{\"loss\": 1}'\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + script + R"("}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t other = fork();
+  if (other == 0) {
+    char c;
+    close(hold[1]);
+    (void)!read(hold[0], &c, 1);  // lives until the test closes the pipe
+    _exit(0);
+  }
+  close(hold[0]);
+  {
+    auto db = Storage::Open(db_path_).value();
+    ASSERT_TRUE(db->SetRunner(db->FindStudy("s").value()->id, other, HostName()).ok());
+  }
+  RunOptions more;
+  more.max_trials = 2;
+  auto again = Run(spec, more);
+  close(hold[1]);
+  waitpid(other, nullptr, 0);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr("already running"));
+  EXPECT_EQ(Trials().size(), 1u);
+  // Once that runner is gone the study can be resumed.
+  ASSERT_TRUE(Run(spec, more).ok());
+  EXPECT_EQ(Trials().size(), 2u);
+}
+
+}  // namespace
+}  // namespace hyperpack::scheduler

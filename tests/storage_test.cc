@@ -1,0 +1,364 @@
+#include "hyperpack/storage/storage.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+namespace hyperpack::storage {
+namespace {
+
+using hyperpack::testing::ReadFile;
+using hyperpack::testing::TempDir;
+
+StudyRecord NewStudy(const std::string& name) {
+  StudyRecord s;
+  s.name = name;
+  s.spec_text = "name: " + name + "\n";
+  s.spec_path = "study.yaml";
+  s.direction = "minimize";
+  s.metric = "loss";
+  s.seed = 42;
+  s.created = 1000.0;
+  return s;
+}
+
+TrialRecord NewTrial(int64_t study, int number, TrialState state = TrialState::kRunning) {
+  TrialRecord t;
+  t.study_id = study;
+  t.number = number;
+  t.state = state;
+  t.params_json = "{\"x\": " + std::to_string(number) + "}";
+  t.started = 2000.0 + number;
+  t.host = "h";
+  return t;
+}
+
+std::unique_ptr<Storage> OpenOrDie(const std::string& path, Storage::Options o = {}) {
+  auto db = Storage::Open(path, o);
+  EXPECT_TRUE(db.ok()) << db.status().message();
+  return db.ok() ? std::move(db).value() : nullptr;
+}
+
+TEST(StorageTest, CreatesSchemaAndFindsStudiesByName) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  EXPECT_EQ(db->schema_version(), DefaultMigrations().back().version);
+  auto created = db->CreateStudy(NewStudy("a"));
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_GT(created->id, 0);
+  auto found = db->FindStudy("a");
+  ASSERT_TRUE(found.ok());
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->spec_text, "name: a\n");
+  EXPECT_EQ((*found)->seed, 42u);
+  auto missing = db->FindStudy("b");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+}
+
+TEST(StorageTest, RejectsADuplicateStudyName) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  ASSERT_TRUE(db->CreateStudy(NewStudy("a")).ok());
+  auto again = db->CreateStudy(NewStudy("a"));
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  auto all = db->ListStudies();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1u);
+}
+
+TEST(StorageTest, TrialsMetricsAndEventsRoundTrip) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 1)).ok());
+  std::vector<MetricPoint> points = {{1, "loss", 0.5, 3000}, {2, "loss", 0.25, 3001}};
+  ASSERT_TRUE(db->AddMetrics(id, 1, points).ok());
+  TrialRecord done = NewTrial(id, 1);
+  done.state = TrialState::kCompleted;
+  done.value = 0.25;
+  done.ended = 3002;
+  done.exit_status = 0;
+  ASSERT_TRUE(db->FinishTrial(done).ok());
+  ASSERT_TRUE(db->AddEvent(id, {3003, 1, "trial_finished", "completed"}).ok());
+
+  auto trials = db->ListTrials(id);
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*trials)[0].state, TrialState::kRunning);
+  EXPECT_EQ((*trials)[1].state, TrialState::kCompleted);
+  EXPECT_EQ((*trials)[1].value, 0.25);
+  EXPECT_EQ((*trials)[1].exit_status, 0);
+  EXPECT_EQ((*trials)[1].params_json, "{\"x\": 1}");
+  auto metrics = db->TrialMetrics(id, 1);
+  ASSERT_TRUE(metrics.ok());
+  ASSERT_EQ(metrics->size(), 2u);
+  EXPECT_EQ((*metrics)[1].step, 2);
+  EXPECT_EQ((*metrics)[1].value, 0.25);
+  auto events = db->ListEvents(id, 10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].trial, 1);
+  EXPECT_EQ(db->NextTrialNumber(id).value(), 2);
+}
+
+TEST(StorageTest, FinishingAnUnknownTrialIsAnError) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  TrialRecord ghost = NewTrial(id, 7, TrialState::kCompleted);
+  Status s = db->FinishTrial(ghost);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(db->AddMetrics(id, 7, std::vector<MetricPoint>{{0, "x", 1, 1}}).code(),
+            StatusCode::kNotFound);
+}
+
+TEST(StorageTest, InterruptUnfinishedMarksOnlyRunningAndPendingTrials) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 1, TrialState::kRunning)).ok());
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 2, TrialState::kPending)).ok());
+  auto numbers = db->InterruptUnfinished(id, 5000, "runner died");
+  ASSERT_TRUE(numbers.ok());
+  EXPECT_EQ(*numbers, (std::vector<int>{1, 2}));
+  auto trials = db->ListTrials(id).value();
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted);
+  EXPECT_EQ(trials[1].state, TrialState::kInterrupted);
+  EXPECT_EQ(trials[1].error, "runner died");
+  EXPECT_EQ(trials[2].state, TrialState::kInterrupted);
+}
+
+TEST(StorageTest, TransactionRollsBackEverythingWhenTheBodyFails) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  Status s = db->Transaction([&]() -> Status {
+    HP_RETURN_IF_ERROR(db->InsertTrial(NewTrial(id, 0)));
+    HP_RETURN_IF_ERROR(db->InsertTrial(NewTrial(id, 1)));
+    return db->InsertTrial(NewTrial(id, 0));  // duplicate number: fails
+  });
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(db->ListTrials(id)->empty());
+  // The connection is usable afterwards.
+  EXPECT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
+}
+
+TEST(StorageTest, ReadOnlyOpenOfAMissingFileIsNotFoundAndCreatesNothing) {
+  TempDir dir;
+  Storage::Options o;
+  o.read_only = true;
+  auto db = Storage::Open(dir / "nope.db", o);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(db.status().message().find("nope.db"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "nope.db"));
+}
+
+TEST(StorageTest, ReadOnlyConnectionCannotWrite) {
+  TempDir dir;
+  { OpenOrDie(dir / "h.db")->CreateStudy(NewStudy("a")).value(); }
+  Storage::Options o;
+  o.read_only = true;
+  auto reader = OpenOrDie(dir / "h.db", o);
+  EXPECT_FALSE(reader->CreateStudy(NewStudy("b")).ok());
+  EXPECT_EQ(reader->ListStudies()->size(), 1u);
+}
+
+TEST(StorageTest, MigratesAnOlderDatabaseForwardKeepingItsData) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  std::vector<Migration> v1 = DefaultMigrations();
+  {
+    Storage::Options o;
+    o.migrations = &v1;
+    auto db = OpenOrDie(path, o);
+    int64_t id = db->CreateStudy(NewStudy("a"))->id;
+    ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
+  }
+  // A later schema adds a column and a table.
+  std::vector<Migration> v2 = v1;
+  int next = v1.back().version + 1;
+  v2.push_back({next, "ALTER TABLE trials ADD COLUMN checkpoint TEXT NOT NULL DEFAULT '';"
+                      "CREATE TABLE notes (text TEXT);"});
+  Storage::Options o;
+  o.migrations = &v2;
+  auto db = OpenOrDie(path, o);
+  EXPECT_EQ(db->schema_version(), next);
+  auto study = db->FindStudy("a").value();
+  ASSERT_TRUE(study.has_value());
+  auto trials = db->ListTrials(study->id).value();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted);
+  // The new column exists; opening again applies nothing twice.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, "SELECT checkpoint FROM trials", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(raw, "SELECT COUNT(*) FROM schema_version", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), next);
+  sqlite3_finalize(stmt);
+  sqlite3_close(raw);
+  db.reset();
+  auto again = OpenOrDie(path, o);
+  EXPECT_EQ(again->schema_version(), next);
+}
+
+TEST(StorageTest, RefusesADatabaseFromANewerVersionAndLeavesItUntouched) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  std::vector<Migration> newer = DefaultMigrations();
+  newer.push_back({newer.back().version + 1, "CREATE TABLE future (x INTEGER);"});
+  {
+    Storage::Options o;
+    o.migrations = &newer;
+    OpenOrDie(path, o)->CreateStudy(NewStudy("a")).value();
+  }
+  std::string before = ReadFile(path);
+  auto db = Storage::Open(path);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(db.status().message().find("newer hyperpack"), std::string::npos)
+      << db.status().message();
+  EXPECT_EQ(ReadFile(path), before);
+}
+
+TEST(StorageTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  int64_t id = OpenOrDie(path)->CreateStudy(NewStudy("a"))->id;
+  constexpr int kTrials = 150;
+  constexpr int kPauseAt = kTrials / 2;
+  int inside[2], go[2];
+  ASSERT_EQ(pipe(inside), 0);
+  ASSERT_EQ(pipe(go), 0);
+  pid_t writer = fork();
+  if (writer == 0) {
+    auto db = Storage::Open(path);
+    if (!db.ok()) _exit(2);
+    for (int n = 0; n < kTrials; ++n) {
+      Status s = (*db)->Transaction([&]() -> Status {
+        HP_RETURN_IF_ERROR((*db)->InsertTrial(NewTrial(id, n)));
+        std::vector<MetricPoint> pts;
+        for (int k = 0; k < 20; ++k) pts.push_back({k, "loss", 1.0 / (k + 1), 1.0 * k});
+        HP_RETURN_IF_ERROR((*db)->AddMetrics(id, n, pts));
+        if (n == kPauseAt) {
+          // Hold the write transaction open until the reader has read.
+          char c;
+          if (write(inside[1], "w", 1) != 1 || read(go[0], &c, 1) != 1) _exit(3);
+        }
+        return Status::Ok();
+      });
+      if (!s.ok()) _exit(4);
+    }
+    _exit(0);
+  }
+  Storage::Options o;
+  o.read_only = true;
+  o.busy_timeout_ms = 5000;
+  {
+    // A read while the writer holds an open transaction: it succeeds at once and sees only
+    // what was committed.
+    char c;
+    ASSERT_EQ(read(inside[0], &c, 1), 1);
+    auto reader = Storage::Open(path, o);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    auto trials = (*reader)->ListTrials(id);
+    ASSERT_TRUE(trials.ok()) << trials.status().message();
+    EXPECT_EQ(trials->size(), static_cast<size_t>(kPauseAt));
+    ASSERT_EQ(write(go[1], "g", 1), 1);
+  }
+  size_t last_seen = 0;
+  int status = 0;
+  // Read for as long as the writer runs: every read succeeds and never goes backwards, and a
+  // trial is never seen without all of its metrics (each transaction is all or nothing).
+  while (waitpid(writer, &status, WNOHANG) == 0) {
+    auto reader = Storage::Open(path, o);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    auto trials = (*reader)->ListTrials(id);
+    ASSERT_TRUE(trials.ok()) << trials.status().message();
+    EXPECT_GE(trials->size(), last_seen);
+    last_seen = trials->size();
+    if (!trials->empty()) {
+      auto m = (*reader)->TrialMetrics(id, trials->back().number);
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      EXPECT_EQ(m->size(), 20u);
+    }
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(OpenOrDie(path)->ListTrials(id)->size(), static_cast<size_t>(kTrials));
+}
+
+TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  int64_t id;
+  {
+    auto db = OpenOrDie(path);
+    id = db->CreateStudy(NewStudy("a"))->id;
+    ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
+    ASSERT_TRUE(db->AddMetrics(id, 0, std::vector<MetricPoint>{{1, "loss", 0.5, 1}}).ok());
+  }
+  int inside[2];
+  ASSERT_EQ(pipe(inside), 0);
+  pid_t writer = fork();
+  if (writer == 0) {
+    auto db = Storage::Open(path);
+    if (!db.ok()) _exit(2);
+    (void)(*db)->Transaction([&]() -> Status {
+      HP_RETURN_IF_ERROR((*db)->InsertTrial(NewTrial(id, 1)));
+      std::vector<MetricPoint> pts(500, MetricPoint{1, "loss", 0.1, 1});
+      HP_RETURN_IF_ERROR((*db)->AddMetrics(id, 1, pts));
+      if (write(inside[1], "w", 1) != 1) _exit(3);
+      pause();  // killed here, the transaction open
+      return Status::Ok();
+    });
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(inside[0], &c, 1), 1);
+  kill(writer, SIGKILL);
+  int status = 0;
+  waitpid(writer, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  auto db = OpenOrDie(path);
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(raw, "PRAGMA integrity_check", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "ok");
+  sqlite3_finalize(stmt);
+  sqlite3_close(raw);
+
+  auto trials = db->ListTrials(id).value();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].number, 0);
+  EXPECT_EQ(db->TrialMetrics(id, 0)->size(), 1u);
+  // The lock died with the writer: the next write goes through.
+  EXPECT_TRUE(db->InsertTrial(NewTrial(id, 1)).ok());
+}
+
+TEST(StorageTest, TrialStateNamesRoundTrip) {
+  for (TrialState s : {TrialState::kPending, TrialState::kRunning, TrialState::kCompleted,
+                       TrialState::kPruned, TrialState::kFailed, TrialState::kInterrupted,
+                       TrialState::kTimeout, TrialState::kInfeasible}) {
+    EXPECT_EQ(ParseTrialState(TrialStateName(s)), s);
+  }
+  EXPECT_FALSE(ParseTrialState("done").has_value());
+  EXPECT_TRUE(IsFinished(TrialState::kInfeasible));
+  EXPECT_FALSE(IsFinished(TrialState::kInterrupted));
+}
+
+}  // namespace
+}  // namespace hyperpack::storage

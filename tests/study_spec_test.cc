@@ -1,0 +1,1027 @@
+// Tests for the study-file parser: a complete file comes back with every field filled in, and each
+// kind of mistake is reported at the line and column of the token that is wrong, under the key path
+// a user would look for, with a message that says what would be right.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <string>
+
+#include "hyperpack/study/spec.h"
+
+namespace hyperpack::study {
+
+// So that a failing expectation shows the diagnostic as a user would see it.
+void PrintTo(const Diagnostic& d, std::ostream* os) { *os << "\"" << d.ToString() << "\""; }
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+ParseOutcome Parse(const std::string& text) { return ParseStudy(text, "study.yaml"); }
+
+// A diagnostic at `line`:`column` (1-based) under `key` whose message contains `fragment`.
+::testing::Matcher<const Diagnostic&> IsError(int line, int column, const std::string& key,
+                                              const std::string& fragment) {
+  return AllOf(Field("file", &Diagnostic::file, "study.yaml"),
+               Field("line", &Diagnostic::line, line), Field("column", &Diagnostic::column, column),
+               Field("key", &Diagnostic::key, key),
+               Field("message", &Diagnostic::message, HasSubstr(fragment)));
+}
+
+// ---- a complete, valid file ---------------------------------------------------------------------
+
+constexpr char kFullStudy[] = R"(name: resnet-cifar.v2
+description: every kind of parameter
+objective:
+  metric: val_loss
+  direction: minimize
+  strategy: min
+search_space:
+  lr: {type: float, low: 1.0e-5, high: 0.1, log: true}
+  batch_size: {type: int, low: 16, high: 512, log: true}
+  layers: {type: int, low: 2, high: 10, step: 2}
+  activation: {type: categorical, values: [relu, 1, 0.5, true, "2", 'tanh']}
+  epochs: {type: fixed, value: 20}
+  optimizer: [sgd, adamw, rmsprop]
+  momentum:
+    type: float
+    low: 0.0
+    high: 0.99
+    when: optimizer == sgd
+  nesterov:
+    type: categorical
+    values: [true, false]
+    when: optimizer in [sgd, rmsprop]
+  beta2: {type: float, low: 0.9, high: 0.9999, when: "optimizer != sgd"}
+  width: {type: int, low: 32, high: 128, step: 32, when: layers == 4}
+  data_parallel: {type: int, low: 1, high: 4}
+  seed: 42
+  mode: fast
+trial:
+  command: python train.py --lr {lr} --bs {batch_size} --out {trial_dir} --home ${HOME}
+  workdir: runs/../runs2
+  env:
+    OMP_NUM_THREADS: "4"
+    HP_MOMENTUM: "{momentum}"
+  timeout: 1h30m
+tuner: {algorithm: random, seed: 7}
+budget: {max_trials: 40, max_parallel: 4, time_limit: 2h}
+resources:
+  gpus: "{data_parallel}"
+  cpus: "{data_parallel} * 2 + 1"
+)";
+
+TEST(StudyFileTest, ParsesAFullExampleWithEveryField) {
+  ParseOutcome out = Parse(kFullStudy);
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  ASSERT_TRUE(out.spec.has_value());
+  const StudySpec& s = *out.spec;
+
+  EXPECT_EQ(s.name, "resnet-cifar.v2");
+  EXPECT_EQ(s.description, "every kind of parameter");
+  EXPECT_EQ(s.source_path, "study.yaml");
+  EXPECT_EQ(s.source_text, kFullStudy);
+  EXPECT_EQ(s.objective.metric, "val_loss");
+  EXPECT_EQ(s.objective.direction, Direction::kMinimize);
+  EXPECT_EQ(s.objective.strategy, ObjectiveStrategy::kMin);
+
+  const auto& params = s.space.params();
+  ASSERT_EQ(params.size(), 13u);
+
+  const ParamSpec& lr = params[0];
+  EXPECT_EQ(lr.name, "lr");
+  EXPECT_EQ(lr.type, ParamType::kFloat);
+  EXPECT_EQ(lr.low, 1.0e-5);
+  EXPECT_EQ(lr.high, 0.1);
+  EXPECT_TRUE(lr.log);
+  EXPECT_FALSE(lr.when.has_value());
+
+  const ParamSpec& batch = params[1];
+  EXPECT_EQ(batch.name, "batch_size");
+  EXPECT_EQ(batch.type, ParamType::kInt);
+  EXPECT_EQ(batch.low, 16);
+  EXPECT_EQ(batch.high, 512);
+  EXPECT_TRUE(batch.log);
+  EXPECT_EQ(batch.step, 1);
+
+  const ParamSpec& layers = params[2];
+  EXPECT_EQ(layers.name, "layers");
+  EXPECT_EQ(layers.type, ParamType::kInt);
+  EXPECT_EQ(layers.low, 2);
+  EXPECT_EQ(layers.high, 10);
+  EXPECT_FALSE(layers.log);
+  EXPECT_EQ(layers.step, 2);
+  EXPECT_EQ(layers.Cardinality(), 5);
+
+  // Plain scalars read as what they look like; quoted ones stay text.
+  const ParamSpec& activation = params[3];
+  EXPECT_EQ(activation.name, "activation");
+  EXPECT_EQ(activation.type, ParamType::kCategorical);
+  EXPECT_THAT(activation.values,
+              ElementsAre(Value(std::string("relu")), Value(int64_t{1}), Value(0.5), Value(true),
+                          Value(std::string("2")), Value(std::string("tanh"))));
+
+  const ParamSpec& epochs = params[4];
+  EXPECT_EQ(epochs.name, "epochs");
+  EXPECT_EQ(epochs.type, ParamType::kFixed);
+  EXPECT_EQ(epochs.value, Value(int64_t{20}));
+
+  const ParamSpec& optimizer = params[5];
+  EXPECT_EQ(optimizer.name, "optimizer");
+  EXPECT_EQ(optimizer.type, ParamType::kCategorical);
+  EXPECT_THAT(optimizer.values, ElementsAre(Value(std::string("sgd")), Value(std::string("adamw")),
+                                            Value(std::string("rmsprop"))));
+
+  const ParamSpec& momentum = params[6];
+  EXPECT_EQ(momentum.name, "momentum");
+  EXPECT_EQ(momentum.type, ParamType::kFloat);
+  EXPECT_EQ(momentum.low, 0.0);
+  EXPECT_EQ(momentum.high, 0.99);
+  EXPECT_FALSE(momentum.log);
+  ASSERT_TRUE(momentum.when.has_value());
+  EXPECT_EQ(momentum.when->parent, "optimizer");
+  EXPECT_EQ(momentum.when->op, Condition::Op::kEq);
+  EXPECT_THAT(momentum.when->values, ElementsAre(Value(std::string("sgd"))));
+  EXPECT_EQ(momentum.when->text, "optimizer == sgd");
+
+  const ParamSpec& nesterov = params[7];
+  EXPECT_EQ(nesterov.name, "nesterov");
+  EXPECT_EQ(nesterov.type, ParamType::kCategorical);
+  EXPECT_THAT(nesterov.values, ElementsAre(Value(true), Value(false)));
+  ASSERT_TRUE(nesterov.when.has_value());
+  EXPECT_EQ(nesterov.when->parent, "optimizer");
+  EXPECT_EQ(nesterov.when->op, Condition::Op::kIn);
+  EXPECT_THAT(nesterov.when->values,
+              ElementsAre(Value(std::string("sgd")), Value(std::string("rmsprop"))));
+
+  const ParamSpec& beta2 = params[8];
+  EXPECT_EQ(beta2.name, "beta2");
+  EXPECT_EQ(beta2.low, 0.9);
+  EXPECT_EQ(beta2.high, 0.9999);
+  ASSERT_TRUE(beta2.when.has_value());
+  EXPECT_EQ(beta2.when->op, Condition::Op::kNe);
+  EXPECT_THAT(beta2.when->values, ElementsAre(Value(std::string("sgd"))));
+
+  // A condition on an int parent reads its value as an int.
+  const ParamSpec& width = params[9];
+  EXPECT_EQ(width.name, "width");
+  EXPECT_EQ(width.step, 32);
+  ASSERT_TRUE(width.when.has_value());
+  EXPECT_EQ(width.when->parent, "layers");
+  EXPECT_THAT(width.when->values, ElementsAre(Value(int64_t{4})));
+
+  EXPECT_EQ(params[10].name, "data_parallel");
+  EXPECT_EQ(params[10].type, ParamType::kInt);
+  EXPECT_EQ(params[10].low, 1);
+  EXPECT_EQ(params[10].high, 4);
+
+  // Shorthand scalars are fixed parameters.
+  EXPECT_EQ(params[11].name, "seed");
+  EXPECT_EQ(params[11].type, ParamType::kFixed);
+  EXPECT_EQ(params[11].value, Value(int64_t{42}));
+  EXPECT_EQ(params[12].name, "mode");
+  EXPECT_EQ(params[12].type, ParamType::kFixed);
+  EXPECT_EQ(params[12].value, Value(std::string("fast")));
+
+  EXPECT_EQ(s.trial.command,
+            "python train.py --lr {lr} --bs {batch_size} --out {trial_dir} --home ${HOME}");
+  // A relative workdir is resolved against the study file's directory (here the current one).
+  EXPECT_EQ(s.trial.workdir, (std::filesystem::current_path() / "runs2").string());
+  using Env = std::pair<std::string, std::string>;
+  EXPECT_THAT(s.trial.env,
+              ElementsAre(Env("OMP_NUM_THREADS", "4"), Env("HP_MOMENTUM", "{momentum}")));
+  ASSERT_TRUE(s.trial.timeout_s.has_value());
+  EXPECT_EQ(*s.trial.timeout_s, 90 * 60.0);
+
+  EXPECT_EQ(s.tuner.algorithm, "random");
+  EXPECT_EQ(s.tuner.seed, uint64_t{7});
+
+  EXPECT_EQ(s.budget.max_trials, 40);
+  EXPECT_EQ(s.budget.max_parallel, 4);
+  EXPECT_EQ(s.budget.max_failed, 40 / 4);  // the default: max(5, max_trials / 4)
+  ASSERT_TRUE(s.budget.time_limit_s.has_value());
+  EXPECT_EQ(*s.budget.time_limit_s, 2 * 3600.0);
+
+  ASSERT_TRUE(s.resources.gpus.has_value());
+  ASSERT_TRUE(s.resources.cpus.has_value());
+  EXPECT_THAT(s.resources.gpus->references(), ElementsAre("data_parallel"));
+  Config config = {{"data_parallel", int64_t{3}}};
+  auto gpus = s.resources.gpus->Evaluate(config);
+  auto cpus = s.resources.cpus->Evaluate(config);
+  ASSERT_TRUE(gpus.ok() && cpus.ok());
+  EXPECT_EQ(*gpus, 3.0);
+  EXPECT_EQ(*cpus, 3.0 * 2 + 1);
+}
+
+TEST(StudyFileTest, FillsDefaultsForOptionalSections) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: maximize}
+search_space:
+  lr: {type: float, low: 0.001, high: 0.1}
+trial:
+  command: python train.py --lr {lr}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  const StudySpec& s = *out.spec;
+  EXPECT_EQ(s.objective.direction, Direction::kMaximize);
+  EXPECT_EQ(s.objective.strategy, ObjectiveStrategy::kLast);
+  EXPECT_EQ(s.tuner.algorithm, "sobol");
+  EXPECT_FALSE(s.tuner.seed.has_value());
+  EXPECT_EQ(s.budget.max_trials, 100);
+  EXPECT_EQ(s.budget.max_parallel, 1);
+  EXPECT_EQ(s.budget.max_failed, 100 / 4);
+  EXPECT_FALSE(s.budget.time_limit_s.has_value());
+  EXPECT_FALSE(s.trial.timeout_s.has_value());
+  EXPECT_TRUE(s.trial.workdir.empty());
+  EXPECT_TRUE(s.trial.env.empty());
+  EXPECT_FALSE(s.resources.gpus.has_value());
+  EXPECT_FALSE(s.resources.cpus.has_value());
+}
+
+TEST(StudyFileTest, DefaultMaxFailedIsAtLeastFive) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+budget: {max_trials: 8}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->budget.max_failed, 5);
+}
+
+TEST(StudyFileTest, ResolvesRelativeWorkdirAgainstTheStudyFilesDirectory) {
+  ParseOutcome out = ParseStudy(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  workdir: ../runs
+)",
+                                "/data/exp/study.yaml");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->trial.workdir, "/data/runs");
+}
+
+TEST(StudyFileTest, AcceptsShellExpansionsAndLiteralBracesInTheCommand) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: 'run --x {x} --cache ${CACHE_DIR:-/tmp} --home ${HOME} --json {{"a": 1}}'
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->trial.command,
+            R"(run --x {x} --cache ${CACHE_DIR:-/tmp} --home ${HOME} --json {{"a": 1}})");
+}
+
+// ---- YAML and the file's shape ------------------------------------------------------------------
+
+TEST(StudyFileTest, ReportsYamlSyntaxErrorAtTheMisindentedKey) {
+  ParseOutcome out = Parse(R"(name: demo
+objective:
+  metric: loss
+ direction: minimize
+)");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(out.errors, ElementsAre(IsError(4, 2, "", "invalid YAML: end of map not found")));
+}
+
+TEST(StudyFileTest, ReportsYamlSyntaxErrorAtATabIndent) {
+  ParseOutcome out = Parse("name: demo\n\tobjective: {metric: loss}\n");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(out.errors, ElementsAre(IsError(2, 1, "", "invalid YAML: illegal tab")));
+}
+
+TEST(StudyFileTest, RejectsARootThatIsNotAMapping) {
+  ParseOutcome out = Parse(R"(- name: demo
+- objective: {metric: loss}
+)");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(out.errors, ElementsAre(IsError(1, 1, "", "a study file is a mapping with keys")));
+}
+
+TEST(StudyFileTest, RejectsAnEmptyFile) {
+  ParseOutcome out = Parse("");
+  EXPECT_FALSE(out.spec.has_value());
+  ASSERT_EQ(out.errors.size(), 1u);
+  EXPECT_THAT(out.errors[0].message, HasSubstr("a study file is a mapping with keys"));
+}
+
+TEST(StudyFileTest, ReportsEveryMissingTopLevelKeyAtTheStartOfTheFile) {
+  ParseOutcome out = Parse(R"(description: nothing else
+)");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(1, 1, "name", "missing; expected the study's name"),
+                          IsError(1, 1, "objective", "missing; expected {metric: NAME"),
+                          IsError(1, 1, "search_space", "missing; expected a mapping of parameter"),
+                          IsError(1, 1, "trial", "missing; expected {command: ...}")));
+}
+
+TEST(StudyFileTest, RejectsMissingName) {
+  ParseOutcome out = Parse(R"(objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(1, 1, "name", "missing; expected the study's name")));
+}
+
+TEST(StudyFileTest, RejectsMissingObjectiveMetricAndPointsAtTheObjectiveKey) {
+  ParseOutcome out = Parse(R"(name: demo
+objective:
+  direction: minimize
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(2, 1, "objective.metric", "missing; expected the name")));
+}
+
+TEST(StudyFileTest, RejectsMissingObjectiveDirection) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(2, 1, "objective.direction",
+                                              "missing; expected minimize or maximize")));
+}
+
+TEST(StudyFileTest, RejectsMisspelledDirectionAndSuggestsTheRightOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: maximise}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(2, 38, "objective.direction",
+                                  "'maximise' is not a direction; expected 'maximize'")));
+}
+
+TEST(StudyFileTest, RejectsUnknownTopLevelKeyAndSuggestsTheRightOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+serch_space:
+  x: [1, 2]
+trial: {command: run}
+)");
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(3, 1, "", "unknown key 'serch_space'; did you mean 'search_space'?"),
+                  IsError(1, 1, "search_space", "missing")));
+}
+
+TEST(StudyFileTest, RejectsMissingSearchSpaceValue) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+trial: {command: run}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(3, 1, "search_space",
+                                              "expected a mapping of parameter names to their "
+                                              "ranges, got nothing")));
+}
+
+TEST(StudyFileTest, ReportsAnEmptySectionAtItsKeyNotAtTheNextLine) {
+  ParseOutcome out = Parse(R"(name: demo
+objective:
+search_space:
+  x: [1, 2]
+tuner:
+trial:
+)");
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(2, 1, "objective", "expected a mapping of keys to values, got nothing"),
+                  IsError(6, 1, "trial", "expected a mapping of keys to values, got nothing"),
+                  IsError(5, 1, "tuner", "expected a mapping of keys to values, got nothing")));
+}
+
+TEST(StudyFileTest, ReportsAnEmptyParameterTypeAtTheParameter) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr:
+    type:
+    low: 0.1
+trial:
+  command: run
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 3, "search_space.lr.type", "'' is not a parameter type")));
+}
+
+TEST(StudyFileTest, RejectsDuplicateTopLevelKey) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+name: other
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 1, "name", "duplicate key")));
+}
+
+// ---- parameters ---------------------------------------------------------------------------------
+
+TEST(StudyFileTest, RejectsUnknownKeyInAParameterAndSuggestsTheRightOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 1e-4, hihg: 0.1}
+trial:
+  command: run {lr}
+)");
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(4, 32, "search_space.lr", "unknown key 'hihg'; did you mean 'high'?"),
+                  IsError(4, 3, "search_space.lr.high", "missing; expected the upper bound")));
+}
+
+TEST(StudyFileTest, RejectsRangeWithoutHighAndPointsAtTheParameterKey) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: [1, 2]
+  lr:
+    type: float
+    low: 0.1
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 3, "search_space.lr.high",
+                                              "missing; expected the upper bound")));
+}
+
+TEST(StudyFileTest, RejectsUnknownParameterTypeAndSuggestsTheRightOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr:
+    type: flaot
+    low: 0.001
+    high: 0.1
+trial: {command: run}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(5, 11, "search_space.lr.type",
+                                  "'flaot' is not a parameter type; expected 'float'")));
+}
+
+TEST(StudyFileTest, RejectsParameterWithoutAType) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {low: 0.001, high: 0.1}
+trial: {command: run}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 3, "search_space.lr.type",
+                                  "missing; expected float, int, categorical or fixed")));
+}
+
+TEST(StudyFileTest, RejectsLogScaleWithNonPositiveLowAndNamesTheLine) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.0, high: 0.1, log: true}
+trial:
+  command: run {lr}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(4, 26, "search_space.lr.low",
+                                              "must be > 0 when log: true (got 0.0)")));
+}
+
+TEST(StudyFileTest, RejectsFloatHighNotAboveLow) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr:
+    type: float
+    low: 0.5
+    high: 0.5
+trial:
+  command: run {lr}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(7, 11, "search_space.lr.high", "must be > low (0.5), got 0.5")));
+}
+
+TEST(StudyFileTest, RejectsIntHighBelowLow) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  units: {type: int, low: 64, high: 32}
+trial:
+  command: run {units}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(4, 37, "search_space.units.high",
+                                              "must be >= low (64), got 32")));
+}
+
+TEST(StudyFileTest, RejectsIntWithNonIntegerLow) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  units: {type: int, low: 1.5, high: 32}
+trial:
+  command: run {units}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(4, 27, "search_space.units.low",
+                                              "expected a whole number, got '1.5'")));
+}
+
+TEST(StudyFileTest, RejectsFloatBoundThatIsNotANumber) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: small, high: 0.1}
+trial:
+  command: run {lr}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 26, "search_space.lr.low", "expected a number, got 'small'")));
+}
+
+TEST(StudyFileTest, RejectsStepBelowOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  units: {type: int, low: 8, high: 64, step: 0}
+trial:
+  command: run {units}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 46, "search_space.units.step", "must be >= 1 (got 0)")));
+}
+
+TEST(StudyFileTest, RejectsStepCombinedWithLog) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  units: {type: int, low: 8, high: 64, step: 8, log: true}
+trial:
+  command: run {units}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(4, 46, "search_space.units.step",
+                                              "cannot be combined with log: true")));
+}
+
+TEST(StudyFileTest, RejectsEmptyCategoricalValues) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: {type: categorical, values: []}
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 42, "search_space.optimizer.values",
+                                  "expected a non-empty list of values, got an empty list")));
+}
+
+TEST(StudyFileTest, RejectsDuplicateCategoricalValueAtTheRepeat) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw, sgd]
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 27, "search_space.optimizer", "duplicate value sgd")));
+}
+
+TEST(StudyFileTest, RejectsInvalidParameterName) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: [1, 2]
+  learning-rate: {type: float, low: 0.001, high: 0.1}
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 3, "search_space.learning-rate",
+                                              "not a valid parameter name")));
+}
+
+TEST(StudyFileTest, RejectsDuplicateParameter) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: [1, 2]
+  x: [3, 4]
+trial:
+  command: run {x}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 3, "search_space.x", "duplicate parameter")));
+}
+
+// ---- conditions ---------------------------------------------------------------------------------
+
+TEST(StudyFileTest, RejectsConditionOnAnUndeclaredParameterAndSuggestsOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw]
+  momentum: {type: float, low: 0.0, high: 0.9, when: optimzer == sgd}
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(5, 54, "search_space.momentum.when",
+                                  "'optimzer' is not a parameter declared before 'momentum'; "
+                                  "did you mean 'optimizer'?")));
+}
+
+TEST(StudyFileTest, RejectsConditionOnAParameterDeclaredLater) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  momentum: {type: float, low: 0.0, high: 0.9, when: optimizer == sgd}
+  optimizer: [sgd, adamw]
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(4, 54, "search_space.momentum.when",
+                                              "'optimizer' is not a parameter declared before "
+                                              "'momentum'")));
+}
+
+TEST(StudyFileTest, RejectsConditionValueThatTheParentCannotTake) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw]
+  momentum:
+    type: float
+    low: 0.0
+    high: 0.9
+    when: optimizer == sdg
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(9, 11, "search_space.momentum.when",
+                                              "'sdg' is not a value of 'optimizer'; did you mean "
+                                              "'sgd'?")));
+}
+
+TEST(StudyFileTest, RejectsConditionListValueThatTheParentCannotTake) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  layers: {type: int, low: 1, high: 3}
+  width:
+    type: int
+    low: 8
+    high: 64
+    when: layers in [2, 7]
+trial:
+  command: run {layers}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(9, 11, "search_space.width.when",
+                                              "'7' is not a value of 'layers'")));
+}
+
+TEST(StudyFileTest, RejectsConditionOnAFloatParent) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.001, high: 0.1}
+  warmup: {type: int, low: 0, high: 10, when: lr == 0.01}
+trial:
+  command: run {lr}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 47, "search_space.warmup.when",
+                                              "conditions on a float parameter ('lr') are not "
+                                              "supported")));
+}
+
+TEST(StudyFileTest, RejectsMalformedCondition) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw]
+  momentum: {type: float, low: 0.0, high: 0.9, when: optimizer is sgd}
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 54, "search_space.momentum.when",
+                                              "'optimizer is sgd' is not a condition; expected "
+                                              "'PARAM == VALUE'")));
+}
+
+TEST(StudyFileTest, RejectsInWithoutAList) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw]
+  momentum: {type: float, low: 0.0, high: 0.9, when: optimizer in sgd}
+trial:
+  command: run {optimizer}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 54, "search_space.momentum.when",
+                                              "expected a list after 'in'")));
+}
+
+// ---- trial --------------------------------------------------------------------------------------
+
+TEST(StudyFileTest, RejectsCommandPlaceholderOfAnUnknownParameterAndSuggestsOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  learning_rate: {type: float, low: 0.001, high: 0.1}
+trial:
+  command: python train.py --lr {learning_rte}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 12, "trial.command",
+                                              "'{learning_rte}' is not a parameter; did you mean "
+                                              "'{learning_rate}'?")));
+}
+
+TEST(StudyFileTest, RejectsUnclosedBraceInCommand) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.001, high: 0.1}
+trial:
+  command: python train.py --lr {lr
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(6, 12, "trial.command", "'{' at character 22 is not closed")));
+}
+
+TEST(StudyFileTest, RejectsMissingCommand) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  timeout: 10m
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 1, "trial.command", "missing; expected the command")));
+}
+
+TEST(StudyFileTest, RejectsMalformedTimeout) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  timeout: 10x
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 12, "trial.timeout", "'10x' is not a duration")));
+}
+
+TEST(StudyFileTest, RejectsEnvThatIsNotAMapping) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  env: [A=1, B=2]
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 8, "trial.env",
+                                              "expected a mapping of variable names to values, got "
+                                              "a list")));
+}
+
+TEST(StudyFileTest, RejectsEnvVariableWithAnInvalidNameOrUnknownPlaceholder) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  env:
+    1BAD: "1"
+    GOOD: "{y}"
+)");
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(7, 5, "trial.env", "'1BAD' is not a valid environment variable name"),
+                  IsError(8, 11, "trial.env.GOOD", "'{y}' is not a parameter")));
+}
+
+// ---- tuner, budget, resources -------------------------------------------------------------------
+
+TEST(StudyFileTest, RejectsUnknownTunerAlgorithmAndSuggestsOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+tuner: {algorithm: sobel}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 20, "tuner.algorithm",
+                                              "'sobel' is not a tuner; expected 'sobol'")));
+}
+
+TEST(StudyFileTest, RejectsNegativeSeed) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+tuner:
+  algorithm: random
+  seed: -1
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(8, 9, "tuner.seed", "must be >= 0 (got -1)")));
+}
+
+TEST(StudyFileTest, RejectsZeroMaxParallel) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+budget:
+  max_trials: 10
+  max_parallel: 0
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(8, 17, "budget.max_parallel",
+                                              "must be between 1 and 1000000 (got 0)")));
+}
+
+TEST(StudyFileTest, RejectsResourceExpressionOfAnUnknownParameterAndSuggestsOne) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  data_parallel: {type: int, low: 1, high: 4}
+trial:
+  command: run {data_parallel}
+resources:
+  gpus: "{data_paralel} * 2"
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(8, 9, "resources.gpus",
+                                              "'{data_paralel}' is not a parameter; did you mean "
+                                              "'{data_parallel}'?")));
+}
+
+TEST(StudyFileTest, RejectsResourceExpressionOfAConditionalParameter) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  mode: [single, multi]
+  gpus_per_trial: {type: int, low: 2, high: 8, when: mode == multi}
+trial:
+  command: run {mode}
+resources:
+  gpus: "{gpus_per_trial}"
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(9, 9, "resources.gpus",
+                                  "'{gpus_per_trial}' is conditional (mode == multi)")));
+}
+
+TEST(StudyFileTest, RejectsMalformedResourceExpression) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+resources: {cpus: 2 *}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 19, "resources.cpus", "at character 4")));
+}
+
+// ---- several problems at once -------------------------------------------------------------------
+
+TEST(StudyFileTest, ReportsEveryProblemInOneFileInOrder) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: up}
+search_space:
+  lr: {type: float, low: -1, high: 0.1, log: true}
+  units: {type: int, low: 8, high: 4}
+  optimizer: [sgd, sgd]
+trial:
+  command: run {lr} {unit}
+  timeout: soon
+tuner: {algorithm: grid}
+budget: {max_trials: 0}
+)");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(2, 38, "objective.direction", "'up' is not a direction"),
+                  IsError(4, 26, "search_space.lr.low", "must be > 0 when log: true (got -1)"),
+                  IsError(5, 36, "search_space.units.high", "must be >= low (8), got 4"),
+                  IsError(6, 20, "search_space.optimizer", "duplicate value sgd"),
+                  IsError(8, 12, "trial.command", "'{unit}' is not a parameter"),
+                  IsError(9, 12, "trial.timeout", "'soon' is not a duration"),
+                  IsError(10, 20, "tuner.algorithm", "'grid' is not a tuner"),
+                  IsError(11, 22, "budget.max_trials", "must be between 1 and 1000000")));
+  // lr is declared, so {lr} in the command is not reported again; {unit} is a typo.
+  // One line per problem, each starting with file:line:column.
+  std::string text = out.ErrorText();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n') + 1, static_cast<long>(out.errors.size()));
+  EXPECT_THAT(text, HasSubstr("study.yaml:4:26: search_space.lr.low: must be > 0 when log: true"));
+}
+
+TEST(StudyFileTest, DoesNotReportReferencesToAParameterThatHasItsOwnError) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  workers: {type: int, low: 4, high: 1}
+  optimizer: {type: categorical, values: []}
+  momentum: {type: float, low: 0.0, high: 0.9, when: optimizer == sgd}
+trial:
+  command: run {workers} {optimizer} {momentum}
+  env:
+    N: "{workers}"
+resources:
+  cpus: "{workers} * 2"
+)");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(4, 38, "search_space.workers.high", "must be >= low (4), got 1"),
+                          IsError(5, 42, "search_space.optimizer.values",
+                                  "expected a non-empty list of values, got an empty list")));
+}
+
+// ---- files --------------------------------------------------------------------------------------
+
+TEST(LoadStudyFileTest, ReportsAMissingFileByName) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / "hyperpack-no-such-dir" / "study.yaml").string();
+  ParseOutcome out = LoadStudyFile(path);
+  EXPECT_FALSE(out.spec.has_value());
+  ASSERT_EQ(out.errors.size(), 1u);
+  EXPECT_EQ(out.errors[0].file, path);
+  EXPECT_EQ(out.errors[0].line, 0);
+  EXPECT_THAT(out.errors[0].message, HasSubstr("cannot read the study file"));
+  EXPECT_THAT(out.ErrorText(), HasSubstr(path));
+}
+
+// A directory of its own under the system's temporary directory, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "hyperpack-spec-XXXXXX").string();
+    path_ = mkdtemp(pattern.data()) ? pattern : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+TEST(LoadStudyFileTest, ParsesARealFileAndResolvesWorkdirNextToIt) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  std::filesystem::path file = dir.path() / "study.yaml";
+  const std::string text = R"(name: from-disk
+objective: {metric: acc, direction: maximize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  workdir: work
+)";
+  {
+    std::ofstream out(file);
+    out << text;
+  }
+  ParseOutcome out = LoadStudyFile(file.string());
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->name, "from-disk");
+  EXPECT_EQ(out.spec->source_path, file.string());
+  EXPECT_EQ(out.spec->source_text, text);
+  EXPECT_EQ(out.spec->trial.workdir, (dir.path() / "work").string());
+}
+
+TEST(LoadStudyFileTest, NamesTheFileInDiagnostics) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  std::filesystem::path file = dir.path() / "bad.yaml";
+  {
+    std::ofstream out(file);
+    out << "name: demo\n";
+  }
+  ParseOutcome out = LoadStudyFile(file.string());
+  ASSERT_FALSE(out.errors.empty());
+  for (const Diagnostic& d : out.errors) EXPECT_EQ(d.file, file.string());
+  EXPECT_THAT(out.ErrorText(), HasSubstr(file.string() + ":1:1: objective: missing"));
+}
+
+}  // namespace
+}  // namespace hyperpack::study

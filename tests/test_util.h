@@ -1,0 +1,82 @@
+// Helpers shared by the tests: temporary directories, files, child processes.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace hyperpack::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hyperpack-test-XXXXXX").string();
+    char* made = mkdtemp(tmpl.data());
+    path_ = made ? made : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void WriteFile(const std::string& path, const std::string& text, bool executable = false) {
+  std::ofstream(path, std::ios::trunc) << text;
+  if (executable) std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Runs `argv` to completion with stdout and stderr captured.
+struct Ran {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline Ran RunCommand(const std::vector<std::string>& argv, const std::string& cwd = "") {
+  std::filesystem::path dir = std::filesystem::temp_directory_path();
+  std::string out_path = (dir / ("hp-out-" + std::to_string(getpid()))).string();
+  std::string err_path = (dir / ("hp-err-" + std::to_string(getpid()))).string();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, 1);
+    dup2(e, 2);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Ran r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadFile(out_path);
+  r.err = ReadFile(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+}  // namespace hyperpack::testing
