@@ -1,0 +1,40 @@
+# Shared by scripts/quickstart and scripts/test: install what is missing, configure, build.
+# Sourced, not run. Idempotent: apt-get runs only when a package is missing.
+
+HYPERPACK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HYPERPACK_BUILD="${HYPERPACK_BUILD:-$HYPERPACK_ROOT/build}"
+
+# Debian bookworm packages the build, the tests and the examples need.
+HYPERPACK_PACKAGES=(
+  g++ cmake make pkg-config
+  libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
+  libgtest-dev libgmock-dev
+  python3 python3-numpy dataset-fashion-mnist
+)
+
+hp_log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+hp_install_missing() {
+  local missing=() pkg
+  for pkg in "${HYPERPACK_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    hp_log "all ${#HYPERPACK_PACKAGES[@]} packages present"
+    return
+  fi
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  hp_log "installing: ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+hp_build() {
+  local jobs
+  jobs="$(nproc 2>/dev/null || echo 2)"
+  hp_log "configuring in $HYPERPACK_BUILD"
+  cmake -S "$HYPERPACK_ROOT" -B "$HYPERPACK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  hp_log "building with $jobs jobs"
+  cmake --build "$HYPERPACK_BUILD" -j "$jobs"
+}
