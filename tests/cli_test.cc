@@ -391,5 +391,23 @@ TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
   EXPECT_EQ(reruns, (std::set<int>{4, 5}));
 }
 
+TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
+  std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist_softmax/study.yaml";
+  std::vector<std::string> args = {HYPERPACK_CLI, "run", example, "--storage", db_,
+                                   "--max-trials", "2"};
+  auto r = RunCommand(args, HYPERPACK_SOURCE_DIR);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("fmnist-softmax");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    // Softmax regression on Fashion-MNIST: better than chance whatever the configuration.
+    EXPECT_GT(*t.value, 0.3);
+    EXPECT_LE(*t.value, 1.0);
+  }
+}
+
 }  // namespace
 }  // namespace hyperpack

@@ -751,7 +751,7 @@ class Runner {
   void Print(const std::string& text) {
     if (options_.progress == RunOptions::Progress::kQuiet) return;
     if (options_.progress == RunOptions::Progress::kLine) {
-      out_ << "\r\033[K" << text << "\n" << StatusLine() << std::flush;
+      out_ << "\r\033[K[" << Elapsed() << "] " << text << "\n" << StatusLine() << std::flush;
       line_shown_ = true;
       return;
     }
