@@ -411,30 +411,39 @@ class Runner {
     t->log << "# hyperpack trial " << t->number << " (attempt " << t->attempt << ")\n# command: "
            << req.command << "\n";
 
-    auto spawned = Spawn(req);
-    if (!spawned.ok()) {
-      // Nothing ran: record the trial as failed with the reason.
-      rec.state = TrialState::kFailed;
-      rec.ended = WallNow();
-      rec.error = spawned.status().message();
-      Post([rec](Storage& db) { return db.InsertTrial(rec); });
-      running_[t->number] = t;
+    // Persist, then act: the trial's row is committed before its process exists, so that storage
+    // knows of every process a runner started (and a reader never sees a trial that is not there).
+    running_[t->number] = t;
+    writer_->PostThen(
+        [rec](Storage& db) {
+          HP_RETURN_IF_ERROR(db.InsertTrial(rec));
+          return db.AddEvent(rec.study_id, {rec.started.value_or(0), rec.number,
+                                            "trial_started", "on " + rec.host});
+        },
+        [this, t, req = std::move(req)](const Status& s) {
+          asio::post(io_, [this, t, req, s] { Start(t, req, s); });
+        });
+  }
+
+  void Start(const std::shared_ptr<Trial>& t, const SpawnRequest& req, const Status& stored) {
+    auto never_ran = [&](const std::string& why) {
       t->exited = true;
       t->out_open = t->err_open = false;
-      t->err_tail = rec.error;
+      t->err_tail = why;
       t->wait_status = 127 << 8;
       Complete(t);
-      return;
+    };
+    // Stopped (Ctrl-C, a storage error) while its row was being written: it never runs.
+    if (t->interrupted) return never_ran("interrupted before it started");
+    if (!stored.ok()) {
+      t->interrupted = true;
+      return never_ran(stored.message());
     }
+    auto spawned = Spawn(req);
+    if (!spawned.ok()) return never_ran(spawned.status().message());
     t->pid = spawned->pid;
     t->out.assign(spawned->stdout_fd);
     t->err.assign(spawned->stderr_fd);
-    running_[t->number] = t;
-    Post([rec, pid = t->pid](Storage& db) {
-      HP_RETURN_IF_ERROR(db.InsertTrial(rec));
-      return db.AddEvent(rec.study_id, {rec.started.value_or(0), rec.number, "trial_started",
-                                        StrCat("pid ", pid, " on ", rec.host)});
-    });
     Event(t->number, "", StrCat("started  ", ParamsLine(t->config, spec_.space)), false);
     Read(t, false);
     Read(t, true);
@@ -591,6 +600,7 @@ class Runner {
       code = WEXITSTATUS(t->wait_status);
       rec.exit_status = code;
       how = StrCat("exit ", code);
+      if (t->pid <= 0) how = "never started";
     } else if (WIFSIGNALED(t->wait_status)) {
       int sig = WTERMSIG(t->wait_status);
       rec.exit_status = 128 + sig;

@@ -8,10 +8,12 @@ StorageWriter::StorageWriter(std::unique_ptr<storage::Storage> db,
 
 StorageWriter::~StorageWriter() { Close(); }
 
-void StorageWriter::Post(Op op) {
+void StorageWriter::Post(Op op) { PostThen(std::move(op), nullptr); }
+
+void StorageWriter::PostThen(Op op, std::function<void(const Status&)> then) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(op));
+    queue_.push_back({std::move(op), std::move(then)});
   }
   cv_.notify_one();
 }
@@ -28,7 +30,7 @@ void StorageWriter::Close() {
 
 void StorageWriter::Loop() {
   while (true) {
-    std::deque<Op> batch;
+    std::deque<Entry> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
@@ -36,10 +38,12 @@ void StorageWriter::Loop() {
       batch.swap(queue_);
     }
     Status s = db_->Transaction([&]() -> Status {
-      for (Op& op : batch) HP_RETURN_IF_ERROR(op(*db_));
+      for (Entry& e : batch) HP_RETURN_IF_ERROR(e.op(*db_));
       return Status::Ok();
     });
     if (!s.ok() && on_error_) on_error_(s);
+    for (Entry& e : batch)
+      if (e.then) e.then(s);
   }
 }
 

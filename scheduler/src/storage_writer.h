@@ -26,6 +26,9 @@ class StorageWriter {
   ~StorageWriter();
 
   void Post(Op op);
+  // Like Post; `then` runs on the writer thread once the batch holding `op` has committed (OK) or
+  // failed (the batch's error).
+  void PostThen(Op op, std::function<void(const Status&)> then);
   // Applies everything posted so far, then stops the thread. Idempotent.
   void Close();
 
@@ -36,7 +39,11 @@ class StorageWriter {
   std::function<void(Status)> on_error_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;  // guarded by mu_
+  struct Entry {
+    Op op;
+    std::function<void(const Status&)> then;
+  };
+  std::deque<Entry> queue_;  // guarded by mu_
   bool closing_ = false;  // guarded by mu_
   std::thread thread_;
 };
