@@ -45,12 +45,15 @@ Run 'hyperpack COMMAND --help' for a command's options.
 
 int ExitCodeFor(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return kOk;
+    case StatusCode::kOk:
+      return kOk;
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kAlreadyExists:
-    case StatusCode::kFailedPrecondition: return kUsage;
-    default: return kFailure;
+    case StatusCode::kFailedPrecondition:
+      return kUsage;
+    default:
+      return kFailure;
   }
 }
 
@@ -120,7 +123,8 @@ int CmdRun(int argc, char** argv) {
       "max-parallel", "override budget.max_parallel", cxxopts::value<int>())(
       "log-dir", "where trial logs go (default: hyperpack_logs next to the storage)",
       cxxopts::value<std::string>())(
-      "progress", "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
+      "progress",
+      "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
       cxxopts::value<std::string>()->default_value("auto"));
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;

@@ -20,11 +20,11 @@
 namespace hyperpack {
 namespace {
 
-using ::testing::HasSubstr;
 using hyperpack::testing::ReadFile;
 using hyperpack::testing::RunCommand;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
+using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
 class CliTest : public ::testing::Test {
@@ -276,9 +276,11 @@ search_space: {x: {type: float, low: 0, high: 1}}
 trial:
   command: >-
     echo '{{"step": 1, "loss": {x}}}';
-    if [ -e )" + dir + R"(/block ]; then echo {trial} $$ > )" + dir + R"(/fifo; exec sleep 60; fi
+    if [ -e )" +
+         dir + R"(/block ]; then echo {trial} $$ > )" + dir + R"(/fifo; exec sleep 60; fi
 tuner: {algorithm: sobol, seed: 1}
-budget: {max_trials: )" + std::to_string(max_trials) + R"(, max_parallel: 2}
+budget: {max_trials: )" +
+         std::to_string(max_trials) + R"(, max_parallel: 2}
 )";
 }
 
@@ -395,8 +397,8 @@ TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
   std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist_softmax/study.yaml";
-  std::vector<std::string> args = {HYPERPACK_CLI, "run", example, "--storage", db_,
-                                   "--max-trials", "2"};
+  std::vector<std::string> args = {HYPERPACK_CLI, "run",          example, "--storage",
+                                   db_,           "--max-trials", "2"};
   auto r = RunCommand(args, HYPERPACK_SOURCE_DIR);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto trials = Trials("fmnist-softmax");

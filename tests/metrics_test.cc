@@ -34,7 +34,8 @@ TEST(MetricsTest, EpochServesAsTheStepOnlyWhenThereIsNoStep) {
 }
 
 TEST(MetricsTest, AcceptsPythonsNaNAndInfinity) {
-  auto m = ParseMetricLine(R"({"loss": NaN, "grad": Infinity, "low": -Infinity, "note": "NaN here"})");
+  auto m =
+      ParseMetricLine(R"({"loss": NaN, "grad": Infinity, "low": -Infinity, "note": "NaN here"})");
   ASSERT_TRUE(m);
   EXPECT_TRUE(std::isnan(Get(*m, "loss")));
   EXPECT_EQ(Get(*m, "grad"), INFINITY);

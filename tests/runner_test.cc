@@ -18,13 +18,13 @@
 namespace hyperpack::scheduler {
 namespace {
 
-using ::testing::HasSubstr;
 using hyperpack::testing::ReadFile;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
 using storage::Storage;
 using storage::TrialRecord;
 using storage::TrialState;
+using ::testing::HasSubstr;
 
 class RunnerTest : public ::testing::Test {
  protected:
@@ -93,7 +93,8 @@ objective: {metric: loss, direction: minimize}
 search_space:
   x: {type: float, low: -1, high: 1}
   n: {type: int, low: 1, high: 4}
-trial: {command: "sh )" + script + R"( {x}"}
+trial: {command: "sh )" +
+                   script + R"( {x}"}
 tuner: {algorithm: sobol, seed: 3}
 budget: {max_trials: 6, max_parallel: 2}
 )");
@@ -131,7 +132,8 @@ budget: {max_trials: 6, max_parallel: 2}
   EXPECT_EQ(summary->best_value, best);
   // Sobol proposals are distinct.
   for (size_t i = 0; i < trials.size(); ++i)
-    for (size_t j = i + 1; j < trials.size(); ++j) EXPECT_NE(trials[i].params_json, trials[j].params_json);
+    for (size_t j = i + 1; j < trials.size(); ++j)
+      EXPECT_NE(trials[i].params_json, trials[j].params_json);
 }
 
 TEST_F(RunnerTest, NeverRunsMoreTrialsAtOnceThanMaxParallel) {
@@ -140,7 +142,8 @@ TEST_F(RunnerTest, NeverRunsMoreTrialsAtOnceThanMaxParallel) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 7, max_parallel: 3}
 )");
   ASSERT_TRUE(Run(spec).ok());
@@ -164,7 +167,8 @@ TEST_F(RunnerTest, NonZeroExitFailsTheTrialAndKeepsTheTailOfStderr) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 2}
 )");
   auto summary = Run(spec);
@@ -184,7 +188,8 @@ TEST_F(RunnerTest, ExitCodeThreeMarksTheConfigurationInfeasible) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 1}
 )");
   auto summary = Run(spec);
@@ -201,7 +206,8 @@ TEST_F(RunnerTest, ExitZeroWithoutTheObjectiveIsAFailureThatSaysWhatWasMissing) 
 name: s
 objective: {metric: val_loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
@@ -237,7 +243,8 @@ sleep 60
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"(", timeout: 0.5s}
+trial: {command: "sh )" +
+                   script + R"(", timeout: 0.5s}
 budget: {max_trials: 1}
 )");
   auto summary = Run(spec);
@@ -265,7 +272,8 @@ echo "loss=2.0"
 name: s
 objective: {metric: loss, direction: minimize, strategy: min}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
@@ -283,7 +291,8 @@ TEST_F(RunnerTest, StopsLaunchingAfterMaxFailedAndExitsWithOne) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 10, max_failed: 3}
 )");
   auto summary = Run(spec);
@@ -314,7 +323,8 @@ TEST_F(RunnerTest, RunningAgainContinuesTheStudyWithNewConfigurations) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"( {x}"}
+trial: {command: "sh )" +
+                   script + R"( {x}"}
 tuner: {algorithm: random, seed: 11}
 budget: {max_trials: 3}
 )");
@@ -344,7 +354,8 @@ TEST_F(RunnerTest, ATrialLeftRunningByADeadRunnerIsInterruptedAndRunAgain) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"( {x}"}
+trial: {command: "sh )" +
+                   script + R"( {x}"}
 budget: {max_trials: 2}
 )");
   ASSERT_TRUE(Run(spec).ok());
@@ -382,7 +393,8 @@ TEST_F(RunnerTest, RefusesToResumeWithADifferentSearchSpaceAndChangesNothing) {
   std::string common = R"(
 name: s
 objective: {metric: loss, direction: minimize}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                       script + R"("}
 budget: {max_trials: 1}
 )";
   ASSERT_TRUE(Run(Spec(common + "search_space: {x: {type: float, low: 0, high: 1}}\n")).ok());
@@ -400,7 +412,8 @@ TEST_F(RunnerTest, RefusesAStudyThatALiveRunnerHolds) {
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + script + R"("}
+trial: {command: "sh )" +
+                   script + R"("}
 budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());

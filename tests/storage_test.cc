@@ -186,8 +186,9 @@ TEST(StorageTest, MigratesAnOlderDatabaseForwardKeepingItsData) {
   // A later schema adds a column and a table.
   std::vector<Migration> v2 = v1;
   int next = v1.back().version + 1;
-  v2.push_back({next, "ALTER TABLE trials ADD COLUMN checkpoint TEXT NOT NULL DEFAULT '';"
-                      "CREATE TABLE notes (text TEXT);"});
+  v2.push_back({next,
+                "ALTER TABLE trials ADD COLUMN checkpoint TEXT NOT NULL DEFAULT '';"
+                "CREATE TABLE notes (text TEXT);"});
   Storage::Options o;
   o.migrations = &v2;
   auto db = OpenOrDie(path, o);
@@ -200,7 +201,8 @@ TEST(StorageTest, MigratesAnOlderDatabaseForwardKeepingItsData) {
   // The new column exists; opening again applies nothing twice.
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(raw, "SELECT checkpoint FROM trials", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, "SELECT checkpoint FROM trials", nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_stmt* stmt = nullptr;
   sqlite3_prepare_v2(raw, "SELECT COUNT(*) FROM schema_version", -1, &stmt, nullptr);
   ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);

@@ -114,11 +114,10 @@ class Parser {
       return NodePtr(n);
     }
     size_t start = pos_;
-    while (pos_ < text_.size() &&
-           (std::isdigit(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
-            text_[pos_] == 'e' || text_[pos_] == 'E' ||
-            ((text_[pos_] == '-' || text_[pos_] == '+') && pos_ > start &&
-             (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E'))))
+    while (pos_ < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E' ||
+                                   ((text_[pos_] == '-' || text_[pos_] == '+') && pos_ > start &&
+                                    (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E'))))
       ++pos_;
     auto number = ParseDouble(std::string_view(text_).substr(start, pos_ - start));
     if (pos_ == start || !number) {
@@ -137,7 +136,8 @@ class Parser {
 
 Result<double> Eval(const Expression::Node& n, const Config& config) {
   switch (n.op) {
-    case 0: return n.number;
+    case 0:
+      return n.number;
     case 'p': {
       auto it = config.find(n.param);
       if (it == config.end())
@@ -151,16 +151,20 @@ Result<double> Eval(const Expression::Node& n, const Config& config) {
       if (!x.ok()) return x;
       return -*x;
     }
-    default: break;
+    default:
+      break;
   }
   auto l = Eval(*n.left, config);
   if (!l.ok()) return l;
   auto r = Eval(*n.right, config);
   if (!r.ok()) return r;
   switch (n.op) {
-    case '+': return *l + *r;
-    case '-': return *l - *r;
-    case '*': return *l * *r;
+    case '+':
+      return *l + *r;
+    case '-':
+      return *l - *r;
+    case '*':
+      return *l * *r;
     default:
       if (*r == 0) return Status::Invalid("division by zero");
       return *l / *r;

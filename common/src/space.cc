@@ -39,10 +39,14 @@ bool ValuesEqual(const Value& a, const Value& b) {
 
 const char* ParamTypeName(ParamType type) {
   switch (type) {
-    case ParamType::kFloat: return "float";
-    case ParamType::kInt: return "int";
-    case ParamType::kCategorical: return "categorical";
-    case ParamType::kFixed: return "fixed";
+    case ParamType::kFloat:
+      return "float";
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kCategorical:
+      return "categorical";
+    case ParamType::kFixed:
+      return "fixed";
   }
   return "?";
 }
@@ -57,9 +61,12 @@ int64_t ParamSpec::Cardinality() const {
   switch (type) {
     case ParamType::kInt:
       return (static_cast<int64_t>(high) - static_cast<int64_t>(low)) / step + 1;
-    case ParamType::kCategorical: return static_cast<int64_t>(values.size());
-    case ParamType::kFixed: return 1;
-    case ParamType::kFloat: return 0;
+    case ParamType::kCategorical:
+      return static_cast<int64_t>(values.size());
+    case ParamType::kFixed:
+      return 1;
+    case ParamType::kFloat:
+      return 0;
   }
   return 0;
 }
@@ -81,7 +88,8 @@ bool ParamSpec::Contains(const Value& v) const {
       for (const Value& c : values)
         if (c.index() == v.index() && c == v) return true;
       return false;
-    case ParamType::kFixed: return value.index() == v.index() && value == v;
+    case ParamType::kFixed:
+      return value.index() == v.index() && value == v;
   }
   return false;
 }
@@ -136,7 +144,9 @@ std::string SearchSpace::Describe() const {
         out << " {" << Join(parts, ", ") << "}";
         break;
       }
-      case ParamType::kFixed: out << " = " << FormatValue(p.value); break;
+      case ParamType::kFixed:
+        out << " = " << FormatValue(p.value);
+        break;
     }
     if (p.when) out << " when " << p.when->text;
     out << "\n";

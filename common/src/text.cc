@@ -60,11 +60,20 @@ Result<double> ParseDuration(std::string_view text) {
     if (!number) return bad();
     double unit = 0;
     switch (text[j]) {
-      case 's': unit = 1; break;
-      case 'm': unit = 60; break;
-      case 'h': unit = 3600; break;
-      case 'd': unit = 86400; break;
-      default: return bad();
+      case 's':
+        unit = 1;
+        break;
+      case 'm':
+        unit = 60;
+        break;
+      case 'h':
+        unit = 3600;
+        break;
+      case 'd':
+        unit = 86400;
+        break;
+      default:
+        return bad();
     }
     total += *number * unit;
     i = j + 1;

@@ -25,8 +25,10 @@ std::string QuoteNonFinite(std::string_view line) {
     char c = line[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < line.size()) out += line[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < line.size())
+        out += line[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') in_string = true;
@@ -61,7 +63,8 @@ std::optional<double> NumberOf(const nlohmann::json& v) {
 std::optional<MetricLine> FromJson(std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) {
-    if (text.find("NaN") == std::string_view::npos && text.find("Infinity") == std::string_view::npos)
+    if (text.find("NaN") == std::string_view::npos &&
+        text.find("Infinity") == std::string_view::npos)
       return std::nullopt;
     j = nlohmann::json::parse(QuoteNonFinite(text), nullptr, false);
     if (j.is_discarded()) return std::nullopt;
@@ -71,7 +74,8 @@ std::optional<MetricLine> FromJson(std::string_view text) {
   std::optional<int64_t> epoch;
   for (const auto& [key, v] : j.items()) {
     if (key == "step" || key == "epoch") {
-      if (v.is_number_integer() || (v.is_number() && v.get<double>() == std::floor(v.get<double>()))) {
+      if (v.is_number_integer() ||
+          (v.is_number() && v.get<double>() == std::floor(v.get<double>()))) {
         (key == "step" ? m.step : epoch) = static_cast<int64_t>(v.get<double>());
       }
       continue;
@@ -85,7 +89,8 @@ std::optional<MetricLine> FromJson(std::string_view text) {
 }
 
 std::optional<MetricLine> FromKeyValues(std::string_view text) {
-  static const std::regex kToken(R"(([A-Za-z_][A-Za-z0-9_./-]*)\s*=\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|NaN|Inf|Infinity))(?=[\s,;]|$))");
+  static const std::regex kToken(
+      R"(([A-Za-z_][A-Za-z0-9_./-]*)\s*=\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|NaN|Inf|Infinity))(?=[\s,;]|$))");
   MetricLine m;
   std::optional<int64_t> epoch;
   std::string s(text);

@@ -15,8 +15,8 @@
 namespace hyperpack::scheduler {
 
 struct SpawnRequest {
-  std::string command;  // for /bin/sh -c
-  std::string workdir;  // empty: the runner's
+  std::string command;           // for /bin/sh -c
+  std::string workdir;           // empty: the runner's
   std::vector<std::string> env;  // complete environment, NAME=VALUE
 };
 

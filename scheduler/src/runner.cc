@@ -136,8 +136,9 @@ class Runner {
       time_limit_.async_wait([this](boost::system::error_code ec) {
         if (ec || done_) return;
         StopLaunching("time limit");
-        Event(std::nullopt, "time_limit", StrCat("time limit ", FormatDuration(*spec_.budget.time_limit_s),
-                                                 " reached; waiting for ", running_.size(), " running trials"));
+        Event(std::nullopt, "time_limit",
+              StrCat("time limit ", FormatDuration(*spec_.budget.time_limit_s),
+                     " reached; waiting for ", running_.size(), " running trials"));
         MaybeFinish();
       });
     }
@@ -169,9 +170,8 @@ class Runner {
       fs::create_directories(db_path.parent_path(), ec);
     }
     HP_ASSIGN_OR_RETURN(std::unique_ptr<Storage> db, Storage::Open(options_.storage_path));
-    log_root_ = options_.log_dir.empty()
-                    ? fs::absolute(db_path).parent_path() / "hyperpack_logs"
-                    : fs::absolute(options_.log_dir);
+    log_root_ = options_.log_dir.empty() ? fs::absolute(db_path).parent_path() / "hyperpack_logs"
+                                         : fs::absolute(options_.log_dir);
     log_root_ /= spec_.name;
 
     std::vector<TrialRecord> trials;
@@ -193,9 +193,9 @@ class Runner {
         HP_RETURN_IF_ERROR(CheckCompatible(study));
         if (study.runner_pid && *study.runner_pid != getpid()) {
           if (study.runner_host != HostName())
-            return Status::FailedPrecondition(
-                "study '", spec_.name, "' is being run by pid ", *study.runner_pid, " on ",
-                study.runner_host, "; stop that runner first");
+            return Status::FailedPrecondition("study '", spec_.name, "' is being run by pid ",
+                                              *study.runner_pid, " on ", study.runner_host,
+                                              "; stop that runner first");
           if (ProcessAlive(*study.runner_pid))
             return Status::FailedPrecondition("study '", spec_.name, "' is already running (pid ",
                                               *study.runner_pid,
@@ -212,8 +212,9 @@ class Runner {
       (void)interrupted;  // re-queued below from the trial list, with their attempts
       HP_ASSIGN_OR_RETURN(trials, db->ListTrials(study.id));
       HP_ASSIGN_OR_RETURN(next_number_, db->NextTrialNumber(study.id));
-      return db->AddEvent(study.id, {WallNow(), std::nullopt, resumed_ ? "run_resumed" : "run_started",
-                                     StrCat("pid ", getpid(), " on ", HostName())});
+      return db->AddEvent(study.id,
+                          {WallNow(), std::nullopt, resumed_ ? "run_resumed" : "run_started",
+                           StrCat("pid ", getpid(), " on ", HostName())});
     });
     HP_RETURN_IF_ERROR(claimed);
 
@@ -237,13 +238,12 @@ class Runner {
       }
     }
 
-    writer_ = std::make_unique<StorageWriter>(std::move(db), [this](Status s) {
-      asio::post(io_, [this, s] { OnStorageError(s); });
-    });
+    writer_ = std::make_unique<StorageWriter>(
+        std::move(db), [this](Status s) { asio::post(io_, [this, s] { OnStorageError(s); }); });
     if (resumed_) {
-      Print(StrCat("resuming study '", spec_.name, "': ", finished_, " of ", max_trials_,
-                   " trials finished", retries_.empty() ? "" : StrCat(", ", retries_.size(),
-                   " interrupted to run again")));
+      Print(StrCat(
+          "resuming study '", spec_.name, "': ", finished_, " of ", max_trials_, " trials finished",
+          retries_.empty() ? "" : StrCat(", ", retries_.size(), " interrupted to run again")));
     } else {
       Print(StrCat("study '", spec_.name, "': ", max_trials_, " trials, up to ", max_parallel_,
                    " at a time, ", spec_.objective.metric, " (",
@@ -265,8 +265,7 @@ class Runner {
     if (old.objective.metric != spec_.objective.metric ||
         old.objective.direction != spec_.objective.direction)
       return Status::FailedPrecondition("study '", spec_.name, "' exists in ",
-                                        options_.storage_path, " with a different objective",
-                                        hint);
+                                        options_.storage_path, " with a different objective", hint);
     return Status::Ok();
   }
 
@@ -283,7 +282,9 @@ class Runner {
           best_trial_ = t.number;
         }
         break;
-      case TrialState::kPruned: o.kind = tuner::TrialOutcome::Kind::kPruned; break;
+      case TrialState::kPruned:
+        o.kind = tuner::TrialOutcome::Kind::kPruned;
+        break;
       case TrialState::kInfeasible:
         o.kind = tuner::TrialOutcome::Kind::kInfeasible;
         ++summary_.infeasible;
@@ -408,8 +409,8 @@ class Runner {
     rec.attempt = t->attempt;
     rec.retry_of = t->retry_of;
     rec.log_path = t->log_path;
-    t->log << "# hyperpack trial " << t->number << " (attempt " << t->attempt << ")\n# command: "
-           << req.command << "\n";
+    t->log << "# hyperpack trial " << t->number << " (attempt " << t->attempt
+           << ")\n# command: " << req.command << "\n";
 
     // Persist, then act: the trial's row is committed before its process exists, so that storage
     // knows of every process a runner started (and a reader never sees a trial that is not there).
@@ -417,8 +418,8 @@ class Runner {
     writer_->PostThen(
         [rec](Storage& db) {
           HP_RETURN_IF_ERROR(db.InsertTrial(rec));
-          return db.AddEvent(rec.study_id, {rec.started.value_or(0), rec.number,
-                                            "trial_started", "on " + rec.host});
+          return db.AddEvent(rec.study_id, {rec.started.value_or(0), rec.number, "trial_started",
+                                            "on " + rec.host});
         },
         [this, t, req = std::move(req)](const Status& s) {
           asio::post(io_, [this, t, req, s] { Start(t, req, s); });
@@ -473,30 +474,30 @@ class Runner {
   void Read(const std::shared_ptr<Trial>& t, bool is_err) {
     auto& stream = is_err ? t->err : t->out;
     auto& buf = is_err ? t->err_buf : t->out_buf;
-    stream.async_read_some(asio::buffer(buf), [this, t, is_err](boost::system::error_code ec,
-                                                                size_t n) {
-      if (t->done) return;
-      std::string& line = is_err ? t->err_line : t->out_line;
-      const auto& buf = is_err ? t->err_buf : t->out_buf;
-      for (size_t i = 0; i < n; ++i) {
-        if (buf[i] == '\n') {
-          OnLine(*t, line, is_err);
-          line.clear();
-        } else {
-          line += buf[i];
-        }
-      }
-      if (ec) {
-        if (!line.empty()) OnLine(*t, line, is_err);
-        line.clear();
-        (is_err ? t->err_open : t->out_open) = false;
-        boost::system::error_code ignored;
-        (is_err ? t->err : t->out).close(ignored);
-        MaybeComplete(t);
-        return;
-      }
-      Read(t, is_err);
-    });
+    stream.async_read_some(asio::buffer(buf),
+                           [this, t, is_err](boost::system::error_code ec, size_t n) {
+                             if (t->done) return;
+                             std::string& line = is_err ? t->err_line : t->out_line;
+                             const auto& buf = is_err ? t->err_buf : t->out_buf;
+                             for (size_t i = 0; i < n; ++i) {
+                               if (buf[i] == '\n') {
+                                 OnLine(*t, line, is_err);
+                                 line.clear();
+                               } else {
+                                 line += buf[i];
+                               }
+                             }
+                             if (ec) {
+                               if (!line.empty()) OnLine(*t, line, is_err);
+                               line.clear();
+                               (is_err ? t->err_open : t->out_open) = false;
+                               boost::system::error_code ignored;
+                               (is_err ? t->err : t->out).close(ignored);
+                               MaybeComplete(t);
+                               return;
+                             }
+                             Read(t, is_err);
+                           });
   }
 
   void OnLine(Trial& t, const std::string& line, bool is_err) {
@@ -675,8 +676,8 @@ class Runner {
           o.kind = tuner::TrialOutcome::Kind::kFailed;
           ++summary_.failed;
           ++failed_this_run_;
-          line = StrCat(storage::TrialStateName(rec.state), " (", how, "): ",
-                        LastLines(rec.error, 1));
+          line =
+              StrCat(storage::TrialStateName(rec.state), " (", how, "): ", LastLines(rec.error, 1));
           break;
       }
       tuner_->Observe(o);
@@ -685,8 +686,9 @@ class Runner {
     if (failed_this_run_ >= spec_.budget.max_failed && !stopping_) {
       StopLaunching("too many failed trials");
       summary_.exit_code = 1;
-      Print(StrCat("stopping: ", failed_this_run_, " trials failed in this run (budget.max_failed = ",
-                   spec_.budget.max_failed, "); see the logs under ", log_root_.string()));
+      Print(StrCat("stopping: ", failed_this_run_,
+                   " trials failed in this run (budget.max_failed = ", spec_.budget.max_failed,
+                   "); see the logs under ", log_root_.string()));
     }
     // Posted, not called: a trial that could not even start completes inside Launch, and Fill's
     // own loop must not be re-entered.
@@ -735,7 +737,9 @@ class Runner {
     if (store) {
       int64_t id = study_id_;
       double now = WallNow();
-      Post([id, trial, kind, text, now](Storage& db) { return db.AddEvent(id, {now, trial, kind, text}); });
+      Post([id, trial, kind, text, now](Storage& db) {
+        return db.AddEvent(id, {now, trial, kind, text});
+      });
     }
     Print(trial ? StrCat("trial ", *trial, " ", text) : text);
   }

@@ -44,7 +44,7 @@ class StorageWriter {
     std::function<void(const Status&)> then;
   };
   std::deque<Entry> queue_;  // guarded by mu_
-  bool closing_ = false;  // guarded by mu_
+  bool closing_ = false;     // guarded by mu_
   std::thread thread_;
 };
 

@@ -9,24 +9,32 @@ namespace hyperpack::storage {
 
 const char* TrialStateName(TrialState state) {
   switch (state) {
-    case TrialState::kPending: return "pending";
-    case TrialState::kRunning: return "running";
-    case TrialState::kCompleted: return "completed";
-    case TrialState::kPruned: return "pruned";
-    case TrialState::kFailed: return "failed";
-    case TrialState::kInterrupted: return "interrupted";
-    case TrialState::kTimeout: return "timeout";
-    case TrialState::kInfeasible: return "infeasible";
+    case TrialState::kPending:
+      return "pending";
+    case TrialState::kRunning:
+      return "running";
+    case TrialState::kCompleted:
+      return "completed";
+    case TrialState::kPruned:
+      return "pruned";
+    case TrialState::kFailed:
+      return "failed";
+    case TrialState::kInterrupted:
+      return "interrupted";
+    case TrialState::kTimeout:
+      return "timeout";
+    case TrialState::kInfeasible:
+      return "infeasible";
   }
   return "?";
 }
 
 std::optional<TrialState> ParseTrialState(const std::string& name) {
   static const std::map<std::string, TrialState> kStates = {
-      {"pending", TrialState::kPending},       {"running", TrialState::kRunning},
-      {"completed", TrialState::kCompleted},   {"pruned", TrialState::kPruned},
-      {"failed", TrialState::kFailed},         {"interrupted", TrialState::kInterrupted},
-      {"timeout", TrialState::kTimeout},       {"infeasible", TrialState::kInfeasible}};
+      {"pending", TrialState::kPending},     {"running", TrialState::kRunning},
+      {"completed", TrialState::kCompleted}, {"pruned", TrialState::kPruned},
+      {"failed", TrialState::kFailed},       {"interrupted", TrialState::kInterrupted},
+      {"timeout", TrialState::kTimeout},     {"infeasible", TrialState::kInfeasible}};
   auto it = kStates.find(name);
   if (it == kStates.end()) return std::nullopt;
   return it->second;
@@ -38,8 +46,10 @@ bool IsFinished(TrialState state) {
     case TrialState::kPruned:
     case TrialState::kFailed:
     case TrialState::kTimeout:
-    case TrialState::kInfeasible: return true;
-    default: return false;
+    case TrialState::kInfeasible:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -217,7 +227,8 @@ Status Storage::Exec(const std::string& sql) {
 
 Status Storage::Migrate(const std::vector<Migration>& migrations) {
   return Transaction([&]() -> Status {
-    HP_RETURN_IF_ERROR(Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
+    HP_RETURN_IF_ERROR(
+        Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
     sqlite3_stmt* stmt = nullptr;
     if (sqlite3_prepare_v2(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_version", -1, &stmt,
                            nullptr) != SQLITE_OK) {
@@ -235,7 +246,8 @@ Status Storage::Migrate(const std::vector<Migration>& migrations) {
     for (const Migration& m : migrations) {
       if (m.version <= version) continue;
       HP_RETURN_IF_ERROR(Exec(m.sql).WithContext(StrCat("migrating to schema ", m.version)));
-      HP_RETURN_IF_ERROR(Exec(StrCat("INSERT INTO schema_version(version) VALUES (", m.version, ")")));
+      HP_RETURN_IF_ERROR(
+          Exec(StrCat("INSERT INTO schema_version(version) VALUES (", m.version, ")")));
       version = m.version;
     }
     schema_version_ = version;
@@ -393,9 +405,10 @@ Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double n
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * select,
                       Prepare("SELECT number FROM trials WHERE study_id = ? AND state IN "
                               "('running', 'pending') ORDER BY number"));
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * update,
-                      Prepare("UPDATE trials SET state = 'interrupted', ended = COALESCE(ended, ?), "
-                              "error = ? WHERE study_id = ? AND state IN ('running', 'pending')"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * update,
+      Prepare("UPDATE trials SET state = 'interrupted', ended = COALESCE(ended, ?), "
+              "error = ? WHERE study_id = ? AND state IN ('running', 'pending')"));
   std::vector<int> numbers;
   Status s = Transaction([&]() -> Status {
     {
@@ -447,8 +460,9 @@ Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
 }
 
 Result<int> Storage::NextTrialNumber(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   if (stmt.Step() != SQLITE_ROW) return Error("reading the next trial number");

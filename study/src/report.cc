@@ -84,7 +84,7 @@ std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
 }
 
 std::string CountsText(const std::map<std::string, int>& counts) {
-  static const char* kOrder[] = {"completed", "running", "pruned",     "failed",
+  static const char* kOrder[] = {"completed", "running",    "pruned",      "failed",
                                  "timeout",   "infeasible", "interrupted", "pending"};
   std::vector<std::string> parts;
   for (const char* s : kOrder)
@@ -275,8 +275,7 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
   auto ranked = Ranked(l);
-  if (ranked.empty())
-    return Status::NotFound("study '", name, "' has no completed trial yet");
+  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   const TrialRecord& b = *ranked.front();
   if (format == OutputFormat::kJson) {
     Json j = TrialJson(b);
@@ -303,15 +302,17 @@ Result<ExportFormat> ParseExportFormat(const std::string& name) {
   if (name == "json") return ExportFormat::kJson;
   if (name == "env") return ExportFormat::kEnv;
   if (name == "args") return ExportFormat::kArgs;
-  return Status::Invalid("--format: '", name, "' is not a format; expected yaml, json, env or args");
+  return Status::Invalid("--format: '", name,
+                         "' is not a format; expected yaml, json, env or args");
 }
 
 namespace {
 
 // Single-quotes a value for a POSIX shell when it holds anything but safe characters.
 std::string ShellQuote(const std::string& s) {
-  bool safe = !s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                "0123456789_-.,:/+=@%") == std::string::npos;
+  bool safe = !s.empty() && s.find_first_not_of(
+                                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                "0123456789_-.,:/+=@%") == std::string::npos;
   if (safe) return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -324,9 +325,9 @@ std::string YamlScalar(const Value& v) {
   // A string that YAML would read as something else (a number, a boolean, null) is quoted.
   nlohmann::json as_json = std::get<std::string>(v);
   bool plain = !text.empty() && !ParseDouble(text) &&
-               text.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
-               text != "true" && text != "false" && text != "null" && text != "~" &&
-               text.front() != ' ' && text.back() != ' ' && text.front() != '-';
+               text.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && text != "true" &&
+               text != "false" && text != "null" && text != "~" && text.front() != ' ' &&
+               text.back() != ' ' && text.front() != '-';
   return plain ? text : as_json.dump();
 }
 

@@ -22,10 +22,14 @@ const char* DirectionName(Direction d) {
 
 const char* StrategyName(ObjectiveStrategy s) {
   switch (s) {
-    case ObjectiveStrategy::kLast: return "last";
-    case ObjectiveStrategy::kMin: return "min";
-    case ObjectiveStrategy::kMax: return "max";
-    case ObjectiveStrategy::kBest: return "best";
+    case ObjectiveStrategy::kLast:
+      return "last";
+    case ObjectiveStrategy::kMin:
+      return "min";
+    case ObjectiveStrategy::kMax:
+      return "max";
+    case ObjectiveStrategy::kBest:
+      return "best";
   }
   return "?";
 }
@@ -116,11 +120,16 @@ class Parser {
 
   static std::string Describe(const YAML::Node& node) {
     switch (node.Type()) {
-      case YAML::NodeType::Null: return "nothing";
-      case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-      case YAML::NodeType::Sequence: return node.size() == 0 ? "an empty list" : "a list";
-      case YAML::NodeType::Map: return node.size() == 0 ? "an empty mapping" : "a mapping";
-      default: return "nothing";
+      case YAML::NodeType::Null:
+        return "nothing";
+      case YAML::NodeType::Scalar:
+        return "'" + node.Scalar() + "'";
+      case YAML::NodeType::Sequence:
+        return node.size() == 0 ? "an empty list" : "a list";
+      case YAML::NodeType::Map:
+        return node.size() == 0 ? "an empty mapping" : "a mapping";
+      default:
+        return "nothing";
     }
   }
 
@@ -138,7 +147,7 @@ class Parser {
     }
     if (!map.Mark().is_null()) last_mark_ = map.Mark();
     for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node& key = it->first;
+      YAML::Node key = it->first;  // a copy: it-> yields a temporary
       if (!key.IsScalar()) {
         Error(key, path, "keys must be plain names");
         continue;
@@ -264,9 +273,9 @@ class Parser {
       Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
       return;
     }
-    static const std::vector<std::string> kKeys = {"name",  "description", "objective",
-                                                   "search_space", "trial", "tuner",
-                                                   "budget", "resources"};
+    static const std::vector<std::string> kKeys = {"name",         "description", "objective",
+                                                   "search_space", "trial",       "tuner",
+                                                   "budget",       "resources"};
     auto fields = Fields(root, "", kKeys);
 
     if (auto* f = Get(fields, "name")) {
@@ -514,7 +523,7 @@ class Parser {
       return false;
     }
     bool ok = true;
-    for (const YAML::Node& item : list) {
+    for (YAML::Node item : list) {
       auto v = ScalarValue(item, field.key, path);
       if (!v) {
         ok = false;
@@ -531,8 +540,8 @@ class Parser {
     return ok;
   }
 
-  void ParseCondition(const Field& f, const std::string& path, const std::vector<ParamSpec>& earlier,
-                      ParamSpec* p) {
+  void ParseCondition(const Field& f, const std::string& path,
+                      const std::vector<ParamSpec>& earlier, ParamSpec* p) {
     auto text = String(f, path);
     if (!text) return;
     static const std::regex kCond(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(==|!=|\bin\b)\s*(.+?)\s*$)");
@@ -587,9 +596,9 @@ class Parser {
         for (const Value& o : parent->values) options.push_back(FormatValue(o));
         auto guess = DidYouMean(item, options);
         Error(f.value, path, "'", item, "' is not a value of '", c.parent, "'",
-              guess ? "; did you mean '" + *guess + "'?"
-                    : options.empty() ? std::string("")
-                                      : "; expected one of: " + Join(options, ", "));
+              guess             ? "; did you mean '" + *guess + "'?"
+              : options.empty() ? std::string("")
+                                : "; expected one of: " + Join(options, ", "));
         return;
       }
       c.values.push_back(v);
@@ -610,9 +619,9 @@ class Parser {
       if (std::find(known.begin(), known.end(), n) != known.end()) continue;
       if (declared_.count(n)) continue;  // a parameter with errors of its own, already reported
       auto guess = DidYouMean(n, known);
-      Error(node, path, "'{", n, "}' is not a parameter",
-            guess ? "; did you mean '{" + *guess + "}'?"
-                  : "; expected one of: " + Join(known, ", "));
+      Error(
+          node, path, "'{", n, "}' is not a parameter",
+          guess ? "; did you mean '{" + *guess + "}'?" : "; expected one of: " + Join(known, ", "));
     }
   }
 
@@ -648,8 +657,8 @@ class Parser {
             continue;
           }
           if (!it->second.IsScalar()) {
-            Error(it->second.IsNull() ? it->first : it->second, path,
-                  "expected a value, got ", Describe(it->second));
+            Error(it->second.IsNull() ? it->first : it->second, path, "expected a value, got ",
+                  Describe(it->second));
             continue;
           }
           CheckPlaceholders(it->second, path, it->second.Scalar(), space);
@@ -701,7 +710,8 @@ class Parser {
     positive("max_trials", &budget->max_trials);
     positive("max_parallel", &budget->max_parallel);
     positive("max_failed", &budget->max_failed);
-    if (auto* f = Get(fields, "time_limit")) budget->time_limit_s = Duration(*f, "budget.time_limit");
+    if (auto* f = Get(fields, "time_limit"))
+      budget->time_limit_s = Duration(*f, "budget.time_limit");
   }
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources) {

@@ -22,7 +22,9 @@ Status Scan(const std::string& text, Literal on_literal, Name on_name) {
       i = close + 1;
       continue;
     }
-    if (c == '}') return Status::Invalid("unmatched '}' at character ", i + 1, " (write '}}' for a literal brace)");
+    if (c == '}')
+      return Status::Invalid("unmatched '}' at character ", i + 1,
+                             " (write '}}' for a literal brace)");
     if (c != '{') {
       size_t j = text.find_first_of("{}", i);
       if (j == std::string::npos) j = text.size();
@@ -32,7 +34,8 @@ Status Scan(const std::string& text, Literal on_literal, Name on_name) {
     }
     size_t close = text.find('}', i + 1);
     if (close == std::string::npos)
-      return Status::Invalid("'{' at character ", i + 1, " is not closed (write '{{' for a literal brace)");
+      return Status::Invalid("'{' at character ", i + 1,
+                             " is not closed (write '{{' for a literal brace)");
     std::string name = text.substr(i + 1, close - i - 1);
     if (name.empty() || name.find_first_of("{ \t") != std::string::npos)
       return Status::Invalid("'{", name, "}' at character ", i + 1, " is not a parameter name");

@@ -94,7 +94,8 @@ Encoder::Encoded Encoder::Encode(const Config& config) const {
           out.active[d0 + k] = true;
         }
         break;
-      case ParamType::kFixed: break;
+      case ParamType::kFixed:
+        break;
     }
   }
   return out;
@@ -108,7 +109,9 @@ Config Encoder::Decode(std::span<const double> x) const {
     int d0 = first_dim_[i];
     switch (p.type) {
       case ParamType::kFloat:
-      case ParamType::kInt: config[p.name] = NumericFromUnit(p, x[d0]); break;
+      case ParamType::kInt:
+        config[p.name] = NumericFromUnit(p, x[d0]);
+        break;
       case ParamType::kCategorical: {
         size_t best = 0;
         for (size_t k = 1; k < p.values.size(); ++k)
@@ -116,7 +119,9 @@ Config Encoder::Decode(std::span<const double> x) const {
         config[p.name] = p.values[best];
         break;
       }
-      case ParamType::kFixed: config[p.name] = p.value; break;
+      case ParamType::kFixed:
+        config[p.name] = p.value;
+        break;
     }
   }
   return config;
@@ -129,13 +134,17 @@ Config Encoder::FromUnitPerParam(std::span<const double> u) const {
     if (!space_.IsActive(p, config)) continue;
     switch (p.type) {
       case ParamType::kFloat:
-      case ParamType::kInt: config[p.name] = NumericFromUnit(p, u[i]); break;
+      case ParamType::kInt:
+        config[p.name] = NumericFromUnit(p, u[i]);
+        break;
       case ParamType::kCategorical: {
         auto k = static_cast<size_t>(std::floor(u[i] * static_cast<double>(p.values.size())));
         config[p.name] = p.values[std::min(k, p.values.size() - 1)];
         break;
       }
-      case ParamType::kFixed: config[p.name] = p.value; break;
+      case ParamType::kFixed:
+        config[p.name] = p.value;
+        break;
     }
   }
   return config;

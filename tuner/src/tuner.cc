@@ -42,7 +42,8 @@ class SequenceSampler : public Tuner {
   uint64_t seed() const { return seed_; }
 
  private:
-  bool Seen(const Config& c, std::span<const Config> pending, const std::vector<Config>& out) const {
+  bool Seen(const Config& c, std::span<const Config> pending,
+            const std::vector<Config>& out) const {
     for (const Config& o : observed_)
       if (SameConfig(o, c)) return true;
     for (const Config& o : pending)

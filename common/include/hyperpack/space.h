@@ -53,9 +53,9 @@ struct ParamSpec {
   double low = 0.0;
   double high = 0.0;
   bool log = false;
-  int64_t step = 1;            // kInt only: values are low, low+step, ... <= high
-  std::vector<Value> values;   // kCategorical only
-  Value value;                 // kFixed only
+  int64_t step = 1;           // kInt only: values are low, low+step, ... <= high
+  std::vector<Value> values;  // kCategorical only
+  Value value;                // kFixed only
   std::optional<Condition> when;
 
   // Number of distinct values for kInt (low..high by step), kCategorical, kFixed (1).

@@ -92,7 +92,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "a Result built from a Status must carry an error");
   }
@@ -126,8 +126,8 @@ class [[nodiscard]] Result {
 }  // namespace hyperpack
 
 // Returns early with the status of `expr` when it is not OK.
-#define HP_RETURN_IF_ERROR(expr)          \
-  do {                                    \
+#define HP_RETURN_IF_ERROR(expr)             \
+  do {                                       \
     ::hyperpack::Status hp_status_ = (expr); \
     if (!hp_status_.ok()) return hp_status_; \
   } while (0)
@@ -135,7 +135,8 @@ class [[nodiscard]] Result {
 #define HP_CONCAT_INNER_(a, b) a##b
 #define HP_CONCAT_(a, b) HP_CONCAT_INNER_(a, b)
 // `HP_ASSIGN_OR_RETURN(auto x, MakeX());` declares x from a Result or returns its error.
-#define HP_ASSIGN_OR_RETURN(lhs, expr) HP_ASSIGN_OR_RETURN_IMPL_(HP_CONCAT_(hp_result_, __LINE__), lhs, expr)
+#define HP_ASSIGN_OR_RETURN(lhs, expr) \
+  HP_ASSIGN_OR_RETURN_IMPL_(HP_CONCAT_(hp_result_, __LINE__), lhs, expr)
 #define HP_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.ok()) return tmp.status();             \

@@ -37,15 +37,15 @@ struct RunOptions {
   // prints only the final summary.
   enum class Progress { kLine, kLog, kQuiet };
   Progress progress = Progress::kLog;
-  std::ostream* out = nullptr;       // progress and summary; default std::cout
-  double kill_grace_s = 5.0;         // SIGTERM, then SIGKILL this much later
-  bool handle_signals = true;        // install SIGINT/SIGTERM handlers
+  std::ostream* out = nullptr;  // progress and summary; default std::cout
+  double kill_grace_s = 5.0;    // SIGTERM, then SIGKILL this much later
+  bool handle_signals = true;   // install SIGINT/SIGTERM handlers
 };
 
 struct RunSummary {
   std::string study;
   int completed = 0;
-  int failed = 0;       // failed + timeout
+  int failed = 0;  // failed + timeout
   int infeasible = 0;
   int interrupted = 0;  // in this run
   int total_finished = 0;

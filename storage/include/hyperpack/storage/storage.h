@@ -2,8 +2,8 @@
 //
 // Schema (v1): studies, trials, metrics (intermediate values), events, and schema_version. Writes
 // run in transactions (one per call, or one around a batch with Transaction()); the database is in
-// WAL mode with a busy timeout, so other processes can read (`hyperpack status`) while a run writes.
-// Opening a database applies any forward migrations it lacks; a database written by a newer
+// WAL mode with a busy timeout, so other processes can read (`hyperpack status`) while a run
+// writes. Opening a database applies any forward migrations it lacks; a database written by a newer
 // hyperpack is refused, untouched.
 //
 // Thread-safety: a Storage is one SQLite connection and must be used by one thread at a time.
@@ -66,8 +66,8 @@ struct TrialRecord {
   std::optional<int> exit_status;  // exit code, or 128 + signal
   std::string error;               // why it failed: the tail of stderr, or a reason
   std::string host;
-  int attempt = 1;                 // 2 for the first re-run of an interrupted trial, ...
-  std::optional<int> retry_of;     // the trial number this one re-runs
+  int attempt = 1;              // 2 for the first re-run of an interrupted trial, ...
+  std::optional<int> retry_of;  // the trial number this one re-runs
   std::string log_path;
 };
 
@@ -96,7 +96,7 @@ const std::vector<Migration>& DefaultMigrations();
 class Storage {
  public:
   struct Options {
-    bool read_only = false;   // for readers (`hyperpack status`): no migrations, no writes
+    bool read_only = false;  // for readers (`hyperpack status`): no migrations, no writes
     int busy_timeout_ms = 10000;
     // Tests pass their own list to exercise migrations; everyone else keeps the default.
     const std::vector<Migration>* migrations = nullptr;

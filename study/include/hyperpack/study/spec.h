@@ -37,15 +37,15 @@ struct Objective {
 };
 
 struct TrialSpec {
-  std::string command;   // with {param} placeholders; run by /bin/sh -c
-  std::string workdir;   // absolute, or empty for the directory `hyperpack run` starts in
+  std::string command;  // with {param} placeholders; run by /bin/sh -c
+  std::string workdir;  // absolute, or empty for the directory `hyperpack run` starts in
   std::vector<std::pair<std::string, std::string>> env;  // values may hold placeholders
   std::optional<double> timeout_s;
 };
 
 struct TunerSpec {
-  std::string algorithm = "sobol";   // random | sobol
-  std::optional<uint64_t> seed;      // absent: chosen when the study is created, then stored
+  std::string algorithm = "sobol";  // random | sobol
+  std::optional<uint64_t> seed;     // absent: chosen when the study is created, then stored
 };
 
 struct BudgetSpec {
@@ -86,7 +86,7 @@ struct Diagnostic {
 };
 
 struct ParseOutcome {
-  std::optional<StudySpec> spec;   // set only when errors is empty
+  std::optional<StudySpec> spec;  // set only when errors is empty
   std::vector<Diagnostic> errors;
 
   // The errors as one message, a line each.
