@@ -8,6 +8,7 @@ HYPERPACK_BUILD="${HYPERPACK_BUILD:-$HYPERPACK_ROOT/build}"
 HYPERPACK_PACKAGES=(
   g++ cmake make pkg-config
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
+  libeigen3-dev liblbfgspp-dev
   libgtest-dev libgmock-dev
   python3 python3-numpy dataset-fashion-mnist
 )

@@ -444,5 +444,52 @@ budget: {max_trials: 1}
   EXPECT_EQ(Trials().size(), 2u);
 }
 
+TEST_F(RunnerTest, WarmStartSeedsTheModelWithAnotherStudysTrials) {
+  std::string script =
+      Script("t.sh", R"(awk -v x="$1" 'BEGIN { printf "{\"loss\": %.17g}\n", (x - 0.3)^2 }')");
+  auto study =
+      [&](const std::string& name, const std::string& tuner, int trials) {
+        return Spec(R"(
+name: )" + name + R"(
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                    script + R"( {x}"}
+tuner: )" + tuner + R"(
+budget: {max_trials: )" +
+                    std::to_string(trials) + R"(}
+)");
+      };
+  ASSERT_TRUE(Run(study("s", "{algorithm: sobol, seed: 1}", 8)).ok());
+  double before = 1e9;
+  for (const TrialRecord& t : Trials("s")) before = std::min(before, *t.value);
+  output_.str("");
+  auto summary = Run(study("b", "{algorithm: gp, seed: 1, warm_start: s}", 2));
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_THAT(output_.str(), HasSubstr("warm start from 8 trials of 's'"));
+  // With eight trials to learn from, the model's first proposals already beat all of them;
+  // without them the first would be a Sobol point.
+  auto trials = Trials("b");
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_LT(std::min(*trials[0].value, *trials[1].value), before);
+}
+
+TEST_F(RunnerTest, WarmStartFromAStudyThatIsNotThereIsAnError) {
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo '{{\"loss\": 1}}'"}
+tuner: {warm_start: nothing}
+)");
+  auto r = Run(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("no study named 'nothing'"));
+  // Nothing was stored for the study that could not start.
+  auto db = Storage::Open(db_path_).value();
+  EXPECT_FALSE(db->FindStudy("s").value().has_value());
+}
+
 }  // namespace
 }  // namespace hyperpack::scheduler

@@ -236,7 +236,7 @@ trial:
   const StudySpec& s = *out.spec;
   EXPECT_EQ(s.objective.direction, Direction::kMaximize);
   EXPECT_EQ(s.objective.strategy, ObjectiveStrategy::kLast);
-  EXPECT_EQ(s.tuner.algorithm, "sobol");
+  EXPECT_EQ(s.tuner.algorithm, "gp");
   EXPECT_FALSE(s.tuner.seed.has_value());
   EXPECT_EQ(s.budget.max_trials, 100);
   EXPECT_EQ(s.budget.max_parallel, 1);
@@ -829,7 +829,7 @@ trial:
 tuner: {algorithm: sobel}
 )");
   EXPECT_THAT(out.errors, ElementsAre(IsError(6, 20, "tuner.algorithm",
-                                              "'sobel' is not a tuner; expected 'sobol'")));
+                                              "'sobel' is not one of gp, random, sobol; did you mean 'sobol'?")));
 }
 
 TEST(StudyFileTest, RejectsNegativeSeed) {
@@ -925,7 +925,7 @@ budget: {max_trials: 0}
                   IsError(6, 20, "search_space.optimizer", "duplicate value sgd"),
                   IsError(8, 12, "trial.command", "'{unit}' is not a parameter"),
                   IsError(9, 12, "trial.timeout", "'soon' is not a duration"),
-                  IsError(10, 20, "tuner.algorithm", "'grid' is not a tuner"),
+                  IsError(10, 20, "tuner.algorithm", "'grid' is not one of gp, random, sobol"),
                   IsError(11, 22, "budget.max_trials", "must be between 1 and 1000000")));
   // lr is declared, so {lr} in the command is not reported again; {unit} is a typo.
   // One line per problem, each starting with file:line:column.

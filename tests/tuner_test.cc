@@ -552,7 +552,7 @@ TEST(MakeTunerTest, RejectsSobolForMoreParametersThanItHasDirectionNumbersFor) {
   options.algorithm = "sobol";
   auto tuner = MakeTuner(SearchSpace(params), options);
   ASSERT_FALSE(tuner.ok());
-  EXPECT_THAT(tuner.status().message(), HasSubstr("up to 3667 parameters"));
+  EXPECT_THAT(tuner.status().message(), HasSubstr("3667 parameters"));
 }
 
 // ---- SobolSequence

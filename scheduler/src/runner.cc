@@ -145,6 +145,7 @@ class Runner {
     if (options_.progress == RunOptions::Progress::kLine) Tick();
     asio::post(io_, [this] { Fill(); });
     io_.run();
+    tuner_thread_.join();
 
     // The run is over: record it and let go of the study.
     int64_t id = study_id_;
@@ -174,6 +175,7 @@ class Runner {
                                          : fs::absolute(options_.log_dir);
     log_root_ /= spec_.name;
 
+    HP_ASSIGN_OR_RETURN(auto warm, LoadWarmStart(*db));
     std::vector<TrialRecord> trials;
     Status claimed = db->Transaction([&]() -> Status {
       HP_ASSIGN_OR_RETURN(auto found, db->FindStudy(spec_.name));
@@ -222,7 +224,10 @@ class Runner {
     topts.algorithm = spec_.tuner.algorithm;
     topts.seed = seed_;
     topts.maximize = spec_.objective.direction == study::Direction::kMaximize;
+    topts.initial_trials = spec_.tuner.initial_trials;
+    topts.acquisition = spec_.tuner.acquisition;
     HP_ASSIGN_OR_RETURN(tuner_, tuner::MakeTuner(spec_.space, topts));
+    for (const tuner::TrialOutcome& o : warm) tuner_->Observe(o);
 
     std::map<int, bool> has_retry;
     for (const TrialRecord& t : trials)
@@ -247,10 +252,46 @@ class Runner {
     } else {
       Print(StrCat("study '", spec_.name, "': ", max_trials_, " trials, up to ", max_parallel_,
                    " at a time, ", spec_.objective.metric, " (",
-                   study::DirectionName(spec_.objective.direction), "), storage ",
-                   options_.storage_path));
+                   study::DirectionName(spec_.objective.direction), "), tuner ",
+                   spec_.tuner.algorithm, ", storage ", options_.storage_path, warm_note_));
     }
     return Status::Ok();
+  }
+
+  // Completed trials of another study that fit this space (tuner.warm_start), read before anything
+  // is written so that a bad name changes nothing.
+  Result<std::vector<tuner::TrialOutcome>> LoadWarmStart(Storage& db) {
+    std::vector<tuner::TrialOutcome> out;
+    if (spec_.tuner.warm_start.empty()) return out;
+    const std::string& other = spec_.tuner.warm_start;
+    if (other == spec_.name) return Status::Invalid("tuner.warm_start names this study itself");
+    HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(other));
+    if (!found)
+      return Status::NotFound("tuner.warm_start: no study named '", other, "' in ",
+                              options_.storage_path);
+    std::string direction = study::DirectionName(spec_.objective.direction);
+    if (found->metric != spec_.objective.metric || found->direction != direction)
+      return Status::Invalid("tuner.warm_start: study '", other, "' optimises ", found->direction,
+                             " ", found->metric, ", this one ", direction, " ",
+                             spec_.objective.metric);
+    HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(found->id));
+    int used = 0, skipped = 0;
+    for (const TrialRecord& t : trials) {
+      if (t.state != TrialState::kCompleted || !t.value) continue;
+      auto config = ConfigFromJson(t.params_json);
+      if (!config.ok() || !spec_.space.Validate(*config).ok()) {
+        ++skipped;
+        continue;
+      }
+      tuner::TrialOutcome o;
+      o.config = *config;
+      o.value = t.value;
+      out.push_back(std::move(o));
+      ++used;
+    }
+    warm_note_ = StrCat("; warm start from ", used, " trials of '", other, "'",
+                        skipped ? StrCat(" (", skipped, " outside this space skipped)") : "");
+    return out;
   }
 
   Status CheckCompatible(const storage::StudyRecord& study) {
@@ -307,31 +348,54 @@ class Runner {
   void Fill() {
     if (stopping_) return MaybeFinish();
     int free = Free();
-    std::vector<Queued> batch;
     while (free > 0 && !retries_.empty()) {
-      batch.push_back(std::move(retries_.front()));
+      Queued q = std::move(retries_.front());
       retries_.pop_front();
+      Launch(std::move(q));
       --free;
     }
-    if (free > 0) {
+    if (free > 0 && !proposing_) {
+      // Proposing can take a while (fitting a GP): it runs on the tuner's thread, and the io
+      // thread goes on reading metrics and reaping trials meanwhile.
+      proposing_ = true;
       std::vector<Config> pending;
       for (const auto& [n, t] : running_) pending.push_back(t->config);
-      for (const Queued& q : batch) pending.push_back(q.config);
-      auto proposals = tuner_->Propose(free, pending);
-      if (!proposals.ok()) {
-        StopLaunching("tuner error");
-        Print("tuner error: " + proposals.status().message());
-        summary_.exit_code = 1;
-      } else {
-        if (proposals->empty() && running_.empty() && batch.empty()) {
-          StopLaunching("search space exhausted");
-          Print("every configuration of the search space has been tried");
-        }
-        for (Config& c : *proposals) batch.push_back({std::move(c), 1, std::nullopt});
-      }
+      asio::post(tuner_thread_, [this, free, pending = std::move(pending)] {
+        auto proposals = tuner_->Propose(free, pending);
+        asio::post(io_, [this, proposals = std::move(proposals)]() mutable {
+          OnProposals(std::move(proposals));
+        });
+      });
     }
-    for (Queued& q : batch) Launch(std::move(q));
     MaybeFinish();
+  }
+
+  void OnProposals(Result<std::vector<Config>> proposals) {
+    proposing_ = false;
+    if (stopping_) return MaybeFinish();
+    if (!proposals.ok()) {
+      StopLaunching("tuner error");
+      Print("tuner error: " + proposals.status().message());
+      summary_.exit_code = 1;
+      return MaybeFinish();
+    }
+    if (proposals->empty() && running_.empty() && retries_.empty()) {
+      StopLaunching("search space exhausted");
+      Print("every configuration of the search space has been tried");
+      return MaybeFinish();
+    }
+    // Slots may have been taken by re-runs meanwhile; extra proposals are dropped.
+    int free = Free();
+    for (Config& c : *proposals) {
+      if (free-- <= 0) break;
+      Launch({std::move(c), 1, std::nullopt});
+    }
+    Fill();
+  }
+
+  // Observations reach the tuner on its own thread, in order, before any later Propose.
+  void Observe(tuner::TrialOutcome o) {
+    asio::post(tuner_thread_, [this, o = std::move(o)] { tuner_->Observe(o); });
   }
 
   void StopLaunching(const std::string& reason) {
@@ -341,7 +405,7 @@ class Runner {
   }
 
   void MaybeFinish() {
-    if (!running_.empty()) return;
+    if (!running_.empty() || proposing_) return;
     if (!stopping_ && Free() > 0) return;
     if (!stopping_) StopLaunching("budget reached");
     // A handler already queued (say, a SIGCHLD that arrived just now) still runs after these
@@ -680,7 +744,7 @@ class Runner {
               StrCat(storage::TrialStateName(rec.state), " (", how, "): ", LastLines(rec.error, 1));
           break;
       }
-      tuner_->Observe(o);
+      Observe(std::move(o));
     }
     Event(t->number, "", StrCat(line, "  [", FormatDuration(elapsed), "]"), false);
     if (failed_this_run_ >= spec_.budget.max_failed && !stopping_) {
@@ -815,6 +879,10 @@ class Runner {
   asio::steady_timer time_limit_;
   std::unique_ptr<StorageWriter> writer_;
   std::unique_ptr<tuner::Tuner> tuner_;
+  // The one thread that touches tuner_ once the run has started.
+  asio::thread_pool tuner_thread_{1};
+  bool proposing_ = false;
+  std::string warm_note_;
   fs::path log_root_;
 
   int64_t study_id_ = 0;

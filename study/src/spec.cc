@@ -670,17 +670,24 @@ class Parser {
   }
 
   void ParseTuner(const Field& field, TunerSpec* tuner) {
-    auto fields = Fields(field, "tuner", {"algorithm", "seed"});
-    if (auto* f = Get(fields, "algorithm")) {
-      if (auto a = String(*f, "tuner.algorithm")) {
-        if (*a != "random" && *a != "sobol") {
-          auto guess = DidYouMean(*a, {"random", "sobol"});
-          Error(f->value, "tuner.algorithm", "'", *a, "' is not a tuner; expected ",
-                guess ? "'" + *guess + "'" : std::string("random or sobol"));
-        }
-        tuner->algorithm = *a;
+    auto fields = Fields(field, "tuner",
+                         {"algorithm", "seed", "initial_trials", "acquisition", "warm_start"});
+    auto one_of = [&](const char* key, const std::vector<std::string>& allowed, std::string* out) {
+      const Field* f = Get(fields, key);
+      if (!f) return;
+      std::string path = Path("tuner", key);
+      auto v = String(*f, path);
+      if (!v) return;
+      if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
+        auto guess = DidYouMean(*v, allowed);
+        Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
+              guess ? "; did you mean '" + *guess + "'?" : std::string(""));
+        return;
       }
-    }
+      *out = *v;
+    };
+    one_of("algorithm", {"gp", "random", "sobol"}, &tuner->algorithm);
+    one_of("acquisition", {"ei", "ucb"}, &tuner->acquisition);
     if (auto* f = Get(fields, "seed")) {
       if (auto s = Integer(*f, "tuner.seed")) {
         if (*s < 0) {
@@ -689,6 +696,18 @@ class Parser {
           tuner->seed = static_cast<uint64_t>(*s);
         }
       }
+    }
+    if (auto* f = Get(fields, "initial_trials")) {
+      if (auto n = Integer(*f, "tuner.initial_trials")) {
+        if (*n < 1 || *n > 100000) {
+          Error(f->value, "tuner.initial_trials", "must be between 1 and 100000 (got ", *n, ")");
+        } else {
+          tuner->initial_trials = static_cast<int>(*n);
+        }
+      }
+    }
+    if (auto* f = Get(fields, "warm_start")) {
+      if (auto w = String(*f, "tuner.warm_start")) tuner->warm_start = *w;
     }
   }
 

@@ -44,8 +44,11 @@ struct TrialSpec {
 };
 
 struct TunerSpec {
-  std::string algorithm = "sobol";  // random | sobol
-  std::optional<uint64_t> seed;     // absent: chosen when the study is created, then stored
+  std::string algorithm = "gp";   // gp | random | sobol
+  std::optional<uint64_t> seed;   // absent: chosen when the study is created, then stored
+  int initial_trials = 0;         // gp: Sobol trials before the model; 0: max(5, dims + 1)
+  std::string acquisition = "ei"; // gp: ei (log expected improvement) | ucb
+  std::string warm_start;         // gp: a study whose completed trials seed the model
 };
 
 struct BudgetSpec {

@@ -20,9 +20,14 @@
 namespace hyperpack::tuner {
 
 struct TunerOptions {
-  std::string algorithm = "sobol";  // random | sobol
+  std::string algorithm = "gp";  // gp | random | sobol
   uint64_t seed = 0;
-  bool maximize = false;  // direction of the objective; samplers ignore it, models will not
+  bool maximize = false;  // direction of the objective; samplers ignore it, models do not
+  // gp only:
+  int initial_trials = 0;           // Sobol trials before the model; 0: max(5, dims + 1)
+  std::string acquisition = "ei";   // ei (log expected improvement) | ucb
+  double ucb_beta = 2.0;            // for ucb: mean - beta * sd
+  bool warp_outputs = true;         // Yeo-Johnson power transform of the objective values
 };
 
 struct TrialOutcome {

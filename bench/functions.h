@@ -1,0 +1,72 @@
+// Test functions for measuring how quickly a tuner finds good configurations.
+//
+// Every function is to be MINIMIZED and comes with its search space (the parameters a tuner
+// sees), its global minimum value and one global minimiser. bench/optuna_regret.py defines the same
+// functions over the same spaces; tests/bench_functions_test.cc checks that the two agree.
+//
+//   branin       2-d, x1 in [-5, 10], x2 in [0, 15]. With b = 5.1/(4 pi^2), c = 5/pi,
+//                t = 1/(8 pi): f = (x2 - b x1^2 + c x1 - 6)^2 + 10 (1 - t) cos(x1) + 10.
+//                Minimum 10 t = 0.397887 at (-pi, 12.275), (pi, 2.275) and (3 pi, 2.475).
+//   hartmann6    6-d in [0, 1]. f = -sum_i alpha_i exp(-sum_j A_ij (x_j - P_ij)^2) with the
+//                usual alpha, A, P (Dixon & Szego). Minimum -3.32237 (-3.322368011415512) at
+//                (0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573).
+//   ackley5      5-d in [-32.768, 32.768]. f = -20 exp(-0.2 sqrt(mean x_i^2))
+//                - exp(mean cos(2 pi x_i)) + 20 + e. Minimum 0 at the origin.
+//   levy10       10-d in [-10, 10]. With w_i = 1 + (x_i - 1)/4: f = sin^2(pi w_1)
+//                + sum_{i<d} (w_i - 1)^2 (1 + 10 sin^2(pi w_i + 1)) + (w_d - 1)^2 (1 + sin^2(2 pi
+//                w_d)). Minimum 0 at (1, ..., 1).
+//   rosenbrock4  4-d in [-5, 10]. f = sum_{i<d} 100 (x_{i+1} - x_i^2)^2 + (x_i - 1)^2.
+//                Minimum 0 at (1, ..., 1).
+//   mixed        A training run's loss as a function of four hyperparameters of mixed types:
+//                  lr         float in [1e-5, 1], log scale
+//                  batch      int in [16, 1024], log scale (the function reads log2(batch))
+//                  optimizer  categorical: sgd, adam, rmsprop
+//                  dropout    float in [0, 0.8]
+//                With u = log10(lr), v = log2(batch) and, per optimizer,
+//                  (u*, v*, offset) = sgd (-1, 5, 0.25), adam (-3, 7, 0), rmsprop (-2.5, 9, 0.1),
+//                du = u - u*, dv = (v - v*) / 2:
+//                  f = offset + du^2 - 1.6 du dv + dv^2 + 0.3 sin^2(pi du) + 2 (dropout - 0.25)^2.
+//                The quadratic form is positive definite (eigenvalues 0.2 and 1.8; a tilted valley
+//                along which a larger batch wants a larger learning rate) and every other term is
+//                >= 0, so f >= offset >= 0 with equality only at adam, lr = 1e-3, batch = 128,
+//                dropout = 0.25: minimum exactly 0. Each optimizer's best value is its offset.
+//
+// Thread-safety: the table of functions is built once and immutable; Evaluate is a pure function.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hyperpack/space.h"
+
+namespace hyperpack::bench {
+
+struct TestFunction {
+  std::string name;   // "branin": the name on the command line
+  std::string title;  // "Branin (2-d)": for people
+  SearchSpace space;
+  double f_min = 0.0;  // the global minimum value
+  Config argmin;       // one configuration where f_min is attained
+
+  // The function's value at `config`, which must hold every parameter of `space`.
+  double Evaluate(const Config& config) const { return evaluate(config); }
+  double (*evaluate)(const Config& config) = nullptr;
+};
+
+// All of them, in the order listed above.
+const std::vector<TestFunction>& AllFunctions();
+// nullptr for an unknown name.
+const TestFunction* FindFunction(std::string_view name);
+std::vector<std::string> FunctionNames();
+
+// The functions on plain vectors, for the tests and anyone who wants them without a Config.
+double Branin(double x1, double x2);
+double Hartmann6(std::span<const double> x);  // x.size() == 6
+double Ackley(std::span<const double> x);
+double Levy(std::span<const double> x);
+double Rosenbrock(std::span<const double> x);
+double Mixed(double lr, double batch, std::string_view optimizer, double dropout);
+
+}  // namespace hyperpack::bench

@@ -1,0 +1,503 @@
+// The Gaussian process, its acquisition functions and the GP tuner.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "acquisition.h"
+#include "gp.h"
+#include "hyperpack/tuner/encoding.h"
+#include "hyperpack/tuner/tuner.h"
+#include "output_transform.h"
+
+namespace hyperpack::tuner {
+namespace {
+
+Eigen::MatrixXd RandomPoints(int n, int d, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  Eigen::MatrixXd x(n, d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) x(i, j) = u(rng);
+  return x;
+}
+
+Eigen::VectorXd Smooth(const Eigen::MatrixXd& x) {
+  Eigen::VectorXd y(x.rows());
+  for (Eigen::Index i = 0; i < x.rows(); ++i)
+    y(i) = std::sin(3 * x(i, 0)) + (x.cols() > 1 ? x(i, 1) * x(i, 1) : 0.0) - 0.5;
+  return y;
+}
+
+GpHyper SomeHyper(int d) {
+  GpHyper h;
+  h.log_lengthscale = Eigen::VectorXd::LinSpaced(d, std::log(0.3), std::log(1.5));
+  h.log_signal_var = std::log(1.3);
+  h.log_noise_var = std::log(1e-3);
+  h.mean = 0.2;
+  return h;
+}
+
+TEST(GaussianProcessTest, LogMarginalLikelihoodGradientMatchesFiniteDifferences) {
+  std::mt19937_64 rng(1);
+  const int d = 3;
+  GaussianProcess gp(d, GpPrior::ForDims(d));
+  Eigen::MatrixXd x = RandomPoints(25, d, rng);
+  ASSERT_TRUE(gp.SetDataAndHyper(x, Smooth(x), SomeHyper(d)).ok());
+  for (int trial = 0; trial < 3; ++trial) {
+    Eigen::VectorXd theta = SomeHyper(d).Pack();
+    std::normal_distribution<double> n(0.0, 0.3);
+    for (Eigen::Index i = 0; i < theta.size(); ++i) theta(i) += n(rng);
+    Eigen::VectorXd grad;
+    double f = gp.NegLogPosterior(theta, &grad);
+    ASSERT_TRUE(std::isfinite(f));
+    for (Eigen::Index i = 0; i < theta.size(); ++i) {
+      const double h = 1e-5;
+      Eigen::VectorXd up = theta, down = theta;
+      up(i) += h;
+      down(i) -= h;
+      double fd = (gp.NegLogPosterior(up, nullptr) - gp.NegLogPosterior(down, nullptr)) / (2 * h);
+      EXPECT_NEAR(grad(i), fd, 1e-5 * std::max(1.0, std::fabs(fd))) << "theta " << i;
+    }
+  }
+}
+
+TEST(GaussianProcessTest, PredictionGradientsMatchFiniteDifferences) {
+  std::mt19937_64 rng(2);
+  const int d = 4;
+  GaussianProcess gp(d, GpPrior::ForDims(d));
+  Eigen::MatrixXd x = RandomPoints(30, d, rng);
+  ASSERT_TRUE(gp.SetDataAndHyper(x, Smooth(x), SomeHyper(d)).ok());
+  Eigen::MatrixXd at = RandomPoints(5, d, rng);
+  for (Eigen::Index k = 0; k < at.rows(); ++k) {
+    Eigen::VectorXd p = at.row(k).transpose();
+    double mean, var;
+    Eigen::VectorXd dmean, dvar;
+    gp.PredictWithGradient(p, &mean, &var, &dmean, &dvar);
+    // The batched prediction agrees with the single one.
+    Eigen::VectorXd m, v;
+    gp.Predict(p.transpose(), &m, &v);
+    EXPECT_NEAR(m(0), mean, 1e-10);
+    EXPECT_NEAR(v(0), var, 1e-10);
+    for (int j = 0; j < d; ++j) {
+      const double h = 1e-6;
+      Eigen::VectorXd up = p, down = p;
+      up(j) += h;
+      down(j) -= h;
+      Eigen::VectorXd mu, vu, md, vd;
+      gp.Predict(up.transpose(), &mu, &vu);
+      gp.Predict(down.transpose(), &md, &vd);
+      EXPECT_NEAR(dmean(j), (mu(0) - md(0)) / (2 * h), 1e-5);
+      EXPECT_NEAR(dvar(j), (vu(0) - vd(0)) / (2 * h), 1e-5);
+    }
+  }
+}
+
+TEST(GaussianProcessTest, InterpolatesNoiselessData) {
+  std::mt19937_64 rng(3);
+  const int d = 2;
+  GaussianProcess gp(d, GpPrior::ForDims(d));
+  Eigen::MatrixXd x = RandomPoints(20, d, rng);
+  Eigen::VectorXd y = Smooth(x);
+  GpHyper h = SomeHyper(d);
+  h.log_noise_var = std::log(1e-8);
+  ASSERT_TRUE(gp.SetDataAndHyper(x, y, h).ok());
+  Eigen::VectorXd mean, var;
+  gp.Predict(x, &mean, &var);
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    EXPECT_NEAR(mean(i), y(i), 1e-4);
+    EXPECT_LT(var(i), 1e-4);
+  }
+  // Away from the data the uncertainty is back near the signal variance.
+  Eigen::VectorXd far_mean, far_var;
+  gp.Predict(Eigen::RowVectorXd::Constant(d, 40.0), &far_mean, &far_var);
+  EXPECT_NEAR(far_var(0), std::exp(h.log_signal_var), 1e-6);
+  EXPECT_NEAR(far_mean(0), h.mean, 1e-6);
+}
+
+TEST(GaussianProcessTest, AppendingAPointEqualsFactoringEverything) {
+  std::mt19937_64 rng(4);
+  const int d = 3;
+  Eigen::MatrixXd x = RandomPoints(40, d, rng);
+  Eigen::VectorXd y = Smooth(x);
+  GaussianProcess full(d, GpPrior::ForDims(d)), grown(d, GpPrior::ForDims(d));
+  ASSERT_TRUE(full.SetDataAndHyper(x, y, SomeHyper(d)).ok());
+  ASSERT_TRUE(grown.SetDataAndHyper(x.topRows(30), y.head(30), SomeHyper(d)).ok());
+  for (int i = 30; i < 40; ++i) ASSERT_TRUE(grown.Append(x.row(i).transpose(), y(i)).ok());
+  Eigen::MatrixXd at = RandomPoints(10, d, rng);
+  Eigen::VectorXd m1, v1, m2, v2;
+  full.Predict(at, &m1, &v1);
+  grown.Predict(at, &m2, &v2);
+  EXPECT_LT((m1 - m2).cwiseAbs().maxCoeff(), 1e-9);
+  EXPECT_LT((v1 - v2).cwiseAbs().maxCoeff(), 1e-9);
+}
+
+TEST(GaussianProcessTest, AppendingADuplicatePointKeepsTheFactorValid) {
+  std::mt19937_64 rng(5);
+  const int d = 2;
+  Eigen::MatrixXd x = RandomPoints(10, d, rng);
+  GpHyper h = SomeHyper(d);
+  h.log_noise_var = std::log(1e-6);
+  GaussianProcess gp(d, GpPrior::ForDims(d));
+  ASSERT_TRUE(gp.SetDataAndHyper(x, Smooth(x), h).ok());
+  ASSERT_TRUE(gp.Append(x.row(3).transpose(), 0.7).ok());
+  Eigen::VectorXd m, v;
+  gp.Predict(RandomPoints(5, d, rng), &m, &v);
+  EXPECT_TRUE(m.allFinite());
+  EXPECT_TRUE((v.array() > 0).all());
+}
+
+TEST(GaussianProcessTest, RecoversKnownLengthScalesFromSamplesOfAKnownGp) {
+  // Draw one function from a GP with length scales 0.15 and 1.5, observe it at 120 points, fit.
+  std::mt19937_64 rng(6);
+  const int d = 2;
+  Eigen::MatrixXd x = RandomPoints(120, d, rng);
+  GpHyper truth;
+  truth.log_lengthscale = Eigen::Vector2d(std::log(0.15), std::log(1.5));
+  truth.log_signal_var = 0.0;
+  truth.log_noise_var = std::log(1e-4);
+  truth.mean = 0.0;
+  GaussianProcess sampler(d, GpPrior::ForDims(d));
+  ASSERT_TRUE(sampler.SetHyper(truth).ok());
+  Eigen::MatrixXd k(x.rows(), x.rows());
+  for (Eigen::Index i = 0; i < x.rows(); ++i)
+    for (Eigen::Index j = 0; j < x.rows(); ++j)
+      k(i, j) = sampler.Kernel(x.row(i).transpose(), x.row(j).transpose()) + (i == j ? 1e-4 : 0);
+  Eigen::LLT<Eigen::MatrixXd> llt(k);
+  ASSERT_EQ(llt.info(), Eigen::Success);
+  std::normal_distribution<double> n(0.0, 1.0);
+  Eigen::VectorXd z(x.rows());
+  for (Eigen::Index i = 0; i < z.size(); ++i) z(i) = n(rng);
+  Eigen::VectorXd y = llt.matrixL() * z;
+  y = (y.array() - y.mean()) / std::sqrt((y.array() - y.mean()).square().mean());
+
+  GaussianProcess gp(d, GpPrior::ForDims(d));
+  ASSERT_TRUE(gp.SetData(x, y).ok());
+  GaussianProcess::FitOptions fo;
+  fo.restarts = 3;
+  ASSERT_TRUE(gp.Fit(fo, rng).ok());
+  double l0 = std::exp(gp.hyper().log_lengthscale(0));
+  double l1 = std::exp(gp.hyper().log_lengthscale(1));
+  EXPECT_GT(l0, 0.15 / 2);
+  EXPECT_LT(l0, 0.15 * 2);
+  EXPECT_GT(l1, 5 * l0);  // the second dimension hardly matters
+}
+
+TEST(AcquisitionTest, LogExpectedImprovementMatchesTheClosedFormWhereBothAreFinite) {
+  for (double mean : {-2.0, -0.3, 0.0, 0.4, 1.5, 4.0}) {
+    for (double sd : {0.05, 0.5, 1.0, 3.0}) {
+      const double best = 0.1;
+      double z = (best - mean) / sd;
+      double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+      double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+      double ei = sd * (z * cdf + pdf);
+      if (ei < 1e-300) continue;
+      AcquisitionValue a = LogExpectedImprovement(mean, sd, best);
+      EXPECT_NEAR(a.value, std::log(ei), 1e-9 * std::max(1.0, std::fabs(std::log(ei))))
+          << "mean " << mean << " sd " << sd;
+    }
+  }
+}
+
+TEST(AcquisitionTest, LogExpectedImprovementStaysFiniteAndOrderedWhereEiUnderflows) {
+  // z from -5 to -1e6: plain EI is exactly 0 from about z = -38 on.
+  double previous = std::numeric_limits<double>::infinity();
+  for (double z : {-5.0, -20.0, -34.9, -35.1, -40.0, -100.0, -1e3, -1e6}) {
+    AcquisitionValue a = LogExpectedImprovement(-z, 1.0, 0.0);
+    EXPECT_TRUE(std::isfinite(a.value)) << z;
+    EXPECT_TRUE(std::isfinite(a.dmean)) << z;
+    EXPECT_LT(a.value, previous) << "log EI must fall as the mean moves away, z=" << z;
+    EXPECT_LT(a.dmean, 0.0) << z;
+    previous = a.value;
+  }
+  // Close to -z^2/2 - log(z^2) far out.
+  EXPECT_NEAR(LogH(-1e4), -0.5e8 - 0.5 * std::log(2 * M_PI) - 2 * std::log(1e4), 1e-6);
+  // Both sides of the switch at z = -35 agree.
+  EXPECT_NEAR(LogH(-35.0 + 1e-9), LogH(-35.0 - 1e-9), 1e-6);
+}
+
+TEST(AcquisitionTest, DerivativesMatchFiniteDifferences) {
+  for (double mean : {-1.0, 0.2, 3.0, 12.0}) {
+    for (double sd : {0.1, 1.0, 2.5}) {
+      AcquisitionValue a = LogExpectedImprovement(mean, sd, 0.0);
+      const double h = 1e-6;
+      double dm = (LogExpectedImprovement(mean + h, sd, 0.0).value -
+                   LogExpectedImprovement(mean - h, sd, 0.0).value) /
+                  (2 * h);
+      double ds = (LogExpectedImprovement(mean, sd + h, 0.0).value -
+                   LogExpectedImprovement(mean, sd - h, 0.0).value) /
+                  (2 * h);
+      EXPECT_NEAR(a.dmean, dm, 1e-5 * std::max(1.0, std::fabs(dm))) << mean << " " << sd;
+      EXPECT_NEAR(a.dsigma, ds, 1e-5 * std::max(1.0, std::fabs(ds))) << mean << " " << sd;
+    }
+  }
+}
+
+TEST(AcquisitionTest, ErfcxAndLogNormalCdfAreAccurate) {
+  // long double reaches exp(3600) and erfc(60): a reference on both sides of the switch at 25.
+  for (double x : {0.0, 0.5, 2.0, 10.0, 24.9, 25.1, 60.0}) {
+    long double lx = x;
+    long double ref = std::exp(lx * lx) * std::erfc(lx);
+    EXPECT_NEAR(static_cast<double>(Erfcx(x) / ref), 1.0, 1e-11) << x;
+  }
+  EXPECT_NEAR(LogNormalCdf(0.0), std::log(0.5), 1e-15);
+  EXPECT_NEAR(LogNormalCdf(-4.99), std::log(0.5 * std::erfc(4.99 / std::sqrt(2.0))), 1e-12);
+  EXPECT_NEAR(LogNormalCdf(-5.01), std::log(0.5 * std::erfc(5.01 / std::sqrt(2.0))), 1e-12);
+  EXPECT_TRUE(std::isfinite(LogNormalCdf(-1e4)));
+}
+
+TEST(OutputTransformTest, PreservesRankAndPullsInAHeavyTail) {
+  // Losses spanning orders of magnitude, as a learning-rate sweep gives.
+  Eigen::VectorXd y(12);
+  y << 0.3, 0.31, 0.33, 0.35, 0.4, 0.5, 0.7, 1.2, 2.5, 10, 80, 1500;
+  OutputTransform t;
+  t.Fit(y, true);
+  EXPECT_LT(t.lambda(), 0.5);
+  Eigen::VectorXd z = t.Apply(y);
+  for (Eigen::Index i = 1; i < y.size(); ++i) EXPECT_GT(z(i), z(i - 1));
+  EXPECT_NEAR(z.mean(), 0.0, 1e-9);
+  // The worst value no longer dwarfs the rest.
+  EXPECT_LT(z.maxCoeff(), 3.0);
+}
+
+TEST(OutputTransformTest, LeavesWellBehavedValuesAlone) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> n(5.0, 2.0);
+  Eigen::VectorXd y(50);
+  for (Eigen::Index i = 0; i < y.size(); ++i) y(i) = n(rng);
+  OutputTransform t;
+  t.Fit(y, true);
+  EXPECT_EQ(t.lambda(), 1.0);
+  Eigen::VectorXd z = t.Apply(y);
+  double sd = std::sqrt((y.array() - y.mean()).square().sum() / (y.size() - 1));
+  for (Eigen::Index i = 0; i < y.size(); ++i) EXPECT_NEAR(z(i), (y(i) - y.mean()) / sd, 1e-9);
+}
+
+// ---- the tuner ---------------------------------------------------------------------------------
+
+ParamSpec Float(const std::string& name, double low, double high, bool log = false) {
+  ParamSpec p;
+  p.name = name;
+  p.type = ParamType::kFloat;
+  p.low = low;
+  p.high = high;
+  p.log = log;
+  return p;
+}
+
+double Quadratic(const Config& c) {
+  double x = std::get<double>(c.at("x")), y = std::get<double>(c.at("y"));
+  return (x - 0.3) * (x - 0.3) + 2 * (y - 0.7) * (y - 0.7);
+}
+
+template <typename F>
+std::vector<Config> Drive(Tuner& t, int evals, int batch, F f) {
+  std::vector<Config> seen;
+  while (static_cast<int>(seen.size()) < evals) {
+    auto cs = t.Propose(batch, {});
+    EXPECT_TRUE(cs.ok()) << cs.status().message();
+    for (const Config& c : *cs) {
+      TrialOutcome o;
+      o.config = c;
+      o.value = f(c);
+      t.Observe(o);
+      seen.push_back(c);
+    }
+  }
+  return seen;
+}
+
+TEST(GpTunerTest, FindsTheMinimumOfASmoothFunction) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 1;
+  auto t = MakeTuner(space, o).value();
+  auto seen = Drive(*t, 25, 1, Quadratic);
+  double best = 1e9;
+  for (const Config& c : seen) best = std::min(best, Quadratic(c));
+  EXPECT_LT(best, 1e-3);
+}
+
+TEST(GpTunerTest, SameSeedSameProposals) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 9;
+  auto a = MakeTuner(space, o).value();
+  auto b = MakeTuner(space, o).value();
+  auto sa = Drive(*a, 15, 2, Quadratic);
+  auto sb = Drive(*b, 15, 2, Quadratic);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(SameConfig(sa[i], sb[i])) << i;
+  o.seed = 10;
+  auto c = MakeTuner(space, o).value();
+  auto sc = Drive(*c, 15, 2, Quadratic);
+  EXPECT_FALSE(SameConfig(sa.back(), sc.back()));
+}
+
+double Mixed(const Config& c) {
+  double lr = std::get<double>(c.at("lr"));
+  auto batch = std::get<int64_t>(c.at("batch"));
+  double v = std::pow(std::log10(lr) + 2.5, 2) + 0.1 * std::abs(batch - 48) / 16.0;
+  if (std::get<std::string>(c.at("opt")) == "sgd")
+    v += 0.5 + std::pow(std::get<double>(c.at("momentum")) - 0.9, 2);
+  return v;
+}
+
+TEST(GpTunerTest, ProposalsRespectEveryKindStepAndCondition) {
+  ParamSpec batch;
+  batch.name = "batch";
+  batch.type = ParamType::kInt;
+  batch.low = 16;
+  batch.high = 256;
+  batch.step = 16;
+  ParamSpec opt;
+  opt.name = "opt";
+  opt.type = ParamType::kCategorical;
+  opt.values = {std::string("sgd"), std::string("adam")};
+  ParamSpec momentum = Float("momentum", 0, 0.99);
+  momentum.when = Condition{"opt", Condition::Op::kEq, {std::string("sgd")}, "opt == sgd"};
+  ParamSpec fixed;
+  fixed.name = "epochs";
+  fixed.type = ParamType::kFixed;
+  fixed.value = int64_t{3};
+  SearchSpace space({Float("lr", 1e-5, 1, true), batch, opt, momentum, fixed});
+  TunerOptions o;
+  o.seed = 3;
+  auto t = MakeTuner(space, o).value();
+  auto seen = Drive(*t, 30, 3, Mixed);
+  for (const Config& c : seen) {
+    EXPECT_TRUE(space.Validate(c).ok()) << space.Validate(c).message();
+    EXPECT_EQ(std::get<int64_t>(c.at("batch")) % 16, 0);
+    EXPECT_EQ(c.count("momentum"), std::get<std::string>(c.at("opt")) == "sgd" ? 1u : 0u);
+  }
+  // It learned something: the model's picks beat the initial design's.
+  double first = 1e9, later = 1e9;
+  for (size_t i = 0; i < seen.size(); ++i)
+    (i < 6 ? first : later) = std::min(i < 6 ? first : later, Mixed(seen[i]));
+  EXPECT_LT(later, first);
+}
+
+TEST(GpTunerTest, ABatchHoldsNoNearDuplicates) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1), Float("z", 0, 1)});
+  TunerOptions o;
+  o.seed = 4;
+  auto t = MakeTuner(space, o).value();
+  auto f = [](const Config& c) {
+    return Quadratic(c) + std::pow(std::get<double>(c.at("z")) - 0.5, 2);
+  };
+  std::vector<Config> seen;
+  for (int i = 0; i < 12; ++i) {
+    auto cs = t->Propose(1, {}).value();
+    TrialOutcome out;
+    out.config = cs[0];
+    out.value = f(cs[0]);
+    t->Observe(out);
+  }
+  auto batch = t->Propose(8, {}).value();
+  ASSERT_EQ(batch.size(), 8u);
+  Encoder enc(space);
+  double closest = 1e9;
+  for (size_t i = 0; i < batch.size(); ++i)
+    for (size_t j = i + 1; j < batch.size(); ++j) {
+      auto a = enc.Encode(batch[i]).x, b = enc.Encode(batch[j]).x;
+      double d2 = 0;
+      for (size_t k = 0; k < a.size(); ++k) d2 += (a[k] - b[k]) * (a[k] - b[k]);
+      closest = std::min(closest, std::sqrt(d2));
+    }
+  EXPECT_GT(closest, 0.02) << "two members of the batch are near-duplicates";
+  // And pending trials count: the next proposal keeps away from all eight.
+  auto next = t->Propose(1, batch).value();
+  ASSERT_EQ(next.size(), 1u);
+  for (const Config& b : batch) EXPECT_FALSE(SameConfig(b, next[0]));
+}
+
+TEST(GpTunerTest, LearnsToAvoidAnInfeasibleRegion) {
+  // Batch sizes above 600 run out of memory (exit 3), and the best feasible value is at 600.
+  ParamSpec batch;
+  batch.name = "batch";
+  batch.type = ParamType::kInt;
+  batch.low = 16;
+  batch.high = 2048;
+  batch.log = true;
+  SearchSpace space({batch, Float("lr", 1e-4, 1, true)});
+  TunerOptions o;
+  o.seed = 5;
+  auto t = MakeTuner(space, o).value();
+  int infeasible_late = 0, late = 0;
+  for (int i = 0; i < 40; ++i) {
+    Config c = t->Propose(1, {}).value()[0];
+    TrialOutcome out;
+    out.config = c;
+    int64_t b = std::get<int64_t>(c.at("batch"));
+    if (b > 600) {
+      out.kind = TrialOutcome::Kind::kInfeasible;
+    } else {
+      out.value = -std::log(static_cast<double>(b)) +
+                  std::pow(std::log10(std::get<double>(c.at("lr"))) + 2, 2);
+    }
+    if (i >= 20) {
+      ++late;
+      infeasible_late += b > 600;
+    }
+    t->Observe(out);
+  }
+  // Without the feasibility model it would keep asking for the largest batches.
+  EXPECT_LE(infeasible_late, late / 5);
+}
+
+TEST(GpTunerTest, ExhaustsASmallDiscreteSpaceWithoutRepeating) {
+  ParamSpec a;
+  a.name = "a";
+  a.type = ParamType::kCategorical;
+  a.values = {int64_t{1}, int64_t{2}, int64_t{3}};
+  ParamSpec b;
+  b.name = "b";
+  b.type = ParamType::kInt;
+  b.low = 0;
+  b.high = 2;
+  SearchSpace space({a, b});
+  TunerOptions o;
+  o.seed = 2;
+  auto t = MakeTuner(space, o).value();
+  std::vector<Config> seen;
+  for (int i = 0; i < 12; ++i) {
+    auto cs = t->Propose(1, {}).value();
+    if (cs.empty()) break;
+    for (const Config& s : seen) EXPECT_FALSE(SameConfig(s, cs[0]));
+    seen.push_back(cs[0]);
+    TrialOutcome out;
+    out.config = cs[0];
+    out.value = static_cast<double>(std::get<int64_t>(cs[0].at("a")) * 3 +
+                                    std::get<int64_t>(cs[0].at("b")));
+    t->Observe(out);
+  }
+  EXPECT_EQ(seen.size(), 9u);
+}
+
+TEST(GpTunerTest, MaximisationFindsTheMaximum) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 6;
+  o.maximize = true;
+  auto t = MakeTuner(space, o).value();
+  auto seen = Drive(*t, 25, 1, [](const Config& c) { return -Quadratic(c); });
+  double best = -1e9;
+  for (const Config& c : seen) best = std::max(best, -Quadratic(c));
+  EXPECT_GT(best, -1e-3);
+}
+
+TEST(GpTunerTest, UpperConfidenceBoundAlsoWorks) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 7;
+  o.acquisition = "ucb";
+  auto t = MakeTuner(space, o).value();
+  auto seen = Drive(*t, 30, 1, Quadratic);
+  double best = 1e9;
+  for (const Config& c : seen) best = std::min(best, Quadratic(c));
+  EXPECT_LT(best, 1e-2);
+  o.acquisition = "pi";
+  EXPECT_FALSE(MakeTuner(space, o).ok());
+}
+
+}  // namespace
+}  // namespace hyperpack::tuner

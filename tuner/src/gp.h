@@ -1,0 +1,115 @@
+// A Gaussian process over the unit cube: Matern-5/2 kernel with one length scale per dimension
+// (ARD), a signal variance, a noise variance and a constant mean. Hyperparameters live in log
+// space (except the mean) and are fitted by maximum a posteriori with analytic gradients and
+// L-BFGS-B from several starts.
+//
+// Numerics: the kernel matrix is factored by Cholesky and every factorisation is checked; on
+// failure jitter is added (1e-8 up to 1e-2 of the signal variance) and the failure is an error
+// beyond that. No explicit inverse is ever used to solve; K^-1 itself is formed only for the trace
+// in the likelihood's gradient. A new observation extends the factor in O(n^2) when the
+// hyperparameters are kept.
+//
+// Targets are expected standardised (mean 0, variance 1): the priors assume it.
+// Thread-safety: not thread-safe; const methods may run concurrently with each other.
+#pragma once
+
+#include <Eigen/Dense>
+#include <random>
+
+#include "hyperpack/status.h"
+
+namespace hyperpack::tuner {
+
+// The hyperparameter vector theta = [log l_1 .. log l_d, log signal_var, log noise_var, mean].
+struct GpHyper {
+  Eigen::VectorXd log_lengthscale;
+  double log_signal_var = 0.0;
+  double log_noise_var = -6.0;
+  double mean = 0.0;
+
+  static int Size(int dims) { return dims + 3; }
+  Eigen::VectorXd Pack() const;
+  static GpHyper Unpack(const Eigen::VectorXd& theta, int dims);
+};
+
+// Independent normal priors on the hyperparameters (in their log space), and their bounds.
+struct GpPrior {
+  // Length scales: log-normal with median 0.2 sqrt(d) of the unit cube, so that longer scales are
+  // expected in more dimensions (the scaling of Hvarfner et al. 2024, "Vanilla Bayesian
+  // optimization performs great in high dimensions"; the 0.2 chosen on bench/tuner_regret).
+  double log_lengthscale_mu = 0.0;
+  double log_lengthscale_sigma = 1.732;
+  double log_signal_mu = 0.0;
+  double log_signal_sigma = 1.0;
+  double log_noise_mu = -6.0;  // noise variance ~0.0025 of the standardised targets
+  double log_noise_sigma = 1.0;
+  double mean_sigma = 1.0;
+  // Bounds.
+  double min_log_lengthscale = std::log(5e-3), max_log_lengthscale = std::log(2e2);
+  double min_log_signal = std::log(5e-2), max_log_signal = std::log(2e1);
+  double min_log_noise = std::log(1e-6), max_log_noise = std::log(1.0);
+  double max_abs_mean = 4.0;
+
+  static GpPrior ForDims(int dims);
+  // The most probable hyperparameters under the prior alone.
+  GpHyper Mode(int dims) const;
+};
+
+class GaussianProcess {
+ public:
+  GaussianProcess(int dims, GpPrior prior);
+
+  int dims() const { return dims_; }
+  int size() const { return static_cast<int>(y_.size()); }
+  const GpHyper& hyper() const { return hyper_; }
+  const GpPrior& prior() const { return prior_; }
+  const Eigen::MatrixXd& inputs() const { return x_; }  // n x d
+  const Eigen::VectorXd& targets() const { return y_; }
+
+  // Replaces the data (rows of x are points) and factors with the current hyperparameters.
+  Status SetData(const Eigen::MatrixXd& x, const Eigen::VectorXd& y);
+  // Sets the hyperparameters and refactors.
+  Status SetHyper(const GpHyper& hyper);
+  // Both at once, factoring once.
+  Status SetDataAndHyper(const Eigen::MatrixXd& x, const Eigen::VectorXd& y, const GpHyper& hyper);
+  // New targets for the same inputs (e.g. after re-standardising): O(n^2), no refactoring.
+  void SetTargets(const Eigen::VectorXd& y);
+  // Adds one observation, extending the Cholesky factor in O(n^2).
+  Status Append(const Eigen::VectorXd& x, double y);
+
+  struct FitOptions {
+    int restarts = 2;  // random starts from the prior, besides the current hyperparameters
+    int max_iterations = 60;
+  };
+  // MAP hyperparameters from the current one (a warm start), the prior's mode and `restarts`
+  // draws from the prior; keeps the best and refactors.
+  Status Fit(const FitOptions& options, std::mt19937_64& rng);
+
+  // Negative log posterior (negative log marginal likelihood minus log prior, up to a constant)
+  // at `theta` for the current data; its gradient into *grad when grad is not null. +inf when the
+  // kernel matrix cannot be factored.
+  double NegLogPosterior(const Eigen::VectorXd& theta, Eigen::VectorXd* grad) const;
+
+  // Posterior mean and variance of the latent function at the rows of `xs`.
+  void Predict(const Eigen::MatrixXd& xs, Eigen::VectorXd* mean, Eigen::VectorXd* var) const;
+  // At one point, with gradients with respect to the point.
+  void PredictWithGradient(const Eigen::VectorXd& x, double* mean, double* var,
+                           Eigen::VectorXd* dmean, Eigen::VectorXd* dvar) const;
+
+  // The kernel between two points (signal variance included, no noise).
+  double Kernel(const Eigen::VectorXd& a, const Eigen::VectorXd& b) const;
+
+ private:
+  Status Factor();
+
+  int dims_;
+  GpPrior prior_;
+  GpHyper hyper_;
+  Eigen::MatrixXd x_;  // n x d
+  Eigen::VectorXd y_;
+  Eigen::MatrixXd chol_;   // lower factor of K + (noise + jitter) I
+  Eigen::VectorXd alpha_;  // K^-1 (y - mean)
+  double jitter_ = 0.0;
+};
+
+}  // namespace hyperpack::tuner

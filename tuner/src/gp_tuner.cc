@@ -1,0 +1,490 @@
+// The Gaussian-process tuner: Bayesian optimisation over the encoded unit cube.
+//
+// Propose: a scrambled-Sobol initial design, then for each configuration asked for, the maximiser
+// of log expected improvement (or UCB) under a GP fitted to the completed trials, times the
+// probability of being feasible when some trials could not run. Pending trials (running, or
+// proposed earlier in the same batch) enter as fantasies at the posterior mean (the "kriging
+// believer"), appended to the Cholesky factor without refitting, so that a batch spreads out.
+// The acquisition is maximised over a quasi-random candidate set plus perturbations of the best
+// trials, and the best candidates are refined by L-BFGS-B on their continuous dimensions; integer
+// and categorical values come only from real configurations, never from a relaxation.
+
+#include <LBFGSB.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "acquisition.h"
+#include "gp.h"
+#include "output_transform.h"
+#include "samplers.h"
+
+namespace hyperpack::tuner {
+namespace {
+
+// Past this many completed trials the hyperparameters are fitted on a subset (the best third and
+// a random rest), and past kMaxModelPoints the model itself keeps a subset: fitting is O(n^3)
+// per likelihood evaluation and the regret gained beyond a thousand points is small.
+constexpr int kMaxFitPoints = 300;
+constexpr int kMaxModelPoints = 1000;
+// Refit the hyperparameters at every proposal while data are few, then when the data have grown
+// by this factor since the last fit.
+constexpr int kAlwaysRefitBelow = 40;
+constexpr double kRefitGrowth = 1.15;
+constexpr int kRefineStarts = 4;
+// P(feasible) = Phi(m / sqrt(kFeasibilityLink + v)) for the classifier's mean m and variance v on
+// labels +1/-1: a confident -1 means a probability of ~3e-7, an unexplored region about 1/2.
+constexpr double kFeasibilityLink = 0.04;
+// Members of one batch (and pending trials) closer than this in the unit cube would measure the
+// same thing twice; such candidates are skipped.
+constexpr double kMinBatchDistance = 0.025;
+
+struct Observation {
+  Config config;
+  Eigen::VectorXd x;
+  TrialOutcome::Kind kind;
+  std::optional<double> value;
+};
+
+Eigen::VectorXd ToEigen(const std::vector<double>& v) {
+  return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+}
+
+class GpTuner : public Tuner {
+ public:
+  GpTuner(const SearchSpace& space, const TunerOptions& options)
+      : encoder_(space),
+        options_(options),
+        initial_(options.initial_trials > 0 ? options.initial_trials
+                                            : std::max<int>(5, encoder_.dims() + 1)),
+        sobol_(space, options.seed) {
+    // Which encoded dimensions a gradient may move: floats only (ints and categoricals are
+    // chosen from real configurations).
+    for (int d = 0; d < encoder_.dims(); ++d) {
+      const ParamSpec& p = space.params()[encoder_.param_of_dim(d)];
+      continuous_.push_back(p.type == ParamType::kFloat);
+    }
+  }
+
+  std::string name() const override { return "gp"; }
+
+  void Observe(const TrialOutcome& outcome) override {
+    sobol_.Observe(outcome);
+    Observation o;
+    o.config = outcome.config;
+    o.x = ToEigen(encoder_.Encode(outcome.config).x);
+    o.kind = outcome.kind;
+    o.value = outcome.value;
+    if (o.value && !std::isfinite(*o.value)) o.value.reset();
+    if (o.value && options_.maximize) o.value = -*o.value;
+    observed_.push_back(std::move(o));
+  }
+
+  Result<std::vector<Config>> Propose(int n, std::span<const Config> pending) override {
+    std::vector<Config> out;
+    if (n <= 0) return out;
+    int seen = static_cast<int>(observed_.size() + pending.size());
+    int modelled = 0;
+    for (const Observation& o : observed_) modelled += IsModelled(o);
+    // The initial design, and Sobol whenever the model has fewer than two points.
+    int from_sobol = modelled < 2 ? n : std::clamp(initial_ - seen, 0, n);
+    if (from_sobol > 0) {
+      auto s = sobol_.Propose(from_sobol, pending);
+      if (!s.ok()) return s;
+      out = std::move(*s);
+    }
+    if (static_cast<int>(out.size()) == n || from_sobol == n) return out;
+
+    std::vector<Config> all_pending(pending.begin(), pending.end());
+    all_pending.insert(all_pending.end(), out.begin(), out.end());
+    HP_RETURN_IF_ERROR(UpdateModel(seen));
+    auto more = ProposeFromModel(n - static_cast<int>(out.size()), all_pending, seen);
+    if (!more.ok()) return more.status();
+    for (Config& c : *more) out.push_back(std::move(c));
+    return out;
+  }
+
+ private:
+  // The value the objective model sees for observation i.
+  double ValueOf(int i) const { return observed_[i].value.value_or(penalty_); }
+
+  static bool IsModelled(const Observation& o) {
+    // Pruned trials stopped at a lower fidelity; their values are not the objective's.
+    return o.kind == TrialOutcome::Kind::kCompleted && o.value.has_value();
+  }
+
+  // Brings the objective model (and the feasibility model, when some trials were infeasible) up
+  // to date with the observations.
+  Status UpdateModel(int seen) {
+    // Infeasible trials enter the objective model at the worst value seen, a penalty that keeps
+    // the model from promising improvements where nothing can run; the classifier does the rest.
+    std::vector<int> idx;
+    double worst = -std::numeric_limits<double>::infinity();
+    for (int i = 0; i < static_cast<int>(observed_.size()); ++i) {
+      const Observation& o = observed_[i];
+      if (IsModelled(o)) worst = std::max(worst, *o.value);
+      if (IsModelled(o) || o.kind == TrialOutcome::Kind::kInfeasible) idx.push_back(i);
+    }
+    penalty_ = worst;
+    rng_.seed(Mix64(options_.seed ^ Mix64(0x9e0 + static_cast<uint64_t>(seen))));
+    if (static_cast<int>(idx.size()) > kMaxModelPoints) idx = Subset(idx, kMaxModelPoints);
+
+    const int d = encoder_.dims();
+    Eigen::VectorXd raw(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) raw(i) = ValueOf(idx[i]);
+    transform_.Fit(raw, options_.warp_outputs);
+    Eigen::VectorXd y = transform_.Apply(raw);
+    best_ = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < idx.size(); ++i)
+      if (observed_[idx[i]].value) best_ = std::min(best_, y(static_cast<Eigen::Index>(i)));
+
+    if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d));
+    const int n = static_cast<int>(idx.size());
+    bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
+    // The model's points are the first ones of idx when only new observations were appended.
+    bool extends = !refit && model_idx_.size() <= idx.size() &&
+                   std::equal(model_idx_.begin(), model_idx_.end(), idx.begin());
+    if (extends) {
+      // Same hyperparameters, same first points: extend the factor, O(n^2) per new point.
+      gp_->SetTargets(y.head(static_cast<Eigen::Index>(model_idx_.size())));
+      for (size_t i = model_idx_.size(); i < idx.size(); ++i)
+        HP_RETURN_IF_ERROR(gp_->Append(observed_[idx[i]].x, y(static_cast<Eigen::Index>(i))));
+    } else {
+      GpHyper hyper = gp_->hyper();
+      if (refit) {
+        HP_ASSIGN_OR_RETURN(hyper, FitHyperparameters(idx, y));
+        fitted_n_ = n;
+      }
+      Eigen::MatrixXd x(n, d);
+      for (int i = 0; i < n; ++i) x.row(i) = observed_[idx[i]].x.transpose();
+      HP_RETURN_IF_ERROR(gp_->SetDataAndHyper(x, y, hyper));
+    }
+    model_idx_ = idx;
+    return UpdateFeasibility();
+  }
+
+  // The best third of `idx` (by value) and a random draw from the rest, `keep` in all, in their
+  // original order.
+  std::vector<int> Subset(const std::vector<int>& idx, int keep) {
+    std::vector<int> by_value = idx;
+    std::sort(by_value.begin(), by_value.end(),
+              [&](int a, int b) { return ValueOf(a) < ValueOf(b); });
+    int best = keep / 3;
+    std::vector<int> rest(by_value.begin() + best, by_value.end());
+    std::shuffle(rest.begin(), rest.end(), rng_);
+    std::vector<int> out(by_value.begin(), by_value.begin() + best);
+    out.insert(out.end(), rest.begin(), rest.begin() + (keep - best));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  Result<GpHyper> FitHyperparameters(const std::vector<int>& idx, const Eigen::VectorXd& y) {
+    const int d = encoder_.dims();
+    std::vector<int> pos(idx.size());
+    std::iota(pos.begin(), pos.end(), 0);
+    if (static_cast<int>(pos.size()) > kMaxFitPoints) {
+      // Positions into idx/y, the best third first.
+      std::sort(pos.begin(), pos.end(), [&](int a, int b) { return y(a) < y(b); });
+      std::shuffle(pos.begin() + kMaxFitPoints / 3, pos.end(), rng_);
+      pos.resize(kMaxFitPoints);
+    }
+    Eigen::MatrixXd x(pos.size(), d);
+    Eigen::VectorXd ys(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i) {
+      x.row(i) = observed_[idx[pos[i]]].x.transpose();
+      ys(i) = y(pos[i]);
+    }
+    GaussianProcess fit(d, gp_->prior());
+    HP_RETURN_IF_ERROR(fit.SetDataAndHyper(x, ys, gp_->hyper()));
+    GaussianProcess::FitOptions fo;
+    // Warm starts from the previous optimum need fewer random restarts.
+    fo.restarts = fitted_n_ == 0 || pos.size() < 20 ? 2 : 0;
+    HP_RETURN_IF_ERROR(fit.Fit(fo, rng_));
+    return fit.hyper();
+  }
+
+  // A least-squares GP classifier on +1 (ran) / -1 (infeasible): cheap, and its probit gives a
+  // probability of feasibility that multiplies expected improvement.
+  Status UpdateFeasibility() {
+    std::vector<int> idx;
+    int infeasible = 0;
+    for (int i = 0; i < static_cast<int>(observed_.size()); ++i) {
+      const Observation& o = observed_[i];
+      if (o.kind == TrialOutcome::Kind::kInfeasible) {
+        ++infeasible;
+        idx.push_back(i);
+      } else if (IsModelled(o)) {
+        idx.push_back(i);
+      }
+    }
+    if (infeasible == 0) {
+      feasibility_.reset();
+      return Status::Ok();
+    }
+    if (static_cast<int>(idx.size()) > kMaxFitPoints) idx.resize(kMaxFitPoints);
+    const int d = encoder_.dims();
+    Eigen::MatrixXd x(idx.size(), d);
+    Eigen::VectorXd y(idx.size());
+    for (size_t i = 0; i < idx.size(); ++i) {
+      x.row(i) = observed_[idx[i]].x.transpose();
+      y(i) = observed_[idx[i]].kind == TrialOutcome::Kind::kInfeasible ? -1.0 : 1.0;
+    }
+    // Fixed hyperparameters: fitted ones chase the few labels into length scales so short that
+    // the classifier forgets an infeasible point a step away from it.
+    GpPrior prior = GpPrior::ForDims(d);
+    GpHyper h = prior.Mode(d);
+    h.log_signal_var = 0.0;
+    h.log_noise_var = std::log(1e-2);
+    h.mean = 0.0;
+    if (!feasibility_) feasibility_ = std::make_unique<GaussianProcess>(d, prior);
+    return feasibility_->SetDataAndHyper(x, y, h);
+  }
+
+  struct Scored {
+    double acq;
+    Eigen::VectorXd x;
+  };
+
+  // The acquisition at x under `model` (and the feasibility model), with its gradient.
+  double Acquisition(const GaussianProcess& model, const Eigen::VectorXd& x,
+                     Eigen::VectorXd* grad) const {
+    double mean, var;
+    Eigen::VectorXd dmean, dvar;
+    model.PredictWithGradient(x, &mean, &var, &dmean, &dvar);
+    double sd = std::sqrt(var);
+    AcquisitionValue a = options_.acquisition == "ucb"
+                             ? UpperConfidenceBound(mean, sd, options_.ucb_beta)
+                             : LogExpectedImprovement(mean, sd, best_);
+    double value = a.value;
+    if (grad) *grad = a.dmean * dmean + a.dsigma * dvar / (2.0 * sd);
+    if (feasibility_) {
+      double fm, fv;
+      Eigen::VectorXd dfm, dfv;
+      feasibility_->PredictWithGradient(x, &fm, &fv, &dfm, &dfv);
+      double scale = std::sqrt(kFeasibilityLink + fv);
+      double t = fm / scale;
+      double log_p = LogNormalCdf(t);
+      value += log_p;
+      if (grad) {
+        double dlogp_dt = std::exp(-0.5 * t * t - 0.91893853320467274178 - log_p);
+        Eigen::VectorXd dt = dfm / scale - 0.5 * fm / (scale * scale * scale) * dfv;
+        *grad += dlogp_dt * dt;
+      }
+    }
+    return value;
+  }
+
+  // The acquisition at many points at once.
+  Eigen::VectorXd AcquisitionBatch(const GaussianProcess& model, const Eigen::MatrixXd& xs) const {
+    Eigen::VectorXd mean, var;
+    model.Predict(xs, &mean, &var);
+    Eigen::VectorXd out(xs.rows());
+    for (Eigen::Index i = 0; i < xs.rows(); ++i) {
+      double sd = std::sqrt(var(i));
+      out(i) = options_.acquisition == "ucb"
+                   ? UpperConfidenceBound(mean(i), sd, options_.ucb_beta).value
+                   : LogExpectedImprovement(mean(i), sd, best_).value;
+    }
+    if (feasibility_) {
+      Eigen::VectorXd fm, fv;
+      feasibility_->Predict(xs, &fm, &fv);
+      for (Eigen::Index i = 0; i < xs.rows(); ++i)
+        out(i) += LogNormalCdf(fm(i) / std::sqrt(kFeasibilityLink + fv(i)));
+    }
+    return out;
+  }
+
+  // Candidate configurations: a scrambled Sobol set over the whole space plus perturbations of
+  // the best trials, each a real configuration encoded.
+  std::vector<Eigen::VectorXd> Candidates(std::mt19937_64& rng, uint64_t salt) const {
+    const SearchSpace& space = encoder_.space();
+    std::vector<Eigen::VectorXd> out;
+    const int global = std::min(2048, 384 + 48 * encoder_.dims());
+    SobolSequence sobol(static_cast<int>(space.size()), Mix64(options_.seed ^ salt));
+    for (int i = 0; i < global; ++i)
+      out.push_back(ToEigen(encoder_.Encode(encoder_.FromUnitPerParam(sobol.Point(i))).x));
+
+    // Local: around the best few trials, each parameter moved with probability 1/2.
+    std::vector<int> best;
+    for (int i = 0; i < static_cast<int>(observed_.size()); ++i)
+      if (IsModelled(observed_[i])) best.push_back(i);
+    std::sort(best.begin(), best.end(),
+              [&](int a, int b) { return *observed_[a].value < *observed_[b].value; });
+    if (best.size() > 5) best.resize(5);
+    std::normal_distribution<double> step(0.0, 1.0);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int b : best) {
+      for (double scale : {0.02, 0.08, 0.2}) {
+        for (int k = 0; k < 12; ++k) {
+          // Per-parameter coordinates of the trial, moved.
+          std::vector<double> u(space.size());
+          const Config& c = observed_[b].config;
+          Encoder::Encoded e = encoder_.Encode(c);
+          for (size_t p = 0; p < space.size(); ++p) {
+            const ParamSpec& spec = space.params()[p];
+            int d0 = encoder_.first_dim(static_cast<int>(p));
+            double base = 0.5;
+            if (spec.type == ParamType::kFloat || spec.type == ParamType::kInt) {
+              base = e.x[d0];
+            } else if (spec.type == ParamType::kCategorical) {
+              int k_cat = 0;
+              for (int j = 0; j < encoder_.num_dims(static_cast<int>(p)); ++j)
+                if (e.x[d0 + j] > 0.5) k_cat = j;
+              base = (k_cat + 0.5) / static_cast<double>(spec.values.size());
+            }
+            bool move = unit(rng) < 0.5;
+            if (!move) {
+              u[p] = base;
+            } else if (spec.type == ParamType::kCategorical) {
+              u[p] = unit(rng);
+            } else {
+              u[p] = std::clamp(base + scale * step(rng), 0.0, 1.0 - 1e-12);
+            }
+          }
+          out.push_back(ToEigen(encoder_.Encode(encoder_.FromUnitPerParam(u)).x));
+        }
+      }
+    }
+    return out;
+  }
+
+  // Moves the continuous, active dimensions of `start` uphill on the acquisition.
+  Scored Refine(const GaussianProcess& model, const Scored& start) const {
+    Config c =
+        encoder_.Decode(std::vector<double>(start.x.data(), start.x.data() + start.x.size()));
+    Encoder::Encoded e = encoder_.Encode(c);
+    std::vector<int> free;
+    for (int d = 0; d < encoder_.dims(); ++d)
+      if (continuous_[d] && e.active[d]) free.push_back(d);
+    if (free.empty()) return start;
+    const int k = static_cast<int>(free.size());
+    Eigen::VectorXd base = start.x;
+    Eigen::VectorXd z(k), lb = Eigen::VectorXd::Zero(k), ub = Eigen::VectorXd::Ones(k);
+    for (int i = 0; i < k; ++i) z(i) = base(free[i]);
+    auto objective = [&](const Eigen::VectorXd& zz, Eigen::VectorXd& g) {
+      Eigen::VectorXd x = base;
+      for (int i = 0; i < k; ++i) x(free[i]) = zz(i);
+      Eigen::VectorXd full;
+      double v = Acquisition(model, x, &full);
+      for (int i = 0; i < k; ++i) g(i) = -full(free[i]);
+      return -v;
+    };
+    LBFGSpp::LBFGSBParam<double> param;
+    param.max_iterations = 40;
+    param.epsilon = 1e-6;
+    param.max_linesearch = 20;
+    LBFGSpp::LBFGSBSolver<double> solver(param);
+    double f = 0;
+    try {
+      solver.minimize(objective, z, f, lb, ub);
+    } catch (const std::exception&) {
+      // The point reached so far is still a valid one.
+    }
+    Eigen::VectorXd x = base;
+    for (int i = 0; i < k; ++i) x(free[i]) = std::clamp(z(i), 0.0, 1.0);
+    // Snap to a real configuration (clamping and rounding) and score what will actually run.
+    Eigen::VectorXd snapped = ToEigen(
+        encoder_.Encode(encoder_.Decode(std::vector<double>(x.data(), x.data() + x.size()))).x);
+    return {Acquisition(model, snapped, nullptr), snapped};
+  }
+
+  // Already observed, or (nearly) the same as a pending trial or an earlier member of the batch.
+  bool Taken(const Config& c, const Eigen::VectorXd& x, const std::vector<Config>& pending,
+             const std::vector<Eigen::VectorXd>& pending_x) const {
+    for (const Observation& o : observed_)
+      if (SameConfig(o.config, c)) return true;
+    for (size_t i = 0; i < pending.size(); ++i)
+      if (SameConfig(pending[i], c) || (pending_x[i] - x).norm() < kMinBatchDistance) return true;
+    return false;
+  }
+
+  Result<std::vector<Config>> ProposeFromModel(int n, std::vector<Config> pending, int seen) {
+    // Fantasies: pending configurations as if they had returned the posterior mean.
+    GaussianProcess model = *gp_;
+    std::vector<Eigen::VectorXd> pending_x;
+    for (const Config& c : pending) {
+      Eigen::VectorXd x = ToEigen(encoder_.Encode(c).x);
+      pending_x.push_back(x);
+      Eigen::VectorXd mean, var;
+      model.Predict(x.transpose(), &mean, &var);
+      HP_RETURN_IF_ERROR(model.Append(x, mean(0)));
+      best_ = std::min(best_, mean(0));
+    }
+    std::vector<Config> out;
+    for (int i = 0; i < n; ++i) {
+      std::mt19937_64 rng(Mix64(options_.seed ^ Mix64(0xac0 + static_cast<uint64_t>(seen + i))));
+      std::vector<Eigen::VectorXd> cands = Candidates(rng, static_cast<uint64_t>(seen + i));
+      Eigen::MatrixXd xs(cands.size(), encoder_.dims());
+      for (size_t j = 0; j < cands.size(); ++j) xs.row(j) = cands[j].transpose();
+      Eigen::VectorXd acq = AcquisitionBatch(model, xs);
+      std::vector<Scored> scored;
+      for (size_t j = 0; j < cands.size(); ++j) scored.push_back({acq(j), cands[j]});
+      std::sort(scored.begin(), scored.end(),
+                [](const Scored& a, const Scored& b) { return a.acq > b.acq; });
+      // Refine the best few distinct starts; keep everything as fallbacks.
+      std::vector<Scored> refined;
+      for (size_t j = 0; j < scored.size() && static_cast<int>(refined.size()) < kRefineStarts;
+           ++j) {
+        bool distinct = true;
+        for (const Scored& r : refined) distinct = distinct && (r.x - scored[j].x).norm() > 1e-6;
+        if (distinct) refined.push_back(Refine(model, scored[j]));
+      }
+      refined.insert(refined.end(), scored.begin(), scored.end());
+      std::stable_sort(refined.begin(), refined.end(),
+                       [](const Scored& a, const Scored& b) { return a.acq > b.acq; });
+      std::optional<Config> chosen;
+      Eigen::VectorXd chosen_x;
+      for (const Scored& s : refined) {
+        Config c = encoder_.Decode(std::vector<double>(s.x.data(), s.x.data() + s.x.size()));
+        if (Taken(c, s.x, pending, pending_x)) continue;
+        chosen = std::move(c);
+        chosen_x = s.x;
+        break;
+      }
+      if (!chosen) {
+        // Every candidate is taken: a small discrete space nearly exhausted. Sobol may still
+        // find one that is new.
+        auto s = sobol_.Propose(1, pending);
+        if (!s.ok() || s->empty()) break;
+        chosen = (*s)[0];
+        chosen_x = ToEigen(encoder_.Encode(*chosen).x);
+      }
+      Eigen::VectorXd mean, var;
+      model.Predict(chosen_x.transpose(), &mean, &var);
+      // The kriging believer: the fantasy is data, and a fantasy better than the incumbent is
+      // the new incumbent, so later members of the batch must improve on it.
+      HP_RETURN_IF_ERROR(model.Append(chosen_x, mean(0)));
+      best_ = std::min(best_, mean(0));
+      pending.push_back(*chosen);
+      pending_x.push_back(chosen_x);
+      out.push_back(std::move(*chosen));
+    }
+    return out;
+  }
+
+  Encoder encoder_;
+  TunerOptions options_;
+  int initial_;
+  SobolSampler sobol_;
+  std::vector<bool> continuous_;
+  std::vector<Observation> observed_;
+  std::unique_ptr<GaussianProcess> gp_;
+  std::unique_ptr<GaussianProcess> feasibility_;
+  std::vector<int> model_idx_;
+  int fitted_n_ = 0;
+  OutputTransform transform_;
+  double best_ = 0;
+  double penalty_ = 0;  // the worst completed value: what an infeasible trial counts as
+  std::mt19937_64 rng_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tuner> MakeGpTuner(const SearchSpace& space, const TunerOptions& options) {
+  return std::make_unique<GpTuner>(space, options);
+}
+
+}  // namespace hyperpack::tuner

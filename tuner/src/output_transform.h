@@ -1,0 +1,31 @@
+// The transform from raw objective values (to be minimised) to the GP's targets: standardise,
+// then a Yeo-Johnson power transform whose exponent is fitted by maximum likelihood, then
+// standardise again. Rank-preserving; it pulls in the heavy tails that learning-rate sweeps
+// produce (a diverged run's loss is orders of magnitude above a good one) and is close to the
+// identity for well-behaved values.
+// Thread-safety: a value; const methods are safe from several threads.
+#pragma once
+
+#include <Eigen/Dense>
+
+namespace hyperpack::tuner {
+
+class OutputTransform {
+ public:
+  // Fits to `y` (at least one value). With warp false only standardises.
+  void Fit(const Eigen::VectorXd& y, bool warp);
+  double Apply(double y) const;
+  Eigen::VectorXd Apply(const Eigen::VectorXd& y) const;
+  double lambda() const { return lambda_; }
+
+  // The Yeo-Johnson transform and its log-likelihood for exponent `lambda`, for tests.
+  static double YeoJohnson(double y, double lambda);
+  static double LogLikelihood(const Eigen::VectorXd& z, double lambda);
+
+ private:
+  double mean1_ = 0, scale1_ = 1;  // first standardisation
+  double lambda_ = 1;              // 1: no warping
+  double mean2_ = 0, scale2_ = 1;  // second standardisation
+};
+
+}  // namespace hyperpack::tuner
