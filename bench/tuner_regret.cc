@@ -44,6 +44,9 @@ struct Flags {
   int evals = 100;
   int batch = 1;
   bool json = false;
+  std::vector<int> checkpoints = {25, 50, 100};
+  int max_fit_points = 0;    // 0: the tuner's default
+  int max_model_points = 0;  // 0: the tuner's default
 };
 
 // One seed's run: the best value after each evaluation and the time spent in the tuner.
@@ -69,10 +72,10 @@ std::string Cell(double x, int digits = 4) {
   return FormatShort(x, digits);
 }
 
-// 25, 50 and 100 where they are within the budget, and the budget itself.
-std::vector<int> Checkpoints(int evals) {
+// The requested checkpoints (25, 50 and 100 by default) within the budget, and the budget itself.
+std::vector<int> Checkpoints(const std::vector<int>& wanted, int evals) {
   std::vector<int> out;
-  for (int c : {25, 50, 100})
+  for (int c : wanted)
     if (c <= evals) out.push_back(c);
   if (out.empty() || out.back() != evals) out.push_back(evals);
   return out;
@@ -83,6 +86,8 @@ Result<Trace> RunSeed(const TestFunction& f, const Flags& flags, int seed) {
   options.algorithm = flags.algorithm;
   options.seed = static_cast<uint64_t>(seed);
   options.maximize = false;
+  if (flags.max_fit_points > 0) options.max_fit_points = flags.max_fit_points;
+  if (flags.max_model_points > 0) options.max_model_points = flags.max_model_points;
   HP_ASSIGN_OR_RETURN(std::unique_ptr<tuner::Tuner> tuner, tuner::MakeTuner(f.space, options));
 
   Trace trace;
@@ -141,7 +146,7 @@ Status RunFunction(const TestFunction& f, const Flags& flags, Table* table) {
   }
 
   const double propose_mean_s = propose_calls > 0 ? propose_s / propose_calls : 0.0;
-  for (int checkpoint : Checkpoints(flags.evals)) {
+  for (int checkpoint : Checkpoints(flags.checkpoints, flags.evals)) {
     std::vector<double> at;
     for (const std::vector<double>& r : regrets) at.push_back(r[checkpoint - 1]);
     std::sort(at.begin(), at.end());
@@ -179,6 +184,12 @@ int Main(int argc, char** argv) {
       "seeds", "seeds 0 .. N-1", cxxopts::value<int>()->default_value("20"))(
       "evals", "evaluations per run", cxxopts::value<int>()->default_value("100"))(
       "batch", "configurations per Propose call", cxxopts::value<int>()->default_value("1"))(
+      "checkpoints", "evaluation counts to report",
+      cxxopts::value<std::vector<int>>()->default_value("25,50,100"))(
+      "max-fit-points", "gp: fit hyperparameters on at most this many trials",
+      cxxopts::value<int>()->default_value("0"))(
+      "max-model-points", "gp: keep at most this many trials in the model",
+      cxxopts::value<int>()->default_value("0"))(
       "json", "one JSON object per function and checkpoint")("h,help", "this help");
   Flags flags;
   try {
@@ -197,6 +208,9 @@ int Main(int argc, char** argv) {
     flags.evals = args["evals"].as<int>();
     flags.batch = args["batch"].as<int>();
     flags.json = args.count("json") > 0;
+    flags.checkpoints = args["checkpoints"].as<std::vector<int>>();
+    flags.max_fit_points = args["max-fit-points"].as<int>();
+    flags.max_model_points = args["max-model-points"].as<int>();
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "tuner_regret: " << e.what() << "\n";
     return 2;

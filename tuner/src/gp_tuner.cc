@@ -25,11 +25,6 @@
 namespace hyperpack::tuner {
 namespace {
 
-// Past this many completed trials the hyperparameters are fitted on a subset (the best third and
-// a random rest), and past kMaxModelPoints the model itself keeps a subset: fitting is O(n^3)
-// per likelihood evaluation and the regret gained beyond a thousand points is small.
-constexpr int kMaxFitPoints = 300;
-constexpr int kMaxModelPoints = 1000;
 // Refit the hyperparameters at every proposal while data are few, then when the data have grown
 // by this factor since the last fit.
 constexpr int kAlwaysRefitBelow = 40;
@@ -130,7 +125,8 @@ class GpTuner : public Tuner {
     }
     penalty_ = worst;
     rng_.seed(Mix64(options_.seed ^ Mix64(0x9e0 + static_cast<uint64_t>(seen))));
-    if (static_cast<int>(idx.size()) > kMaxModelPoints) idx = Subset(idx, kMaxModelPoints);
+    if (static_cast<int>(idx.size()) > options_.max_model_points)
+      idx = Subset(idx, options_.max_model_points);
 
     const int d = encoder_.dims();
     Eigen::VectorXd raw(idx.size());
@@ -185,11 +181,12 @@ class GpTuner : public Tuner {
     const int d = encoder_.dims();
     std::vector<int> pos(idx.size());
     std::iota(pos.begin(), pos.end(), 0);
-    if (static_cast<int>(pos.size()) > kMaxFitPoints) {
+    const int max_fit = options_.max_fit_points;
+    if (static_cast<int>(pos.size()) > max_fit) {
       // Positions into idx/y, the best third first.
       std::sort(pos.begin(), pos.end(), [&](int a, int b) { return y(a) < y(b); });
-      std::shuffle(pos.begin() + kMaxFitPoints / 3, pos.end(), rng_);
-      pos.resize(kMaxFitPoints);
+      std::shuffle(pos.begin() + max_fit / 3, pos.end(), rng_);
+      pos.resize(max_fit);
     }
     Eigen::MatrixXd x(pos.size(), d);
     Eigen::VectorXd ys(pos.size());
@@ -224,7 +221,7 @@ class GpTuner : public Tuner {
       feasibility_.reset();
       return Status::Ok();
     }
-    if (static_cast<int>(idx.size()) > kMaxFitPoints) idx.resize(kMaxFitPoints);
+    if (static_cast<int>(idx.size()) > options_.max_fit_points) idx.resize(options_.max_fit_points);
     const int d = encoder_.dims();
     Eigen::MatrixXd x(idx.size(), d);
     Eigen::VectorXd y(idx.size());

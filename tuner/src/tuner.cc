@@ -51,6 +51,8 @@ Result<std::unique_ptr<Tuner>> MakeTuner(const SearchSpace& space, const TunerOp
   if (options.algorithm == "sobol")
     return std::unique_ptr<Tuner>(new SobolSampler(space, options.seed));
   if (options.algorithm == "gp") {
+    if (options.max_fit_points < 10 || options.max_model_points < options.max_fit_points)
+      return Status::Invalid("max_fit_points must be >= 10 and <= max_model_points");
     if (options.acquisition != "ei" && options.acquisition != "ucb")
       return Status::Invalid("unknown acquisition '", options.acquisition, "'; expected ei or ucb");
     return MakeGpTuner(space, options);

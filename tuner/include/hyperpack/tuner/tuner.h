@@ -28,6 +28,10 @@ struct TunerOptions {
   std::string acquisition = "ei";   // ei (log expected improvement) | ucb
   double ucb_beta = 2.0;            // for ucb: mean - beta * sd
   bool warp_outputs = true;         // Yeo-Johnson power transform of the objective values
+  // Past these many completed trials the hyperparameters are fitted on a subset, and the model
+  // itself keeps a subset (the best third and a random rest): the cost is cubic in them.
+  int max_fit_points = 300;
+  int max_model_points = 1000;
 };
 
 struct TrialOutcome {
