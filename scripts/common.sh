@@ -9,8 +9,9 @@ HYPERPACK_PACKAGES=(
   g++ cmake make pkg-config
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
   libeigen3-dev liblbfgspp-dev
+  libtorch-dev libgloo-dev zlib1g-dev
   libgtest-dev libgmock-dev
-  python3 python3-numpy dataset-fashion-mnist
+  python3 python3-numpy python3-torch python3-optuna dataset-fashion-mnist
 )
 
 hp_log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

@@ -1,0 +1,338 @@
+// hyperpack-trainer as its users run it: real processes, real Gloo over loopback, small data.
+// The test itself needs no libtorch: parameters come back as raw float32 files (--save-params).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zlib.h>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace hyperpack {
+namespace {
+
+using hyperpack::testing::ReadFile;
+using hyperpack::testing::RunCommand;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A 3-class table whose classes a small MLP can separate: 480 rows, 6 features.
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> n(0.0, 1.0);
+    std::ostringstream csv;
+    csv << "a,b,c,d,e,f,label\n";
+    for (int i = 0; i < 480; ++i) {
+      int label = i % 3;
+      for (int f = 0; f < 6; ++f) csv << (f == label ? 2.0 : 0.0) + n(rng) << ",";
+      csv << "class" << label << "\n";
+    }
+    csv_ = dir_ / "table.csv";
+    WriteFile(csv_, csv.str());
+  }
+
+  // Common flags for a deterministic run on the table: no dropout, constant rate, no warm-up.
+  std::vector<std::string> Base(const std::string& params_out) {
+    return {kTrainer, "--data",         "csv",     "--data-path", csv_,       "--model",
+            "mlp",    "--mlp-widths",   "16,8",    "--optimizer", "sgd",      "--momentum",
+            "0.9",    "--lr",           "0.05",    "--schedule",  "constant", "--warmup-fraction",
+            "0",      "--val-fraction", "0.25",    "--seed",      "5",        "--threads",
+            "1",      "--save-params",  params_out};
+  }
+
+  static std::vector<float> Params(const std::string& path) {
+    std::string bytes = ReadFile(path);
+    std::vector<float> out(bytes.size() / sizeof(float));
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+    return out;
+  }
+
+  static float MaxDifference(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    float worst = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      worst = std::max(worst, std::fabs(a[i] - b[i]));
+    return worst;
+  }
+
+  testing::Ran Run(std::vector<std::string> args, std::vector<std::string> more = {}) {
+    args.insert(args.end(), more.begin(), more.end());
+    return RunCommand(args, dir_.path().string());
+  }
+
+  static std::vector<Json> MetricLines(const std::string& out) {
+    std::vector<Json> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] == '{') lines.push_back(Json::parse(line));
+    return lines;
+  }
+
+  static constexpr const char* kTrainer = HYPERPACK_TRAINER;
+  TempDir dir_;
+  std::string csv_;
+};
+
+TEST_F(TrainerTest, TwoRanksWithHalfTheBatchEndWhereOneRankEnds) {
+  // Small buckets, so that several all-reduces overlap backward.
+  auto one = Run(Base(dir_ / "one.bin"),
+                 {"--batch-size", "32", "--epochs", "2", "--nproc", "1", "--bucket-mb", "0.0005"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto two = Run(Base(dir_ / "two.bin"),
+                 {"--batch-size", "32", "--epochs", "2", "--nproc", "2", "--bucket-mb", "0.0005"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto a = Params(dir_ / "one.bin"), b = Params(dir_ / "two.bin");
+  ASSERT_GT(a.size(), 100u);
+  EXPECT_LT(MaxDifference(a, b), 1e-5);
+  // And the run did train: the parameters moved from their start.
+  auto lines = MetricLines(two.out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["global_batch"], 32);
+  EXPECT_GT(lines[1]["val_accuracy"].get<double>(), 0.6);
+  EXPECT_GT(lines[1]["comm_fraction"].get<double>(), 0.0);
+}
+
+TEST_F(TrainerTest, AccumulatingFourMicroBatchesEqualsOneBatch) {
+  auto whole = Run(Base(dir_ / "whole.bin"), {"--batch-size", "32", "--epochs", "1"});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  auto micro = Run(Base(dir_ / "micro.bin"),
+                   {"--batch-size", "32", "--grad-accumulation", "4", "--epochs", "1"});
+  ASSERT_EQ(micro.exit_code, 0) << micro.err;
+  EXPECT_LT(MaxDifference(Params(dir_ / "whole.bin"), Params(dir_ / "micro.bin")), 1e-5);
+  // With two ranks and accumulation as well: 2 x 2 x 8 = 32.
+  auto both = Run(Base(dir_ / "both.bin"), {"--micro-batch-size", "8", "--grad-accumulation", "2",
+                                            "--nproc", "2", "--epochs", "1"});
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_LT(MaxDifference(Params(dir_ / "whole.bin"), Params(dir_ / "both.bin")), 1e-5);
+}
+
+TEST_F(TrainerTest, StoppingAfterAnEpochAndResumingEqualsTrainingThrough) {
+  // Dropout and a cosine schedule: the checkpoint must carry the RNG and the schedule's position.
+  std::vector<std::string> common = {"--batch-size",      "32",  "--epochs",   "3",
+                                     "--dropout",         "0.2", "--schedule", "cosine",
+                                     "--warmup-fraction", "0.1"};
+  auto through = Run(Base(dir_ / "through.bin"), common);
+  ASSERT_EQ(through.exit_code, 0) << through.err;
+  std::string ckpt = dir_ / "ckpt";
+  auto first =
+      Run(Base(dir_ / "first.bin"),
+          {"--batch-size", "32", "--epochs", "3", "--dropout", "0.2", "--schedule", "cosine",
+           "--warmup-fraction", "0.1", "--checkpoint-dir", ckpt, "--stop-at-epoch", "1"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(MetricLines(first.out).size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/checkpoint.pt"));
+  auto rest = Run(Base(dir_ / "resumed.bin"),
+                  {"--batch-size", "32", "--epochs", "3", "--dropout", "0.2", "--schedule",
+                   "cosine", "--warmup-fraction", "0.1", "--checkpoint-dir", ckpt, "--resume"});
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  auto lines = MetricLines(rest.out);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["epoch"], 2);  // the curve continues where it stopped
+  EXPECT_LT(MaxDifference(Params(dir_ / "through.bin"), Params(dir_ / "resumed.bin")), 1e-5);
+}
+
+TEST_F(TrainerTest, WhenOneRankDiesTheOtherExitsWithAnError) {
+  // Two ranks started as torchrun would start them, so that the test knows their pids.
+  int port_fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(port_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(port_fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  close(port_fd);
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  std::vector<pid_t> ranks;
+  std::vector<std::string> args = Base(dir_ / "x.bin");
+  args.insert(args.end(),
+              {"--batch-size", "8", "--epochs", "1000", "--metrics-every", "1", "--timeout", "20"});
+  for (int r = 0; r < 2; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", "2", 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", "2", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      if (r == 0) dup2(out_pipe[1], 1);
+      close(out_pipe[0]);
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ranks.push_back(pid);
+  }
+  close(out_pipe[1]);
+  // Wait for training to be under way: rank 0's first metric line.
+  std::string first;
+  char c;
+  while (read(out_pipe[0], &c, 1) == 1 && c != '\n') first += c;
+  ASSERT_THAT(first, HasSubstr("train_loss"));
+  kill(ranks[1], SIGKILL);
+  waitpid(ranks[1], nullptr, 0);
+  // Rank 0 notices within seconds (the peer's socket closes), well inside its 20 s timeout.
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, ranks[0], 0));
+  ASSERT_GE(pidfd, 0);
+  pollfd p{pidfd, POLLIN, 0};
+  int ready = poll(&p, 1, 30000);
+  close(pidfd);
+  if (ready != 1) kill(ranks[0], SIGKILL);
+  int status = 0;
+  waitpid(ranks[0], &status, 0);
+  close(out_pipe[0]);
+  ASSERT_EQ(ready, 1) << "rank 0 was still running 30 s after its peer died";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+}
+
+TEST_F(TrainerTest, BadInputGetsAClearErrorAndTheRightExitCode) {
+  auto missing = Run({kTrainer, "--data", "csv", "--data-path", dir_ / "nope.csv"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("nope.csv"));
+
+  auto flag = Run({kTrainer, "--no-such-flag", "1"});
+  EXPECT_EQ(flag.exit_code, 1);
+  EXPECT_THAT(flag.err, HasSubstr("no-such-flag"));
+
+  auto value = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--optimizer", "adam"});
+  EXPECT_EQ(value.exit_code, 1);
+  EXPECT_THAT(value.err, HasSubstr("'adam' is not one of adamw, sgd"));
+
+  WriteFile(dir_ / "bad.csv", "a,label\n1,x\nnot-a-number,y\n");
+  auto bad = Run({kTrainer, "--data", "csv", "--data-path", dir_ / "bad.csv"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("bad.csv:3: column 'a': 'not-a-number' is not a number"));
+
+  // Configurations that cannot run are exit 3, so that a tuner learns to avoid them.
+  auto big = Run(Base(dir_ / "p.bin"), {"--batch-size", "4096"});
+  EXPECT_EQ(big.exit_code, 3);
+  EXPECT_THAT(big.err, HasSubstr("larger than the 360 training samples"));
+  auto uneven = Run(Base(dir_ / "p.bin"), {"--batch-size", "33", "--nproc", "2"});
+  EXPECT_EQ(uneven.exit_code, 3);
+  EXPECT_THAT(uneven.err, HasSubstr("not a multiple"));
+  auto fp16 = Run(Base(dir_ / "p.bin"), {"--precision", "fp16"});
+  EXPECT_EQ(fp16.exit_code, 3);
+  EXPECT_THAT(fp16.err, HasSubstr("needs a GPU"));
+}
+
+TEST_F(TrainerTest, ReadsParametersFromTheTrialsParameterFile) {
+  WriteFile(dir_ / "params.json",
+            R"({"learning_rate": 0.02, "batch_size": 16, "optimizer": "adamw",
+                "not_a_trainer_key": 5, "epochs": 1})");
+  setenv("HYPERPACK_PARAMS_FILE", (dir_ / "params.json").c_str(), 1);
+  auto r = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--threads", "1"});
+  unsetenv("HYPERPACK_PARAMS_FILE");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = MetricLines(r.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["global_batch"], 16);
+  for (const char* key : {"train_loss", "val_loss", "val_accuracy", "samples_per_s", "step_time_ms",
+                          "comm_fraction", "epoch", "peak_rss_mb"})
+    EXPECT_TRUE(lines[0].contains(key)) << key;
+}
+
+// An IDX file as Fashion-MNIST's are: magic, dimensions, bytes; gzipped.
+void WriteIdx(const std::string& path, std::vector<uint32_t> dims,
+              const std::vector<uint8_t>& data) {
+  std::string bytes = {0, 0, 0x08, static_cast<char>(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) bytes += static_cast<char>((d >> s) & 0xff);
+  bytes.append(data.begin(), data.end());
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+TEST_F(TrainerTest, TrainsTheConvnetOnIdxImages) {
+  // 200 training and 40 test images: class k is a bright k-th row band.
+  auto images = [](int n) {
+    std::vector<uint8_t> px(static_cast<size_t>(n) * 784, 0), labels(n);
+    for (int i = 0; i < n; ++i) {
+      labels[i] = static_cast<uint8_t>(i % 10);
+      for (int x = 0; x < 28; ++x) px[i * 784 + (2 + 2 * labels[i]) * 28 + x] = 255;
+    }
+    return std::make_pair(px, labels);
+  };
+  std::filesystem::create_directories(dir_ / "fm");
+  auto [train_x, train_y] = images(200);
+  auto [test_x, test_y] = images(40);
+  WriteIdx(dir_ / "fm/train-images-idx3-ubyte.gz", {200, 28, 28}, train_x);
+  WriteIdx(dir_ / "fm/train-labels-idx1-ubyte.gz", {200}, train_y);
+  WriteIdx(dir_ / "fm/t10k-images-idx3-ubyte.gz", {40, 28, 28}, test_x);
+  WriteIdx(dir_ / "fm/t10k-labels-idx1-ubyte.gz", {40}, test_y);
+  auto r = Run({kTrainer, "--data", "fmnist", "--data-path", dir_ / "fm", "--model", "cnn",
+                "--cnn-channels", "4,8", "--batch-norm", "--epochs", "3", "--batch-size", "20",
+                "--lr", "0.05", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = MetricLines(r.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_GT(lines.back()["test_accuracy"].get<double>(), 0.9);
+
+  // A truncated file is named in the error.
+  WriteIdx(dir_ / "fm/train-labels-idx1-ubyte.gz", {300}, train_y);
+  auto broken = Run({kTrainer, "--data", "fmnist", "--data-path", dir_ / "fm"});
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_THAT(broken.err, HasSubstr("train-labels-idx1-ubyte.gz: expected 300 bytes"));
+}
+
+TEST_F(TrainerTest, TrainsTheCharacterModelOnText) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  WriteFile(dir_ / "text.txt", text);
+  auto r = Run({kTrainer,
+                "--data",
+                "text",
+                "--data-path",
+                dir_ / "text.txt",
+                "--model",
+                "charlm",
+                "--seq-len",
+                "32",
+                "--d-model",
+                "32",
+                "--layers",
+                "1",
+                "--heads",
+                "2",
+                "--epochs",
+                "2",
+                "--batch-size",
+                "16",
+                "--optimizer",
+                "adamw",
+                "--lr",
+                "0.003",
+                "--threads",
+                "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = MetricLines(r.out);
+  ASSERT_EQ(lines.size(), 2u);
+  // A repetitive text: far better than guessing among its ~28 characters.
+  EXPECT_LT(lines.back()["val_perplexity"].get<double>(), 10.0);
+}
+
+}  // namespace
+}  // namespace hyperpack

@@ -1,0 +1,272 @@
+#include "config.h"
+
+#include <cstdlib>
+#include <cxxopts.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "hyperpack/text.h"
+
+namespace hyperpack::trainer {
+namespace {
+
+using Json = nlohmann::json;
+
+std::vector<int64_t> ParseList(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    auto v = ParseInt(item);
+    if (!v || *v <= 0) return {};
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// Applies one key of the parameter file (or a flag's value, as text) to the config.
+Status Set(TrainerConfig& c, const std::string& key, const Json& v) {
+  auto num = [&](auto* out) -> Status {
+    if (v.is_number()) {
+      *out = v.get<std::decay_t<decltype(*out)>>();
+      return Status::Ok();
+    }
+    if (v.is_string()) {
+      auto d = ParseDouble(v.get<std::string>());
+      if (d) {
+        *out = static_cast<std::decay_t<decltype(*out)>>(*d);
+        return Status::Ok();
+      }
+    }
+    return Status::Invalid(key, ": expected a number, got ", v.dump());
+  };
+  auto str = [&](std::string* out, std::set<std::string> allowed) -> Status {
+    std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+    if (!allowed.empty() && !allowed.count(s)) {
+      std::vector<std::string> names(allowed.begin(), allowed.end());
+      return Status::Invalid(key, ": '", s, "' is not one of ", Join(names, ", "));
+    }
+    *out = s;
+    return Status::Ok();
+  };
+  auto flag = [&](bool* out) -> Status {
+    if (v.is_boolean()) {
+      *out = v.get<bool>();
+      return Status::Ok();
+    }
+    std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+    if (s == "true" || s == "1") {
+      *out = true;
+    } else if (s == "false" || s == "0") {
+      *out = false;
+    } else {
+      return Status::Invalid(key, ": expected true or false, got ", s);
+    }
+    return Status::Ok();
+  };
+  auto list = [&](std::vector<int64_t>* out) -> Status {
+    std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+    if (v.is_array()) {
+      s.clear();
+      for (const auto& e : v) s += (s.empty() ? "" : ",") + e.dump();
+    }
+    auto l = ParseList(s);
+    if (l.empty()) return Status::Invalid(key, ": expected sizes like 256,128, got ", s);
+    *out = l;
+    return Status::Ok();
+  };
+  if (key == "model") return str(&c.model, {"mlp", "cnn", "charlm"});
+  if (key == "model_file") return str(&c.model_file, {});
+  if (key == "mlp_widths") return list(&c.mlp_widths);
+  if (key == "dropout") return num(&c.dropout);
+  if (key == "cnn_channels") return list(&c.cnn_channels);
+  if (key == "batch_norm") return flag(&c.batch_norm);
+  if (key == "seq_len") return num(&c.seq_len);
+  if (key == "d_model") return num(&c.d_model);
+  if (key == "layers") return num(&c.layers);
+  if (key == "heads") return num(&c.heads);
+  if (key == "data") return str(&c.data, {"fmnist", "csv", "text"});
+  if (key == "data_path") return str(&c.data_path, {});
+  if (key == "label_column") return str(&c.label_column, {});
+  if (key == "train_samples") return num(&c.train_samples);
+  if (key == "val_fraction") return num(&c.val_fraction);
+  if (key == "test") return flag(&c.test);
+  if (key == "data_parallel") return num(&c.data_parallel);
+  if (key == "micro_batch_size") return num(&c.micro_batch_size);
+  if (key == "batch_size") return num(&c.batch_size);
+  if (key == "grad_accumulation") return num(&c.grad_accumulation);
+  if (key == "bucket_mb") return num(&c.bucket_mb);
+  if (key == "overlap") return flag(&c.overlap);
+  if (key == "learning_rate" || key == "lr") return num(&c.learning_rate);
+  if (key == "lr_scaling") return str(&c.lr_scaling, {"linear", "sqrt", "none"});
+  if (key == "base_batch") return num(&c.base_batch);
+  if (key == "warmup_fraction") return num(&c.warmup_fraction);
+  if (key == "schedule") return str(&c.schedule, {"cosine", "constant", "step"});
+  if (key == "optimizer") return str(&c.optimizer, {"sgd", "adamw"});
+  if (key == "momentum") return num(&c.momentum);
+  if (key == "nesterov") return flag(&c.nesterov);
+  if (key == "weight_decay") return num(&c.weight_decay);
+  if (key == "precision") return str(&c.precision, {"fp32", "bf16", "fp16"});
+  if (key == "grad_clip") return num(&c.grad_clip);
+  if (key == "epochs") return num(&c.epochs);
+  if (key == "max_steps") return num(&c.max_steps);
+  if (key == "stop_at_epoch") return num(&c.stop_at_epoch);
+  if (key == "seed") return num(&c.seed);
+  if (key == "threads") return num(&c.threads);
+  if (key == "metrics_every") return num(&c.metrics_every);
+  if (key == "checkpoint_dir") return str(&c.checkpoint_dir, {});
+  if (key == "resume") return flag(&c.resume);
+  if (key == "save_params") return str(&c.save_params, {});
+  if (key == "timeout") return num(&c.timeout_s);
+  if (key == "nproc") return num(&c.nproc);
+  return Status::NotFound("unknown key '", key, "'");
+}
+
+Status Validate(const TrainerConfig& c) {
+  auto positive = [](const char* name, double v) -> Status {
+    if (!(v > 0)) return Status::Invalid(name, " must be > 0 (got ", v, ")");
+    return Status::Ok();
+  };
+  HP_RETURN_IF_ERROR(positive("learning_rate", c.learning_rate));
+  HP_RETURN_IF_ERROR(positive("batch_size", static_cast<double>(c.batch_size)));
+  HP_RETURN_IF_ERROR(positive("grad_accumulation", c.grad_accumulation));
+  HP_RETURN_IF_ERROR(positive("base_batch", static_cast<double>(c.base_batch)));
+  HP_RETURN_IF_ERROR(positive("timeout", c.timeout_s));
+  if (c.epochs < 1 && c.max_steps < 1)
+    return Status::Invalid("epochs must be >= 1 (got ", c.epochs, ")");
+  if (c.micro_batch_size < 0) return Status::Invalid("micro_batch_size must be >= 0");
+  if (c.data_parallel < 0 || c.nproc < 0)
+    return Status::Invalid("data_parallel and nproc must be >= 0");
+  if (c.val_fraction < 0 || c.val_fraction >= 1)
+    return Status::Invalid("val_fraction must be in [0, 1) (got ", c.val_fraction, ")");
+  if (c.warmup_fraction < 0 || c.warmup_fraction >= 1)
+    return Status::Invalid("warmup_fraction must be in [0, 1) (got ", c.warmup_fraction, ")");
+  if (c.dropout < 0 || c.dropout >= 1) return Status::Invalid("dropout must be in [0, 1)");
+  if (c.momentum < 0 || c.momentum >= 1) return Status::Invalid("momentum must be in [0, 1)");
+  if (c.bucket_mb < 0) return Status::Invalid("bucket_mb must be >= 0");
+  if (c.model == "charlm" && c.data != "text")
+    return Status::Invalid("model charlm trains on --data text");
+  if (c.data == "text" && c.model != "charlm" && c.model_file.empty())
+    return Status::Invalid("--data text needs --model charlm");
+  if (c.d_model % c.heads != 0) return Status::Invalid("d_model must be a multiple of heads");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TrainerConfig> ParseConfig(int argc, char** argv) {
+  TrainerConfig c;
+  cxxopts::Options o("hyperpack-trainer",
+                     "Data-parallel libtorch training that reports metrics as JSON lines.\n"
+                     "Parameters come from HYPERPACK_PARAMS_FILE (or --params-file), then flags.\n"
+                     "Exit: 0 done, 3 this configuration cannot run (out of memory, a batch\n"
+                     "larger than the data), 1 anything else.");
+  // Every key of Set is a flag with dashes for underscores; values are parsed by Set.
+  const char* keys[] = {"model",
+                        "model_file",
+                        "mlp_widths",
+                        "dropout",
+                        "cnn_channels",
+                        "batch_norm",
+                        "seq_len",
+                        "d_model",
+                        "layers",
+                        "heads",
+                        "data",
+                        "data_path",
+                        "label_column",
+                        "train_samples",
+                        "val_fraction",
+                        "test",
+                        "data_parallel",
+                        "micro_batch_size",
+                        "batch_size",
+                        "grad_accumulation",
+                        "bucket_mb",
+                        "overlap",
+                        "learning_rate",
+                        "lr",
+                        "lr_scaling",
+                        "base_batch",
+                        "warmup_fraction",
+                        "schedule",
+                        "optimizer",
+                        "momentum",
+                        "nesterov",
+                        "weight_decay",
+                        "precision",
+                        "grad_clip",
+                        "epochs",
+                        "max_steps",
+                        "stop_at_epoch",
+                        "seed",
+                        "threads",
+                        "metrics_every",
+                        "checkpoint_dir",
+                        "resume",
+                        "save_params",
+                        "timeout",
+                        "nproc"};
+  std::set<std::string> booleans = {"batch_norm", "test", "overlap", "nesterov", "resume"};
+  auto adder = o.add_options();
+  for (const char* k : keys) {
+    std::string flag = k;
+    for (char& ch : flag)
+      if (ch == '_') ch = '-';
+    if (booleans.count(k)) {
+      adder(flag, "(true|false)", cxxopts::value<std::string>()->implicit_value("true"));
+    } else {
+      adder(flag, "", cxxopts::value<std::string>());
+    }
+  }
+  adder("params-file", "JSON parameters (default $HYPERPACK_PARAMS_FILE)",
+        cxxopts::value<std::string>())("h,help", "this help");
+  cxxopts::ParseResult args;
+  try {
+    args = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return Status::Invalid(e.what(), " (see hyperpack-trainer --help)");
+  }
+  if (args.count("help")) return Status(StatusCode::kCancelled, o.help());
+  if (!args.unmatched().empty())
+    return Status::Invalid("unexpected argument '", args.unmatched()[0], "'");
+
+  std::string params_file;
+  if (args.count("params-file")) {
+    params_file = args["params-file"].as<std::string>();
+  } else if (const char* env = std::getenv("HYPERPACK_PARAMS_FILE"); env && *env) {
+    params_file = env;
+  }
+  if (!params_file.empty()) {
+    std::ifstream in(params_file);
+    if (!in) return Status::Invalid("cannot read the parameter file ", params_file);
+    Json params = Json::parse(in, nullptr, false);
+    if (params.is_discarded() || !params.is_object())
+      return Status::Invalid(params_file, ": expected a JSON object of parameters");
+    for (const auto& [key, value] : params.items()) {
+      Status s = Set(c, key, value);
+      // A study may tune parameters that are not the trainer's (they reach the command line or
+      // another tool); those are skipped.
+      if (s.code() == StatusCode::kNotFound) continue;
+      if (!s.ok()) return s.WithContext(params_file);
+    }
+  }
+  for (const char* k : keys) {
+    std::string flag = k;
+    for (char& ch : flag)
+      if (ch == '_') ch = '-';
+    if (!args.count(flag)) continue;
+    HP_RETURN_IF_ERROR(Set(c, k, Json(args[flag].as<std::string>())).WithContext("--" + flag));
+  }
+  if (c.checkpoint_dir.empty()) {
+    if (const char* env = std::getenv("HYPERPACK_CHECKPOINT_DIR"); env && *env)
+      c.checkpoint_dir = env;
+  }
+  if (c.data_path.empty() && c.data == "fmnist") c.data_path = "/usr/share/datasets/fashion-mnist";
+  if (c.data_path.empty()) return Status::Invalid("--data-path is required for --data ", c.data);
+  HP_RETURN_IF_ERROR(Validate(c));
+  return c;
+}
+
+}  // namespace hyperpack::trainer

@@ -1,0 +1,76 @@
+// hyperpack-trainer's configuration: defaults, then the trial's parameter file
+// (HYPERPACK_PARAMS_FILE or --params-file, JSON with the names below), then flags.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyperpack/status.h"
+
+namespace hyperpack::trainer {
+
+struct TrainerConfig {
+  // Model.
+  std::string model = "mlp";  // mlp | cnn | charlm
+  std::string model_file;     // a TorchScript module to train instead
+  std::vector<int64_t> mlp_widths = {256, 128};
+  double dropout = 0.0;
+  std::vector<int64_t> cnn_channels = {32, 64};
+  bool batch_norm = false;
+  int64_t seq_len = 64, d_model = 128, layers = 2, heads = 4;  // charlm
+
+  // Data.
+  std::string data = "fmnist";  // fmnist | csv | text
+  std::string data_path;        // default for fmnist: /usr/share/datasets/fashion-mnist
+  std::string label_column;     // csv: default the last column
+  int64_t train_samples = 0;    // 0: all
+  double val_fraction = 0.1;    // held out of the training data
+  bool test = true;             // fmnist: test accuracy on the test set at the end
+
+  // Parallelism and batch.
+  int data_parallel = 0;         // world size; 0: WORLD_SIZE, or 1
+  int64_t micro_batch_size = 0;  // per rank per micro-step; 0: from batch_size
+  int64_t batch_size = 64;       // global batch, used when micro_batch_size is 0
+  int grad_accumulation = 1;
+  double bucket_mb = 4.0;  // all-reduce bucket size
+  bool overlap = true;     // launch each bucket as soon as its gradients are ready
+
+  // Optimisation.
+  double learning_rate = 0.01;
+  std::string lr_scaling = "none";  // linear | sqrt | none, against base_batch
+  int64_t base_batch = 256;
+  double warmup_fraction = 0.05;
+  std::string schedule = "cosine";  // cosine | constant | step
+  std::string optimizer = "sgd";    // sgd | adamw
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA only)
+  double grad_clip = 0.0;          // max gradient norm; 0: off
+  int epochs = 3;
+  int64_t max_steps = 0;  // 0: by epochs
+  int stop_at_epoch = 0;  // stop (checkpointed) after this epoch, resume later
+  uint64_t seed = 0;
+  int threads = 0;  // intra-op threads per rank; 0: cores / ranks
+
+  // Output.
+  int64_t metrics_every = 0;   // also every N optimizer steps; 0: per epoch only
+  std::string checkpoint_dir;  // default HYPERPACK_CHECKPOINT_DIR
+  bool resume = false;
+  std::string save_params;  // rank 0 writes the final parameters (raw float32)
+  double timeout_s = 30.0;  // collectives and rendezvous
+  int nproc = 0;            // start this many local ranks; 0: data_parallel
+
+  // Resolved at start-up.
+  bool cuda = false;
+};
+
+// Parses argv (argv[0] is the program), reading the parameter file when there is one. Errors say
+// which flag or key and what was expected; "help" is returned as a Status with code kCancelled and
+// the help text as its message.
+Result<TrainerConfig> ParseConfig(int argc, char** argv);
+
+}  // namespace hyperpack::trainer

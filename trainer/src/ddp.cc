@@ -1,0 +1,113 @@
+#include "ddp.h"
+
+namespace hyperpack::trainer {
+
+GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm,
+                           size_t bucket_bytes, bool overlap)
+    : params_(std::move(params)), comm_(comm), overlap_(overlap) {
+  const int n = static_cast<int>(params_.size());
+  bucket_of_.assign(n, -1);
+  slot_of_.assign(n, -1);
+  seen_.assign(n, false);
+  // Reverse order: the order in which backward produces gradients.
+  size_t bytes = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    const torch::Tensor& p = params_[i];
+    if (!p.requires_grad()) continue;
+    size_t size = static_cast<size_t>(p.numel()) * p.element_size();
+    if (buckets_.empty() || (bucket_bytes > 0 && bytes + size > bucket_bytes && bytes > 0) ||
+        bucket_bytes == 0) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    Bucket& b = buckets_.back();
+    bucket_of_[i] = static_cast<int>(buckets_.size()) - 1;
+    slot_of_[i] = static_cast<int>(b.params.size());
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+    b.params.push_back(i);
+    bytes += size;
+  }
+  for (Bucket& b : buckets_) {
+    int64_t total = b.offsets.back() + params_[b.params.back()].numel();
+    b.flat = torch::zeros({total}, params_[b.params.front()].options());
+  }
+  for (int i = 0; i < n; ++i) {
+    if (bucket_of_[i] < 0) continue;
+    params_[i].register_hook([this, i](torch::Tensor grad) { OnGrad(i, grad); });
+  }
+}
+
+void GradientSync::BeginMicroStep(bool sync) {
+  syncing_ = sync && comm_->world_size() > 1;
+  if (!syncing_) return;
+  for (Bucket& b : buckets_) {
+    b.ready = 0;
+    b.pending.reset();
+  }
+  std::fill(seen_.begin(), seen_.end(), false);
+}
+
+void GradientSync::OnGrad(int i, const torch::Tensor& grad) {
+  if (!syncing_) return;
+  Bucket& b = buckets_[bucket_of_[i]];
+  int slot = slot_of_[i];
+  auto view = b.flat.narrow(0, b.offsets[slot], params_[i].numel()).view_as(params_[i]);
+  torch::NoGradGuard no_grad;
+  // The hook sees this micro-step's gradient before it is added to .grad, which holds the
+  // earlier micro-steps' sum: the bucket gets the total.
+  const torch::Tensor& acc = params_[i].grad();
+  if (acc.defined()) {
+    torch::add_out(view, acc, grad);
+  } else {
+    view.copy_(grad);
+  }
+  if (!seen_[i]) {
+    seen_[i] = true;
+    if (++b.ready == static_cast<int>(b.params.size()) && overlap_) Launch(b);
+  }
+}
+
+void GradientSync::Launch(Bucket& b) {
+  if (!b.pending) b.pending = comm_->AllReduceSum(b.flat);
+}
+
+void GradientSync::Finish() {
+  if (!syncing_) return;
+  syncing_ = false;
+  auto start = std::chrono::steady_clock::now();
+  torch::NoGradGuard no_grad;
+  for (Bucket& b : buckets_) {
+    // A parameter that took no part in this step's graph contributes zeros, on every rank alike.
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      int i = b.params[s];
+      if (!seen_[i]) {
+        const torch::Tensor& acc = params_[i].grad();
+        auto view = b.flat.narrow(0, b.offsets[s], params_[i].numel()).view_as(params_[i]);
+        if (acc.defined()) {
+          view.copy_(acc);
+        } else {
+          view.zero_();
+        }
+      }
+    }
+    Launch(b);
+  }
+  const double scale = 1.0 / comm_->world_size();
+  for (Bucket& b : buckets_) {
+    b.pending->Wait();
+    b.flat.mul_(scale);
+    for (size_t s = 0; s < b.params.size(); ++s) {
+      torch::Tensor& p = params_[b.params[s]];
+      auto view = b.flat.narrow(0, b.offsets[s], p.numel()).view_as(p);
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(view);
+      } else {
+        p.mutable_grad() = view.clone();
+      }
+    }
+  }
+  exposed_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace hyperpack::trainer

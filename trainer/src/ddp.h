@@ -1,0 +1,62 @@
+// Data parallelism done as DistributedDataParallel does it: gradients are copied into flat
+// buckets as autograd produces them (parameters in reverse order, since backward visits the last
+// layer first), and each bucket's all-reduce is launched the moment its last gradient arrives, so
+// that communication overlaps the rest of the backward pass. Micro-steps of a gradient
+// accumulation communicate nothing; only the last one does, with the accumulated gradient.
+// Thread-safety: one training thread; the hooks run inside its backward().
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "comm.h"
+
+namespace hyperpack::trainer {
+
+class GradientSync {
+ public:
+  // `bucket_bytes` 0 puts every parameter in its own bucket. With overlap off every bucket is
+  // reduced after backward instead.
+  GradientSync(std::vector<torch::Tensor> params, Communicator* comm, size_t bucket_bytes,
+               bool overlap);
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Before backward: whether this micro-step is the last of the step (the one that syncs).
+  void BeginMicroStep(bool sync);
+  // After the syncing micro-step's backward: launches what is left, waits, and leaves the mean
+  // gradient over all ranks in every parameter's .grad.
+  void Finish();
+
+  int buckets() const { return static_cast<int>(buckets_.size()); }
+  // Seconds spent waiting for all-reduce after backward had finished: communication that did not
+  // overlap computation.
+  double exposed_comm_seconds() const { return exposed_seconds_; }
+  void ResetTimers() { exposed_seconds_ = 0; }
+
+ private:
+  struct Bucket {
+    std::vector<int> params;       // indices into params_
+    std::vector<int64_t> offsets;  // element offsets in flat
+    torch::Tensor flat;
+    int ready = 0;
+    std::unique_ptr<Pending> pending;
+  };
+  void OnGrad(int param, const torch::Tensor& grad);
+  void Launch(Bucket& b);
+
+  std::vector<torch::Tensor> params_;
+  Communicator* comm_;
+  bool overlap_;
+  bool syncing_ = false;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_;  // param -> bucket
+  std::vector<int> slot_of_;    // param -> index in its bucket
+  std::vector<bool> seen_;      // param's gradient copied in this step
+  double exposed_seconds_ = 0;
+};
+
+}  // namespace hyperpack::trainer

@@ -1,0 +1,117 @@
+#include "launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace hyperpack::trainer {
+namespace {
+
+// A port the kernel just had free on loopback. Another process could take it before rank 0 binds
+// it; the rendezvous then fails with a clear error rather than joining a stranger.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+int ExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+int LaunchLocalRanks(int nproc, int argc, char** argv) {
+  std::string port = std::to_string(FreePort());
+  std::vector<pid_t> children;
+  // SIGCHLD and the stop signals are taken synchronously below, so block them first.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &set, &old);
+  for (int r = 0; r < nproc; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::cerr << "hyperpack-trainer: cannot start rank " << r << "\n";
+      for (pid_t c : children) kill(c, SIGTERM);
+      return 1;
+    }
+    if (pid == 0) {
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      execv("/proc/self/exe", argv);
+      std::cerr << "hyperpack-trainer: cannot re-run /proc/self/exe for rank " << r << "\n";
+      _exit(1);
+    }
+    children.push_back(pid);
+  }
+  (void)argc;
+  int result = 0;
+  size_t running = children.size();
+  bool stopping = false;
+  timespec grace{5, 0};
+  while (running > 0) {
+    siginfo_t info;
+    int sig = stopping ? sigtimedwait(&set, &info, &grace) : sigwaitinfo(&set, &info);
+    if (sig < 0 && errno == EAGAIN) {  // the grace period is over
+      for (pid_t c : children)
+        if (c > 0) kill(c, SIGKILL);
+      continue;
+    }
+    if (sig == SIGTERM || sig == SIGINT) {
+      for (pid_t c : children)
+        if (c > 0) kill(c, SIGTERM);
+      stopping = true;
+      if (result == 0) result = 1;
+      continue;
+    }
+    // Reap whatever has exited.
+    for (pid_t& c : children) {
+      if (c <= 0) continue;
+      int status = 0;
+      if (waitpid(c, &status, WNOHANG) != c) continue;
+      c = -1;
+      --running;
+      int code = ExitCode(status);
+      if (code == 0) continue;
+      if (code == 3 || result != 3) result = code == 3 ? 3 : 1;
+      if (!stopping) {
+        // One rank failed: the gang cannot finish.
+        for (pid_t o : children)
+          if (o > 0) kill(o, SIGTERM);
+        stopping = true;
+      }
+    }
+  }
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  return result;
+}
+
+}  // namespace hyperpack::trainer

@@ -1,0 +1,430 @@
+#include "hyperpack/trainer/trainer.h"
+
+#include <ATen/autocast_mode.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "comm.h"
+#include "config.h"
+#include "data.h"
+#include "ddp.h"
+#include "hyperpack/text.h"
+#include "launcher.h"
+#include "models.h"
+
+namespace hyperpack::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitInfeasible = 3;
+
+// A configuration that cannot run: exit code 3, so that the tuner learns where the feasible region
+// ends.
+struct Infeasible : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+double PeakRssMb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+uint64_t Mix(uint64_t a, uint64_t b) {
+  uint64_t x = a * 0x9e3779b97f4a7c15ULL + b;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Linear warm-up, then cosine to zero, constant, or x0.1 at 50% and 75% of the steps.
+double LearningRate(const TrainerConfig& c, double base, int64_t step, int64_t total) {
+  int64_t warmup = static_cast<int64_t>(c.warmup_fraction * static_cast<double>(total));
+  if (step < warmup) return base * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  if (c.schedule == "constant") return base;
+  if (c.schedule == "step") {
+    double f = static_cast<double>(step) / static_cast<double>(total);
+    return base * (f >= 0.75 ? 0.01 : f >= 0.5 ? 0.1 : 1.0);
+  }
+  double t = static_cast<double>(step - warmup) /
+             static_cast<double>(std::max<int64_t>(1, total - warmup));
+  return base * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
+}
+
+Rendezvous FromEnvironment(double timeout_s) {
+  auto get = [](const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : fallback;
+  };
+  Rendezvous r;
+  r.rank = get("RANK", 0);
+  r.world_size = get("WORLD_SIZE", 1);
+  r.local_rank = get("LOCAL_RANK", r.rank);
+  r.local_world_size = get("LOCAL_WORLD_SIZE", r.world_size);
+  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) r.master_addr = a;
+  r.master_port = get("MASTER_PORT", 29500);
+  r.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  return r;
+}
+
+class Trainer {
+ public:
+  Trainer(TrainerConfig config, Rendezvous rdv) : c_(std::move(config)), rdv_(rdv) {}
+
+  int Run() {
+    Setup();
+    for (int epoch = start_epoch_; epoch < c_.epochs; ++epoch) {
+      bool last = epoch + 1 == c_.epochs;
+      bool stop = TrainEpoch(epoch);
+      Json line = Evaluate(epoch + 1);
+      if ((last || stop) && data_.test && c_.test) line["test_accuracy"] = TestAccuracy();
+      if (rank() == 0) std::cout << line.dump() << std::endl;
+      Checkpoint(epoch + 1);
+      if (stop || (c_.stop_at_epoch > 0 && epoch + 1 >= c_.stop_at_epoch)) break;
+    }
+    SaveParams();
+    comm_->Barrier();
+    return kExitOk;
+  }
+
+ private:
+  int rank() const { return comm_->rank(); }
+  int world() const { return comm_->world_size(); }
+
+  void Setup() {
+    if (c_.precision == "fp16" && !c_.cuda)
+      throw Infeasible(
+          "precision fp16 needs a GPU (dynamic loss scaling on CUDA); use bf16 or fp32");
+    int threads = c_.threads > 0
+                      ? c_.threads
+                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                        std::max(1, rdv_.local_world_size));
+    torch::set_num_threads(threads);
+    torch::manual_seed(c_.seed);
+    auto data = LoadData(c_);
+    if (!data.ok()) throw std::runtime_error(data.status().message());
+    data_ = std::move(*data);
+
+    comm_ = rdv_.world_size > 1 ? MakeC10dCommunicator(rdv_) : MakeSoloCommunicator();
+    if (c_.data_parallel > 0 && c_.data_parallel != world())
+      throw std::runtime_error(
+          StrCat("data_parallel is ", c_.data_parallel, " but ", world(), " ranks were started"));
+
+    // Batch geometry: global = micro x accumulation x ranks.
+    micro_ = c_.micro_batch_size;
+    if (micro_ == 0) {
+      int64_t per = static_cast<int64_t>(c_.grad_accumulation) * world();
+      if (c_.batch_size % per != 0)
+        throw Infeasible(StrCat("batch_size ", c_.batch_size, " is not a multiple of ",
+                                c_.grad_accumulation, " accumulation steps x ", world(), " ranks"));
+      micro_ = c_.batch_size / per;
+    }
+    global_batch_ = micro_ * c_.grad_accumulation * world();
+    shard_ = data_.train.size() / world();
+    steps_per_epoch_ = shard_ / (micro_ * c_.grad_accumulation);
+    if (steps_per_epoch_ == 0)
+      throw Infeasible(StrCat("a global batch of ", global_batch_, " is larger than the ",
+                              data_.train.size(), " training samples"));
+    total_steps_ = c_.max_steps > 0 ? c_.max_steps : steps_per_epoch_ * c_.epochs;
+    base_lr_ = c_.learning_rate;
+    double ratio = static_cast<double>(global_batch_) / static_cast<double>(c_.base_batch);
+    if (c_.lr_scaling == "linear") base_lr_ *= ratio;
+    if (c_.lr_scaling == "sqrt") base_lr_ *= std::sqrt(ratio);
+
+    auto model = MakeModel(c_, data_);
+    if (!model.ok()) throw std::runtime_error(model.status().message());
+    model_ = std::move(*model);
+    params_ = model_->Parameters();
+    std::vector<torch::Tensor> state = params_;
+    for (auto& b : model_->Buffers()) state.push_back(b);
+    {
+      torch::NoGradGuard no_grad;
+      comm_->Broadcast(state, 0);  // every rank starts from rank 0's weights
+    }
+    sync_ = std::make_unique<GradientSync>(
+        params_, comm_.get(), static_cast<size_t>(c_.bucket_mb * 1024 * 1024), c_.overlap);
+    if (c_.optimizer == "adamw") {
+      optimizer_ = std::make_unique<torch::optim::AdamW>(
+          params_, torch::optim::AdamWOptions(base_lr_).weight_decay(c_.weight_decay));
+    } else {
+      optimizer_ =
+          std::make_unique<torch::optim::SGD>(params_, torch::optim::SGDOptions(base_lr_)
+                                                           .momentum(c_.momentum)
+                                                           .nesterov(c_.nesterov && c_.momentum > 0)
+                                                           .weight_decay(c_.weight_decay));
+    }
+    if (c_.resume) LoadCheckpoint();
+  }
+
+  torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& y) {
+    if (data_.sequence)
+      return torch::nn::functional::cross_entropy(
+          logits.reshape({-1, logits.size(-1)}).to(torch::kFloat32), y.reshape({-1}));
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), y);
+  }
+
+  torch::Tensor Forward(const torch::Tensor& x) {
+    if (c_.precision != "bf16") return model_->Forward(x);
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    torch::Tensor out = model_->Forward(x);
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+    return out;
+  }
+
+  // This rank's rows of the epoch: a permutation from (seed, epoch), shared by all ranks, of
+  // which rank r takes r, r + W, r + 2W, ...
+  torch::Tensor Shard(int epoch) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(Mix(c_.seed, static_cast<uint64_t>(epoch)));
+    auto perm = torch::randperm(data_.train.size(), gen, torch::kInt64);
+    return perm.slice(0, rank(), shard_ * world(), world());
+  }
+
+  // Returns true when max_steps has been reached.
+  bool TrainEpoch(int epoch) {
+    model_->Train(true);
+    torch::Tensor shard = Shard(epoch);
+    double loss_sum = 0;
+    int64_t loss_count = 0;
+    sync_->ResetTimers();
+    auto start = Clock::now();
+    int64_t steps = 0;
+    for (int64_t s = 0; s < steps_per_epoch_; ++s) {
+      if (c_.max_steps > 0 && step_ >= c_.max_steps) break;
+      double lr = LearningRate(c_, base_lr_, step_, total_steps_);
+      for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+      for (int m = 0; m < c_.grad_accumulation; ++m) {
+        int64_t at = (s * c_.grad_accumulation + m) * micro_;
+        Dataset batch = data_.train.Select(shard.slice(0, at, at + micro_));
+        sync_->BeginMicroStep(m + 1 == c_.grad_accumulation);
+        torch::Tensor loss = Loss(Forward(batch.x), batch.y);
+        (loss / c_.grad_accumulation).backward();
+        loss_sum += loss.item<double>();
+        ++loss_count;
+      }
+      sync_->Finish();
+      if (c_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params_, c_.grad_clip);
+      optimizer_->step();
+      optimizer_->zero_grad();
+      ++step_;
+      ++steps;
+      if (c_.metrics_every > 0 && step_ % c_.metrics_every == 0 && rank() == 0) {
+        Json line;
+        line["step"] = step_;
+        line["epoch"] = epoch + 1;
+        line["train_loss"] = loss_sum / static_cast<double>(loss_count);
+        line["lr"] = lr;
+        std::cout << line.dump() << std::endl;
+      }
+    }
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // Mean training loss over every rank's micro-batches.
+    auto t = torch::tensor({loss_sum, static_cast<double>(loss_count)}, torch::kFloat64);
+    comm_->AllReduceSum(t)->Wait();
+    epoch_train_loss_ = t[0].item<double>() / std::max(1.0, t[1].item<double>());
+    epoch_seconds_ = seconds;
+    epoch_steps_ = steps;
+    return c_.max_steps > 0 && step_ >= c_.max_steps;
+  }
+
+  // Loss and accuracy over a dataset, each rank taking every W-th row, summed over ranks.
+  std::pair<double, double> Measure(const Dataset& d) {
+    model_->Train(false);
+    torch::NoGradGuard no_grad;
+    double loss = 0, correct = 0, count = 0;
+    auto rows = torch::arange(rank(), d.size(), world(), torch::kInt64);
+    const int64_t chunk = 1024;
+    for (int64_t at = 0; at < rows.size(0); at += chunk) {
+      Dataset b = d.Select(rows.slice(0, at, std::min(at + chunk, rows.size(0))));
+      auto logits = Forward(b.x).to(torch::kFloat32);
+      auto flat = data_.sequence ? logits.reshape({-1, logits.size(-1)}) : logits;
+      auto y = data_.sequence ? b.y.reshape({-1}) : b.y;
+      loss += torch::nn::functional::cross_entropy(
+                  flat, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                  .item<double>();
+      correct += flat.argmax(1).eq(y).sum().item<double>();
+      count += static_cast<double>(y.size(0));
+    }
+    auto t = torch::tensor({loss, correct, count}, torch::kFloat64);
+    comm_->AllReduceSum(t)->Wait();
+    double n = std::max(1.0, t[2].item<double>());
+    return {t[0].item<double>() / n, t[1].item<double>() / n};
+  }
+
+  Json Evaluate(int epoch) {
+    auto [val_loss, val_acc] = Measure(data_.val);
+    Json line;
+    line["epoch"] = epoch;
+    line["step"] = step_;
+    line["train_loss"] = epoch_train_loss_;
+    line["val_loss"] = val_loss;
+    if (data_.sequence) {
+      line["val_perplexity"] = std::exp(val_loss);
+    } else {
+      line["val_accuracy"] = val_acc;
+    }
+    double samples = static_cast<double>(epoch_steps_ * global_batch_);
+    line["samples_per_s"] = epoch_seconds_ > 0 ? samples / epoch_seconds_ : 0.0;
+    line["step_time_ms"] = epoch_steps_ > 0 ? 1000.0 * epoch_seconds_ / epoch_steps_ : 0.0;
+    line["comm_fraction"] =
+        epoch_seconds_ > 0 ? sync_->exposed_comm_seconds() / epoch_seconds_ : 0.0;
+    line["lr"] = LearningRate(c_, base_lr_, std::max<int64_t>(0, step_ - 1), total_steps_);
+    line["global_batch"] = global_batch_;
+    line["peak_rss_mb"] = PeakRssMb();
+    return line;
+  }
+
+  double TestAccuracy() { return Measure(*data_.test).second; }
+
+  std::string CheckpointPath() const {
+    return (std::filesystem::path(c_.checkpoint_dir) / "checkpoint.pt").string();
+  }
+
+  // Rank 0 writes the model, optimizer, schedule position and RNG state at the end of an epoch:
+  // to a temporary file, renamed into place, so that a crash never leaves half a checkpoint.
+  void Checkpoint(int epochs_done) {
+    if (c_.checkpoint_dir.empty() || rank() != 0) return;
+    std::filesystem::create_directories(c_.checkpoint_dir);
+    torch::serialize::OutputArchive archive;
+    for (size_t i = 0; i < params_.size(); ++i) archive.write("p" + std::to_string(i), params_[i]);
+    auto buffers = model_->Buffers();
+    for (size_t i = 0; i < buffers.size(); ++i)
+      archive.write("b" + std::to_string(i), buffers[i], true);
+    torch::serialize::OutputArchive opt;
+    optimizer_->save(opt);
+    archive.write("optimizer", opt);
+    archive.write("epochs_done", torch::tensor(static_cast<int64_t>(epochs_done)), true);
+    archive.write("step", torch::tensor(step_), true);
+    archive.write("rng", at::detail::getDefaultCPUGenerator().get_state(), true);
+    std::string path = CheckpointPath(), tmp = path + ".tmp";
+    archive.save_to(tmp);
+    std::filesystem::rename(tmp, path);
+  }
+
+  void LoadCheckpoint() {
+    if (c_.checkpoint_dir.empty())
+      throw std::runtime_error("--resume needs --checkpoint-dir or HYPERPACK_CHECKPOINT_DIR");
+    std::string path = CheckpointPath();
+    if (!std::filesystem::exists(path)) return;  // nothing saved yet: a fresh start
+    torch::serialize::InputArchive archive;
+    try {
+      archive.load_from(path);
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        torch::Tensor t;
+        archive.read("p" + std::to_string(i), t);
+        params_[i].copy_(t);
+      }
+      auto buffers = model_->Buffers();
+      for (size_t i = 0; i < buffers.size(); ++i) {
+        torch::Tensor t;
+        archive.read("b" + std::to_string(i), t, true);
+        buffers[i].copy_(t);
+      }
+      torch::serialize::InputArchive opt;
+      archive.read("optimizer", opt);
+      optimizer_->load(opt);
+      torch::Tensor e, s, rng;
+      archive.read("epochs_done", e, true);
+      archive.read("step", s, true);
+      archive.read("rng", rng, true);
+      start_epoch_ = static_cast<int>(e.item<int64_t>());
+      step_ = s.item<int64_t>();
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+      gen.set_state(rng);
+    } catch (const c10::Error& err) {
+      throw std::runtime_error(StrCat(path, ": not a checkpoint of this model: ",
+                                      std::string(err.what_without_backtrace()).substr(0, 300)));
+    }
+  }
+
+  // Every parameter, flattened in order, as raw float32: easy to compare from any language.
+  void SaveParams() {
+    if (c_.save_params.empty() || rank() != 0) return;
+    std::vector<torch::Tensor> flat;
+    for (auto& p : params_) flat.push_back(p.detach().to(torch::kFloat32).reshape({-1}));
+    torch::Tensor all = torch::cat(flat).contiguous();
+    std::ofstream out(c_.save_params, std::ios::binary | std::ios::trunc);
+    out.write(static_cast<const char*>(all.data_ptr()), all.numel() * sizeof(float));
+    if (!out) throw std::runtime_error("cannot write " + c_.save_params);
+  }
+
+  TrainerConfig c_;
+  Rendezvous rdv_;
+  DataSplits data_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Model> model_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  int64_t micro_ = 0, global_batch_ = 0, shard_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
+  double base_lr_ = 0;
+  int start_epoch_ = 0;
+  int64_t step_ = 0;
+  double epoch_train_loss_ = 0, epoch_seconds_ = 0;
+  int64_t epoch_steps_ = 0;
+};
+
+bool OutOfMemory(const std::string& what) {
+  return what.find("out of memory") != std::string::npos ||
+         what.find("DefaultCPUAllocator: can't allocate") != std::string::npos ||
+         what.find("CUDA error: out of memory") != std::string::npos;
+}
+
+}  // namespace
+
+int TrainerMain(int argc, char** argv) {
+  auto config = ParseConfig(argc, argv);
+  if (!config.ok()) {
+    if (config.status().code() == StatusCode::kCancelled) {
+      std::cout << config.status().message();
+      return kExitOk;
+    }
+    std::cerr << "hyperpack-trainer: " << config.status().message() << "\n";
+    return kExitFailure;
+  }
+  Rendezvous rdv = FromEnvironment(config->timeout_s);
+  // Started by a launcher (torchrun, srun, hyperpack's scheduler, or ourselves) when WORLD_SIZE is
+  // set; otherwise start our own ranks when more than one is asked for.
+  if (std::getenv("WORLD_SIZE") == nullptr) {
+    int n = config->nproc > 0 ? config->nproc : std::max(1, config->data_parallel);
+    if (n > 1) return LaunchLocalRanks(n, argc, argv);
+  }
+  int rank = rdv.rank;
+  try {
+    return Trainer(*config, rdv).Run();
+  } catch (const Infeasible& e) {
+    std::cerr << "hyperpack-trainer: rank " << rank
+              << ": this configuration cannot run: " << e.what() << "\n";
+    return kExitInfeasible;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "hyperpack-trainer: rank " << rank << ": out of memory\n";
+    return kExitInfeasible;
+  } catch (const CommError& e) {
+    std::cerr << "hyperpack-trainer: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    std::cerr << "hyperpack-trainer: rank " << rank << ": " << what.substr(0, 600) << "\n";
+    return OutOfMemory(what) ? kExitInfeasible : kExitFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "hyperpack-trainer: rank " << rank << ": " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace hyperpack::trainer
