@@ -10,6 +10,8 @@ HYPERPACK_PACKAGES=(
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
   libeigen3-dev liblbfgspp-dev
   libtorch-dev libgloo-dev zlib1g-dev
+  # Debian's libtorch multiplies matrices through the system BLAS; OpenBLAS is 6x the reference.
+  libopenblas0-pthread
   libgtest-dev libgmock-dev
   python3 python3-numpy python3-torch python3-optuna dataset-fashion-mnist
 )

@@ -411,5 +411,25 @@ TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
   }
 }
 
+TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
+  // The examples name the trainer as build/trainer/hyperpack-trainer, where scripts/ build it.
+  std::string trainer = std::string(HYPERPACK_SOURCE_DIR) + "/build/trainer/hyperpack-trainer";
+  if (!std::filesystem::exists(trainer))
+    GTEST_SKIP() << "hyperpack-trainer is not built (no libtorch): " << trainer;
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
+  std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist/quickstart.yaml";
+  auto r = RunCommand({HYPERPACK_CLI, "run", example, "--storage", db_, "--max-trials", "2"},
+                      HYPERPACK_SOURCE_DIR);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("fmnist-quickstart");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    EXPECT_GE(*t.value, 0.0);
+    EXPECT_LE(*t.value, 1.0);
+  }
+}
+
 }  // namespace
 }  // namespace hyperpack

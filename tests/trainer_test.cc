@@ -334,5 +334,35 @@ TEST_F(TrainerTest, TrainsTheCharacterModelOnText) {
   EXPECT_LT(lines.back()["val_perplexity"].get<double>(), 10.0);
 }
 
+TEST_F(TrainerTest, TrainsAUsersTorchScriptModule) {
+  // The module is scripted by Debian's python3-torch, as a user would do it.
+  std::string module = dir_ / "model.pt";
+  std::string script =
+      "import torch\n"
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.a = torch.nn.Linear(6, 12)\n"
+      "        self.b = torch.nn.Linear(12, 3)\n"
+      "    def forward(self, x):\n"
+      "        return self.b(torch.relu(self.a(x)))\n"
+      "torch.jit.script(Net()).save('" + module + "')\n";
+  // torch.jit.script reads the class's source, so the script must be a file.
+  WriteFile(dir_ / "make_model.py", script);
+  auto made = RunCommand({"/usr/bin/python3", dir_ / "make_model.py"});
+  if (made.exit_code != 0) GTEST_SKIP() << "python3-torch cannot script a module: " << made.err;
+  auto r = Run(Base(dir_ / "p.bin"), {"--model-file", module, "--epochs", "3", "--batch-size", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = MetricLines(r.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_GT(lines.back()["val_accuracy"].get<double>(), 0.6);
+  EXPECT_EQ(Params(dir_ / "p.bin").size(), 6u * 12 + 12 + 12 * 3 + 3);
+
+  WriteFile(dir_ / "junk.pt", "not a module");
+  auto junk = Run(Base(dir_ / "p.bin"), {"--model-file", dir_ / "junk.pt"});
+  EXPECT_EQ(junk.exit_code, 1);
+  EXPECT_THAT(junk.err, HasSubstr("junk.pt: not a TorchScript module"));
+}
+
 }  // namespace
 }  // namespace hyperpack
