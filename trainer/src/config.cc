@@ -215,7 +215,8 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
     for (char& ch : flag)
       if (ch == '_') ch = '-';
     if (booleans.count(k)) {
-      adder(flag, "(true|false)", cxxopts::value<std::string>()->implicit_value("true"));
+      adder(flag, "true|false (--flag alone is true; write --flag=false)",
+            cxxopts::value<std::string>()->implicit_value("true"));
     } else {
       adder(flag, "", cxxopts::value<std::string>());
     }

@@ -38,6 +38,7 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
 }
 
 void GradientSync::BeginMicroStep(bool sync) {
+  ++micro_steps_;
   syncing_ = sync && comm_->world_size() > 1;
   if (!syncing_) return;
   for (Bucket& b : buckets_) {
@@ -54,12 +55,15 @@ void GradientSync::OnGrad(int i, const torch::Tensor& grad) {
   auto view = b.flat.narrow(0, b.offsets[slot], params_[i].numel()).view_as(params_[i]);
   torch::NoGradGuard no_grad;
   // The hook sees this micro-step's gradient before it is added to .grad, which holds the
-  // earlier micro-steps' sum: the bucket gets the total.
+  // earlier micro-steps' sum: the bucket gets the total, already divided by the world size so
+  // that nothing is left to do after the all-reduce but copy.
+  const double scale = 1.0 / comm_->world_size();
   const torch::Tensor& acc = params_[i].grad();
-  if (acc.defined()) {
+  if (micro_steps_ > 1 && acc.defined()) {
     torch::add_out(view, acc, grad);
+    view.mul_(scale);
   } else {
-    view.copy_(grad);
+    torch::mul_out(view, grad, scale);
   }
   if (!seen_[i]) {
     seen_[i] = true;
@@ -72,6 +76,7 @@ void GradientSync::Launch(Bucket& b) {
 }
 
 void GradientSync::Finish() {
+  micro_steps_ = 0;
   if (!syncing_) return;
   syncing_ = false;
   auto start = std::chrono::steady_clock::now();
@@ -84,7 +89,7 @@ void GradientSync::Finish() {
         const torch::Tensor& acc = params_[i].grad();
         auto view = b.flat.narrow(0, b.offsets[s], params_[i].numel()).view_as(params_[i]);
         if (acc.defined()) {
-          view.copy_(acc);
+          torch::mul_out(view, acc, 1.0 / comm_->world_size());
         } else {
           view.zero_();
         }
@@ -92,10 +97,8 @@ void GradientSync::Finish() {
     }
     Launch(b);
   }
-  const double scale = 1.0 / comm_->world_size();
   for (Bucket& b : buckets_) {
     b.pending->Wait();
-    b.flat.mul_(scale);
     for (size_t s = 0; s < b.params.size(); ++s) {
       torch::Tensor& p = params_[b.params[s]];
       auto view = b.flat.narrow(0, b.offsets[s], p.numel()).view_as(p);

@@ -52,6 +52,7 @@ class GradientSync {
   Communicator* comm_;
   bool overlap_;
   bool syncing_ = false;
+  int micro_steps_ = 0;  // micro-steps since the last Finish: 1 means .grad holds nothing yet
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_;  // param -> bucket
   std::vector<int> slot_of_;    // param -> index in its bucket

@@ -1,6 +1,7 @@
 #include "hyperpack/trainer/trainer.h"
 
 #include <ATen/autocast_mode.h>
+#include <dlfcn.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -113,6 +114,11 @@ class Trainer {
                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                         std::max(1, rdv_.local_world_size));
     torch::set_num_threads(threads);
+    // torch::set_num_threads bounds ATen's own threads, not OpenBLAS's, which would otherwise start
+    // one per core in every rank and oversubscribe the machine.
+    if (auto set_blas =
+            reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+      set_blas(threads);
     torch::manual_seed(c_.seed);
     auto data = LoadData(c_);
     if (!data.ok()) throw std::runtime_error(data.status().message());
@@ -198,9 +204,9 @@ class Trainer {
   bool TrainEpoch(int epoch) {
     model_->Train(true);
     torch::Tensor shard = Shard(epoch);
-    double loss_sum = 0;
+    torch::Tensor loss_total;
     int64_t loss_count = 0;
-    sync_->ResetTimers();
+    if (sync_) sync_->ResetTimers();
     auto start = Clock::now();
     int64_t steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
@@ -210,29 +216,34 @@ class Trainer {
       for (int m = 0; m < c_.grad_accumulation; ++m) {
         int64_t at = (s * c_.grad_accumulation + m) * micro_;
         Dataset batch = data_.train.Select(shard.slice(0, at, at + micro_));
-        sync_->BeginMicroStep(m + 1 == c_.grad_accumulation);
+        if (sync_) sync_->BeginMicroStep(m + 1 == c_.grad_accumulation);
         torch::Tensor loss = Loss(Forward(batch.x), batch.y);
-        (loss / c_.grad_accumulation).backward();
-        loss_sum += loss.item<double>();
+        (c_.grad_accumulation > 1 ? loss / c_.grad_accumulation : loss).backward();
+        // Summed as a tensor and read once per epoch: no synchronising read every step.
+        loss_total =
+            loss_total.defined() ? loss_total + loss.detach() : loss.detach().to(torch::kFloat64);
         ++loss_count;
       }
-      sync_->Finish();
+      if (sync_) sync_->Finish();
       if (c_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params_, c_.grad_clip);
       optimizer_->step();
-      optimizer_->zero_grad();
+      // Gradients set to none rather than zero-filled: backward then writes them instead of
+      // adding to zeros (libtorch 1.13's zero_grad has no set_to_none).
+      for (torch::Tensor& p : params_) p.mutable_grad() = torch::Tensor();
       ++step_;
       ++steps;
       if (c_.metrics_every > 0 && step_ % c_.metrics_every == 0 && rank() == 0) {
         Json line;
         line["step"] = step_;
         line["epoch"] = epoch + 1;
-        line["train_loss"] = loss_sum / static_cast<double>(loss_count);
+        line["train_loss"] = loss_total.item<double>() / static_cast<double>(loss_count);
         line["lr"] = lr;
         std::cout << line.dump() << std::endl;
       }
     }
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     // Mean training loss over every rank's micro-batches.
+    double loss_sum = loss_total.defined() ? loss_total.item<double>() : 0.0;
     auto t = torch::tensor({loss_sum, static_cast<double>(loss_count)}, torch::kFloat64);
     comm_->AllReduceSum(t)->Wait();
     epoch_train_loss_ = t[0].item<double>() / std::max(1.0, t[1].item<double>());

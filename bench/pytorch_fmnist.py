@@ -1,0 +1,361 @@
+#!/usr/bin/python3
+"""Plain PyTorch training on Fashion-MNIST that does what hyperpack-trainer does, for comparison.
+
+    /usr/bin/python3 bench/pytorch_fmnist.py [--model mlp|cnn] [--batch-size 64] [--epochs 3]
+        [--lr 0.01] [--threads N] [--train-samples N] [--batch-norm] [--seed 0]
+        [--optimizer sgd|adamw] [--momentum 0.9] [--weight-decay 0] [--nproc N]
+        [--bucket-mb 4] [--data-path /usr/share/datasets/fashion-mnist]
+
+The counterpart of `hyperpack-trainer --data fmnist` (trainer/src/*.cc), with its defaults:
+
+- data: the gzipped IDX files, pixels as (x / 255 - 0.2860) / 0.3530 in [N, 1, 28, 28]; the last
+  10% of the training file held out for validation; --train-samples N keeps the first N of the
+  rest; the t10k files for test accuracy after the last epoch;
+- models: the MLP 784-256-128-10 (ReLU) and the trainer's Cnn (two conv 3x3 / [BatchNorm] / ReLU /
+  max-pool 2 stages of 32 and 64 channels, then 3136-128-10), built in the trainer's order after
+  torch.manual_seed(seed), so that both start from the same weights;
+- each epoch a permutation drawn from a generator seeded with the trainer's Mix(seed, epoch), of
+  which rank r takes rows r, r + W, r + 2W, ... (W ranks; DistributedSampler's split, last rows
+  dropped); mini-batches are index_select from the in-memory tensors; cross-entropy; SGD with
+  momentum (or AdamW); the learning rate set before every step: linear warm-up over the first 5%
+  of the steps, then cosine to zero; torch.set_num_threads(--threads) (default: cores / ranks).
+
+--nproc N (N > 1) starts N copies of this program as ranks (RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT for the env:// rendezvous, on loopback) that train with PyTorch's own
+DistributedDataParallel over Gloo. --batch-size is the global batch: each rank computes
+batch-size / N. Buffers are not broadcast at every step (broadcast_buffers=False), as the trainer
+does not either; --bucket-mb is DDP's bucket_cap_mb (the trainer's --bucket-mb, default 4).
+
+After every epoch rank 0 prints one JSON line with the trainer's keys: epoch, step, train_loss,
+val_loss, val_accuracy, samples_per_s (the epoch's optimizer steps x global batch / the seconds of
+the training loop alone, as the trainer measures it), step_time_ms, lr, global_batch, peak_rss_mb
+and, after the last epoch, test_accuracy. Exit: 0 done, 3 a batch this configuration cannot run
+(not a multiple of the ranks, larger than the data), 1 anything else, 2 bad flags.
+"""
+
+import argparse
+import datetime
+import gzip
+import json
+import math
+import os
+import resource
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+PIXEL_MEAN, PIXEL_STD = 0.2860, 0.3530  # trainer/src/data.cc
+EXIT_INFEASIBLE = 3
+U64 = (1 << 64) - 1
+
+
+class Infeasible(Exception):
+    """A configuration that cannot run (exit 3, as the trainer)."""
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--batch-size", type=int, default=64, help="global batch")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--threads", type=int, default=0,
+                   help="intra-op threads per rank; 0: cores / ranks")
+    p.add_argument("--train-samples", type=int, default=0, help="0: all")
+    p.add_argument("--batch-norm", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--warmup-fraction", type=float, default=0.05)
+    p.add_argument("--nproc", type=int, default=1, help="ranks (DistributedDataParallel over Gloo)")
+    p.add_argument("--bucket-mb", type=float, default=4.0, help="DDP bucket_cap_mb")
+    p.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds, rendezvous and collectives")
+    p.add_argument("--data-path", default="/usr/share/datasets/fashion-mnist")
+    a = p.parse_args(argv)
+    for name in ("batch_size", "epochs", "nproc"):
+        if getattr(a, name) < 1:
+            p.error("--%s must be >= 1 (got %d)" % (name.replace("_", "-"), getattr(a, name)))
+    if not a.lr > 0:
+        p.error("--lr must be > 0 (got %g)" % a.lr)
+    if not 0 <= a.warmup_fraction < 1:
+        p.error("--warmup-fraction must be in [0, 1) (got %g)" % a.warmup_fraction)
+    return a
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+
+def read_idx(path):
+    """One IDX file of unsigned bytes, gzipped or not, as a uint8 tensor of its dimensions."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise ValueError("%s: not an IDX file of unsigned bytes" % path)
+    dims = data[3]
+    shape = struct.unpack(">%dI" % dims, data[4:4 + 4 * dims])
+    body = data[4 + 4 * dims:]
+    if len(body) != math.prod(shape):
+        raise ValueError("%s: expected %d bytes of data for shape %s, found %d"
+                         % (path, math.prod(shape), shape, len(body)))
+    return torch.frombuffer(bytearray(body), dtype=torch.uint8).reshape(shape)
+
+
+def find(directory, stem):
+    for name in (stem + ".gz", stem):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            return path
+    return os.path.join(directory, stem + ".gz")
+
+
+def load_split(directory, prefix):
+    x = read_idx(find(directory, prefix + "-images-idx3-ubyte"))
+    y = read_idx(find(directory, prefix + "-labels-idx1-ubyte"))
+    x = ((x.to(torch.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD).unsqueeze(1).contiguous()
+    return x, y.to(torch.int64)
+
+
+def load_data(args):
+    """(train, val, test), each (x, y): the trainer's split of Fashion-MNIST."""
+    x, y = load_split(args.data_path, "train")
+    n = x.size(0)
+    n_val = int(n * 0.1)
+    n_train = n - n_val
+    if args.train_samples > 0:
+        n_train = min(n_train, args.train_samples)
+    train = (x[:n_train], y[:n_train])
+    val = (x[n - n_val:], y[n - n_val:])
+    return train, val, load_split(args.data_path, "t10k")
+
+
+# ---- models ----------------------------------------------------------------------------------
+
+
+class Mlp(nn.Module):
+    def __init__(self, widths=(256, 128), inputs=784, classes=10):
+        super().__init__()
+        layers, prev = [], inputs
+        for w in widths:
+            layers += [nn.Linear(prev, w), nn.ReLU()]
+            prev = w
+        layers.append(nn.Linear(prev, classes))
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.layers(x.flatten(1))
+
+
+class Cnn(nn.Module):
+    def __init__(self, batch_norm, channels=(32, 64), classes=10):
+        super().__init__()
+        features, c, side = [], 1, 28
+        for nxt in channels:
+            features.append(nn.Conv2d(c, nxt, 3, padding=1))
+            if batch_norm:
+                features.append(nn.BatchNorm2d(nxt))
+            features += [nn.ReLU(), nn.MaxPool2d(2)]
+            c, side = nxt, side // 2
+        self.features = nn.Sequential(*features)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(c * side * side, 128), nn.ReLU(),
+                                  nn.Linear(128, classes))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+# ---- training --------------------------------------------------------------------------------
+
+
+def mix(a, b):
+    """The trainer's Mix (splitmix64 finaliser of a * golden + b), in 64-bit unsigned arithmetic."""
+    x = (a * 0x9E3779B97F4A7C15 + b) & U64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & U64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & U64
+    return x ^ (x >> 31)
+
+
+def learning_rate(base, step, total, warmup_fraction):
+    """Linear warm-up, then cosine to zero: the trainer's LearningRate with schedule cosine."""
+    warmup = int(warmup_fraction * total)
+    if step < warmup:
+        return base * (step + 1) / warmup
+    t = (step - warmup) / max(1, total - warmup)
+    return base * 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
+
+
+def all_reduce_sum(values, world):
+    t = torch.tensor(values, dtype=torch.float64)
+    if world > 1:
+        dist.all_reduce(t)
+    return t.tolist()
+
+
+def measure(model, x, y, rank, world):
+    """Mean loss and accuracy, each rank taking every W-th row in chunks of 1024, summed."""
+    model.train(False)
+    loss = correct = count = 0.0
+    rows = torch.arange(rank, x.size(0), world, dtype=torch.int64)
+    with torch.no_grad():
+        for at in range(0, rows.size(0), 1024):
+            idx = rows[at:at + 1024]
+            by = y.index_select(0, idx)
+            logits = model(x.index_select(0, idx))
+            loss += F.cross_entropy(logits, by, reduction="sum").item()
+            correct += logits.argmax(1).eq(by).sum().item()
+            count += by.size(0)
+    loss, correct, count = all_reduce_sum([loss, correct, count], world)
+    count = max(1.0, count)
+    return loss / count, correct / count
+
+
+def train(args, rank, world, local_world):
+    threads = args.threads if args.threads > 0 else max(1, (os.cpu_count() or 1) // local_world)
+    torch.set_num_threads(threads)
+    torch.manual_seed(args.seed)
+    (train_x, train_y), (val_x, val_y), (test_x, test_y) = load_data(args)
+
+    if world > 1:
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=args.timeout))
+    if args.batch_size % world != 0:
+        raise Infeasible("batch_size %d is not a multiple of %d ranks" % (args.batch_size, world))
+    micro = args.batch_size // world
+    shard = train_x.size(0) // world
+    steps_per_epoch = shard // micro
+    if steps_per_epoch == 0:
+        raise Infeasible("a global batch of %d is larger than the %d training samples"
+                         % (args.batch_size, train_x.size(0)))
+    total_steps = steps_per_epoch * args.epochs
+
+    model = Mlp() if args.model == "mlp" else Cnn(args.batch_norm)
+    net = model
+    if world > 1:
+        # The constructor broadcasts rank 0's parameters and buffers, as the trainer does.
+        net = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb,
+                                                  broadcast_buffers=False)
+    if args.optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                              weight_decay=args.weight_decay)
+
+    step = 0
+    for epoch in range(args.epochs):
+        net.train(True)
+        gen = torch.Generator()
+        gen.manual_seed(mix(args.seed, epoch))
+        perm = torch.randperm(train_x.size(0), generator=gen, dtype=torch.int64)
+        mine = perm[rank:shard * world:world]
+        loss_sum, loss_count = 0.0, 0
+        start = time.perf_counter()
+        for s in range(steps_per_epoch):
+            lr = learning_rate(args.lr, step, total_steps, args.warmup_fraction)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            idx = mine[s * micro:(s + 1) * micro]
+            loss = F.cross_entropy(net(train_x.index_select(0, idx)), train_y.index_select(0, idx))
+            loss.backward()
+            loss_sum += loss.item()
+            loss_count += 1
+            opt.step()
+            opt.zero_grad()
+            step += 1
+        seconds = time.perf_counter() - start
+
+        loss_sum, loss_count = all_reduce_sum([loss_sum, float(loss_count)], world)
+        val_loss, val_acc = measure(model, val_x, val_y, rank, world)
+        line = {
+            "epoch": epoch + 1,
+            "step": step,
+            "train_loss": loss_sum / max(1.0, loss_count),
+            "val_loss": val_loss,
+            "val_accuracy": val_acc,
+            "samples_per_s": steps_per_epoch * args.batch_size / seconds if seconds > 0 else 0.0,
+            "step_time_ms": 1000.0 * seconds / steps_per_epoch,
+            "lr": learning_rate(args.lr, max(0, step - 1), total_steps, args.warmup_fraction),
+            "global_batch": args.batch_size,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        }
+        if epoch + 1 == args.epochs:
+            line["test_accuracy"] = measure(model, test_x, test_y, rank, world)[1]
+        if rank == 0:
+            print(json.dumps(line), flush=True)
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+# ---- ranks -----------------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_ranks(n, argv):
+    """Starts n ranks of this program on loopback and waits; a failed rank stops the others."""
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n))
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    children = {}
+    result = 0
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for r in range(n):
+            rank_env = dict(env, RANK=str(r), LOCAL_RANK=str(r))
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv, env=rank_env)
+            children[p.pid] = p
+        while children:
+            pid, status = os.wait()
+            if children.pop(pid, None) is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            code = 128 - code if code < 0 else code
+            if code != 0:
+                result = code if code == EXIT_INFEASIBLE or result == 0 else result
+                for p in children.values():
+                    p.terminate()
+    finally:
+        for p in children.values():
+            p.terminate()
+    return result
+
+
+def main(argv):
+    args = parse_args(argv)
+    if "WORLD_SIZE" not in os.environ and args.nproc > 1:
+        return launch_ranks(args.nproc, argv)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    try:
+        train(args, rank, world, local_world)
+    except Infeasible as e:
+        print("pytorch_fmnist.py: rank %d: this configuration cannot run: %s" % (rank, e),
+              file=sys.stderr)
+        return EXIT_INFEASIBLE
+    except (OSError, ValueError, RuntimeError) as e:
+        print("pytorch_fmnist.py: rank %d: %s" % (rank, str(e)[:600]), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
