@@ -74,12 +74,6 @@ struct Trial {
   int64_t metric_lines = 0;
 };
 
-std::string EnvName(const std::string& param) {
-  std::string out = "HP_";
-  for (char c : param) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
 std::string ParamsLine(const Config& config, const SearchSpace& space) {
   std::vector<std::string> parts;
   for (const ParamSpec& p : space.params()) {
@@ -449,7 +443,7 @@ class Runner {
       auto eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
-    for (const ParamSpec& p : spec_.space.params()) env.erase(EnvName(p.name));
+    for (const ParamSpec& p : spec_.space.params()) env.erase(study::ParamEnvName(p.name));
     // Python buffers a pipe's output until exit, which would hold back every metric line.
     env["PYTHONUNBUFFERED"] = "1";
     env["HYPERPACK_STUDY"] = spec_.name;
@@ -458,7 +452,7 @@ class Runner {
     env["HYPERPACK_TRIAL_DIR"] = dir.string();
     env["HYPERPACK_PARAMS"] = params_json;
     env["HYPERPACK_PARAMS_FILE"] = params_file.string();
-    for (const auto& [name, value] : t->config) env[EnvName(name)] = FormatValue(value);
+    for (const auto& [name, value] : t->config) env[study::ParamEnvName(name)] = FormatValue(value);
     for (const auto& [name, value] : spec_.trial.env)
       env[name] = study::RenderTemplate(value, t->config, builtins);
     for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);

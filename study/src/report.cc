@@ -7,6 +7,7 @@
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/study/spec.h"
+#include "hyperpack/study/template.h"
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
 
@@ -331,12 +332,6 @@ std::string YamlScalar(const Value& v) {
   return plain ? text : as_json.dump();
 }
 
-std::string EnvName(const std::string& param) {
-  std::string out = "HP_";
-  for (char c : param) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
@@ -390,7 +385,7 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
         out << "# trial " << ranked[i]->number << ": " << l.study.metric << " = "
             << FormatDouble(*ranked[i]->value) << "\n";
         for (const auto& [k, v] : configs[i])
-          out << EnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
+          out << ParamEnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
       }
       break;
     case ExportFormat::kArgs:

@@ -1,5 +1,7 @@
 #include "hyperpack/study/template.h"
 
+#include <cctype>
+
 namespace hyperpack::study {
 namespace {
 
@@ -68,6 +70,12 @@ std::string RenderTemplate(const std::string& text, const Config& config,
         }
       });
   (void)s;  // templates are validated when the study file is parsed
+  return out;
+}
+
+std::string ParamEnvName(const std::string& param) {
+  std::string out = "HP_";
+  for (char c : param) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }
 

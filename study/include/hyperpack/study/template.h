@@ -23,4 +23,8 @@ Result<std::vector<std::string>> TemplatePlaceholders(const std::string& text);
 std::string RenderTemplate(const std::string& text, const Config& config,
                            const std::map<std::string, std::string>& builtins);
 
+// The environment variable that carries a parameter to a trial: HP_ and its name in capitals
+// ("learning_rate" -> "HP_LEARNING_RATE").
+std::string ParamEnvName(const std::string& param);
+
 }  // namespace hyperpack::study
