@@ -1,0 +1,154 @@
+// Placement: where a trial's ranks run, and which waiting trial runs next.
+//
+// ClusterState knows every node's free GPUs (by index) and CPU slots. A Demand is a gang: `ranks`
+// processes, each needing `gpus_per_rank` GPUs and `cpus_per_rank` CPU slots on one node, all
+// started together or not at all (partial reservations are never held). Find puts the whole gang
+// on one node when one node can hold it (best fit: the node left with the fewest free GPUs, so that
+// large holes stay free), and spreads it over as few nodes as possible only when it must.
+//
+// Scheduler keeps the waiting jobs, highest priority first (resumed and promoted trials before new
+// ones), then in order of arrival. Each pass starts what the policy allows:
+//   kFifo      strict order, first fit: the first job that does not fit stops the pass;
+//   kFirstFit  first fit, with EASY backfill;
+//   kBestFit   best fit, with EASY backfill (the default).
+// EASY backfill (as in Slurm): the first waiting job gets a reservation at the earliest time the
+// running jobs' expected ends leave room for it; a later job may jump ahead only if it fits now and
+// either is expected to end before that time or stays off the reserved nodes. So small trials
+// fill the gaps and a large trial cannot starve.
+// Thread-safety: not thread-safe; one owner (the scheduler's io_context thread, or a simulation).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyperpack/status.h"
+
+namespace hyperpack::scheduler {
+
+struct Node {
+  std::string name;
+  int gpus = 0;  // devices 0 .. gpus-1 (at most 64)
+  int cpus = 0;  // CPU slots
+};
+
+struct Demand {
+  int ranks = 1;
+  int gpus_per_rank = 0;
+  int cpus_per_rank = 1;
+  int total_gpus() const { return ranks * gpus_per_rank; }
+  int total_cpus() const { return ranks * cpus_per_rank; }
+};
+
+struct RankPlacement {
+  int node = 0;
+  std::vector<int> gpus;  // device indices on that node
+  int cpus = 0;
+};
+
+// Rank r runs at ranks[r]; ranks on one node are consecutive and the node of rank 0 comes first.
+struct Placement {
+  std::vector<RankPlacement> ranks;
+  std::vector<int> Nodes() const;  // distinct, in rank order
+};
+
+enum class Fit { kBest, kFirst };
+
+class ClusterState {
+ public:
+  explicit ClusterState(std::vector<Node> nodes);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  int free_gpus(int node) const { return free_gpus_[node]; }
+  int free_cpus(int node) const { return free_cpus_[node]; }
+  int total_gpus() const { return total_gpus_; }
+  int total_free_gpus() const { return total_free_gpus_; }
+
+  // Where the gang would go now, or nullopt when it does not fit.
+  std::optional<Placement> Find(const Demand& demand, Fit fit) const;
+  // The same, using no node marked in `avoid`.
+  std::optional<Placement> FindAvoiding(const Demand& demand, Fit fit,
+                                        const std::vector<bool>* avoid) const;
+  // True when the gang could ever fit on this cluster (empty).
+  bool Satisfiable(const Demand& demand) const;
+  void Allocate(const Placement& p);
+  void Release(const Placement& p);
+
+ private:
+  std::optional<int> OneNode(int gpus, int cpus, Fit fit, const std::vector<bool>* avoid) const;
+  void Reindex(int node, int old_free);
+  friend class Scheduler;
+
+  std::vector<Node> nodes_;
+  std::vector<int> free_gpus_, free_cpus_;
+  std::vector<uint64_t> free_mask_;  // bit i: GPU i free
+  // by_free_[k]: nodes with exactly k free GPUs (GPU nodes only), for best fit in O(max GPUs).
+  std::vector<std::vector<int>> by_free_;
+  std::vector<int> pos_in_bucket_;
+  int total_gpus_ = 0, total_free_gpus_ = 0;
+  int max_node_gpus_ = 0, max_node_cpus_ = 0;
+};
+
+enum class Policy { kBestFit, kFirstFit, kFifo };
+Result<Policy> ParsePolicy(const std::string& name);
+const char* PolicyName(Policy p);
+
+struct Job {
+  uint64_t id = 0;
+  Demand demand;
+  int priority = 0;        // higher first: resumed and promoted trials above new ones
+  double submit = 0;       // arrival, seconds
+  double estimate = 0;     // expected run time, for backfill; 0: unknown (never backfilled past)
+};
+
+class Scheduler {
+ public:
+  Scheduler(ClusterState* cluster, Policy policy) : cluster_(cluster), policy_(policy) {}
+
+  // Errors: a demand no node set in this cluster could ever hold.
+  Status Submit(const Job& job);
+  // Removes a waiting job; false when it is not waiting.
+  bool Cancel(uint64_t id);
+  struct Started {
+    Job job;
+    Placement placement;
+  };
+  // One scheduling pass at time `now`.
+  std::vector<Started> Schedule(double now);
+  // A running job ended: its resources are free again.
+  void Finish(uint64_t id);
+
+  size_t waiting() const { return queue_.size(); }
+  size_t running() const { return running_.size(); }
+
+ private:
+  struct Key {
+    int priority;
+    double submit;
+    uint64_t id;
+    bool operator<(const Key& o) const {
+      if (priority != o.priority) return priority > o.priority;
+      if (submit != o.submit) return submit < o.submit;
+      return id < o.id;
+    }
+  };
+  struct Running {
+    Placement placement;
+    double expected_end;  // +inf when the job had no estimate
+    std::multimap<double, uint64_t>::iterator end_entry;
+  };
+  // The head's reservation: when it could start and on which nodes.
+  bool Reserve(const Job& head, double now, double* when, std::vector<bool>* nodes) const;
+
+  ClusterState* cluster_;
+  Policy policy_;
+  std::map<Key, Job> queue_;
+  std::map<uint64_t, Key> key_of_;
+  std::map<uint64_t, Running> running_;
+  std::multimap<double, uint64_t> ends_;  // expected end -> running job
+};
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,58 @@
+// Simulation with the real placement code: a workload (submit time, duration, GPUs per job)
+// replayed in virtual time on a cluster of identical GPU nodes, and the figures that say how well it
+// was packed. Also the synthetic workloads used by tests and benchmarks.
+// Thread-safety: pure functions over values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/status.h"
+
+namespace hyperpack::scheduler {
+
+struct TraceJob {
+  double submit = 0;    // seconds
+  double duration = 0;  // seconds
+  int gpus = 1;         // one rank per GPU; jobs larger than a node span nodes
+};
+
+// CSV with the header `submit_time,duration,gpus`; errors name the line and column.
+Result<std::vector<TraceJob>> ReadTrace(const std::string& path);
+std::string TraceCsv(const std::vector<TraceJob>& jobs);
+
+struct SimulationOptions {
+  int nodes = 64;
+  int gpus_per_node = 8;
+  Policy policy = Policy::kBestFit;
+};
+
+struct SimulationResult {
+  int jobs = 0;
+  double gpu_utilisation = 0;  // GPU-seconds used / (GPUs x makespan)
+  double makespan = 0;         // last end - first submit
+  double lower_bound = 0;      // max(latest submit + duration, total GPU-seconds / GPUs), from the first submit
+  double makespan_ratio = 0;
+  double mean_queueing = 0, p95_queueing = 0;  // start - submit
+  double mean_jct = 0, p95_jct = 0;            // end - submit
+  int passes = 0;              // scheduling passes run
+  double scheduling_seconds = 0;  // wall-clock time spent in them
+  double p99_pass_ms = 0;
+};
+
+// Runs the workload to completion. Durations are also the scheduler's estimates (exact run-time
+// estimates, the best case for backfill). Errors: a job larger than the cluster.
+Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o);
+
+// A tuning workload: bursts (a tuner proposing a batch when capacity frees) of 4-16 trials that ask
+// 1, 2, 4 or 8 GPUs (40/30/20/10%), log-normal durations (median 30 min, sigma 1, 1 min to 8 h),
+// bursts arriving as a Poisson process (the default gap loads a 64 x 8 cluster at about 1.5).
+std::vector<TraceJob> TuningWorkload(int jobs, uint64_t seed, double mean_gap_s = 100);
+// A shared-cluster workload (heavy-tailed, as published traces of GPU clusters are): Poisson
+// arrivals, mostly 1-GPU jobs, some 8, a few 16 and 32 that must span nodes, log-normal durations
+// (median 20 min, sigma 1.5); the default gap loads a 64 x 8 cluster at about 1.2.
+std::vector<TraceJob> SharedClusterWorkload(int jobs, uint64_t seed, double mean_gap_s = 15);
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,293 @@
+#include "hyperpack/scheduler/placement.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace hyperpack::scheduler {
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// How many ranks of `d` fit in the given free resources.
+int Slots(const Demand& d, int free_gpus, int free_cpus) {
+  int by_gpu = d.gpus_per_rank > 0 ? free_gpus / d.gpus_per_rank : std::numeric_limits<int>::max();
+  int by_cpu = d.cpus_per_rank > 0 ? free_cpus / d.cpus_per_rank : std::numeric_limits<int>::max();
+  return std::min(by_gpu, by_cpu);
+}
+
+}  // namespace
+
+std::vector<int> Placement::Nodes() const {
+  std::vector<int> out;
+  for (const RankPlacement& r : ranks)
+    if (out.empty() || out.back() != r.node) out.push_back(r.node);
+  return out;
+}
+
+ClusterState::ClusterState(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
+  const int n = static_cast<int>(nodes_.size());
+  free_gpus_.resize(n);
+  free_cpus_.resize(n);
+  free_mask_.resize(n);
+  pos_in_bucket_.assign(n, -1);
+  for (const Node& node : nodes_) {
+    max_node_gpus_ = std::max(max_node_gpus_, node.gpus);
+    max_node_cpus_ = std::max(max_node_cpus_, node.cpus);
+  }
+  by_free_.resize(max_node_gpus_ + 1);
+  for (int i = 0; i < n; ++i) {
+    free_gpus_[i] = nodes_[i].gpus;
+    free_cpus_[i] = nodes_[i].cpus;
+    free_mask_[i] = nodes_[i].gpus >= 64 ? ~0ULL : ((1ULL << nodes_[i].gpus) - 1);
+    total_gpus_ += nodes_[i].gpus;
+    if (nodes_[i].gpus > 0) {
+      pos_in_bucket_[i] = static_cast<int>(by_free_[nodes_[i].gpus].size());
+      by_free_[nodes_[i].gpus].push_back(i);
+    }
+  }
+  total_free_gpus_ = total_gpus_;
+}
+
+void ClusterState::Reindex(int node, int old_free) {
+  if (nodes_[node].gpus == 0 || old_free == free_gpus_[node]) return;
+  std::vector<int>& from = by_free_[old_free];
+  int pos = pos_in_bucket_[node];
+  from[pos] = from.back();
+  pos_in_bucket_[from[pos]] = pos;
+  from.pop_back();
+  std::vector<int>& to = by_free_[free_gpus_[node]];
+  pos_in_bucket_[node] = static_cast<int>(to.size());
+  to.push_back(node);
+}
+
+std::optional<int> ClusterState::OneNode(int gpus, int cpus, Fit fit,
+                                         const std::vector<bool>* avoid) const {
+  auto ok = [&](int i) {
+    return free_gpus_[i] >= gpus && free_cpus_[i] >= cpus && !(avoid && (*avoid)[i]);
+  };
+  if (gpus > 0 && fit == Fit::kBest) {
+    // The node left with the fewest free GPUs: keep the large holes for large gangs.
+    for (int k = gpus; k <= max_node_gpus_; ++k)
+      for (int i : by_free_[k])
+        if (ok(i)) return i;
+    return std::nullopt;
+  }
+  std::optional<int> best;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (!ok(i)) continue;
+    if (fit == Fit::kFirst) return i;
+    if (!best || free_cpus_[i] < free_cpus_[*best]) best = i;
+  }
+  return best;
+}
+
+std::optional<Placement> ClusterState::Find(const Demand& d, Fit fit) const {
+  return FindAvoiding(d, fit, nullptr);
+}
+
+std::optional<Placement> ClusterState::FindAvoiding(const Demand& d, Fit fit,
+                                                    const std::vector<bool>* avoid) const {
+  // Which nodes, and how many ranks on each.
+  std::vector<std::pair<int, int>> layout;
+  if (auto node = OneNode(d.total_gpus(), d.total_cpus(), fit, avoid)) {
+    layout.emplace_back(*node, d.ranks);
+  } else if (d.ranks > 1) {
+    // As few nodes as possible: the roomiest first; then the last one swapped for the smallest
+    // node that still holds the remainder.
+    std::vector<std::pair<int, int>> slots;  // (slots, node)
+    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+      if (avoid && (*avoid)[i]) continue;
+      int s = std::min(Slots(d, free_gpus_[i], free_cpus_[i]), d.ranks);
+      if (s > 0) slots.emplace_back(s, i);
+    }
+    if (fit == Fit::kBest) {
+      std::stable_sort(slots.begin(), slots.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+    }
+    int placed = 0;
+    size_t used = 0;
+    while (used < slots.size() && placed < d.ranks) placed += slots[used++].first;
+    if (placed < d.ranks) return std::nullopt;
+    if (fit == Fit::kBest && used >= 1) {
+      int before = placed - slots[used - 1].first;
+      int need = d.ranks - before;
+      size_t pick = used - 1;
+      for (size_t j = used; j < slots.size(); ++j)
+        if (slots[j].first >= need && slots[j].first < slots[pick].first) pick = j;
+      std::swap(slots[used - 1], slots[pick]);
+    }
+    int left = d.ranks;
+    for (size_t j = 0; j < used && left > 0; ++j) {
+      int take = std::min(left, slots[j].first);
+      layout.emplace_back(slots[j].second, take);
+      left -= take;
+    }
+  } else {
+    return std::nullopt;
+  }
+  Placement p;
+  for (const auto& [node, count] : layout) {
+    uint64_t mask = free_mask_[node];
+    for (int r = 0; r < count; ++r) {
+      RankPlacement rp;
+      rp.node = node;
+      rp.cpus = d.cpus_per_rank;
+      for (int g = 0; g < d.gpus_per_rank; ++g) {
+        int bit = __builtin_ctzll(mask);  // lowest free device
+        mask &= mask - 1;
+        rp.gpus.push_back(bit);
+      }
+      p.ranks.push_back(std::move(rp));
+    }
+  }
+  return p;
+}
+
+bool ClusterState::Satisfiable(const Demand& d) const {
+  if (d.gpus_per_rank > max_node_gpus_ || d.cpus_per_rank > max_node_cpus_) return false;
+  int64_t slots = 0;
+  for (const Node& n : nodes_) slots += std::min(Slots(d, n.gpus, n.cpus), d.ranks);
+  return slots >= d.ranks;
+}
+
+void ClusterState::Allocate(const Placement& p) {
+  for (const RankPlacement& r : p.ranks) {
+    int old = free_gpus_[r.node];
+    for (int g : r.gpus) free_mask_[r.node] &= ~(1ULL << g);
+    free_gpus_[r.node] -= static_cast<int>(r.gpus.size());
+    free_cpus_[r.node] -= r.cpus;
+    total_free_gpus_ -= static_cast<int>(r.gpus.size());
+    Reindex(r.node, old);
+  }
+}
+
+void ClusterState::Release(const Placement& p) {
+  for (const RankPlacement& r : p.ranks) {
+    int old = free_gpus_[r.node];
+    for (int g : r.gpus) free_mask_[r.node] |= 1ULL << g;
+    free_gpus_[r.node] += static_cast<int>(r.gpus.size());
+    free_cpus_[r.node] += r.cpus;
+    total_free_gpus_ += static_cast<int>(r.gpus.size());
+    Reindex(r.node, old);
+  }
+}
+
+Result<Policy> ParsePolicy(const std::string& name) {
+  if (name == "best-fit") return Policy::kBestFit;
+  if (name == "first-fit") return Policy::kFirstFit;
+  if (name == "fifo") return Policy::kFifo;
+  return Status::Invalid("'", name, "' is not a policy; expected best-fit, first-fit or fifo");
+}
+
+const char* PolicyName(Policy p) {
+  switch (p) {
+    case Policy::kBestFit: return "best-fit";
+    case Policy::kFirstFit: return "first-fit";
+    case Policy::kFifo: return "fifo";
+  }
+  return "?";
+}
+
+Status Scheduler::Submit(const Job& job) {
+  if (job.demand.ranks < 1 || job.demand.gpus_per_rank < 0 || job.demand.cpus_per_rank < 0)
+    return Status::Invalid("job ", job.id, ": a gang needs at least one rank");
+  if (!cluster_->Satisfiable(job.demand))
+    return Status::Invalid("job ", job.id, " needs ", job.demand.ranks, " ranks of ",
+                           job.demand.gpus_per_rank, " GPUs and ", job.demand.cpus_per_rank,
+                           " CPUs, more than this cluster has");
+  Key k{job.priority, job.submit, job.id};
+  queue_.emplace(k, job);
+  key_of_[job.id] = k;
+  return Status::Ok();
+}
+
+bool Scheduler::Cancel(uint64_t id) {
+  auto it = key_of_.find(id);
+  if (it == key_of_.end()) return false;
+  queue_.erase(it->second);
+  key_of_.erase(it);
+  return true;
+}
+
+void Scheduler::Finish(uint64_t id) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  cluster_->Release(it->second.placement);
+  ends_.erase(it->second.end_entry);
+  running_.erase(it);
+}
+
+bool Scheduler::Reserve(const Job& head, double now, double* when,
+                        std::vector<bool>* nodes) const {
+  // Release the running jobs in the order they are expected to end, on a copy, until the head
+  // fits: that is when (and where) it is promised to start.
+  ClusterState future = *cluster_;
+  Fit fit = policy_ == Policy::kBestFit ? Fit::kBest : Fit::kFirst;
+  for (const auto& [end, id] : ends_) {
+    future.Release(running_.at(id).placement);
+    if (auto p = future.Find(head.demand, fit)) {
+      // An end that nobody can predict promises nothing: only jobs off the reserved nodes may
+      // jump ahead then.
+      *when = end == kNever ? now : end;
+      nodes->assign(cluster_->nodes().size(), false);
+      for (int n : p->Nodes()) (*nodes)[n] = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
+  std::vector<Started> started;
+  Fit fit = policy_ == Policy::kBestFit ? Fit::kBest : Fit::kFirst;
+  auto start = [&](std::map<Key, Job>::iterator it, Placement p) {
+    const Job& job = it->second;
+    cluster_->Allocate(p);
+    double end = job.estimate > 0 ? now + job.estimate : kNever;
+    Running r{p, end, ends_.emplace(end, job.id)};
+    running_.emplace(job.id, std::move(r));
+    started.push_back({job, std::move(p)});
+    key_of_.erase(job.id);
+    return queue_.erase(it);
+  };
+  bool blocked = false;
+  double shadow = now;
+  std::vector<bool> reserved;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const Job& job = it->second;
+    if (job.demand.total_gpus() > cluster_->total_free_gpus()) {
+      // Cannot fit now whatever the policy; but it may still be the head.
+      if (!blocked) {
+        if (policy_ == Policy::kFifo) break;
+        blocked = true;
+        if (!Reserve(job, now, &shadow, &reserved)) reserved.assign(cluster_->nodes().size(), true);
+      }
+      ++it;
+      continue;
+    }
+    if (!blocked) {
+      if (auto p = cluster_->Find(job.demand, fit)) {
+        it = start(it, std::move(*p));
+        continue;
+      }
+      if (policy_ == Policy::kFifo) break;
+      blocked = true;
+      if (!Reserve(job, now, &shadow, &reserved)) reserved.assign(cluster_->nodes().size(), true);
+      ++it;
+      continue;
+    }
+    // Backfill: jump ahead of the head only without delaying it.
+    bool ends_in_time = job.estimate > 0 && now + job.estimate <= shadow;
+    std::optional<Placement> p = ends_in_time ? cluster_->Find(job.demand, fit)
+                                              : cluster_->FindAvoiding(job.demand, fit, &reserved);
+    if (p) {
+      it = start(it, std::move(*p));
+      continue;
+    }
+    ++it;
+  }
+  return started;
+}
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,218 @@
+// Placement and the queue policies, on hand-worked examples.
+#include "hyperpack/scheduler/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "hyperpack/scheduler/simulate.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+std::vector<Node> GpuNodes(std::vector<int> gpus) {
+  std::vector<Node> out;
+  for (size_t i = 0; i < gpus.size(); ++i) out.push_back({"n" + std::to_string(i), gpus[i], 64});
+  return out;
+}
+
+Demand Gpus(int n) { return Demand{n, 1, 1}; }
+
+Job MakeJob(uint64_t id, int gpus, double submit, double estimate, int priority = 0) {
+  Job j;
+  j.id = id;
+  j.demand = Gpus(gpus);
+  j.submit = submit;
+  j.estimate = estimate;
+  j.priority = priority;
+  return j;
+}
+
+TEST(ClusterStateTest, BestFitPicksTheTightestNodeAndKeepsLargeHolesFree) {
+  ClusterState c(GpuNodes({8, 8, 8}));
+  c.Allocate(*c.Find(Gpus(5), Fit::kBest));  // node 0 now has 3 free
+  c.Allocate(*c.Find(Gpus(2), Fit::kBest));  // best fit: node 0 (3 free), not an empty node
+  EXPECT_EQ(c.free_gpus(0), 1);
+  EXPECT_EQ(c.free_gpus(1), 8);
+  EXPECT_EQ(c.free_gpus(2), 8);
+  // First fit also takes node 0 when it fits there...
+  auto first = c.Find(Gpus(1), Fit::kFirst);
+  EXPECT_EQ(first->ranks[0].node, 0);
+  // ...but for 2 GPUs first fit takes node 1, and best fit does too (both empty nodes tie).
+  EXPECT_EQ(c.Find(Gpus(2), Fit::kFirst)->ranks[0].node, 1);
+}
+
+TEST(ClusterStateTest, AGangStaysOnOneNodeWhenItCanAndGetsDistinctDevices) {
+  ClusterState c(GpuNodes({4, 8}));
+  auto p = c.Find(Gpus(6), Fit::kBest);
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->ranks.size(), 6u);
+  std::set<int> devices;
+  for (const auto& r : p->ranks) {
+    EXPECT_EQ(r.node, 1);
+    ASSERT_EQ(r.gpus.size(), 1u);
+    devices.insert(r.gpus[0]);
+  }
+  EXPECT_EQ(devices, (std::set<int>{0, 1, 2, 3, 4, 5}));
+  c.Allocate(*p);
+  EXPECT_EQ(c.free_gpus(1), 2);
+  // The next gang gets the devices left: 6 and 7.
+  auto q = c.Find(Gpus(2), Fit::kBest);
+  EXPECT_EQ(q->ranks[0].node, 1);
+  EXPECT_EQ(q->ranks[0].gpus[0], 6);
+  EXPECT_EQ(q->ranks[1].gpus[0], 7);
+  c.Release(*p);
+  EXPECT_EQ(c.free_gpus(1), 8);
+  EXPECT_EQ(c.total_free_gpus(), 12);
+}
+
+TEST(ClusterStateTest, SpansNodesOnlyWhenItMustAndThenUsesFewNodes) {
+  ClusterState c(GpuNodes({8, 8, 8, 2}));
+  c.Allocate(*c.Find(Gpus(3), Fit::kBest));  // somewhere: leaves 5 on one node
+  auto p = c.Find(Gpus(13), Fit::kBest);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->ranks.size(), 13u);
+  // 13 = 8 + 5: two nodes, the empty one first (rank 0, MASTER_ADDR), never the small node.
+  auto nodes = p->Nodes();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(c.free_gpus(nodes[0]), 8);
+  for (int n : nodes) EXPECT_NE(n, 3);
+  // Ranks on one node are consecutive.
+  for (size_t r = 1; r < p->ranks.size(); ++r)
+    if (p->ranks[r].node != p->ranks[r - 1].node) EXPECT_EQ(p->ranks[r].node, nodes[1]);
+  EXPECT_FALSE(c.Find(Gpus(25), Fit::kBest));
+  EXPECT_TRUE(c.Satisfiable(Gpus(26)));
+  EXPECT_FALSE(c.Satisfiable(Gpus(27)));
+}
+
+TEST(ClusterStateTest, CpuOnlyGangsUseCpuSlots) {
+  ClusterState c({{"laptop", 0, 2}});
+  auto p = c.Find(Demand{2, 0, 1}, Fit::kBest);
+  ASSERT_TRUE(p);
+  c.Allocate(*p);
+  EXPECT_EQ(c.free_cpus(0), 0);
+  EXPECT_FALSE(c.Find(Demand{1, 0, 1}, Fit::kBest));
+  EXPECT_FALSE(c.Satisfiable(Demand{3, 0, 1}));
+}
+
+TEST(SchedulerTest, FifoStopsAtTheFirstJobThatDoesNotFit) {
+  ClusterState c(GpuNodes({8}));
+  Scheduler s(&c, Policy::kFifo);
+  ASSERT_TRUE(s.Submit(MakeJob(1, 6, 0, 100)).ok());
+  ASSERT_TRUE(s.Submit(MakeJob(2, 4, 1, 100)).ok());
+  ASSERT_TRUE(s.Submit(MakeJob(3, 1, 2, 10)).ok());
+  auto started = s.Schedule(2);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].job.id, 1u);
+  EXPECT_EQ(s.waiting(), 2u);  // job 3 would fit but waits behind job 2
+}
+
+TEST(SchedulerTest, BackfillRunsASmallJobThatEndsBeforeTheReservation) {
+  // 8 GPUs; job 1 (6 GPUs) runs until t=100. Job 2 (4 GPUs) must wait for it: its reservation is
+  // t=100. Job 3 (1 GPU, 10 s) fits now and ends at t=12, before the reservation: it backfills.
+  // Job 4 (2 GPUs, 500 s) also fits now but would still run at t=100 on the reserved node.
+  ClusterState c(GpuNodes({8}));
+  Scheduler s(&c, Policy::kBestFit);
+  ASSERT_TRUE(s.Submit(MakeJob(1, 6, 0, 100)).ok());
+  ASSERT_EQ(s.Schedule(0).size(), 1u);
+  ASSERT_TRUE(s.Submit(MakeJob(2, 4, 1, 100)).ok());
+  ASSERT_TRUE(s.Submit(MakeJob(3, 1, 2, 10)).ok());
+  ASSERT_TRUE(s.Submit(MakeJob(4, 2, 2, 500)).ok());
+  auto started = s.Schedule(2);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].job.id, 3u);
+  // When job 1 ends, the head starts first; job 4 only after it.
+  s.Finish(3);
+  s.Finish(1);
+  started = s.Schedule(100);
+  ASSERT_GE(started.size(), 1u);
+  EXPECT_EQ(started[0].job.id, 2u);
+}
+
+TEST(SchedulerTest, BackfillUsesNodesTheReservationDoesNotNeed) {
+  // Two nodes. The head (8 GPUs) waits for node 0; a long 2-GPU job may take node 1's gap but
+  // never node 0's.
+  ClusterState c(GpuNodes({8, 8}));
+  Scheduler s(&c, Policy::kBestFit);
+  ASSERT_TRUE(s.Submit(MakeJob(1, 4, 0, 100)).ok());  // node 0 (best fit on equal nodes: first)
+  ASSERT_TRUE(s.Submit(MakeJob(2, 6, 0, 1000)).ok());  // node 1
+  ASSERT_EQ(s.Schedule(0).size(), 2u);
+  ASSERT_TRUE(s.Submit(MakeJob(3, 8, 1, 100)).ok());  // head: reserved on node 0 at t=100
+  ASSERT_TRUE(s.Submit(MakeJob(4, 2, 2, 5000)).ok());  // fits on node 1 (2 free): allowed
+  ASSERT_TRUE(s.Submit(MakeJob(5, 3, 3, 5000)).ok());  // fits only on node 0: would delay 3
+  auto started = s.Schedule(3);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].job.id, 4u);
+  EXPECT_EQ(started[0].placement.ranks[0].node, 1);
+}
+
+TEST(SchedulerTest, ALargeJobIsNotStarvedByAStreamOfSmallOnes) {
+  ClusterState c(GpuNodes({8}));
+  Scheduler s(&c, Policy::kBestFit);
+  ASSERT_TRUE(s.Submit(MakeJob(1, 4, 0, 50)).ok());
+  ASSERT_EQ(s.Schedule(0).size(), 1u);
+  ASSERT_TRUE(s.Submit(MakeJob(2, 8, 1, 50)).ok());  // the large one
+  // Small long jobs keep arriving; none may take the GPUs the large job is promised.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(s.Submit(MakeJob(10 + i, 1, 2 + i, 1000)).ok());
+  auto started = s.Schedule(5);
+  EXPECT_TRUE(started.empty());
+  s.Finish(1);
+  started = s.Schedule(50);
+  ASSERT_FALSE(started.empty());
+  EXPECT_EQ(started[0].job.id, 2u);
+}
+
+TEST(SchedulerTest, HigherPriorityGoesFirst) {
+  ClusterState c(GpuNodes({2}));
+  Scheduler s(&c, Policy::kBestFit);
+  ASSERT_TRUE(s.Submit(MakeJob(1, 2, 0, 10)).ok());
+  ASSERT_TRUE(s.Submit(MakeJob(2, 2, 5, 10, /*priority=*/1)).ok());  // a resumed trial
+  auto started = s.Schedule(5);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].job.id, 2u);
+}
+
+TEST(SchedulerTest, RefusesADemandTheClusterCanNeverHold) {
+  ClusterState c(GpuNodes({8, 8}));
+  Scheduler s(&c, Policy::kBestFit);
+  EXPECT_FALSE(s.Submit(MakeJob(1, 17, 0, 10)).ok());
+  EXPECT_FALSE(s.Submit(Job{2, Demand{1, 9, 1}, 0, 0, 10}).ok());
+  EXPECT_TRUE(s.Cancel(99) == false);
+}
+
+TEST(SimulationTest, AllJobsRunAndTheFiguresAreConsistent) {
+  auto jobs = TuningWorkload(300, 7, 60);
+  SimulationOptions o;
+  o.nodes = 8;
+  o.gpus_per_node = 8;
+  for (Policy p : {Policy::kBestFit, Policy::kFirstFit, Policy::kFifo}) {
+    o.policy = p;
+    auto r = Simulate(jobs, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->jobs, 300);
+    EXPECT_GE(r->makespan_ratio, 1.0 - 1e-9) << PolicyName(p);
+    EXPECT_GT(r->gpu_utilisation, 0.0);
+    EXPECT_LE(r->gpu_utilisation, 1.0 + 1e-9);
+    EXPECT_GE(r->mean_jct, r->mean_queueing);
+    EXPECT_GE(r->p95_queueing, 0.0);
+  }
+}
+
+TEST(SimulationTest, BackfillBeatsFifoWhenLargeJobsBlockTheQueue) {
+  // One 8-GPU node; a long 4-GPU job runs, an 8-GPU job waits, and many short 1-GPU jobs queue
+  // behind it. FIFO makes them all wait; backfill runs them in the gap.
+  std::vector<TraceJob> jobs = {{0, 1000, 4}, {1, 100, 8}};
+  for (int i = 0; i < 20; ++i) jobs.push_back({2.0 + i, 50, 1});
+  SimulationOptions o;
+  o.nodes = 1;
+  o.gpus_per_node = 8;
+  o.policy = Policy::kFifo;
+  auto fifo = Simulate(jobs, o).value();
+  o.policy = Policy::kBestFit;
+  auto backfill = Simulate(jobs, o).value();
+  EXPECT_LT(backfill.mean_jct, 0.75 * fifo.mean_jct);
+  EXPECT_LE(backfill.makespan, fifo.makespan);
+}
+
+}  // namespace
+}  // namespace hyperpack::scheduler
