@@ -199,12 +199,14 @@ Status Scheduler::Submit(const Job& job) {
   Key k{job.priority, job.submit, job.id};
   queue_.emplace(k, job);
   key_of_[job.id] = k;
+  if (job.demand.total_gpus() == 0) ++cpu_only_waiting_;
   return Status::Ok();
 }
 
 bool Scheduler::Cancel(uint64_t id) {
   auto it = key_of_.find(id);
   if (it == key_of_.end()) return false;
+  if (queue_.at(it->second).demand.total_gpus() == 0) --cpu_only_waiting_;
   queue_.erase(it->second);
   key_of_.erase(it);
   return true;
@@ -249,25 +251,33 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
     running_.emplace(job.id, std::move(r));
     started.push_back({job, std::move(p)});
     key_of_.erase(job.id);
+    if (job.demand.total_gpus() == 0) --cpu_only_waiting_;
     return queue_.erase(it);
   };
   bool blocked = false;
   double shadow = now;
   std::vector<bool> reserved;
+  // Capacity only shrinks during a pass, so a gang shape that failed with r ranks fails with more:
+  // remember the smallest failure per shape and skip larger ones without searching.
+  struct Failed {
+    int gpus_per_rank, cpus_per_rank, ranks_anywhere, ranks_off_reserved;
+  };
+  std::vector<Failed> failed;
+  auto failed_for = [&](const Demand& d) -> Failed& {
+    for (Failed& f : failed)
+      if (f.gpus_per_rank == d.gpus_per_rank && f.cpus_per_rank == d.cpus_per_rank) return f;
+    const int never = std::numeric_limits<int>::max();
+    failed.push_back({d.gpus_per_rank, d.cpus_per_rank, never, never});
+    return failed.back();
+  };
   for (auto it = queue_.begin(); it != queue_.end();) {
     const Job& job = it->second;
-    if (job.demand.total_gpus() > cluster_->total_free_gpus()) {
-      // Cannot fit now whatever the policy; but it may still be the head.
-      if (!blocked) {
-        if (policy_ == Policy::kFifo) break;
-        blocked = true;
-        if (!Reserve(job, now, &shadow, &reserved)) reserved.assign(cluster_->nodes().size(), true);
-      }
-      ++it;
-      continue;
-    }
+    // Nothing more can start: every waiting job needs GPUs and none is free.
+    if (cluster_->total_free_gpus() == 0 && cpu_only_waiting_ == 0) break;
     if (!blocked) {
-      if (auto p = cluster_->Find(job.demand, fit)) {
+      std::optional<Placement> p;
+      if (job.demand.total_gpus() <= cluster_->total_free_gpus()) p = cluster_->Find(job.demand, fit);
+      if (p) {
         it = start(it, std::move(*p));
         continue;
       }
@@ -278,13 +288,21 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
       continue;
     }
     // Backfill: jump ahead of the head only without delaying it.
+    Failed& f = failed_for(job.demand);
     bool ends_in_time = job.estimate > 0 && now + job.estimate <= shadow;
+    int& threshold = ends_in_time ? f.ranks_anywhere : f.ranks_off_reserved;
+    if (job.demand.ranks >= threshold || job.demand.total_gpus() > cluster_->total_free_gpus()) {
+      ++it;
+      continue;
+    }
     std::optional<Placement> p = ends_in_time ? cluster_->Find(job.demand, fit)
                                               : cluster_->FindAvoiding(job.demand, fit, &reserved);
     if (p) {
       it = start(it, std::move(*p));
       continue;
     }
+    threshold = job.demand.ranks;
+    if (ends_in_time) f.ranks_off_reserved = std::min(f.ranks_off_reserved, job.demand.ranks);
     ++it;
   }
   return started;

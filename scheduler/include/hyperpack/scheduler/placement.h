@@ -149,6 +149,7 @@ class Scheduler {
   std::map<uint64_t, Key> key_of_;
   std::map<uint64_t, Running> running_;
   std::multimap<double, uint64_t> ends_;  // expected end -> running job
+  int cpu_only_waiting_ = 0;
 };
 
 }  // namespace hyperpack::scheduler
