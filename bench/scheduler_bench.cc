@@ -36,8 +36,9 @@ int Packing(int seeds, int jobs) {
                                 {"shared", hs::SharedClusterWorkload, 15}};
   const hs::Policy policies[] = {hs::Policy::kFifo, hs::Policy::kFirstFit, hs::Policy::kBestFit};
   std::printf("%d jobs per workload, 64 nodes x 8 GPUs, median over %d seeds\n\n", jobs, seeds);
-  std::printf("| workload | policy | makespan / lower bound | mean JCT (s) | mean JCT vs fifo | "
-              "mean queueing (s) | GPU utilisation |\n|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| workload | policy | makespan / lower bound | mean JCT (s) | mean JCT vs fifo | "
+      "mean queueing (s) | GPU utilisation |\n|---|---|---|---|---|---|---|\n");
   for (const Workload& w : workloads) {
     double fifo_jct = 0;
     for (hs::Policy p : policies) {
@@ -57,8 +58,8 @@ int Packing(int seeds, int jobs) {
       }
       double j = Median(jct);
       if (p == hs::Policy::kFifo) fifo_jct = j;
-      std::printf("| %s | %s | %.3f | %.0f | %+.1f%% | %.0f | %.1f%% |\n", w.name, hs::PolicyName(p),
-                  Median(ratio), j, 100.0 * (j / fifo_jct - 1.0), Median(wait),
+      std::printf("| %s | %s | %.3f | %.0f | %+.1f%% | %.0f | %.1f%% |\n", w.name,
+                  hs::PolicyName(p), Median(ratio), j, 100.0 * (j / fifo_jct - 1.0), Median(wait),
                   100.0 * Median(util));
     }
   }
@@ -106,8 +107,10 @@ int Scale(int nodes, int pending) {
   }
   std::sort(pass_ms.begin(), pass_ms.end());
   double p99 = pass_ms[static_cast<size_t>(0.99 * static_cast<double>(pass_ms.size() - 1))];
-  std::printf("%d nodes x 8 GPUs, %d trials waiting at the start (1/2/4/8 GPUs), best fit with "
-              "backfill\n", nodes, pending);
+  std::printf(
+      "%d nodes x 8 GPUs, %d trials waiting at the start (1/2/4/8 GPUs), best fit with "
+      "backfill\n",
+      nodes, pending);
   std::printf("placements        %d in %.3f s of scheduling: %.0f placements/s\n", placed, busy_s,
               placed / busy_s);
   std::printf("scheduling passes %zu, p50 %.3f ms, p99 %.3f ms, max %.3f ms\n", pass_ms.size(),

@@ -15,10 +15,10 @@
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/simulate.h"
 #include "hyperpack/status.h"
-#include "hyperpack/text.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/report.h"
 #include "hyperpack/study/spec.h"
+#include "hyperpack/text.h"
 
 namespace {
 
@@ -129,7 +129,8 @@ int CmdRun(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "progress",
       "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
-      cxxopts::value<std::string>()->default_value("auto"));
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
@@ -160,6 +161,11 @@ int CmdRun(int argc, char** argv) {
     ro.progress = P::kQuiet;
   } else {
     return Fail(Status::Invalid("--progress: '", progress, "'; expected auto, line, log or quiet"));
+  }
+  if (args.count("fake-gpus")) {
+    int n = args["fake-gpus"].as<int>();
+    if (n < 0 || n > 64) return Fail(Status::Invalid("--fake-gpus must be between 0 and 64"));
+    ro.node = hyperpack::scheduler::FakeGpuNode(n);
   }
   auto summary = hyperpack::scheduler::RunStudy(*parsed.spec, ro);
   if (!summary.ok()) return Fail(summary.status());
@@ -279,11 +285,13 @@ int CmdExport(int argc, char** argv) {
 
 int CmdSimulate(int argc, char** argv) {
   namespace sched = hyperpack::scheduler;
-  cxxopts::Options o("simulate",
-                     "hyperpack simulate: replay a workload (CSV: submit_time,duration,gpus) in "
-                     "virtual time through the scheduler's placement code, or write a synthetic one");
-  o.custom_help("--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--json] | "
-                "--generate tuning|shared --jobs N [--seed S] -o FILE.csv");
+  cxxopts::Options o(
+      "simulate",
+      "hyperpack simulate: replay a workload (CSV: submit_time,duration,gpus) in "
+      "virtual time through the scheduler's placement code, or write a synthetic one");
+  o.custom_help(
+      "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--json] | "
+      "--generate tuning|shared --jobs N [--seed S] -o FILE.csv");
   o.add_options()("trace", "the workload to replay", cxxopts::value<std::string>())(
       "cluster", "NODESxGPUS", cxxopts::value<std::string>()->default_value("64x8"))(
       "policy", "best-fit | first-fit | fifo",
@@ -354,7 +362,8 @@ int CmdSimulate(int argc, char** argv) {
   }
   std::cout << r->jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
             << sched::PolicyName(so.policy) << "\n"
-            << "GPU utilisation      " << hyperpack::FormatShort(100 * r->gpu_utilisation, 4) << "%\n"
+            << "GPU utilisation      " << hyperpack::FormatShort(100 * r->gpu_utilisation, 4)
+            << "%\n"
             << "makespan             " << hyperpack::FormatDuration(r->makespan) << " ("
             << hyperpack::FormatShort(r->makespan_ratio, 4) << " x the lower bound "
             << hyperpack::FormatDuration(r->lower_bound) << ")\n"

@@ -134,10 +134,10 @@ TEST(SchedulerTest, BackfillUsesNodesTheReservationDoesNotNeed) {
   // never node 0's.
   ClusterState c(GpuNodes({8, 8}));
   Scheduler s(&c, Policy::kBestFit);
-  ASSERT_TRUE(s.Submit(MakeJob(1, 4, 0, 100)).ok());  // node 0 (best fit on equal nodes: first)
+  ASSERT_TRUE(s.Submit(MakeJob(1, 4, 0, 100)).ok());   // node 0 (best fit on equal nodes: first)
   ASSERT_TRUE(s.Submit(MakeJob(2, 6, 0, 1000)).ok());  // node 1
   ASSERT_EQ(s.Schedule(0).size(), 2u);
-  ASSERT_TRUE(s.Submit(MakeJob(3, 8, 1, 100)).ok());  // head: reserved on node 0 at t=100
+  ASSERT_TRUE(s.Submit(MakeJob(3, 8, 1, 100)).ok());   // head: reserved on node 0 at t=100
   ASSERT_TRUE(s.Submit(MakeJob(4, 2, 2, 5000)).ok());  // fits on node 1 (2 free): allowed
   ASSERT_TRUE(s.Submit(MakeJob(5, 3, 3, 5000)).ok());  // fits only on node 0: would delay 3
   auto started = s.Schedule(3);

@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <sstream>
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
+#include "hyperpack/scheduler/local_node.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
 #include "test_util.h"
@@ -489,6 +492,185 @@ tuner: {warm_start: nothing}
   // Nothing was stored for the study that could not start.
   auto db = Storage::Open(db_path_).value();
   EXPECT_FALSE(db->FindStudy("s").value().has_value());
+}
+
+// A trial script that records what each rank was given, then reports from rank 0.
+constexpr char kRankScript[] = R"(
+d="$HYPERPACK_TRIAL_DIR"
+echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $CUDA_VISIBLE_DEVICES" > "$d/rank-$RANK.env"
+echo "$HYPERPACK_CHECKPOINT_DIR ${HYPERPACK_RESUME:-0}" > "$d/checkpoint.env"
+sleep 0.2
+if [ "$RANK" = 0 ]; then echo '{"loss": 1}'; fi
+)";
+
+TEST_F(RunnerTest, GpuTrialsRunAsGangsWithTheirOwnDevicesAndTorchrunVariables) {
+  std::string script = Script("ranks.sh", kRankScript);
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  g: {type: categorical, values: [1, 2, 3]}
+  x: {type: float, low: 0, high: 1}
+trial: {command: "sh )" +
+                   script + R"("}
+tuner: {algorithm: random, seed: 4}
+budget: {max_trials: 8, max_parallel: 4}
+resources: {gpus: "{g}"}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(4);
+  auto summary = Run(spec, o);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->completed, 8);
+  auto trials = Trials();
+  struct Use {
+    double start, end;
+    std::set<std::string> devices;
+  };
+  std::vector<Use> uses;
+  for (const TrialRecord& t : trials) {
+    int g = static_cast<int>(std::get<int64_t>(ConfigFromJson(t.params_json)->at("g")));
+    std::string dir = std::filesystem::path(t.log_path).parent_path().string();
+    std::set<std::string> devices, ports;
+    for (int r = 0; r < g; ++r) {
+      std::istringstream env(ReadFile(dir + "/rank-" + std::to_string(r) + ".env"));
+      int rank, world, local, local_world;
+      std::string addr, port, device;
+      env >> rank >> world >> local >> local_world >> addr >> port >> device;
+      EXPECT_EQ(rank, r);
+      EXPECT_EQ(world, g);
+      EXPECT_EQ(local, r);
+      EXPECT_EQ(local_world, g);
+      EXPECT_EQ(addr, "127.0.0.1");
+      EXPECT_EQ(device.find(','), std::string::npos) << "one GPU per rank: " << device;
+      devices.insert(device);
+      ports.insert(port);
+    }
+    EXPECT_EQ(devices.size(), static_cast<size_t>(g)) << "ranks of one trial share a GPU";
+    EXPECT_EQ(ports.size(), 1u);
+    uses.push_back({*t.started, *t.ended, devices});
+  }
+  // No GPU is ever held by two trials at once, and never more than the 4 there are.
+  for (size_t i = 0; i < uses.size(); ++i) {
+    size_t in_use = uses[i].devices.size();
+    for (size_t j = 0; j < uses.size(); ++j) {
+      if (i == j || !(uses[j].start <= uses[i].start && uses[i].start < uses[j].end)) continue;
+      in_use += uses[j].devices.size();
+      for (const std::string& d : uses[i].devices) EXPECT_EQ(uses[j].devices.count(d), 0u) << d;
+    }
+    EXPECT_LE(in_use, 4u);
+  }
+}
+
+TEST_F(RunnerTest, WhenOneRankFailsTheWholeGangIsStopped) {
+  std::string script = Script("gang.sh", R"(
+if [ "$RANK" = 1 ]; then echo "rank one broke" >&2; exit 1; fi
+exec sleep 60
+)");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 1}
+resources: {gpus: 2}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(2);
+  ASSERT_TRUE(Run(spec, o).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error, HasSubstr("rank 1: exit 1"));
+  EXPECT_THAT(trials[0].error, HasSubstr("rank one broke"));
+  EXPECT_LT(*trials[0].ended - *trials[0].started, 30.0);  // rank 0 did not sleep its 60 s
+}
+
+TEST_F(RunnerTest, ATrialLargerThanTheMachineIsInfeasibleWithoutRunning) {
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {g: {type: categorical, values: [8]}}
+trial: {command: "echo ran > ran.txt"}
+budget: {max_trials: 1}
+resources: {gpus: "{g}"}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(4);
+  auto summary = Run(spec, o);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->infeasible, 1);
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kInfeasible);
+  EXPECT_THAT(trials[0].error, HasSubstr("more than this cluster has"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "ran.txt"));
+}
+
+TEST_F(RunnerTest, CpuSlotsBoundHowManyTrialsRunAtOnce) {
+  std::string script = Script("t.sh", "sleep 0.3\necho '{\"loss\": 1}'\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 4, max_parallel: 4}
+resources: {cpus: 2}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(0);
+  o.node->cpus = 4;  // two trials of 2 slots at a time
+  ASSERT_TRUE(Run(spec, o).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 4u);
+  for (const TrialRecord& t : trials) {
+    int overlap = 0;
+    for (const TrialRecord& u : trials)
+      overlap += *u.started <= *t.started && *t.started < *u.ended;
+    EXPECT_LE(overlap, 2);
+  }
+}
+
+TEST_F(RunnerTest, ARerunSharesTheFirstAttemptsCheckpointsAndIsAskedToResume) {
+  std::string script = Script("ranks.sh", kRankScript);
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 1}
+resources: {gpus: 1}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(1);
+  // As if a runner had died with trial 0 running.
+  {
+    ASSERT_TRUE(Run(spec, o).ok());
+    auto db = Storage::Open(db_path_).value();
+    auto study = db->FindStudy("s").value();
+    TrialRecord t;
+    t.study_id = study->id;
+    t.number = 1;
+    t.state = TrialState::kRunning;
+    t.params_json = R"({"x": 0.5})";
+    t.started = WallNow();
+    ASSERT_TRUE(db->InsertTrial(t).ok());
+  }
+  RunOptions more = o;
+  more.max_trials = 2;
+  ASSERT_TRUE(Run(spec, more).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[2].retry_of, 1);
+  std::string dir = std::filesystem::path(trials[2].log_path).parent_path().string();
+  std::istringstream env(ReadFile(dir + "/checkpoint.env"));
+  std::string checkpoint, resume;
+  env >> checkpoint >> resume;
+  EXPECT_THAT(checkpoint, HasSubstr("trial-0001/checkpoint"));
+  EXPECT_EQ(resume, "1");
 }
 
 }  // namespace

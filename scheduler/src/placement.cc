@@ -182,9 +182,12 @@ Result<Policy> ParsePolicy(const std::string& name) {
 
 const char* PolicyName(Policy p) {
   switch (p) {
-    case Policy::kBestFit: return "best-fit";
-    case Policy::kFirstFit: return "first-fit";
-    case Policy::kFifo: return "fifo";
+    case Policy::kBestFit:
+      return "best-fit";
+    case Policy::kFirstFit:
+      return "first-fit";
+    case Policy::kFifo:
+      return "fifo";
   }
   return "?";
 }
@@ -220,8 +223,7 @@ void Scheduler::Finish(uint64_t id) {
   running_.erase(it);
 }
 
-bool Scheduler::Reserve(const Job& head, double now, double* when,
-                        std::vector<bool>* nodes) const {
+bool Scheduler::Reserve(const Job& head, double now, double* when, std::vector<bool>* nodes) const {
   // Release the running jobs in the order they are expected to end, on a copy, until the head
   // fits: that is when (and where) it is promised to start.
   ClusterState future = *cluster_;
@@ -276,7 +278,8 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
     if (cluster_->total_free_gpus() == 0 && cpu_only_waiting_ == 0) break;
     if (!blocked) {
       std::optional<Placement> p;
-      if (job.demand.total_gpus() <= cluster_->total_free_gpus()) p = cluster_->Find(job.demand, fit);
+      if (job.demand.total_gpus() <= cluster_->total_free_gpus())
+        p = cluster_->Find(job.demand, fit);
       if (p) {
         it = start(it, std::move(*p));
         continue;

@@ -1,6 +1,9 @@
 #include "hyperpack/scheduler/runner.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/metrics.h"
+#include "hyperpack/scheduler/placement.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
@@ -45,34 +49,74 @@ struct Queued {
   Config config;
   int attempt = 1;
   std::optional<int> retry_of;
+  std::optional<int> root;  // the first attempt's number: its checkpoint directory is shared
 };
 
-// One running trial. Owned by the runner's map and by the handlers of its pending operations
-// (shared_ptr), so that a late handler never touches freed memory; `done` makes it ignore them.
-struct Trial {
-  Trial(asio::io_context& io) : out(io), err(io), timeout(io), kill(io), drain(io) {}
-
-  int number = 0;
-  Config config;
-  int attempt = 1;
-  std::optional<int> retry_of;
-  pid_t pid = -1;
-  double started_wall = 0;
-  Clock::time_point started;
+// One process of a trial's gang: its pipes, its log, how it ended.
+struct Rank {
+  explicit Rank(asio::io_context& io) : out(io), err(io) {}
+  int index = 0;
+  pid_t pid = -1;  // also its process group
   asio::posix::stream_descriptor out, err;
   std::array<char, 8192> out_buf{}, err_buf{};
   std::string out_line, err_line;
   std::string err_tail;
   std::ofstream log;
-  std::string log_path;
-  asio::steady_timer timeout, kill, drain;
   bool exited = false;
   int wait_status = 0;
   bool out_open = true, err_open = true;
+};
+
+// One running trial. Owned by the runner's map and by the handlers of its pending operations
+// (shared_ptr), so that a late handler never touches freed memory; `done` makes it ignore them.
+struct Trial {
+  explicit Trial(asio::io_context& io) : timeout(io), kill(io), drain(io) {}
+
+  int number = 0;
+  Config config;
+  int attempt = 1;
+  std::optional<int> retry_of;
+  int root = 0;
+  uint64_t job = 0;  // the scheduler's job: its placement is released when the trial ends
+  Placement placement;
+  double started_wall = 0;
+  Clock::time_point started;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  std::string log_path;  // rank 0's
+  asio::steady_timer timeout, kill, drain;
   bool timed_out = false, interrupted = false, done = false;
+  int failed_rank = -1;  // the first rank that exited non-zero; the gang was stopped then
   std::optional<double> objective;
   int64_t metric_lines = 0;
+
+  bool AllExited() const {
+    for (const auto& r : ranks)
+      if (!r->exited) return false;
+    return true;
+  }
+  bool AllClosed() const {
+    for (const auto& r : ranks)
+      if (r->out_open || r->err_open) return false;
+    return true;
+  }
+  // The rank whose ending says how the trial ended.
+  const Rank& Deciding() const { return *ranks[failed_rank >= 0 ? failed_rank : 0]; }
 };
+
+// A port that was free on loopback a moment ago, for a gang's rendezvous.
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
 
 std::string ParamsLine(const Config& config, const SearchSpace& space) {
   std::vector<std::string> parts;
@@ -111,6 +155,11 @@ class Runner {
         ticker_(io_),
         time_limit_(io_) {
     max_trials_ = options.max_trials.value_or(spec.budget.max_trials);
+    LocalNode node = options.node ? *options.node : DetectLocalNode();
+    gpu_ids_ = node.gpus;
+    cluster_ = std::make_unique<ClusterState>(
+        std::vector<Node>{{node.name, static_cast<int>(node.gpus.size()), node.cpus}});
+    scheduler_ = std::make_unique<Scheduler>(cluster_.get(), Policy::kBestFit);
     max_parallel_ = options.max_parallel.value_or(spec.budget.max_parallel);
   }
 
@@ -224,8 +273,16 @@ class Runner {
     for (const tuner::TrialOutcome& o : warm) tuner_->Observe(o);
 
     std::map<int, bool> has_retry;
+    std::map<int, int> parent;
     for (const TrialRecord& t : trials)
-      if (t.retry_of) has_retry[*t.retry_of] = true;
+      if (t.retry_of) {
+        has_retry[*t.retry_of] = true;
+        parent[t.number] = *t.retry_of;
+      }
+    auto root_of = [&](int n) {
+      while (parent.count(n)) n = parent[n];
+      return n;
+    };
     for (const TrialRecord& t : trials) {
       auto config = ConfigFromJson(t.params_json);
       if (!config.ok()) return config.status().WithContext(StrCat("trial ", t.number));
@@ -233,7 +290,7 @@ class Runner {
         ++finished_;
         ObserveStored(t, *config);
       } else if (t.state == TrialState::kInterrupted && !has_retry[t.number]) {
-        retries_.push_back({*config, t.attempt + 1, t.number});
+        retries_.push_back({*config, t.attempt + 1, t.number, root_of(t.number)});
       }
     }
 
@@ -333,27 +390,31 @@ class Runner {
   }
 
   // ---- scheduling -----------------------------------------------------------------------------
+  int Busy() const { return static_cast<int>(running_.size() + waiting_.size()); }
   int Free() const {
-    int by_parallel = max_parallel_ - static_cast<int>(running_.size());
-    int by_budget = max_trials_ - finished_ - static_cast<int>(running_.size());
+    int by_parallel = max_parallel_ - Busy();
+    int by_budget = max_trials_ - finished_ - Busy();
     return std::max(0, std::min(by_parallel, by_budget));
   }
 
+  // Re-runs and new proposals go to the scheduler's queue; Dispatch starts what fits.
   void Fill() {
     if (stopping_) return MaybeFinish();
     int free = Free();
     while (free > 0 && !retries_.empty()) {
-      Queued q = std::move(retries_.front());
+      Enqueue(std::move(retries_.front()));
       retries_.pop_front();
-      Launch(std::move(q));
       --free;
     }
-    if (free > 0 && !proposing_) {
+    // New proposals only while nothing waits for room: a proposal made now is better informed
+    // than one that would sit in the queue.
+    if (free > 0 && !proposing_ && scheduler_->waiting() == 0) {
       // Proposing can take a while (fitting a GP): it runs on the tuner's thread, and the io
       // thread goes on reading metrics and reaping trials meanwhile.
       proposing_ = true;
       std::vector<Config> pending;
       for (const auto& [n, t] : running_) pending.push_back(t->config);
+      for (const auto& [id, q] : waiting_) pending.push_back(q.config);
       asio::post(tuner_thread_, [this, free, pending = std::move(pending)] {
         auto proposals = tuner_->Propose(free, pending);
         asio::post(io_, [this, proposals = std::move(proposals)]() mutable {
@@ -361,6 +422,7 @@ class Runner {
         });
       });
     }
+    Dispatch();
     MaybeFinish();
   }
 
@@ -373,7 +435,7 @@ class Runner {
       summary_.exit_code = 1;
       return MaybeFinish();
     }
-    if (proposals->empty() && running_.empty() && retries_.empty()) {
+    if (proposals->empty() && running_.empty() && retries_.empty() && waiting_.empty()) {
       StopLaunching("search space exhausted");
       Print("every configuration of the search space has been tried");
       return MaybeFinish();
@@ -382,9 +444,72 @@ class Runner {
     int free = Free();
     for (Config& c : *proposals) {
       if (free-- <= 0) break;
-      Launch({std::move(c), 1, std::nullopt});
+      Enqueue({std::move(c), 1, std::nullopt, std::nullopt});
     }
     Fill();
+  }
+
+  // What one trial needs: resources.gpus G makes a gang of G ranks with a GPU each (launched
+  // with torchrun's variables); otherwise one process with resources.cpus CPU slots. Without
+  // resources a trial takes no slot and only max_parallel bounds it.
+  Result<Demand> DemandFor(const Config& config) const {
+    Demand d{1, 0, 0};
+    auto count = [&](const Expression& e, const char* key) -> Result<int> {
+      HP_ASSIGN_OR_RETURN(double v, e.Evaluate(config));
+      if (v < 0 || v != std::floor(v) || v > 1e6)
+        return Status::Invalid("resources.", key, " = ", e.text(), " is ", FormatDouble(v),
+                               "; expected a whole number >= 0");
+      return static_cast<int>(v);
+    };
+    int gpus = 0;
+    if (spec_.resources.gpus) {
+      HP_ASSIGN_OR_RETURN(gpus, count(*spec_.resources.gpus, "gpus"));
+      if (gpus > 0) d = Demand{gpus, 1, 0};
+    }
+    if (spec_.resources.cpus) {
+      HP_ASSIGN_OR_RETURN(int cpus, count(*spec_.resources.cpus, "cpus"));
+      d.cpus_per_rank = gpus > 0 ? (cpus + gpus - 1) / gpus : cpus;
+    }
+    return d;
+  }
+
+  void Enqueue(Queued q) {
+    auto demand = DemandFor(q.config);
+    Job job;
+    job.id = ++jobs_;
+    job.priority = q.attempt > 1 ? 1 : 0;  // re-runs before new proposals
+    job.submit = std::chrono::duration<double>(Clock::now() - start_).count();
+    job.estimate = EstimateSeconds();
+    Status s = demand.ok() ? Status::Ok() : demand.status();
+    if (demand.ok()) {
+      job.demand = *demand;
+      s = scheduler_->Submit(job);
+    }
+    if (!s.ok()) {
+      // It can never run here: the tuner learns it as infeasible.
+      NeverRuns(std::move(q), s.message());
+      return;
+    }
+    waiting_.emplace(job.id, std::move(q));
+  }
+
+  // The median duration of this run's completed trials: the scheduler's estimate for backfill.
+  double EstimateSeconds() const {
+    if (durations_.empty()) return spec_.trial.timeout_s.value_or(0.0);
+    std::vector<double> d = durations_;
+    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+    return d[d.size() / 2];
+  }
+
+  void Dispatch() {
+    if (stopping_) return;
+    double now = std::chrono::duration<double>(Clock::now() - start_).count();
+    for (auto& started : scheduler_->Schedule(now)) {
+      auto it = waiting_.find(started.job.id);
+      Queued q = std::move(it->second);
+      waiting_.erase(it);
+      Launch(std::move(q), started.job.id, std::move(started.placement));
+    }
   }
 
   // Observations reach the tuner on its own thread, in order, before any later Propose.
@@ -399,7 +524,7 @@ class Runner {
   }
 
   void MaybeFinish() {
-    if (!running_.empty() || proposing_) return;
+    if (!running_.empty() || proposing_ || !waiting_.empty()) return;
     if (!stopping_ && Free() > 0) return;
     if (!stopping_) StopLaunching("budget reached");
     // A handler already queued (say, a SIGCHLD that arrived just now) still runs after these
@@ -411,39 +536,40 @@ class Runner {
     time_limit_.cancel();
   }
 
-  void Launch(Queued q) {
+  void Launch(Queued q, uint64_t job, Placement placement) {
     auto t = std::make_shared<Trial>(io_);
     t->number = next_number_++;
     t->config = std::move(q.config);
     t->attempt = q.attempt;
     t->retry_of = q.retry_of;
+    t->root = q.root.value_or(t->number);
+    t->job = job;
+    t->placement = std::move(placement);
     t->started_wall = WallNow();
     t->started = Clock::now();
 
-    char dir_name[32];
-    std::snprintf(dir_name, sizeof(dir_name), "trial-%04d", t->number);
-    fs::path dir = log_root_ / dir_name;
+    fs::path dir = TrialDir(t->number);
     std::error_code ec;
     fs::create_directories(dir, ec);
     std::string params_json = ConfigToJson(t->config, &spec_.space);
     fs::path params_file = dir / "params.json";
     std::ofstream(params_file) << params_json << "\n";
     t->log_path = (dir / "output.log").string();
-    t->log.open(t->log_path, std::ios::app);
 
     std::map<std::string, std::string> builtins = {{"trial", std::to_string(t->number)},
                                                    {"study", spec_.name},
                                                    {"params_file", params_file.string()},
                                                    {"trial_dir", dir.string()}};
-    SpawnRequest req;
-    req.command = study::RenderTemplate(spec_.trial.command, t->config, builtins);
-    req.workdir = spec_.trial.workdir;
+    std::string command = study::RenderTemplate(spec_.trial.command, t->config, builtins);
     std::map<std::string, std::string> env;
     for (const std::string& kv : CurrentEnvironment()) {
       auto eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     for (const ParamSpec& p : spec_.space.params()) env.erase(study::ParamEnvName(p.name));
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                          "MASTER_PORT", "HYPERPACK_RESUME"})
+      env.erase(v);
     // Python buffers a pipe's output until exit, which would hold back every metric line.
     env["PYTHONUNBUFFERED"] = "1";
     env["HYPERPACK_STUDY"] = spec_.name;
@@ -452,10 +578,51 @@ class Runner {
     env["HYPERPACK_TRIAL_DIR"] = dir.string();
     env["HYPERPACK_PARAMS"] = params_json;
     env["HYPERPACK_PARAMS_FILE"] = params_file.string();
+    // Every attempt of a trial shares the first one's checkpoints, and a re-run resumes from them.
+    env["HYPERPACK_CHECKPOINT_DIR"] = (TrialDir(t->root) / "checkpoint").string();
+    if (t->attempt > 1) env["HYPERPACK_RESUME"] = "1";
     for (const auto& [name, value] : t->config) env[study::ParamEnvName(name)] = FormatValue(value);
     for (const auto& [name, value] : spec_.trial.env)
       env[name] = study::RenderTemplate(value, t->config, builtins);
-    for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
+
+    // The gang: one process per rank, with torchrun's variables when the trial asked for GPUs.
+    const int world = static_cast<int>(t->placement.ranks.size());
+    const bool gang = !t->placement.ranks.empty() && !t->placement.ranks[0].gpus.empty();
+    std::string port = std::to_string(FreePort());
+    std::vector<SpawnRequest> requests;
+    for (int r = 0; r < std::max(1, world); ++r) {
+      std::map<std::string, std::string> rank_env = env;
+      if (gang) {
+        rank_env["RANK"] = std::to_string(r);
+        rank_env["LOCAL_RANK"] = std::to_string(r);
+        rank_env["WORLD_SIZE"] = std::to_string(world);
+        rank_env["LOCAL_WORLD_SIZE"] = std::to_string(world);
+        rank_env["MASTER_ADDR"] = "127.0.0.1";
+        rank_env["MASTER_PORT"] = port;
+      }
+      if (gang || !gpu_ids_.empty()) {
+        // A trial sees its own GPUs only (none when it asked for none).
+        std::vector<std::string> ids;
+        if (r < world)
+          for (int g : t->placement.ranks[r].gpus) ids.push_back(gpu_ids_[g]);
+        rank_env["CUDA_VISIBLE_DEVICES"] = Join(ids, ",");
+      }
+      if (r < world && t->placement.ranks[r].cpus > 0)
+        rank_env["HYPERPACK_CPUS"] = std::to_string(t->placement.ranks[r].cpus);
+      SpawnRequest req;
+      req.command = command;
+      req.workdir = spec_.trial.workdir;
+      for (const auto& [k, v] : rank_env) req.env.push_back(k + "=" + v);
+      requests.push_back(std::move(req));
+      auto rank = std::make_unique<Rank>(io_);
+      rank->index = r;
+      std::string log = r == 0 ? t->log_path : (dir / StrCat("rank-", r, ".log")).string();
+      rank->log.open(log, std::ios::app);
+      rank->log << "# hyperpack trial " << t->number << " (attempt " << t->attempt << ")"
+                << (gang ? StrCat(", rank ", r, " of ", world) : std::string())
+                << "\n# command: " << command << "\n";
+      t->ranks.push_back(std::move(rank));
+    }
 
     TrialRecord rec;
     rec.study_id = study_id_;
@@ -467,8 +634,6 @@ class Runner {
     rec.attempt = t->attempt;
     rec.retry_of = t->retry_of;
     rec.log_path = t->log_path;
-    t->log << "# hyperpack trial " << t->number << " (attempt " << t->attempt
-           << ")\n# command: " << req.command << "\n";
 
     // Persist, then act: the trial's row is committed before its process exists, so that storage
     // knows of every process a runner started (and a reader never sees a trial that is not there).
@@ -479,18 +644,61 @@ class Runner {
           return db.AddEvent(rec.study_id, {rec.started.value_or(0), rec.number, "trial_started",
                                             "on " + rec.host});
         },
-        [this, t, req = std::move(req)](const Status& s) {
-          asio::post(io_, [this, t, req, s] { Start(t, req, s); });
+        [this, t, requests = std::move(requests)](const Status& s) {
+          asio::post(io_, [this, t, requests, s] { Start(t, requests, s); });
         });
   }
 
-  void Start(const std::shared_ptr<Trial>& t, const SpawnRequest& req, const Status& stored) {
+  fs::path TrialDir(int number) const {
+    char name[32];
+    std::snprintf(name, sizeof(name), "trial-%04d", number);
+    return log_root_ / name;
+  }
+
+  // A trial that cannot run on this cluster at all: recorded as infeasible without a process.
+  void NeverRuns(Queued q, const std::string& why) {
+    auto t = std::make_shared<Trial>(io_);
+    t->number = next_number_++;
+    t->config = std::move(q.config);
+    t->attempt = q.attempt;
+    t->retry_of = q.retry_of;
+    t->started_wall = WallNow();
+    t->started = Clock::now();
+    auto rank = std::make_unique<Rank>(io_);
+    rank->exited = true;
+    rank->out_open = rank->err_open = false;
+    rank->err_tail = why;
+    rank->wait_status = 3 << 8;
+    t->ranks.push_back(std::move(rank));
+    TrialRecord rec;
+    rec.study_id = study_id_;
+    rec.number = t->number;
+    rec.state = TrialState::kRunning;
+    rec.params_json = ConfigToJson(t->config, &spec_.space);
+    rec.started = t->started_wall;
+    rec.host = HostName();
+    rec.attempt = t->attempt;
+    rec.retry_of = t->retry_of;
+    Post([rec](Storage& db) { return db.InsertTrial(rec); });
+    running_[t->number] = t;
+    Complete(t);
+  }
+
+  void Start(const std::shared_ptr<Trial>& t, const std::vector<SpawnRequest>& requests,
+             const Status& stored) {
     auto never_ran = [&](const std::string& why) {
-      t->exited = true;
-      t->out_open = t->err_open = false;
-      t->err_tail = why;
-      t->wait_status = 127 << 8;
-      Complete(t);
+      for (auto& r : t->ranks) {
+        if (r->pid > 0) continue;
+        r->exited = true;
+        r->out_open = r->err_open = false;
+        r->wait_status = 127 << 8;
+      }
+      t->ranks[0]->err_tail = why;
+      if (t->AllExited()) {
+        Complete(t);
+      } else {
+        Terminate(t);  // the ranks that did start
+      }
     };
     // Stopped (Ctrl-C, a storage error) while its row was being written: it never runs.
     if (t->interrupted) return never_ran("interrupted before it started");
@@ -498,74 +706,98 @@ class Runner {
       t->interrupted = true;
       return never_ran(stored.message());
     }
-    auto spawned = Spawn(req);
-    if (!spawned.ok()) return never_ran(spawned.status().message());
-    t->pid = spawned->pid;
-    t->out.assign(spawned->stdout_fd);
-    t->err.assign(spawned->stderr_fd);
-    Event(t->number, "", StrCat("started  ", ParamsLine(t->config, spec_.space)), false);
-    Read(t, false);
-    Read(t, true);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      auto spawned = Spawn(requests[r]);
+      if (!spawned.ok()) {
+        t->failed_rank = static_cast<int>(r);
+        return never_ran(spawned.status().message());
+      }
+      Rank& rank = *t->ranks[r];
+      rank.pid = spawned->pid;
+      rank.out.assign(spawned->stdout_fd);
+      rank.err.assign(spawned->stderr_fd);
+    }
+    std::string where;
+    if (!t->placement.ranks.empty() && !t->placement.ranks[0].gpus.empty()) {
+      std::vector<std::string> ids;
+      for (const auto& r : t->placement.ranks)
+        for (int g : r.gpus) ids.push_back(gpu_ids_[g]);
+      where = StrCat("  [", t->ranks.size(), " rank(s), GPUs ", Join(ids, ","), "]");
+    }
+    Event(t->number, "", StrCat("started  ", ParamsLine(t->config, spec_.space), where), false);
+    for (auto& r : t->ranks) {
+      Read(t, r.get(), false);
+      Read(t, r.get(), true);
+    }
     if (spec_.trial.timeout_s) {
       t->timeout.expires_after(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(*spec_.trial.timeout_s)));
       t->timeout.async_wait([this, t](boost::system::error_code ec) {
-        if (ec || t->done || t->exited) return;
+        if (ec || t->done || t->AllExited()) return;
         t->timed_out = true;
         Terminate(t);
       });
     }
   }
 
-  // SIGTERM to the trial's process group, SIGKILL after the grace period.
+  // SIGTERM to every rank's process group, SIGKILL after the grace period.
   void Terminate(const std::shared_ptr<Trial>& t) {
-    if (t->pid <= 0 || t->exited) return;
-    killpg(t->pid, SIGTERM);
+    bool any = false;
+    for (auto& r : t->ranks) {
+      if (r->pid <= 0 || r->exited) continue;
+      killpg(r->pid, SIGTERM);
+      any = true;
+    }
+    if (!any) return;
     t->kill.expires_after(std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(options_.kill_grace_s)));
     t->kill.async_wait([t](boost::system::error_code ec) {
-      if (!ec && !t->exited) killpg(t->pid, SIGKILL);
+      if (ec) return;
+      for (auto& r : t->ranks)
+        if (r->pid > 0 && !r->exited) killpg(r->pid, SIGKILL);
     });
   }
 
   // ---- output of a trial ------------------------------------------------------------------------
-  void Read(const std::shared_ptr<Trial>& t, bool is_err) {
-    auto& stream = is_err ? t->err : t->out;
-    auto& buf = is_err ? t->err_buf : t->out_buf;
+  void Read(const std::shared_ptr<Trial>& t, Rank* rank, bool is_err) {
+    auto& stream = is_err ? rank->err : rank->out;
+    auto& buf = is_err ? rank->err_buf : rank->out_buf;
     stream.async_read_some(asio::buffer(buf),
-                           [this, t, is_err](boost::system::error_code ec, size_t n) {
+                           [this, t, rank, is_err](boost::system::error_code ec, size_t n) {
                              if (t->done) return;
-                             std::string& line = is_err ? t->err_line : t->out_line;
-                             const auto& buf = is_err ? t->err_buf : t->out_buf;
+                             std::string& line = is_err ? rank->err_line : rank->out_line;
+                             const auto& buf = is_err ? rank->err_buf : rank->out_buf;
                              for (size_t i = 0; i < n; ++i) {
                                if (buf[i] == '\n') {
-                                 OnLine(*t, line, is_err);
+                                 OnLine(*t, *rank, line, is_err);
                                  line.clear();
                                } else {
                                  line += buf[i];
                                }
                              }
                              if (ec) {
-                               if (!line.empty()) OnLine(*t, line, is_err);
+                               if (!line.empty()) OnLine(*t, *rank, line, is_err);
                                line.clear();
-                               (is_err ? t->err_open : t->out_open) = false;
+                               (is_err ? rank->err_open : rank->out_open) = false;
                                boost::system::error_code ignored;
-                               (is_err ? t->err : t->out).close(ignored);
+                               (is_err ? rank->err : rank->out).close(ignored);
                                MaybeComplete(t);
                                return;
                              }
-                             Read(t, is_err);
+                             Read(t, rank, is_err);
                            });
   }
 
-  void OnLine(Trial& t, const std::string& line, bool is_err) {
-    t.log << line << "\n";
+  void OnLine(Trial& t, Rank& rank, const std::string& line, bool is_err) {
+    rank.log << line << "\n";
     if (is_err) {
-      t.err_tail += line;
-      t.err_tail += '\n';
-      if (t.err_tail.size() > kStderrTail) t.err_tail.erase(0, t.err_tail.size() - kStderrTail);
+      rank.err_tail += line;
+      rank.err_tail += '\n';
+      if (rank.err_tail.size() > kStderrTail)
+        rank.err_tail.erase(0, rank.err_tail.size() - kStderrTail);
       return;
     }
+    if (rank.index != 0) return;  // rank 0's metrics are the trial's
     auto m = ParseMetricLine(line);
     if (!m) return;
     int64_t step = m->step.value_or(t.metric_lines);
@@ -607,36 +839,47 @@ class Runner {
   }
 
   void Reap() {
-    // One SIGCHLD may stand for several exits; ask about every trial we run.
-    std::vector<std::shared_ptr<Trial>> exited;
+    // One SIGCHLD may stand for several exits; ask about every rank we run.
+    std::vector<std::shared_ptr<Trial>> ended;
     for (auto& [n, t] : running_) {
-      if (t->exited || t->pid <= 0) continue;
-      int status = 0;
-      pid_t r = waitpid(t->pid, &status, WNOHANG);
-      if (r != t->pid) continue;
-      t->exited = true;
-      t->wait_status = status;
-      // Whatever the trial left behind in its group dies with it, and so the pipes close.
-      killpg(t->pid, SIGKILL);
+      bool changed = false;
+      for (auto& r : t->ranks) {
+        if (r->exited || r->pid <= 0) continue;
+        int status = 0;
+        if (waitpid(r->pid, &status, WNOHANG) != r->pid) continue;
+        r->exited = true;
+        r->wait_status = status;
+        changed = true;
+        // Whatever the rank left behind in its group dies with it, and so the pipes close.
+        killpg(r->pid, SIGKILL);
+        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && t->failed_rank < 0 && !t->AllExited()) {
+          // One rank failed: the gang cannot finish without it.
+          t->failed_rank = r->index;
+          Terminate(t);
+        }
+      }
+      if (changed && t->AllExited()) ended.push_back(t);
+    }
+    for (auto& t : ended) {
       t->timeout.cancel();
       t->kill.cancel();
-      exited.push_back(t);
-    }
-    for (auto& t : exited) {
       // A descendant that left the group could hold the pipes open; do not wait on it forever.
       t->drain.expires_after(kDrainAfterExit);
       t->drain.async_wait([this, t](boost::system::error_code ec) {
         if (ec || t->done) return;
         boost::system::error_code ignored;
-        t->out.close(ignored);
-        t->err.close(ignored);
+        for (auto& r : t->ranks) {
+          r->out.close(ignored);
+          r->err.close(ignored);
+        }
       });
       MaybeComplete(t);
     }
   }
 
   void MaybeComplete(const std::shared_ptr<Trial>& t) {
-    if (t->done || !t->exited || t->out_open || t->err_open) return;
+    if (t->done || !t->AllExited() || !t->AllClosed()) return;
     Complete(t);
   }
 
@@ -646,6 +889,7 @@ class Runner {
     t->timeout.cancel();
     t->kill.cancel();
     running_.erase(t->number);
+    if (t->job) scheduler_->Finish(t->job);
     double ended = WallNow();
     double elapsed = std::chrono::duration<double>(Clock::now() - t->started).count();
 
@@ -655,17 +899,19 @@ class Runner {
     rec.ended = ended;
     int code = -1;
     std::string how;
-    if (WIFEXITED(t->wait_status)) {
-      code = WEXITSTATUS(t->wait_status);
+    const Rank& deciding = t->Deciding();
+    std::string which = t->ranks.size() > 1 ? StrCat("rank ", deciding.index, ": ") : "";
+    if (WIFEXITED(deciding.wait_status)) {
+      code = WEXITSTATUS(deciding.wait_status);
       rec.exit_status = code;
-      how = StrCat("exit ", code);
-      if (t->pid <= 0) how = "never started";
-    } else if (WIFSIGNALED(t->wait_status)) {
-      int sig = WTERMSIG(t->wait_status);
+      how = StrCat(which, "exit ", code);
+      if (deciding.pid <= 0 && t->job) how = "never started";
+    } else if (WIFSIGNALED(deciding.wait_status)) {
+      int sig = WTERMSIG(deciding.wait_status);
       rec.exit_status = 128 + sig;
-      how = StrCat("killed by signal ", sig, " (", strsignal(sig), ")");
+      how = StrCat(which, "killed by signal ", sig, " (", strsignal(sig), ")");
     }
-    std::string tail = LastLines(t->err_tail, 20);
+    std::string tail = LastLines(deciding.err_tail, 20);
     const std::string& metric = spec_.objective.metric;
     if (t->interrupted) {
       rec.state = TrialState::kInterrupted;
@@ -691,9 +937,13 @@ class Runner {
     }
     if (t->objective && rec.state != TrialState::kCompleted && std::isfinite(*t->objective))
       rec.value = t->objective;
-    t->log << "# trial " << t->number << " " << storage::TrialStateName(rec.state) << " (" << how
-           << ") after " << FormatDuration(elapsed) << "\n";
-    t->log.close();
+    for (auto& r : t->ranks) {
+      if (!r->log.is_open()) continue;
+      r->log << "# trial " << t->number << " " << storage::TrialStateName(rec.state) << " (" << how
+             << ") after " << FormatDuration(elapsed) << "\n";
+      r->log.close();
+    }
+    if (rec.state == TrialState::kCompleted) durations_.push_back(elapsed);
     Post([rec](Storage& db) {
       HP_RETURN_IF_ERROR(db.FinishTrial(rec));
       return db.AddEvent(rec.study_id, {*rec.ended, rec.number, "trial_finished",
@@ -705,7 +955,7 @@ class Runner {
     std::string line;
     if (rec.state == TrialState::kInterrupted) {
       ++summary_.interrupted;
-      retries_.push_back({t->config, t->attempt + 1, t->number});
+      retries_.push_back({t->config, t->attempt + 1, t->number, t->root});
       line = "interrupted";
     } else {
       ++finished_;
@@ -768,7 +1018,8 @@ class Runner {
         }
       } else {
         for (auto& [n, t] : running_)
-          if (!t->exited) killpg(t->pid, SIGKILL);
+          for (auto& r : t->ranks)
+            if (r->pid > 0 && !r->exited) killpg(r->pid, SIGKILL);
       }
       MaybeFinish();
       if (!done_) WaitSignal();
@@ -873,6 +1124,12 @@ class Runner {
   asio::steady_timer time_limit_;
   std::unique_ptr<StorageWriter> writer_;
   std::unique_ptr<tuner::Tuner> tuner_;
+  std::unique_ptr<ClusterState> cluster_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::string> gpu_ids_;    // the node's GPUs, as CUDA_VISIBLE_DEVICES names them
+  std::map<uint64_t, Queued> waiting_;  // scheduler job -> trial waiting for room
+  uint64_t jobs_ = 0;
+  std::vector<double> durations_;  // of this run's completed trials
   // The one thread that touches tuner_ once the run has started.
   asio::thread_pool tuner_thread_{1};
   bool proposing_ = false;

@@ -57,7 +57,8 @@ Result<std::vector<TraceJob>> ReadTrace(const std::string& path) {
     auto duration = ParseDouble(cells[1]);
     auto gpus = ParseInt(cells[2]);
     if (!submit || *submit < 0)
-      return Status::Invalid(path, ":", number, ": submit_time: '", cells[0], "' is not a time >= 0");
+      return Status::Invalid(path, ":", number, ": submit_time: '", cells[0],
+                             "' is not a time >= 0");
     if (!duration || *duration <= 0)
       return Status::Invalid(path, ":", number, ": duration: '", cells[1], "' is not > 0");
     if (!gpus || *gpus < 1)
@@ -77,7 +78,8 @@ std::string TraceCsv(const std::vector<TraceJob>& jobs) {
 
 Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o) {
   std::vector<Node> nodes;
-  for (int i = 0; i < o.nodes; ++i) nodes.push_back({"node" + std::to_string(i), o.gpus_per_node, 0});
+  for (int i = 0; i < o.nodes; ++i)
+    nodes.push_back({"node" + std::to_string(i), o.gpus_per_node, 0});
   ClusterState cluster(nodes);
   Scheduler scheduler(&cluster, o.policy);
   SimulationResult r;
@@ -118,7 +120,8 @@ Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const Simul
     }
     auto t0 = std::chrono::steady_clock::now();
     auto started = scheduler.Schedule(now);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     pass_ms.push_back(ms);
     r.scheduling_seconds += ms / 1000.0;
     for (const auto& s : started) {

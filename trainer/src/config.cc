@@ -260,6 +260,9 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
     if (!args.count(flag)) continue;
     HP_RETURN_IF_ERROR(Set(c, k, Json(args[flag].as<std::string>())).WithContext("--" + flag));
   }
+  // A scheduler re-running an interrupted trial asks it to continue from its checkpoints.
+  if (const char* env = std::getenv("HYPERPACK_RESUME"); env && std::string(env) == "1")
+    c.resume = !c.checkpoint_dir.empty() || std::getenv("HYPERPACK_CHECKPOINT_DIR") != nullptr;
   if (c.checkpoint_dir.empty()) {
     if (const char* env = std::getenv("HYPERPACK_CHECKPOINT_DIR"); env && *env)
       c.checkpoint_dir = env;

@@ -109,10 +109,13 @@ class Trainer {
     if (c_.precision == "fp16" && !c_.cuda)
       throw Infeasible(
           "precision fp16 needs a GPU (dynamic loss scaling on CUDA); use bf16 or fp32");
-    int threads = c_.threads > 0
-                      ? c_.threads
-                      : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                        std::max(1, rdv_.local_world_size));
+    // The CPU slots the scheduler gave this process (HYPERPACK_CPUS), else every core; shared by
+    // the local ranks.
+    int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* env = std::getenv("HYPERPACK_CPUS"); env && std::atoi(env) > 0)
+      cores = std::atoi(env);
+    int threads =
+        c_.threads > 0 ? c_.threads : std::max(1, cores / std::max(1, rdv_.local_world_size));
     torch::set_num_threads(threads);
     // torch::set_num_threads bounds ATen's own threads, not OpenBLAS's, which would otherwise start
     // one per core in every rank and oversubscribe the machine.

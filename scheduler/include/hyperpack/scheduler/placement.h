@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,9 +98,9 @@ const char* PolicyName(Policy p);
 struct Job {
   uint64_t id = 0;
   Demand demand;
-  int priority = 0;        // higher first: resumed and promoted trials above new ones
-  double submit = 0;       // arrival, seconds
-  double estimate = 0;     // expected run time, for backfill; 0: unknown (never backfilled past)
+  int priority = 0;     // higher first: resumed and promoted trials above new ones
+  double submit = 0;    // arrival, seconds
+  double estimate = 0;  // expected run time, for backfill; 0: unknown (never backfilled past)
 };
 
 class Scheduler {

@@ -6,11 +6,16 @@
 // fail, or it is interrupted (SIGINT/SIGTERM: running trials are stopped and marked interrupted,
 // and the study can be resumed later).
 //
-// Each trial runs `/bin/sh -c COMMAND` in its own process group, with its parameters in the
-// command ({name}), the environment (HYPERPACK_TRIAL_ID, HYPERPACK_PARAMS, HP_<NAME>) and a JSON
-// file (HYPERPACK_PARAMS_FILE). Its stdout is read for metric lines (see metrics.h); everything it
-// prints goes to a per-trial log. Exit 0 with the objective reported: completed; exit 3:
-// infeasible; another exit: failed (the tail of stderr kept); past trial.timeout: killed, timeout.
+// Trials are placed by the scheduler (placement.h) on this machine: `resources.gpus: G` makes a
+// gang of G ranks with one GPU each, started together with torchrun's variables (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and their own
+// CUDA_VISIBLE_DEVICES; `resources.cpus: C` one process holding C CPU slots. If one rank fails
+// the gang is stopped. Each rank runs `/bin/sh -c COMMAND` in its own process group, with its
+// parameters in the command ({name}), the environment (HYPERPACK_TRIAL_ID, HYPERPACK_PARAMS,
+// HP_<NAME>) and a JSON file (HYPERPACK_PARAMS_FILE). Its stdout is read for metric lines (see
+// metrics.h); everything it prints goes to a per-trial log. Exit 0 with the objective reported:
+// completed; exit 3: infeasible; another exit: failed (the tail of stderr kept); past
+// trial.timeout: killed, timeout.
 //
 // Threads: RunStudy blocks the calling thread, which runs the io_context that owns all runner
 // state; SQLite writes go to one writer thread, in order, batched into transactions.
@@ -21,6 +26,7 @@
 #include <ostream>
 #include <string>
 
+#include "hyperpack/scheduler/local_node.h"
 #include "hyperpack/status.h"
 #include "hyperpack/study/spec.h"
 
@@ -40,6 +46,8 @@ struct RunOptions {
   std::ostream* out = nullptr;  // progress and summary; default std::cout
   double kill_grace_s = 5.0;    // SIGTERM, then SIGKILL this much later
   bool handle_signals = true;   // install SIGINT/SIGTERM handlers
+  // The machine trials are placed on (resources.gpus / cpus); detected when absent.
+  std::optional<LocalNode> node;
 };
 
 struct RunSummary {

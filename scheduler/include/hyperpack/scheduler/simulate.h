@@ -1,7 +1,7 @@
 // Simulation with the real placement code: a workload (submit time, duration, GPUs per job)
-// replayed in virtual time on a cluster of identical GPU nodes, and the figures that say how well it
-// was packed. Also the synthetic workloads used by tests and benchmarks.
-// Thread-safety: pure functions over values.
+// replayed in virtual time on a cluster of identical GPU nodes, and the figures that say how well
+// it was packed. Also the synthetic workloads used by tests and benchmarks. Thread-safety: pure
+// functions over values.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +33,13 @@ struct SimulationResult {
   int jobs = 0;
   double gpu_utilisation = 0;  // GPU-seconds used / (GPUs x makespan)
   double makespan = 0;         // last end - first submit
-  double lower_bound = 0;      // max(latest submit + duration, total GPU-seconds / GPUs), from the first submit
+  double lower_bound =
+      0;  // max(latest submit + duration, total GPU-seconds / GPUs), from the first submit
   double makespan_ratio = 0;
   double mean_queueing = 0, p95_queueing = 0;  // start - submit
   double mean_jct = 0, p95_jct = 0;            // end - submit
-  int passes = 0;              // scheduling passes run
-  double scheduling_seconds = 0;  // wall-clock time spent in them
+  int passes = 0;                              // scheduling passes run
+  double scheduling_seconds = 0;               // wall-clock time spent in them
   double p99_pass_ms = 0;
 };
 
