@@ -19,6 +19,7 @@
 #include <map>
 #include <random>
 
+#include "executor.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/metrics.h"
@@ -42,7 +43,6 @@ using study::StudySpec;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStderrTail = 4096;
-constexpr auto kDrainAfterExit = std::chrono::seconds(2);
 
 // A trial waiting to start: a new proposal, or the re-run of an interrupted one.
 struct Queued {
@@ -52,25 +52,20 @@ struct Queued {
   std::optional<int> root;  // the first attempt's number: its checkpoint directory is shared
 };
 
-// One process of a trial's gang: its pipes, its log, how it ended.
+// One process of a trial's gang: its log and how it ended (the Executor runs it).
 struct Rank {
-  explicit Rank(asio::io_context& io) : out(io), err(io) {}
   int index = 0;
-  pid_t pid = -1;  // also its process group
-  asio::posix::stream_descriptor out, err;
-  std::array<char, 8192> out_buf{}, err_buf{};
-  std::string out_line, err_line;
-  std::string err_tail;
-  std::ofstream log;
+  bool started = false;
   bool exited = false;
   int wait_status = 0;
-  bool out_open = true, err_open = true;
+  std::string err_tail;
+  std::ofstream log;
 };
 
 // One running trial. Owned by the runner's map and by the handlers of its pending operations
 // (shared_ptr), so that a late handler never touches freed memory; `done` makes it ignore them.
 struct Trial {
-  explicit Trial(asio::io_context& io) : timeout(io), kill(io), drain(io) {}
+  explicit Trial(asio::io_context& io) : timeout(io), kill(io) {}
 
   int number = 0;
   Config config;
@@ -83,7 +78,7 @@ struct Trial {
   Clock::time_point started;
   std::vector<std::unique_ptr<Rank>> ranks;
   std::string log_path;  // rank 0's
-  asio::steady_timer timeout, kill, drain;
+  asio::steady_timer timeout, kill;
   bool timed_out = false, interrupted = false, done = false;
   int failed_rank = -1;  // the first rank that exited non-zero; the gang was stopped then
   std::optional<double> objective;
@@ -92,11 +87,6 @@ struct Trial {
   bool AllExited() const {
     for (const auto& r : ranks)
       if (!r->exited) return false;
-    return true;
-  }
-  bool AllClosed() const {
-    for (const auto& r : ranks)
-      if (r->out_open || r->err_open) return false;
     return true;
   }
   // The rank whose ending says how the trial ended.
@@ -151,7 +141,6 @@ class Runner {
         options_(options),
         out_(options.out ? *options.out : std::cout),
         signals_(io_),
-        sigchld_(io_, SIGCHLD),
         ticker_(io_),
         time_limit_(io_) {
     max_trials_ = options.max_trials.value_or(spec.budget.max_trials);
@@ -160,6 +149,9 @@ class Runner {
     cluster_ = std::make_unique<ClusterState>(
         std::vector<Node>{{node.name, static_cast<int>(node.gpus.size()), node.cpus}});
     scheduler_ = std::make_unique<Scheduler>(cluster_.get(), Policy::kBestFit);
+    executor_ = MakeLocalExecutor(
+        io_, {[this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
+              [this](RankId id, int status) { OnExit(id, status); }});
     max_parallel_ = options.max_parallel.value_or(spec.budget.max_parallel);
   }
 
@@ -172,7 +164,6 @@ class Runner {
       signals_.add(SIGTERM);
       WaitSignal();
     }
-    WaitChild();
     if (spec_.budget.time_limit_s) {
       time_limit_.expires_after(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(*spec_.budget.time_limit_s)));
@@ -531,7 +522,7 @@ class Runner {
     // cancels; done_ keeps it from waiting again, so that io_context::run returns.
     done_ = true;
     signals_.cancel();
-    sigchld_.cancel();
+    executor_->Shutdown();
     ticker_.cancel();
     time_limit_.cancel();
   }
@@ -614,7 +605,7 @@ class Runner {
       req.workdir = spec_.trial.workdir;
       for (const auto& [k, v] : rank_env) req.env.push_back(k + "=" + v);
       requests.push_back(std::move(req));
-      auto rank = std::make_unique<Rank>(io_);
+      auto rank = std::make_unique<Rank>();
       rank->index = r;
       std::string log = r == 0 ? t->log_path : (dir / StrCat("rank-", r, ".log")).string();
       rank->log.open(log, std::ios::app);
@@ -664,9 +655,8 @@ class Runner {
     t->retry_of = q.retry_of;
     t->started_wall = WallNow();
     t->started = Clock::now();
-    auto rank = std::make_unique<Rank>(io_);
+    auto rank = std::make_unique<Rank>();
     rank->exited = true;
-    rank->out_open = rank->err_open = false;
     rank->err_tail = why;
     rank->wait_status = 3 << 8;
     t->ranks.push_back(std::move(rank));
@@ -688,16 +678,15 @@ class Runner {
              const Status& stored) {
     auto never_ran = [&](const std::string& why) {
       for (auto& r : t->ranks) {
-        if (r->pid > 0) continue;
+        if (r->started) continue;
         r->exited = true;
-        r->out_open = r->err_open = false;
         r->wait_status = 127 << 8;
       }
-      t->ranks[0]->err_tail = why;
+      t->ranks[t->failed_rank >= 0 ? t->failed_rank : 0]->err_tail = why;
       if (t->AllExited()) {
         Complete(t);
       } else {
-        Terminate(t);  // the ranks that did start
+        Terminate(t);  // the ranks that did start end, and then the trial
       }
     };
     // Stopped (Ctrl-C, a storage error) while its row was being written: it never runs.
@@ -707,15 +696,13 @@ class Runner {
       return never_ran(stored.message());
     }
     for (size_t r = 0; r < requests.size(); ++r) {
-      auto spawned = Spawn(requests[r]);
-      if (!spawned.ok()) {
+      int node = r < t->placement.ranks.size() ? t->placement.ranks[r].node : 0;
+      Status s = executor_->Start({t->number, static_cast<int>(r)}, node, requests[r]);
+      if (!s.ok()) {
         t->failed_rank = static_cast<int>(r);
-        return never_ran(spawned.status().message());
+        return never_ran(s.message());
       }
-      Rank& rank = *t->ranks[r];
-      rank.pid = spawned->pid;
-      rank.out.assign(spawned->stdout_fd);
-      rank.err.assign(spawned->stderr_fd);
+      t->ranks[r]->started = true;
     }
     std::string where;
     if (!t->placement.ranks.empty() && !t->placement.ranks[0].gpus.empty()) {
@@ -725,10 +712,6 @@ class Runner {
       where = StrCat("  [", t->ranks.size(), " rank(s), GPUs ", Join(ids, ","), "]");
     }
     Event(t->number, "", StrCat("started  ", ParamsLine(t->config, spec_.space), where), false);
-    for (auto& r : t->ranks) {
-      Read(t, r.get(), false);
-      Read(t, r.get(), true);
-    }
     if (spec_.trial.timeout_s) {
       t->timeout.expires_after(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(*spec_.trial.timeout_s)));
@@ -744,51 +727,25 @@ class Runner {
   void Terminate(const std::shared_ptr<Trial>& t) {
     bool any = false;
     for (auto& r : t->ranks) {
-      if (r->pid <= 0 || r->exited) continue;
-      killpg(r->pid, SIGTERM);
+      if (!r->started || r->exited) continue;
+      executor_->Signal({t->number, r->index}, SIGTERM);
       any = true;
     }
     if (!any) return;
     t->kill.expires_after(std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(options_.kill_grace_s)));
-    t->kill.async_wait([t](boost::system::error_code ec) {
+    t->kill.async_wait([this, t](boost::system::error_code ec) {
       if (ec) return;
       for (auto& r : t->ranks)
-        if (r->pid > 0 && !r->exited) killpg(r->pid, SIGKILL);
+        if (r->started && !r->exited) executor_->Signal({t->number, r->index}, SIGKILL);
     });
   }
 
-  // ---- output of a trial ------------------------------------------------------------------------
-  void Read(const std::shared_ptr<Trial>& t, Rank* rank, bool is_err) {
-    auto& stream = is_err ? rank->err : rank->out;
-    auto& buf = is_err ? rank->err_buf : rank->out_buf;
-    stream.async_read_some(asio::buffer(buf),
-                           [this, t, rank, is_err](boost::system::error_code ec, size_t n) {
-                             if (t->done) return;
-                             std::string& line = is_err ? rank->err_line : rank->out_line;
-                             const auto& buf = is_err ? rank->err_buf : rank->out_buf;
-                             for (size_t i = 0; i < n; ++i) {
-                               if (buf[i] == '\n') {
-                                 OnLine(*t, *rank, line, is_err);
-                                 line.clear();
-                               } else {
-                                 line += buf[i];
-                               }
-                             }
-                             if (ec) {
-                               if (!line.empty()) OnLine(*t, *rank, line, is_err);
-                               line.clear();
-                               (is_err ? rank->err_open : rank->out_open) = false;
-                               boost::system::error_code ignored;
-                               (is_err ? rank->err : rank->out).close(ignored);
-                               MaybeComplete(t);
-                               return;
-                             }
-                             Read(t, rank, is_err);
-                           });
-  }
-
-  void OnLine(Trial& t, Rank& rank, const std::string& line, bool is_err) {
+  void OnLine(RankId id, bool is_err, const std::string& line) {
+    auto it = running_.find(id.trial);
+    if (it == running_.end()) return;
+    Trial& t = *it->second;
+    Rank& rank = *t.ranks[id.rank];
     rank.log << line << "\n";
     if (is_err) {
       rank.err_tail += line;
@@ -810,10 +767,10 @@ class Runner {
       if (!std::isnan(value)) points.push_back({step, name, value, now});
     }
     if (points.empty()) return;
-    int64_t id = study_id_;
+    int64_t study = study_id_;
     int number = t.number;
-    Post([id, number, points = std::move(points)](Storage& db) {
-      return db.AddMetrics(id, number, points);
+    Post([study, number, points = std::move(points)](Storage& db) {
+      return db.AddMetrics(study, number, points);
     });
   }
 
@@ -830,62 +787,27 @@ class Runner {
   }
 
   // ---- process exit --------------------------------------------------------------------------
-  void WaitChild() {
-    sigchld_.async_wait([this](boost::system::error_code ec, int) {
-      if (ec || done_) return;
-      Reap();
-      WaitChild();
-    });
-  }
-
-  void Reap() {
-    // One SIGCHLD may stand for several exits; ask about every rank we run.
-    std::vector<std::shared_ptr<Trial>> ended;
-    for (auto& [n, t] : running_) {
-      bool changed = false;
-      for (auto& r : t->ranks) {
-        if (r->exited || r->pid <= 0) continue;
-        int status = 0;
-        if (waitpid(r->pid, &status, WNOHANG) != r->pid) continue;
-        r->exited = true;
-        r->wait_status = status;
-        changed = true;
-        // Whatever the rank left behind in its group dies with it, and so the pipes close.
-        killpg(r->pid, SIGKILL);
-        bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && t->failed_rank < 0 && !t->AllExited()) {
-          // One rank failed: the gang cannot finish without it.
-          t->failed_rank = r->index;
-          Terminate(t);
-        }
-      }
-      if (changed && t->AllExited()) ended.push_back(t);
+  void OnExit(RankId id, int status) {
+    auto it = running_.find(id.trial);
+    if (it == running_.end()) return;
+    std::shared_ptr<Trial> t = it->second;
+    Rank& r = *t->ranks[id.rank];
+    r.exited = true;
+    r.wait_status = status;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && t->failed_rank < 0 && !t->AllExited()) {
+      // One rank failed: the gang cannot finish without it.
+      t->failed_rank = r.index;
+      Terminate(t);
     }
-    for (auto& t : ended) {
-      t->timeout.cancel();
-      t->kill.cancel();
-      // A descendant that left the group could hold the pipes open; do not wait on it forever.
-      t->drain.expires_after(kDrainAfterExit);
-      t->drain.async_wait([this, t](boost::system::error_code ec) {
-        if (ec || t->done) return;
-        boost::system::error_code ignored;
-        for (auto& r : t->ranks) {
-          r->out.close(ignored);
-          r->err.close(ignored);
-        }
-      });
-      MaybeComplete(t);
-    }
-  }
-
-  void MaybeComplete(const std::shared_ptr<Trial>& t) {
-    if (t->done || !t->AllExited() || !t->AllClosed()) return;
+    if (!t->AllExited()) return;
+    t->timeout.cancel();
+    t->kill.cancel();
     Complete(t);
   }
 
   void Complete(const std::shared_ptr<Trial>& t) {
     t->done = true;
-    t->drain.cancel();
     t->timeout.cancel();
     t->kill.cancel();
     running_.erase(t->number);
@@ -905,7 +827,7 @@ class Runner {
       code = WEXITSTATUS(deciding.wait_status);
       rec.exit_status = code;
       how = StrCat(which, "exit ", code);
-      if (deciding.pid <= 0 && t->job) how = "never started";
+      if (!deciding.started && t->job) how = "never started";
     } else if (WIFSIGNALED(deciding.wait_status)) {
       int sig = WTERMSIG(deciding.wait_status);
       rec.exit_status = 128 + sig;
@@ -1019,7 +941,7 @@ class Runner {
       } else {
         for (auto& [n, t] : running_)
           for (auto& r : t->ranks)
-            if (r->pid > 0 && !r->exited) killpg(r->pid, SIGKILL);
+            if (r->started && !r->exited) executor_->Signal({t->number, r->index}, SIGKILL);
       }
       MaybeFinish();
       if (!done_) WaitSignal();
@@ -1119,13 +1041,13 @@ class Runner {
   std::ostream& out_;
   asio::io_context io_;
   asio::signal_set signals_;
-  asio::signal_set sigchld_;
   asio::steady_timer ticker_;
   asio::steady_timer time_limit_;
   std::unique_ptr<StorageWriter> writer_;
   std::unique_ptr<tuner::Tuner> tuner_;
   std::unique_ptr<ClusterState> cluster_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Executor> executor_;
   std::vector<std::string> gpu_ids_;    // the node's GPUs, as CUDA_VISIBLE_DEVICES names them
   std::map<uint64_t, Queued> waiting_;  // scheduler job -> trial waiting for room
   uint64_t jobs_ = 0;

@@ -1,0 +1,49 @@
+// Where a trial's ranks run. The runner decides what runs where; an Executor starts the processes
+// and reports their output and their ends: LocalExecutor on this machine (fork, pipes, SIGCHLD),
+// AgentExecutor through `hyperpack agent`s on other machines.
+// Thread-safety: every method, and every callback, runs on the io_context thread that owns the
+// runner.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "hyperpack/status.h"
+#include "process.h"
+
+namespace hyperpack::scheduler {
+
+struct RankId {
+  int trial = 0;
+  int rank = 0;
+  bool operator<(const RankId& o) const {
+    return trial != o.trial ? trial < o.trial : rank < o.rank;
+  }
+  bool operator==(const RankId& o) const { return trial == o.trial && rank == o.rank; }
+};
+
+class Executor {
+ public:
+  struct Callbacks {
+    // A line of the rank's stdout (is_err false) or stderr, without its newline.
+    std::function<void(RankId, bool is_err, const std::string& line)> on_line;
+    // The rank ended (a wait status, as waitpid gives it); all its output came before.
+    std::function<void(RankId, int wait_status)> on_exit;
+  };
+  virtual ~Executor() = default;
+  // Starts a rank on node `node` (an index into the runner's cluster). An error means no process
+  // was started.
+  virtual Status Start(RankId id, int node, const SpawnRequest& request) = 0;
+  // Sends `signal` to the rank's process group; nothing when it has ended.
+  virtual void Signal(RankId id, int signal) = 0;
+  // The run is over: stop waiting for anything.
+  virtual void Shutdown() = 0;
+};
+
+// Runs ranks as child processes of this one, each in its own process group.
+std::unique_ptr<Executor> MakeLocalExecutor(boost::asio::io_context& io, Executor::Callbacks cb);
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,147 @@
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <map>
+
+#include "executor.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+namespace asio = boost::asio;
+
+// After a rank's process has exited, a descendant that left its process group could still hold
+// the pipes open; its output is waited for this long at most.
+constexpr auto kDrainAfterExit = std::chrono::seconds(2);
+
+struct Proc {
+  explicit Proc(asio::io_context& io) : out(io), err(io), drain(io) {}
+  pid_t pid = -1;
+  asio::posix::stream_descriptor out, err;
+  std::array<char, 8192> out_buf{}, err_buf{};
+  std::string out_line, err_line;
+  bool exited = false, reported = false;
+  int status = 0;
+  bool out_open = true, err_open = true;
+  asio::steady_timer drain;
+};
+
+class LocalExecutor : public Executor {
+ public:
+  LocalExecutor(asio::io_context& io, Callbacks cb)
+      : io_(io), cb_(std::move(cb)), sigchld_(io, SIGCHLD) {
+    Wait();
+  }
+
+  Status Start(RankId id, int, const SpawnRequest& request) override {
+    auto spawned = Spawn(request);
+    if (!spawned.ok()) return spawned.status();
+    auto p = std::make_shared<Proc>(io_);
+    p->pid = spawned->pid;
+    p->out.assign(spawned->stdout_fd);
+    p->err.assign(spawned->stderr_fd);
+    procs_[id] = p;
+    Read(id, p, false);
+    Read(id, p, true);
+    return Status::Ok();
+  }
+
+  void Signal(RankId id, int signal) override {
+    auto it = procs_.find(id);
+    if (it == procs_.end() || it->second->exited) return;
+    killpg(it->second->pid, signal);
+  }
+
+  void Shutdown() override {
+    done_ = true;
+    sigchld_.cancel();
+  }
+
+ private:
+  void Wait() {
+    sigchld_.async_wait([this](boost::system::error_code ec, int) {
+      if (ec || done_) return;
+      Reap();
+      Wait();
+    });
+  }
+
+  void Reap() {
+    // One SIGCHLD may stand for several exits; ask about every process.
+    std::vector<std::pair<RankId, std::shared_ptr<Proc>>> ended;
+    for (auto& [id, p] : procs_) {
+      if (p->exited) continue;
+      int status = 0;
+      if (waitpid(p->pid, &status, WNOHANG) != p->pid) continue;
+      p->exited = true;
+      p->status = status;
+      // Whatever the rank left behind in its group dies with it, and so the pipes close.
+      killpg(p->pid, SIGKILL);
+      ended.emplace_back(id, p);
+    }
+    for (auto& [id, p] : ended) {
+      p->drain.expires_after(kDrainAfterExit);
+      p->drain.async_wait([p](boost::system::error_code ec) {
+        if (ec) return;
+        boost::system::error_code ignored;
+        p->out.close(ignored);
+        p->err.close(ignored);
+      });
+      MaybeReport(id, p);
+    }
+  }
+
+  void Read(RankId id, const std::shared_ptr<Proc>& p, bool is_err) {
+    auto& stream = is_err ? p->err : p->out;
+    auto& buf = is_err ? p->err_buf : p->out_buf;
+    stream.async_read_some(asio::buffer(buf),
+                           [this, id, p, is_err](boost::system::error_code ec, size_t n) {
+                             if (p->reported) return;
+                             std::string& line = is_err ? p->err_line : p->out_line;
+                             const auto& buf = is_err ? p->err_buf : p->out_buf;
+                             for (size_t i = 0; i < n; ++i) {
+                               if (buf[i] == '\n') {
+                                 cb_.on_line(id, is_err, line);
+                                 line.clear();
+                               } else {
+                                 line += buf[i];
+                               }
+                             }
+                             if (ec) {
+                               if (!line.empty()) cb_.on_line(id, is_err, line);
+                               line.clear();
+                               (is_err ? p->err_open : p->out_open) = false;
+                               boost::system::error_code ignored;
+                               (is_err ? p->err : p->out).close(ignored);
+                               MaybeReport(id, p);
+                               return;
+                             }
+                             Read(id, p, is_err);
+                           });
+  }
+
+  void MaybeReport(RankId id, const std::shared_ptr<Proc>& p) {
+    if (p->reported || !p->exited || p->out_open || p->err_open) return;
+    p->reported = true;
+    p->drain.cancel();
+    procs_.erase(id);
+    cb_.on_exit(id, p->status);
+  }
+
+  asio::io_context& io_;
+  Callbacks cb_;
+  asio::signal_set sigchld_;
+  std::map<RankId, std::shared_ptr<Proc>> procs_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> MakeLocalExecutor(asio::io_context& io, Executor::Callbacks cb) {
+  return std::make_unique<LocalExecutor>(io, std::move(cb));
+}
+
+}  // namespace hyperpack::scheduler
