@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "hyperpack/scheduler/runner.h"
+#include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/simulate.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
@@ -42,6 +43,8 @@ commands:
   best STUDY            the best trial so far
   export STUDY          the best configuration(s) as yaml, json, env or args
   simulate              replay a GPU workload through the placement code in virtual time
+  serve                 run the scheduler as a daemon that agents join and studies are sent to
+  agent                 run on a node: start the ranks the server places there
 
 Storage: --storage PATH, else $HYPERPACK_STORAGE, else ./hyperpack.db.
 Run 'hyperpack COMMAND --help' for a command's options.
@@ -119,6 +122,18 @@ study::OutputFormat Format(const cxxopts::ParseResult& args) {
   return args.count("json") ? study::OutputFormat::kJson : study::OutputFormat::kTable;
 }
 
+// The shared secret of serve, agent and run --server, from --token-file.
+hyperpack::Result<std::string> Token(const cxxopts::ParseResult& args) {
+  if (!args.count("token-file"))
+    return Status::Invalid("--token-file is required: a file holding the shared token");
+  std::string error;
+  std::string token =
+      hyperpack::scheduler::protocol_ReadToken(args["token-file"].as<std::string>(), &error);
+  if (token.empty()) return Status::Invalid(error);
+  if (!error.empty()) std::cerr << "hyperpack: " << error << "\n";
+  return token;
+}
+
 int CmdRun(int argc, char** argv) {
   cxxopts::Options o("run", "hyperpack run STUDY.yaml: run a study, or resume it if it exists");
   o.custom_help("STUDY.yaml [options]");
@@ -130,7 +145,10 @@ int CmdRun(int argc, char** argv) {
       "progress",
       "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
       cxxopts::value<std::string>()->default_value("auto"))(
-      "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>());
+      "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>())(
+      "server", "submit to hyperpack serve at HOST:PORT and follow the run",
+      cxxopts::value<std::string>())("token-file", "with --server: the shared token",
+                                     cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
@@ -139,6 +157,20 @@ int CmdRun(int argc, char** argv) {
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
     return kUsage;
+  }
+  if (args.count("server")) {
+    hyperpack::scheduler::SubmitOptions so;
+    so.server = args["server"].as<std::string>();
+    auto token = Token(args);
+    if (!token.ok()) return Fail(token.status());
+    so.token = *token;
+    so.study_text = parsed.spec->source_text;
+    so.study_path = std::filesystem::absolute(path).string();
+    if (args.count("max-trials")) so.max_trials = args["max-trials"].as<int>();
+    if (args.count("max-parallel")) so.max_parallel = args["max-parallel"].as<int>();
+    auto code = hyperpack::scheduler::SubmitStudy(so);
+    if (!code.ok()) return Fail(code.status());
+    return *code;
   }
   hyperpack::scheduler::RunOptions ro;
   ro.storage_path = StoragePath(args);
@@ -170,6 +202,54 @@ int CmdRun(int argc, char** argv) {
   auto summary = hyperpack::scheduler::RunStudy(*parsed.spec, ro);
   if (!summary.ok()) return Fail(summary.status());
   return summary->exit_code;
+}
+
+int CmdServe(int argc, char** argv) {
+  cxxopts::Options o("serve", "hyperpack serve: the scheduler as a daemon for agents and studies");
+  o.custom_help("--token-file FILE [--listen 127.0.0.1:7766] [options]");
+  AddStorage(o);
+  o.add_options()("listen", "ADDRESS:PORT (loopback unless told otherwise; port 0 picks one)",
+                  cxxopts::value<std::string>()->default_value("127.0.0.1:7766"))(
+      "token-file", "the shared token, at least 16 characters", cxxopts::value<std::string>())(
+      "heartbeat-timeout", "seconds of silence before an agent is lost",
+      cxxopts::value<double>()->default_value("30"))(
+      "log-dir", "where trial logs go (default: hyperpack_logs next to the storage)",
+      cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
+  auto token = Token(args);
+  if (!token.ok()) return Fail(token.status());
+  hyperpack::scheduler::ServeOptions so;
+  so.listen = args["listen"].as<std::string>();
+  so.token = *token;
+  so.storage_path = StoragePath(args);
+  so.heartbeat_timeout_s = args["heartbeat-timeout"].as<double>();
+  if (args.count("log-dir")) so.log_dir = args["log-dir"].as<std::string>();
+  Status s = hyperpack::scheduler::Serve(so);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdAgent(int argc, char** argv) {
+  cxxopts::Options o("agent", "hyperpack agent: run the ranks the server places on this node");
+  o.custom_help("--connect HOST:PORT --token-file FILE [options]");
+  o.add_options()("connect", "the server, HOST:PORT", cxxopts::value<std::string>())(
+      "token-file", "the shared token", cxxopts::value<std::string>())(
+      "name", "this node's name (default: the host name)", cxxopts::value<std::string>())(
+      "fake-gpus", "pretend to have N GPUs (tests and demos)", cxxopts::value<int>())(
+      "heartbeat", "seconds between heartbeats", cxxopts::value<double>()->default_value("5"));
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
+  if (!args.count("connect")) return Fail(Status::Invalid("--connect HOST:PORT is required"));
+  auto token = Token(args);
+  if (!token.ok()) return Fail(token.status());
+  hyperpack::scheduler::AgentOptions ao;
+  ao.connect = args["connect"].as<std::string>();
+  ao.token = *token;
+  if (args.count("name")) ao.name = args["name"].as<std::string>();
+  if (args.count("fake-gpus")) ao.fake_gpus = args["fake-gpus"].as<int>();
+  ao.heartbeat_s = args["heartbeat"].as<double>();
+  Status s = hyperpack::scheduler::RunAgent(ao);
+  return s.ok() ? kOk : Fail(s);
 }
 
 int CmdValidate(int argc, char** argv) {
@@ -402,6 +482,8 @@ int main(int argc, char** argv) {
   if (cmd == "best") return CmdBest(sub_argc, sub_argv);
   if (cmd == "export") return CmdExport(sub_argc, sub_argv);
   if (cmd == "simulate") return CmdSimulate(sub_argc, sub_argv);
+  if (cmd == "serve") return CmdServe(sub_argc, sub_argv);
+  if (cmd == "agent") return CmdAgent(sub_argc, sub_argv);
   std::cerr << "hyperpack: unknown command '" << cmd << "'\n\n" << kUsageText;
   return kUsage;
 }

@@ -8,7 +8,7 @@ HYPERPACK_BUILD="${HYPERPACK_BUILD:-$HYPERPACK_ROOT/build}"
 HYPERPACK_PACKAGES=(
   g++ cmake make pkg-config
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
-  libeigen3-dev liblbfgspp-dev
+  libeigen3-dev liblbfgspp-dev libssl-dev
   libtorch-dev libgloo-dev zlib1g-dev
   # Debian's libtorch multiplies matrices through the system BLAS; OpenBLAS is 6x the reference.
   libopenblas0-pthread

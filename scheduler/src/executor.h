@@ -11,6 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "hyperpack/scheduler/placement.h"
 #include "hyperpack/status.h"
 #include "process.h"
 
@@ -25,6 +26,16 @@ struct RankId {
   bool operator==(const RankId& o) const { return trial == o.trial && rank == o.rank; }
 };
 
+// The wait status reported for a rank whose node was lost (no process status exists).
+constexpr int kLostStatus = -2;
+
+// A node of the cluster as the runner places on it.
+struct ClusterNode {
+  Node node;
+  std::vector<std::string> gpu_names;  // as CUDA_VISIBLE_DEVICES names the node's GPUs
+  std::string address;                 // MASTER_ADDR for a gang whose rank 0 runs there
+};
+
 class Executor {
  public:
   struct Callbacks {
@@ -34,6 +45,7 @@ class Executor {
     std::function<void(RankId, int wait_status)> on_exit;
   };
   virtual ~Executor() = default;
+  virtual void SetCallbacks(Callbacks cb) = 0;
   // Starts a rank on node `node` (an index into the runner's cluster). An error means no process
   // was started.
   virtual Status Start(RankId id, int node, const SpawnRequest& request) = 0;

@@ -36,6 +36,8 @@ class LocalExecutor : public Executor {
     Wait();
   }
 
+  void SetCallbacks(Callbacks cb) override { cb_ = std::move(cb); }
+
   Status Start(RankId id, int, const SpawnRequest& request) override {
     auto spawned = Spawn(request);
     if (!spawned.ok()) return spawned.status();

@@ -27,6 +27,7 @@ std::vector<int> Placement::Nodes() const {
 
 ClusterState::ClusterState(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
   const int n = static_cast<int>(nodes_.size());
+  removed_.assign(n, false);
   free_gpus_.resize(n);
   free_cpus_.resize(n);
   free_mask_.resize(n);
@@ -162,8 +163,50 @@ void ClusterState::Allocate(const Placement& p) {
   }
 }
 
+void ClusterState::AddNode(const Node& node) {
+  const int i = static_cast<int>(nodes_.size());
+  nodes_.push_back(node);
+  removed_.push_back(false);
+  max_node_gpus_ = std::max(max_node_gpus_, node.gpus);
+  max_node_cpus_ = std::max(max_node_cpus_, node.cpus);
+  if (static_cast<int>(by_free_.size()) <= max_node_gpus_) by_free_.resize(max_node_gpus_ + 1);
+  free_gpus_.push_back(node.gpus);
+  free_cpus_.push_back(node.cpus);
+  free_mask_.push_back(node.gpus >= 64 ? ~0ULL : ((1ULL << node.gpus) - 1));
+  pos_in_bucket_.push_back(-1);
+  total_gpus_ += node.gpus;
+  total_free_gpus_ += node.gpus;
+  if (node.gpus > 0) {
+    pos_in_bucket_[i] = static_cast<int>(by_free_[node.gpus].size());
+    by_free_[node.gpus].push_back(i);
+  }
+}
+
+void ClusterState::RemoveNode(int i) {
+  if (removed_[i]) return;
+  int old = free_gpus_[i];
+  total_free_gpus_ -= free_gpus_[i];
+  total_gpus_ -= nodes_[i].gpus;
+  free_gpus_[i] = 0;
+  free_cpus_[i] = 0;
+  free_mask_[i] = 0;
+  Reindex(i, old);
+  // Out of the buckets altogether, and no longer counted as able to hold anything.
+  if (nodes_[i].gpus > 0) {
+    std::vector<int>& b = by_free_[0];
+    int pos = pos_in_bucket_[i];
+    b[pos] = b.back();
+    pos_in_bucket_[b[pos]] = pos;
+    b.pop_back();
+  }
+  nodes_[i].gpus = 0;
+  nodes_[i].cpus = 0;
+  removed_[i] = true;
+}
+
 void ClusterState::Release(const Placement& p) {
   for (const RankPlacement& r : p.ranks) {
+    if (removed_[r.node]) continue;
     int old = free_gpus_[r.node];
     for (int g : r.gpus) free_mask_[r.node] |= 1ULL << g;
     free_gpus_[r.node] += static_cast<int>(r.gpus.size());

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,16 @@ Result<Spawned> Spawn(const SpawnRequest& request) {
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
+    // Nothing else of ours goes with the trial: not the database, not a socket (an agent's
+    // connection held open by a trial would hide the agent's death from the server).
+    // The status pipe stays until exec closes it (it is close-on-exec).
+    const unsigned keep = static_cast<unsigned>(status[1]);
+    bool closed = (keep <= 3 || syscall(SYS_close_range, 3u, keep - 1, 0) == 0) &&
+                  syscall(SYS_close_range, keep + 1, ~0U, 0) == 0;
+    if (!closed) {
+      for (int fd = 3; fd < 1024; ++fd)
+        if (fd != status[1]) close(fd);
+    }
     execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     fail(2);
   }

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "executor.h"
 #include "hyperpack/config_json.h"
@@ -30,6 +31,7 @@
 #include "hyperpack/tuner/tuner.h"
 #include "process.h"
 #include "storage_writer.h"
+#include "study_run.h"
 
 namespace hyperpack::scheduler {
 namespace {
@@ -57,6 +59,7 @@ struct Rank {
   int index = 0;
   bool started = false;
   bool exited = false;
+  bool lost = false;  // its node was lost
   int wait_status = 0;
   std::string err_tail;
   std::ofstream log;
@@ -134,28 +137,64 @@ std::string LastLines(const std::string& text, int lines) {
   return out;
 }
 
-class Runner {
+class Runner : public StudyRun {
  public:
+  // On this machine: its own io_context, the local node, a LocalExecutor.
   Runner(const StudySpec& spec, const RunOptions& options)
+      : Runner(spec, options, nullptr, {}, nullptr) {}
+
+  // On `io` (run by someone else) with the given nodes and executor (hyperpack serve's agents).
+  Runner(const StudySpec& spec, const RunOptions& options, asio::io_context* io,
+         std::vector<ClusterNode> nodes, Executor* executor)
       : spec_(spec),
         options_(options),
         out_(options.out ? *options.out : std::cout),
+        io_(io ? *io : own_io_),
         signals_(io_),
         ticker_(io_),
         time_limit_(io_) {
     max_trials_ = options.max_trials.value_or(spec.budget.max_trials);
-    LocalNode node = options.node ? *options.node : DetectLocalNode();
-    gpu_ids_ = node.gpus;
-    cluster_ = std::make_unique<ClusterState>(
-        std::vector<Node>{{node.name, static_cast<int>(node.gpus.size()), node.cpus}});
+    if (!io) {
+      LocalNode local = options.node ? *options.node : DetectLocalNode();
+      nodes.push_back(
+          {{local.name, static_cast<int>(local.gpus.size()), local.cpus}, local.gpus, "127.0.0.1"});
+    }
+    std::vector<Node> cluster;
+    for (const ClusterNode& n : nodes) {
+      cluster.push_back(n.node);
+      gpu_names_.push_back(n.gpu_names);
+      node_addr_.push_back(n.address);
+    }
+    cluster_ = std::make_unique<ClusterState>(cluster);
     scheduler_ = std::make_unique<Scheduler>(cluster_.get(), Policy::kBestFit);
-    executor_ = MakeLocalExecutor(
-        io_, {[this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
-              [this](RankId id, int status) { OnExit(id, status); }});
+    Executor::Callbacks cb{
+        [this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
+        [this](RankId id, int status) { OnExit(id, status); }};
+    if (executor) {
+      executor_ = executor;
+      executor_->SetCallbacks(cb);
+    } else {
+      own_executor_ = MakeLocalExecutor(io_, cb);
+      executor_ = own_executor_.get();
+    }
     max_parallel_ = options.max_parallel.value_or(spec.budget.max_parallel);
   }
 
-  Result<RunSummary> Run() {
+  // A node joined (an agent registered) while the study runs.
+  void AddNode(const ClusterNode& n) override {
+    cluster_->AddNode(n.node);
+    gpu_names_.push_back(n.gpu_names);
+    node_addr_.push_back(n.address);
+    if (!done_) Fill();
+  }
+  // A node was lost: nothing more is placed there (its ranks are reported by the executor).
+  void RemoveNode(int index) override { cluster_->RemoveNode(index); }
+  // Stops the run as Ctrl-C would.
+  void Interrupt() override { OnSignal(SIGTERM); }
+
+  // Starts the run on io_; on_done is called on the io thread when it is over.
+  Status Begin(std::function<void(Result<RunSummary>)> on_done) override {
+    on_done_ = std::move(on_done);
     start_ = Clock::now();
     HP_RETURN_IF_ERROR(Prepare());
     summary_.study = spec_.name;
@@ -178,10 +217,18 @@ class Runner {
     }
     if (options_.progress == RunOptions::Progress::kLine) Tick();
     asio::post(io_, [this] { Fill(); });
-    io_.run();
-    tuner_thread_.join();
+    return Status::Ok();
+  }
 
-    // The run is over: record it and let go of the study.
+  Result<RunSummary> Run() {
+    HP_RETURN_IF_ERROR(Begin(nullptr));
+    io_.run();
+    return End();
+  }
+
+  // The run is over: record it and let go of the study.
+  Result<RunSummary> End() {
+    tuner_thread_.join();
     int64_t id = study_id_;
     std::string reason = summary_.stop_reason;
     double now = WallNow();
@@ -280,7 +327,8 @@ class Runner {
       if (storage::IsFinished(t.state)) {
         ++finished_;
         ObserveStored(t, *config);
-      } else if (t.state == TrialState::kInterrupted && !has_retry[t.number]) {
+      } else if ((t.state == TrialState::kInterrupted || t.state == TrialState::kNodeLost) &&
+                 !has_retry[t.number]) {
         retries_.push_back({*config, t.attempt + 1, t.number, root_of(t.number)});
       }
     }
@@ -522,9 +570,10 @@ class Runner {
     // cancels; done_ keeps it from waiting again, so that io_context::run returns.
     done_ = true;
     signals_.cancel();
-    executor_->Shutdown();
+    if (own_executor_) own_executor_->Shutdown();
     ticker_.cancel();
     time_limit_.cancel();
+    if (on_done_) asio::post(io_, [this] { on_done_(End()); });
   }
 
   void Launch(Queued q, uint64_t job, Placement placement) {
@@ -580,22 +629,28 @@ class Runner {
     const int world = static_cast<int>(t->placement.ranks.size());
     const bool gang = !t->placement.ranks.empty() && !t->placement.ranks[0].gpus.empty();
     std::string port = std::to_string(FreePort());
+    // LOCAL_RANK and LOCAL_WORLD_SIZE count the gang's ranks on each node.
+    std::map<int, int> per_node, seen_on_node;
+    for (const RankPlacement& rp : t->placement.ranks) per_node[rp.node]++;
+    bool any_gpus = false;
+    for (const auto& names : gpu_names_) any_gpus = any_gpus || !names.empty();
     std::vector<SpawnRequest> requests;
     for (int r = 0; r < std::max(1, world); ++r) {
       std::map<std::string, std::string> rank_env = env;
+      int node = r < world ? t->placement.ranks[r].node : 0;
       if (gang) {
         rank_env["RANK"] = std::to_string(r);
-        rank_env["LOCAL_RANK"] = std::to_string(r);
+        rank_env["LOCAL_RANK"] = std::to_string(seen_on_node[node]++);
         rank_env["WORLD_SIZE"] = std::to_string(world);
-        rank_env["LOCAL_WORLD_SIZE"] = std::to_string(world);
-        rank_env["MASTER_ADDR"] = "127.0.0.1";
+        rank_env["LOCAL_WORLD_SIZE"] = std::to_string(per_node[node]);
+        rank_env["MASTER_ADDR"] = node_addr_[t->placement.ranks[0].node];
         rank_env["MASTER_PORT"] = port;
       }
-      if (gang || !gpu_ids_.empty()) {
+      if (gang || any_gpus) {
         // A trial sees its own GPUs only (none when it asked for none).
         std::vector<std::string> ids;
         if (r < world)
-          for (int g : t->placement.ranks[r].gpus) ids.push_back(gpu_ids_[g]);
+          for (int g : t->placement.ranks[r].gpus) ids.push_back(gpu_names_[node][g]);
         rank_env["CUDA_VISIBLE_DEVICES"] = Join(ids, ",");
       }
       if (r < world && t->placement.ranks[r].cpus > 0)
@@ -708,7 +763,7 @@ class Runner {
     if (!t->placement.ranks.empty() && !t->placement.ranks[0].gpus.empty()) {
       std::vector<std::string> ids;
       for (const auto& r : t->placement.ranks)
-        for (int g : r.gpus) ids.push_back(gpu_ids_[g]);
+        for (int g : r.gpus) ids.push_back(gpu_names_[r.node][g]);
       where = StrCat("  [", t->ranks.size(), " rank(s), GPUs ", Join(ids, ","), "]");
     }
     Event(t->number, "", StrCat("started  ", ParamsLine(t->config, spec_.space), where), false);
@@ -793,8 +848,10 @@ class Runner {
     std::shared_ptr<Trial> t = it->second;
     Rank& r = *t->ranks[id.rank];
     r.exited = true;
-    r.wait_status = status;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    r.lost = status == kLostStatus;
+    r.wait_status = r.lost ? (1 << 8) : status;
+    if (r.lost) r.err_tail = "its node was lost";
+    bool ok = !r.lost && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && t->failed_rank < 0 && !t->AllExited()) {
       // One rank failed: the gang cannot finish without it.
       t->failed_rank = r.index;
@@ -835,7 +892,14 @@ class Runner {
     }
     std::string tail = LastLines(deciding.err_tail, 20);
     const std::string& metric = spec_.objective.metric;
-    if (t->interrupted) {
+    if (deciding.lost && !t->interrupted) {
+      bool again = t->attempt < spec_.budget.max_attempts;
+      rec.state = again ? TrialState::kNodeLost : TrialState::kFailed;
+      rec.error = again ? StrCat("node lost; it runs again (attempt ", t->attempt + 1, " of ",
+                                 spec_.budget.max_attempts, ")")
+                        : StrCat("node lost on each of its ", t->attempt, " attempts");
+      how = "node lost";
+    } else if (t->interrupted) {
       rec.state = TrialState::kInterrupted;
       rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";
     } else if (t->timed_out) {
@@ -879,6 +943,10 @@ class Runner {
       ++summary_.interrupted;
       retries_.push_back({t->config, t->attempt + 1, t->number, t->root});
       line = "interrupted";
+    } else if (rec.state == TrialState::kNodeLost) {
+      // Requeued at once, ahead of new proposals, to resume from its checkpoints.
+      retries_.push_back({t->config, t->attempt + 1, t->number, t->root});
+      line = "lost with its node; requeued";
     } else {
       ++finished_;
       tuner::TrialOutcome o;
@@ -929,23 +997,30 @@ class Runner {
   void WaitSignal() {
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
       if (ec || done_) return;
-      if (interrupt_count_++ == 0) {
-        StopLaunching("interrupted");
-        summary_.exit_code = 130;
-        Print(StrCat("\n", sig == SIGINT ? "Ctrl-C" : "SIGTERM", ": stopping ", running_.size(),
-                     " running trials (again to kill them at once); resume with the same command"));
-        for (auto& [n, t] : running_) {
-          t->interrupted = true;
-          Terminate(t);
-        }
-      } else {
-        for (auto& [n, t] : running_)
-          for (auto& r : t->ranks)
-            if (r->started && !r->exited) executor_->Signal({t->number, r->index}, SIGKILL);
-      }
-      MaybeFinish();
+      OnSignal(sig);
       if (!done_) WaitSignal();
     });
+  }
+
+  void OnSignal(int sig) {
+    if (done_) return;
+    if (interrupt_count_++ == 0) {
+      StopLaunching("interrupted");
+      summary_.exit_code = 130;
+      Print(StrCat("\n", sig == SIGINT ? "Ctrl-C" : "SIGTERM", ": stopping ", running_.size(),
+                   " running trials (again to kill them at once); resume with the same command"));
+      for (auto& [n, t] : running_) {
+        t->interrupted = true;
+        Terminate(t);
+      }
+      for (auto& [job, q] : waiting_) scheduler_->Cancel(job);
+      waiting_.clear();
+    } else {
+      for (auto& [n, t] : running_)
+        for (auto& r : t->ranks)
+          if (r->started && !r->exited) executor_->Signal({t->number, r->index}, SIGKILL);
+    }
+    MaybeFinish();
   }
 
   void OnStorageError(const Status& s) {
@@ -994,6 +1069,10 @@ class Runner {
   }
 
   void Print(const std::string& text) {
+    if (options_.on_progress) {
+      options_.on_progress(StrCat("[", Elapsed(), "] ", text));
+      return;
+    }
     if (options_.progress == RunOptions::Progress::kQuiet) return;
     if (options_.progress == RunOptions::Progress::kLine) {
       out_ << "\r\033[K[" << Elapsed() << "] " << text << "\n" << StatusLine() << std::flush;
@@ -1022,24 +1101,32 @@ class Runner {
     summary_.best_value = best_;
     summary_.best_trial = best_trial_;
     double secs = std::chrono::duration<double>(Clock::now() - start_).count();
-    out_ << "study '" << spec_.name << "' " << summary_.stop_reason << " after "
+    std::ostringstream text;
+    text << "study '" << spec_.name << "' " << summary_.stop_reason << " after "
          << FormatDuration(secs) << ": " << finished_ << "/" << max_trials_ << " trials finished ("
          << summary_.completed << " completed, " << summary_.failed << " failed, "
          << summary_.infeasible << " infeasible)";
-    if (summary_.interrupted) out_ << ", " << summary_.interrupted << " interrupted";
-    out_ << "\n";
+    if (summary_.interrupted) text << ", " << summary_.interrupted << " interrupted";
+    text << "\n";
     if (best_) {
-      out_ << "best " << spec_.objective.metric << " = " << FormatShort(*best_, 6) << " (trial "
+      text << "best " << spec_.objective.metric << " = " << FormatShort(*best_, 6) << " (trial "
            << *best_trial_ << ")\n";
-      out_ << "next: hyperpack best " << spec_.name << "   |   hyperpack export " << spec_.name
+      text << "next: hyperpack best " << spec_.name << "   |   hyperpack export " << spec_.name
            << " --format yaml\n";
     }
+    if (!options_.on_progress) {
+      out_ << text.str();
+      return;
+    }
+    std::istringstream lines(text.str());
+    for (std::string line; std::getline(lines, line);) options_.on_progress(line);
   }
 
   StudySpec spec_;
   RunOptions options_;
   std::ostream& out_;
-  asio::io_context io_;
+  asio::io_context own_io_;
+  asio::io_context& io_;  // own_io_, or the server's
   asio::signal_set signals_;
   asio::steady_timer ticker_;
   asio::steady_timer time_limit_;
@@ -1047,8 +1134,12 @@ class Runner {
   std::unique_ptr<tuner::Tuner> tuner_;
   std::unique_ptr<ClusterState> cluster_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<Executor> executor_;
-  std::vector<std::string> gpu_ids_;    // the node's GPUs, as CUDA_VISIBLE_DEVICES names them
+  std::unique_ptr<Executor> own_executor_;
+  Executor* executor_ = nullptr;
+  std::vector<std::vector<std::string>>
+      gpu_names_;                       // per node: what CUDA_VISIBLE_DEVICES calls them
+  std::vector<std::string> node_addr_;  // per node: MASTER_ADDR when rank 0 is there
+  std::function<void(Result<RunSummary>)> on_done_;
   std::map<uint64_t, Queued> waiting_;  // scheduler job -> trial waiting for room
   uint64_t jobs_ = 0;
   std::vector<double> durations_;  // of this run's completed trials
@@ -1080,6 +1171,12 @@ class Runner {
 };
 
 }  // namespace
+
+std::unique_ptr<StudyRun> MakeStudyRun(const StudySpec& spec, const RunOptions& options,
+                                       asio::io_context& io, std::vector<ClusterNode> nodes,
+                                       Executor* executor) {
+  return std::make_unique<Runner>(spec, options, &io, std::move(nodes), executor);
+}
 
 Result<RunSummary> RunStudy(const StudySpec& spec, const RunOptions& options) {
   Runner runner(spec, options);

@@ -25,6 +25,8 @@ const char* TrialStateName(TrialState state) {
       return "timeout";
     case TrialState::kInfeasible:
       return "infeasible";
+    case TrialState::kNodeLost:
+      return "node_lost";
   }
   return "?";
 }
@@ -34,7 +36,8 @@ std::optional<TrialState> ParseTrialState(const std::string& name) {
       {"pending", TrialState::kPending},     {"running", TrialState::kRunning},
       {"completed", TrialState::kCompleted}, {"pruned", TrialState::kPruned},
       {"failed", TrialState::kFailed},       {"interrupted", TrialState::kInterrupted},
-      {"timeout", TrialState::kTimeout},     {"infeasible", TrialState::kInfeasible}};
+      {"timeout", TrialState::kTimeout},     {"infeasible", TrialState::kInfeasible},
+      {"node_lost", TrialState::kNodeLost}};
   auto it = kStates.find(name);
   if (it == kStates.end()) return std::nullopt;
   return it->second;

@@ -713,7 +713,8 @@ class Parser {
 
   void ParseBudget(const Field& field, BudgetSpec* budget) {
     auto fields =
-        Fields(field, "budget", {"max_trials", "max_parallel", "max_failed", "time_limit"});
+        Fields(field, "budget",
+               {"max_trials", "max_parallel", "max_failed", "max_attempts", "time_limit"});
     auto positive = [&](const char* key, int* out) {
       const Field* f = Get(fields, key);
       if (!f) return;
@@ -729,6 +730,7 @@ class Parser {
     positive("max_trials", &budget->max_trials);
     positive("max_parallel", &budget->max_parallel);
     positive("max_failed", &budget->max_failed);
+    positive("max_attempts", &budget->max_attempts);
     if (auto* f = Get(fields, "time_limit"))
       budget->time_limit_s = Duration(*f, "budget.time_limit");
   }

@@ -74,7 +74,12 @@ class ClusterState {
   // True when the gang could ever fit on this cluster (empty).
   bool Satisfiable(const Demand& demand) const;
   void Allocate(const Placement& p);
+  // Releasing ranks on a removed node gives nothing back.
   void Release(const Placement& p);
+  // A node that joined: appended, so existing indices stay valid.
+  void AddNode(const Node& node);
+  // A node that was lost: from now on it has no capacity.
+  void RemoveNode(int index);
 
  private:
   std::optional<int> OneNode(int gpus, int cpus, Fit fit, const std::vector<bool>* avoid) const;
@@ -87,6 +92,7 @@ class ClusterState {
   // by_free_[k]: nodes with exactly k free GPUs (GPU nodes only), for best fit in O(max GPUs).
   std::vector<std::vector<int>> by_free_;
   std::vector<int> pos_in_bucket_;
+  std::vector<bool> removed_;
   int total_gpus_ = 0, total_free_gpus_ = 0;
   int max_node_gpus_ = 0, max_node_cpus_ = 0;
 };

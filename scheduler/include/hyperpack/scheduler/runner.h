@@ -48,6 +48,8 @@ struct RunOptions {
   bool handle_signals = true;   // install SIGINT/SIGTERM handlers
   // The machine trials are placed on (resources.gpus / cpus); detected when absent.
   std::optional<LocalNode> node;
+  // When set, progress lines go here instead of `out` (hyperpack serve sends them to its client).
+  std::function<void(const std::string&)> on_progress;
 };
 
 struct RunSummary {

@@ -34,6 +34,7 @@ enum class TrialState {
   kInterrupted,  // stopped by Ctrl-C or lost with its runner; run again on resume
   kTimeout,      // killed for passing trial.timeout
   kInfeasible,   // exited with code 3: this configuration cannot run (e.g. out of memory)
+  kNodeLost,     // its node (an agent) was lost; run again, up to budget.max_attempts
 };
 const char* TrialStateName(TrialState state);
 std::optional<TrialState> ParseTrialState(const std::string& name);

@@ -55,6 +55,7 @@ struct BudgetSpec {
   int max_trials = 100;
   int max_parallel = 1;
   int max_failed = 0;  // 0: the default, max(5, max_trials / 4), filled in by the parser
+  int max_attempts = 3;  // runs of one configuration whose node was lost, before it fails
   std::optional<double> time_limit_s;
 };
 

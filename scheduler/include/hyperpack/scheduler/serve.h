@@ -1,0 +1,61 @@
+// More than one machine: `hyperpack serve` runs the scheduler as a daemon, `hyperpack agent` runs
+// on every node and starts the ranks it is given, and `hyperpack run --server` submits a study and
+// follows it.
+//
+// The server listens on loopback unless told otherwise. Every connection proves it holds the
+// shared token (an HMAC-SHA256 challenge); a connection that cannot, or that sends an oversized or
+// malformed frame, is closed with a logged reason and harms nothing else. Agents report their
+// devices, send heartbeats, stream their ranks' output and exits; an agent silent for longer than
+// the heartbeat timeout (or whose connection drops) is lost, and its trials are run again, from
+// their checkpoints, up to budget.max_attempts. Studies run one at a time, in the order submitted,
+// on the agents connected; storage is the server's, which the read commands open as usual.
+// Thread-safety: each function runs its own io_context on the calling thread until it returns.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "hyperpack/status.h"
+
+namespace hyperpack::scheduler {
+
+// The token in a token file: its first line, trimmed. Empty, with *error set, when the file is
+// missing or the token shorter than 16 characters; *error holds a warning (and the token is
+// returned) when others than the owner may read the file.
+std::string protocol_ReadToken(const std::string& path, std::string* error);
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:7766";  // ADDRESS:PORT; port 0 picks a free one
+  std::string token;
+  std::string storage_path = "hyperpack.db";
+  std::string log_dir;
+  double heartbeat_timeout_s = 30;
+  std::ostream* log = nullptr;  // one line per event; default std::cout
+};
+// Runs until SIGINT or SIGTERM. It prints "listening on ADDRESS:PORT" first.
+Status Serve(const ServeOptions& options);
+
+struct AgentOptions {
+  std::string connect;  // HOST:PORT of the server
+  std::string token;
+  std::string name;    // default: the host name
+  int fake_gpus = -1;  // >= 0: pretend to have this many GPUs
+  double heartbeat_s = 5;
+  std::ostream* log = nullptr;
+};
+// Runs until the server goes away (an error) or SIGINT/SIGTERM (OK); its ranks are killed then.
+Status RunAgent(const AgentOptions& options);
+
+struct SubmitOptions {
+  std::string server;  // HOST:PORT
+  std::string token;
+  std::string study_text;
+  std::string study_path;
+  std::optional<int> max_trials, max_parallel;
+  std::ostream* out = nullptr;
+};
+// Submits a study and prints its progress; returns the run's exit code (0, 1, 2, 130).
+Result<int> SubmitStudy(const SubmitOptions& options);
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,563 @@
+#include "hyperpack/scheduler/serve.h"
+
+#include <signal.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "executor.h"
+#include "hyperpack/host.h"
+#include "hyperpack/scheduler/local_node.h"
+#include "hyperpack/study/spec.h"
+#include "hyperpack/text.h"
+#include "protocol.h"
+#include "study_run.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+namespace asio = boost::asio;
+using protocol::Connection;
+using protocol::Field;
+using protocol::Json;
+using protocol::ProtocolError;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+Result<std::pair<std::string, int>> SplitHostPort(const std::string& text) {
+  auto colon = text.rfind(':');
+  auto port = colon == std::string::npos ? std::nullopt : ParseInt(text.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535 || colon == 0)
+    return Status::Invalid("'", text, "' is not HOST:PORT");
+  return std::make_pair(text.substr(0, colon), static_cast<int>(*port));
+}
+
+Result<tcp::endpoint> Resolve(asio::io_context& io, const std::string& text) {
+  HP_ASSIGN_OR_RETURN(auto hp, SplitHostPort(text));
+  boost::system::error_code ec;
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(hp.first, std::to_string(hp.second), ec);
+  if (ec || results.empty())
+    return Status::Invalid("cannot resolve '", hp.first, "': ", ec ? ec.message() : "no address");
+  return results.begin()->endpoint();
+}
+
+class Server;
+
+// Ranks started through the agents' connections.
+class AgentExecutor : public Executor {
+ public:
+  explicit AgentExecutor(Server* server) : server_(server) {}
+  void SetCallbacks(Callbacks cb) override { cb_ = std::move(cb); }
+  Status Start(RankId id, int node, const SpawnRequest& request) override;
+  void Signal(RankId id, int signal) override;
+  void Shutdown() override {}
+
+  void Line(RankId id, bool is_err, const std::string& text) {
+    if (where_.count(id) && cb_.on_line) cb_.on_line(id, is_err, text);
+  }
+  void Exit(RankId id, int status) {
+    if (where_.erase(id) && cb_.on_exit) cb_.on_exit(id, status);
+  }
+  // Every rank that was running on `node` ends as lost.
+  void NodeLost(int node) {
+    std::vector<RankId> lost;
+    for (const auto& [id, n] : where_)
+      if (n == node) lost.push_back(id);
+    for (const RankId& id : lost) Exit(id, kLostStatus);
+  }
+  void Forget() { where_.clear(); }
+
+ private:
+  Server* server_;
+  Callbacks cb_;
+  std::map<RankId, int> where_;
+};
+
+class Server {
+ public:
+  explicit Server(const ServeOptions& o)
+      : options_(o),
+        log_(o.log ? *o.log : std::cout),
+        acceptor_(io_),
+        signals_(io_, SIGINT, SIGTERM),
+        watchdog_(io_),
+        executor_(this) {}
+
+  Status Run() {
+    HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.listen));
+    boost::system::error_code ec;
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::Io("cannot listen on ", options_.listen, ": ", ec.message());
+    auto local = acceptor_.local_endpoint();
+    Log("listening on ", local.address().to_string(), ":", local.port());
+    signals_.async_wait([this](boost::system::error_code e, int) {
+      if (!e) Stop();
+    });
+    asio::co_spawn(io_, Accept(), asio::detached);
+    Watch();
+    io_.run();
+    return Status::Ok();
+  }
+
+  // Called by the executor.
+  Status Launch(RankId id, int node, const SpawnRequest& r) {
+    auto it = links_.find(node);
+    if (it == links_.end() || it->second.lost)
+      return Status::FailedPrecondition("the agent of node ", node, " is gone");
+    Json env = Json::array();
+    for (const std::string& kv : r.env) env.push_back(kv);
+    it->second.conn->Send({{"type", "launch"},
+                           {"trial", id.trial},
+                           {"rank", id.rank},
+                           {"command", r.command},
+                           {"workdir", r.workdir},
+                           {"env", env}});
+    return Status::Ok();
+  }
+  void Kill(RankId id, int node, int signal) {
+    auto it = links_.find(node);
+    if (it == links_.end() || it->second.lost) return;
+    it->second.conn->Send(
+        {{"type", "kill"}, {"trial", id.trial}, {"rank", id.rank}, {"signal", signal}});
+  }
+
+ private:
+  struct Link {
+    std::shared_ptr<Connection> conn;
+    std::string name;
+    Clock::time_point last_seen;
+    bool lost = false;
+  };
+  struct Submission {
+    study::StudySpec spec;
+    std::shared_ptr<Connection> client;
+    std::optional<int> max_trials, max_parallel;
+  };
+
+  template <typename... Args>
+  void Log(const Args&... args) {
+    log_ << "[" << FormatTimestamp(WallNow()) << "] " << StrCat(args...) << std::endl;
+  }
+
+  asio::awaitable<void> Accept() {
+    while (acceptor_.is_open()) {
+      boost::system::error_code ec;
+      tcp::socket socket =
+          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (!acceptor_.is_open()) co_return;
+        continue;
+      }
+      auto c = std::make_shared<Connection>(std::move(socket));
+      asio::co_spawn(io_, Session(c), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> Session(std::shared_ptr<Connection> c) {
+    std::string role;
+    try {
+      role = co_await protocol::ServerHandshake(*c, options_.token);
+    } catch (const std::exception& e) {
+      Log("rejected ", c->peer(), ": ", e.what());
+      c->Close();
+      co_return;
+    }
+    int node = -1;
+    try {
+      if (role == "agent") {
+        co_await AgentSession(c, &node);
+      } else {
+        co_await ClientSession(c);
+      }
+    } catch (const std::exception& e) {
+      if (node >= 0) {
+        NodeLost(node, e.what());
+      } else {
+        Log("closed ", c->peer(), ": ", e.what());
+      }
+    }
+    c->Close();
+  }
+
+  asio::awaitable<void> AgentSession(std::shared_ptr<Connection> c, int* node) {
+    Json reg = co_await c->Receive();
+    if (reg["type"] != "register") throw ProtocolError("an agent must register first");
+    ClusterNode n;
+    n.node.name = Field<std::string>(reg, "name");
+    n.gpu_names = Field<std::vector<std::string>>(reg, "gpus");
+    n.node.gpus = static_cast<int>(n.gpu_names.size());
+    n.node.cpus = Field<int>(reg, "cpus");
+    n.address = reg.value("address", std::string());
+    if (n.address.empty()) n.address = c->peer().substr(0, c->peer().rfind(':'));
+    if (n.node.gpus > 64 || n.node.cpus < 0) throw ProtocolError("impossible node description");
+    *node = static_cast<int>(nodes_.size());
+    nodes_.push_back(n);
+    links_[*node] = {c, n.node.name, Clock::now(), false};
+    Log("agent ", n.node.name, " joined from ", c->peer(), ": ", n.node.gpus, " GPUs, ",
+        n.node.cpus, " CPU slots");
+    if (run_) run_->AddNode(n);
+    while (true) {
+      Json m = co_await c->Receive();
+      links_[*node].last_seen = Clock::now();
+      std::string type = m["type"];
+      if (type == "heartbeat") continue;
+      RankId id{Field<int>(m, "trial"), Field<int>(m, "rank")};
+      if (type == "line") {
+        executor_.Line(id, Field<std::string>(m, "stream") == "err", Field<std::string>(m, "text"));
+      } else if (type == "exit") {
+        executor_.Exit(id, Field<int>(m, "status"));
+      } else {
+        throw ProtocolError("unexpected '" + type + "' frame from an agent");
+      }
+    }
+  }
+
+  void NodeLost(int node, const std::string& why) {
+    Link& l = links_[node];
+    if (l.lost) return;
+    l.lost = true;
+    l.conn->Close();
+    nodes_[node].node.gpus = 0;
+    nodes_[node].node.cpus = 0;
+    Log("agent ", l.name, " lost: ", why);
+    if (run_) {
+      run_->RemoveNode(node);
+      executor_.NodeLost(node);
+    }
+  }
+
+  void Watch() {
+    watchdog_.expires_after(std::chrono::milliseconds(250));
+    watchdog_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      auto limit = std::chrono::duration<double>(options_.heartbeat_timeout_s);
+      for (auto& [node, l] : links_)
+        if (!l.lost && Clock::now() - l.last_seen > limit)
+          NodeLost(node, StrCat("silent for ", FormatDuration(options_.heartbeat_timeout_s)));
+      Watch();
+    });
+  }
+
+  asio::awaitable<void> ClientSession(std::shared_ptr<Connection> c) {
+    Json m = co_await c->Receive();
+    if (m["type"] != "submit") throw ProtocolError("a client must submit a study");
+    std::string path = m.value("study_path", std::string("study.yaml"));
+    study::ParseOutcome parsed = study::ParseStudy(Field<std::string>(m, "study_text"), path);
+    if (!parsed.spec) {
+      c->Send({{"type", "done"}, {"exit_code", 2}, {"message", parsed.ErrorText()}});
+      co_return;
+    }
+    Submission s{*parsed.spec, c, std::nullopt, std::nullopt};
+    if (m.contains("max_trials")) s.max_trials = Field<int>(m, "max_trials");
+    if (m.contains("max_parallel")) s.max_parallel = Field<int>(m, "max_parallel");
+    Log("study ", s.spec.name, " submitted by ", c->peer());
+    if (run_ || !queue_.empty())
+      c->Send({{"type", "progress"},
+               {"text", StrCat("queued behind ", queue_.size() + (run_ ? 1 : 0), " studies")}});
+    queue_.push_back(std::move(s));
+    StartNext();
+    // The client follows until its study is done; if it goes away, its study stops.
+    try {
+      while (true) co_await c->Receive();
+    } catch (const ProtocolError&) {
+    }
+    if (run_ && current_client_ == c) {
+      Log("client of study ", current_name_, " went away: stopping it");
+      run_->Interrupt();
+    }
+  }
+
+  void StartNext() {
+    if (run_ || queue_.empty() || stopping_) return;
+    Submission s = std::move(queue_.front());
+    queue_.pop_front();
+    RunOptions ro;
+    ro.storage_path = options_.storage_path;
+    ro.log_dir = options_.log_dir;
+    ro.max_trials = s.max_trials;
+    ro.max_parallel = s.max_parallel;
+    ro.handle_signals = false;
+    std::weak_ptr<Connection> weak = s.client;
+    ro.on_progress = [weak](const std::string& line) {
+      if (auto c = weak.lock()) c->Send({{"type", "progress"}, {"text", line}});
+    };
+    current_client_ = s.client;
+    current_name_ = s.spec.name;
+    run_ = MakeStudyRun(s.spec, ro, io_, nodes_, &executor_);
+    Status begun = run_->Begin([this, weak](Result<RunSummary> r) {
+      int code = r.ok() ? r->exit_code : 1;
+      Log("study ", current_name_, " done (exit ", code, ")");
+      if (auto c = weak.lock())
+        c->Send({{"type", "done"},
+                 {"exit_code", code},
+                 {"message", r.ok() ? std::string() : r.status().message()}});
+      asio::post(io_, [this] { Finished(); });
+    });
+    if (!begun.ok()) {
+      if (auto c = weak.lock())
+        c->Send({{"type", "done"}, {"exit_code", 2}, {"message", begun.message()}});
+      Finished();
+    }
+  }
+
+  void Finished() {
+    run_.reset();
+    executor_.Forget();
+    current_client_.reset();
+    if (stopping_) {
+      io_.stop();
+      return;
+    }
+    StartNext();
+  }
+
+  void Stop() {
+    stopping_ = true;
+    Log("stopping");
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    queue_.clear();
+    if (run_) {
+      run_->Interrupt();  // Finished() stops the io_context when the run is over
+    } else {
+      io_.stop();
+    }
+  }
+
+  ServeOptions options_;
+  std::ostream& log_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer watchdog_;
+  AgentExecutor executor_;
+  std::vector<ClusterNode> nodes_;  // every node that ever joined; lost ones hold nothing
+  std::map<int, Link> links_;
+  std::deque<Submission> queue_;
+  std::unique_ptr<StudyRun> run_;
+  std::shared_ptr<Connection> current_client_;
+  std::string current_name_;
+  bool stopping_ = false;
+};
+
+Status AgentExecutor::Start(RankId id, int node, const SpawnRequest& request) {
+  HP_RETURN_IF_ERROR(server_->Launch(id, node, request));
+  where_[id] = node;
+  return Status::Ok();
+}
+
+void AgentExecutor::Signal(RankId id, int signal) {
+  auto it = where_.find(id);
+  if (it != where_.end()) server_->Kill(id, it->second, signal);
+}
+
+// ---- the agent -----------------------------------------------------------------------------
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& o)
+      : options_(o), log_(o.log ? *o.log : std::cout), signals_(io_, SIGINT, SIGTERM), beat_(io_) {
+    node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus) : DetectLocalNode();
+    if (!o.name.empty()) node_.name = o.name;
+    executor_ = MakeLocalExecutor(
+        io_,
+        {[this](RankId id, bool is_err, const std::string& text) {
+           if (conn_)
+             conn_->Send({{"type", "line"},
+                          {"trial", id.trial},
+                          {"rank", id.rank},
+                          {"stream", is_err ? "err" : "out"},
+                          {"text", text}});
+         },
+         [this](RankId id, int status) {
+           running_.erase(id);
+           if (conn_)
+             conn_->Send(
+                 {{"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"status", status}});
+         }});
+  }
+
+  Status Run() {
+    HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.connect));
+    tcp::socket socket(io_);
+    boost::system::error_code ec;
+    socket.connect(ep, ec);
+    if (ec) return Status::Io("cannot connect to ", options_.connect, ": ", ec.message());
+    conn_ = std::make_shared<Connection>(std::move(socket));
+    signals_.async_wait([this](boost::system::error_code e, int) {
+      if (e) return;
+      stopped_by_signal_ = true;
+      Shutdown("stopped");
+    });
+    asio::co_spawn(io_, Main(), asio::detached);
+    io_.run();
+    return result_;
+  }
+
+ private:
+  template <typename... Args>
+  void Log(const Args&... args) {
+    log_ << "[" << FormatTimestamp(WallNow()) << "] " << StrCat(args...) << std::endl;
+  }
+
+  asio::awaitable<void> Main() {
+    try {
+      co_await protocol::ClientHandshake(*conn_, options_.token, "agent");
+      conn_->Send({{"type", "register"},
+                   {"name", node_.name},
+                   {"gpus", node_.gpus},
+                   {"cpus", node_.cpus},
+                   {"address", conn_->local_address()}});
+      Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
+          node_.cpus, " CPU slots");
+      Beat();
+      while (true) {
+        Json m = co_await conn_->Receive();
+        std::string type = m["type"];
+        RankId id{Field<int>(m, "trial"), Field<int>(m, "rank")};
+        if (type == "launch") {
+          SpawnRequest r;
+          r.command = Field<std::string>(m, "command");
+          r.workdir = m.value("workdir", std::string());
+          r.env = Field<std::vector<std::string>>(m, "env");
+          r.env.push_back("HYPERPACK_AGENT=" + node_.name);
+          Status s = executor_->Start(id, 0, r);
+          if (s.ok()) {
+            running_.insert(id);
+          } else {
+            conn_->Send({{"type", "line"},
+                         {"trial", id.trial},
+                         {"rank", id.rank},
+                         {"stream", "err"},
+                         {"text", s.message()}});
+            conn_->Send(
+                {{"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"status", 127 << 8}});
+          }
+        } else if (type == "kill") {
+          executor_->Signal(id, Field<int>(m, "signal"));
+        } else {
+          throw ProtocolError("unexpected '" + type + "' frame from the server");
+        }
+      }
+    } catch (const std::exception& e) {
+      if (!stopped_by_signal_) {
+        result_ = Status::Io("lost the server ", options_.connect, ": ", e.what());
+        Shutdown(e.what());
+      }
+    }
+  }
+
+  void Beat() {
+    beat_.expires_after(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(options_.heartbeat_s)));
+    beat_.async_wait([this](boost::system::error_code ec) {
+      if (ec || !conn_ || !conn_->open()) return;
+      conn_->Send({{"type", "heartbeat"}});
+      Beat();
+    });
+  }
+
+  void Shutdown(const std::string& why) {
+    Log("agent ", node_.name, " stopping: ", why);
+    // The ranks cannot report anywhere now; they go with the agent.
+    for (const RankId& id : running_) executor_->Signal(id, SIGKILL);
+    executor_->Shutdown();
+    beat_.cancel();
+    signals_.cancel();
+    if (conn_) conn_->Close();
+    io_.stop();
+  }
+
+  AgentOptions options_;
+  std::ostream& log_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  asio::steady_timer beat_;
+  LocalNode node_;
+  std::unique_ptr<Executor> executor_;
+  std::shared_ptr<Connection> conn_;
+  std::set<RankId> running_;
+  Status result_;
+  bool stopped_by_signal_ = false;
+};
+
+}  // namespace
+
+std::string protocol_ReadToken(const std::string& path, std::string* error) {
+  return protocol::ReadTokenFile(path, error);
+}
+
+Status Serve(const ServeOptions& options) {
+  if (options.token.empty()) return Status::Invalid("a token is required (--token-file)");
+  try {
+    return Server(options).Run();
+  } catch (const std::exception& e) {
+    return Status::Io("server: ", e.what());
+  }
+}
+
+Status RunAgent(const AgentOptions& options) {
+  if (options.token.empty()) return Status::Invalid("a token is required (--token-file)");
+  try {
+    return Agent(options).Run();
+  } catch (const std::exception& e) {
+    return Status::Io("agent: ", e.what());
+  }
+}
+
+Result<int> SubmitStudy(const SubmitOptions& options) {
+  asio::io_context io;
+  HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io, options.server));
+  tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.connect(ep, ec);
+  if (ec) return Status::Io("cannot connect to ", options.server, ": ", ec.message());
+  auto conn = std::make_shared<Connection>(std::move(socket));
+  std::ostream& out = options.out ? *options.out : std::cout;
+  Result<int> result = Status::Io("the server closed the connection before the study was done");
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        try {
+          co_await protocol::ClientHandshake(*conn, options.token, "client");
+          Json submit = {{"type", "submit"},
+                         {"study_text", options.study_text},
+                         {"study_path", options.study_path}};
+          if (options.max_trials) submit["max_trials"] = *options.max_trials;
+          if (options.max_parallel) submit["max_parallel"] = *options.max_parallel;
+          conn->Send(submit);
+          while (true) {
+            Json m = co_await conn->Receive();
+            if (m["type"] == "progress") {
+              out << m.value("text", std::string()) << std::endl;
+            } else if (m["type"] == "done") {
+              std::string message = m.value("message", std::string());
+              int code = m.value("exit_code", 1);
+              if (!message.empty()) {
+                result = code == 2 ? Status::Invalid(message) : Status::Io(message);
+              } else {
+                result = code;
+              }
+              conn->Close();
+              co_return;
+            }
+          }
+        } catch (const std::exception& e) {
+          if (result.ok()) co_return;
+          result = Status::Io(options.server, ": ", e.what());
+        }
+      },
+      asio::detached);
+  io.run();
+  return result;
+}
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,285 @@
+// hyperpack serve with real agents over loopback: placement across nodes, authentication, bad
+// frames, and an agent that dies mid-trial.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "hyperpack/config_json.h"
+#include "hyperpack/storage/storage.h"
+#include "test_util.h"
+
+namespace hyperpack {
+namespace {
+
+using hyperpack::testing::ReadFile;
+using hyperpack::testing::RunCommand;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using ::testing::HasSubstr;
+
+// A child process whose stdout (and stderr) the test reads line by line.
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+
+  std::string Line() {
+    char buf[4096];
+    if (!out || !fgets(buf, sizeof(buf), out)) return "";
+    return buf;
+  }
+  // Reads lines until one contains `text`; all of them are returned (empty: the child ended).
+  std::string Until(const std::string& text) {
+    std::string seen;
+    while (true) {
+      std::string l = Line();
+      if (l.empty()) return "";
+      seen += l;
+      if (l.find(text) != std::string::npos) return seen;
+    }
+  }
+  int Stop(int sig = SIGTERM) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    if (out) fclose(out);
+    out = nullptr;
+    return status;
+  }
+};
+
+Child Start(const std::vector<std::string>& args, const std::string& cwd) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  return {pid, fdopen(fds[0], "r")};
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    token_ = dir_ / "token";
+    WriteFile(token_, "0123456789abcdef-shared-secret\n");
+    chmod(token_.c_str(), 0600);
+    server_ = Start({HYPERPACK_CLI, "serve", "--listen", "127.0.0.1:0", "--token-file", token_,
+                     "--storage", db_, "--heartbeat-timeout", "60"},
+                    dir_.path().string());
+    std::string line = server_.Until("listening on");
+    auto at = line.find("listening on ");
+    ASSERT_NE(at, std::string::npos) << line;
+    address_ = line.substr(at + 13);
+    address_.erase(address_.find_last_not_of(" \n\r") + 1);
+  }
+  void TearDown() override {
+    for (Child& a : agents_) a.Stop();
+    server_.Stop();
+  }
+
+  void StartAgent(const std::string& name, int gpus) {
+    agents_.push_back(Start({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                             "--name", name, "--fake-gpus", std::to_string(gpus)},
+                            dir_.path().string()));
+    ASSERT_THAT(server_.Until("agent " + name + " joined"), HasSubstr("joined"));
+  }
+
+  testing::Ran Submit(const std::string& study) {
+    std::string path = dir_ / "study.yaml";
+    WriteFile(path, study);
+    return RunCommand({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                      dir_.path().string());
+  }
+
+  std::vector<storage::TrialRecord> Trials(const std::string& study) {
+    auto db = storage::Storage::Open(db_).value();
+    auto found = db->FindStudy(study).value();
+    if (!found) return {};
+    return db->ListTrials(found->id).value();
+  }
+
+  TempDir dir_;
+  std::string db_ = dir_ / "h.db";
+  std::string token_;
+  std::string address_;
+  Child server_;
+  std::vector<Child> agents_;
+};
+
+// Records, per rank, where it ran and what it was given.
+constexpr char kTrialScript[] = R"(#!/bin/sh
+echo "$HYPERPACK_AGENT $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $CUDA_VISIBLE_DEVICES" > "$HYPERPACK_TRIAL_DIR/rank-$RANK.where"
+if [ "$RANK" = 0 ]; then echo "{\"loss\": $1}"; fi
+)";
+
+TEST_F(ServeTest, TrialsSpreadOverAgentsAsGangsWithTheirOwnDevices) {
+  StartAgent("a1", 2);
+  StartAgent("a2", 2);
+  StartAgent("a3", 2);
+  WriteFile(dir_ / "trial.sh", kTrialScript, true);
+  auto r = Submit(R"(
+name: spread
+objective: {metric: loss, direction: minimize}
+search_space:
+  g: {type: categorical, values: [1, 2, 4]}
+  x: {type: float, low: 0, high: 1}
+trial: {command: "sh )" +
+                  (dir_ / "trial.sh") + R"( {x}"}
+tuner: {algorithm: random, seed: 3}
+budget: {max_trials: 9, max_parallel: 3}
+resources: {gpus: "{g}"}
+)");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("budget reached"));
+  auto trials = Trials("spread");
+  ASSERT_EQ(trials.size(), 9u);
+  std::set<std::string> agents_used;
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    int g = static_cast<int>(std::get<int64_t>(ConfigFromJson(t.params_json)->at("g")));
+    std::string dir = std::filesystem::path(t.log_path).parent_path().string();
+    std::set<std::string> slots;
+    std::map<std::string, int> per_agent;
+    for (int rank = 0; rank < g; ++rank) {
+      std::istringstream in(ReadFile(dir + "/rank-" + std::to_string(rank) + ".where"));
+      std::string agent, device;
+      int rk, world, local, local_world;
+      in >> agent >> rk >> world >> local >> local_world >> device;
+      EXPECT_EQ(rk, rank);
+      EXPECT_EQ(world, g);
+      slots.insert(agent + "/" + device);
+      per_agent[agent]++;
+      agents_used.insert(agent);
+    }
+    EXPECT_EQ(slots.size(), static_cast<size_t>(g)) << "two ranks on one GPU";
+    // A gang that fits on one node (2 GPUs) stays on one; 4 GPUs must span two.
+    EXPECT_EQ(per_agent.size(), g <= 2 ? 1u : 2u);
+  }
+  EXPECT_GE(agents_used.size(), 2u);
+  // The read commands work against the server's storage.
+  auto best = RunCommand({HYPERPACK_CLI, "best", "spread", "--storage", db_});
+  EXPECT_EQ(best.exit_code, 0);
+}
+
+TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
+  StartAgent("good", 1);
+  WriteFile(dir_ / "wrong", "not-the-right-token-at-all\n");
+  chmod((dir_ / "wrong").c_str(), 0600);
+  auto evil = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file",
+                          dir_ / "wrong", "--name", "evil"});
+  EXPECT_NE(evil.exit_code, 0);
+  EXPECT_THAT(evil.err + evil.out, HasSubstr("wrong token"));
+  EXPECT_THAT(server_.Until("rejected"), HasSubstr("authentication failed: wrong token"));
+
+  // A raw connection that answers the challenge with an absurd frame length.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(address_.substr(address_.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const unsigned char huge[4] = {0x7f, 0xff, 0xff, 0xff};
+  ASSERT_EQ(write(fd, huge, 4), 4);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) {  // the challenge, then end-of-file
+  }
+  EXPECT_EQ(n, 0);
+  close(fd);
+  EXPECT_THAT(server_.Until("rejected"), HasSubstr("oversized frame"));
+
+  // The good agent still runs trials.
+  WriteFile(dir_ / "trial.sh", kTrialScript, true);
+  auto r = Submit(R"(
+name: after
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                  (dir_ / "trial.sh") + R"( {x}"}
+budget: {max_trials: 2}
+resources: {gpus: 1}
+)");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const auto& t : Trials("after")) EXPECT_EQ(t.state, storage::TrialState::kCompleted);
+}
+
+TEST_F(ServeTest, ATrialOnAnAgentThatDiesIsRequeuedOnAnotherAndCompletes) {
+  StartAgent("b1", 2);
+  StartAgent("b2", 2);
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  // The first attempt announces its agent and waits forever; a re-run completes.
+  WriteFile(dir_ / "trial.sh",
+            R"(#!/bin/sh
+if [ "$HYPERPACK_TRIAL_ATTEMPT" = 1 ]; then
+  echo "$HYPERPACK_AGENT" > )" +
+                (dir_ / "fifo") + R"(
+  exec sleep 120
+fi
+echo "$HYPERPACK_AGENT $HYPERPACK_RESUME" > "$HYPERPACK_TRIAL_DIR/rerun.where"
+echo '{"loss": 1}'
+)",
+            true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, R"(
+name: dies
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                      (dir_ / "trial.sh") + R"("}
+budget: {max_trials: 1}
+resources: {gpus: 2}
+)");
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  int fifo = open((dir_ / "fifo").c_str(), O_RDWR);
+  std::string first;
+  char c;
+  while (read(fifo, &c, 1) == 1 && c != '\n') first += c;
+  close(fifo);
+  ASSERT_TRUE(first == "b1" || first == "b2") << first;
+  // The agent running it dies.
+  agents_[first == "b1" ? 0 : 1].Stop(SIGKILL);
+  EXPECT_THAT(server_.Until("lost"), HasSubstr("agent " + first + " lost"));
+  std::string output = client.Until("budget reached");
+  EXPECT_THAT(output, HasSubstr("lost with its node; requeued"));
+  int status = client.Stop(0);
+  (void)status;
+
+  auto trials = Trials("dies");
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state, storage::TrialState::kNodeLost);
+  EXPECT_EQ(trials[1].state, storage::TrialState::kCompleted) << trials[1].error;
+  EXPECT_EQ(trials[1].retry_of, 0);
+  EXPECT_EQ(trials[1].attempt, 2);
+  std::string dir = std::filesystem::path(trials[1].log_path).parent_path().string();
+  std::istringstream where(ReadFile(dir + "/rerun.where"));
+  std::string agent, resume;
+  where >> agent >> resume;
+  EXPECT_NE(agent, first);
+  EXPECT_EQ(resume, "1");  // asked to continue from the first attempt's checkpoints
+}
+
+}  // namespace
+}  // namespace hyperpack
