@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -42,6 +43,7 @@ struct Observation {
   Eigen::VectorXd x;
   TrialOutcome::Kind kind;
   std::optional<double> value;
+  double level = 0;  // the resource of the value; +inf for a completed trial's final value
 };
 
 Eigen::VectorXd ToEigen(const std::vector<double>& v) {
@@ -73,6 +75,9 @@ class GpTuner : public Tuner {
     o.x = ToEigen(encoder_.Encode(outcome.config).x);
     o.kind = outcome.kind;
     o.value = outcome.value;
+    o.level = outcome.kind == TrialOutcome::Kind::kCompleted || outcome.resource <= 0
+                  ? std::numeric_limits<double>::infinity()
+                  : outcome.resource;
     if (o.value && !std::isfinite(*o.value)) o.value.reset();
     if (o.value && options_.maximize) o.value = -*o.value;
     observed_.push_back(std::move(o));
@@ -82,6 +87,7 @@ class GpTuner : public Tuner {
     std::vector<Config> out;
     if (n <= 0) return out;
     int seen = static_cast<int>(observed_.size() + pending.size());
+    ChooseLevel();
     int modelled = 0;
     for (const Observation& o : observed_) modelled += IsModelled(o);
     // The initial design, and Sobol whenever the model has fewer than two points.
@@ -106,9 +112,35 @@ class GpTuner : public Tuner {
   // The value the objective model sees for observation i.
   double ValueOf(int i) const { return observed_[i].value.value_or(penalty_); }
 
-  static bool IsModelled(const Observation& o) {
-    // Pruned trials stopped at a lower fidelity; their values are not the objective's.
-    return o.kind == TrialOutcome::Kind::kCompleted && o.value.has_value();
+  // Values at the chosen level only: a trial stopped at a lower fidelity has a different value.
+  bool IsModelled(const Observation& o) const {
+    return o.value.has_value() && o.level == level_ &&
+           (o.kind == TrialOutcome::Kind::kCompleted || o.kind == TrialOutcome::Kind::kPruned);
+  }
+
+  // The BOHB rule: the highest level (completed trials highest) with at least d + 2 values; else
+  // the level with the most, so that the model starts as soon as any level has two.
+  void ChooseLevel() {
+    std::map<double, int> count;
+    for (const Observation& o : observed_)
+      if (o.value &&
+          (o.kind == TrialOutcome::Kind::kCompleted || o.kind == TrialOutcome::Kind::kPruned))
+        count[o.level]++;
+    const int enough = encoder_.dims() + 2;
+    double chosen = std::numeric_limits<double>::infinity();
+    int most = 0;
+    for (auto it = count.rbegin(); it != count.rend(); ++it) {
+      if (it->second >= enough) {
+        chosen = it->first;
+        most = -1;
+        break;
+      }
+      if (it->second > most) {
+        most = it->second;
+        chosen = it->first;
+      }
+    }
+    level_ = chosen;
   }
 
   // Brings the objective model (and the feasibility model, when some trials were infeasible) up
@@ -474,6 +506,7 @@ class GpTuner : public Tuner {
   int fitted_n_ = 0;
   OutputTransform transform_;
   double best_ = 0;
+  double level_ = std::numeric_limits<double>::infinity();
   double penalty_ = 0;  // the worst completed value: what an infeasible trial counts as
   std::mt19937_64 rng_;
 };

@@ -39,6 +39,10 @@ struct TrialOutcome {
   Config config;
   Kind kind = Kind::kCompleted;
   std::optional<double> value;  // completed and pruned trials have one
+  // The resource (epochs, steps) the value was measured at; 0 for a completed trial's final value.
+  // A pruner's rungs arrive as kPruned outcomes with their resource: the GP then models the
+  // highest rung with at least d + 2 values (the BOHB rule).
+  double resource = 0;
 };
 
 class Tuner {

@@ -1,0 +1,171 @@
+// Pruners against hand-worked examples.
+#include "hyperpack/tuner/pruner.h"
+
+#include <gtest/gtest.h>
+
+namespace hyperpack::tuner {
+namespace {
+
+using Kind = PrunerDecision::Kind;
+
+PrunerOptions Asha(const std::string& mode) {
+  PrunerOptions o;
+  o.algorithm = "asha";
+  o.min_resource = 1;
+  o.max_resource = 27;
+  o.reduction_factor = 3;
+  o.mode = mode;
+  return o;
+}
+
+TEST(PrunerTest, AshaRungsAreMinTimesEtaToTheKAndTheMaximum) {
+  EXPECT_EQ(MakePruner(Asha("stop")).value()->Rungs(), (std::vector<double>{1, 3, 9, 27}));
+  PrunerOptions o = Asha("stop");
+  o.max_resource = 20;  // not a power of eta: the last rung is the maximum itself
+  EXPECT_EQ(MakePruner(o).value()->Rungs(), (std::vector<double>{1, 3, 9, 20}));
+  o.min_resource = 2;
+  o.reduction_factor = 2;
+  EXPECT_EQ(MakePruner(o).value()->Rungs(), (std::vector<double>{2, 4, 8, 16, 20}));
+}
+
+TEST(PrunerTest, AshaStopKeepsTheTopThirdOfEachRungSoFar) {
+  auto p = MakePruner(Asha("stop")).value();
+  // Rung 1 (minimise). Trial 0 is the first: it continues. Trial 1 is worse: with two values the
+  // top third is still just the best, so it stops. Trial 2 is the best so far: it continues.
+  for (int t : {0, 1, 2}) EXPECT_EQ(p->Begin(t), 27);
+  EXPECT_EQ(p->Report(0, 1, 0.5).kind, Kind::kContinue);
+  PrunerDecision d = p->Report(1, 1, 0.7);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("ranks 2 of 2"), std::string::npos) << d.reason;
+  EXPECT_EQ(p->Report(2, 1, 0.4).kind, Kind::kContinue);
+  // Six values at rung 1: the top two continue. A value between the 2nd and 3rd best stops.
+  EXPECT_EQ(p->Report(3, 1, 0.9).kind, Kind::kStop);
+  EXPECT_EQ(p->Report(4, 1, 0.8).kind, Kind::kStop);
+  EXPECT_EQ(p->Report(5, 1, 0.45).kind, Kind::kContinue);  // 2nd of 6: top 2
+  EXPECT_EQ(p->Report(6, 1, 0.47).kind, Kind::kStop);      // 3rd of 7: top 2
+  // Between rungs nothing is decided; at rung 3 trial 0 is alone and continues.
+  EXPECT_EQ(p->Report(0, 2, 0.1).kind, Kind::kContinue);
+  EXPECT_EQ(p->Report(0, 3, 0.3).kind, Kind::kContinue);
+  // A report that jumps past several rungs records each of them.
+  EXPECT_EQ(p->Report(2, 9, 0.2).kind, Kind::kContinue);
+}
+
+TEST(PrunerTest, AshaPromoteMovesPausedTrialsUpInTheOrderOfTheirRanks) {
+  auto p = MakePruner(Asha("promote")).value();
+  ASSERT_TRUE(p->pauses());
+  // Every new trial trains to rung 1 and pauses there.
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(p->Begin(t), 1);
+  const double values[] = {0.6, 0.3, 0.9, 0.5, 0.2, 0.8};
+  EXPECT_EQ(p->Report(0, 1, values[0]).kind, Kind::kPause);
+  EXPECT_FALSE(p->NextPromotion());  // 1 value: floor(1/3) = 0 may go up
+  EXPECT_EQ(p->Report(1, 1, values[1]).kind, Kind::kPause);
+  EXPECT_EQ(p->Report(2, 1, values[2]).kind, Kind::kPause);
+  // 3 values: the best (trial 1, 0.3) goes to rung 3.
+  auto up = p->NextPromotion();
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 1);
+  EXPECT_EQ(up->target, 3);
+  EXPECT_FALSE(p->NextPromotion());
+  EXPECT_EQ(p->Begin(1), 3);
+  for (int t : {3, 4, 5}) EXPECT_EQ(p->Report(t, 1, values[t]).kind, Kind::kPause);
+  // 6 values: the top 2 are trials 4 (0.2) and 1 (0.3); 1 was promoted already, so 4 goes.
+  up = p->NextPromotion();
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 4);
+  EXPECT_FALSE(p->NextPromotion());
+  // At rung 3 trial 1 pauses again; trial 4 reaches it later; 2 values: nothing goes to 9.
+  EXPECT_EQ(p->Report(1, 3, 0.25).kind, Kind::kPause);
+  EXPECT_EQ(p->Report(4, 3, 0.15).kind, Kind::kPause);
+  EXPECT_FALSE(p->NextPromotion());
+  // A trial that ended (stopped by the user) is never promoted.
+  p->End(0, false);
+}
+
+TEST(PrunerTest, AHigherRungIsPromotedFromFirst) {
+  auto p = MakePruner(Asha("promote")).value();
+  for (int t = 0; t < 9; ++t) {
+    p->Begin(t);
+    p->Report(t, 1, 0.1 * (t + 1));
+  }
+  // Top 3 of 9 at rung 1: trials 0, 1, 2, in that order.
+  for (int t : {0, 1, 2}) {
+    auto up = p->NextPromotion();
+    ASSERT_TRUE(up);
+    EXPECT_EQ(up->trial, t);
+    p->Begin(t);
+    p->Report(t, 3, 0.05 * (t + 1));
+  }
+  // Now rung 3 holds 3 values, and its best (trial 0) goes to 9 before anything else.
+  auto up = p->NextPromotion();
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 0);
+  EXPECT_EQ(up->target, 9);
+}
+
+TEST(PrunerTest, HyperbandSpreadsTrialsOverBracketsWithLargerMinimums) {
+  PrunerOptions o = Asha("promote");
+  o.algorithm = "hyperband";
+  auto p = MakePruner(o).value();
+  // Brackets start at 1, 3, 9 and 27; new trials go to them in turn.
+  EXPECT_EQ(p->Begin(0), 1);
+  EXPECT_EQ(p->Begin(1), 3);
+  EXPECT_EQ(p->Begin(2), 9);
+  EXPECT_EQ(p->Begin(3), 27);
+  EXPECT_EQ(p->Begin(4), 1);
+}
+
+TEST(PrunerTest, MedianStopsATrialWorseThanTheMedianOfCompletedOnesAtTheSameStep) {
+  PrunerOptions o;
+  o.algorithm = "median";
+  o.startup_trials = 3;
+  o.warmup_steps = 2;
+  auto p = MakePruner(o).value();
+  // Three completed trials with values at steps 1..5.
+  for (int t = 0; t < 3; ++t) {
+    for (int s = 1; s <= 5; ++s)
+      EXPECT_EQ(p->Report(t, s, (t + 1) * 1.0 / s).kind, Kind::kContinue);
+    p->End(t, true);
+  }
+  // At step 4 the completed values are 0.25, 0.5, 0.75: median 0.5.
+  EXPECT_EQ(p->Report(3, 1, 5.0).kind, Kind::kContinue);  // warm-up
+  EXPECT_EQ(p->Report(3, 4, 0.45).kind, Kind::kContinue);
+  PrunerDecision d = p->Report(4, 4, 0.6);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("median 0.5"), std::string::npos) << d.reason;
+  // Its best so far counts: a trial that was at 0.3 earlier is not stopped at 0.6.
+  EXPECT_EQ(p->Report(5, 3, 0.3).kind, Kind::kContinue);
+  EXPECT_EQ(p->Report(5, 4, 0.6).kind, Kind::kContinue);
+}
+
+TEST(PrunerTest, MedianWaitsForItsStartupTrialsAndMaximisationFlipsIt) {
+  PrunerOptions o;
+  o.algorithm = "median";
+  o.startup_trials = 2;
+  o.maximize = true;
+  auto p = MakePruner(o).value();
+  p->Report(0, 1, 0.9);
+  EXPECT_EQ(p->Report(1, 1, 0.1).kind, Kind::kContinue);  // nothing completed yet
+  p->End(0, true);
+  p->End(1, true);
+  EXPECT_EQ(p->Report(2, 1, 0.2).kind, Kind::kStop);  // median 0.5, maximising
+  EXPECT_EQ(p->Report(3, 1, 0.8).kind, Kind::kContinue);
+}
+
+TEST(PrunerTest, BadOptionsAreErrors) {
+  PrunerOptions o = Asha("sometimes");
+  EXPECT_FALSE(MakePruner(o).ok());
+  o = Asha("stop");
+  o.max_resource = 0.5;
+  EXPECT_FALSE(MakePruner(o).ok());
+  o = Asha("stop");
+  o.reduction_factor = 1;
+  EXPECT_FALSE(MakePruner(o).ok());
+  o.algorithm = "successive";
+  EXPECT_FALSE(MakePruner(o).ok());
+  o = PrunerOptions();
+  auto none = MakePruner(o).value();
+  EXPECT_EQ(none->Report(0, 100, 1e9).kind, Kind::kContinue);
+}
+
+}  // namespace
+}  // namespace hyperpack::tuner

@@ -1,0 +1,72 @@
+// Pruners: which trials to stop early, and (ASHA's promote mode) which paused trials to continue.
+//
+// A trial reports its objective at increasing amounts of a resource (epochs, or steps). A Pruner
+// answers each report with continue, stop (the trial is pruned) or pause (the trial has trained
+// to its rung; it keeps its checkpoint and waits to be promoted). Values are compared in the
+// study's direction.
+//   none       never stops anything;
+//   median     stops a trial whose best value so far is worse than the median of the earlier
+//              completed trials' values at the same step, after warmup_steps and once
+//              startup_trials have completed (Optuna's MedianPruner);
+//   asha       rungs at min_resource x eta^k (and max_resource). mode stop: a trial reaching a rung
+//              continues only if it is in the top 1/eta of that rung so far (at least the best one
+//              continues). mode promote: every trial trains to its rung and pauses; a paused trial
+//              is promoted to the next rung as soon as it ranks in the top 1/eta of its rung (Li et
+//              al., "A System for Massively Parallel Hyperparameter Tuning", 2020);
+//   hyperband  ASHA brackets with minimum resources min_resource x eta^s, s = 0, 1, ...; new trials
+//              go to the brackets in turn.
+// Thread-safety: not thread-safe; one owner (the runner's io thread, or a simulation).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyperpack/status.h"
+
+namespace hyperpack::tuner {
+
+struct PrunerOptions {
+  std::string algorithm = "none";  // none | median | asha | hyperband
+  double min_resource = 1;
+  double max_resource = 27;
+  double reduction_factor = 3;
+  std::string mode = "stop";  // asha, hyperband: stop | promote
+  double warmup_steps = 0;    // median
+  int startup_trials = 5;     // median
+  bool maximize = false;
+};
+
+struct PrunerDecision {
+  enum class Kind { kContinue, kStop, kPause };
+  Kind kind = Kind::kContinue;
+  std::string reason;  // for stop and pause: which rung or median, and the values compared
+};
+
+class Pruner {
+ public:
+  virtual ~Pruner() = default;
+  // A trial starts (or resumes); the resource it should train to: max_resource, or in promote
+  // mode its next rung.
+  virtual double Begin(int trial) = 0;
+  // The trial reported `value` after `resource` (its epochs or steps).
+  virtual PrunerDecision Report(int trial, double resource, double value) = 0;
+  // The trial ended for good: completed (true) or stopped, failed, lost (false).
+  virtual void End(int trial, bool completed) = 0;
+  // Promote mode: a paused trial that may continue now, the best-placed first, and the resource
+  // to train it to; nullopt when there is none. It counts as promoted once returned.
+  struct Promotion {
+    int trial;
+    double target;
+  };
+  virtual std::optional<Promotion> NextPromotion() = 0;
+  // The rungs of bracket 0 (for reports and tests).
+  virtual std::vector<double> Rungs() const = 0;
+  virtual bool pauses() const { return false; }
+};
+
+// Errors: an unknown algorithm or mode, or resources that do not make rungs.
+Result<std::unique_ptr<Pruner>> MakePruner(const PrunerOptions& options);
+
+}  // namespace hyperpack::tuner
