@@ -169,3 +169,68 @@ TEST(PrunerTest, BadOptionsAreErrors) {
 
 }  // namespace
 }  // namespace hyperpack::tuner
+
+namespace hyperpack::tuner {
+namespace {
+
+using Kind = PrunerDecision::Kind;
+
+PrunerOptions Promote() {
+  PrunerOptions o;
+  o.algorithm = "asha";
+  o.min_resource = 1;
+  o.max_resource = 9;
+  o.mode = "promote";
+  return o;
+}
+
+TEST(PrunerTest, EachReportAtARungSaysWhichRung) {
+  PrunerOptions o = Promote();
+  o.mode = "stop";
+  auto p = MakePruner(o).value();
+  p->Begin(0);
+  EXPECT_EQ(p->Report(0, 1, 0.5).rung, 1);
+  EXPECT_FALSE(p->Report(0, 2, 0.4).rung);
+  // Jumping past rung 3 to 5 records rung 3; the maximum is a rung too.
+  EXPECT_EQ(p->Report(0, 5, 0.3).rung, 3);
+  EXPECT_EQ(p->Report(0, 9, 0.2).rung, 9);
+  // A stop comes with its rung as well.
+  p->Begin(1);
+  PrunerDecision d = p->Report(1, 1, 0.9);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_EQ(d.rung, 1);
+}
+
+TEST(PrunerTest, ATrialThatCannotPauseIsJudgedAsInStopMode) {
+  auto p = MakePruner(Promote()).value();
+  for (int t : {0, 1, 2}) EXPECT_EQ(p->Begin(t), 1);
+  EXPECT_EQ(p->Report(0, 1, 0.5).kind, Kind::kPause);
+  EXPECT_EQ(p->Report(1, 1, 0.3).kind, Kind::kPause);
+  // Trial 1 had no checkpoint: as the best of two it continues, and is never a promotion.
+  EXPECT_EQ(p->CannotPause(1).kind, Kind::kContinue);
+  EXPECT_EQ(p->Begin(1), 9);
+  // Trial 2 (third of three) cannot pause either, and stops.
+  EXPECT_EQ(p->Report(2, 1, 0.7).kind, Kind::kPause);
+  PrunerDecision d = p->CannotPause(2);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("cannot pause"), std::string::npos) << d.reason;
+  // Three values at rung 1: the top one is trial 1, which runs on; trial 0 is 2nd: nothing.
+  EXPECT_FALSE(p->NextPromotion());
+  // At rung 3 trial 1 is judged, not paused.
+  EXPECT_EQ(p->Report(1, 3, 0.2).kind, Kind::kContinue);
+}
+
+TEST(PrunerTest, APromotionReplayedAfterACrashIsNotMadeTwice) {
+  auto p = MakePruner(Promote()).value();
+  for (int t : {0, 1, 2}) {
+    p->Begin(t);
+    p->Report(t, 1, 0.1 * (t + 1));
+  }
+  // Replaying: trial 0 reported past rung 1, so it had been promoted.
+  p->Promoted(0);
+  EXPECT_EQ(p->Begin(0), 3);
+  EXPECT_FALSE(p->NextPromotion());
+}
+
+}  // namespace
+}  // namespace hyperpack::tuner

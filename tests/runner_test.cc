@@ -284,8 +284,11 @@ budget: {max_trials: 1}
   EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
   EXPECT_EQ(trials[0].value, 1.0);
   auto m = Metrics(0);
-  ASSERT_EQ(m.size(), 4u);
+  // loss, acc, loss and the line's epoch (kept for a pruner's replay), then loss.
+  ASSERT_EQ(m.size(), 5u);
   EXPECT_EQ(m[2].step, 2);  // epoch=2 on its line
+  EXPECT_EQ(m[3].name, "epoch");
+  EXPECT_EQ(m[3].value, 2.0);
 }
 
 TEST_F(RunnerTest, StopsLaunchingAfterMaxFailedAndExitsWithOne) {

@@ -136,6 +136,32 @@ TEST(StorageTest, InterruptUnfinishedMarksOnlyRunningAndPendingTrials) {
   EXPECT_EQ(trials[2].state, TrialState::kInterrupted);
 }
 
+TEST(StorageTest, APausedTrialSurvivesARunnersDeathAndResumesUnderItsNumber) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  TrialRecord t = NewTrial(id, 0, TrialState::kRunning);
+  ASSERT_TRUE(db->InsertTrial(t).ok());
+  t.state = TrialState::kPaused;
+  t.value = 0.5;
+  t.ended = 10;
+  t.exit_status = 0;
+  t.error = "asha: paused at rung 1";
+  ASSERT_TRUE(db->FinishTrial(t).ok());
+  EXPECT_FALSE(storage::IsFinished(TrialState::kPaused));
+  EXPECT_TRUE(db->InterruptUnfinished(id, 20, "runner died")->empty());
+  EXPECT_EQ(db->ListTrials(id).value()[0].state, TrialState::kPaused);
+  ASSERT_TRUE(db->ResumeTrial(id, 0).ok());
+  TrialRecord back = db->ListTrials(id).value()[0];
+  EXPECT_EQ(back.state, TrialState::kRunning);
+  EXPECT_FALSE(back.ended.has_value());
+  EXPECT_FALSE(back.exit_status.has_value());
+  EXPECT_EQ(back.error, "");
+  EXPECT_EQ(back.value, 0.5);  // the rung's value stays until the trial ends again
+  // Only a paused trial can resume.
+  EXPECT_EQ(db->ResumeTrial(id, 0).code(), StatusCode::kNotFound);
+}
+
 TEST(StorageTest, TransactionRollsBackEverythingWhenTheBodyFails) {
   TempDir dir;
   auto db = OpenOrDie(dir / "h.db");

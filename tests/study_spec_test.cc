@@ -828,8 +828,9 @@ trial:
   command: run {x}
 tuner: {algorithm: sobel}
 )");
-  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 20, "tuner.algorithm",
-                                              "'sobel' is not one of gp, random, sobol; did you mean 'sobol'?")));
+  EXPECT_THAT(out.errors, ElementsAre(IsError(
+                              6, 20, "tuner.algorithm",
+                              "'sobel' is not one of gp, random, sobol; did you mean 'sobol'?")));
 }
 
 TEST(StudyFileTest, RejectsNegativeSeed) {
@@ -1021,6 +1022,59 @@ TEST(LoadStudyFileTest, NamesTheFileInDiagnostics) {
   ASSERT_FALSE(out.errors.empty());
   for (const Diagnostic& d : out.errors) EXPECT_EQ(d.file, file.string());
   EXPECT_THAT(out.ErrorText(), HasSubstr(file.string() + ":1:1: objective: missing"));
+}
+
+}  // namespace
+}  // namespace hyperpack::study
+
+// ---- pruner
+// ---------------------------------------------------------------------------------------
+
+namespace hyperpack::study {
+namespace {
+
+constexpr char kPrunerBase[] = R"(name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "run {x}"}
+)";
+
+TEST(StudyFileTest, PrunerDefaultsToNoneAndParsesEveryField) {
+  auto none = Parse(kPrunerBase);
+  ASSERT_TRUE(none.spec) << none.ErrorText();
+  EXPECT_EQ(none.spec->pruner.algorithm, "none");
+  auto asha = Parse(std::string(kPrunerBase) +
+                    "pruner: {algorithm: hyperband, resource: step, min_resource: 100, "
+                    "max_resource: 8100, reduction_factor: 3, mode: promote}\n");
+  ASSERT_TRUE(asha.spec) << asha.ErrorText();
+  const PrunerSpec& p = asha.spec->pruner;
+  EXPECT_EQ(p.algorithm, "hyperband");
+  EXPECT_EQ(p.resource, "step");
+  EXPECT_EQ(p.min_resource, 100);
+  EXPECT_EQ(p.max_resource, 8100);
+  EXPECT_EQ(p.mode, "promote");
+  auto median = Parse(std::string(kPrunerBase) +
+                      "pruner: {algorithm: median, warmup_steps: 2, startup_trials: 4}\n");
+  ASSERT_TRUE(median.spec) << median.ErrorText();
+  EXPECT_EQ(median.spec->pruner.warmup_steps, 2);
+  EXPECT_EQ(median.spec->pruner.startup_trials, 4);
+}
+
+TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
+  auto missing = Parse(std::string(kPrunerBase) + "pruner: {algorithm: asha}\n");
+  EXPECT_THAT(missing.errors,
+              ElementsAre(IsError(5, 1, "pruner.max_resource", "the epochs (or steps)")));
+  auto bad = Parse(std::string(kPrunerBase) +
+                   "pruner: {algorithm: ashaa, mode: pause, reduction_factor: 1, "
+                   "max_resource: 27, min_resource: 0}\n");
+  EXPECT_THAT(bad.errors, ElementsAre(IsError(5, 21, "pruner.algorithm", "did you mean 'asha'"),
+                                      IsError(5, 34, "pruner.mode", "not one of stop, promote"),
+                                      IsError(5, 94, "pruner.min_resource", "must be > 0"),
+                                      IsError(5, 59, "pruner.reduction_factor", "must be > 1")));
+  auto order = Parse(std::string(kPrunerBase) +
+                     "pruner: {algorithm: asha, min_resource: 9, max_resource: 3}\n");
+  EXPECT_THAT(order.errors,
+              ElementsAre(IsError(5, 58, "pruner.max_resource", "greater than min_resource")));
 }
 
 }  // namespace

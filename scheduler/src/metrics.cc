@@ -71,7 +71,7 @@ std::optional<MetricLine> FromJson(std::string_view text) {
   }
   if (!j.is_object()) return std::nullopt;
   MetricLine m;
-  std::optional<int64_t> epoch;
+  std::optional<int64_t>& epoch = m.epoch;
   for (const auto& [key, v] : j.items()) {
     if (key == "step" || key == "epoch") {
       if (v.is_number_integer() ||
@@ -92,7 +92,7 @@ std::optional<MetricLine> FromKeyValues(std::string_view text) {
   static const std::regex kToken(
       R"(([A-Za-z_][A-Za-z0-9_./-]*)\s*=\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|NaN|Inf|Infinity))(?=[\s,;]|$))");
   MetricLine m;
-  std::optional<int64_t> epoch;
+  std::optional<int64_t>& epoch = m.epoch;
   std::string s(text);
   for (auto it = std::sregex_iterator(s.begin(), s.end(), kToken); it != std::sregex_iterator();
        ++it) {

@@ -28,6 +28,7 @@
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
+#include "hyperpack/tuner/pruner.h"
 #include "hyperpack/tuner/tuner.h"
 #include "process.h"
 #include "storage_writer.h"
@@ -46,12 +47,25 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStderrTail = 4096;
 
-// A trial waiting to start: a new proposal, or the re-run of an interrupted one.
+// A trial waiting to start: a new proposal, the re-run of an interrupted one, or a paused trial
+// that was promoted.
 struct Queued {
   Config config;
   int attempt = 1;
   std::optional<int> retry_of;
   std::optional<int> root;  // the first attempt's number: its checkpoint directory is shared
+  std::optional<int> resume_number;  // a promoted trial runs again under its own number
+};
+
+// A trial paused at its rung (ASHA promote mode), waiting to be promoted.
+struct Paused {
+  int number = 0;
+  Config config;
+  int attempt = 1;
+  std::optional<int> retry_of;
+  int root = 0;
+  double rung = 0;  // the resource it reached
+  std::optional<double> value;
 };
 
 // One process of a trial's gang: its log and how it ended (the Executor runs it).
@@ -86,6 +100,15 @@ struct Trial {
   int failed_rank = -1;  // the first rank that exited non-zero; the gang was stopped then
   std::optional<double> objective;
   int64_t metric_lines = 0;
+  // Early stopping: the resource of the latest objective report, whether the pruner recorded a
+  // rung with it (the tuner has learnt that value then), and the pruner's decision.
+  int64_t reports = 0;
+  double resource = 0;
+  bool rung_observed = false;
+  bool pruned = false, pausing = false;
+  std::optional<double> resumed_to;  // a promoted trial: the resource it now trains to
+  std::string prune_reason;
+  Clock::time_point decided;
 
   bool AllExited() const {
     for (const auto& r : ranks)
@@ -309,6 +332,16 @@ class Runner : public StudyRun {
     topts.acquisition = spec_.tuner.acquisition;
     HP_ASSIGN_OR_RETURN(tuner_, tuner::MakeTuner(spec_.space, topts));
     for (const tuner::TrialOutcome& o : warm) tuner_->Observe(o);
+    tuner::PrunerOptions popts;
+    popts.algorithm = spec_.pruner.algorithm;
+    popts.min_resource = spec_.pruner.min_resource;
+    popts.max_resource = spec_.pruner.max_resource;
+    popts.reduction_factor = spec_.pruner.reduction_factor;
+    popts.mode = spec_.pruner.mode;
+    popts.warmup_steps = spec_.pruner.warmup_steps;
+    popts.startup_trials = spec_.pruner.startup_trials;
+    popts.maximize = topts.maximize;
+    HP_ASSIGN_OR_RETURN(pruner_, tuner::MakePruner(popts));
 
     std::map<int, bool> has_retry;
     std::map<int, int> parent;
@@ -324,21 +357,36 @@ class Runner : public StudyRun {
     for (const TrialRecord& t : trials) {
       auto config = ConfigFromJson(t.params_json);
       if (!config.ok()) return config.status().WithContext(StrCat("trial ", t.number));
+      int root = root_of(t.number);
+      // The pruner and the tuner see every report again, in order: rungs, pauses, promotions.
+      HP_ASSIGN_OR_RETURN(Replayed r, Replay(*db, t, root, *config));
+      bool rerun = (t.state == TrialState::kInterrupted || t.state == TrialState::kNodeLost) &&
+                   !has_retry[t.number];
       if (storage::IsFinished(t.state)) {
         ++finished_;
-        ObserveStored(t, *config);
-      } else if ((t.state == TrialState::kInterrupted || t.state == TrialState::kNodeLost) &&
-                 !has_retry[t.number]) {
-        retries_.push_back({*config, t.attempt + 1, t.number, root_of(t.number)});
+        ObserveStored(t, *config, r);
+      } else if (t.state == TrialState::kPaused || (rerun && r.paused && CheckpointExists(root))) {
+        // A trial stopped at its rung when the runner died: it was pausing, and is paused now.
+        if (t.state != TrialState::kPaused) {
+          TrialRecord rec = t;
+          rec.state = TrialState::kPaused;
+          rec.error = "paused at its rung when the runner stopped";
+          HP_RETURN_IF_ERROR(db->FinishTrial(rec));
+        }
+        paused_[root] = {t.number, *config, t.attempt, t.retry_of, root, r.resource, t.value};
+      } else if (rerun) {
+        retries_.push_back({*config, t.attempt + 1, t.number, root, std::nullopt});
       }
     }
+    preparing_ = false;
 
     writer_ = std::make_unique<StorageWriter>(
         std::move(db), [this](Status s) { asio::post(io_, [this, s] { OnStorageError(s); }); });
     if (resumed_) {
       Print(StrCat(
           "resuming study '", spec_.name, "': ", finished_, " of ", max_trials_, " trials finished",
-          retries_.empty() ? "" : StrCat(", ", retries_.size(), " interrupted to run again")));
+          retries_.empty() ? "" : StrCat(", ", retries_.size(), " interrupted to run again"),
+          paused_.empty() ? "" : StrCat(", ", paused_.size(), " paused")));
     } else {
       Print(StrCat("study '", spec_.name, "': ", max_trials_, " trials, up to ", max_parallel_,
                    " at a time, ", spec_.objective.metric, " (",
@@ -400,10 +448,47 @@ class Runner : public StudyRun {
     return Status::Ok();
   }
 
-  void ObserveStored(const TrialRecord& t, const Config& config) {
+  // What the replay of one trial's reports left behind.
+  struct Replayed {
+    int root = 0;
+    bool paused = false;         // its last report paused it at a rung
+    double resource = 0;         // of its last report
+    bool rung_observed = false;  // the tuner learnt its last report as a rung's value
+  };
+
+  Result<Replayed> Replay(Storage& db, const TrialRecord& t, int root, const Config& config) {
+    Replayed r;
+    r.root = root;
+    HP_ASSIGN_OR_RETURN(auto points, db.TrialMetrics(study_id_, t.number));
+    std::stable_sort(points.begin(), points.end(),
+                     [](const auto& a, const auto& b) { return a.step < b.step; });
+    std::map<int64_t, double> epoch_at;
+    for (const storage::MetricPoint& p : points)
+      if (p.name == "epoch") epoch_at[p.step] = p.value;
+    std::optional<double> objective;
+    tuner::PrunerDecision last;
+    for (const storage::MetricPoint& p : points) {
+      if (p.name != spec_.objective.metric) continue;
+      // Reporting past the rung it paused at: it had been promoted.
+      if (last.kind == tuner::PrunerDecision::Kind::kPause) pruner_->Promoted(root);
+      if (!reports_.count(root)) pruner_->Begin(root);
+      int64_t count = ++reports_[root];
+      objective = Combine(objective, p.value);
+      auto e = epoch_at.find(p.step);
+      r.resource = ResourceOf(
+          p.step, e == epoch_at.end() ? std::nullopt : std::optional<int64_t>(e->second), count);
+      last = pruner_->Report(root, r.resource, Comparable(*objective));
+      r.rung_observed = ObserveRung(config, last, *objective);
+    }
+    r.paused = last.kind == tuner::PrunerDecision::Kind::kPause;
+    return r;
+  }
+
+  void ObserveStored(const TrialRecord& t, const Config& config, const Replayed& r) {
     tuner::TrialOutcome o;
     o.config = config;
     o.value = t.value;
+    pruner_->End(r.root, t.state == TrialState::kCompleted);
     switch (t.state) {
       case TrialState::kCompleted:
         o.kind = tuner::TrialOutcome::Kind::kCompleted;
@@ -414,7 +499,11 @@ class Runner : public StudyRun {
         }
         break;
       case TrialState::kPruned:
+        ++summary_.pruned;
+        // Its rungs were learnt in the replay; a median-pruned value is learnt at its step.
+        if (r.rung_observed || r.resource <= 0 || !t.value) return;
         o.kind = tuner::TrialOutcome::Kind::kPruned;
+        o.resource = r.resource;
         break;
       case TrialState::kInfeasible:
         o.kind = tuner::TrialOutcome::Kind::kInfeasible;
@@ -430,9 +519,11 @@ class Runner : public StudyRun {
 
   // ---- scheduling -----------------------------------------------------------------------------
   int Busy() const { return static_cast<int>(running_.size() + waiting_.size()); }
+  // Room for new trials. Paused trials count against the budget: they are configurations
+  // started, and a promotion takes no more of it.
   int Free() const {
     int by_parallel = max_parallel_ - Busy();
-    int by_budget = max_trials_ - finished_ - Busy();
+    int by_budget = max_trials_ - finished_ - static_cast<int>(paused_.size()) - Busy();
     return std::max(0, std::min(by_parallel, by_budget));
   }
 
@@ -444,6 +535,22 @@ class Runner : public StudyRun {
       Enqueue(std::move(retries_.front()));
       retries_.pop_front();
       --free;
+    }
+    // Promotions need a slot, not budget; they go before new trials (ASHA's rule).
+    if (pruner_->pauses()) {
+      for (int slots = max_parallel_ - Busy(); slots > 0; --slots) {
+        auto p = pruner_->NextPromotion();
+        if (!p) break;
+        auto it = paused_.find(p->trial);
+        if (it == paused_.end()) {
+          promoted_early_[p->trial] = p->target;  // still stopping; queued once it has
+          continue;
+        }
+        Paused paused = std::move(it->second);
+        paused_.erase(it);
+        Promote(paused, p->target);
+      }
+      free = Free();
     }
     // New proposals only while nothing waits for room: a proposal made now is better informed
     // than one that would sit in the queue.
@@ -483,7 +590,7 @@ class Runner : public StudyRun {
     int free = Free();
     for (Config& c : *proposals) {
       if (free-- <= 0) break;
-      Enqueue({std::move(c), 1, std::nullopt, std::nullopt});
+      Enqueue({std::move(c), 1, std::nullopt, std::nullopt, std::nullopt});
     }
     Fill();
   }
@@ -516,7 +623,8 @@ class Runner : public StudyRun {
     auto demand = DemandFor(q.config);
     Job job;
     job.id = ++jobs_;
-    job.priority = q.attempt > 1 ? 1 : 0;  // re-runs before new proposals
+    // Promotions, then re-runs, before new proposals.
+    job.priority = q.resume_number ? 2 : q.attempt > 1 ? 1 : 0;
     job.submit = std::chrono::duration<double>(Clock::now() - start_).count();
     job.estimate = EstimateSeconds();
     Status s = demand.ok() ? Status::Ok() : demand.status();
@@ -566,6 +674,11 @@ class Runner : public StudyRun {
     if (!running_.empty() || proposing_ || !waiting_.empty()) return;
     if (!stopping_ && Free() > 0) return;
     if (!stopping_) StopLaunching("budget reached");
+    // Nothing runs, so no report can promote a paused trial any more. (Stopped for another
+    // reason, paused trials stay paused and a resumed study may promote them.)
+    if (summary_.stop_reason == "budget reached" ||
+        summary_.stop_reason == "search space exhausted")
+      FinalizePaused();
     // A handler already queued (say, a SIGCHLD that arrived just now) still runs after these
     // cancels; done_ keeps it from waiting again, so that io_context::run returns.
     done_ = true;
@@ -578,7 +691,8 @@ class Runner : public StudyRun {
 
   void Launch(Queued q, uint64_t job, Placement placement) {
     auto t = std::make_shared<Trial>(io_);
-    t->number = next_number_++;
+    const bool resume = q.resume_number.has_value();
+    t->number = resume ? *q.resume_number : next_number_++;
     t->config = std::move(q.config);
     t->attempt = q.attempt;
     t->retry_of = q.retry_of;
@@ -608,7 +722,7 @@ class Runner : public StudyRun {
     }
     for (const ParamSpec& p : spec_.space.params()) env.erase(study::ParamEnvName(p.name));
     for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                          "MASTER_PORT", "HYPERPACK_RESUME"})
+                          "MASTER_PORT", "HYPERPACK_RESUME", "HYPERPACK_STOP_AT"})
       env.erase(v);
     // Python buffers a pipe's output until exit, which would hold back every metric line.
     env["PYTHONUNBUFFERED"] = "1";
@@ -620,7 +734,13 @@ class Runner : public StudyRun {
     env["HYPERPACK_PARAMS_FILE"] = params_file.string();
     // Every attempt of a trial shares the first one's checkpoints, and a re-run resumes from them.
     env["HYPERPACK_CHECKPOINT_DIR"] = (TrialDir(t->root) / "checkpoint").string();
-    if (t->attempt > 1) env["HYPERPACK_RESUME"] = "1";
+    if (t->attempt > 1 || resume) env["HYPERPACK_RESUME"] = "1";
+    // In promote mode a trial trains to its rung, checkpoints and exits (hyperpack-trainer reads
+    // this; a command that does not is stopped when it reports the rung).
+    double target = pruner_->Begin(t->root);
+    if (resume) t->resumed_to = target;
+    if (pruner_->pauses() && spec_.pruner.resource == "epoch" && target < spec_.pruner.max_resource)
+      env["HYPERPACK_STOP_AT"] = FormatShort(target, 12);
     for (const auto& [name, value] : t->config) env[study::ParamEnvName(name)] = FormatValue(value);
     for (const auto& [name, value] : spec_.trial.env)
       env[name] = study::RenderTemplate(value, t->config, builtins);
@@ -684,11 +804,18 @@ class Runner : public StudyRun {
     // Persist, then act: the trial's row is committed before its process exists, so that storage
     // knows of every process a runner started (and a reader never sees a trial that is not there).
     running_[t->number] = t;
+    std::string resumed_to =
+        resume ? StrCat("to ", spec_.pruner.resource, " ", FormatShort(target, 6), " on ") : "on ";
     writer_->PostThen(
-        [rec](Storage& db) {
-          HP_RETURN_IF_ERROR(db.InsertTrial(rec));
-          return db.AddEvent(rec.study_id, {rec.started.value_or(0), rec.number, "trial_started",
-                                            "on " + rec.host});
+        [rec, resume, resumed_to](Storage& db) {
+          if (resume) {
+            HP_RETURN_IF_ERROR(db.ResumeTrial(rec.study_id, rec.number));
+          } else {
+            HP_RETURN_IF_ERROR(db.InsertTrial(rec));
+          }
+          return db.AddEvent(rec.study_id,
+                             {rec.started.value_or(0), rec.number,
+                              resume ? "trial_resumed" : "trial_started", resumed_to + rec.host});
         },
         [this, t, requests = std::move(requests)](const Status& s) {
           asio::post(io_, [this, t, requests, s] { Start(t, requests, s); });
@@ -708,6 +835,7 @@ class Runner : public StudyRun {
     t->config = std::move(q.config);
     t->attempt = q.attempt;
     t->retry_of = q.retry_of;
+    t->root = q.root.value_or(t->number);
     t->started_wall = WallNow();
     t->started = Clock::now();
     auto rank = std::make_unique<Rank>();
@@ -766,7 +894,11 @@ class Runner : public StudyRun {
         for (int g : r.gpus) ids.push_back(gpu_names_[r.node][g]);
       where = StrCat("  [", t->ranks.size(), " rank(s), GPUs ", Join(ids, ","), "]");
     }
-    Event(t->number, "", StrCat("started  ", ParamsLine(t->config, spec_.space), where), false);
+    Event(t->number, "",
+          t->resumed_to ? StrCat("resumed from its checkpoint to ", spec_.pruner.resource, " ",
+                                 FormatShort(*t->resumed_to, 6), where)
+                        : StrCat("started  ", ParamsLine(t->config, spec_.space), where),
+          false);
     if (spec_.trial.timeout_s) {
       t->timeout.expires_after(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(*spec_.trial.timeout_s)));
@@ -816,29 +948,150 @@ class Runner : public StudyRun {
     ++t.metric_lines;
     std::vector<storage::MetricPoint> points;
     double now = WallNow();
+    bool reported = false;
     for (const auto& [name, value] : m->values) {
-      if (name == spec_.objective.metric) UpdateObjective(t, value);
+      // After a pruner's decision the trial's value stays the one it was judged on.
+      if (name == spec_.objective.metric && !t.pruned && !t.pausing) {
+        UpdateObjective(t, value);
+        reported = true;
+      }
       // SQLite stores NaN as NULL; a NaN point says nothing a chart could show.
       if (!std::isnan(value)) points.push_back({step, name, value, now});
     }
-    if (points.empty()) return;
-    int64_t study = study_id_;
-    int number = t.number;
-    Post([study, number, points = std::move(points)](Storage& db) {
-      return db.AddMetrics(study, number, points);
-    });
+    // The epoch is kept too: a resumed study replays the pruner's resources from it.
+    if (m->epoch && !points.empty())
+      points.push_back({step, "epoch", static_cast<double>(*m->epoch), now});
+    if (!points.empty()) {
+      int64_t study = study_id_;
+      int number = t.number;
+      Post([study, number, points = std::move(points)](Storage& db) {
+        return db.AddMetrics(study, number, points);
+      });
+    }
+    if (reported) OnReport(it->second, *m);
   }
 
-  void UpdateObjective(Trial& t, double v) {
+  void UpdateObjective(Trial& t, double v) { t.objective = Combine(t.objective, v); }
+
+  // The trial's value after one more report, by objective.strategy.
+  std::optional<double> Combine(std::optional<double> current, double v) const {
     using S = study::ObjectiveStrategy;
     S s = spec_.objective.strategy;
     if (s == S::kBest)
       s = spec_.objective.direction == study::Direction::kMinimize ? S::kMin : S::kMax;
-    if (s == S::kLast || !t.objective || std::isnan(*t.objective)) {
-      t.objective = v;
-    } else if (!std::isnan(v)) {
-      t.objective = s == S::kMin ? std::min(*t.objective, v) : std::max(*t.objective, v);
+    if (s == S::kLast || !current || std::isnan(*current)) return v;
+    if (std::isnan(v)) return current;
+    return s == S::kMin ? std::min(*current, v) : std::max(*current, v);
+  }
+
+  // ---- early stopping ---------------------------------------------------------------------------
+  // NaN ranks last, whatever the direction.
+  double Comparable(double v) const {
+    if (!std::isnan(v)) return v;
+    return spec_.objective.direction == study::Direction::kMinimize
+               ? std::numeric_limits<double>::infinity()
+               : -std::numeric_limits<double>::infinity();
+  }
+
+  // A report's progress: its epoch (or step), or else how many objective reports came so far.
+  double ResourceOf(std::optional<int64_t> step, std::optional<int64_t> epoch,
+                    int64_t count) const {
+    std::optional<int64_t> r = spec_.pruner.resource == "step" ? step : epoch;
+    return static_cast<double>(r.value_or(count));
+  }
+
+  // The tuner learns a rung's value (below the full resource) as a pruned outcome at that
+  // fidelity. True when it did.
+  bool ObserveRung(const Config& config, const tuner::PrunerDecision& d, double value) {
+    if (!d.rung || *d.rung >= spec_.pruner.max_resource * (1 - 1e-9) || !std::isfinite(value))
+      return false;
+    tuner::TrialOutcome o;
+    o.config = config;
+    o.kind = tuner::TrialOutcome::Kind::kPruned;
+    o.value = value;
+    o.resource = *d.rung;
+    Learn(std::move(o));
+    return true;
+  }
+
+  // While preparing nothing else runs: the tuner is called directly, in order.
+  void Learn(tuner::TrialOutcome o) {
+    if (preparing_) {
+      tuner_->Observe(o);
+    } else {
+      Observe(std::move(o));
     }
+  }
+
+  // A trial can pause only if its command checkpoints: something is in its checkpoint directory.
+  bool CheckpointExists(int root) const {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(TrialDir(root) / "checkpoint", ec)) {
+      (void)entry;
+      return true;
+    }
+    return false;
+  }
+
+  // A report of the objective from rank 0: the pruner decides, and a trial it stops or pauses is
+  // signalled at once (the decision lands well under a second after the line).
+  void OnReport(const std::shared_ptr<Trial>& tp, const MetricLine& m) {
+    Trial& t = *tp;
+    if (t.pruned || t.pausing || !t.objective) return;
+    int64_t count = ++reports_[t.root];
+    t.resource = ResourceOf(m.step, m.epoch, count);
+    tuner::PrunerDecision d = pruner_->Report(t.root, t.resource, Comparable(*t.objective));
+    t.rung_observed = ObserveRung(t.config, d, *t.objective);
+    const std::string at = StrCat(spec_.pruner.resource, " ", FormatShort(t.resource, 6));
+    if (d.kind == tuner::PrunerDecision::Kind::kPause && !CheckpointExists(t.root)) {
+      d = pruner_->CannotPause(t.root);
+      Event(t.number, "cannot_pause",
+            StrCat("cannot pause at ", at, ": nothing in ",
+                   (TrialDir(t.root) / "checkpoint").string(),
+                   "; it runs on and is judged as in mode stop"));
+    }
+    if (d.kind != tuner::PrunerDecision::Kind::kContinue) {
+      bool pause = d.kind == tuner::PrunerDecision::Kind::kPause;
+      (pause ? t.pausing : t.pruned) = true;
+      t.prune_reason = d.reason;
+      t.decided = Clock::now();
+      Event(t.number, pause ? "pausing" : "pruning",
+            StrCat(pause ? "pausing" : "pruned", " at ", at, ": ", d.reason));
+      Terminate(tp);
+    }
+    // A new value at a rung may let a paused trial be promoted into a free slot.
+    if (d.rung && pruner_->pauses()) asio::post(io_, [this] { Fill(); });
+  }
+
+  // A paused trial goes back to the queue, ahead of new ones, to resume from its checkpoint.
+  void Promote(const Paused& p, double target) {
+    Event(p.number, "promoted",
+          StrCat("promoted from ", spec_.pruner.resource, " ", FormatShort(p.rung, 6), " to ",
+                 FormatShort(target, 6)));
+    Queued q{p.config, p.attempt, p.retry_of, p.root, p.number};
+    Enqueue(std::move(q));
+  }
+
+  // The budget is spent and nothing runs: trials still paused will never be promoted.
+  void FinalizePaused() {
+    for (auto& [root, p] : paused_) {
+      TrialRecord rec;
+      rec.study_id = study_id_;
+      rec.number = p.number;
+      rec.state = TrialState::kPruned;
+      rec.value = p.value;
+      rec.ended = WallNow();
+      rec.error = StrCat("paused at ", spec_.pruner.resource, " ", FormatShort(p.rung, 6),
+                         " and not promoted before the study ended");
+      Post([rec](Storage& db) {
+        HP_RETURN_IF_ERROR(db.FinishTrial(rec));
+        return db.AddEvent(rec.study_id, {*rec.ended, rec.number, "trial_finished", rec.error});
+      });
+      pruner_->End(root, false);
+      ++finished_;
+      ++summary_.pruned;
+    }
+    paused_.clear();
   }
 
   // ---- process exit --------------------------------------------------------------------------
@@ -892,7 +1145,22 @@ class Runner : public StudyRun {
     }
     std::string tail = LastLines(deciding.err_tail, 20);
     const std::string& metric = spec_.objective.metric;
-    if (deciding.lost && !t->interrupted) {
+    // A pruner's decision stands whatever happened after it (the signal it sent, a lost node).
+    std::string stopped_after;
+    if (t->pausing || t->pruned) {
+      stopped_after = StrCat(
+          "stopped ",
+          FormatShort(1000 * std::chrono::duration<double>(Clock::now() - t->decided).count(), 3),
+          " ms after the deciding report");
+      how = t->pausing ? "paused" : "pruned";
+    }
+    if (t->pausing) {
+      rec.state = TrialState::kPaused;
+      rec.error = t->prune_reason;
+    } else if (t->pruned) {
+      rec.state = TrialState::kPruned;
+      rec.error = t->prune_reason;
+    } else if (deciding.lost && !t->interrupted) {
       bool again = t->attempt < spec_.budget.max_attempts;
       rec.state = again ? TrialState::kNodeLost : TrialState::kFailed;
       rec.error = again ? StrCat("node lost; it runs again (attempt ", t->attempt + 1, " of ",
@@ -930,29 +1198,57 @@ class Runner : public StudyRun {
       r->log.close();
     }
     if (rec.state == TrialState::kCompleted) durations_.push_back(elapsed);
-    Post([rec](Storage& db) {
+    Post([rec, stopped_after](Storage& db) {
       HP_RETURN_IF_ERROR(db.FinishTrial(rec));
-      return db.AddEvent(rec.study_id, {*rec.ended, rec.number, "trial_finished",
-                                        StrCat(storage::TrialStateName(rec.state),
-                                               rec.value ? " " + FormatDouble(*rec.value) : "")});
+      return db.AddEvent(rec.study_id,
+                         {*rec.ended, rec.number,
+                          rec.state == TrialState::kPaused ? "trial_paused" : "trial_finished",
+                          StrCat(storage::TrialStateName(rec.state),
+                                 rec.value ? " " + FormatDouble(*rec.value) : "",
+                                 stopped_after.empty() ? "" : "; " + stopped_after)});
     });
 
     // Learn, count, tell.
     std::string line;
     if (rec.state == TrialState::kInterrupted) {
       ++summary_.interrupted;
-      retries_.push_back({t->config, t->attempt + 1, t->number, t->root});
+      retries_.push_back({t->config, t->attempt + 1, t->number, t->root, std::nullopt});
       line = "interrupted";
     } else if (rec.state == TrialState::kNodeLost) {
       // Requeued at once, ahead of new proposals, to resume from its checkpoints.
-      retries_.push_back({t->config, t->attempt + 1, t->number, t->root});
+      retries_.push_back({t->config, t->attempt + 1, t->number, t->root, std::nullopt});
       line = "lost with its node; requeued";
+    } else if (rec.state == TrialState::kPaused) {
+      Paused p{t->number, t->config, t->attempt, t->retry_of, t->root, t->resource, rec.value};
+      line = StrCat("paused at ", spec_.pruner.resource, " ", FormatShort(t->resource, 6), "  ",
+                    metric, "=", rec.value ? FormatShort(*rec.value, 6) : "?", "  (", stopped_after,
+                    ")");
+      // Promoted while it was still stopping: it goes straight back to the queue.
+      if (promoted_early_.count(t->root)) {
+        double target = promoted_early_[t->root];
+        promoted_early_.erase(t->root);
+        Promote(p, target);
+      } else {
+        paused_[t->root] = std::move(p);
+      }
     } else {
       ++finished_;
+      pruner_->End(t->root, rec.state == TrialState::kCompleted);
       tuner::TrialOutcome o;
       o.config = t->config;
       o.value = rec.value;
+      bool learn = true;
       switch (rec.state) {
+        case TrialState::kPruned:
+          o.kind = tuner::TrialOutcome::Kind::kPruned;
+          o.resource = t->resource;
+          // Its value at the rung that stopped it is learnt already.
+          learn = !t->rung_observed && rec.value.has_value();
+          ++summary_.pruned;
+          line = StrCat("pruned at ", spec_.pruner.resource, " ", FormatShort(t->resource, 6), "  ",
+                        metric, "=", rec.value ? FormatShort(*rec.value, 6) : "?", "  (",
+                        stopped_after, ")");
+          break;
         case TrialState::kCompleted: {
           o.kind = tuner::TrialOutcome::Kind::kCompleted;
           ++summary_.completed;
@@ -978,7 +1274,7 @@ class Runner : public StudyRun {
               StrCat(storage::TrialStateName(rec.state), " (", how, "): ", LastLines(rec.error, 1));
           break;
       }
-      Observe(std::move(o));
+      if (learn) Observe(std::move(o));
     }
     Event(t->number, "", StrCat(line, "  [", FormatDuration(elapsed), "]"), false);
     if (failed_this_run_ >= spec_.budget.max_failed && !stopping_) {
@@ -1104,8 +1400,10 @@ class Runner : public StudyRun {
     std::ostringstream text;
     text << "study '" << spec_.name << "' " << summary_.stop_reason << " after "
          << FormatDuration(secs) << ": " << finished_ << "/" << max_trials_ << " trials finished ("
-         << summary_.completed << " completed, " << summary_.failed << " failed, "
-         << summary_.infeasible << " infeasible)";
+         << summary_.completed << " completed, "
+         << (summary_.pruned ? StrCat(summary_.pruned, " pruned, ") : std::string())
+         << summary_.failed << " failed, " << summary_.infeasible << " infeasible)";
+    if (!paused_.empty()) text << ", " << paused_.size() << " paused";
     if (summary_.interrupted) text << ", " << summary_.interrupted << " interrupted";
     text << "\n";
     if (best_) {
@@ -1165,6 +1463,13 @@ class Runner : public StudyRun {
   std::optional<int> best_trial_;
   std::map<int, std::shared_ptr<Trial>> running_;
   std::deque<Queued> retries_;
+  // Early stopping, keyed by a trial's root number (every attempt of a trial is one to the
+  // pruner). Touched on the io thread only.
+  std::unique_ptr<tuner::Pruner> pruner_;
+  std::map<int, Paused> paused_;
+  std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
+  std::map<int, int64_t> reports_;        // objective reports so far
+  bool preparing_ = true;
   Status storage_error_;
   Clock::time_point start_;
   RunSummary summary_;

@@ -27,6 +27,8 @@ const char* TrialStateName(TrialState state) {
       return "infeasible";
     case TrialState::kNodeLost:
       return "node_lost";
+    case TrialState::kPaused:
+      return "paused";
   }
   return "?";
 }
@@ -37,7 +39,7 @@ std::optional<TrialState> ParseTrialState(const std::string& name) {
       {"completed", TrialState::kCompleted}, {"pruned", TrialState::kPruned},
       {"failed", TrialState::kFailed},       {"interrupted", TrialState::kInterrupted},
       {"timeout", TrialState::kTimeout},     {"infeasible", TrialState::kInfeasible},
-      {"node_lost", TrialState::kNodeLost}};
+      {"node_lost", TrialState::kNodeLost},  {"paused", TrialState::kPaused}};
   auto it = kStates.find(name);
   if (it == kStates.end()) return std::nullopt;
   return it->second;
@@ -399,6 +401,20 @@ Status Storage::FinishTrial(const TrialRecord& t) {
     stmt.Bind(t.exit_status).Bind(t.error).Bind(t.study_id).Bind(t.number);
     if (stmt.Step() != SQLITE_DONE) return Error(StrCat("finishing trial ", t.number));
     if (sqlite3_changes(db_) != 1) return Status::NotFound("no trial ", t.number, " to finish");
+    return Status::Ok();
+  });
+}
+
+Status Storage::ResumeTrial(int64_t study_id, int number) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
+                              "NULL, error = '' WHERE study_id = ? AND number = ? AND state = "
+                              "'paused'"));
+  return Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(study_id).Bind(number);
+    if (stmt.Step() != SQLITE_DONE) return Error(StrCat("resuming trial ", number));
+    if (sqlite3_changes(db_) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
   });
 }

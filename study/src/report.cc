@@ -85,8 +85,8 @@ std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
 }
 
 std::string CountsText(const std::map<std::string, int>& counts) {
-  static const char* kOrder[] = {"completed", "running",    "pruned",      "failed",
-                                 "timeout",   "infeasible", "interrupted", "pending"};
+  static const char* kOrder[] = {"completed", "running",    "paused",      "pruned",    "failed",
+                                 "timeout",   "infeasible", "interrupted", "node_lost", "pending"};
   std::vector<std::string> parts;
   for (const char* s : kOrder)
     if (auto it = counts.find(s); it != counts.end()) parts.push_back(StrCat(it->second, " ", s));

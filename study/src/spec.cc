@@ -275,7 +275,7 @@ class Parser {
     }
     static const std::vector<std::string> kKeys = {"name",         "description", "objective",
                                                    "search_space", "trial",       "tuner",
-                                                   "budget",       "resources"};
+                                                   "budget",       "resources",   "pruner"};
     auto fields = Fields(root, "", kKeys);
 
     if (auto* f = Get(fields, "name")) {
@@ -317,6 +317,7 @@ class Parser {
     if (spec->budget.max_failed == 0)
       spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
     if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
+    if (auto* f = Get(fields, "pruner")) ParsePruner(*f, &spec->pruner);
   }
 
   void ParseObjective(const Field& field, Objective* objective) {
@@ -708,6 +709,65 @@ class Parser {
     }
     if (auto* f = Get(fields, "warm_start")) {
       if (auto w = String(*f, "tuner.warm_start")) tuner->warm_start = *w;
+    }
+  }
+
+  void ParsePruner(const Field& field, PrunerSpec* pruner) {
+    auto fields = Fields(field, "pruner",
+                         {"algorithm", "resource", "min_resource", "max_resource",
+                          "reduction_factor", "mode", "warmup_steps", "startup_trials"});
+    if (!field.value.IsMap()) return;
+    auto one_of = [&](const char* key, const std::vector<std::string>& allowed, std::string* out) {
+      const Field* f = Get(fields, key);
+      if (!f) return;
+      std::string path = Path("pruner", key);
+      auto v = String(*f, path);
+      if (!v) return;
+      if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
+        auto guess = DidYouMean(*v, allowed);
+        Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
+              guess ? "; did you mean '" + *guess + "'?" : std::string(""));
+        return;
+      }
+      *out = *v;
+    };
+    one_of("algorithm", {"none", "median", "asha", "hyperband"}, &pruner->algorithm);
+    one_of("resource", {"epoch", "step"}, &pruner->resource);
+    one_of("mode", {"stop", "promote"}, &pruner->mode);
+    auto number = [&](const char* key, double low, bool inclusive, const char* expected,
+                      double* out) -> const Field* {
+      const Field* f = Get(fields, key);
+      if (!f) return nullptr;
+      std::string path = Path("pruner", key);
+      auto v = Number(*f, path);
+      if (!v) return nullptr;
+      if (!std::isfinite(*v) || (inclusive ? *v < low : *v <= low)) {
+        Error(f->value, path, "must be ", expected, " (got ", FormatDouble(*v), ")");
+        return nullptr;
+      }
+      *out = *v;
+      return f;
+    };
+    number("min_resource", 0, false, "> 0", &pruner->min_resource);
+    const Field* max = number("max_resource", 0, false, "> 0", &pruner->max_resource);
+    number("reduction_factor", 1, false, "> 1, e.g. 3", &pruner->reduction_factor);
+    number("warmup_steps", 0, true, ">= 0", &pruner->warmup_steps);
+    if (const Field* f = Get(fields, "startup_trials")) {
+      if (auto n = Integer(*f, "pruner.startup_trials")) {
+        if (*n < 0 || *n > 1000000) {
+          Error(f->value, "pruner.startup_trials", "must be between 0 and 1000000 (got ", *n, ")");
+        } else {
+          pruner->startup_trials = static_cast<int>(*n);
+        }
+      }
+    }
+    bool rungs = pruner->algorithm == "asha" || pruner->algorithm == "hyperband";
+    if (rungs && !Get(fields, "max_resource")) {
+      Missing(field.key, "pruner", "max_resource",
+              "the epochs (or steps) a full trial trains, e.g. max_resource: 27");
+    } else if (rungs && max && pruner->max_resource <= pruner->min_resource) {
+      Error(max->value, "pruner.max_resource", "must be greater than min_resource (",
+            FormatDouble(pruner->min_resource), ")");
     }
   }
 

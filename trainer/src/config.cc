@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <fstream>
@@ -263,6 +264,13 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
   // A scheduler re-running an interrupted trial asks it to continue from its checkpoints.
   if (const char* env = std::getenv("HYPERPACK_RESUME"); env && std::string(env) == "1")
     c.resume = !c.checkpoint_dir.empty() || std::getenv("HYPERPACK_CHECKPOINT_DIR") != nullptr;
+  // A pruner that pauses trials at their rung (ASHA's promote mode) says where to stop.
+  if (const char* env = std::getenv("HYPERPACK_STOP_AT"); env && *env && c.stop_at_epoch <= 0) {
+    auto v = ParseDouble(env);
+    if (!v || *v < 1 || *v != std::floor(*v))
+      return Status::Invalid("HYPERPACK_STOP_AT='", env, "' is not a whole number of epochs >= 1");
+    c.stop_at_epoch = static_cast<int>(*v);
+  }
   if (c.checkpoint_dir.empty()) {
     if (const char* env = std::getenv("HYPERPACK_CHECKPOINT_DIR"); env && *env)
       c.checkpoint_dir = env;

@@ -92,8 +92,9 @@ class Trainer {
       bool stop = TrainEpoch(epoch);
       Json line = Evaluate(epoch + 1);
       if ((last || stop) && data_.test && c_.test) line["test_accuracy"] = TestAccuracy();
-      if (rank() == 0) std::cout << line.dump() << std::endl;
+      // Checkpoint first: a scheduler that pauses the trial on this line finds the epoch saved.
       Checkpoint(epoch + 1);
+      if (rank() == 0) std::cout << line.dump() << std::endl;
       if (stop || (c_.stop_at_epoch > 0 && epoch + 1 >= c_.stop_at_epoch)) break;
     }
     SaveParams();

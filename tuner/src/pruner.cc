@@ -55,7 +55,8 @@ class MedianPruner : public Pruner {
     return {PrunerDecision::Kind::kStop,
             StrCat("median: best ", FormatShort(best, 5), " at step ", FormatShort(step, 6),
                    " is worse than the median ", FormatShort(median, 5), " of ", n,
-                   " completed trials")};
+                   " completed trials"),
+            std::nullopt};
   }
 
   void End(int trial, bool completed) override {
@@ -97,26 +98,22 @@ class AshaPruner : public Pruner {
       it = state_.emplace(trial, s).first;
     }
     const Bracket& b = brackets_[it->second.bracket];
-    return promote_ ? b.rungs[it->second.target] : o_.max_resource;
+    return Pauses(it->second) ? b.rungs[it->second.target] : o_.max_resource;
   }
 
   PrunerDecision Report(int trial, double resource, double value) override {
     State& s = state_[trial];
     Bracket& b = brackets_[s.bracket];
     const int top = static_cast<int>(b.rungs.size()) - 1;
+    PrunerDecision decision;
     // Every rung the trial has now passed, lowest first.
     while (s.recorded + 1 <= top && resource + kEps >= b.rungs[s.recorded + 1]) {
       int k = ++s.recorded;
       b.recorded[k].push_back({value, trial});
-      if (k == top) return {};
-      if (!promote_) {
-        int rank = Rank(b, k, trial);
-        int allowed = Allowed(b.recorded[k].size());
-        if (rank >= allowed)
-          return {PrunerDecision::Kind::kStop,
-                  StrCat("asha: ", FormatShort(value, 5), " at rung ", FormatShort(b.rungs[k], 6),
-                         " ranks ", rank + 1, " of ", b.recorded[k].size(), "; only the top ",
-                         allowed, " continue")};
+      if (k == top) return {PrunerDecision::Kind::kContinue, "", b.rungs[k]};
+      if (!Pauses(s)) {
+        decision = Judge(b, k, trial, value, "");
+        if (decision.kind == PrunerDecision::Kind::kStop) return decision;
         continue;
       }
       if (k >= s.target) {
@@ -124,10 +121,31 @@ class AshaPruner : public Pruner {
         return {PrunerDecision::Kind::kPause,
                 StrCat("asha: reached rung ", FormatShort(b.rungs[k], 6), " with ",
                        FormatShort(value, 5), "; paused until it ranks in the top 1/",
-                       FormatShort(o_.reduction_factor, 3), " there")};
+                       FormatShort(o_.reduction_factor, 3), " there"),
+                b.rungs[k]};
       }
     }
-    return {};
+    return decision;
+  }
+
+  PrunerDecision CannotPause(int trial) override {
+    State& s = state_[trial];
+    Bracket& b = brackets_[s.bracket];
+    s.no_pause = true;
+    paused_.erase(trial);
+    if (s.recorded < 0 || s.recorded + 1 >= static_cast<int>(b.rungs.size())) return {};
+    double mine = 0;
+    for (const auto& [v, t] : b.recorded[s.recorded])
+      if (t == trial) mine = v;
+    return Judge(b, s.recorded, trial, mine, " (it cannot pause: no checkpoint)");
+  }
+
+  void Promoted(int trial) override {
+    if (!paused_.count(trial)) return;
+    State& s = state_[trial];
+    brackets_[s.bracket].promoted[s.recorded].insert(trial);
+    paused_.erase(trial);
+    s.target = s.recorded + 1;
   }
 
   void End(int trial, bool) override { paused_.erase(trial); }
@@ -163,9 +181,23 @@ class AshaPruner : public Pruner {
   };
   struct State {
     int bracket = 0;
-    int recorded = -1;  // the highest rung reached
-    int target = 0;     // promote mode: the rung it trains to
+    int recorded = -1;      // the highest rung reached
+    int target = 0;         // promote mode: the rung it trains to
+    bool no_pause = false;  // promote mode, but the trial cannot pause: judged as in stop mode
   };
+
+  bool Pauses(const State& s) const { return promote_ && !s.no_pause; }
+  // Stop mode's rule at rung k: continue only in the top 1/eta so far.
+  PrunerDecision Judge(const Bracket& b, int k, int trial, double value, const char* note) const {
+    int rank = Rank(b, k, trial);
+    int allowed = Allowed(b.recorded[k].size());
+    if (rank < allowed) return {PrunerDecision::Kind::kContinue, "", b.rungs[k]};
+    return {PrunerDecision::Kind::kStop,
+            StrCat("asha: ", FormatShort(value, 5), " at rung ", FormatShort(b.rungs[k], 6),
+                   " ranks ", rank + 1, " of ", b.recorded[k].size(), "; only the top ", allowed,
+                   " continue", note),
+            b.rungs[k]};
+  }
 
   bool Better(double a, double b) const { return o_.maximize ? a > b : a < b; }
   // At least the best one continues.

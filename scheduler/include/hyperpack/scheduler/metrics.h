@@ -19,7 +19,8 @@
 namespace hyperpack::scheduler {
 
 struct MetricLine {
-  std::optional<int64_t> step;
+  std::optional<int64_t> step;   // `step`, or `epoch` where there is no step
+  std::optional<int64_t> epoch;  // `epoch` (a pruner's resource)
   std::vector<std::pair<std::string, double>> values;
 };
 

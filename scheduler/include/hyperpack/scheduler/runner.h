@@ -17,6 +17,15 @@
 // completed; exit 3: infeasible; another exit: failed (the tail of stderr kept); past
 // trial.timeout: killed, timeout.
 //
+// Early stopping (`pruner:`, tuner/pruner.h): every report of the objective goes to the pruner at
+// its resource (the line's epoch or step). A trial it stops is signalled at once and ends pruned,
+// the reason in its error and the event log. In ASHA's promote mode a trial trains to its rung
+// (HYPERPACK_STOP_AT, read by hyperpack-trainer) and is stopped there; if its checkpoint directory
+// holds anything it ends paused, frees its slots, and is resumed under the same number
+// (HYPERPACK_RESUME=1) when the pruner promotes it; otherwise it runs on, judged as in stop mode.
+// Promotions go before new trials. Paused trials count against max_trials; those never promoted
+// are pruned when the budget is spent. The tuner learns every rung's value at its fidelity.
+//
 // Threads: RunStudy blocks the calling thread, which runs the io_context that owns all runner
 // state; SQLite writes go to one writer thread, in order, batched into transactions.
 #pragma once
@@ -55,6 +64,7 @@ struct RunOptions {
 struct RunSummary {
   std::string study;
   int completed = 0;
+  int pruned = 0;  // stopped early by the pruner
   int failed = 0;  // failed + timeout
   int infeasible = 0;
   int interrupted = 0;  // in this run

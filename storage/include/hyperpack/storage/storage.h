@@ -35,11 +35,14 @@ enum class TrialState {
   kTimeout,      // killed for passing trial.timeout
   kInfeasible,   // exited with code 3: this configuration cannot run (e.g. out of memory)
   kNodeLost,     // its node (an agent) was lost; run again, up to budget.max_attempts
+  kPaused,       // trained to its rung (ASHA promote mode) and stopped, keeping its checkpoint;
+                 // promoted later, it runs again under the same number
 };
 const char* TrialStateName(TrialState state);
 std::optional<TrialState> ParseTrialState(const std::string& name);
 // Completed, pruned, failed, timeout and infeasible trials are finished: they count against the
-// budget and are never run again. Interrupted ones are run again.
+// budget and are never run again. Interrupted ones are run again. Paused ones count against the
+// budget but are not finished: they may be promoted.
 bool IsFinished(TrialState state);
 
 struct StudyRecord {
@@ -131,6 +134,9 @@ class Storage {
   Status InsertTrial(const TrialRecord& trial);
   // Writes state, value, end time, exit status and error of a trial that ended.
   Status FinishTrial(const TrialRecord& trial);
+  // A paused trial runs again (promoted): its state becomes running and its end, exit status and
+  // error are cleared. NotFound when the trial is not paused.
+  Status ResumeTrial(int64_t study_id, int number);
   // Marks every running or pending trial of the study interrupted; returns their numbers.
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
                                                const std::string& reason);

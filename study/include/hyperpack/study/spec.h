@@ -44,19 +44,32 @@ struct TrialSpec {
 };
 
 struct TunerSpec {
-  std::string algorithm = "gp";   // gp | random | sobol
-  std::optional<uint64_t> seed;   // absent: chosen when the study is created, then stored
-  int initial_trials = 0;         // gp: Sobol trials before the model; 0: max(5, dims + 1)
-  std::string acquisition = "ei"; // gp: ei (log expected improvement) | ucb
-  std::string warm_start;         // gp: a study whose completed trials seed the model
+  std::string algorithm = "gp";    // gp | random | sobol
+  std::optional<uint64_t> seed;    // absent: chosen when the study is created, then stored
+  int initial_trials = 0;          // gp: Sobol trials before the model; 0: max(5, dims + 1)
+  std::string acquisition = "ei";  // gp: ei (log expected improvement) | ucb
+  std::string warm_start;          // gp: a study whose completed trials seed the model
 };
 
 struct BudgetSpec {
   int max_trials = 100;
   int max_parallel = 1;
-  int max_failed = 0;  // 0: the default, max(5, max_trials / 4), filled in by the parser
+  int max_failed = 0;    // 0: the default, max(5, max_trials / 4), filled in by the parser
   int max_attempts = 3;  // runs of one configuration whose node was lost, before it fails
   std::optional<double> time_limit_s;
+};
+
+// Early stopping (tuner/pruner.h). `resource` says what a report's progress is: the metric
+// line's `epoch` or `step` (or, where the line has none, the count of objective reports so far).
+struct PrunerSpec {
+  std::string algorithm = "none";  // none | median | asha | hyperband
+  std::string resource = "epoch";  // epoch | step
+  double min_resource = 1;
+  double max_resource = 0;  // asha, hyperband: required (a full trial's epochs or steps)
+  double reduction_factor = 3;
+  std::string mode = "stop";  // asha, hyperband: stop | promote (pause at rungs)
+  double warmup_steps = 0;    // median
+  int startup_trials = 5;     // median
 };
 
 struct ResourceSpec {
@@ -75,6 +88,7 @@ struct StudySpec {
   TunerSpec tuner;
   BudgetSpec budget;
   ResourceSpec resources;
+  PrunerSpec pruner;
 };
 
 // One problem in a study file. line and column are 1-based; 0 when the problem has no position

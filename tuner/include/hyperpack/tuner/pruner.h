@@ -42,6 +42,9 @@ struct PrunerDecision {
   enum class Kind { kContinue, kStop, kPause };
   Kind kind = Kind::kContinue;
   std::string reason;  // for stop and pause: which rung or median, and the values compared
+  // Set when this report recorded the trial at a rung (asha, hyperband): the rung's resource. A
+  // tuner learns the value at that fidelity.
+  std::optional<double> rung;
 };
 
 class Pruner {
@@ -61,6 +64,12 @@ class Pruner {
     double target;
   };
   virtual std::optional<Promotion> NextPromotion() = 0;
+  // The trial was told to pause but cannot (its command wrote no checkpoint): from now on it is
+  // judged as in stop mode, beginning with the rung it just reached. Returns that judgement.
+  virtual PrunerDecision CannotPause(int trial) { return {}; }
+  // Replaying a study after a crash: the trial, paused at its rung, had been promoted (it reported
+  // beyond the rung, or was running again when the runner stopped).
+  virtual void Promoted(int trial) {}
   // The rungs of bracket 0 (for reports and tests).
   virtual std::vector<double> Rungs() const = 0;
   virtual bool pauses() const { return false; }
