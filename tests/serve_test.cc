@@ -17,6 +17,7 @@
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/text.h"
 #include "test_util.h"
 
 namespace hyperpack {
@@ -279,6 +280,70 @@ resources: {gpus: 2}
   where >> agent >> resume;
   EXPECT_NE(agent, first);
   EXPECT_EQ(resume, "1");  // asked to continue from the first attempt's checkpoints
+}
+
+}  // namespace
+}  // namespace hyperpack
+
+namespace hyperpack {
+namespace {
+
+// A learning curve that checkpoints (see early_stop_test.cc); each start logs the agent it ran on.
+constexpr char kCurveScript[] = R"(#!/bin/sh
+ck="$HYPERPACK_CHECKPOINT_DIR/state"
+e=0
+if [ "$HYPERPACK_RESUME" = 1 ] && [ -f "$ck" ]; then e=$(cat "$ck"); fi
+echo "$HYPERPACK_TRIAL_ID $((e + 1)) $HYPERPACK_AGENT" >> "$(dirname "$0")/starts"
+while [ $e -lt 9 ]; do
+  e=$((e + 1))
+  mkdir -p "$HYPERPACK_CHECKPOINT_DIR"; echo $e > "$ck"
+  echo "{\"epoch\": $e, \"loss\": $(awk "BEGIN { print $1 + 1 / $e }")}"
+  if [ -n "$HYPERPACK_STOP_AT" ] && [ $e -ge "$HYPERPACK_STOP_AT" ]; then exit 0; fi
+done
+)";
+
+TEST_F(ServeTest, AshaPausesAndPromotesTrialsAcrossAgents) {
+  WriteFile(dir_ / "curve.sh", kCurveScript, true);
+  StartAgent("a1", 1);
+  StartAgent("a2", 1);
+  auto r = Submit(StrCat(R"(
+name: asha
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )",
+                         dir_ / "curve.sh", R"( {x}"}
+tuner: {algorithm: random, seed: 4}
+budget: {max_trials: 9, max_parallel: 2}
+resources: {gpus: 1}
+pruner: {algorithm: asha, max_resource: 9, mode: promote}
+)"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("promoted"));
+  auto trials = Trials("asha");
+  ASSERT_EQ(trials.size(), 9u);
+  int completed = 0;
+  for (const auto& t : trials) {
+    EXPECT_TRUE(t.state == storage::TrialState::kCompleted ||
+                t.state == storage::TrialState::kPruned)
+        << storage::TrialStateName(t.state);
+    completed += t.state == storage::TrialState::kCompleted;
+  }
+  EXPECT_GE(completed, 1);
+  // Every resumed start continued from its checkpoint, on whichever agent had room.
+  std::istringstream in(ReadFile(dir_ / "starts"));
+  std::map<int, int> next;  // trial -> the epoch it should start at next
+  std::set<std::string> agents;
+  int resumes = 0;
+  int trial, first;
+  std::string agent;
+  while (in >> trial >> first >> agent) {
+    agents.insert(agent);
+    if (next.count(trial)) ++resumes;
+    EXPECT_EQ(first, next.count(trial) ? next[trial] : 1) << "trial " << trial;
+    next[trial] = first == 1 ? 2 : first == 2 ? 4 : 10;
+  }
+  EXPECT_GE(resumes, 3);
+  EXPECT_EQ(agents, (std::set<std::string>{"a1", "a2"}));
 }
 
 }  // namespace

@@ -347,12 +347,14 @@ TEST_F(TrainerTest, TrainsAUsersTorchScriptModule) {
       "        self.b = torch.nn.Linear(12, 3)\n"
       "    def forward(self, x):\n"
       "        return self.b(torch.relu(self.a(x)))\n"
-      "torch.jit.script(Net()).save('" + module + "')\n";
+      "torch.jit.script(Net()).save('" +
+      module + "')\n";
   // torch.jit.script reads the class's source, so the script must be a file.
   WriteFile(dir_ / "make_model.py", script);
   auto made = RunCommand({"/usr/bin/python3", dir_ / "make_model.py"});
   if (made.exit_code != 0) GTEST_SKIP() << "python3-torch cannot script a module: " << made.err;
-  auto r = Run(Base(dir_ / "p.bin"), {"--model-file", module, "--epochs", "3", "--batch-size", "16"});
+  auto r =
+      Run(Base(dir_ / "p.bin"), {"--model-file", module, "--epochs", "3", "--batch-size", "16"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto lines = MetricLines(r.out);
   ASSERT_EQ(lines.size(), 3u);
@@ -388,13 +390,13 @@ TEST(TrainerStudyTest, APausedTrialResumesFromItsCheckpointAndEndsWhereARunThrou
   const std::string flags = StrCat(" --data csv --data-path ", dir / "t.csv",
                                    " --model mlp --mlp-widths 8 --epochs 3 --batch-size 30"
                                    " --schedule cosine --seed 2 --threads 1");
-  WriteFile(dir / "s.yaml",
-            StrCat("name: s\nobjective: {metric: val_loss, direction: minimize}\n",
-                   "search_space: {lr: [0.003, 0.1, 0.001]}\n", "trial: {command: \"",
-                   HYPERPACK_TRAINER, flags, " --lr {lr} --save-params {trial_dir}/p.bin\"}\n",
-                   "tuner: {algorithm: random, seed: 1}\n",
-                   "budget: {max_trials: 3, max_parallel: 1}\n",
-                   "pruner: {algorithm: asha, max_resource: 3, mode: promote}\n"));
+  WriteFile(
+      dir / "s.yaml",
+      StrCat("name: s\nobjective: {metric: val_loss, direction: minimize}\n",
+             "search_space: {lr: [0.003, 0.1, 0.001]}\n", "trial: {command: \"", HYPERPACK_TRAINER,
+             flags, " --lr {lr} --save-params {trial_dir}/p.bin\"}\n",
+             "tuner: {algorithm: random, seed: 1}\n", "budget: {max_trials: 3, max_parallel: 1}\n",
+             "pruner: {algorithm: asha, max_resource: 3, mode: promote}\n"));
   auto run = RunCommand({HYPERPACK_CLI, "run", dir / "s.yaml", "--storage", dir / "h.db"},
                         dir.path().string());
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
