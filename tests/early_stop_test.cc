@@ -261,6 +261,19 @@ TEST_F(EarlyStopTest, MedianPrunerStopsCurvesBelowTheMedianOfCompletedTrials) {
   EXPECT_EQ(trials[1].state, TrialState::kCompleted);
 }
 
+TEST_F(EarlyStopTest, WhenTheBudgetIsSpentTheBestPausedTrialTrainsToTheEnd) {
+  // Two trials: neither is ever in the top third of its rung, yet the better one completes.
+  auto spec = Spec(StudyYaml("{algorithm: asha, max_resource: 9, mode: promote}", true, 2));
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 2u);
+  int better = X(trials[0]) < X(trials[1]) ? 0 : 1;
+  EXPECT_EQ(trials[better].state, TrialState::kCompleted);
+  EXPECT_EQ(trials[1 - better].state, TrialState::kPruned);
+  EXPECT_EQ(Epochs()[better], (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_THAT(output_.str(), HasSubstr("trains to the end"));
+}
+
 // Starts `hyperpack run` in the background, its output to a file.
 pid_t StartCli(const std::vector<std::string>& args, const std::string& cwd) {
   pid_t pid = fork();

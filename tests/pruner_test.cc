@@ -234,3 +234,36 @@ TEST(PrunerTest, APromotionReplayedAfterACrashIsNotMadeTwice) {
 
 }  // namespace
 }  // namespace hyperpack::tuner
+
+namespace hyperpack::tuner {
+namespace {
+
+TEST(PrunerTest, AForcedPromotionTakesTheBestPausedTrialAtTheHighestRung) {
+  PrunerOptions o;
+  o.algorithm = "asha";
+  o.max_resource = 9;
+  o.mode = "promote";
+  auto p = MakePruner(o).value();
+  EXPECT_FALSE(p->ForcePromotion());
+  for (int t : {0, 1, 2, 3}) {
+    p->Begin(t);
+    p->Report(t, 1, 0.1 * (t + 1));
+  }
+  auto up = p->NextPromotion();  // top 1 of 4 at rung 1: trial 0
+  ASSERT_TRUE(up);
+  EXPECT_EQ(p->Report(0, 3, 0.05).kind, PrunerDecision::Kind::kPause);
+  // Trial 0 alone at rung 3 is not in its top third, but it is the highest: it is forced on.
+  EXPECT_FALSE(p->NextPromotion());
+  up = p->ForcePromotion();
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 0);
+  EXPECT_EQ(up->target, 9);
+  // Next: the best paused at rung 1 (trial 1, 0.2).
+  up = p->ForcePromotion();
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 1);
+  EXPECT_EQ(up->target, 3);
+}
+
+}  // namespace
+}  // namespace hyperpack::tuner

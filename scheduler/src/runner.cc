@@ -673,6 +673,18 @@ class Runner : public StudyRun {
   void MaybeFinish() {
     if (!running_.empty() || proposing_ || !waiting_.empty()) return;
     if (!stopping_ && Free() > 0) return;
+    // The budget is spent with every trial stopped at a rung: the best of the highest rung
+    // trains on to the end, so that the study has one fully trained configuration.
+    if (!stopping_ && summary_.completed == 0 && !paused_.empty()) {
+      if (auto p = pruner_->ForcePromotion(); p && paused_.count(p->trial)) {
+        Paused paused = std::move(paused_[p->trial]);
+        paused_.erase(p->trial);
+        Print(StrCat("the budget is spent and no trial has completed: trial ", paused.number,
+                     ", the best at the highest rung, trains to the end"));
+        Promote(paused, p->target);
+        return Dispatch();
+      }
+    }
     if (!stopping_) StopLaunching("budget reached");
     // Nothing runs, so no report can promote a paused trial any more. (Stopped for another
     // reason, paused trials stay paused and a resumed study may promote them.)

@@ -140,6 +140,28 @@ class AshaPruner : public Pruner {
     return Judge(b, s.recorded, trial, mine, " (it cannot pause: no checkpoint)");
   }
 
+  std::optional<Promotion> ForcePromotion() override {
+    int best = -1, best_rung = -1;
+    double best_value = 0;
+    for (int t : paused_) {
+      const State& s = state_[t];
+      double v = 0;
+      for (const auto& [value, trial] : brackets_[s.bracket].recorded[s.recorded])
+        if (trial == t) v = value;
+      double rung = brackets_[s.bracket].rungs[s.recorded];
+      double top = best >= 0 ? brackets_[state_[best].bracket].rungs[best_rung] : -1;
+      if (best < 0 || rung > top || (rung == top && Better(v, best_value))) {
+        best = t;
+        best_rung = s.recorded;
+        best_value = v;
+      }
+    }
+    if (best < 0) return std::nullopt;
+    Promoted(best);
+    const State& s = state_[best];
+    return Promotion{best, brackets_[s.bracket].rungs[s.target]};
+  }
+
   void Promoted(int trial) override {
     if (!paused_.count(trial)) return;
     State& s = state_[trial];

@@ -64,6 +64,10 @@ class Pruner {
     double target;
   };
   virtual std::optional<Promotion> NextPromotion() = 0;
+  // Promote mode, when no new trial may start and nothing runs: the paused trial at the highest
+  // rung with the best value there, promoted whether or not it is in the top 1/eta (so that a
+  // study whose budget is spent still trains one configuration to the end); nullopt when none.
+  virtual std::optional<Promotion> ForcePromotion() { return std::nullopt; }
   // The trial was told to pause but cannot (its command wrote no checkpoint): from now on it is
   // judged as in stop mode, beginning with the rung it just reached. Returns that judgement.
   virtual PrunerDecision CannotPause(int trial) { return {}; }
