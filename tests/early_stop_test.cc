@@ -274,6 +274,17 @@ TEST_F(EarlyStopTest, WhenTheBudgetIsSpentTheBestPausedTrialTrainsToTheEnd) {
   EXPECT_THAT(output_.str(), HasSubstr("trains to the end"));
 }
 
+TEST_F(EarlyStopTest, TheObjectivesStrategyRunsOverEverySegmentOfAPausedTrial) {
+  // strategy: max over a falling curve is its first value, reported before the first pause.
+  std::string yaml = StudyYaml("{algorithm: asha, max_resource: 9, mode: promote}", true, 2);
+  yaml.replace(yaml.find("direction: minimize}"), 20, "direction: minimize, strategy: max}");
+  ASSERT_TRUE(Run(Spec(yaml)).ok());
+  for (const TrialRecord& t : Trials()) {
+    ASSERT_TRUE(t.value.has_value());
+    EXPECT_NEAR(*t.value, X(t) + 1, 1e-5) << storage::TrialStateName(t.state);
+  }
+}
+
 // Starts `hyperpack run` in the background, its output to a file.
 pid_t StartCli(const std::vector<std::string>& args, const std::string& cwd) {
   pid_t pid = fork();

@@ -55,6 +55,7 @@ struct Queued {
   std::optional<int> retry_of;
   std::optional<int> root;  // the first attempt's number: its checkpoint directory is shared
   std::optional<int> resume_number;  // a promoted trial runs again under its own number
+  std::optional<double> objective;   // and its value so far (objective.strategy goes on from it)
 };
 
 // A trial paused at its rung (ASHA promote mode), waiting to be promoted.
@@ -375,7 +376,7 @@ class Runner : public StudyRun {
         }
         paused_[root] = {t.number, *config, t.attempt, t.retry_of, root, r.resource, t.value};
       } else if (rerun) {
-        retries_.push_back({*config, t.attempt + 1, t.number, root, std::nullopt});
+        retries_.push_back({*config, t.attempt + 1, t.number, root, std::nullopt, std::nullopt});
       }
     }
     preparing_ = false;
@@ -590,7 +591,7 @@ class Runner : public StudyRun {
     int free = Free();
     for (Config& c : *proposals) {
       if (free-- <= 0) break;
-      Enqueue({std::move(c), 1, std::nullopt, std::nullopt, std::nullopt});
+      Enqueue({std::move(c), 1, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
     }
     Fill();
   }
@@ -750,7 +751,10 @@ class Runner : public StudyRun {
     // In promote mode a trial trains to its rung, checkpoints and exits (hyperpack-trainer reads
     // this; a command that does not is stopped when it reports the rung).
     double target = pruner_->Begin(t->root);
-    if (resume) t->resumed_to = target;
+    if (resume) {
+      t->resumed_to = target;
+      t->objective = q.objective;
+    }
     if (pruner_->pauses() && spec_.pruner.resource == "epoch" && target < spec_.pruner.max_resource)
       env["HYPERPACK_STOP_AT"] = FormatShort(target, 12);
     for (const auto& [name, value] : t->config) env[study::ParamEnvName(name)] = FormatValue(value);
@@ -1080,7 +1084,7 @@ class Runner : public StudyRun {
     Event(p.number, "promoted",
           StrCat("promoted from ", spec_.pruner.resource, " ", FormatShort(p.rung, 6), " to ",
                  FormatShort(target, 6)));
-    Queued q{p.config, p.attempt, p.retry_of, p.root, p.number};
+    Queued q{p.config, p.attempt, p.retry_of, p.root, p.number, p.value};
     Enqueue(std::move(q));
   }
 
@@ -1224,11 +1228,13 @@ class Runner : public StudyRun {
     std::string line;
     if (rec.state == TrialState::kInterrupted) {
       ++summary_.interrupted;
-      retries_.push_back({t->config, t->attempt + 1, t->number, t->root, std::nullopt});
+      retries_.push_back(
+          {t->config, t->attempt + 1, t->number, t->root, std::nullopt, std::nullopt});
       line = "interrupted";
     } else if (rec.state == TrialState::kNodeLost) {
       // Requeued at once, ahead of new proposals, to resume from its checkpoints.
-      retries_.push_back({t->config, t->attempt + 1, t->number, t->root, std::nullopt});
+      retries_.push_back(
+          {t->config, t->attempt + 1, t->number, t->root, std::nullopt, std::nullopt});
       line = "lost with its node; requeued";
     } else if (rec.state == TrialState::kPaused) {
       Paused p{t->number, t->config, t->attempt, t->retry_of, t->root, t->resource, rec.value};
