@@ -267,3 +267,25 @@ TEST(PrunerTest, AForcedPromotionTakesTheBestPausedTrialAtTheHighestRung) {
 
 }  // namespace
 }  // namespace hyperpack::tuner
+
+namespace hyperpack::tuner {
+namespace {
+
+TEST(PrunerTest, PromotionsTakeTheTopNOverEtaForARealEta) {
+  PrunerOptions o;
+  o.algorithm = "asha";
+  o.max_resource = 100;
+  o.reduction_factor = 2.5;
+  o.mode = "promote";
+  auto p = MakePruner(o).value();
+  for (int t = 0; t < 10; ++t) {
+    p->Begin(t);
+    p->Report(t, 1, t);
+  }
+  int promoted = 0;
+  while (p->NextPromotion()) ++promoted;
+  EXPECT_EQ(promoted, 4);  // floor(10 / 2.5)
+}
+
+}  // namespace
+}  // namespace hyperpack::tuner

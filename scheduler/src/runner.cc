@@ -479,7 +479,7 @@ class Runner : public StudyRun {
       r.resource = ResourceOf(
           p.step, e == epoch_at.end() ? std::nullopt : std::optional<int64_t>(e->second), count);
       last = pruner_->Report(root, r.resource, Comparable(*objective));
-      r.rung_observed = ObserveRung(config, last, *objective);
+      r.rung_observed = ObserveRung(root, config, r.resource, *objective);
     }
     r.paused = last.kind == tuner::PrunerDecision::Kind::kPause;
     return r;
@@ -1016,16 +1016,22 @@ class Runner : public StudyRun {
     return static_cast<double>(r.value_or(count));
   }
 
-  // The tuner learns a rung's value (below the full resource) as a pruned outcome at that
-  // fidelity. True when it did.
-  bool ObserveRung(const Config& config, const tuner::PrunerDecision& d, double value) {
-    if (!d.rung || *d.rung >= spec_.pruner.max_resource * (1 - 1e-9) || !std::isfinite(value))
+  // The tuner learns a trial's value at each level of the first bracket's ladder (min x eta^k,
+  // below the full resource) that a report reaches, as a pruned outcome at that fidelity: in
+  // Hyperband's later brackets too, whose own rungs start higher, so that the GP has the same
+  // fidelities from every trial. True when it learnt this report.
+  bool ObserveRung(int root, const Config& config, double resource, double value) {
+    const std::vector<double> ladder = pruner_->Rungs();
+    size_t& next = ladder_next_[root];
+    std::optional<double> level;
+    while (next < ladder.size() && resource + 1e-9 >= ladder[next]) level = ladder[next++];
+    if (!level || *level >= spec_.pruner.max_resource * (1 - 1e-9) || !std::isfinite(value))
       return false;
     tuner::TrialOutcome o;
     o.config = config;
     o.kind = tuner::TrialOutcome::Kind::kPruned;
     o.value = value;
-    o.resource = *d.rung;
+    o.resource = *level;
     Learn(std::move(o));
     return true;
   }
@@ -1057,7 +1063,7 @@ class Runner : public StudyRun {
     int64_t count = ++reports_[t.root];
     t.resource = ResourceOf(m.step, m.epoch, count);
     tuner::PrunerDecision d = pruner_->Report(t.root, t.resource, Comparable(*t.objective));
-    t.rung_observed = ObserveRung(t.config, d, *t.objective);
+    t.rung_observed = ObserveRung(t.root, t.config, t.resource, *t.objective);
     const std::string at = StrCat(spec_.pruner.resource, " ", FormatShort(t.resource, 6));
     if (d.kind == tuner::PrunerDecision::Kind::kPause && !CheckpointExists(t.root)) {
       d = pruner_->CannotPause(t.root);
@@ -1487,6 +1493,7 @@ class Runner : public StudyRun {
   std::map<int, Paused> paused_;
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
   std::map<int, int64_t> reports_;        // objective reports so far
+  std::map<int, size_t> ladder_next_;     // the next ladder level the tuner learns
   bool preparing_ = true;
   Status storage_error_;
   Clock::time_point start_;

@@ -181,7 +181,9 @@ class AshaPruner : public Pruner {
         std::sort(sorted.begin(), sorted.end(), [&](const auto& x, const auto& y) {
           return Better(x.first, y.first) || (x.first == y.first && x.second < y.second);
         });
-        int allowed = static_cast<int>(sorted.size() / static_cast<size_t>(o_.reduction_factor));
+        // floor(n / eta) with eta a real number (2.5 promotes 4 of 10, not 5).
+        int allowed =
+            static_cast<int>(static_cast<double>(sorted.size()) / o_.reduction_factor + kEps);
         for (int i = 0; i < allowed && i < static_cast<int>(sorted.size()); ++i) {
           int t = sorted[i].second;
           if (b.promoted[k].count(t) || !paused_.count(t) || state_[t].recorded != k) continue;
