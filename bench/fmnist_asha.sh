@@ -6,9 +6,13 @@
 #
 #   bench/fmnist_asha.sh [BUILD_DIR]        run from the repository root; BUILD_DIR: build
 #   ORDER="full asha" bench/fmnist_asha.sh  which study runs first (default: full, then asha)
+#   BUDGET="{max_trials: 300, max_parallel: 2, time_limit: 12m}" bench/fmnist_asha.sh
+#                                           the same wall-clock budget for both, instead of the
+#                                           example's 27 trials
 set -eu
 build=${1:-build}
 order=${ORDER:-full asha}
+budget=${BUDGET:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sed -e '/^pruner:/d' -e 's/^name: fmnist-asha/name: fmnist-full/' \
@@ -16,6 +20,10 @@ sed -e '/^pruner:/d' -e 's/^name: fmnist-asha/name: fmnist-full/' \
   examples/fmnist/asha.yaml >"$work/full.yaml"
 sed -e "s|build/trainer/hyperpack-trainer|$build/trainer/hyperpack-trainer|" \
   examples/fmnist/asha.yaml >"$work/asha.yaml"
+if [ -n "$budget" ]; then
+  sed -i "s|^budget:.*|budget: $budget|" "$work/full.yaml" "$work/asha.yaml"
+fi
+grep '^budget:' "$work/asha.yaml"
 for study in $order; do
   echo "running $study ..." >&2
   "$build/cli/hyperpack" run "$work/$study.yaml" --storage "$work/h.db" >"$work/$study.log" 2>&1 ||

@@ -636,6 +636,30 @@ resources: {cpus: 2}
   }
 }
 
+TEST_F(RunnerTest, TheTimeLimitDropsTrialsWaitingForRoomAndTheRunEnds) {
+  // One slot, two trials proposed: the second waits in the queue when the limit passes. (The
+  // runner once waited for it for ever.)
+  std::string script = Script("t.sh", "sleep 1.5\necho '{\"loss\": 1}'\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 4, max_parallel: 2, time_limit: 0.5}
+resources: {cpus: 1}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(0);
+  o.node->cpus = 1;
+  auto summary = Run(spec, o);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->stop_reason, "time limit");
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted);
+}
+
 TEST_F(RunnerTest, ARerunSharesTheFirstAttemptsCheckpointsAndIsAskedToResume) {
   std::string script = Script("ranks.sh", kRankScript);
   auto spec = Spec(R"(

@@ -669,6 +669,15 @@ class Runner : public StudyRun {
     if (stopping_) return;
     stopping_ = true;
     summary_.stop_reason = reason;
+    // Nothing that waits for room starts now (the run would otherwise wait for it for ever). A
+    // promoted trial stays paused; new and re-run trials had no row yet.
+    for (auto& [job, q] : waiting_) {
+      scheduler_->Cancel(job);
+      if (q.resume_number && q.root)
+        paused_[*q.root] = {*q.resume_number,        q.config,   q.attempt, q.retry_of, *q.root,
+                            promoted_from_[*q.root], q.objective};
+    }
+    waiting_.clear();
   }
 
   void MaybeFinish() {
@@ -1091,6 +1100,7 @@ class Runner : public StudyRun {
           StrCat("promoted from ", spec_.pruner.resource, " ", FormatShort(p.rung, 6), " to ",
                  FormatShort(target, 6)));
     Queued q{p.config, p.attempt, p.retry_of, p.root, p.number, p.value};
+    promoted_from_[p.root] = p.rung;
     Enqueue(std::move(q));
   }
 
@@ -1494,6 +1504,7 @@ class Runner : public StudyRun {
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
   std::map<int, int64_t> reports_;        // objective reports so far
   std::map<int, size_t> ladder_next_;     // the next ladder level the tuner learns
+  std::map<int, double> promoted_from_;   // the rung a promoted trial was paused at
   bool preparing_ = true;
   Status storage_error_;
   Clock::time_point start_;
