@@ -167,20 +167,10 @@ TEST(PrunerTest, BadOptionsAreErrors) {
   EXPECT_EQ(none->Report(0, 100, 1e9).kind, Kind::kContinue);
 }
 
-}  // namespace
-}  // namespace hyperpack::tuner
-
-namespace hyperpack::tuner {
-namespace {
-
-using Kind = PrunerDecision::Kind;
-
+// Rungs 1, 3, 9.
 PrunerOptions Promote() {
-  PrunerOptions o;
-  o.algorithm = "asha";
-  o.min_resource = 1;
+  PrunerOptions o = Asha("promote");
   o.max_resource = 9;
-  o.mode = "promote";
   return o;
 }
 
@@ -232,18 +222,8 @@ TEST(PrunerTest, APromotionReplayedAfterACrashIsNotMadeTwice) {
   EXPECT_FALSE(p->NextPromotion());
 }
 
-}  // namespace
-}  // namespace hyperpack::tuner
-
-namespace hyperpack::tuner {
-namespace {
-
 TEST(PrunerTest, AForcedPromotionTakesTheBestPausedTrialAtTheHighestRung) {
-  PrunerOptions o;
-  o.algorithm = "asha";
-  o.max_resource = 9;
-  o.mode = "promote";
-  auto p = MakePruner(o).value();
+  auto p = MakePruner(Promote()).value();
   EXPECT_FALSE(p->ForcePromotion());
   for (int t : {0, 1, 2, 3}) {
     p->Begin(t);
@@ -265,18 +245,10 @@ TEST(PrunerTest, AForcedPromotionTakesTheBestPausedTrialAtTheHighestRung) {
   EXPECT_EQ(up->target, 3);
 }
 
-}  // namespace
-}  // namespace hyperpack::tuner
-
-namespace hyperpack::tuner {
-namespace {
-
 TEST(PrunerTest, PromotionsTakeTheTopNOverEtaForARealEta) {
-  PrunerOptions o;
-  o.algorithm = "asha";
+  PrunerOptions o = Asha("promote");
   o.max_resource = 100;
   o.reduction_factor = 2.5;
-  o.mode = "promote";
   auto p = MakePruner(o).value();
   for (int t = 0; t < 10; ++t) {
     p->Begin(t);

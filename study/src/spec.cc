@@ -670,25 +670,28 @@ class Parser {
     if (auto* f = Get(fields, "timeout")) trial->timeout_s = Duration(*f, "trial.timeout");
   }
 
+  // A text field that must be one of `allowed`; left as it was when absent or wrong.
+  void OneOf(const std::map<std::string, Field>& fields, const char* section, const char* key,
+             const std::vector<std::string>& allowed, std::string* out) {
+    const Field* f = Get(fields, key);
+    if (!f) return;
+    std::string path = Path(section, key);
+    auto v = String(*f, path);
+    if (!v) return;
+    if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
+      auto guess = DidYouMean(*v, allowed);
+      Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
+            guess ? "; did you mean '" + *guess + "'?" : std::string(""));
+      return;
+    }
+    *out = *v;
+  }
+
   void ParseTuner(const Field& field, TunerSpec* tuner) {
     auto fields = Fields(field, "tuner",
                          {"algorithm", "seed", "initial_trials", "acquisition", "warm_start"});
-    auto one_of = [&](const char* key, const std::vector<std::string>& allowed, std::string* out) {
-      const Field* f = Get(fields, key);
-      if (!f) return;
-      std::string path = Path("tuner", key);
-      auto v = String(*f, path);
-      if (!v) return;
-      if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
-        auto guess = DidYouMean(*v, allowed);
-        Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
-              guess ? "; did you mean '" + *guess + "'?" : std::string(""));
-        return;
-      }
-      *out = *v;
-    };
-    one_of("algorithm", {"gp", "random", "sobol"}, &tuner->algorithm);
-    one_of("acquisition", {"ei", "ucb"}, &tuner->acquisition);
+    OneOf(fields, "tuner", "algorithm", {"gp", "random", "sobol"}, &tuner->algorithm);
+    OneOf(fields, "tuner", "acquisition", {"ei", "ucb"}, &tuner->acquisition);
     if (auto* f = Get(fields, "seed")) {
       if (auto s = Integer(*f, "tuner.seed")) {
         if (*s < 0) {
@@ -717,23 +720,10 @@ class Parser {
                          {"algorithm", "resource", "min_resource", "max_resource",
                           "reduction_factor", "mode", "warmup_steps", "startup_trials"});
     if (!field.value.IsMap()) return;
-    auto one_of = [&](const char* key, const std::vector<std::string>& allowed, std::string* out) {
-      const Field* f = Get(fields, key);
-      if (!f) return;
-      std::string path = Path("pruner", key);
-      auto v = String(*f, path);
-      if (!v) return;
-      if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
-        auto guess = DidYouMean(*v, allowed);
-        Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
-              guess ? "; did you mean '" + *guess + "'?" : std::string(""));
-        return;
-      }
-      *out = *v;
-    };
-    one_of("algorithm", {"none", "median", "asha", "hyperband"}, &pruner->algorithm);
-    one_of("resource", {"epoch", "step"}, &pruner->resource);
-    one_of("mode", {"stop", "promote"}, &pruner->mode);
+    OneOf(fields, "pruner", "algorithm", {"none", "median", "asha", "hyperband"},
+          &pruner->algorithm);
+    OneOf(fields, "pruner", "resource", {"epoch", "step"}, &pruner->resource);
+    OneOf(fields, "pruner", "mode", {"stop", "promote"}, &pruner->mode);
     auto number = [&](const char* key, double low, bool inclusive, const char* expected,
                       double* out) -> const Field* {
       const Field* f = Get(fields, key);
