@@ -122,8 +122,12 @@ budget: {max_trials: 6, max_parallel: 2}
     auto m = Metrics(t.number);
     EXPECT_EQ(m.size(), 9u);
     for (const auto& p : m) {
-      if (p.name == "trial") EXPECT_EQ(p.value, t.number);
-      if (p.name == "hp_x") EXPECT_EQ(p.value, x);
+      if (p.name == "trial") {
+        EXPECT_EQ(p.value, t.number);
+      }
+      if (p.name == "hp_x") {
+        EXPECT_EQ(p.value, x);
+      }
     }
     // The parameters reached it through the environment and the file, exactly as stored.
     std::string trial_dir = std::filesystem::path(t.log_path).parent_path().string();
@@ -262,7 +266,9 @@ budget: {max_trials: 1}
   pid_t bg = std::stoi(ReadFile(dir + "/background.pid"));
   // Gone, or a zombie waiting for its new parent to reap it.
   std::string stat = ReadFile("/proc/" + std::to_string(bg) + "/stat");
-  if (!stat.empty()) EXPECT_THAT(stat, HasSubstr(") Z")) << stat;
+  if (!stat.empty()) {
+    EXPECT_THAT(stat, HasSubstr(") Z")) << stat;
+  }
 }
 
 TEST_F(RunnerTest, KatibStyleLinesAndTheMinStrategy) {

@@ -282,12 +282,6 @@ resources: {gpus: 2}
   EXPECT_EQ(resume, "1");  // asked to continue from the first attempt's checkpoints
 }
 
-}  // namespace
-}  // namespace hyperpack
-
-namespace hyperpack {
-namespace {
-
 // A learning curve that checkpoints (see early_stop_test.cc); each start logs the agent it ran on.
 constexpr char kCurveScript[] = R"(#!/bin/sh
 ck="$HYPERPACK_CHECKPOINT_DIR/state"

@@ -1024,14 +1024,7 @@ TEST(LoadStudyFileTest, NamesTheFileInDiagnostics) {
   EXPECT_THAT(out.ErrorText(), HasSubstr(file.string() + ":1:1: objective: missing"));
 }
 
-}  // namespace
-}  // namespace hyperpack::study
-
-// ---- pruner
-// ---------------------------------------------------------------------------------------
-
-namespace hyperpack::study {
-namespace {
+// ---- pruner ------------------------------------------------------------------------------------
 
 constexpr char kPrunerBase[] = R"(name: s
 objective: {metric: loss, direction: minimize}

@@ -367,12 +367,6 @@ TEST_F(TrainerTest, TrainsAUsersTorchScriptModule) {
   EXPECT_THAT(junk.err, HasSubstr("junk.pt: not a TorchScript module"));
 }
 
-}  // namespace
-}  // namespace hyperpack
-
-namespace hyperpack {
-namespace {
-
 // An ASHA study in promote mode on the real trainer: every trial stops at epoch 1 (its rung),
 // the best is resumed from its checkpoint to epoch 3, and ends exactly where a run straight
 // through ends.
