@@ -1,9 +1,6 @@
 #include "hyperpack/scheduler/runner.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,21 +116,6 @@ struct Trial {
   // The rank whose ending says how the trial ended.
   const Rank& Deciding() const { return *ranks[failed_rank >= 0 ? failed_rank : 0]; }
 };
-
-// A port that was free on loopback a moment ago, for a gang's rendezvous.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
 
 std::string ParamsLine(const Config& config, const SearchSpace& space) {
   std::vector<std::string> parts;
@@ -773,7 +755,7 @@ class Runner : public StudyRun {
     // The gang: one process per rank, with torchrun's variables when the trial asked for GPUs.
     const int world = static_cast<int>(t->placement.ranks.size());
     const bool gang = !t->placement.ranks.empty() && !t->placement.ranks[0].gpus.empty();
-    std::string port = std::to_string(FreePort());
+    std::string port = std::to_string(FreeLoopbackPort());
     // LOCAL_RANK and LOCAL_WORLD_SIZE count the gang's ranks on each node.
     std::map<int, int> per_node, seen_on_node;
     for (const RankPlacement& rp : t->placement.ranks) per_node[rp.node]++;

@@ -1,9 +1,6 @@
 #include "launcher.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,25 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "hyperpack/host.h"
+
 namespace hyperpack::trainer {
 namespace {
-
-// A port the kernel just had free on loopback. Another process could take it before rank 0 binds
-// it; the rendezvous then fails with a clear error rather than joining a stranger.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 29500;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
 
 int ExitCode(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -41,7 +23,7 @@ int ExitCode(int status) {
 }  // namespace
 
 int LaunchLocalRanks(int nproc, int argc, char** argv) {
-  std::string port = std::to_string(FreePort());
+  std::string port = std::to_string(FreeLoopbackPort());
   std::vector<pid_t> children;
   // SIGCHLD and the stop signals are taken synchronously below, so block them first.
   sigset_t set;
