@@ -44,17 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStderrTail = 4096;
 
-// A trial waiting to start: a new proposal, the re-run of an interrupted one, or a paused trial
-// that was promoted.
-struct Queued {
-  Config config;
-  int attempt = 1;
-  std::optional<int> retry_of;
-  std::optional<int> root;  // the first attempt's number: its checkpoint directory is shared
-  std::optional<int> resume_number;  // a promoted trial runs again under its own number
-  std::optional<double> objective;   // and its value so far (objective.strategy goes on from it)
-};
-
 // A trial paused at its rung (ASHA promote mode), waiting to be promoted.
 struct Paused {
   int number = 0;
@@ -64,6 +53,18 @@ struct Paused {
   int root = 0;
   double rung = 0;  // the resource it reached
   std::optional<double> value;
+};
+
+// A trial waiting to start: a new proposal, the re-run of an interrupted one, or a paused trial
+// that was promoted.
+struct Queued {
+  Config config;
+  int attempt = 1;
+  std::optional<int> retry_of;
+  std::optional<int> root;  // the first attempt's number: its checkpoint directory is shared
+  // A promoted trial runs again under its own number, its value so far carried on (by
+  // objective.strategy); if it never starts it is paused again, as it was.
+  std::optional<Paused> promoted;
 };
 
 // One process of a trial's gang: its log and how it ended (the Executor runs it).
@@ -325,6 +326,7 @@ class Runner : public StudyRun {
     popts.startup_trials = spec_.pruner.startup_trials;
     popts.maximize = topts.maximize;
     HP_ASSIGN_OR_RETURN(pruner_, tuner::MakePruner(popts));
+    ladder_ = pruner_->Rungs();
 
     std::map<int, bool> has_retry;
     std::map<int, int> parent;
@@ -358,7 +360,7 @@ class Runner : public StudyRun {
         }
         paused_[root] = {t.number, *config, t.attempt, t.retry_of, root, r.resource, t.value};
       } else if (rerun) {
-        retries_.push_back({*config, t.attempt + 1, t.number, root, std::nullopt, std::nullopt});
+        retries_.push_back({*config, t.attempt + 1, t.number, root, std::nullopt});
       }
     }
     preparing_ = false;
@@ -573,7 +575,7 @@ class Runner : public StudyRun {
     int free = Free();
     for (Config& c : *proposals) {
       if (free-- <= 0) break;
-      Enqueue({std::move(c), 1, std::nullopt, std::nullopt, std::nullopt, std::nullopt});
+      Enqueue({std::move(c), 1, std::nullopt, std::nullopt, std::nullopt});
     }
     Fill();
   }
@@ -607,7 +609,7 @@ class Runner : public StudyRun {
     Job job;
     job.id = ++jobs_;
     // Promotions, then re-runs, before new proposals.
-    job.priority = q.resume_number ? 2 : q.attempt > 1 ? 1 : 0;
+    job.priority = q.promoted ? 2 : q.attempt > 1 ? 1 : 0;
     job.submit = std::chrono::duration<double>(Clock::now() - start_).count();
     job.estimate = EstimateSeconds();
     Status s = demand.ok() ? Status::Ok() : demand.status();
@@ -655,9 +657,7 @@ class Runner : public StudyRun {
     // promoted trial stays paused; new and re-run trials had no row yet.
     for (auto& [job, q] : waiting_) {
       scheduler_->Cancel(job);
-      if (q.resume_number && q.root)
-        paused_[*q.root] = {*q.resume_number,        q.config,   q.attempt, q.retry_of, *q.root,
-                            promoted_from_[*q.root], q.objective};
+      if (q.promoted) paused_[q.promoted->root] = std::move(*q.promoted);
     }
     waiting_.clear();
   }
@@ -695,8 +695,8 @@ class Runner : public StudyRun {
 
   void Launch(Queued q, uint64_t job, Placement placement) {
     auto t = std::make_shared<Trial>(io_);
-    const bool resume = q.resume_number.has_value();
-    t->number = resume ? *q.resume_number : next_number_++;
+    const bool resume = q.promoted.has_value();
+    t->number = resume ? q.promoted->number : next_number_++;
     t->config = std::move(q.config);
     t->attempt = q.attempt;
     t->retry_of = q.retry_of;
@@ -744,7 +744,7 @@ class Runner : public StudyRun {
     double target = pruner_->Begin(t->root);
     if (resume) {
       t->resumed_to = target;
-      t->objective = q.objective;
+      t->objective = q.promoted->value;
     }
     if (pruner_->pauses() && spec_.pruner.resource == "epoch" && target < spec_.pruner.max_resource)
       env["HYPERPACK_STOP_AT"] = FormatShort(target, 12);
@@ -1012,7 +1012,7 @@ class Runner : public StudyRun {
   // Hyperband's later brackets too, whose own rungs start higher, so that the GP has the same
   // fidelities from every trial. True when it learnt this report.
   bool ObserveRung(int root, const Config& config, double resource, double value) {
-    const std::vector<double> ladder = pruner_->Rungs();
+    const std::vector<double>& ladder = ladder_;
     size_t& next = ladder_next_[root];
     std::optional<double> level;
     while (next < ladder.size() && resource + 1e-9 >= ladder[next]) level = ladder[next++];
@@ -1081,9 +1081,7 @@ class Runner : public StudyRun {
     Event(p.number, "promoted",
           StrCat("promoted from ", spec_.pruner.resource, " ", FormatShort(p.rung, 6), " to ",
                  FormatShort(target, 6)));
-    Queued q{p.config, p.attempt, p.retry_of, p.root, p.number, p.value};
-    promoted_from_[p.root] = p.rung;
-    Enqueue(std::move(q));
+    Enqueue({p.config, p.attempt, p.retry_of, p.root, p});
   }
 
   // The budget is spent and nothing runs: trials still paused will never be promoted.
@@ -1226,13 +1224,11 @@ class Runner : public StudyRun {
     std::string line;
     if (rec.state == TrialState::kInterrupted) {
       ++summary_.interrupted;
-      retries_.push_back(
-          {t->config, t->attempt + 1, t->number, t->root, std::nullopt, std::nullopt});
+      retries_.push_back({t->config, t->attempt + 1, t->number, t->root, std::nullopt});
       line = "interrupted";
     } else if (rec.state == TrialState::kNodeLost) {
       // Requeued at once, ahead of new proposals, to resume from its checkpoints.
-      retries_.push_back(
-          {t->config, t->attempt + 1, t->number, t->root, std::nullopt, std::nullopt});
+      retries_.push_back({t->config, t->attempt + 1, t->number, t->root, std::nullopt});
       line = "lost with its node; requeued";
     } else if (rec.state == TrialState::kPaused) {
       Paused p{t->number, t->config, t->attempt, t->retry_of, t->root, t->resource, rec.value};
@@ -1485,8 +1481,8 @@ class Runner : public StudyRun {
   std::map<int, Paused> paused_;
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
   std::map<int, int64_t> reports_;        // objective reports so far
-  std::map<int, size_t> ladder_next_;     // the next ladder level the tuner learns
-  std::map<int, double> promoted_from_;   // the rung a promoted trial was paused at
+  std::vector<double> ladder_;            // the first bracket's rungs: the levels the tuner learns
+  std::map<int, size_t> ladder_next_;     // per trial, the next of them
   bool preparing_ = true;
   Status storage_error_;
   Clock::time_point start_;
