@@ -34,23 +34,10 @@ class CliTest : public ::testing::Test {
     return RunCommand(args, dir_.path().string());
   }
 
-  // Starts `hyperpack ARGS` in the background, output to files in the test directory.
+  // Starts `hyperpack ARGS` in the background, output to bg.out in the test directory.
   pid_t Start(std::vector<std::string> args) {
     args.insert(args.begin(), HYPERPACK_CLI);
-    std::string out = dir_ / "bg.out";
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      if (chdir(dir_.path().c_str()) != 0) _exit(126);
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return pid;
+    return testing::StartInBackground(args, dir_.path().string(), dir_ / "bg.out");
   }
 
   static int Wait(pid_t pid) {

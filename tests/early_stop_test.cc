@@ -1,6 +1,5 @@
-// Early stopping through the runner, with real child processes: /bin/sh scripts that report a
-// learning curve an epoch at a time and, when asked, checkpoint the way hyperpack-trainer does
-// (the epoch saved before its line is printed, HYPERPACK_STOP_AT and HYPERPACK_RESUME honoured).
+// Early stopping through the runner, with real child processes: the /bin/sh learning curve of
+// curve_script.h, which checkpoints the way hyperpack-trainer does unless told not to.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,10 +12,12 @@
 #include <set>
 #include <sstream>
 
+#include "curve_script.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
+#include "study_run_fixture.h"
 #include "test_util.h"
 
 namespace hyperpack::scheduler {
@@ -30,30 +31,9 @@ using storage::TrialRecord;
 using storage::TrialState;
 using ::testing::HasSubstr;
 
-// `sh curve.sh X CHECKPOINT`: loss = X + 1/epoch for epochs 1..9, so that trials rank by X at
-// every rung. Every start is logged as "TRIAL FIRST_EPOCH STOP_AT". Trial 3 blocks (and says so
-// on the FIFO) while the file `block` exists: the runner can then be killed mid-study.
-constexpr char kCurve[] = R"(
-dir=$(dirname "$0")
-ck="$HYPERPACK_CHECKPOINT_DIR/state"
-e=0
-if [ "$HYPERPACK_RESUME" = 1 ] && [ -f "$ck" ]; then e=$(cat "$ck"); fi
-echo "$HYPERPACK_TRIAL_ID $((e + 1)) ${HYPERPACK_STOP_AT:-none}" >> "$dir/starts"
-if [ "$HYPERPACK_TRIAL_ID" = 3 ] && [ -e "$dir/block" ]; then
-  echo 3 > "$dir/fifo"
-  exec sleep 600
-fi
-while [ $e -lt 9 ]; do
-  e=$((e + 1))
-  if [ "$2" = yes ]; then mkdir -p "$HYPERPACK_CHECKPOINT_DIR"; echo $e > "$ck"; fi
-  echo "{\"epoch\": $e, \"loss\": $(awk "BEGIN { print $1 + 1 / $e }")}"
-  if [ -n "$HYPERPACK_STOP_AT" ] && [ $e -ge "$HYPERPACK_STOP_AT" ]; then exit 0; fi
-done
-)";
-
-class EarlyStopTest : public ::testing::Test {
+class EarlyStopTest : public hyperpack::testing::StudyRunFixture {
  protected:
-  void SetUp() override { WriteFile(dir_ / "curve.sh", kCurve, true); }
+  void SetUp() override { WriteFile(dir_ / "curve.sh", hyperpack::testing::kCurveScript, true); }
 
   std::string StudyYaml(const std::string& pruner, bool checkpoint, int max_trials,
                         const std::string& tuner = "random") {
@@ -65,32 +45,9 @@ class EarlyStopTest : public ::testing::Test {
                   "\n");
   }
 
-  study::StudySpec Spec(const std::string& yaml) {
-    std::string path = dir_ / "study.yaml";
-    WriteFile(path, yaml);
-    study::ParseOutcome parsed = study::LoadStudyFile(path);
-    EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
-    return parsed.spec ? *parsed.spec : study::StudySpec();
-  }
-
-  Result<RunSummary> Run(const study::StudySpec& spec) {
-    RunOptions o;
-    o.storage_path = db_;
-    o.progress = RunOptions::Progress::kLog;
-    o.out = &output_;
-    o.handle_signals = false;
-    o.kill_grace_s = 1;
-    return RunStudy(spec, o);
-  }
-
-  std::vector<TrialRecord> Trials() {
-    auto db = Storage::Open(db_).value();
-    return db->ListTrials(db->FindStudy("s").value()->id).value();
-  }
-
   // Each trial's epochs in the order reported.
   std::map<int, std::vector<int>> Epochs() {
-    auto db = Storage::Open(db_).value();
+    auto db = Storage::Open(db_path_).value();
     int64_t id = db->FindStudy("s").value()->id;
     std::map<int, std::vector<int>> out;
     auto trials = db->ListTrials(id).value();
@@ -103,27 +60,23 @@ class EarlyStopTest : public ::testing::Test {
   }
 
   std::vector<storage::EventRecord> Events() {
-    auto db = Storage::Open(db_).value();
+    auto db = Storage::Open(db_path_).value();
     return db->ListEvents(db->FindStudy("s").value()->id, 100000).value();
   }
 
-  // The "TRIAL FIRST_EPOCH STOP_AT" lines the script logged, per trial.
+  // (FIRST_EPOCH, STOP_AT) of each start the script logged, per trial.
   std::map<int, std::vector<std::pair<int, std::string>>> Starts() {
     std::istringstream in(ReadFile(dir_ / "starts"));
     std::map<int, std::vector<std::pair<int, std::string>>> out;
     int trial, first;
-    std::string stop;
-    while (in >> trial >> first >> stop) out[trial].push_back({first, stop});
+    std::string stop, agent;
+    while (in >> trial >> first >> stop >> agent) out[trial].push_back({first, stop});
     return out;
   }
 
   static double X(const TrialRecord& t) {
     return *ValueAsNumber(ConfigFromJson(t.params_json).value().at("x"));
   }
-
-  TempDir dir_;
-  std::string db_ = dir_ / "h.db";
-  std::ostringstream output_;
 };
 
 // Every report continues the curve: epochs 1, 2, ... once each, whatever pauses came between.
@@ -285,23 +238,6 @@ TEST_F(EarlyStopTest, TheObjectivesStrategyRunsOverEverySegmentOfAPausedTrial) {
   }
 }
 
-// Starts `hyperpack run` in the background, its output to a file.
-pid_t StartCli(const std::vector<std::string>& args, const std::string& cwd) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open((cwd + "/run.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
 TEST_F(EarlyStopTest, ARunnerKilledWhileTrialsArePausedResumesThemFromTheirCheckpoints) {
   std::string yaml = StudyYaml(
       "{algorithm: asha, min_resource: 1, max_resource: 9, reduction_factor: 3, mode: promote}",
@@ -311,8 +247,9 @@ TEST_F(EarlyStopTest, ARunnerKilledWhileTrialsArePausedResumesThemFromTheirCheck
   WriteFile(dir_ / "block", "");
   // Trials 0-2 pause at rung 1, the best of them is promoted and pauses at rung 3, then trial 3
   // starts and blocks: the runner is killed with three trials paused.
-  pid_t run =
-      StartCli({HYPERPACK_CLI, "run", dir_ / "study.yaml", "--storage", db_}, dir_.path().string());
+  pid_t run = hyperpack::testing::StartInBackground(
+      {HYPERPACK_CLI, "run", dir_ / "study.yaml", "--storage", db_path_}, dir_.path().string(),
+      dir_ / "run.out");
   int fifo = open((dir_ / "fifo").c_str(), O_RDWR);
   char c = 0;
   ASSERT_EQ(read(fifo, &c, 1), 1);

@@ -16,6 +16,7 @@
 #include "hyperpack/scheduler/local_node.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
+#include "study_run_fixture.h"
 #include "test_util.h"
 
 namespace hyperpack::scheduler {
@@ -29,7 +30,7 @@ using storage::TrialRecord;
 using storage::TrialState;
 using ::testing::HasSubstr;
 
-class RunnerTest : public ::testing::Test {
+class RunnerTest : public hyperpack::testing::StudyRunFixture {
  protected:
   // A script in the test's directory, run as `sh SCRIPT ARGS`.
   std::string Script(const std::string& name, const std::string& body) {
@@ -38,45 +39,10 @@ class RunnerTest : public ::testing::Test {
     return path;
   }
 
-  study::StudySpec Spec(const std::string& yaml) {
-    std::string path = dir_ / "study.yaml";
-    WriteFile(path, yaml);
-    study::ParseOutcome parsed = study::LoadStudyFile(path);
-    EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
-    return parsed.spec ? *parsed.spec : study::StudySpec();
-  }
-
-  Result<RunSummary> Run(const study::StudySpec& spec, RunOptions o = {}) {
-    o.storage_path = db_path_;
-    o.progress = RunOptions::Progress::kLog;
-    o.out = &output_;
-    o.handle_signals = false;
-    o.kill_grace_s = 1;
-    return RunStudy(spec, o);
-  }
-
-  std::vector<TrialRecord> Trials(const std::string& study = "s") {
-    auto db = Storage::Open(db_path_);
-    EXPECT_TRUE(db.ok()) << db.status().message();
-    auto found = (*db)->FindStudy(study).value();
-    EXPECT_TRUE(found.has_value());
-    return (*db)->ListTrials(found->id).value();
-  }
-
-  std::vector<storage::MetricPoint> Metrics(int trial) {
-    auto db = Storage::Open(db_path_).value();
-    auto found = db->FindStudy("s").value();
-    return db->TrialMetrics(found->id, trial).value();
-  }
-
   static double X(const TrialRecord& t) {
     Config c = ConfigFromJson(t.params_json).value();
     return *ValueAsNumber(c.at("x"));
   }
-
-  TempDir dir_;
-  std::string db_path_ = dir_ / "h.db";
-  std::ostringstream output_;
 };
 
 TEST_F(RunnerTest, CompletedTrialsRecordTheirLastObjectiveValueAndEveryMetric) {

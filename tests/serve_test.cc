@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "curve_script.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
@@ -282,22 +283,8 @@ resources: {gpus: 2}
   EXPECT_EQ(resume, "1");  // asked to continue from the first attempt's checkpoints
 }
 
-// A learning curve that checkpoints (see early_stop_test.cc); each start logs the agent it ran on.
-constexpr char kCurveScript[] = R"(#!/bin/sh
-ck="$HYPERPACK_CHECKPOINT_DIR/state"
-e=0
-if [ "$HYPERPACK_RESUME" = 1 ] && [ -f "$ck" ]; then e=$(cat "$ck"); fi
-echo "$HYPERPACK_TRIAL_ID $((e + 1)) $HYPERPACK_AGENT" >> "$(dirname "$0")/starts"
-while [ $e -lt 9 ]; do
-  e=$((e + 1))
-  mkdir -p "$HYPERPACK_CHECKPOINT_DIR"; echo $e > "$ck"
-  echo "{\"epoch\": $e, \"loss\": $(awk "BEGIN { print $1 + 1 / $e }")}"
-  if [ -n "$HYPERPACK_STOP_AT" ] && [ $e -ge "$HYPERPACK_STOP_AT" ]; then exit 0; fi
-done
-)";
-
 TEST_F(ServeTest, AshaPausesAndPromotesTrialsAcrossAgents) {
-  WriteFile(dir_ / "curve.sh", kCurveScript, true);
+  WriteFile(dir_ / "curve.sh", testing::kCurveScript, true);
   StartAgent("a1", 1);
   StartAgent("a2", 1);
   auto r = Submit(StrCat(R"(
@@ -329,8 +316,8 @@ pruner: {algorithm: asha, max_resource: 9, mode: promote}
   std::set<std::string> agents;
   int resumes = 0;
   int trial, first;
-  std::string agent;
-  while (in >> trial >> first >> agent) {
+  std::string stop, agent;
+  while (in >> trial >> first >> stop >> agent) {
     agents.insert(agent);
     if (next.count(trial)) ++resumes;
     EXPECT_EQ(first, next.count(trial) ? next[trial] : 1) << "trial " << trial;

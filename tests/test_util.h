@@ -45,6 +45,24 @@ inline std::string ReadFile(const std::string& path) {
   return out.str();
 }
 
+// Starts `argv` in `cwd` in the background, stdout and stderr to `out_path`; the caller waits.
+inline pid_t StartInBackground(const std::vector<std::string>& argv, const std::string& cwd,
+                               const std::string& out_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 // Runs `argv` to completion with stdout and stderr captured.
 struct Ran {
   int exit_code = -1;
