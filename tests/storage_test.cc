@@ -6,6 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <limits>
+
 #include "test_util.h"
 
 namespace hyperpack::storage {
@@ -386,6 +389,204 @@ TEST(StorageTest, TrialStateNamesRoundTrip) {
   EXPECT_FALSE(ParseTrialState("done").has_value());
   EXPECT_TRUE(IsFinished(TrialState::kInfeasible));
   EXPECT_FALSE(IsFinished(TrialState::kInterrupted));
+}
+
+JournalEntry Entry(int trial, JournalKind kind, double time, double resource = 0, double value = 0,
+                   bool completed = false) {
+  JournalEntry e;
+  e.trial = trial;
+  e.kind = kind;
+  e.time = time;
+  e.resource = resource;
+  e.value = value;
+  e.completed = completed;
+  return e;
+}
+
+// Runs one statement on the file behind Storage's back, to write what Storage would not.
+void ExecRaw(const std::string& path, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(raw);
+}
+
+TEST(StorageTest, JournalComesBackInTheOrderWrittenWithEveryField) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  int64_t other = db->CreateStudy(NewStudy("b"))->id;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<JournalEntry> first = {
+      Entry(3, JournalKind::kBegin, 10),
+      Entry(3, JournalKind::kReport, 11, 1, 0.75),
+      Entry(3, JournalKind::kReport, 12, 3, nan),
+  };
+  std::vector<JournalEntry> second = {
+      Entry(0, JournalKind::kCannotPause, 13),
+      Entry(3, JournalKind::kPromoted, 14, 9),
+      Entry(3, JournalKind::kEnd, 15, 0, 0, /*completed=*/true),
+      Entry(0, JournalKind::kEnd, 16),
+  };
+  ASSERT_TRUE(db->AddJournal(id, first).ok());
+  // Another study's entries between the two batches are not this study's.
+  ASSERT_TRUE(
+      db->AddJournal(other, std::vector<JournalEntry>{Entry(1, JournalKind::kBegin, 1)}).ok());
+  ASSERT_TRUE(db->AddJournal(id, second).ok());
+
+  auto journal = db->ListJournal(id);
+  ASSERT_TRUE(journal.ok()) << journal.status().message();
+  std::vector<JournalEntry> written = first;
+  written.insert(written.end(), second.begin(), second.end());
+  ASSERT_EQ(journal->size(), written.size());
+  for (size_t i = 0; i < written.size(); ++i) {
+    const JournalEntry& got = (*journal)[i];
+    const JournalEntry& want = written[i];
+    SCOPED_TRACE(::testing::Message() << "entry " << i);
+    if (i > 0) {
+      EXPECT_GT(got.seq, (*journal)[i - 1].seq);
+    }
+    EXPECT_EQ(got.trial, want.trial);
+    EXPECT_EQ(got.kind, want.kind);
+    EXPECT_EQ(got.time, want.time);
+    EXPECT_EQ(got.resource, want.resource);
+    if (std::isnan(want.value)) {
+      EXPECT_TRUE(std::isnan(got.value)) << got.value;
+    } else {
+      EXPECT_EQ(got.value, want.value);
+    }
+    EXPECT_EQ(got.completed, want.completed);
+  }
+  EXPECT_EQ(db->ListJournal(other)->size(), 1u);
+}
+
+TEST(StorageTest, JournalReadsANullResourceAsZero) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  int64_t id = OpenOrDie(path)->CreateStudy(NewStudy("a"))->id;
+  ExecRaw(path, StrCat("INSERT INTO journal(study_id, trial, kind, time) VALUES (", id,
+                       ", 0, 'begin', 5)"));
+  auto journal = OpenOrDie(path)->ListJournal(id);
+  ASSERT_TRUE(journal.ok()) << journal.status().message();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_EQ((*journal)[0].kind, JournalKind::kBegin);
+  EXPECT_EQ((*journal)[0].resource, 0.0);
+  EXPECT_TRUE(std::isnan((*journal)[0].value));
+}
+
+TEST(StorageTest, AJournalRowOfAnUnknownKindIsAnErrorNamingTheStudyAndRow) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  int64_t id;
+  {
+    auto db = OpenOrDie(path);
+    id = db->CreateStudy(NewStudy("a"))->id;
+    ASSERT_TRUE(
+        db->AddJournal(id, std::vector<JournalEntry>{Entry(0, JournalKind::kBegin, 1)}).ok());
+  }
+  ExecRaw(path, StrCat("INSERT INTO journal(id, study_id, trial, kind, time) VALUES (77, ", id,
+                       ", 0, 'rewind', 2)"));
+  auto journal = OpenOrDie(path)->ListJournal(id);
+  ASSERT_FALSE(journal.ok());
+  const std::string& message = journal.status().message();
+  EXPECT_NE(message.find(StrCat("study ", id)), std::string::npos) << message;
+  EXPECT_NE(message.find("row 77"), std::string::npos) << message;
+  EXPECT_NE(message.find("'rewind'"), std::string::npos) << message;
+}
+
+TEST(StorageTest, AddJournalInsideAFailedTransactionIsRolledBack) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
+  Status s = db->Transaction([&]() -> Status {
+    HP_RETURN_IF_ERROR(
+        db->AddJournal(id, std::vector<JournalEntry>{Entry(0, JournalKind::kBegin, 1),
+                                                     Entry(0, JournalKind::kReport, 2, 1, 0.5)}));
+    return db->InsertTrial(NewTrial(id, 0));  // duplicate number: fails
+  });
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  auto journal = db->ListJournal(id);
+  ASSERT_TRUE(journal.ok()) << journal.status().message();
+  EXPECT_TRUE(journal->empty());
+  // Outside a transaction the same call commits on its own.
+  ASSERT_TRUE(db->AddJournal(id, std::vector<JournalEntry>{Entry(0, JournalKind::kBegin, 1)}).ok());
+  EXPECT_EQ(db->ListJournal(id)->size(), 1u);
+}
+
+TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
+  TempDir dir;
+  std::string path = dir / "h.db";
+  ASSERT_EQ(DefaultMigrations().front().version, 1);
+  std::vector<Migration> v1 = {DefaultMigrations().front()};
+  int64_t id;
+  {
+    Storage::Options o;
+    o.migrations = &v1;
+    auto db = OpenOrDie(path, o);
+    ASSERT_EQ(db->schema_version(), 1);
+    id = db->CreateStudy(NewStudy("a"))->id;
+    ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
+    ASSERT_TRUE(db->AddMetrics(id, 0, std::vector<MetricPoint>{{1, "loss", 0.5, 1}}).ok());
+    ASSERT_TRUE(db->AddEvent(id, {3, 0, "trial_finished", "completed"}).ok());
+    // Version 1 has no journal.
+    EXPECT_FALSE(
+        db->AddJournal(id, std::vector<JournalEntry>{Entry(0, JournalKind::kBegin, 1)}).ok());
+  }
+  auto db = OpenOrDie(path);
+  EXPECT_EQ(db->schema_version(), 2);
+  auto trials = db->ListTrials(id).value();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted);
+  EXPECT_EQ(db->TrialMetrics(id, 0)->size(), 1u);
+  auto events = db->ListEvents(id, 10).value();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "trial_finished");
+  ASSERT_TRUE(
+      db->AddJournal(id, std::vector<JournalEntry>{Entry(0, JournalKind::kEnd, 4, 0, 0, true)})
+          .ok());
+  auto journal = db->ListJournal(id).value();
+  ASSERT_EQ(journal.size(), 1u);
+  EXPECT_EQ(journal[0].kind, JournalKind::kEnd);
+  EXPECT_TRUE(journal[0].completed);
+}
+
+TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {
+  // The names are what the database holds, so they are pinned here, not only round-tripped.
+  const std::vector<std::pair<JournalKind, std::string>> journal_kinds = {
+      {JournalKind::kBegin, "begin"},
+      {JournalKind::kReport, "report"},
+      {JournalKind::kCannotPause, "cannot_pause"},
+      {JournalKind::kPromoted, "promoted"},
+      {JournalKind::kEnd, "end"}};
+  for (const auto& [kind, name] : journal_kinds) {
+    EXPECT_EQ(JournalKindName(kind), name);
+    EXPECT_EQ(ParseJournalKind(JournalKindName(kind)), kind) << name;
+  }
+  const std::vector<std::pair<EventKind, std::string>> event_kinds = {
+      {EventKind::kRunStarted, "run_started"},
+      {EventKind::kRunResumed, "run_resumed"},
+      {EventKind::kRunStopped, "run_stopped"},
+      {EventKind::kTrialStarted, "trial_started"},
+      {EventKind::kTrialResumed, "trial_resumed"},
+      {EventKind::kTrialFinished, "trial_finished"},
+      {EventKind::kTrialPaused, "trial_paused"},
+      {EventKind::kTimeLimit, "time_limit"},
+      {EventKind::kPruning, "pruning"},
+      {EventKind::kPausing, "pausing"},
+      {EventKind::kCannotPause, "cannot_pause"},
+      {EventKind::kPromoted, "promoted"}};
+  for (const auto& [kind, name] : event_kinds) {
+    EXPECT_EQ(EventKindName(kind), name);
+    EXPECT_EQ(ParseEventKind(EventKindName(kind)), kind) << name;
+  }
+  EXPECT_FALSE(ParseJournalKind("rewind").has_value());
+  EXPECT_FALSE(ParseJournalKind("").has_value());
+  EXPECT_FALSE(ParseJournalKind("Begin").has_value());
+  EXPECT_FALSE(ParseEventKind("trial_exploded").has_value());
+  EXPECT_FALSE(ParseEventKind("").has_value());
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 namespace hyperpack::storage {
@@ -58,6 +60,83 @@ bool IsFinished(TrialState state) {
   }
 }
 
+const char* JournalKindName(JournalKind kind) {
+  switch (kind) {
+    case JournalKind::kBegin:
+      return "begin";
+    case JournalKind::kReport:
+      return "report";
+    case JournalKind::kCannotPause:
+      return "cannot_pause";
+    case JournalKind::kPromoted:
+      return "promoted";
+    case JournalKind::kEnd:
+      return "end";
+  }
+  return "?";
+}
+
+std::optional<JournalKind> ParseJournalKind(const std::string& name) {
+  static const std::map<std::string, JournalKind> kKinds = {
+      {"begin", JournalKind::kBegin},
+      {"report", JournalKind::kReport},
+      {"cannot_pause", JournalKind::kCannotPause},
+      {"promoted", JournalKind::kPromoted},
+      {"end", JournalKind::kEnd}};
+  auto it = kKinds.find(name);
+  if (it == kKinds.end()) return std::nullopt;
+  return it->second;
+}
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kRunStarted:
+      return "run_started";
+    case EventKind::kRunResumed:
+      return "run_resumed";
+    case EventKind::kRunStopped:
+      return "run_stopped";
+    case EventKind::kTrialStarted:
+      return "trial_started";
+    case EventKind::kTrialResumed:
+      return "trial_resumed";
+    case EventKind::kTrialFinished:
+      return "trial_finished";
+    case EventKind::kTrialPaused:
+      return "trial_paused";
+    case EventKind::kTimeLimit:
+      return "time_limit";
+    case EventKind::kPruning:
+      return "pruning";
+    case EventKind::kPausing:
+      return "pausing";
+    case EventKind::kCannotPause:
+      return "cannot_pause";
+    case EventKind::kPromoted:
+      return "promoted";
+  }
+  return "?";
+}
+
+std::optional<EventKind> ParseEventKind(const std::string& name) {
+  static const std::map<std::string, EventKind> kKinds = {
+      {"run_started", EventKind::kRunStarted},
+      {"run_resumed", EventKind::kRunResumed},
+      {"run_stopped", EventKind::kRunStopped},
+      {"trial_started", EventKind::kTrialStarted},
+      {"trial_resumed", EventKind::kTrialResumed},
+      {"trial_finished", EventKind::kTrialFinished},
+      {"trial_paused", EventKind::kTrialPaused},
+      {"time_limit", EventKind::kTimeLimit},
+      {"pruning", EventKind::kPruning},
+      {"pausing", EventKind::kPausing},
+      {"cannot_pause", EventKind::kCannotPause},
+      {"promoted", EventKind::kPromoted}};
+  auto it = kKinds.find(name);
+  if (it == kKinds.end()) return std::nullopt;
+  return it->second;
+}
+
 const std::vector<Migration>& DefaultMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, R"sql(
@@ -107,6 +186,22 @@ CREATE TABLE events (
   message TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX events_by_study ON events (study_id, id);
+)sql"},
+      // The journal: what each study's controller fed its pruner, replayed on resume. A NULL
+      // value is a NaN the pruner saw. Keyed and tied to studies as events are: rows are never
+      // deleted, so the rowid alone keeps the order written.
+      {2, R"sql(
+CREATE TABLE journal (
+  id INTEGER PRIMARY KEY,
+  study_id INTEGER NOT NULL REFERENCES studies(id),
+  trial INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  time REAL NOT NULL,
+  resource REAL,
+  value REAL,
+  completed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX journal_by_study ON journal (study_id, id);
 )sql"},
   };
   return kMigrations;
@@ -559,6 +654,51 @@ Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit
     out.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) return Error("listing events");
+  return out;
+}
+
+Status Storage::AddJournal(int64_t study_id, std::span<const JournalEntry> entries) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert,
+                      Prepare("INSERT INTO journal(study_id, trial, kind, time, resource, value, "
+                              "completed) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  return Transaction([&]() -> Status {
+    for (const JournalEntry& e : entries) {
+      Statement stmt(insert);
+      std::optional<double> value;
+      if (!std::isnan(e.value)) value = e.value;
+      stmt.Bind(study_id).Bind(e.trial).Bind(std::string(JournalKindName(e.kind))).Bind(e.time);
+      stmt.Bind(e.resource).Bind(value).Bind(e.completed ? 1 : 0);
+      if (stmt.Step() != SQLITE_DONE)
+        return Error(StrCat("adding to the journal of trial ", e.trial));
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<JournalEntry>> Storage::ListJournal(int64_t study_id) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      Prepare("SELECT id, trial, kind, time, resource, value, completed FROM "
+                              "journal WHERE study_id = ? ORDER BY id"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  std::vector<JournalEntry> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    JournalEntry e;
+    e.seq = sqlite3_column_int64(raw, 0);
+    e.trial = sqlite3_column_int(raw, 1);
+    auto kind = ParseJournalKind(Text(raw, 2));
+    if (!kind)
+      return Status::Io("study ", study_id, ": journal row ", e.seq, " has an unknown kind '",
+                        Text(raw, 2), "'");
+    e.kind = *kind;
+    e.time = sqlite3_column_double(raw, 3);
+    e.resource = OptDouble(raw, 4).value_or(0.0);
+    e.value = OptDouble(raw, 5).value_or(std::numeric_limits<double>::quiet_NaN());
+    e.completed = sqlite3_column_int(raw, 6) != 0;
+    out.push_back(e);
+  }
+  if (rc != SQLITE_DONE) return Error("reading the journal");
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Storage: a study's whole history in one SQLite file.
 //
-// Schema (v1): studies, trials, metrics (intermediate values), events, and schema_version. Writes
+// Schema (v2): studies, trials, metrics (intermediate values), events, the journal (v2: what each
+// study's controller fed its pruner, so a resume can replay it), and schema_version. Writes
 // run in transactions (one per call, or one around a batch with Transaction()); the database is in
 // WAL mode with a busy timeout, so other processes can read (`hyperpack status`) while a run
 // writes. Opening a database applies any forward migrations it lacks; a database written by a newer
@@ -45,6 +46,49 @@ std::optional<TrialState> ParseTrialState(const std::string& name);
 // budget but are not finished: they may be promoted.
 bool IsFinished(TrialState state);
 
+// What a study's controller fed its pruner, in order: replaying these entries through a fresh
+// controller rebuilds every rung, pause and promotion exactly as the live run made them.
+enum class JournalKind {
+  kBegin,        // a trial (its root number) started or resumed: Pruner::Begin
+  kReport,       // an objective report at a resource: Pruner::Report
+  kCannotPause,  // it was told to pause but has no checkpoint: Pruner::CannotPause
+  kPromoted,     // a paused trial was promoted (resource: the target)
+  kEnd,          // it ended for good (completed or not): Pruner::End
+};
+// "begin", "report", "cannot_pause", "promoted", "end": the names stored in the journal table.
+const char* JournalKindName(JournalKind kind);
+std::optional<JournalKind> ParseJournalKind(const std::string& name);
+
+struct JournalEntry {
+  int64_t seq = 0;  // set by storage when read: the order the entries were written
+  int trial = 0;    // the trial's root number
+  JournalKind kind = JournalKind::kReport;
+  double time = 0;      // seconds since the epoch
+  double resource = 0;  // kReport: the report's resource; kPromoted: the target
+  double value = 0;     // kReport: the objective as the pruner saw it; NaN is kept (stored as NULL)
+  bool completed = false;  // kEnd
+};
+
+// What an event in a study's log is about.
+enum class EventKind {
+  kRunStarted,
+  kRunResumed,
+  kRunStopped,
+  kTrialStarted,
+  kTrialResumed,
+  kTrialFinished,
+  kTrialPaused,
+  kTimeLimit,
+  kPruning,
+  kPausing,
+  kCannotPause,
+  kPromoted,
+};
+// "run_started", "run_resumed", "run_stopped", "trial_started", "trial_resumed", "trial_finished",
+// "trial_paused", "time_limit", "pruning", "pausing", "cannot_pause", "promoted".
+const char* EventKindName(EventKind kind);
+std::optional<EventKind> ParseEventKind(const std::string& name);
+
 struct StudyRecord {
   int64_t id = 0;
   std::string name;
@@ -85,7 +129,9 @@ struct MetricPoint {
 struct EventRecord {
   double time = 0;
   std::optional<int> trial;  // trial number, when the event is about one
-  std::string kind;          // e.g. run_started, trial_started, trial_finished, run_stopped
+  // EventKindName of an EventKind. A string, not the enum, because readers print it and a
+  // database may hold kinds written by an older or newer hyperpack.
+  std::string kind;
   std::string message;
 };
 
@@ -149,6 +195,11 @@ class Storage {
   Status AddEvent(int64_t study_id, const EventRecord& event);
   // The newest `limit` events, oldest first.
   Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit);
+
+  // ---- the journal ----
+  Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries);
+  // Every entry of the study, in the order written (seq ascending).
+  Result<std::vector<JournalEntry>> ListJournal(int64_t study_id);
 
  private:
   class Statement;
