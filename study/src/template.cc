@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "hyperpack/env_vars.h"
+
 namespace hyperpack::study {
 namespace {
 
@@ -74,7 +76,7 @@ std::string RenderTemplate(const std::string& text, const Config& config,
 }
 
 std::string ParamEnvName(const std::string& param) {
-  std::string out = "HP_";
+  std::string out = env::kParamPrefix;
   for (char c : param) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::trainer {
@@ -158,11 +159,14 @@ Status Validate(const TrainerConfig& c) {
 
 Result<TrainerConfig> ParseConfig(int argc, char** argv) {
   TrainerConfig c;
-  cxxopts::Options o("hyperpack-trainer",
-                     "Data-parallel libtorch training that reports metrics as JSON lines.\n"
-                     "Parameters come from HYPERPACK_PARAMS_FILE (or --params-file), then flags.\n"
-                     "Exit: 0 done, 3 this configuration cannot run (out of memory, a batch\n"
-                     "larger than the data), 1 anything else.");
+  cxxopts::Options o(
+      "hyperpack-trainer",
+      StrCat("Data-parallel libtorch training that reports metrics as JSON lines.\n"
+             "Parameters come from ",
+             env::kParamsFile,
+             " (or --params-file), then flags.\n"
+             "Exit: 0 done, 3 this configuration cannot run (out of memory, a batch\n"
+             "larger than the data), 1 anything else."));
   // Every key of Set is a flag with dashes for underscores; values are parsed by Set.
   const char* keys[] = {"model",
                         "model_file",
@@ -222,7 +226,7 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
       adder(flag, "", cxxopts::value<std::string>());
     }
   }
-  adder("params-file", "JSON parameters (default $HYPERPACK_PARAMS_FILE)",
+  adder("params-file", StrCat("JSON parameters (default $", env::kParamsFile, ")"),
         cxxopts::value<std::string>())("h,help", "this help");
   cxxopts::ParseResult args;
   try {
@@ -237,8 +241,8 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
   std::string params_file;
   if (args.count("params-file")) {
     params_file = args["params-file"].as<std::string>();
-  } else if (const char* env = std::getenv("HYPERPACK_PARAMS_FILE"); env && *env) {
-    params_file = env;
+  } else if (const char* value = std::getenv(env::kParamsFile); value && *value) {
+    params_file = value;
   }
   if (!params_file.empty()) {
     std::ifstream in(params_file);
@@ -262,18 +266,18 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
     HP_RETURN_IF_ERROR(Set(c, k, Json(args[flag].as<std::string>())).WithContext("--" + flag));
   }
   // A scheduler re-running an interrupted trial asks it to continue from its checkpoints.
-  if (const char* env = std::getenv("HYPERPACK_RESUME"); env && std::string(env) == "1")
-    c.resume = !c.checkpoint_dir.empty() || std::getenv("HYPERPACK_CHECKPOINT_DIR") != nullptr;
+  if (const char* value = std::getenv(env::kResume); value && std::string(value) == "1")
+    c.resume = !c.checkpoint_dir.empty() || std::getenv(env::kCheckpointDir) != nullptr;
   // A pruner that pauses trials at their rung (ASHA's promote mode) says where to stop.
-  if (const char* env = std::getenv("HYPERPACK_STOP_AT"); env && *env && c.stop_at_epoch <= 0) {
-    auto v = ParseDouble(env);
+  if (const char* value = std::getenv(env::kStopAt); value && *value && c.stop_at_epoch <= 0) {
+    auto v = ParseDouble(value);
     if (!v || *v < 1 || *v != std::floor(*v))
-      return Status::Invalid("HYPERPACK_STOP_AT='", env, "' is not a whole number of epochs >= 1");
+      return Status::Invalid(env::kStopAt, "='", value, "' is not a whole number of epochs >= 1");
     c.stop_at_epoch = static_cast<int>(*v);
   }
   if (c.checkpoint_dir.empty()) {
-    if (const char* env = std::getenv("HYPERPACK_CHECKPOINT_DIR"); env && *env)
-      c.checkpoint_dir = env;
+    if (const char* value = std::getenv(env::kCheckpointDir); value && *value)
+      c.checkpoint_dir = value;
   }
   if (c.data_path.empty() && c.data == "fmnist") c.data_path = "/usr/share/datasets/fashion-mnist";
   if (c.data_path.empty()) return Status::Invalid("--data-path is required for --data ", c.data);

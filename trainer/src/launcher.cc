@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 
 namespace hyperpack::trainer {
@@ -42,12 +43,12 @@ int LaunchLocalRanks(int nproc, int argc, char** argv) {
     }
     if (pid == 0) {
       sigprocmask(SIG_SETMASK, &old, nullptr);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", port.c_str(), 1);
+      setenv(env::kRank, std::to_string(r).c_str(), 1);
+      setenv(env::kLocalRank, std::to_string(r).c_str(), 1);
+      setenv(env::kWorldSize, std::to_string(nproc).c_str(), 1);
+      setenv(env::kLocalWorldSize, std::to_string(nproc).c_str(), 1);
+      setenv(env::kMasterAddr, "127.0.0.1", 1);
+      setenv(env::kMasterPort, port.c_str(), 1);
       execv("/proc/self/exe", argv);
       std::cerr << "hyperpack-trainer: cannot re-run /proc/self/exe for rank " << r << "\n";
       _exit(1);

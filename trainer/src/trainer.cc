@@ -18,6 +18,7 @@
 #include "config.h"
 #include "data.h"
 #include "ddp.h"
+#include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 #include "launcher.h"
 #include "models.h"
@@ -71,12 +72,12 @@ Rendezvous FromEnvironment(double timeout_s) {
     return v && *v ? std::atoi(v) : fallback;
   };
   Rendezvous r;
-  r.rank = get("RANK", 0);
-  r.world_size = get("WORLD_SIZE", 1);
-  r.local_rank = get("LOCAL_RANK", r.rank);
-  r.local_world_size = get("LOCAL_WORLD_SIZE", r.world_size);
-  if (const char* a = std::getenv("MASTER_ADDR"); a && *a) r.master_addr = a;
-  r.master_port = get("MASTER_PORT", 29500);
+  r.rank = get(env::kRank, 0);
+  r.world_size = get(env::kWorldSize, 1);
+  r.local_rank = get(env::kLocalRank, r.rank);
+  r.local_world_size = get(env::kLocalWorldSize, r.world_size);
+  if (const char* a = std::getenv(env::kMasterAddr); a && *a) r.master_addr = a;
+  r.master_port = get(env::kMasterPort, 29500);
   r.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   return r;
 }
@@ -113,8 +114,8 @@ class Trainer {
     // The CPU slots the scheduler gave this process (HYPERPACK_CPUS), else every core; shared by
     // the local ranks.
     int cores = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* env = std::getenv("HYPERPACK_CPUS"); env && std::atoi(env) > 0)
-      cores = std::atoi(env);
+    if (const char* value = std::getenv(env::kCpus); value && std::atoi(value) > 0)
+      cores = std::atoi(value);
     int threads =
         c_.threads > 0 ? c_.threads : std::max(1, cores / std::max(1, rdv_.local_world_size));
     torch::set_num_threads(threads);
@@ -332,7 +333,8 @@ class Trainer {
 
   void LoadCheckpoint() {
     if (c_.checkpoint_dir.empty())
-      throw std::runtime_error("--resume needs --checkpoint-dir or HYPERPACK_CHECKPOINT_DIR");
+      throw std::runtime_error(std::string("--resume needs --checkpoint-dir or ") +
+                               env::kCheckpointDir);
     std::string path = CheckpointPath();
     if (!std::filesystem::exists(path)) return;  // nothing saved yet: a fresh start
     torch::serialize::InputArchive archive;
@@ -415,7 +417,7 @@ int TrainerMain(int argc, char** argv) {
   Rendezvous rdv = FromEnvironment(config->timeout_s);
   // Started by a launcher (torchrun, srun, hyperpack's scheduler, or ourselves) when WORLD_SIZE is
   // set; otherwise start our own ranks when more than one is asked for.
-  if (std::getenv("WORLD_SIZE") == nullptr) {
+  if (std::getenv(env::kWorldSize) == nullptr) {
     int n = config->nproc > 0 ? config->nproc : std::max(1, config->data_parallel);
     if (n > 1) return LaunchLocalRanks(n, argc, argv);
   }
