@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "hyperpack/scheduler/executor.h"
+
 namespace hyperpack::scheduler::protocol {
 
 namespace asio = boost::asio;
@@ -87,5 +89,11 @@ T Field(const Json& message, const char* key) {
                         message.value("type", "?") + "' frame");
   }
 }
+
+// How a rank ended, as an "exit" frame: {"type": "exit", "trial", "rank", "how": exited |
+// signaled | lost | never_started, "code"}.
+Json ExitFrame(const RankId& id, const RankExit& exit);
+// The RankExit of an "exit" frame; ProtocolError when "how" or "code" is missing or unknown.
+RankExit ExitFromFrame(const Json& frame);
 
 }  // namespace hyperpack::scheduler::protocol

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <map>
 
-#include "executor.h"
+#include "hyperpack/scheduler/executor.h"
 
 namespace hyperpack::scheduler {
 namespace {
@@ -130,7 +130,7 @@ class LocalExecutor : public Executor {
     p->reported = true;
     p->drain.cancel();
     procs_.erase(id);
-    cb_.on_exit(id, p->status);
+    cb_.on_exit(id, RankExit::FromWaitStatus(p->status));
   }
 
   asio::io_context& io_;

@@ -12,8 +12,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include "hyperpack/scheduler/placement.h"
+#include "hyperpack/scheduler/study_controller.h"
 #include "hyperpack/status.h"
-#include "process.h"
+#include "hyperpack/scheduler/process.h"
 
 namespace hyperpack::scheduler {
 
@@ -26,23 +27,13 @@ struct RankId {
   bool operator==(const RankId& o) const { return trial == o.trial && rank == o.rank; }
 };
 
-// The wait status reported for a rank whose node was lost (no process status exists).
-constexpr int kLostStatus = -2;
-
-// A node of the cluster as the runner places on it.
-struct ClusterNode {
-  Node node;
-  std::vector<std::string> gpu_names;  // as CUDA_VISIBLE_DEVICES names the node's GPUs
-  std::string address;                 // MASTER_ADDR for a gang whose rank 0 runs there
-};
-
 class Executor {
  public:
   struct Callbacks {
     // A line of the rank's stdout (is_err false) or stderr, without its newline.
     std::function<void(RankId, bool is_err, const std::string& line)> on_line;
-    // The rank ended (a wait status, as waitpid gives it); all its output came before.
-    std::function<void(RankId, int wait_status)> on_exit;
+    // The rank ended; all its output came before.
+    std::function<void(RankId, RankExit)> on_exit;
   };
   virtual ~Executor() = default;
   virtual void SetCallbacks(Callbacks cb) = 0;

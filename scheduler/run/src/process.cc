@@ -1,4 +1,4 @@
-#include "process.h"
+#include "hyperpack/scheduler/process.h"
 
 #include <fcntl.h>
 #include <signal.h>

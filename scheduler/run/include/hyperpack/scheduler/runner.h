@@ -26,8 +26,12 @@
 // Promotions go before new trials. Paused trials count against max_trials; those never promoted
 // are pruned when the budget is spent. The tuner learns every rung's value at its fidelity.
 //
+// Every decision is the StudyController's (study_controller.h); this is its live driver on this
+// machine (run/src/local_driver.cc). RunSummary is declared there.
+//
 // Threads: RunStudy blocks the calling thread, which runs the io_context that owns all runner
-// state; SQLite writes go to one writer thread, in order, batched into transactions.
+// state; the tuner runs on a pool in order, SQLite writes go to one writer thread, in order,
+// batched into transactions.
 #pragma once
 
 #include <functional>
@@ -36,6 +40,7 @@
 #include <string>
 
 #include "hyperpack/scheduler/local_node.h"
+#include "hyperpack/scheduler/study_controller.h"
 #include "hyperpack/status.h"
 #include "hyperpack/study/spec.h"
 
@@ -61,20 +66,6 @@ struct RunOptions {
   std::function<void(const std::string&)> on_progress;
 };
 
-struct RunSummary {
-  std::string study;
-  int completed = 0;
-  int pruned = 0;  // stopped early by the pruner
-  int failed = 0;  // failed + timeout
-  int infeasible = 0;
-  int interrupted = 0;  // in this run
-  int total_finished = 0;
-  std::optional<double> best_value;
-  std::optional<int> best_trial;
-  std::string stop_reason;  // "budget reached", "time limit", "interrupted", ...
-  // 0: stopped normally; 1: stopped by failures (max_failed); 130: interrupted.
-  int exit_code = 0;
-};
 
 // Runs (or resumes) the study. Errors: the study exists with a different search space or
 // objective, another live process is running it, or storage fails.

@@ -4,11 +4,12 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "executor.h"
+#include "hyperpack/scheduler/executor.h"
 #include "hyperpack/scheduler/runner.h"
 
 namespace hyperpack::scheduler {
@@ -16,16 +17,18 @@ namespace hyperpack::scheduler {
 class StudyRun {
  public:
   virtual ~StudyRun() = default;
-  // Prepares the study in storage and starts placing trials; on_done runs on the io thread when
-  // the run is over. An error: nothing started.
+  // Prepares the study in storage (on the pool) and starts placing trials; on_done runs on the
+  // io thread when the run is over, or with the error that kept it from starting. An error
+  // returned here: nothing started and on_done will not run.
   virtual Status Begin(std::function<void(Result<RunSummary>)> on_done) = 0;
   virtual void AddNode(const ClusterNode& node) = 0;
   virtual void RemoveNode(int index) = 0;
   virtual void Interrupt() = 0;
 };
 
+// `pool` runs the storage work of its start and end and the tuner; it must outlive the run.
 std::unique_ptr<StudyRun> MakeStudyRun(const study::StudySpec& spec, const RunOptions& options,
-                                       boost::asio::io_context& io, std::vector<ClusterNode> nodes,
-                                       Executor* executor);
+                                       boost::asio::io_context& io, boost::asio::thread_pool& pool,
+                                       std::vector<ClusterNode> nodes, Executor* executor);
 
 }  // namespace hyperpack::scheduler

@@ -164,4 +164,30 @@ asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token,
   if (welcome["type"] != "welcome") throw ProtocolError("the server did not welcome us");
 }
 
+namespace {
+constexpr std::pair<RankExit::Kind, const char*> kExitNames[] = {
+    {RankExit::Kind::kExited, "exited"},
+    {RankExit::Kind::kSignaled, "signaled"},
+    {RankExit::Kind::kLost, "lost"},
+    {RankExit::Kind::kNeverStarted, "never_started"},
+};
+}  // namespace
+
+Json ExitFrame(const RankId& id, const RankExit& exit) {
+  const char* how = "exited";
+  for (const auto& [kind, name] : kExitNames)
+    if (kind == exit.kind) how = name;
+  return {{"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"how", how},
+          {"code", exit.code}};
+}
+
+RankExit ExitFromFrame(const Json& frame) {
+  const std::string how = Field<std::string>(frame, "how");
+  const int code = Field<int>(frame, "code");
+  for (const auto& [kind, name] : kExitNames)
+    if (how == name) return {kind, code};
+  throw ProtocolError("an 'exit' frame with how '" + how +
+                      "'; expected exited, signaled, lost or never_started");
+}
+
 }  // namespace hyperpack::scheduler::protocol

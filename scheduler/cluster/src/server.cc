@@ -1,5 +1,5 @@
-#include "hyperpack/scheduler/serve.h"
-
+// hyperpack serve: agents register their nodes, clients submit studies, and each study runs
+// through the same driver and controller as `hyperpack run`, its ranks on the agents' nodes.
 #include <signal.h>
 
 #include <boost/asio.hpp>
@@ -7,15 +7,15 @@
 #include <deque>
 #include <iostream>
 #include <map>
-#include <set>
 
-#include "executor.h"
 #include "hyperpack/host.h"
-#include "hyperpack/scheduler/local_node.h"
+#include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/serve.h"
+#include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
+#include "net.h"
 #include "protocol.h"
-#include "study_run.h"
 
 namespace hyperpack::scheduler {
 namespace {
@@ -27,24 +27,6 @@ using protocol::Json;
 using protocol::ProtocolError;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-
-Result<std::pair<std::string, int>> SplitHostPort(const std::string& text) {
-  auto colon = text.rfind(':');
-  auto port = colon == std::string::npos ? std::nullopt : ParseInt(text.substr(colon + 1));
-  if (!port || *port < 0 || *port > 65535 || colon == 0)
-    return Status::Invalid("'", text, "' is not HOST:PORT");
-  return std::make_pair(text.substr(0, colon), static_cast<int>(*port));
-}
-
-Result<tcp::endpoint> Resolve(asio::io_context& io, const std::string& text) {
-  HP_ASSIGN_OR_RETURN(auto hp, SplitHostPort(text));
-  boost::system::error_code ec;
-  tcp::resolver resolver(io);
-  auto results = resolver.resolve(hp.first, std::to_string(hp.second), ec);
-  if (ec || results.empty())
-    return Status::Invalid("cannot resolve '", hp.first, "': ", ec ? ec.message() : "no address");
-  return results.begin()->endpoint();
-}
 
 class Server;
 
@@ -60,15 +42,15 @@ class AgentExecutor : public Executor {
   void Line(RankId id, bool is_err, const std::string& text) {
     if (where_.count(id) && cb_.on_line) cb_.on_line(id, is_err, text);
   }
-  void Exit(RankId id, int status) {
-    if (where_.erase(id) && cb_.on_exit) cb_.on_exit(id, status);
+  void Exit(RankId id, RankExit exit) {
+    if (where_.erase(id) && cb_.on_exit) cb_.on_exit(id, exit);
   }
   // Every rank that was running on `node` ends as lost.
   void NodeLost(int node) {
     std::vector<RankId> lost;
     for (const auto& [id, n] : where_)
       if (n == node) lost.push_back(id);
-    for (const RankId& id : lost) Exit(id, kLostStatus);
+    for (const RankId& id : lost) Exit(id, RankExit::Lost());
   }
   void Forget() { where_.clear(); }
 
@@ -213,7 +195,7 @@ class Server {
       if (type == "line") {
         executor_.Line(id, Field<std::string>(m, "stream") == "err", Field<std::string>(m, "text"));
       } else if (type == "exit") {
-        executor_.Exit(id, Field<int>(m, "status"));
+        executor_.Exit(id, protocol::ExitFromFrame(m));
       } else {
         throw ProtocolError("unexpected '" + type + "' frame from an agent");
       }
@@ -291,9 +273,13 @@ class Server {
     };
     current_client_ = s.client;
     current_name_ = s.spec.name;
-    run_ = MakeStudyRun(s.spec, ro, io_, nodes_, &executor_);
+    run_ = MakeStudyRun(s.spec, ro, io_, pool_, nodes_, &executor_);
     Status begun = run_->Begin([this, weak](Result<RunSummary> r) {
-      int code = r.ok() ? r->exit_code : 1;
+      // A study that could not start for what it asked (a different space, a live runner) is bad
+      // input (2); one that failed in storage, 1.
+      int code = r.ok()                                ? r->exit_code
+                 : r.status().code() == StatusCode::kIo ? 1
+                                                        : 2;
       Log("study ", current_name_, " done (exit ", code, ")");
       if (auto c = weak.lock())
         c->Send({{"type", "done"},
@@ -335,6 +321,8 @@ class Server {
   ServeOptions options_;
   std::ostream& log_;
   asio::io_context io_;
+  // A study's start and end (SQLite, joins) and its tuner run here, never on the io thread.
+  asio::thread_pool pool_{2};
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer watchdog_;
@@ -359,136 +347,6 @@ void AgentExecutor::Signal(RankId id, int signal) {
   if (it != where_.end()) server_->Kill(id, it->second, signal);
 }
 
-// ---- the agent -----------------------------------------------------------------------------
-
-class Agent {
- public:
-  explicit Agent(const AgentOptions& o)
-      : options_(o), log_(o.log ? *o.log : std::cout), signals_(io_, SIGINT, SIGTERM), beat_(io_) {
-    node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus) : DetectLocalNode();
-    if (!o.name.empty()) node_.name = o.name;
-    executor_ = MakeLocalExecutor(
-        io_,
-        {[this](RankId id, bool is_err, const std::string& text) {
-           if (conn_)
-             conn_->Send({{"type", "line"},
-                          {"trial", id.trial},
-                          {"rank", id.rank},
-                          {"stream", is_err ? "err" : "out"},
-                          {"text", text}});
-         },
-         [this](RankId id, int status) {
-           running_.erase(id);
-           if (conn_)
-             conn_->Send(
-                 {{"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"status", status}});
-         }});
-  }
-
-  Status Run() {
-    HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.connect));
-    tcp::socket socket(io_);
-    boost::system::error_code ec;
-    socket.connect(ep, ec);
-    if (ec) return Status::Io("cannot connect to ", options_.connect, ": ", ec.message());
-    conn_ = std::make_shared<Connection>(std::move(socket));
-    signals_.async_wait([this](boost::system::error_code e, int) {
-      if (e) return;
-      stopped_by_signal_ = true;
-      Shutdown("stopped");
-    });
-    asio::co_spawn(io_, Main(), asio::detached);
-    io_.run();
-    return result_;
-  }
-
- private:
-  template <typename... Args>
-  void Log(const Args&... args) {
-    log_ << "[" << FormatTimestamp(WallNow()) << "] " << StrCat(args...) << std::endl;
-  }
-
-  asio::awaitable<void> Main() {
-    try {
-      co_await protocol::ClientHandshake(*conn_, options_.token, "agent");
-      conn_->Send({{"type", "register"},
-                   {"name", node_.name},
-                   {"gpus", node_.gpus},
-                   {"cpus", node_.cpus},
-                   {"address", conn_->local_address()}});
-      Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
-          node_.cpus, " CPU slots");
-      Beat();
-      while (true) {
-        Json m = co_await conn_->Receive();
-        std::string type = m["type"];
-        RankId id{Field<int>(m, "trial"), Field<int>(m, "rank")};
-        if (type == "launch") {
-          SpawnRequest r;
-          r.command = Field<std::string>(m, "command");
-          r.workdir = m.value("workdir", std::string());
-          r.env = Field<std::vector<std::string>>(m, "env");
-          r.env.push_back("HYPERPACK_AGENT=" + node_.name);
-          Status s = executor_->Start(id, 0, r);
-          if (s.ok()) {
-            running_.insert(id);
-          } else {
-            conn_->Send({{"type", "line"},
-                         {"trial", id.trial},
-                         {"rank", id.rank},
-                         {"stream", "err"},
-                         {"text", s.message()}});
-            conn_->Send(
-                {{"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"status", 127 << 8}});
-          }
-        } else if (type == "kill") {
-          executor_->Signal(id, Field<int>(m, "signal"));
-        } else {
-          throw ProtocolError("unexpected '" + type + "' frame from the server");
-        }
-      }
-    } catch (const std::exception& e) {
-      if (!stopped_by_signal_) {
-        result_ = Status::Io("lost the server ", options_.connect, ": ", e.what());
-        Shutdown(e.what());
-      }
-    }
-  }
-
-  void Beat() {
-    beat_.expires_after(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(options_.heartbeat_s)));
-    beat_.async_wait([this](boost::system::error_code ec) {
-      if (ec || !conn_ || !conn_->open()) return;
-      conn_->Send({{"type", "heartbeat"}});
-      Beat();
-    });
-  }
-
-  void Shutdown(const std::string& why) {
-    Log("agent ", node_.name, " stopping: ", why);
-    // The ranks cannot report anywhere now; they go with the agent.
-    for (const RankId& id : running_) executor_->Signal(id, SIGKILL);
-    executor_->Shutdown();
-    beat_.cancel();
-    signals_.cancel();
-    if (conn_) conn_->Close();
-    io_.stop();
-  }
-
-  AgentOptions options_;
-  std::ostream& log_;
-  asio::io_context io_;
-  asio::signal_set signals_;
-  asio::steady_timer beat_;
-  LocalNode node_;
-  std::unique_ptr<Executor> executor_;
-  std::shared_ptr<Connection> conn_;
-  std::set<RankId> running_;
-  Status result_;
-  bool stopped_by_signal_ = false;
-};
-
 }  // namespace
 
 std::string protocol_ReadToken(const std::string& path, std::string* error) {
@@ -502,62 +360,6 @@ Status Serve(const ServeOptions& options) {
   } catch (const std::exception& e) {
     return Status::Io("server: ", e.what());
   }
-}
-
-Status RunAgent(const AgentOptions& options) {
-  if (options.token.empty()) return Status::Invalid("a token is required (--token-file)");
-  try {
-    return Agent(options).Run();
-  } catch (const std::exception& e) {
-    return Status::Io("agent: ", e.what());
-  }
-}
-
-Result<int> SubmitStudy(const SubmitOptions& options) {
-  asio::io_context io;
-  HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io, options.server));
-  tcp::socket socket(io);
-  boost::system::error_code ec;
-  socket.connect(ep, ec);
-  if (ec) return Status::Io("cannot connect to ", options.server, ": ", ec.message());
-  auto conn = std::make_shared<Connection>(std::move(socket));
-  std::ostream& out = options.out ? *options.out : std::cout;
-  Result<int> result = Status::Io("the server closed the connection before the study was done");
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        try {
-          co_await protocol::ClientHandshake(*conn, options.token, "client");
-          Json submit = {{"type", "submit"},
-                         {"study_text", options.study_text},
-                         {"study_path", options.study_path}};
-          if (options.max_trials) submit["max_trials"] = *options.max_trials;
-          if (options.max_parallel) submit["max_parallel"] = *options.max_parallel;
-          conn->Send(submit);
-          while (true) {
-            Json m = co_await conn->Receive();
-            if (m["type"] == "progress") {
-              out << m.value("text", std::string()) << std::endl;
-            } else if (m["type"] == "done") {
-              std::string message = m.value("message", std::string());
-              int code = m.value("exit_code", 1);
-              if (!message.empty()) {
-                result = code == 2 ? Status::Invalid(message) : Status::Io(message);
-              } else {
-                result = code;
-              }
-              conn->Close();
-              co_return;
-            }
-          }
-        } catch (const std::exception& e) {
-          if (result.ok()) co_return;
-          result = Status::Io(options.server, ": ", e.what());
-        }
-      },
-      asio::detached);
-  io.run();
-  return result;
 }
 
 }  // namespace hyperpack::scheduler

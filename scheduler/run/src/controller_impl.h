@@ -1,0 +1,212 @@
+// The study controller's state and steps, shared by its three source files:
+//   study_controller.cc  events in, scheduling (budget, proposals, placement), how a run ends;
+//   controller_trials.cc a trial's life: its launch plan, its ranks' exits, how it ended;
+//   controller_pruning.cc reports, the pruner, pauses and promotions, and the replay on resume.
+// Thread-safety: as StudyController (one owner, one thread).
+#pragma once
+
+#include <deque>
+#include <set>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyperpack/scheduler/study_controller.h"
+
+namespace hyperpack::scheduler {
+
+class StudyController::Impl {
+ public:
+  Impl(const study::StudySpec& spec, ControllerOptions options,
+       std::unique_ptr<tuner::Pruner> pruner);
+
+  Result<std::vector<Command>> Start(const StoredStudy& stored, double now);
+  std::vector<Command> Handle(const Event& event);
+  std::string StatusLine() const;
+  bool pauses() const { return pruner_->pauses(); }
+  bool done() const { return done_; }
+  ControllerState State() const;
+
+  // Event handlers (std::visit calls them by payload type).
+  void On(const ProposalsReady& e);
+  void On(const TrialPersisted& e);
+  void On(const MetricReport& e);
+  void On(const RankExited& e);
+  void On(const NodeJoined& e);
+  void On(const NodeLost& e);
+  void On(const Tick&) {}
+  void On(const Interrupt& e);
+  void On(const StorageFailed& e);
+
+ private:
+  // A trial paused at its rung (promote mode), waiting to be promoted.
+  struct Paused {
+    int number = 0;
+    Config config;
+    int attempt = 1;
+    std::optional<int> retry_of;
+    int root = 0;
+    double rung = 0;  // the resource it reached
+    std::optional<double> value;
+  };
+  // A trial waiting to start: a new proposal, a re-run, or a promoted paused trial (which runs
+  // again under its own number; if it never starts it is paused again, as it was).
+  struct Queued {
+    Config config;
+    int attempt = 1;
+    std::optional<int> retry_of;
+    std::optional<int> root;
+    std::optional<Paused> promoted;
+  };
+  struct Rank {
+    bool launched = false;
+    bool exited = false;
+    RankExit exit;
+    std::string err_tail;
+  };
+  // A trial from its placement until its ranks have all exited.
+  struct Trial {
+    int number = 0;
+    Config config;
+    int attempt = 1;
+    std::optional<int> retry_of;
+    int root = 0;
+    uint64_t job = 0;  // the scheduler's job; 0: never placed
+    LaunchPlan plan;   // carried out once its row is stored
+    double started = 0;
+    std::vector<Rank> ranks;
+    std::optional<double> deadline;  // trial.timeout
+    std::optional<double> kill_at;   // SIGKILL what is left after SIGTERM
+    bool timed_out = false, interrupted = false;
+    int failed_rank = -1;  // the first rank that failed; the gang was stopped then
+    std::optional<double> objective;
+    int64_t metric_lines = 0;
+    double resource = 0;  // of the latest objective report
+    bool rung_observed = false;
+    bool pruned = false, pausing = false;
+    std::optional<double> resumed_to;
+    std::string prune_reason;
+    double decided = 0;
+
+    bool AllExited() const;
+    const Rank& Deciding() const { return ranks[failed_rank >= 0 ? failed_rank : 0]; }
+  };
+  // How a trial ended, as stored and told.
+  struct Ending {
+    storage::TrialRecord record;
+    std::string how;
+    std::string stopped_after;
+  };
+  // Per root (every attempt of a trial is one to the pruner).
+  struct RootState {
+    int64_t reports = 0;
+    size_t ladder_next = 0;
+    bool rung_observed = false;  // the tuner learnt the latest report as a rung's value
+    ControllerState::Root seen;
+    tuner::PrunerDecision::Kind last = tuner::PrunerDecision::Kind::kContinue;
+  };
+
+  // ---- study_controller.cc ----
+  int Busy() const;
+  int Free() const;
+  void Settle();
+  void Fill();
+  void PromoteWhatThePrunerAllows();
+  void Enqueue(Queued q);
+  Result<Demand> DemandFor(const Config& config) const;
+  double EstimateSeconds() const;
+  void Dispatch();
+  void StopLaunching(StopReason reason);
+  void MaybeFinish();
+  bool ForcePromotionAtTheEnd();
+  void Finish();
+  void CheckDeadlines();
+  void Say(const std::string& text) { out_.push_back(SayCmd{text}); }
+  void Write(Row row) { pending_rows_.push_back(std::move(row)); }
+  void FlushRows(std::optional<int> ack = std::nullopt);
+  void Observe(tuner::TrialOutcome o) { out_.push_back(ObserveCmd{std::move(o)}); }
+  void Wake(double at) { out_.push_back(WakeCmd{at}); }
+  void Log(std::optional<int> trial, storage::EventKind kind, const std::string& text);
+  void Tell(int trial, const std::string& text) { Say(StrCatTrial(trial, text)); }
+  static std::string StrCatTrial(int trial, const std::string& text);
+  double Wall() const { return options_.wall_start + now_; }
+
+  // ---- controller_trials.cc ----
+  void Launch(Queued q, uint64_t job, Placement placement);
+  LaunchPlan PlanLaunch(const Trial& t, double target, bool resume) const;
+  std::vector<std::pair<std::string, std::string>> TrialEnv(const Trial& t, const LaunchPlan& p,
+                                                            double target, bool resume) const;
+  void NeverRuns(Queued q, const std::string& why);
+  void NeverRan(Trial& t, const std::string& why);
+  void Terminate(Trial& t);
+  void KillAll();
+  void Complete(int number);
+  Ending Classify(const Trial& t) const;
+  void Account(const Trial& t, const Ending& e, double elapsed);
+  std::string LearnFinished(const Trial& t, const Ending& e);
+  std::string TrialDir(int number) const;
+
+  // ---- controller_pruning.cc ----
+  void OnReport(Trial& t, const MetricLine& line, bool checkpoint);
+  void Decided(Trial& t, const tuner::PrunerDecision& d);
+  double ResourceOf(const MetricLine& line, int64_t count) const;
+  double Comparable(double v) const;
+  std::optional<double> Combine(std::optional<double> current, double v) const;
+  bool ObserveRung(int root, const Config& config, double resource, double value,
+                   const tuner::PrunerDecision& d);
+  tuner::PrunerDecision Report(int root, const Config& config, double resource,
+                               double objective, bool* rung_observed);
+  void Journal(storage::JournalKind kind, int root, double resource = 0, double value = 0,
+               bool completed = false);
+  void Promote(const Paused& p, double target);
+  void PausedFor(int root, Paused p);
+  void FinalizePaused();
+  Status Replay(const StoredStudy& stored);
+  void ReplayEntry(const storage::JournalEntry& e, const std::map<int, Config>& config_of_root);
+  void RestoreTrial(const storage::TrialRecord& t, const Config& config, int root, bool has_retry,
+                    const StoredStudy& stored);
+  void ObserveStored(const storage::TrialRecord& t, const Config& config, int root);
+  std::string StartLine() const;
+
+  study::StudySpec spec_;
+  ControllerOptions options_;
+  std::unique_ptr<tuner::Pruner> pruner_;
+  bool resource_is_step_;       // pruner.resource: step (else epoch)
+  std::vector<double> ladder_;  // the first bracket's rungs: the levels the tuner learns
+  ClusterState cluster_;
+  Scheduler scheduler_;
+  std::vector<ClusterNode> nodes_;
+
+  // The event being handled: its time, and what it makes us do.
+  double now_ = 0;
+  std::vector<Command> out_;
+  std::vector<Row> pending_rows_;
+  bool refill_ = false;
+  bool settling_ = false;
+
+  std::map<int, Trial> running_;
+  std::map<uint64_t, Queued> waiting_;  // scheduler job -> trial waiting for room
+  std::deque<Queued> retries_;
+  std::map<int, Paused> paused_;          // by root
+  std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
+  std::map<int, RootState> roots_;
+  std::vector<double> durations_;  // of this run's completed trials
+  uint64_t jobs_ = 0;
+  int next_number_ = 0;
+  int finished_ = 0;
+  int failed_this_run_ = 0;
+  int interrupts_ = 0;
+  bool proposing_ = false;
+  bool stopping_ = false;
+  bool done_ = false;
+  bool resumed_ = false;
+  bool replaying_ = false;
+  bool storage_failed_ = false;
+  std::optional<double> best_;
+  std::optional<int> best_trial_;
+  RunSummary summary_;
+};
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,486 @@
+// A trial's life in the controller: placed, its row written, its ranks launched, signalled, and
+// how it ended (stored, learnt, counted and told).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "controller_impl.h"
+#include "hyperpack/config_json.h"
+#include "hyperpack/env_vars.h"
+#include "hyperpack/study/template.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::scheduler {
+
+using storage::EventKind;
+using storage::TrialRecord;
+using storage::TrialState;
+
+namespace {
+
+std::string ParamsLine(const Config& config, const SearchSpace& space) {
+  std::vector<std::string> parts;
+  for (const ParamSpec& p : space.params()) {
+    auto it = config.find(p.name);
+    if (it != config.end() && p.type != ParamType::kFixed)
+      parts.push_back(p.name + "=" + DisplayValue(it->second));
+  }
+  return Join(parts, " ");
+}
+
+std::string LastLines(const std::string& text, int lines) {
+  size_t end = text.size();
+  while (end > 0 && text[end - 1] == '\n') --end;
+  size_t pos = end;
+  for (int i = 0; i < lines && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) {
+      pos = 0;
+      break;
+    }
+  }
+  std::string out = text.substr(pos, end - pos);
+  if (!out.empty() && out.front() == '\n') out.erase(0, 1);
+  return out;
+}
+
+}  // namespace
+
+bool StudyController::Impl::Trial::AllExited() const {
+  for (const Rank& r : ranks)
+    if (!r.exited) return false;
+  return true;
+}
+
+std::string StudyController::Impl::TrialDir(int number) const {
+  char name[32];
+  std::snprintf(name, sizeof(name), "trial-%04d", number);
+  return options_.log_root + "/" + name;
+}
+
+// ---- Placed: its row first ----------------------------------------------------------------------
+
+// Persist, then act: the trial's row is committed before its process exists, so that storage knows
+// of every process a runner started (and a reader never sees a trial that is not there).
+void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) {
+  Trial t;
+  const bool resume = q.promoted.has_value();
+  t.number = resume ? q.promoted->number : next_number_++;
+  t.config = std::move(q.config);
+  t.attempt = q.attempt;
+  t.retry_of = q.retry_of;
+  t.root = q.root.value_or(t.number);
+  t.job = job;
+  t.started = now_;
+  t.plan.placement = std::move(placement);
+  double target = pruner_->Begin(t.root);
+  Journal(storage::JournalKind::kBegin, t.root);
+  if (resume) {
+    t.resumed_to = target;
+    t.objective = q.promoted->value;
+  }
+  t.plan = PlanLaunch(t, target, resume);
+  t.ranks.resize(t.plan.ranks.size());
+
+  TrialRecord rec;
+  rec.study_id = options_.study_id;
+  rec.number = t.number;
+  rec.state = TrialState::kRunning;
+  rec.params_json = t.plan.params_json;
+  rec.started = Wall();
+  rec.host = options_.host;
+  rec.attempt = t.attempt;
+  rec.retry_of = t.retry_of;
+  rec.log_path = t.plan.ranks[0].log_path;
+  if (resume) {
+    Write(ResumeTrialRow{t.number});
+  } else {
+    Write(InsertTrialRow{rec});
+  }
+  std::string where = resume ? StrCat("to ", spec_.pruner.resource, " ", FormatShort(target, 6),
+                                      " on ", options_.host)
+                             : "on " + options_.host;
+  Write(EventRow{{Wall(), t.number,
+                  storage::EventKindName(resume ? EventKind::kTrialResumed
+                                                : EventKind::kTrialStarted),
+                  where}});
+  int number = t.number;
+  running_.emplace(number, std::move(t));
+  FlushRows(number);
+}
+
+// The gang: one process per rank, with torchrun's variables when the trial asked for GPUs.
+LaunchPlan StudyController::Impl::PlanLaunch(const Trial& t, double target, bool resume) const {
+  LaunchPlan p;
+  p.trial = t.number;
+  p.root = t.root;
+  p.attempt = t.attempt;
+  p.resume = resume;
+  p.config = t.config;
+  p.placement = t.plan.placement;
+  p.trial_dir = TrialDir(t.number);
+  p.checkpoint_dir = TrialDir(t.root) + "/checkpoint";
+  p.params_file = p.trial_dir + "/params.json";
+  p.params_json = ConfigToJson(t.config, &spec_.space);
+  p.workdir = spec_.trial.workdir;
+  std::map<std::string, std::string> builtins = {{"trial", std::to_string(t.number)},
+                                                 {"study", spec_.name},
+                                                 {"params_file", p.params_file},
+                                                 {"trial_dir", p.trial_dir}};
+  p.command = study::RenderTemplate(spec_.trial.command, t.config, builtins);
+  for (const ParamSpec& param : spec_.space.params())
+    p.clear_env.push_back(study::ParamEnvName(param.name));
+  for (const char* v : {env::kRank, env::kWorldSize, env::kLocalRank, env::kLocalWorldSize,
+                        env::kMasterAddr, env::kMasterPort, env::kResume, env::kStopAt})
+    p.clear_env.push_back(v);
+  auto common = TrialEnv(t, p, target, resume);
+  for (const auto& [name, value] : spec_.trial.env)
+    common.emplace_back(name, study::RenderTemplate(value, t.config, builtins));
+
+  const auto& ranks = p.placement.ranks;
+  const int world = static_cast<int>(ranks.size());
+  const bool gang = !ranks.empty() && !ranks[0].gpus.empty();
+  p.needs_master_port = gang;
+  // LOCAL_RANK and LOCAL_WORLD_SIZE count the gang's ranks on each node.
+  std::map<int, int> per_node, seen_on_node;
+  for (const RankPlacement& rp : ranks) per_node[rp.node]++;
+  bool any_gpus = false;
+  for (const ClusterNode& n : nodes_) any_gpus = any_gpus || !n.gpu_names.empty();
+  for (int r = 0; r < std::max(1, world); ++r) {
+    RankPlan rank;
+    rank.node = r < world ? ranks[r].node : 0;
+    rank.env = common;
+    if (gang) {
+      rank.env.emplace_back(env::kRank, std::to_string(r));
+      rank.env.emplace_back(env::kLocalRank, std::to_string(seen_on_node[rank.node]++));
+      rank.env.emplace_back(env::kWorldSize, std::to_string(world));
+      rank.env.emplace_back(env::kLocalWorldSize, std::to_string(per_node[rank.node]));
+      rank.env.emplace_back(env::kMasterAddr, nodes_[ranks[0].node].address);
+    }
+    if (gang || any_gpus) {
+      // A trial sees its own GPUs only (none when it asked for none).
+      std::vector<std::string> ids;
+      if (r < world)
+        for (int g : ranks[r].gpus) ids.push_back(nodes_[rank.node].gpu_names[g]);
+      rank.env.emplace_back(env::kCudaVisibleDevices, Join(ids, ","));
+    }
+    if (r < world && ranks[r].cpus > 0)
+      rank.env.emplace_back(env::kCpus, std::to_string(ranks[r].cpus));
+    rank.log_path = r == 0 ? p.trial_dir + "/output.log" : StrCat(p.trial_dir, "/rank-", r, ".log");
+    rank.log_header = StrCat("# hyperpack trial ", t.number, " (attempt ", t.attempt, ")",
+                             gang ? StrCat(", rank ", r, " of ", world) : std::string(),
+                             "\n# command: ", p.command, "\n");
+    p.ranks.push_back(std::move(rank));
+  }
+  return p;
+}
+
+// What every rank of a trial is told.
+std::vector<std::pair<std::string, std::string>> StudyController::Impl::TrialEnv(
+    const Trial& t, const LaunchPlan& p, double target, bool resume) const {
+  std::vector<std::pair<std::string, std::string>> e = {
+      // Python buffers a pipe's output until exit, which would hold back every metric line.
+      {env::kPythonUnbuffered, "1"},
+      {env::kStudy, spec_.name},
+      {env::kTrialId, std::to_string(t.number)},
+      {env::kAttempt, std::to_string(t.attempt)},
+      {env::kTrialDir, p.trial_dir},
+      {env::kParams, p.params_json},
+      {env::kParamsFile, p.params_file},
+      // Every attempt of a trial shares the first one's checkpoints, and a re-run resumes there.
+      {env::kCheckpointDir, p.checkpoint_dir},
+  };
+  if (t.attempt > 1 || resume) e.emplace_back(env::kResume, "1");
+  // In promote mode a trial trains to its rung, checkpoints and exits (hyperpack-trainer reads
+  // this; a command that does not is stopped when it reports the rung).
+  if (pruner_->pauses() && !resource_is_step_ && target < spec_.pruner.max_resource)
+    e.emplace_back(env::kStopAt, FormatShort(target, 12));
+  for (const auto& [name, value] : t.config)
+    e.emplace_back(study::ParamEnvName(name), FormatValue(value));
+  return e;
+}
+
+void StudyController::Impl::On(const TrialPersisted& e) {
+  auto it = running_.find(e.trial);
+  if (it == running_.end()) return;
+  Trial& t = it->second;
+  // Stopped (Ctrl-C, a storage error) while its row was being written: it never runs.
+  if (t.interrupted) return NeverRan(t, "interrupted before it started");
+  if (!e.status.ok()) {
+    t.interrupted = true;
+    return NeverRan(t, e.status.message());
+  }
+  for (Rank& r : t.ranks) r.launched = true;
+  out_.push_back(LaunchCmd{t.plan});
+  std::string where;
+  const auto& ranks = t.plan.placement.ranks;
+  if (!ranks.empty() && !ranks[0].gpus.empty()) {
+    std::vector<std::string> ids;
+    for (const auto& r : ranks)
+      for (int g : r.gpus) ids.push_back(nodes_[r.node].gpu_names[g]);
+    where = StrCat("  [", t.ranks.size(), " rank(s), GPUs ", Join(ids, ","), "]");
+  }
+  Tell(t.number, t.resumed_to ? StrCat("resumed from its checkpoint to ", spec_.pruner.resource,
+                                       " ", FormatShort(*t.resumed_to, 6), where)
+                              : StrCat("started  ", ParamsLine(t.config, spec_.space), where));
+  if (spec_.trial.timeout_s) {
+    t.deadline = now_ + *spec_.trial.timeout_s;
+    Wake(*t.deadline);
+  }
+}
+
+// A trial that cannot run on this cluster at all: recorded as infeasible without a process.
+void StudyController::Impl::NeverRuns(Queued q, const std::string& why) {
+  Trial t;
+  t.number = next_number_++;
+  t.config = std::move(q.config);
+  t.attempt = q.attempt;
+  t.retry_of = q.retry_of;
+  t.root = q.root.value_or(t.number);
+  t.started = now_;
+  t.ranks.resize(1);
+  t.ranks[0].exited = true;
+  t.ranks[0].exit = RankExit::Exited(3);
+  t.ranks[0].err_tail = why;
+  TrialRecord rec;
+  rec.study_id = options_.study_id;
+  rec.number = t.number;
+  rec.state = TrialState::kRunning;
+  rec.params_json = ConfigToJson(t.config, &spec_.space);
+  rec.started = Wall();
+  rec.host = options_.host;
+  rec.attempt = t.attempt;
+  rec.retry_of = t.retry_of;
+  Write(InsertTrialRow{rec});
+  int number = t.number;
+  running_.emplace(number, std::move(t));
+  Complete(number);
+}
+
+// None of its ranks was started.
+void StudyController::Impl::NeverRan(Trial& t, const std::string& why) {
+  for (Rank& r : t.ranks) {
+    r.exited = true;
+    r.exit = RankExit::NeverStarted();
+  }
+  t.ranks[t.failed_rank >= 0 ? t.failed_rank : 0].err_tail = why;
+  Complete(t.number);
+}
+
+void StudyController::Impl::On(const RankExited& e) {
+  auto it = running_.find(e.trial);
+  if (it == running_.end() || e.rank < 0 || e.rank >= static_cast<int>(it->second.ranks.size()))
+    return;
+  Trial& t = it->second;
+  Rank& r = t.ranks[e.rank];
+  if (r.exited) return;
+  r.exited = true;
+  r.exit = e.exit;
+  r.err_tail = e.exit.kind == RankExit::Kind::kLost ? "its node was lost" : e.err_tail;
+  if (!e.exit.ok() && t.failed_rank < 0 && !t.AllExited()) {
+    // One rank failed: the gang cannot finish without it.
+    t.failed_rank = e.rank;
+    Terminate(t);
+  }
+  if (t.AllExited()) Complete(t.number);
+}
+
+// SIGTERM to every rank still running, SIGKILL after the grace period.
+void StudyController::Impl::Terminate(Trial& t) {
+  bool any = false;
+  for (size_t r = 0; r < t.ranks.size(); ++r) {
+    if (!t.ranks[r].launched || t.ranks[r].exited) continue;
+    out_.push_back(SignalCmd{t.number, static_cast<int>(r), SignalKind::kTerminate});
+    any = true;
+  }
+  if (!any) return;
+  t.kill_at = now_ + options_.kill_grace_s;
+  Wake(*t.kill_at);
+}
+
+void StudyController::Impl::KillAll() {
+  for (auto& [n, t] : running_)
+    for (size_t r = 0; r < t.ranks.size(); ++r)
+      if (t.ranks[r].launched && !t.ranks[r].exited)
+        out_.push_back(SignalCmd{n, static_cast<int>(r), SignalKind::kKill});
+}
+
+// ---- Ended ------------------------------------------------------------------------------------
+
+void StudyController::Impl::Complete(int number) {
+  auto it = running_.find(number);
+  Trial t = std::move(it->second);
+  running_.erase(it);
+  if (t.job) scheduler_.Finish(t.job);
+  const double elapsed = now_ - t.started;
+  Ending e = Classify(t);
+  out_.push_back(CloseLogsCmd{t.number, StrCat("# trial ", t.number, " ",
+                                               storage::TrialStateName(e.record.state), " (",
+                                               e.how, ") after ", FormatDuration(elapsed), "\n")});
+  if (e.record.state == TrialState::kCompleted) durations_.push_back(elapsed);
+  const TrialRecord& rec = e.record;
+  Write(FinishTrialRow{rec});
+  Write(EventRow{{*rec.ended, rec.number,
+                  storage::EventKindName(rec.state == TrialState::kPaused
+                                             ? EventKind::kTrialPaused
+                                             : EventKind::kTrialFinished),
+                  StrCat(storage::TrialStateName(rec.state),
+                         rec.value ? " " + FormatDouble(*rec.value) : "",
+                         e.stopped_after.empty() ? "" : "; " + e.stopped_after)}});
+  Account(t, e, elapsed);
+  // Another pass: a slot is free (and a trial that could not even start completes inside Fill).
+  refill_ = true;
+}
+
+// How the trial ended, from its deciding rank and what the controller did to it.
+StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) const {
+  Ending e;
+  TrialRecord& rec = e.record;
+  rec.study_id = options_.study_id;
+  rec.number = t.number;
+  rec.ended = Wall();
+  int code = -1;
+  const Rank& d = t.Deciding();
+  const int index = t.failed_rank >= 0 ? t.failed_rank : 0;
+  std::string which = t.ranks.size() > 1 ? StrCat("rank ", index, ": ") : "";
+  switch (d.exit.kind) {
+    case RankExit::Kind::kExited:
+    case RankExit::Kind::kNeverStarted:
+      code = d.exit.code;
+      rec.exit_status = code;
+      e.how = d.exit.kind == RankExit::Kind::kNeverStarted && t.job ? "never started"
+                                                                     : StrCat(which, "exit ", code);
+      break;
+    case RankExit::Kind::kSignaled:
+      rec.exit_status = 128 + d.exit.code;
+      e.how = StrCat(which, "killed by signal ", d.exit.code, " (", strsignal(d.exit.code), ")");
+      break;
+    case RankExit::Kind::kLost:
+      e.how = StrCat(which, "node lost");
+      break;
+  }
+  const std::string tail = LastLines(d.err_tail, 20);
+  const std::string& metric = spec_.objective.metric;
+  // A pruner's decision stands whatever happened after it (the signal it sent, a lost node).
+  if (t.pausing || t.pruned) {
+    e.stopped_after = StrCat("stopped ", FormatShort(1000 * (now_ - t.decided), 3),
+                             " ms after the deciding report");
+    e.how = t.pausing ? "paused" : "pruned";
+  }
+  if (t.pausing || t.pruned) {
+    rec.state = t.pausing ? TrialState::kPaused : TrialState::kPruned;
+    rec.error = t.prune_reason;
+  } else if (d.exit.kind == RankExit::Kind::kLost && !t.interrupted) {
+    bool again = t.attempt < spec_.budget.max_attempts;
+    rec.state = again ? TrialState::kNodeLost : TrialState::kFailed;
+    rec.error = again ? StrCat("node lost; it runs again (attempt ", t.attempt + 1, " of ",
+                               spec_.budget.max_attempts, ")")
+                      : StrCat("node lost on each of its ", t.attempt, " attempts");
+    e.how = "node lost";
+  } else if (t.interrupted) {
+    rec.state = TrialState::kInterrupted;
+    rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";
+  } else if (t.timed_out) {
+    rec.state = TrialState::kTimeout;
+    rec.error = StrCat("killed after the timeout of ", FormatDuration(*spec_.trial.timeout_s));
+  } else if (code == 0 && t.objective && std::isfinite(*t.objective)) {
+    rec.state = TrialState::kCompleted;
+    rec.value = t.objective;
+  } else if (code == 0) {
+    rec.state = TrialState::kFailed;
+    rec.error = t.objective ? StrCat("the objective ", metric, " is ", FormatDouble(*t.objective))
+                            : StrCat("exited 0 but never reported '", metric,
+                                     "'; print a line such as {\"", metric, "\": 0.9}");
+  } else if (code == 3) {
+    rec.state = TrialState::kInfeasible;
+    rec.error = tail.empty() ? "exit 3: this configuration cannot run" : tail;
+  } else {
+    rec.state = TrialState::kFailed;
+    rec.error = tail.empty() ? e.how : StrCat(e.how, ": ", tail);
+  }
+  if (t.objective && rec.state != TrialState::kCompleted && std::isfinite(*t.objective))
+    rec.value = t.objective;
+  return e;
+}
+
+// Learn, count, tell.
+void StudyController::Impl::Account(const Trial& t, const Ending& e, double elapsed) {
+  const TrialRecord& rec = e.record;
+  std::string line;
+  if (rec.state == TrialState::kInterrupted) {
+    ++summary_.interrupted;
+    retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
+    line = "interrupted";
+  } else if (rec.state == TrialState::kNodeLost) {
+    // Requeued at once, ahead of new proposals, to resume from its checkpoints.
+    retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
+    line = "lost with its node; requeued";
+  } else if (rec.state == TrialState::kPaused) {
+    line = StrCat("paused at ", spec_.pruner.resource, " ", FormatShort(t.resource, 6), "  ",
+                  spec_.objective.metric, "=", rec.value ? FormatShort(*rec.value, 6) : "?",
+                  "  (", e.stopped_after, ")");
+    PausedFor(t.root, {t.number, t.config, t.attempt, t.retry_of, t.root, t.resource, rec.value});
+  } else {
+    line = LearnFinished(t, e);
+  }
+  Tell(t.number, StrCat(line, "  [", FormatDuration(elapsed), "]"));
+  if (failed_this_run_ >= spec_.budget.max_failed && !stopping_) {
+    StopLaunching(StopReason::kTooManyFailed);
+    summary_.exit_code = 1;
+    Say(StrCat("stopping: ", failed_this_run_, " trials failed in this run (budget.max_failed = ",
+               spec_.budget.max_failed, "); see the logs under ", options_.log_root));
+  }
+}
+
+// A trial that ended for good: the pruner and the tuner learn it, and it is counted.
+std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e) {
+  const TrialRecord& rec = e.record;
+  const std::string& metric = spec_.objective.metric;
+  ++finished_;
+  pruner_->End(t.root, rec.state == TrialState::kCompleted);
+  Journal(storage::JournalKind::kEnd, t.root, 0, 0, rec.state == TrialState::kCompleted);
+  tuner::TrialOutcome o;
+  o.config = t.config;
+  o.value = rec.value;
+  bool learn = true;
+  std::string line;
+  switch (rec.state) {
+    case TrialState::kPruned:
+      o.kind = tuner::TrialOutcome::Kind::kPruned;
+      o.resource = t.resource;
+      // Its value at the rung that stopped it is learnt already.
+      learn = !t.rung_observed && rec.value.has_value();
+      ++summary_.pruned;
+      line = StrCat("pruned at ", spec_.pruner.resource, " ", FormatShort(t.resource, 6), "  ",
+                    metric, "=", rec.value ? FormatShort(*rec.value, 6) : "?", "  (",
+                    e.stopped_after, ")");
+      break;
+    case TrialState::kCompleted: {
+      o.kind = tuner::TrialOutcome::Kind::kCompleted;
+      ++summary_.completed;
+      bool is_best = !best_ || spec_.objective.Better(*rec.value, *best_);
+      if (is_best) {
+        best_ = rec.value;
+        best_trial_ = t.number;
+      }
+      line = StrCat("completed  ", metric, "=", FormatShort(*rec.value, 6),
+                    is_best ? "  (best so far)" : "");
+      break;
+    }
+    case TrialState::kInfeasible:
+      o.kind = tuner::TrialOutcome::Kind::kInfeasible;
+      ++summary_.infeasible;
+      line = "infeasible (exit 3)";
+      break;
+    default:
+      o.kind = tuner::TrialOutcome::Kind::kFailed;
+      ++summary_.failed;
+      ++failed_this_run_;
+      line = StrCat(storage::TrialStateName(rec.state), " (", e.how, "): ", LastLines(rec.error, 1));
+      break;
+  }
+  if (learn) Observe(std::move(o));
+  return line;
+}
+
+}  // namespace hyperpack::scheduler

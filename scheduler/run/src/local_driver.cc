@@ -1,0 +1,423 @@
+// The live driver of a StudyController: turns Asio, processes and SQLite into the controller's
+// events, and its commands back into them. It decides nothing.
+//
+// Threads: every member is touched on the io thread, except the tuner (on a strand of the pool,
+// in order) and the Storage (on the StorageWriter's thread). Opening and claiming the study, and
+// closing the writer at the end, run on the pool and post their results back, so the io thread
+// (hyperpack serve's only one) never waits on SQLite or a join.
+#include <signal.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <list>
+#include <map>
+
+#include "hyperpack/scheduler/executor.h"
+#include "hyperpack/env_vars.h"
+#include "hyperpack/host.h"
+#include "hyperpack/scheduler/runner.h"
+#include "hyperpack/text.h"
+#include "storage_writer.h"
+#include "hyperpack/scheduler/study_run.h"
+#include "study_store.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kStderrTail = 4096;
+
+// What the driver keeps of a launched trial: its ranks' logs and stderr tails.
+struct TrialFiles {
+  std::vector<std::ofstream> logs;
+  std::vector<std::string> err_tails;
+  std::string checkpoint_dir;
+};
+
+class LocalDriver : public StudyRun {
+ public:
+  LocalDriver(const study::StudySpec& spec, const RunOptions& options, asio::io_context& io,
+              asio::thread_pool& pool, std::vector<ClusterNode> nodes, Executor* executor)
+      : spec_(spec),
+        options_(options),
+        out_(options.out ? *options.out : std::cout),
+        io_(io),
+        pool_(pool),
+        tuner_strand_(asio::make_strand(pool)),
+        signals_(io),
+        ticker_(io),
+        nodes_(std::move(nodes)) {
+    Executor::Callbacks cb{
+        [this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
+        [this](RankId id, RankExit exit) { OnExit(id, exit); }};
+    if (executor) {
+      executor_ = executor;
+      executor_->SetCallbacks(cb);
+    } else {
+      own_executor_ = MakeLocalExecutor(io_, cb);
+      executor_ = own_executor_.get();
+    }
+  }
+
+  Status Begin(std::function<void(Result<RunSummary>)> on_done) override {
+    // Bad pruner settings are refused before anything is stored.
+    HP_RETURN_IF_ERROR(tuner::MakePruner(PrunerOptionsFor(spec_)).status());
+    on_done_ = std::move(on_done);
+    start_ = Clock::now();
+    wall_start_ = WallNow();
+    work_.emplace(io_.get_executor());
+    if (options_.handle_signals) {
+      signals_.add(SIGINT);
+      signals_.add(SIGTERM);
+      WaitSignal();
+    }
+    asio::post(pool_, [this] {
+      auto prepared = std::make_shared<Result<PreparedStudy>>(Prepare());
+      asio::post(io_, [this, prepared] { OnPrepared(std::move(*prepared)); });
+    });
+    return Status::Ok();
+  }
+
+  void AddNode(const ClusterNode& n) override {
+    if (!controller_) return nodes_.push_back(n);
+    Feed(NodeJoined{n});
+  }
+  void RemoveNode(int index) override {
+    if (controller_) return Feed(NodeLost{index});
+    if (index >= 0 && index < static_cast<int>(nodes_.size()))
+      nodes_[index].node.gpus = nodes_[index].node.cpus = 0;
+  }
+  void Interrupt() override { OnSignal(SIGTERM); }
+
+ private:
+  // ---- Start and end (storage work on the pool) ----
+  Result<PreparedStudy> Prepare() {
+    HP_ASSIGN_OR_RETURN(PreparedStudy p,
+                        PrepareStudy(spec_, options_.storage_path, options_.log_dir));
+    auto tuner = tuner::MakeTuner(spec_.space, TunerOptionsFor(spec_, p.seed));
+    if (!tuner.ok()) {
+      (void)p.db->SetRunner(p.study_id, std::nullopt, "");
+      return tuner.status();
+    }
+    tuner_ = std::move(*tuner);
+    for (const tuner::TrialOutcome& o : p.warm) tuner_->Observe(o);
+    return p;
+  }
+
+  void OnPrepared(Result<PreparedStudy> prepared) {
+    if (!prepared.ok()) return Done(prepared.status());
+    PreparedStudy& p = *prepared;
+    study_id_ = p.study_id;
+    writer_ = std::make_unique<StorageWriter>(std::move(p.db), [this](Status s) {
+      asio::post(io_, [this, s] {
+        if (storage_error_.ok()) storage_error_ = s;
+        Feed(StorageFailed{s});
+      });
+    });
+    ControllerOptions co;
+    co.study_id = p.study_id;
+    co.max_trials = options_.max_trials.value_or(spec_.budget.max_trials);
+    co.max_parallel = options_.max_parallel.value_or(spec_.budget.max_parallel);
+    co.kill_grace_s = options_.kill_grace_s;
+    co.wall_start = wall_start_;
+    co.host = HostName();
+    co.log_root = p.log_root;
+    co.nodes = nodes_;
+    co.start_note = p.warm_note;
+    co.storage_path = options_.storage_path;
+    auto controller = StudyController::Make(spec_, co);
+    auto first = controller.ok() ? (*controller)->Start(p.stored, Now())
+                                 : Result<std::vector<Command>>(controller.status());
+    if (!first.ok()) {
+      writer_->Post([id = p.study_id](storage::Storage& db) {
+        return db.SetRunner(id, std::nullopt, "");
+      });
+      return Close(first.status());
+    }
+    controller_ = std::move(*controller);
+    Perform(std::move(*first));
+    if (options_.progress == RunOptions::Progress::kLine && !done_) Tick();
+    if (interrupted_early_ && !done_) Feed(scheduler::Interrupt{false});
+  }
+
+  // The controller has finished: the writer is closed on the tuner's strand (after every
+  // observation still queued there), and the run's result is handed back on the io thread.
+  void Close(Result<RunSummary> result) {
+    done_ = true;
+    for (auto& timer : wakes_) timer->cancel();
+    wakes_.clear();
+    signals_.cancel();
+    ticker_.cancel();
+    if (own_executor_) own_executor_->Shutdown();
+    asio::post(tuner_strand_, [this, result = std::move(result)]() mutable {
+      writer_->Close();
+      asio::post(io_, [this, result = std::move(result)]() mutable {
+        if (result.ok() && !storage_error_.ok()) result = storage_error_;
+        Done(std::move(result));
+      });
+    });
+  }
+
+  void Done(Result<RunSummary> result) {
+    done_ = true;
+    signals_.cancel();
+    ticker_.cancel();
+    if (own_executor_) own_executor_->Shutdown();
+    ClearStatusLine();
+    if (result.ok()) PrintSummary(*result);
+    work_.reset();
+    if (on_done_) on_done_(std::move(result));
+  }
+
+  // ---- Events in ----
+  double Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  // Events are handled one at a time: one that a command raises waits for the rest of its batch.
+  void Feed(EventPayload payload) {
+    if (!controller_) return;
+    inbox_.push_back(std::move(payload));
+    if (feeding_) return;
+    feeding_ = true;
+    while (!inbox_.empty() && !done_) {
+      EventPayload next = std::move(inbox_.front());
+      inbox_.pop_front();
+      Perform(controller_->Handle({Now(), std::move(next)}));
+    }
+    inbox_.clear();
+    feeding_ = false;
+  }
+
+  void OnLine(RankId id, bool is_err, const std::string& line) {
+    auto it = files_.find(id.trial);
+    if (it == files_.end() || id.rank >= static_cast<int>(it->second.logs.size())) return;
+    TrialFiles& f = it->second;
+    f.logs[id.rank] << line << "\n";
+    if (is_err) {
+      std::string& tail = f.err_tails[id.rank];
+      tail += line;
+      tail += '\n';
+      if (tail.size() > kStderrTail) tail.erase(0, tail.size() - kStderrTail);
+      return;
+    }
+    if (id.rank != 0) return;  // rank 0's metrics are the trial's
+    auto m = ParseMetricLine(line);
+    if (!m) return;
+    bool checkpoint = controller_->pauses() && FolderHoldsSomething(f.checkpoint_dir);
+    Feed(MetricReport{id.trial, std::move(*m), checkpoint});
+  }
+
+  void OnExit(RankId id, RankExit exit) {
+    std::string tail;
+    auto it = files_.find(id.trial);
+    if (it != files_.end() && id.rank < static_cast<int>(it->second.err_tails.size()))
+      tail = it->second.err_tails[id.rank];
+    Feed(RankExited{id.trial, id.rank, exit, tail});
+  }
+
+  void WaitSignal() {
+    signals_.async_wait([this](boost::system::error_code ec, int sig) {
+      if (ec || done_) return;
+      OnSignal(sig);
+      if (!done_) WaitSignal();
+    });
+  }
+
+  void OnSignal(int sig) {
+    if (done_) return;
+    if (!controller_) {
+      interrupted_early_ = true;  // handed on once the study is prepared
+      return;
+    }
+    Feed(scheduler::Interrupt{sig == SIGINT});
+  }
+
+  // ---- Commands out ----
+  void Perform(std::vector<Command> commands) {
+    for (Command& c : commands) std::visit([this](auto& cmd) { Do(cmd); }, c);
+  }
+
+  void Do(ProposeCmd& c) {
+    asio::post(tuner_strand_, [this, n = c.n, pending = std::move(c.pending)] {
+      auto proposals = std::make_shared<Result<std::vector<Config>>>(tuner_->Propose(n, pending));
+      asio::post(io_, [this, proposals] { Feed(ProposalsReady{std::move(*proposals)}); });
+    });
+  }
+  void Do(ObserveCmd& c) {
+    asio::post(tuner_strand_, [this, o = std::move(c.outcome)] { tuner_->Observe(o); });
+  }
+  void Do(WriteCmd& c) {
+    StorageWriter::Op op = [id = study_id_, rows = std::move(c.rows)](storage::Storage& db) {
+      return ApplyRows(db, id, rows);
+    };
+    if (!c.ack) return writer_->Post(std::move(op));
+    writer_->PostThen(std::move(op), [this, trial = *c.ack](const Status& s) {
+      asio::post(io_, [this, trial, s] { Feed(TrialPersisted{trial, s}); });
+    });
+  }
+  void Do(LaunchCmd& c) { Launch(c.plan); }
+  void Do(SignalCmd& c) {
+    executor_->Signal({c.trial, c.rank}, c.kind == SignalKind::kKill ? SIGKILL : SIGTERM);
+  }
+  void Do(WakeCmd& c) {
+    auto timer = std::make_shared<asio::steady_timer>(io_);
+    timer->expires_at(start_ + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(c.at)));
+    wakes_.push_back(timer);
+    timer->async_wait([this, timer](boost::system::error_code ec) {
+      if (ec || done_) return;
+      wakes_.remove(timer);
+      Feed(scheduler::Tick{});
+    });
+  }
+  void Do(SayCmd& c) { Print(c.text); }
+  void Do(CloseLogsCmd& c) {
+    auto it = files_.find(c.trial);
+    if (it == files_.end()) return;
+    for (std::ofstream& log : it->second.logs)
+      if (log.is_open()) log << c.footer;
+    files_.erase(it);
+  }
+  void Do(FinishCmd& c) { Close(c.summary); }
+
+  // Its folder, its parameters file and its ranks' logs, then the processes.
+  void Launch(const LaunchPlan& plan) {
+    std::error_code ec;
+    fs::create_directories(plan.trial_dir, ec);
+    std::ofstream(plan.params_file) << plan.params_json << "\n";
+    TrialFiles& f = files_[plan.trial];
+    f.checkpoint_dir = plan.checkpoint_dir;
+    f.err_tails.resize(plan.ranks.size());
+    std::map<std::string, std::string> base;
+    for (const std::string& kv : CurrentEnvironment()) {
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) base[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    for (const std::string& name : plan.clear_env) base.erase(name);
+    if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+      const RankPlan& rank = plan.ranks[r];
+      f.logs.emplace_back(rank.log_path, std::ios::app);
+      f.logs.back() << rank.log_header;
+      std::map<std::string, std::string> env = base;
+      for (const auto& [k, v] : rank.env) env[k] = v;
+      SpawnRequest req;
+      req.command = plan.command;
+      req.workdir = plan.workdir;
+      for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
+      Status s = executor_->Start({plan.trial, static_cast<int>(r)}, rank.node, req);
+      if (s.ok()) continue;
+      // This rank and the ones after it never start.
+      for (size_t rest = r; rest < plan.ranks.size(); ++rest)
+        Feed(RankExited{plan.trial, static_cast<int>(rest), RankExit::NeverStarted(),
+                        rest == r ? s.message() : std::string()});
+      return;
+    }
+  }
+
+  // ---- What people see ----
+  std::string Elapsed() const {
+    auto s = static_cast<int64_t>(Now());
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+    return buf;
+  }
+
+  void Print(const std::string& text) {
+    if (options_.on_progress) return options_.on_progress(StrCat("[", Elapsed(), "] ", text));
+    if (options_.progress == RunOptions::Progress::kQuiet) return;
+    if (options_.progress == RunOptions::Progress::kLine) {
+      out_ << "\r\033[K[" << Elapsed() << "] " << text << "\n" << StatusLine() << std::flush;
+      line_shown_ = true;
+      return;
+    }
+    out_ << "[" << Elapsed() << "] " << text << std::endl;
+  }
+
+  std::string StatusLine() const {
+    return StrCat("[", Elapsed(), "] ", controller_ ? controller_->StatusLine() : "starting");
+  }
+
+  void ClearStatusLine() {
+    if (line_shown_) out_ << "\r\033[K" << std::flush;
+    line_shown_ = false;
+  }
+
+  void Tick() {
+    out_ << "\r\033[K" << StatusLine() << std::flush;
+    line_shown_ = true;
+    ticker_.expires_after(std::chrono::seconds(1));
+    ticker_.async_wait([this](boost::system::error_code ec) {
+      if (!ec && !done_) Tick();
+    });
+  }
+
+  void PrintSummary(const RunSummary& summary) {
+    std::string text = FormatSummary(summary, spec_.objective.metric);
+    if (!options_.on_progress) {
+      out_ << text;
+      return;
+    }
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) options_.on_progress(line);
+  }
+
+  study::StudySpec spec_;
+  RunOptions options_;
+  std::ostream& out_;
+  asio::io_context& io_;
+  asio::thread_pool& pool_;
+  asio::strand<asio::thread_pool::executor_type> tuner_strand_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  asio::signal_set signals_;
+  asio::steady_timer ticker_;
+  std::list<std::shared_ptr<asio::steady_timer>> wakes_;
+  std::vector<ClusterNode> nodes_;  // until the controller takes them
+  std::unique_ptr<Executor> own_executor_;
+  Executor* executor_ = nullptr;
+  std::unique_ptr<tuner::Tuner> tuner_;  // on tuner_strand_ only, once prepared
+  std::unique_ptr<StorageWriter> writer_;
+  std::unique_ptr<StudyController> controller_;
+  std::map<int, TrialFiles> files_;
+  std::deque<EventPayload> inbox_;
+  std::function<void(Result<RunSummary>)> on_done_;
+  Clock::time_point start_;
+  double wall_start_ = 0;
+  int64_t study_id_ = 0;
+  Status storage_error_;
+  bool feeding_ = false;
+  bool done_ = false;
+  bool interrupted_early_ = false;
+  bool line_shown_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<StudyRun> MakeStudyRun(const study::StudySpec& spec, const RunOptions& options,
+                                       asio::io_context& io, asio::thread_pool& pool,
+                                       std::vector<ClusterNode> nodes, Executor* executor) {
+  return std::make_unique<LocalDriver>(spec, options, io, pool, std::move(nodes), executor);
+}
+
+Result<RunSummary> RunStudy(const study::StudySpec& spec, const RunOptions& options) {
+  asio::io_context io;
+  asio::thread_pool pool(2);
+  LocalNode local = options.node ? *options.node : DetectLocalNode();
+  std::vector<ClusterNode> nodes = {
+      {{local.name, static_cast<int>(local.gpus.size()), local.cpus}, local.gpus, "127.0.0.1"}};
+  LocalDriver driver(spec, options, io, pool, std::move(nodes), nullptr);
+  Result<RunSummary> result = Status::Internal("the run ended without a result");
+  HP_RETURN_IF_ERROR(driver.Begin([&](Result<RunSummary> r) { result = std::move(r); }));
+  io.run();
+  pool.join();
+  return result;
+}
+
+}  // namespace hyperpack::scheduler

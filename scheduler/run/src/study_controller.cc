@@ -1,0 +1,468 @@
+// Events in, scheduling (budget, proposals, placement) and how a run ends. A trial's own life is in
+// controller_trials.cc; reports, the pruner and the replay in controller_pruning.cc.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "controller_impl.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::scheduler {
+
+using storage::EventKind;
+
+const char* StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kNone:
+      return "";
+    case StopReason::kBudgetReached:
+      return "budget reached";
+    case StopReason::kSearchSpaceExhausted:
+      return "search space exhausted";
+    case StopReason::kTimeLimit:
+      return "time limit";
+    case StopReason::kTooManyFailed:
+      return "too many failed trials";
+    case StopReason::kInterrupted:
+      return "interrupted";
+    case StopReason::kTunerError:
+      return "tuner error";
+    case StopReason::kStorageError:
+      return "storage error";
+  }
+  return "";
+}
+
+RankExit RankExit::FromWaitStatus(int status) {
+  if (WIFSIGNALED(status)) return Signaled(WTERMSIG(status));
+  return Exited(WEXITSTATUS(status));
+}
+
+tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed) {
+  tuner::TunerOptions o;
+  o.algorithm = spec.tuner.algorithm;
+  o.seed = seed;
+  o.maximize = spec.objective.direction == study::Direction::kMaximize;
+  o.initial_trials = spec.tuner.initial_trials;
+  o.acquisition = spec.tuner.acquisition;
+  return o;
+}
+
+tuner::PrunerOptions PrunerOptionsFor(const study::StudySpec& spec) {
+  tuner::PrunerOptions o;
+  o.algorithm = spec.pruner.algorithm;
+  o.min_resource = spec.pruner.min_resource;
+  o.max_resource = spec.pruner.max_resource;
+  o.reduction_factor = spec.pruner.reduction_factor;
+  o.mode = spec.pruner.mode;
+  o.warmup_steps = spec.pruner.warmup_steps;
+  o.startup_trials = spec.pruner.startup_trials;
+  o.maximize = spec.objective.direction == study::Direction::kMaximize;
+  return o;
+}
+
+// ---- The public face --------------------------------------------------------------------------
+
+Result<std::unique_ptr<StudyController>> StudyController::Make(const study::StudySpec& spec,
+                                                               ControllerOptions options) {
+  HP_ASSIGN_OR_RETURN(std::unique_ptr<tuner::Pruner> pruner,
+                      tuner::MakePruner(PrunerOptionsFor(spec)));
+  auto impl = std::make_unique<Impl>(spec, std::move(options), std::move(pruner));
+  return std::unique_ptr<StudyController>(new StudyController(std::move(impl)));
+}
+
+StudyController::StudyController(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+StudyController::~StudyController() = default;
+
+Result<std::vector<Command>> StudyController::Start(const StoredStudy& stored, double now) {
+  return impl_->Start(stored, now);
+}
+std::vector<Command> StudyController::Handle(const Event& event) { return impl_->Handle(event); }
+std::string StudyController::StatusLine() const { return impl_->StatusLine(); }
+bool StudyController::pauses() const { return impl_->pauses(); }
+bool StudyController::done() const { return impl_->done(); }
+ControllerState StudyController::State() const { return impl_->State(); }
+
+// ---- Events in ----------------------------------------------------------------------------------
+
+namespace {
+std::vector<Node> NodesOf(const std::vector<ClusterNode>& nodes) {
+  std::vector<Node> out;
+  for (const ClusterNode& n : nodes) out.push_back(n.node);
+  return out;
+}
+}  // namespace
+
+StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions options,
+                            std::unique_ptr<tuner::Pruner> pruner)
+    : spec_(spec),
+      options_(std::move(options)),
+      pruner_(std::move(pruner)),
+      resource_is_step_(spec.pruner.resource == "step"),
+      ladder_(pruner_->Rungs()),
+      cluster_(NodesOf(options_.nodes)),
+      scheduler_(&cluster_, Policy::kBestFit),
+      nodes_(options_.nodes) {
+  summary_.study = spec_.name;
+  summary_.max_trials = options_.max_trials;
+}
+
+Result<std::vector<Command>> StudyController::Impl::Start(const StoredStudy& stored,
+                                                           double now) {
+  now_ = now;
+  out_.clear();
+  HP_RETURN_IF_ERROR(Replay(stored));
+  Say(StartLine());
+  if (spec_.budget.time_limit_s) Wake(*spec_.budget.time_limit_s);
+  refill_ = true;
+  Settle();
+  FlushRows();
+  return std::move(out_);
+}
+
+std::vector<Command> StudyController::Impl::Handle(const Event& event) {
+  out_.clear();
+  if (done_) return {};
+  now_ = std::max(now_, event.now);
+  CheckDeadlines();
+  std::visit([this](const auto& payload) { On(payload); }, event.what);
+  Settle();
+  FlushRows();
+  return std::move(out_);
+}
+
+void StudyController::Impl::On(const ProposalsReady& e) {
+  proposing_ = false;
+  if (stopping_) return;
+  if (!e.configs.ok()) {
+    StopLaunching(StopReason::kTunerError);
+    Say("tuner error: " + e.configs.status().message());
+    summary_.exit_code = 1;
+    return;
+  }
+  if (e.configs->empty() && running_.empty() && retries_.empty() && waiting_.empty()) {
+    StopLaunching(StopReason::kSearchSpaceExhausted);
+    Say("every configuration of the search space has been tried");
+    return;
+  }
+  // Slots may have been taken by re-runs meanwhile; extra proposals are dropped.
+  int free = Free();
+  for (const Config& c : *e.configs) {
+    if (free-- <= 0) break;
+    Enqueue({c, 1, std::nullopt, std::nullopt, std::nullopt});
+  }
+  refill_ = true;
+}
+
+void StudyController::Impl::On(const NodeJoined& e) {
+  cluster_.AddNode(e.node.node);
+  nodes_.push_back(e.node);
+  refill_ = true;
+}
+
+// Nothing more is placed there; its ranks are reported lost by the driver.
+void StudyController::Impl::On(const NodeLost& e) {
+  if (e.node >= 0 && e.node < static_cast<int>(nodes_.size())) cluster_.RemoveNode(e.node);
+}
+
+// The first: running trials are stopped (and run again when the study resumes). The second: what
+// is left is killed at once.
+void StudyController::Impl::On(const Interrupt& e) {
+  if (interrupts_++ > 0) return KillAll();
+  StopLaunching(StopReason::kInterrupted);
+  summary_.exit_code = 130;
+  Say(StrCat("\n", e.ctrl_c ? "Ctrl-C" : "SIGTERM", ": stopping ", running_.size(),
+             " running trials (again to kill them at once); resume with the same command"));
+  for (auto& [n, t] : running_) {
+    t.interrupted = true;
+    Terminate(t);
+  }
+}
+
+void StudyController::Impl::On(const StorageFailed& e) {
+  if (storage_failed_) return;
+  storage_failed_ = true;
+  Say("storage error: " + e.status.message() + "; stopping the study");
+  StopLaunching(StopReason::kStorageError);
+  summary_.exit_code = 1;
+  for (auto& [n, t] : running_) {
+    t.interrupted = true;
+    Terminate(t);
+  }
+}
+
+// Trial timeouts, the SIGKILL after a SIGTERM's grace, and the study's time limit.
+void StudyController::Impl::CheckDeadlines() {
+  if (spec_.budget.time_limit_s && now_ + 1e-9 >= *spec_.budget.time_limit_s && !stopping_) {
+    StopLaunching(StopReason::kTimeLimit);
+    Log(std::nullopt, EventKind::kTimeLimit,
+        StrCat("time limit ", FormatDuration(*spec_.budget.time_limit_s), " reached; waiting for ",
+               running_.size(), " running trials"));
+  }
+  for (auto& [n, t] : running_) {
+    if (t.deadline && now_ + 1e-9 >= *t.deadline && !t.AllExited()) {
+      t.deadline.reset();
+      t.timed_out = true;
+      Terminate(t);
+    }
+    if (t.kill_at && now_ + 1e-9 >= *t.kill_at) {
+      t.kill_at.reset();
+      for (size_t r = 0; r < t.ranks.size(); ++r)
+        if (t.ranks[r].launched && !t.ranks[r].exited)
+          out_.push_back(SignalCmd{n, static_cast<int>(r), SignalKind::kKill});
+    }
+  }
+}
+
+// ---- Scheduling ---------------------------------------------------------------------------------
+
+int StudyController::Impl::Busy() const {
+  return static_cast<int>(running_.size() + waiting_.size());
+}
+
+// Room for new trials. Paused trials count against the budget: they are configurations started,
+// and a promotion takes no more of it.
+int StudyController::Impl::Free() const {
+  int by_parallel = options_.max_parallel - Busy();
+  int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
+  return std::max(0, std::min(by_parallel, by_budget));
+}
+
+// Whatever an event freed is filled; a trial that cannot run at all completes at once and asks
+// for another pass.
+void StudyController::Impl::Settle() {
+  if (settling_) return;
+  settling_ = true;
+  for (int passes = 0; refill_ && !done_ && passes < 10000; ++passes) {
+    refill_ = false;
+    Fill();
+  }
+  if (!done_) MaybeFinish();
+  settling_ = false;
+}
+
+// Re-runs, then promotions (ASHA's rule: they go before new trials), then new proposals, then a
+// scheduling pass.
+void StudyController::Impl::Fill() {
+  if (stopping_) return;
+  int free = Free();
+  while (free > 0 && !retries_.empty()) {
+    Queued q = std::move(retries_.front());
+    retries_.pop_front();
+    Enqueue(std::move(q));
+    --free;
+  }
+  if (pruner_->pauses()) {
+    PromoteWhatThePrunerAllows();
+    free = Free();
+  }
+  // New proposals only while nothing waits for room: a proposal made now is better informed than
+  // one that would sit in the queue.
+  if (free > 0 && !proposing_ && scheduler_.waiting() == 0) {
+    proposing_ = true;
+    ProposeCmd p{free, {}};
+    for (const auto& [n, t] : running_) p.pending.push_back(t.config);
+    for (const auto& [id, q] : waiting_) p.pending.push_back(q.config);
+    out_.push_back(std::move(p));
+  }
+  Dispatch();
+}
+
+// Promotions need a slot, not budget.
+void StudyController::Impl::PromoteWhatThePrunerAllows() {
+  for (int slots = options_.max_parallel - Busy(); slots > 0; --slots) {
+    auto p = pruner_->NextPromotion();
+    if (!p) break;
+    Journal(storage::JournalKind::kPromoted, p->trial, p->target);
+    auto it = paused_.find(p->trial);
+    if (it == paused_.end()) {
+      promoted_early_[p->trial] = p->target;  // still stopping; queued once it has
+      continue;
+    }
+    Paused paused = std::move(it->second);
+    paused_.erase(it);
+    Promote(paused, p->target);
+  }
+}
+
+// What one trial needs: resources.gpus G makes a gang of G ranks with a GPU each (launched with
+// torchrun's variables); otherwise one process with resources.cpus CPU slots. Without resources a
+// trial takes no slot and only max_parallel bounds it.
+Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
+  Demand d{1, 0, 0};
+  auto count = [&](const Expression& e, const char* key) -> Result<int> {
+    HP_ASSIGN_OR_RETURN(double v, e.Evaluate(config));
+    if (v < 0 || v != std::floor(v) || v > 1e6)
+      return Status::Invalid("resources.", key, " = ", e.text(), " is ", FormatDouble(v),
+                             "; expected a whole number >= 0");
+    return static_cast<int>(v);
+  };
+  int gpus = 0;
+  if (spec_.resources.gpus) {
+    HP_ASSIGN_OR_RETURN(gpus, count(*spec_.resources.gpus, "gpus"));
+    if (gpus > 0) d = Demand{gpus, 1, 0};
+  }
+  if (spec_.resources.cpus) {
+    HP_ASSIGN_OR_RETURN(int cpus, count(*spec_.resources.cpus, "cpus"));
+    d.cpus_per_rank = gpus > 0 ? (cpus + gpus - 1) / gpus : cpus;
+  }
+  return d;
+}
+
+void StudyController::Impl::Enqueue(Queued q) {
+  auto demand = DemandFor(q.config);
+  Job job;
+  job.id = ++jobs_;
+  // Promotions, then re-runs, before new proposals.
+  job.priority = q.promoted ? 2 : q.attempt > 1 ? 1 : 0;
+  job.submit = now_;
+  job.estimate = EstimateSeconds();
+  Status s = demand.ok() ? Status::Ok() : demand.status();
+  if (demand.ok()) {
+    job.demand = *demand;
+    s = scheduler_.Submit(job);
+  }
+  // It can never run here: the tuner learns it as infeasible.
+  if (!s.ok()) return NeverRuns(std::move(q), s.message());
+  waiting_.emplace(job.id, std::move(q));
+}
+
+// The median duration of this run's completed trials: the scheduler's estimate for backfill.
+double StudyController::Impl::EstimateSeconds() const {
+  if (durations_.empty()) return spec_.trial.timeout_s.value_or(0.0);
+  std::vector<double> d = durations_;
+  std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+  return d[d.size() / 2];
+}
+
+void StudyController::Impl::Dispatch() {
+  if (stopping_) return;
+  for (auto& started : scheduler_.Schedule(now_)) {
+    auto it = waiting_.find(started.job.id);
+    Queued q = std::move(it->second);
+    waiting_.erase(it);
+    Launch(std::move(q), started.job.id, std::move(started.placement));
+  }
+}
+
+// ---- How a run ends ---------------------------------------------------------------------------
+
+void StudyController::Impl::StopLaunching(StopReason reason) {
+  if (stopping_) return;
+  stopping_ = true;
+  summary_.reason = reason;
+  summary_.stop_reason = StopReasonName(reason);
+  // Nothing that waits for room starts now (the run would otherwise wait for it for ever). A
+  // promoted trial stays paused; new and re-run trials had no row yet.
+  for (auto& [job, q] : waiting_) {
+    scheduler_.Cancel(job);
+    if (q.promoted) paused_[q.promoted->root] = std::move(*q.promoted);
+  }
+  waiting_.clear();
+}
+
+void StudyController::Impl::MaybeFinish() {
+  if (done_ || !running_.empty() || proposing_ || !waiting_.empty()) return;
+  if (!stopping_ && Free() > 0) return;
+  if (!stopping_ && ForcePromotionAtTheEnd()) return;
+  if (!stopping_) StopLaunching(StopReason::kBudgetReached);
+  // Nothing runs, so no report can promote a paused trial any more. (Stopped for another reason,
+  // paused trials stay paused and a resumed study may promote them.)
+  if (summary_.reason == StopReason::kBudgetReached ||
+      summary_.reason == StopReason::kSearchSpaceExhausted)
+    FinalizePaused();
+  Finish();
+}
+
+// The budget is spent with every trial stopped at a rung: the best of the highest rung trains on
+// to the end, so that the study has one fully trained configuration.
+bool StudyController::Impl::ForcePromotionAtTheEnd() {
+  if (summary_.completed > 0 || paused_.empty()) return false;
+  auto p = pruner_->ForcePromotion();
+  if (!p || !paused_.count(p->trial)) return false;
+  Journal(storage::JournalKind::kPromoted, p->trial, p->target);
+  Paused paused = std::move(paused_[p->trial]);
+  paused_.erase(p->trial);
+  Say(StrCat("the budget is spent and no trial has completed: trial ", paused.number,
+             ", the best at the highest rung, trains to the end"));
+  Promote(paused, p->target);
+  Dispatch();
+  return true;
+}
+
+void StudyController::Impl::Finish() {
+  done_ = true;
+  summary_.total_finished = finished_;
+  summary_.best_value = best_;
+  summary_.best_trial = best_trial_;
+  summary_.paused = static_cast<int>(paused_.size());
+  summary_.elapsed_s = now_;
+  Write(EventRow{{Wall(), std::nullopt, storage::EventKindName(EventKind::kRunStopped),
+                  summary_.stop_reason}});
+  Write(ReleaseStudyRow{});
+  FlushRows();
+  out_.push_back(FinishCmd{summary_});
+}
+
+// ---- Small things -------------------------------------------------------------------------------
+
+void StudyController::Impl::FlushRows(std::optional<int> ack) {
+  if (pending_rows_.empty() && !ack) return;
+  out_.push_back(WriteCmd{std::move(pending_rows_), ack});
+  pending_rows_.clear();
+}
+
+// An event stored in the study's log and told to the people watching.
+void StudyController::Impl::Log(std::optional<int> trial, EventKind kind,
+                                const std::string& text) {
+  Write(EventRow{{Wall(), trial, storage::EventKindName(kind), text}});
+  Say(trial ? StrCatTrial(*trial, text) : text);
+}
+
+std::string StudyController::Impl::StrCatTrial(int trial, const std::string& text) {
+  return StrCat("trial ", trial, " ", text);
+}
+
+std::string StudyController::Impl::StatusLine() const {
+  std::string best = best_ ? StrCat("best ", spec_.objective.metric, " ", FormatShort(*best_, 5),
+                                    " (trial ", *best_trial_, ")")
+                           : "no result yet";
+  return StrCat(finished_, "/", options_.max_trials, " done (", summary_.completed, " ok, ",
+                summary_.failed + summary_.infeasible, " failed), ", running_.size(),
+                " running, ", best);
+}
+
+ControllerState StudyController::Impl::State() const {
+  ControllerState s;
+  for (const auto& [root, r] : roots_) s.roots[root] = r.seen;
+  for (const auto& [root, p] : paused_) s.paused[p.number] = p.rung;
+  s.finished = finished_;
+  s.completed = summary_.completed;
+  s.pruned = summary_.pruned;
+  s.failed = summary_.failed;
+  s.infeasible = summary_.infeasible;
+  s.best_trial = best_trial_;
+  return s;
+}
+
+std::string FormatSummary(const RunSummary& s, const std::string& metric) {
+  std::ostringstream text;
+  text << "study '" << s.study << "' " << s.stop_reason << " after " << FormatDuration(s.elapsed_s)
+       << ": " << s.total_finished << "/" << s.max_trials << " trials finished (" << s.completed
+       << " completed, " << (s.pruned ? StrCat(s.pruned, " pruned, ") : std::string()) << s.failed
+       << " failed, " << s.infeasible << " infeasible)";
+  if (s.paused) text << ", " << s.paused << " paused";
+  if (s.interrupted) text << ", " << s.interrupted << " interrupted";
+  text << "\n";
+  if (s.best_value) {
+    text << "best " << metric << " = " << FormatShort(*s.best_value, 6) << " (trial "
+         << *s.best_trial << ")\n";
+    text << "next: hyperpack best " << s.study << "   |   hyperpack export " << s.study
+         << " --format yaml\n";
+  }
+  return text.str();
+}
+
+}  // namespace hyperpack::scheduler
