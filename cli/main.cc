@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/simulate.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
-#include "hyperpack/study/report.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
 
@@ -25,6 +25,7 @@ namespace {
 
 using hyperpack::Status;
 using hyperpack::StatusCode;
+namespace report = hyperpack::report;
 namespace study = hyperpack::study;
 
 constexpr int kOk = 0;
@@ -118,8 +119,8 @@ hyperpack::Result<std::unique_ptr<hyperpack::storage::Storage>> OpenForReading(
   return hyperpack::storage::Storage::Open(StoragePath(args), o);
 }
 
-study::OutputFormat Format(const cxxopts::ParseResult& args) {
-  return args.count("json") ? study::OutputFormat::kJson : study::OutputFormat::kTable;
+report::OutputFormat Format(const cxxopts::ParseResult& args) {
+  return args.count("json") ? report::OutputFormat::kJson : report::OutputFormat::kTable;
 }
 
 // The shared secret of serve, agent and run --server, from --token-file.
@@ -296,8 +297,8 @@ int CmdStatus(int argc, char** argv) {
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
   auto names = Positional(args);
-  Status s = names.empty() ? study::ReportStudies(**db, Format(args), std::cout)
-                           : study::ReportStudy(**db, names[0], Format(args), std::cout);
+  Status s = names.empty() ? report::ReportStudies(**db, Format(args), std::cout)
+                           : report::ReportStudy(**db, names[0], Format(args), std::cout);
   return s.ok() ? kOk : Fail(s);
 }
 
@@ -310,7 +311,7 @@ int CmdTrials(int argc, char** argv) {
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
-  Status s = study::ReportTrials(**db, Positional(args)[0], Format(args), std::cout);
+  Status s = report::ReportTrials(**db, Positional(args)[0], Format(args), std::cout);
   return s.ok() ? kOk : Fail(s);
 }
 
@@ -323,7 +324,7 @@ int CmdBest(int argc, char** argv) {
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
-  Status s = study::ReportBest(**db, Positional(args)[0], Format(args), std::cout);
+  Status s = report::ReportBest(**db, Positional(args)[0], Format(args), std::cout);
   return s.ok() ? kOk : Fail(s);
 }
 
@@ -337,12 +338,12 @@ int CmdExport(int argc, char** argv) {
       "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
-  auto format = study::ParseExportFormat(args["format"].as<std::string>());
+  auto format = report::ParseExportFormat(args["format"].as<std::string>());
   if (!format.ok()) return Fail(format.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
   std::ostringstream text;
-  Status s = study::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), text);
+  Status s = report::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), text);
   if (!s.ok()) return Fail(s);
   if (!args.count("output")) {
     std::cout << text.str();

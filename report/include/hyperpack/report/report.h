@@ -12,7 +12,7 @@
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
 
-namespace hyperpack::study {
+namespace hyperpack::report {
 
 enum class OutputFormat { kTable, kJson };
 
@@ -36,4 +36,4 @@ Result<ExportFormat> ParseExportFormat(const std::string& name);
 Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
                   std::ostream& out);
 
-}  // namespace hyperpack::study
+}  // namespace hyperpack::report

@@ -1,4 +1,4 @@
-#include "hyperpack/study/report.h"
+#include "hyperpack/report/report.h"
 
 #include <algorithm>
 #include <map>
@@ -11,12 +11,16 @@
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
 
-namespace hyperpack::study {
+namespace hyperpack::report {
 
 using storage::Storage;
 using storage::StudyRecord;
 using storage::TrialRecord;
 using storage::TrialState;
+using study::ParamEnvName;
+using study::ParseOutcome;
+using study::ParseStudy;
+using study::StudySpec;
 using Json = nlohmann::ordered_json;
 
 namespace {
@@ -400,4 +404,4 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
   return Status::Ok();
 }
 
-}  // namespace hyperpack::study
+}  // namespace hyperpack::report
