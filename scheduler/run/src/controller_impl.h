@@ -22,7 +22,8 @@ class StudyController::Impl {
   Impl(const study::StudySpec& spec, ControllerOptions options,
        std::unique_ptr<tuner::Pruner> pruner);
 
-  Result<std::vector<Command>> Start(const StoredStudy& stored, double now);
+  Result<std::vector<Command>> Restore(const StoredStudy& stored);
+  std::vector<Command> Start(double now);
   std::vector<Command> Handle(const Event& event);
   std::string StatusLine() const;
   bool pauses() const { return pruner_->pauses(); }
@@ -161,6 +162,7 @@ class StudyController::Impl {
   void Journal(storage::JournalKind kind, int root, double resource = 0, double value = 0,
                bool completed = false);
   void Promote(const Paused& p, double target);
+  void MarkPromoted(int root, double target);
   void PausedFor(int root, Paused p);
   void FinalizePaused();
   Status Replay(const StoredStudy& stored);

@@ -77,6 +77,7 @@ tuner::PrunerDecision StudyController::Impl::Report(int root, const Config& conf
   if (rung_observed) *rung_observed = rs.rung_observed;
   rs.seen.reports = rs.reports;
   rs.seen.resource = resource;
+  rs.seen.promoted = false;
   rs.seen.decisions.push_back({static_cast<int>(d.kind), d.rung.value_or(-1)});
   rs.last = d.kind;
   return d;
@@ -163,6 +164,11 @@ void StudyController::Impl::Promote(const Paused& p, double target) {
       StrCat("promoted from ", spec_.pruner.resource, " ", FormatShort(p.rung, 6), " to ",
              FormatShort(target, 6)));
   Enqueue({p.config, p.attempt, p.retry_of, p.root, p});
+}
+
+void StudyController::Impl::MarkPromoted(int root, double target) {
+  Journal(JournalKind::kPromoted, root, target);
+  roots_[root].seen.promoted = true;
 }
 
 // A trial has stopped at its rung; promoted while it was still stopping, it goes straight back to
@@ -253,7 +259,7 @@ void StudyController::Impl::ReplayEntry(const storage::JournalEntry& e,
     }
     case JournalKind::kPromoted:
       pruner_->Promoted(e.trial);
-      rs.last = Kind::kContinue;  // it ran again from its rung
+      rs.seen.promoted = true;
       return;
     case JournalKind::kEnd:
       pruner_->End(e.trial, e.completed);
@@ -278,7 +284,10 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
       rec.error = "paused at its rung when the runner stopped";
       Write(FinishTrialRow{rec});
     }
-    paused_[root] = {t.number, config, t.attempt, t.retry_of, root, rs.seen.resource, t.value};
+    Paused p{t.number, config, t.attempt, t.retry_of, root, rs.seen.resource, t.value};
+    // Promoted, but it had not reported since: it goes back to the queue as promoted.
+    if (rs.seen.promoted) return Enqueue({config, t.attempt, t.retry_of, root, p});
+    paused_[root] = std::move(p);
   } else if (rerun) {
     retries_.push_back({config, t.attempt + 1, t.number, root, std::nullopt});
   }

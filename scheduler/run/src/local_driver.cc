@@ -133,7 +133,7 @@ class LocalDriver : public StudyRun {
     co.start_note = p.warm_note;
     co.storage_path = options_.storage_path;
     auto controller = StudyController::Make(spec_, co);
-    auto first = controller.ok() ? (*controller)->Start(p.stored, Now())
+    auto first = controller.ok() ? (*controller)->Restore(p.stored)
                                  : Result<std::vector<Command>>(controller.status());
     if (!first.ok()) {
       writer_->Post([id = p.study_id](storage::Storage& db) {
@@ -143,6 +143,7 @@ class LocalDriver : public StudyRun {
     }
     controller_ = std::move(*controller);
     Perform(std::move(*first));
+    Perform(controller_->Start(Now()));
     if (options_.progress == RunOptions::Progress::kLine && !done_) Tick();
     if (interrupted_early_ && !done_) Feed(scheduler::Interrupt{false});
   }

@@ -76,9 +76,10 @@ Result<std::unique_ptr<StudyController>> StudyController::Make(const study::Stud
 StudyController::StudyController(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 StudyController::~StudyController() = default;
 
-Result<std::vector<Command>> StudyController::Start(const StoredStudy& stored, double now) {
-  return impl_->Start(stored, now);
+Result<std::vector<Command>> StudyController::Restore(const StoredStudy& stored) {
+  return impl_->Restore(stored);
 }
+std::vector<Command> StudyController::Start(double now) { return impl_->Start(now); }
 std::vector<Command> StudyController::Handle(const Event& event) { return impl_->Handle(event); }
 std::string StudyController::StatusLine() const { return impl_->StatusLine(); }
 bool StudyController::pauses() const { return impl_->pauses(); }
@@ -109,11 +110,16 @@ StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions opti
   summary_.max_trials = options_.max_trials;
 }
 
-Result<std::vector<Command>> StudyController::Impl::Start(const StoredStudy& stored,
-                                                           double now) {
-  now_ = now;
+Result<std::vector<Command>> StudyController::Impl::Restore(const StoredStudy& stored) {
   out_.clear();
   HP_RETURN_IF_ERROR(Replay(stored));
+  FlushRows();
+  return std::move(out_);
+}
+
+std::vector<Command> StudyController::Impl::Start(double now) {
+  now_ = now;
+  out_.clear();
   Say(StartLine());
   if (spec_.budget.time_limit_s) Wake(*spec_.budget.time_limit_s);
   refill_ = true;
@@ -275,7 +281,7 @@ void StudyController::Impl::PromoteWhatThePrunerAllows() {
   for (int slots = options_.max_parallel - Busy(); slots > 0; --slots) {
     auto p = pruner_->NextPromotion();
     if (!p) break;
-    Journal(storage::JournalKind::kPromoted, p->trial, p->target);
+    MarkPromoted(p->trial, p->target);
     auto it = paused_.find(p->trial);
     if (it == paused_.end()) {
       promoted_early_[p->trial] = p->target;  // still stopping; queued once it has
@@ -382,7 +388,7 @@ bool StudyController::Impl::ForcePromotionAtTheEnd() {
   if (summary_.completed > 0 || paused_.empty()) return false;
   auto p = pruner_->ForcePromotion();
   if (!p || !paused_.count(p->trial)) return false;
-  Journal(storage::JournalKind::kPromoted, p->trial, p->target);
+  MarkPromoted(p->trial, p->target);
   Paused paused = std::move(paused_[p->trial]);
   paused_.erase(p->trial);
   Say(StrCat("the budget is spent and no trial has completed: trial ", paused.number,
@@ -436,8 +442,11 @@ std::string StudyController::Impl::StatusLine() const {
 
 ControllerState StudyController::Impl::State() const {
   ControllerState s;
-  for (const auto& [root, r] : roots_) s.roots[root] = r.seen;
+  for (const auto& [root, r] : roots_)
+    if (r.seen.reports > 0 || !r.seen.decisions.empty()) s.roots[root] = r.seen;
   for (const auto& [root, p] : paused_) s.paused[p.number] = p.rung;
+  for (const auto& [number, t] : running_)
+    if (t.pausing) s.pausing.insert(number);
   s.finished = finished_;
   s.completed = summary_.completed;
   s.pruned = summary_.pruned;

@@ -22,8 +22,9 @@ VirtualDriver::VirtualDriver(StudyController& controller, tuner::Tuner& tuner,
     : controller_(controller), tuner_(tuner), workload_(workload), options_(options) {}
 
 Status VirtualDriver::Run(const StoredStudy& stored) {
-  HP_ASSIGN_OR_RETURN(std::vector<Command> first, controller_.Start(stored, now_));
-  Perform(std::move(first));
+  HP_ASSIGN_OR_RETURN(std::vector<Command> restored, controller_.Restore(stored));
+  Perform(std::move(restored));
+  Perform(controller_.Start(now_));
   RunUntil(options_.horizon);
   return Status::Ok();
 }

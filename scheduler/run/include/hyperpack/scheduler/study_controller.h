@@ -265,10 +265,12 @@ struct ControllerState {
     int64_t reports = 0;
     double resource = 0;
     std::vector<std::pair<int, double>> decisions;  // per report: PrunerDecision::Kind, rung or -1
+    bool promoted = false;  // promoted from its rung, and no report since
     bool operator==(const Root&) const = default;
   };
   std::map<int, Root> roots;
   std::map<int, double> paused;  // trial number -> its rung
+  std::set<int> pausing;         // running trials told to pause, not yet ended
   int finished = 0, completed = 0, pruned = 0, failed = 0, infeasible = 0;
   std::optional<int> best_trial;
   bool operator==(const ControllerState&) const = default;
@@ -281,9 +283,12 @@ class StudyController {
                                                        ControllerOptions options);
   ~StudyController();
 
-  // Rebuilds what the stored rows and journal say (tuner outcomes come back as ObserveCmds, in
-  // order), then starts placing trials. Errors: a stored trial's parameters do not parse.
-  Result<std::vector<Command>> Start(const StoredStudy& stored, double now);
+  // Rebuilds what the stored rows and journal say: tuner outcomes come back as ObserveCmds, in
+  // order, and rows to write (a trial that was pausing when its runner died is paused). Call once,
+  // before Start. Errors: a stored trial's parameters do not parse.
+  Result<std::vector<Command>> Restore(const StoredStudy& stored);
+  // Starts placing trials.
+  std::vector<Command> Start(double now);
   std::vector<Command> Handle(const Event& event);
 
   // "[m:ss] 3/20 done (2 ok, 1 failed), 2 running, best loss 0.12 (trial 1)" without the time.
