@@ -137,6 +137,8 @@ class StudyController::Impl {
   // ---- controller_trials.cc ----
   void Launch(Queued q, uint64_t job, Placement placement);
   LaunchPlan PlanLaunch(const Trial& t, double target, bool resume) const;
+  RankPlan PlanRank(const Trial& t, const LaunchPlan& p, int r,
+                    const std::vector<std::pair<std::string, std::string>>& common) const;
   std::vector<std::pair<std::string, std::string>> TrialEnv(const Trial& t, const LaunchPlan& p,
                                                             double target, bool resume) const;
   void NeverRuns(Queued q, const std::string& why);
@@ -145,6 +147,7 @@ class StudyController::Impl {
   void KillAll();
   void Complete(int number);
   Ending Classify(const Trial& t) const;
+  int DescribeExit(const Trial& t, Ending* e) const;
   void Account(const Trial& t, const Ending& e, double elapsed);
   std::string LearnFinished(const Trial& t, const Ending& e);
   std::string TrialDir(int number) const;

@@ -137,42 +137,53 @@ LaunchPlan StudyController::Impl::PlanLaunch(const Trial& t, double target, bool
   for (const auto& [name, value] : spec_.trial.env)
     common.emplace_back(name, study::RenderTemplate(value, t.config, builtins));
 
+  const int world = static_cast<int>(p.placement.ranks.size());
+  p.needs_master_port = world > 0 && !p.placement.ranks[0].gpus.empty();
+  for (int r = 0; r < std::max(1, world); ++r) p.ranks.push_back(PlanRank(t, p, r, common));
+  return p;
+}
+
+// Rank r of the gang: torchrun's variables when the trial asked for GPUs, its own devices, its
+// CPU slots, its log.
+RankPlan StudyController::Impl::PlanRank(
+    const Trial& t, const LaunchPlan& p, int r,
+    const std::vector<std::pair<std::string, std::string>>& common) const {
   const auto& ranks = p.placement.ranks;
   const int world = static_cast<int>(ranks.size());
-  const bool gang = !ranks.empty() && !ranks[0].gpus.empty();
-  p.needs_master_port = gang;
-  // LOCAL_RANK and LOCAL_WORLD_SIZE count the gang's ranks on each node.
-  std::map<int, int> per_node, seen_on_node;
-  for (const RankPlacement& rp : ranks) per_node[rp.node]++;
+  const bool gang = p.needs_master_port;
+  RankPlan rank;
+  rank.node = r < world ? ranks[r].node : 0;
+  rank.env = common;
+  if (gang) {
+    // LOCAL_RANK and LOCAL_WORLD_SIZE count the gang's ranks on each node.
+    int local = 0, on_node = 0;
+    for (int i = 0; i < world; ++i) {
+      if (ranks[i].node != rank.node) continue;
+      if (i < r) ++local;
+      ++on_node;
+    }
+    rank.env.emplace_back(env::kRank, std::to_string(r));
+    rank.env.emplace_back(env::kLocalRank, std::to_string(local));
+    rank.env.emplace_back(env::kWorldSize, std::to_string(world));
+    rank.env.emplace_back(env::kLocalWorldSize, std::to_string(on_node));
+    rank.env.emplace_back(env::kMasterAddr, nodes_[ranks[0].node].address);
+  }
   bool any_gpus = false;
   for (const ClusterNode& n : nodes_) any_gpus = any_gpus || !n.gpu_names.empty();
-  for (int r = 0; r < std::max(1, world); ++r) {
-    RankPlan rank;
-    rank.node = r < world ? ranks[r].node : 0;
-    rank.env = common;
-    if (gang) {
-      rank.env.emplace_back(env::kRank, std::to_string(r));
-      rank.env.emplace_back(env::kLocalRank, std::to_string(seen_on_node[rank.node]++));
-      rank.env.emplace_back(env::kWorldSize, std::to_string(world));
-      rank.env.emplace_back(env::kLocalWorldSize, std::to_string(per_node[rank.node]));
-      rank.env.emplace_back(env::kMasterAddr, nodes_[ranks[0].node].address);
-    }
-    if (gang || any_gpus) {
-      // A trial sees its own GPUs only (none when it asked for none).
-      std::vector<std::string> ids;
-      if (r < world)
-        for (int g : ranks[r].gpus) ids.push_back(nodes_[rank.node].gpu_names[g]);
-      rank.env.emplace_back(env::kCudaVisibleDevices, Join(ids, ","));
-    }
-    if (r < world && ranks[r].cpus > 0)
-      rank.env.emplace_back(env::kCpus, std::to_string(ranks[r].cpus));
-    rank.log_path = r == 0 ? p.trial_dir + "/output.log" : StrCat(p.trial_dir, "/rank-", r, ".log");
-    rank.log_header = StrCat("# hyperpack trial ", t.number, " (attempt ", t.attempt, ")",
-                             gang ? StrCat(", rank ", r, " of ", world) : std::string(),
-                             "\n# command: ", p.command, "\n");
-    p.ranks.push_back(std::move(rank));
+  if (gang || any_gpus) {
+    // A trial sees its own GPUs only (none when it asked for none).
+    std::vector<std::string> ids;
+    if (r < world)
+      for (int g : ranks[r].gpus) ids.push_back(nodes_[rank.node].gpu_names[g]);
+    rank.env.emplace_back(env::kCudaVisibleDevices, Join(ids, ","));
   }
-  return p;
+  if (r < world && ranks[r].cpus > 0)
+    rank.env.emplace_back(env::kCpus, std::to_string(ranks[r].cpus));
+  rank.log_path = r == 0 ? p.trial_dir + "/output.log" : StrCat(p.trial_dir, "/rank-", r, ".log");
+  rank.log_header = StrCat("# hyperpack trial ", t.number, " (attempt ", t.attempt, ")",
+                           gang ? StrCat(", rank ", r, " of ", world) : std::string(),
+                           "\n# command: ", p.command, "\n");
+  return rank;
 }
 
 // What every rank of a trial is told.
@@ -332,6 +343,31 @@ void StudyController::Impl::Complete(int number) {
   refill_ = true;
 }
 
+// The deciding rank's end, as stored (exit status) and told ("rank 1: exit 2"); its exit code,
+// or -1 when it has none.
+int StudyController::Impl::DescribeExit(const Trial& t, Ending* e) const {
+  const Rank& d = t.Deciding();
+  const int index = t.failed_rank >= 0 ? t.failed_rank : 0;
+  const std::string which = t.ranks.size() > 1 ? StrCat("rank ", index, ": ") : "";
+  switch (d.exit.kind) {
+    case RankExit::Kind::kExited:
+    case RankExit::Kind::kNeverStarted:
+      e->record.exit_status = d.exit.code;
+      e->how = d.exit.kind == RankExit::Kind::kNeverStarted && t.job
+                   ? "never started"
+                   : StrCat(which, "exit ", d.exit.code);
+      return d.exit.code;
+    case RankExit::Kind::kSignaled:
+      e->record.exit_status = 128 + d.exit.code;
+      e->how = StrCat(which, "killed by signal ", d.exit.code, " (", strsignal(d.exit.code), ")");
+      return -1;
+    case RankExit::Kind::kLost:
+      e->how = StrCat(which, "node lost");
+      return -1;
+  }
+  return -1;
+}
+
 // How the trial ended, from its deciding rank and what the controller did to it.
 StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) const {
   Ending e;
@@ -339,26 +375,8 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   rec.study_id = options_.study_id;
   rec.number = t.number;
   rec.ended = Wall();
-  int code = -1;
   const Rank& d = t.Deciding();
-  const int index = t.failed_rank >= 0 ? t.failed_rank : 0;
-  std::string which = t.ranks.size() > 1 ? StrCat("rank ", index, ": ") : "";
-  switch (d.exit.kind) {
-    case RankExit::Kind::kExited:
-    case RankExit::Kind::kNeverStarted:
-      code = d.exit.code;
-      rec.exit_status = code;
-      e.how = d.exit.kind == RankExit::Kind::kNeverStarted && t.job ? "never started"
-                                                                     : StrCat(which, "exit ", code);
-      break;
-    case RankExit::Kind::kSignaled:
-      rec.exit_status = 128 + d.exit.code;
-      e.how = StrCat(which, "killed by signal ", d.exit.code, " (", strsignal(d.exit.code), ")");
-      break;
-    case RankExit::Kind::kLost:
-      e.how = StrCat(which, "node lost");
-      break;
-  }
+  const int code = DescribeExit(t, &e);
   const std::string tail = LastLines(d.err_tail, 20);
   const std::string& metric = spec_.objective.metric;
   // A pruner's decision stands whatever happened after it (the signal it sent, a lost node).
