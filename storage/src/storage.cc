@@ -207,9 +207,11 @@ CREATE INDEX journal_by_study ON journal (study_id, id);
   return kMigrations;
 }
 
+namespace {
+
 // Binds arguments and steps a cached statement; resets it when it goes out of scope so that the
 // next user of the same SQL finds it clean.
-class Storage::Statement {
+class Statement {
  public:
   explicit Statement(sqlite3_stmt* stmt) : stmt_(stmt) {}
   ~Statement() {
@@ -244,8 +246,6 @@ class Storage::Statement {
   int index_ = 0;
 };
 
-namespace {
-
 std::string Text(sqlite3_stmt* s, int col) {
   const unsigned char* t = sqlite3_column_text(s, col);
   return t ? reinterpret_cast<const char*>(t) : "";
@@ -261,15 +261,49 @@ std::optional<int64_t> OptInt(sqlite3_stmt* s, int col) {
 
 }  // namespace
 
-Storage::Storage(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+// The SQLite connection behind a Storage: the handle, its cached statements and the transaction
+// in progress. Storage's methods are its only users.
+class Storage::Connection {
+ public:
+  Connection(sqlite3* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  ~Connection() {
+    for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(handle_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
-Storage::~Storage() {
-  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
-  sqlite3_close_v2(db_);
-}
+  sqlite3* handle() const { return handle_; }
+  const std::string& path() const { return path_; }
+  int schema_version() const { return schema_version_; }
+  void set_schema_version(int version) { schema_version_ = version; }
 
-Status Storage::Error(const std::string& what) const {
-  return Status::Io(what, " (", path_, "): ", sqlite3_errmsg(db_));
+  Status Exec(const std::string& sql);
+  // See Storage::Transaction.
+  Status Transaction(const std::function<Status()>& body);
+  Status Migrate(const std::vector<Migration>& migrations);
+  // A prepared statement, compiled once per connection and reset for reuse.
+  Result<sqlite3_stmt*> Prepare(const std::string& sql);
+  Status Error(const std::string& what) const;
+
+ private:
+  sqlite3* handle_;
+  std::string path_;
+  int schema_version_ = 0;
+  int transaction_depth_ = 0;
+  std::vector<std::pair<std::string, sqlite3_stmt*>> statements_;
+};
+
+Storage::Storage(std::unique_ptr<Connection> db) : db_(std::move(db)) {}
+
+Storage::~Storage() = default;
+
+const std::string& Storage::path() const { return db_->path(); }
+
+int Storage::schema_version() const { return db_->schema_version(); }
+
+Status Storage::Connection::Error(const std::string& what) const {
+  return Status::Io(what, " (", path_, "): ", sqlite3_errmsg(handle_));
 }
 
 Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Options& options) {
@@ -284,16 +318,17 @@ Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Op
     sqlite3_close_v2(db);
     return Status::Io("cannot open database ", path, ": ", msg);
   }
-  std::unique_ptr<Storage> storage(new Storage(db, path));
+  std::unique_ptr<Storage> storage(new Storage(std::make_unique<Connection>(db, path)));
+  Connection& connection = *storage->db_;
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
   sqlite3_extended_result_codes(db, 1);
   if (!options.read_only) {
     // WAL lets readers in other processes run while we write; NORMAL sync is durable at each
     // checkpoint and never corrupts (a power cut can lose the last transactions, not the file).
-    HP_RETURN_IF_ERROR(storage->Exec("PRAGMA journal_mode=WAL"));
-    HP_RETURN_IF_ERROR(storage->Exec("PRAGMA synchronous=NORMAL"));
+    HP_RETURN_IF_ERROR(connection.Exec("PRAGMA journal_mode=WAL"));
+    HP_RETURN_IF_ERROR(connection.Exec("PRAGMA synchronous=NORMAL"));
   }
-  HP_RETURN_IF_ERROR(storage->Exec("PRAGMA foreign_keys=ON"));
+  HP_RETURN_IF_ERROR(connection.Exec("PRAGMA foreign_keys=ON"));
   const auto& migrations = options.migrations ? *options.migrations : DefaultMigrations();
   if (options.read_only) {
     // A reader never changes the file; it only checks it can understand it.
@@ -303,21 +338,22 @@ Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Op
       sqlite3_finalize(stmt);
       return Status::Io(path, " is not a hyperpack database: ", sqlite3_errmsg(db));
     }
-    if (sqlite3_step(stmt) == SQLITE_ROW) storage->schema_version_ = sqlite3_column_int(stmt, 0);
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+      connection.set_schema_version(sqlite3_column_int(stmt, 0));
     sqlite3_finalize(stmt);
     int latest = migrations.empty() ? 0 : migrations.back().version;
-    if (storage->schema_version_ != latest)
-      return Status::FailedPrecondition(path, " has schema version ", storage->schema_version_,
+    if (connection.schema_version() != latest)
+      return Status::FailedPrecondition(path, " has schema version ", connection.schema_version(),
                                         " but this hyperpack reads version ", latest);
     return storage;
   }
-  HP_RETURN_IF_ERROR(storage->Migrate(migrations));
+  HP_RETURN_IF_ERROR(connection.Migrate(migrations));
   return storage;
 }
 
-Status Storage::Exec(const std::string& sql) {
+Status Storage::Connection::Exec(const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  if (sqlite3_exec(handle_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     return Status::Io("database ", path_, ": ", msg);
@@ -325,13 +361,13 @@ Status Storage::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
-Status Storage::Migrate(const std::vector<Migration>& migrations) {
+Status Storage::Connection::Migrate(const std::vector<Migration>& migrations) {
   return Transaction([&]() -> Status {
     HP_RETURN_IF_ERROR(
         Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
     sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_version", -1, &stmt,
-                           nullptr) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(handle_, "SELECT COALESCE(MAX(version), 0) FROM schema_version", -1,
+                           &stmt, nullptr) != SQLITE_OK) {
       sqlite3_finalize(stmt);
       return Error("reading the schema version");
     }
@@ -355,7 +391,9 @@ Status Storage::Migrate(const std::vector<Migration>& migrations) {
   });
 }
 
-Status Storage::Transaction(const std::function<Status()>& body) {
+Status Storage::Transaction(const std::function<Status()>& body) { return db_->Transaction(body); }
+
+Status Storage::Connection::Transaction(const std::function<Status()>& body) {
   if (transaction_depth_ > 0) {
     ++transaction_depth_;
     Status s = body();
@@ -377,11 +415,11 @@ Status Storage::Transaction(const std::function<Status()>& body) {
   return c;
 }
 
-Result<sqlite3_stmt*> Storage::Prepare(const std::string& sql) {
+Result<sqlite3_stmt*> Storage::Connection::Prepare(const std::string& sql) {
   for (auto& [text, stmt] : statements_)
     if (text == sql) return stmt;
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
+  if (sqlite3_prepare_v3(handle_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
       SQLITE_OK) {
     sqlite3_finalize(stmt);
     return Error("preparing '" + sql.substr(0, 40) + "...'");
@@ -391,11 +429,12 @@ Result<sqlite3_stmt*> Storage::Prepare(const std::string& sql) {
 }
 
 namespace {
+
 constexpr char kStudyColumns[] =
     "id, name, spec_text, spec_path, direction, metric, seed, created, runner_pid, runner_host";
-}
 
-Result<StudyRecord> Storage::ReadStudy(sqlite3_stmt* s) {
+// A row of kStudyColumns.
+StudyRecord ReadStudy(sqlite3_stmt* s) {
   StudyRecord r;
   r.id = sqlite3_column_int64(s, 0);
   r.name = Text(s, 1);
@@ -410,10 +449,13 @@ Result<StudyRecord> Storage::ReadStudy(sqlite3_stmt* s) {
   return r;
 }
 
+}  // namespace
+
 Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("INSERT INTO studies(name, spec_text, spec_path, direction, metric, "
-                              "seed, created) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("INSERT INTO studies(name, spec_text, spec_path, direction, metric, "
+                   "seed, created) VALUES (?, ?, ?, ?, ?, ?, ?)"));
   StudyRecord out = study;
   Status s = Transaction([&]() -> Status {
     Statement stmt(raw);
@@ -422,8 +464,8 @@ Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("a study named '", study.name, "' already exists");
-    if (rc != SQLITE_DONE) return Error("creating study '" + study.name + "'");
-    out.id = sqlite3_last_insert_rowid(db_);
+    if (rc != SQLITE_DONE) return db_->Error("creating study '" + study.name + "'");
+    out.id = sqlite3_last_insert_rowid(db_->handle());
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -431,38 +473,39 @@ Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
 }
 
 Result<std::optional<StudyRecord>> Storage::FindStudy(const std::string& name) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies WHERE name = ?")));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(StrCat("SELECT ", kStudyColumns,
+                                                              " FROM studies WHERE name = ?")));
   Statement stmt(raw);
   stmt.Bind(name);
   int rc = stmt.Step();
   if (rc == SQLITE_DONE) return std::optional<StudyRecord>();
-  if (rc != SQLITE_ROW) return Error("reading study '" + name + "'");
-  HP_ASSIGN_OR_RETURN(StudyRecord r, ReadStudy(raw));
+  if (rc != SQLITE_ROW) return db_->Error("reading study '" + name + "'");
+  StudyRecord r = ReadStudy(raw);
   return std::optional<StudyRecord>(std::move(r));
 }
 
 Result<std::vector<StudyRecord>> Storage::ListStudies() {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies ORDER BY id")));
+                      db_->Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies ORDER BY id")));
   Statement stmt(raw);
   std::vector<StudyRecord> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
-    HP_ASSIGN_OR_RETURN(StudyRecord r, ReadStudy(raw));
+    StudyRecord r = ReadStudy(raw);
     out.push_back(std::move(r));
   }
-  if (rc != SQLITE_DONE) return Error("listing studies");
+  if (rc != SQLITE_DONE) return db_->Error("listing studies");
   return out;
 }
 
 Status Storage::SetRunner(int64_t study_id, std::optional<int64_t> pid, const std::string& host) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("UPDATE studies SET runner_pid = ?, runner_host = ? WHERE id = ?"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("UPDATE studies SET runner_pid = ?, runner_host = ? WHERE id = ?"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(pid).Bind(host).Bind(study_id);
-    if (stmt.Step() != SQLITE_DONE) return Error("recording the study's runner");
+    if (stmt.Step() != SQLITE_DONE) return db_->Error("recording the study's runner");
     return Status::Ok();
   });
 }
@@ -470,9 +513,9 @@ Status Storage::SetRunner(int64_t study_id, std::optional<int64_t> pid, const st
 Status Storage::InsertTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      Prepare("INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-              "exit_status, error, host, attempt, retry_of, log_path) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      db_->Prepare("INSERT INTO trials(study_id, number, state, params, value, started, ended, "
+                   "exit_status, error, host, attempt, retry_of, log_path) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
@@ -481,35 +524,38 @@ Status Storage::InsertTrial(const TrialRecord& t) {
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
-    if (rc != SQLITE_DONE) return Error(StrCat("inserting trial ", t.number));
+    if (rc != SQLITE_DONE) return db_->Error(StrCat("inserting trial ", t.number));
     return Status::Ok();
   });
 }
 
 Status Storage::FinishTrial(const TrialRecord& t) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("UPDATE trials SET state = ?, value = ?, ended = ?, exit_status = ?, "
-                              "error = ? WHERE study_id = ? AND number = ?"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("UPDATE trials SET state = ?, value = ?, ended = ?, exit_status = ?, "
+                   "error = ? WHERE study_id = ? AND number = ?"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(std::string(TrialStateName(t.state))).Bind(t.value).Bind(t.ended);
     stmt.Bind(t.exit_status).Bind(t.error).Bind(t.study_id).Bind(t.number);
-    if (stmt.Step() != SQLITE_DONE) return Error(StrCat("finishing trial ", t.number));
-    if (sqlite3_changes(db_) != 1) return Status::NotFound("no trial ", t.number, " to finish");
+    if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("finishing trial ", t.number));
+    if (sqlite3_changes(db_->handle()) != 1)
+      return Status::NotFound("no trial ", t.number, " to finish");
     return Status::Ok();
   });
 }
 
 Status Storage::ResumeTrial(int64_t study_id, int number) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
-                              "NULL, error = '' WHERE study_id = ? AND number = ? AND state = "
-                              "'paused'"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
+                   "NULL, error = '' WHERE study_id = ? AND number = ? AND state = "
+                   "'paused'"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(study_id).Bind(number);
-    if (stmt.Step() != SQLITE_DONE) return Error(StrCat("resuming trial ", number));
-    if (sqlite3_changes(db_) != 1) return Status::NotFound("no paused trial ", number);
+    if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("resuming trial ", number));
+    if (sqlite3_changes(db_->handle()) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
   });
 }
@@ -517,12 +563,12 @@ Status Storage::ResumeTrial(int64_t study_id, int number) {
 Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double now,
                                                       const std::string& reason) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * select,
-                      Prepare("SELECT number FROM trials WHERE study_id = ? AND state IN "
-                              "('running', 'pending') ORDER BY number"));
+                      db_->Prepare("SELECT number FROM trials WHERE study_id = ? AND state IN "
+                                   "('running', 'pending') ORDER BY number"));
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * update,
-      Prepare("UPDATE trials SET state = 'interrupted', ended = COALESCE(ended, ?), "
-              "error = ? WHERE study_id = ? AND state IN ('running', 'pending')"));
+      db_->Prepare("UPDATE trials SET state = 'interrupted', ended = COALESCE(ended, ?), "
+                   "error = ? WHERE study_id = ? AND state IN ('running', 'pending')"));
   std::vector<int> numbers;
   Status s = Transaction([&]() -> Status {
     {
@@ -530,11 +576,11 @@ Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double n
       stmt.Bind(study_id);
       int rc;
       while ((rc = stmt.Step()) == SQLITE_ROW) numbers.push_back(sqlite3_column_int(select, 0));
-      if (rc != SQLITE_DONE) return Error("finding unfinished trials");
+      if (rc != SQLITE_DONE) return db_->Error("finding unfinished trials");
     }
     Statement stmt(update);
     stmt.Bind(now).Bind(reason).Bind(study_id);
-    if (stmt.Step() != SQLITE_DONE) return Error("marking trials interrupted");
+    if (stmt.Step() != SQLITE_DONE) return db_->Error("marking trials interrupted");
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -544,8 +590,8 @@ Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double n
 Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      Prepare("SELECT number, state, params, value, started, ended, exit_status, error, host, "
-              "attempt, retry_of, log_path FROM trials WHERE study_id = ? ORDER BY number"));
+      db_->Prepare("SELECT number, state, params, value, started, ended, exit_status, error, host, "
+                   "attempt, retry_of, log_path FROM trials WHERE study_id = ? ORDER BY number"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<TrialRecord> out;
@@ -569,27 +615,27 @@ Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
     t.log_path = Text(raw, 11);
     out.push_back(std::move(t));
   }
-  if (rc != SQLITE_DONE) return Error("listing trials");
+  if (rc != SQLITE_DONE) return db_->Error("listing trials");
   return out;
 }
 
 Result<int> Storage::NextTrialNumber(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
+      db_->Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
   Statement stmt(raw);
   stmt.Bind(study_id);
-  if (stmt.Step() != SQLITE_ROW) return Error("reading the next trial number");
+  if (stmt.Step() != SQLITE_ROW) return db_->Error("reading the next trial number");
   return sqlite3_column_int(raw, 0);
 }
 
 Status Storage::AddMetrics(int64_t study_id, int trial_number,
                            std::span<const MetricPoint> points) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * find,
-                      Prepare("SELECT id FROM trials WHERE study_id = ? AND number = ?"));
+                      db_->Prepare("SELECT id FROM trials WHERE study_id = ? AND number = ?"));
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert,
-                      Prepare("INSERT INTO metrics(trial_id, step, name, value, time) "
-                              "VALUES (?, ?, ?, ?, ?)"));
+                      db_->Prepare("INSERT INTO metrics(trial_id, step, name, value, time) "
+                                   "VALUES (?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     int64_t trial_id = 0;
     {
@@ -602,7 +648,7 @@ Status Storage::AddMetrics(int64_t study_id, int trial_number,
     for (const MetricPoint& p : points) {
       Statement stmt(insert);
       stmt.Bind(trial_id).Bind(p.step).Bind(p.name).Bind(p.value).Bind(p.time);
-      if (stmt.Step() != SQLITE_DONE) return Error("adding metrics");
+      if (stmt.Step() != SQLITE_DONE) return db_->Error("adding metrics");
     }
     return Status::Ok();
   });
@@ -611,8 +657,8 @@ Status Storage::AddMetrics(int64_t study_id, int trial_number,
 Result<std::vector<MetricPoint>> Storage::TrialMetrics(int64_t study_id, int trial_number) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      Prepare("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON "
-              "m.trial_id = t.id WHERE t.study_id = ? AND t.number = ? ORDER BY m.rowid"));
+      db_->Prepare("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON "
+                   "m.trial_id = t.id WHERE t.study_id = ? AND t.number = ? ORDER BY m.rowid"));
   Statement stmt(raw);
   stmt.Bind(study_id).Bind(trial_number);
   std::vector<MetricPoint> out;
@@ -621,26 +667,28 @@ Result<std::vector<MetricPoint>> Storage::TrialMetrics(int64_t study_id, int tri
     out.push_back({sqlite3_column_int64(raw, 0), Text(raw, 1), sqlite3_column_double(raw, 2),
                    sqlite3_column_double(raw, 3)});
   }
-  if (rc != SQLITE_DONE) return Error("reading metrics");
+  if (rc != SQLITE_DONE) return db_->Error("reading metrics");
   return out;
 }
 
 Status Storage::AddEvent(int64_t study_id, const EventRecord& e) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("INSERT INTO events(study_id, trial_number, time, kind, message) "
-                              "VALUES (?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("INSERT INTO events(study_id, trial_number, time, kind, message) "
+                   "VALUES (?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(study_id).Bind(e.trial).Bind(e.time).Bind(e.kind).Bind(e.message);
-    if (stmt.Step() != SQLITE_DONE) return Error("adding an event");
+    if (stmt.Step() != SQLITE_DONE) return db_->Error("adding an event");
     return Status::Ok();
   });
 }
 
 Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("SELECT trial_number, time, kind, message FROM (SELECT * FROM events "
-                              "WHERE study_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("SELECT trial_number, time, kind, message FROM (SELECT * FROM events "
+                   "WHERE study_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id"));
   Statement stmt(raw);
   stmt.Bind(study_id).Bind(limit);
   std::vector<EventRecord> out;
@@ -653,14 +701,15 @@ Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit
     e.message = Text(raw, 3);
     out.push_back(std::move(e));
   }
-  if (rc != SQLITE_DONE) return Error("listing events");
+  if (rc != SQLITE_DONE) return db_->Error("listing events");
   return out;
 }
 
 Status Storage::AddJournal(int64_t study_id, std::span<const JournalEntry> entries) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert,
-                      Prepare("INSERT INTO journal(study_id, trial, kind, time, resource, value, "
-                              "completed) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * insert,
+      db_->Prepare("INSERT INTO journal(study_id, trial, kind, time, resource, value, "
+                   "completed) VALUES (?, ?, ?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     for (const JournalEntry& e : entries) {
       Statement stmt(insert);
@@ -669,7 +718,7 @@ Status Storage::AddJournal(int64_t study_id, std::span<const JournalEntry> entri
       stmt.Bind(study_id).Bind(e.trial).Bind(std::string(JournalKindName(e.kind))).Bind(e.time);
       stmt.Bind(e.resource).Bind(value).Bind(e.completed ? 1 : 0);
       if (stmt.Step() != SQLITE_DONE)
-        return Error(StrCat("adding to the journal of trial ", e.trial));
+        return db_->Error(StrCat("adding to the journal of trial ", e.trial));
     }
     return Status::Ok();
   });
@@ -677,8 +726,8 @@ Status Storage::AddJournal(int64_t study_id, std::span<const JournalEntry> entri
 
 Result<std::vector<JournalEntry>> Storage::ListJournal(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      Prepare("SELECT id, trial, kind, time, resource, value, completed FROM "
-                              "journal WHERE study_id = ? ORDER BY id"));
+                      db_->Prepare("SELECT id, trial, kind, time, resource, value, completed FROM "
+                                   "journal WHERE study_id = ? ORDER BY id"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<JournalEntry> out;
@@ -698,7 +747,7 @@ Result<std::vector<JournalEntry>> Storage::ListJournal(int64_t study_id) {
     e.completed = sqlite3_column_int(raw, 6) != 0;
     out.push_back(e);
   }
-  if (rc != SQLITE_DONE) return Error("reading the journal");
+  if (rc != SQLITE_DONE) return db_->Error("reading the journal");
   return out;
 }
 

@@ -8,7 +8,8 @@
 // hyperpack is refused, untouched.
 //
 // Thread-safety: a Storage is one SQLite connection and must be used by one thread at a time.
-// Open one per thread or process.
+// Open one per thread or process. The connection is defined in storage.cc, so that code including
+// this header sees nothing of SQLite.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +21,6 @@
 #include <vector>
 
 #include "hyperpack/status.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
 
 namespace hyperpack::storage {
 
@@ -161,8 +159,8 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  const std::string& path() const { return path_; }
-  int schema_version() const { return schema_version_; }
+  const std::string& path() const;
+  int schema_version() const;
 
   // Runs `body` in one transaction: committed when it returns OK, rolled back otherwise. The
   // single-call writes below join an enclosing transaction instead of starting their own.
@@ -202,20 +200,10 @@ class Storage {
   Result<std::vector<JournalEntry>> ListJournal(int64_t study_id);
 
  private:
-  class Statement;
-  Storage(sqlite3* db, std::string path);
-  Status Exec(const std::string& sql);
-  Status Migrate(const std::vector<Migration>& migrations);
-  // A prepared statement, compiled once per connection and reset for reuse.
-  Result<sqlite3_stmt*> Prepare(const std::string& sql);
-  Status Error(const std::string& what) const;
-  Result<StudyRecord> ReadStudy(sqlite3_stmt* stmt);
+  class Connection;
+  explicit Storage(std::unique_ptr<Connection> db);
 
-  sqlite3* db_;
-  std::string path_;
-  int schema_version_ = 0;
-  int transaction_depth_ = 0;
-  std::vector<std::pair<std::string, sqlite3_stmt*>> statements_;
+  std::unique_ptr<Connection> db_;
 };
 
 }  // namespace hyperpack::storage
