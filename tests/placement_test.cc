@@ -78,8 +78,11 @@ TEST(ClusterStateTest, SpansNodesOnlyWhenItMustAndThenUsesFewNodes) {
   EXPECT_EQ(c.free_gpus(nodes[0]), 8);
   for (int n : nodes) EXPECT_NE(n, 3);
   // Ranks on one node are consecutive.
-  for (size_t r = 1; r < p->ranks.size(); ++r)
-    if (p->ranks[r].node != p->ranks[r - 1].node) EXPECT_EQ(p->ranks[r].node, nodes[1]);
+  for (size_t r = 1; r < p->ranks.size(); ++r) {
+    if (p->ranks[r].node != p->ranks[r - 1].node) {
+      EXPECT_EQ(p->ranks[r].node, nodes[1]);
+    }
+  }
   EXPECT_FALSE(c.Find(Gpus(25), Fit::kBest));
   EXPECT_TRUE(c.Satisfiable(Gpus(26)));
   EXPECT_FALSE(c.Satisfiable(Gpus(27)));
