@@ -16,6 +16,45 @@ int Slots(const Demand& d, int free_gpus, int free_cpus) {
   return std::min(by_gpu, by_cpu);
 }
 
+// The smallest gang of one shape (per-rank GPUs and CPUs) that failed to backfill in this pass.
+// Capacity only shrinks during a pass, so a shape that failed with r ranks fails with more.
+struct Failed {
+  int gpus_per_rank, cpus_per_rank, ranks_anywhere, ranks_off_reserved;
+};
+
+// Backfill, once the head of the queue is blocked: its reservation, and the failures so far.
+struct Backfill {
+  double shadow;               // when the head is promised to start
+  std::vector<bool> reserved;  // the nodes it is promised
+  std::vector<Failed> failed;
+};
+
+Failed& FailedFor(std::vector<Failed>& failed, const Demand& d) {
+  for (Failed& f : failed)
+    if (f.gpus_per_rank == d.gpus_per_rank && f.cpus_per_rank == d.cpus_per_rank) return f;
+  const int never = std::numeric_limits<int>::max();
+  failed.push_back({d.gpus_per_rank, d.cpus_per_rank, never, never});
+  return failed.back();
+}
+
+// Where `job` may start now, jumping ahead of the head without delaying it; nullopt when nowhere.
+std::optional<Placement> BackfillPlacement(const ClusterState& cluster, const Job& job, Fit fit,
+                                           double now, Backfill& b) {
+  Failed& f = FailedFor(b.failed, job.demand);
+  bool ends_in_time = job.estimate > 0 && now + job.estimate <= b.shadow;
+  int& threshold = ends_in_time ? f.ranks_anywhere : f.ranks_off_reserved;
+  // Skip without searching a gang no smaller than one of its shape that failed, or one larger than
+  // what is free.
+  if (job.demand.ranks >= threshold || job.demand.total_gpus() > cluster.total_free_gpus())
+    return std::nullopt;
+  std::optional<Placement> p = ends_in_time ? cluster.Find(job.demand, fit)
+                                            : cluster.FindAvoiding(job.demand, fit, &b.reserved);
+  if (p) return p;
+  threshold = job.demand.ranks;
+  if (ends_in_time) f.ranks_off_reserved = std::min(f.ranks_off_reserved, job.demand.ranks);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<int> Placement::Nodes() const {
@@ -300,55 +339,29 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
     return queue_.erase(it);
   };
   bool blocked = false;
-  double shadow = now;
-  std::vector<bool> reserved;
-  // Capacity only shrinks during a pass, so a gang shape that failed with r ranks fails with more:
-  // remember the smallest failure per shape and skip larger ones without searching.
-  struct Failed {
-    int gpus_per_rank, cpus_per_rank, ranks_anywhere, ranks_off_reserved;
-  };
-  std::vector<Failed> failed;
-  auto failed_for = [&](const Demand& d) -> Failed& {
-    for (Failed& f : failed)
-      if (f.gpus_per_rank == d.gpus_per_rank && f.cpus_per_rank == d.cpus_per_rank) return f;
-    const int never = std::numeric_limits<int>::max();
-    failed.push_back({d.gpus_per_rank, d.cpus_per_rank, never, never});
-    return failed.back();
-  };
+  Backfill backfill{now, {}, {}};
   for (auto it = queue_.begin(); it != queue_.end();) {
     const Job& job = it->second;
     // Nothing more can start: every waiting job needs GPUs and none is free.
     if (cluster_->total_free_gpus() == 0 && cpu_only_waiting_ == 0) break;
-    if (!blocked) {
-      std::optional<Placement> p;
-      if (job.demand.total_gpus() <= cluster_->total_free_gpus())
-        p = cluster_->Find(job.demand, fit);
-      if (p) {
-        it = start(it, std::move(*p));
-        continue;
-      }
-      if (policy_ == Policy::kFifo) break;
-      blocked = true;
-      if (!Reserve(job, now, &shadow, &reserved)) reserved.assign(cluster_->nodes().size(), true);
-      ++it;
-      continue;
+    std::optional<Placement> p;
+    if (blocked) {
+      // Backfill: jump ahead of the head only without delaying it.
+      p = BackfillPlacement(*cluster_, job, fit, now, backfill);
+    } else if (job.demand.total_gpus() <= cluster_->total_free_gpus()) {
+      p = cluster_->Find(job.demand, fit);
     }
-    // Backfill: jump ahead of the head only without delaying it.
-    Failed& f = failed_for(job.demand);
-    bool ends_in_time = job.estimate > 0 && now + job.estimate <= shadow;
-    int& threshold = ends_in_time ? f.ranks_anywhere : f.ranks_off_reserved;
-    if (job.demand.ranks >= threshold || job.demand.total_gpus() > cluster_->total_free_gpus()) {
-      ++it;
-      continue;
-    }
-    std::optional<Placement> p = ends_in_time ? cluster_->Find(job.demand, fit)
-                                              : cluster_->FindAvoiding(job.demand, fit, &reserved);
     if (p) {
       it = start(it, std::move(*p));
       continue;
     }
-    threshold = job.demand.ranks;
-    if (ends_in_time) f.ranks_off_reserved = std::min(f.ranks_off_reserved, job.demand.ranks);
+    if (!blocked) {
+      // The head does not fit: fifo stops here; the others reserve for it and backfill.
+      if (policy_ == Policy::kFifo) break;
+      blocked = true;
+      if (!Reserve(job, now, &backfill.shadow, &backfill.reserved))
+        backfill.reserved.assign(cluster_->nodes().size(), true);
+    }
     ++it;
   }
   return started;

@@ -76,31 +76,44 @@ std::string TraceCsv(const std::vector<TraceJob>& jobs) {
   return out.str();
 }
 
-Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o) {
-  std::vector<Node> nodes;
-  for (int i = 0; i < o.nodes; ++i)
-    nodes.push_back({"node" + std::to_string(i), o.gpus_per_node, 0});
-  ClusterState cluster(nodes);
-  Scheduler scheduler(&cluster, o.policy);
-  SimulationResult r;
-  r.jobs = static_cast<int>(jobs.size());
-  if (jobs.empty()) return r;
+namespace {
 
+// What a replay saw, in virtual time except for the passes.
+struct Timeline {
+  std::vector<double> start;  // when each job started
+  double first_submit = 0, last_end = 0;
+  std::vector<double> pass_ms;    // wall-clock time of each scheduling pass
+  double scheduling_seconds = 0;  // their sum
+};
+
+// The order of submission; jobs submitted together keep their order in the trace.
+std::vector<size_t> SubmitOrder(const std::vector<TraceJob>& jobs) {
   std::vector<size_t> order(jobs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return jobs[a].submit < jobs[b].submit; });
+  return order;
+}
+
+Job ToJob(const std::vector<TraceJob>& jobs, size_t i) {
+  Job job;
+  job.id = i;
+  job.demand = Demand{jobs[i].gpus, 1, 0};
+  job.submit = jobs[i].submit;
+  job.estimate = jobs[i].duration;
+  return job;
+}
+
+// Runs `jobs` (not empty) to completion: each step jumps to the next submission or end, finishes
+// the jobs that ended, submits those that arrived, and runs one scheduling pass.
+Result<Timeline> Replay(const std::vector<TraceJob>& jobs, Scheduler& scheduler) {
+  const std::vector<size_t> order = SubmitOrder(jobs);
   using End = std::pair<double, uint64_t>;
   std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
-  std::vector<double> start(jobs.size(), -1);
-  std::vector<double> pass_ms;
+  Timeline t;
+  t.start.assign(jobs.size(), -1);
+  t.first_submit = t.last_end = jobs[order[0]].submit;
   size_t next = 0;
-  double first_submit = jobs[order[0]].submit;
-  double gpu_seconds = 0, lb_end = 0, last_end = first_submit;
-  for (const TraceJob& j : jobs) {
-    gpu_seconds += j.duration * j.gpus;
-    lb_end = std::max(lb_end, j.submit + j.duration);
-  }
   while (next < order.size() || !ends.empty()) {
     double now = std::numeric_limits<double>::infinity();
     if (next < order.size()) now = jobs[order[next]].submit;
@@ -110,43 +123,63 @@ Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const Simul
       ends.pop();
     }
     while (next < order.size() && jobs[order[next]].submit <= now) {
-      size_t i = order[next++];
-      Job job;
-      job.id = i;
-      job.demand = Demand{jobs[i].gpus, 1, 0};
-      job.submit = jobs[i].submit;
-      job.estimate = jobs[i].duration;
-      HP_RETURN_IF_ERROR(scheduler.Submit(job));
+      HP_RETURN_IF_ERROR(scheduler.Submit(ToJob(jobs, order[next++])));
     }
     auto t0 = std::chrono::steady_clock::now();
     auto started = scheduler.Schedule(now);
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    pass_ms.push_back(ms);
-    r.scheduling_seconds += ms / 1000.0;
+    t.pass_ms.push_back(ms);
+    t.scheduling_seconds += ms / 1000.0;
     for (const auto& s : started) {
-      start[s.job.id] = now;
+      t.start[s.job.id] = now;
       double end = now + jobs[s.job.id].duration;
       ends.push({end, s.job.id});
-      last_end = std::max(last_end, end);
+      t.last_end = std::max(t.last_end, end);
     }
+  }
+  return t;
+}
+
+// The figures of a finished replay, against the bound no schedule can beat.
+void Summarise(const std::vector<TraceJob>& jobs, const Timeline& t, double total_gpus,
+               SimulationResult& r) {
+  double gpu_seconds = 0, lb_end = 0;
+  for (const TraceJob& j : jobs) {
+    gpu_seconds += j.duration * j.gpus;
+    lb_end = std::max(lb_end, j.submit + j.duration);
   }
   std::vector<double> waits, jcts;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    waits.push_back(start[i] - jobs[i].submit);
-    jcts.push_back(start[i] + jobs[i].duration - jobs[i].submit);
+    waits.push_back(t.start[i] - jobs[i].submit);
+    jcts.push_back(t.start[i] + jobs[i].duration - jobs[i].submit);
   }
-  const double total = static_cast<double>(cluster.total_gpus());
-  r.makespan = last_end - first_submit;
-  r.lower_bound = std::max(lb_end - first_submit, gpu_seconds / total);
+  r.makespan = t.last_end - t.first_submit;
+  r.lower_bound = std::max(lb_end - t.first_submit, gpu_seconds / total_gpus);
   r.makespan_ratio = r.makespan / r.lower_bound;
-  r.gpu_utilisation = gpu_seconds / (total * r.makespan);
+  r.gpu_utilisation = gpu_seconds / (total_gpus * r.makespan);
   r.mean_queueing = Mean(waits);
   r.p95_queueing = Percentile(waits, 0.95);
   r.mean_jct = Mean(jcts);
   r.p95_jct = Percentile(jcts, 0.95);
-  r.passes = static_cast<int>(pass_ms.size());
-  r.p99_pass_ms = Percentile(pass_ms, 0.99);
+  r.passes = static_cast<int>(t.pass_ms.size());
+  r.scheduling_seconds = t.scheduling_seconds;
+  r.p99_pass_ms = Percentile(t.pass_ms, 0.99);
+}
+
+}  // namespace
+
+Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o) {
+  std::vector<Node> nodes;
+  for (int i = 0; i < o.nodes; ++i)
+    nodes.push_back({"node" + std::to_string(i), o.gpus_per_node, 0});
+  ClusterState cluster(nodes);
+  Scheduler scheduler(&cluster, o.policy);
+  SimulationResult r;
+  r.jobs = static_cast<int>(jobs.size());
+  if (jobs.empty()) return r;
+  HP_ASSIGN_OR_RETURN(const Timeline timeline, Replay(jobs, scheduler));
+  Summarise(jobs, timeline, static_cast<double>(cluster.total_gpus()), r);
   return r;
 }
 

@@ -20,88 +20,142 @@ std::vector<std::string> CurrentEnvironment() {
   return env;
 }
 
-Result<Spawned> Spawn(const SpawnRequest& request) {
-  int out[2], err[2], status[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return Status::Io("pipe: ", std::strerror(errno));
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return Status::Io("pipe: ", std::strerror(errno));
-  }
-  if (pipe2(status, O_CLOEXEC) != 0) {
-    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return Status::Io("pipe: ", std::strerror(errno));
-  }
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  std::vector<char*> envp;
-  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const char* argv[] = {"sh", "-c", request.command.c_str(), nullptr};
-  const char* workdir = request.workdir.empty() ? nullptr : request.workdir.c_str();
-  pid_t parent = getpid();
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+namespace {
 
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], status[0], status[1], devnull}) close(fd);
-    return Status::Io("fork: ", std::strerror(e));
+// A spawn's pipes, all close-on-exec, [0] the read end: the trial's stdout and stderr, and the
+// child's report of a failure before exec.
+struct Pipes {
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  int status[2] = {-1, -1};
+};
+
+// What the child reads between fork and exec.
+struct ChildPlan {
+  std::vector<char*> envp;
+  const char* argv[4];
+  const char* workdir;  // nullptr: stay in the runner's
+  pid_t parent;
+  int devnull;  // -1 when /dev/null could not be opened
+};
+
+// The stage the child reports through the status pipe, with errno, when it cannot exec.
+enum ChildFailure : int { kCannotChdir = 1, kCannotExec = 2 };
+
+Status OpenPipes(Pipes& p) {
+  if (pipe2(p.out, O_CLOEXEC) != 0) return Status::Io("pipe: ", std::strerror(errno));
+  if (pipe2(p.err, O_CLOEXEC) != 0) {
+    close(p.out[0]);
+    close(p.out[1]);
+    return Status::Io("pipe: ", std::strerror(errno));
   }
-  if (pid == 0) {
-    // Child. Report a failure before exec through the status pipe: (stage, errno).
-    auto fail = [&](int stage) {
-      int msg[2] = {stage, errno};
-      ssize_t ignored = write(status[1], msg, sizeof(msg));
-      (void)ignored;
-      _exit(127);
-    };
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);  // the runner died before prctl took effect
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
-    if (workdir != nullptr && chdir(workdir) != 0) fail(1);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
-    // Nothing else of ours goes with the trial: not the database, not a socket (an agent's
-    // connection held open by a trial would hide the agent's death from the server).
-    // The status pipe stays until exec closes it (it is close-on-exec).
-    const unsigned keep = static_cast<unsigned>(status[1]);
-    bool closed = (keep <= 3 || syscall(SYS_close_range, 3u, keep - 1, 0) == 0) &&
-                  syscall(SYS_close_range, keep + 1, ~0U, 0) == 0;
-    if (!closed) {
-      for (int fd = 3; fd < 1024; ++fd)
-        if (fd != status[1]) close(fd);
-    }
-    execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
-    fail(2);
+  if (pipe2(p.status, O_CLOEXEC) != 0) {
+    for (int fd : {p.out[0], p.out[1], p.err[0], p.err[1]}) close(fd);
+    return Status::Io("pipe: ", std::strerror(errno));
   }
-  // Parent. Also set the group here: whichever of the two runs first, the group exists before
-  // anyone signals it.
+  return Status::Ok();
+}
+
+ChildPlan PlanChild(const SpawnRequest& request) {
+  ChildPlan plan;
+  for (const std::string& e : request.env) plan.envp.push_back(const_cast<char*>(e.c_str()));
+  plan.envp.push_back(nullptr);
+  plan.argv[0] = "sh";
+  plan.argv[1] = "-c";
+  plan.argv[2] = request.command.c_str();
+  plan.argv[3] = nullptr;
+  plan.workdir = request.workdir.empty() ? nullptr : request.workdir.c_str();
+  plan.parent = getpid();
+  plan.devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return plan;
+}
+
+// Child side, below: async-signal-safe calls only, nothing allocated.
+
+[[noreturn]] void ReportAndExit(int status_fd, ChildFailure stage) {
+  int msg[2] = {stage, errno};
+  ssize_t ignored = write(status_fd, msg, sizeof(msg));
+  (void)ignored;
+  _exit(127);
+}
+
+void ResetSignals() {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD, SIGHUP, SIGQUIT}) signal(sig, SIG_DFL);
+}
+
+// Nothing else of ours goes with the trial: not the database, not a socket (an agent's
+// connection held open by a trial would hide the agent's death from the server).
+// The status pipe stays until exec closes it (it is close-on-exec).
+void CloseAllBut(int keep_fd) {
+  const unsigned keep = static_cast<unsigned>(keep_fd);
+  bool closed = (keep <= 3 || syscall(SYS_close_range, 3u, keep - 1, 0) == 0) &&
+                syscall(SYS_close_range, keep + 1, ~0U, 0) == 0;
+  if (!closed) {
+    for (int fd = 3; fd < 1024; ++fd)
+      if (fd != keep_fd) close(fd);
+  }
+}
+
+[[noreturn]] void RunChild(const Pipes& p, const ChildPlan& plan) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != plan.parent) _exit(127);  // the runner died before prctl took effect
+  ResetSignals();
+  if (plan.workdir != nullptr && chdir(plan.workdir) != 0) ReportAndExit(p.status[1], kCannotChdir);
+  if (plan.devnull >= 0) dup2(plan.devnull, STDIN_FILENO);
+  dup2(p.out[1], STDOUT_FILENO);
+  dup2(p.err[1], STDERR_FILENO);
+  CloseAllBut(p.status[1]);
+  execve("/bin/sh", const_cast<char* const*>(plan.argv), plan.envp.data());
+  ReportAndExit(p.status[1], kCannotExec);
+}
+
+// Parent side: the status pipe closes at a successful exec, or brings the child's report.
+Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p, int devnull) {
+  // Also set the group here: whichever of the two runs first, the group exists before anyone
+  // signals it.
   setpgid(pid, pid);
-  for (int fd : {out[1], err[1], status[1], devnull})
+  for (int fd : {p.out[1], p.err[1], p.status[1], devnull})
     if (fd >= 0) close(fd);
   int msg[2] = {0, 0};
   ssize_t n;
   do {
-    n = read(status[0], msg, sizeof(msg));
+    n = read(p.status[0], msg, sizeof(msg));
   } while (n < 0 && errno == EINTR);
-  close(status[0]);
+  close(p.status[0]);
   if (n == static_cast<ssize_t>(sizeof(msg))) {
     int wstatus;
     while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
-    close(out[0]);
-    close(err[0]);
-    if (msg[0] == 1)
+    close(p.out[0]);
+    close(p.err[0]);
+    if (msg[0] == kCannotChdir)
       return Status::Invalid("cannot enter trial.workdir '", request.workdir,
                              "': ", std::strerror(msg[1]));
     return Status::Io("cannot run /bin/sh: ", std::strerror(msg[1]));
   }
-  return Spawned{pid, out[0], err[0]};
+  return Spawned{pid, p.out[0], p.err[0]};
+}
+
+}  // namespace
+
+Result<Spawned> Spawn(const SpawnRequest& request) {
+  Pipes p;
+  HP_RETURN_IF_ERROR(OpenPipes(p));
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  const ChildPlan plan = PlanChild(request);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    for (int fd : {p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1], plan.devnull})
+      close(fd);
+    return Status::Io("fork: ", std::strerror(e));
+  }
+  if (pid == 0) RunChild(p, plan);
+  return AwaitExec(request, pid, p, plan.devnull);
 }
 
 }  // namespace hyperpack::scheduler
