@@ -136,7 +136,7 @@ struct Timings {
 Status TimeOne(const SearchSpace& space, const std::string& algorithm, int n, int batch, int repeat,
                const std::vector<tuner::TrialOutcome>& trials, Timings* out) {
   tuner::TunerOptions options;
-  options.algorithm = algorithm;
+  HP_ASSIGN_OR_RETURN(options.algorithm, tuner::ParseTunerAlgorithm(algorithm));
   options.seed = static_cast<uint64_t>(repeat);
   options.maximize = false;
   HP_ASSIGN_OR_RETURN(std::unique_ptr<tuner::Tuner> tuner, tuner::MakeTuner(space, options));
@@ -207,8 +207,11 @@ int Main(int argc, char** argv) {
   const SearchSpace space = UnitCube(dims);
   {
     tuner::TunerOptions o;
-    o.algorithm = algorithm;
-    if (auto t = tuner::MakeTuner(space, o); !t.ok()) {
+    auto parsed = tuner::ParseTunerAlgorithm(algorithm);
+    if (parsed.ok()) o.algorithm = *parsed;
+    if (auto t = parsed.ok() ? tuner::MakeTuner(space, o)
+                             : Result<std::unique_ptr<tuner::Tuner>>(parsed.status());
+        !t.ok()) {
       std::cerr << "tuner_latency: --algorithm " << algorithm << ": " << t.status().message()
                 << "\n";
       return 2;

@@ -83,7 +83,7 @@ std::vector<int> Checkpoints(const std::vector<int>& wanted, int evals) {
 
 Result<Trace> RunSeed(const TestFunction& f, const Flags& flags, int seed) {
   tuner::TunerOptions options;
-  options.algorithm = flags.algorithm;
+  HP_ASSIGN_OR_RETURN(options.algorithm, tuner::ParseTunerAlgorithm(flags.algorithm));
   options.seed = static_cast<uint64_t>(seed);
   options.maximize = false;
   if (flags.max_fit_points > 0) options.max_fit_points = flags.max_fit_points;
@@ -187,9 +187,9 @@ int Main(int argc, char** argv) {
       "checkpoints", "evaluation counts to report",
       cxxopts::value<std::vector<int>>()->default_value("25,50,100"))(
       "max-fit-points", "gp: fit hyperparameters on at most this many trials",
-      cxxopts::value<int>()->default_value("0"))(
-      "max-model-points", "gp: keep at most this many trials in the model",
-      cxxopts::value<int>()->default_value("0"))(
+      cxxopts::value<int>()->default_value("0"))("max-model-points",
+                                                 "gp: keep at most this many trials in the model",
+                                                 cxxopts::value<int>()->default_value("0"))(
       "json", "one JSON object per function and checkpoint")("h,help", "this help");
   Flags flags;
   try {
@@ -232,8 +232,11 @@ int Main(int argc, char** argv) {
   // An unknown algorithm (or one that cannot take a space) is a usage error: check all up front.
   for (const TestFunction* f : functions) {
     tuner::TunerOptions o;
-    o.algorithm = flags.algorithm;
-    if (auto t = tuner::MakeTuner(f->space, o); !t.ok()) {
+    auto algorithm = tuner::ParseTunerAlgorithm(flags.algorithm);
+    if (algorithm.ok()) o.algorithm = *algorithm;
+    if (auto t = algorithm.ok() ? tuner::MakeTuner(f->space, o)
+                                : Result<std::unique_ptr<tuner::Tuner>>(algorithm.status());
+        !t.ok()) {
       std::cerr << "tuner_regret: --algorithm " << flags.algorithm << " on " << f->name << ": "
                 << t.status().message() << "\n";
       return 2;

@@ -27,6 +27,7 @@ using hyperpack::Status;
 using hyperpack::StatusCode;
 namespace report = hyperpack::report;
 namespace study = hyperpack::study;
+namespace tuner = hyperpack::tuner;
 
 constexpr int kOk = 0;
 constexpr int kFailure = 1;
@@ -272,7 +273,7 @@ int CmdValidate(int argc, char** argv) {
   std::cout << "objective   " << study::DirectionName(s.objective.direction) << " "
             << s.objective.metric << " (" << study::StrategyName(s.objective.strategy)
             << " reported value)\n";
-  std::cout << "tuner       " << s.tuner.algorithm;
+  std::cout << "tuner       " << tuner::TunerAlgorithmName(s.tuner.algorithm);
   if (s.tuner.seed) std::cout << ", seed " << *s.tuner.seed;
   std::cout << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
             << " at a time, stop after " << s.budget.max_failed << " failures";

@@ -26,7 +26,7 @@ constexpr double kPi = std::numbers::pi;
 // `count` random configurations of f's space, drawn by hyperpack's random sampler.
 std::vector<Config> RandomConfigs(const TestFunction& f, int count, uint64_t seed) {
   tuner::TunerOptions options;
-  options.algorithm = "random";
+  options.algorithm = tuner::TunerAlgorithm::kRandom;
   options.seed = seed;
   auto tuner = tuner::MakeTuner(f.space, options);
   EXPECT_TRUE(tuner.ok()) << tuner.status().message();

@@ -489,14 +489,13 @@ TEST(GpTunerTest, UpperConfidenceBoundAlsoWorks) {
   SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
   TunerOptions o;
   o.seed = 7;
-  o.acquisition = "ucb";
+  o.acquisition = Acquisition::kUcb;
   auto t = MakeTuner(space, o).value();
   auto seen = Drive(*t, 30, 1, Quadratic);
   double best = 1e9;
   for (const Config& c : seen) best = std::min(best, Quadratic(c));
   EXPECT_LT(best, 1e-2);
-  o.acquisition = "pi";
-  EXPECT_FALSE(MakeTuner(space, o).ok());
+  EXPECT_FALSE(ParseAcquisition("pi").ok());
 }
 
 }  // namespace

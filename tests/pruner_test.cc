@@ -10,11 +10,11 @@ using Kind = PrunerDecision::Kind;
 
 PrunerOptions Asha(const std::string& mode) {
   PrunerOptions o;
-  o.algorithm = "asha";
+  o.algorithm = PrunerAlgorithm::kAsha;
   o.min_resource = 1;
   o.max_resource = 27;
   o.reduction_factor = 3;
-  o.mode = mode;
+  o.mode = mode == "promote" ? PrunerMode::kPromote : PrunerMode::kStop;
   return o;
 }
 
@@ -104,7 +104,7 @@ TEST(PrunerTest, AHigherRungIsPromotedFromFirst) {
 
 TEST(PrunerTest, HyperbandSpreadsTrialsOverBracketsWithLargerMinimums) {
   PrunerOptions o = Asha("promote");
-  o.algorithm = "hyperband";
+  o.algorithm = PrunerAlgorithm::kHyperband;
   auto p = MakePruner(o).value();
   // Brackets start at 1, 3, 9 and 27; new trials go to them in turn.
   EXPECT_EQ(p->Begin(0), 1);
@@ -116,7 +116,7 @@ TEST(PrunerTest, HyperbandSpreadsTrialsOverBracketsWithLargerMinimums) {
 
 TEST(PrunerTest, MedianStopsATrialWorseThanTheMedianOfCompletedOnesAtTheSameStep) {
   PrunerOptions o;
-  o.algorithm = "median";
+  o.algorithm = PrunerAlgorithm::kMedian;
   o.startup_trials = 3;
   o.warmup_steps = 2;
   auto p = MakePruner(o).value();
@@ -139,7 +139,7 @@ TEST(PrunerTest, MedianStopsATrialWorseThanTheMedianOfCompletedOnesAtTheSameStep
 
 TEST(PrunerTest, MedianWaitsForItsStartupTrialsAndMaximisationFlipsIt) {
   PrunerOptions o;
-  o.algorithm = "median";
+  o.algorithm = PrunerAlgorithm::kMedian;
   o.startup_trials = 2;
   o.maximize = true;
   auto p = MakePruner(o).value();
@@ -152,16 +152,14 @@ TEST(PrunerTest, MedianWaitsForItsStartupTrialsAndMaximisationFlipsIt) {
 }
 
 TEST(PrunerTest, BadOptionsAreErrors) {
-  PrunerOptions o = Asha("sometimes");
-  EXPECT_FALSE(MakePruner(o).ok());
-  o = Asha("stop");
+  EXPECT_FALSE(ParsePrunerMode("sometimes").ok());
+  PrunerOptions o = Asha("stop");
   o.max_resource = 0.5;
   EXPECT_FALSE(MakePruner(o).ok());
   o = Asha("stop");
   o.reduction_factor = 1;
   EXPECT_FALSE(MakePruner(o).ok());
-  o.algorithm = "successive";
-  EXPECT_FALSE(MakePruner(o).ok());
+  EXPECT_FALSE(ParsePrunerAlgorithm("successive").ok());
   o = PrunerOptions();
   auto none = MakePruner(o).value();
   EXPECT_EQ(none->Report(0, 100, 1e9).kind, Kind::kContinue);
@@ -176,7 +174,7 @@ PrunerOptions Promote() {
 
 TEST(PrunerTest, EachReportAtARungSaysWhichRung) {
   PrunerOptions o = Promote();
-  o.mode = "stop";
+  o.mode = PrunerMode::kStop;
   auto p = MakePruner(o).value();
   p->Begin(0);
   EXPECT_EQ(p->Report(0, 1, 0.5).rung, 1);

@@ -15,8 +15,8 @@
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/storage/storage.h"
-#include "hyperpack/text.h"
 #include "hyperpack/study/spec.h"
+#include "hyperpack/text.h"
 #include "study_store.h"
 #include "test_util.h"
 
@@ -32,11 +32,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // `budget_more` and `trial_more` go inside those sections.
 study::StudySpec Spec(const std::string& extra, int max_trials = 6, int max_parallel = 2,
                       const std::string& budget_more = "", const std::string& trial_more = "") {
-  std::string yaml = StrCat(
-      "name: s\nobjective: {metric: loss, direction: minimize}\n",
-      "search_space: {x: {type: float, low: 0, high: 1}}\n",
-      "trial: {command: \"train {x}\"", trial_more, "}\n", "budget: {max_trials: ", max_trials,
-      ", max_parallel: ", max_parallel, ", max_failed: 3", budget_more, "}\n", extra);
+  std::string yaml = StrCat("name: s\nobjective: {metric: loss, direction: minimize}\n",
+                            "search_space: {x: {type: float, low: 0, high: 1}}\n",
+                            "trial: {command: \"train {x}\"", trial_more, "}\n",
+                            "budget: {max_trials: ", max_trials, ", max_parallel: ", max_parallel,
+                            ", max_failed: 3", budget_more, "}\n", extra);
   study::ParseOutcome parsed = study::ParseStudy(yaml, "s.yaml");
   EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
   return *parsed.spec;
@@ -89,7 +89,8 @@ class Harness {
     return r;
   }
   bool Signalled(int trial) const {
-    for (const SignalCmd& s : signals) if (s.trial == trial) return true;
+    for (const SignalCmd& s : signals)
+      if (s.trial == trial) return true;
     return false;
   }
   std::optional<TrialState> StateOf(int trial) const {
@@ -477,8 +478,7 @@ TEST_F(StudyControllerReplayTest, RandomEventStreamsReplayToTheSameState) {
     SCOPED_TRACE(StrCat("seed ", seed));
     std::mt19937_64 rng(seed);
     auto chance = [&](double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; };
-    study::StudySpec spec =
-        Spec(pruners[seed % pruners.size()] + "resources: {cpus: 1}\n", 12, 3);
+    study::StudySpec spec = Spec(pruners[seed % pruners.size()] + "resources: {cpus: 1}\n", 12, 3);
     Harness h(spec, 2, 2);
     h.Start();
     std::map<int, int> epoch;

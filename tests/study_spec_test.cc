@@ -204,7 +204,7 @@ TEST(StudyFileTest, ParsesAFullExampleWithEveryField) {
   ASSERT_TRUE(s.trial.timeout_s.has_value());
   EXPECT_EQ(*s.trial.timeout_s, 90 * 60.0);
 
-  EXPECT_EQ(s.tuner.algorithm, "random");
+  EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kRandom);
   EXPECT_EQ(s.tuner.seed, uint64_t{7});
 
   EXPECT_EQ(s.budget.max_trials, 40);
@@ -236,7 +236,7 @@ trial:
   const StudySpec& s = *out.spec;
   EXPECT_EQ(s.objective.direction, Direction::kMaximize);
   EXPECT_EQ(s.objective.strategy, ObjectiveStrategy::kLast);
-  EXPECT_EQ(s.tuner.algorithm, "gp");
+  EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kGp);
   EXPECT_FALSE(s.tuner.seed.has_value());
   EXPECT_EQ(s.budget.max_trials, 100);
   EXPECT_EQ(s.budget.max_parallel, 1);
@@ -1035,17 +1035,17 @@ trial: {command: "run {x}"}
 TEST(StudyFileTest, PrunerDefaultsToNoneAndParsesEveryField) {
   auto none = Parse(kPrunerBase);
   ASSERT_TRUE(none.spec) << none.ErrorText();
-  EXPECT_EQ(none.spec->pruner.algorithm, "none");
+  EXPECT_EQ(none.spec->pruner.algorithm, tuner::PrunerAlgorithm::kNone);
   auto asha = Parse(std::string(kPrunerBase) +
                     "pruner: {algorithm: hyperband, resource: step, min_resource: 100, "
                     "max_resource: 8100, reduction_factor: 3, mode: promote}\n");
   ASSERT_TRUE(asha.spec) << asha.ErrorText();
   const PrunerSpec& p = asha.spec->pruner;
-  EXPECT_EQ(p.algorithm, "hyperband");
-  EXPECT_EQ(p.resource, "step");
+  EXPECT_EQ(p.algorithm, tuner::PrunerAlgorithm::kHyperband);
+  EXPECT_EQ(p.resource, PrunerResource::kStep);
   EXPECT_EQ(p.min_resource, 100);
   EXPECT_EQ(p.max_resource, 8100);
-  EXPECT_EQ(p.mode, "promote");
+  EXPECT_EQ(p.mode, tuner::PrunerMode::kPromote);
   auto median = Parse(std::string(kPrunerBase) +
                       "pruner: {algorithm: median, warmup_steps: 2, startup_trials: 4}\n");
   ASSERT_TRUE(median.spec) << median.ErrorText();

@@ -364,7 +364,7 @@ class SamplerTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Tuner> Make(const SearchSpace& space, uint64_t seed) {
     TunerOptions options;
-    options.algorithm = GetParam();
+    options.algorithm = ParseTunerAlgorithm(GetParam()).value();
     options.seed = seed;
     auto tuner = MakeTuner(space, options);
     EXPECT_TRUE(tuner.ok()) << tuner.status().message();
@@ -536,9 +536,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, SamplerTest, ::testing::Values("random", "s
                          });
 
 TEST(MakeTunerTest, RejectsUnknownAlgorithm) {
-  TunerOptions options;
-  options.algorithm = "grid";
-  auto tuner = MakeTuner(MixedSpace(), options);
+  auto tuner = ParseTunerAlgorithm("grid");
   ASSERT_FALSE(tuner.ok());
   EXPECT_EQ(tuner.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(tuner.status().message(), HasSubstr("unknown tuner algorithm 'grid'"));
@@ -549,7 +547,7 @@ TEST(MakeTunerTest, RejectsSobolForMoreParametersThanItHasDirectionNumbersFor) {
   for (int i = 0; i <= SobolSequence::kMaxDims; ++i)
     params.push_back(Float("p" + std::to_string(i), 0, 1));
   TunerOptions options;
-  options.algorithm = "sobol";
+  options.algorithm = TunerAlgorithm::kSobol;
   auto tuner = MakeTuner(SearchSpace(params), options);
   ASSERT_FALSE(tuner.ok());
   EXPECT_THAT(tuner.status().message(), HasSubstr("3667 parameters"));

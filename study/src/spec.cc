@@ -16,6 +16,10 @@
 
 namespace hyperpack::study {
 
+const char* ResourceName(PrunerResource resource) {
+  return resource == PrunerResource::kStep ? "step" : "epoch";
+}
+
 const char* DirectionName(Direction d) {
   return d == Direction::kMinimize ? "minimize" : "maximize";
 }
@@ -671,27 +675,38 @@ class Parser {
   }
 
   // A text field that must be one of `allowed`; left as it was when absent or wrong.
+  // One of `choices`, by the name `name_of` gives it.
+  template <typename E>
   void OneOf(const std::map<std::string, Field>& fields, const char* section, const char* key,
-             const std::vector<std::string>& allowed, std::string* out) {
+             std::initializer_list<E> choices, const char* (*name_of)(E), E* out) {
     const Field* f = Get(fields, key);
     if (!f) return;
     std::string path = Path(section, key);
     auto v = String(*f, path);
     if (!v) return;
-    if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
-      auto guess = DidYouMean(*v, allowed);
-      Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
-            guess ? "; did you mean '" + *guess + "'?" : std::string(""));
-      return;
+    std::vector<std::string> allowed;
+    for (E choice : choices) {
+      if (*v == name_of(choice)) {
+        *out = choice;
+        return;
+      }
+      allowed.push_back(name_of(choice));
     }
-    *out = *v;
+    auto guess = DidYouMean(*v, allowed);
+    Error(f->value, path, "'", *v, "' is not one of ", Join(allowed, ", "),
+          guess ? "; did you mean '" + *guess + "'?" : std::string(""));
   }
 
   void ParseTuner(const Field& field, TunerSpec* tuner) {
     auto fields = Fields(field, "tuner",
                          {"algorithm", "seed", "initial_trials", "acquisition", "warm_start"});
-    OneOf(fields, "tuner", "algorithm", {"gp", "random", "sobol"}, &tuner->algorithm);
-    OneOf(fields, "tuner", "acquisition", {"ei", "ucb"}, &tuner->acquisition);
+    using tuner::Acquisition;
+    using tuner::TunerAlgorithm;
+    OneOf(fields, "tuner", "algorithm",
+          {TunerAlgorithm::kGp, TunerAlgorithm::kRandom, TunerAlgorithm::kSobol},
+          tuner::TunerAlgorithmName, &tuner->algorithm);
+    OneOf(fields, "tuner", "acquisition", {Acquisition::kEi, Acquisition::kUcb},
+          tuner::AcquisitionName, &tuner->acquisition);
     if (auto* f = Get(fields, "seed")) {
       if (auto s = Integer(*f, "tuner.seed")) {
         if (*s < 0) {
@@ -720,10 +735,16 @@ class Parser {
                          {"algorithm", "resource", "min_resource", "max_resource",
                           "reduction_factor", "mode", "warmup_steps", "startup_trials"});
     if (!field.value.IsMap()) return;
-    OneOf(fields, "pruner", "algorithm", {"none", "median", "asha", "hyperband"},
-          &pruner->algorithm);
-    OneOf(fields, "pruner", "resource", {"epoch", "step"}, &pruner->resource);
-    OneOf(fields, "pruner", "mode", {"stop", "promote"}, &pruner->mode);
+    using tuner::PrunerAlgorithm;
+    using tuner::PrunerMode;
+    OneOf(fields, "pruner", "algorithm",
+          {PrunerAlgorithm::kNone, PrunerAlgorithm::kMedian, PrunerAlgorithm::kAsha,
+           PrunerAlgorithm::kHyperband},
+          tuner::PrunerAlgorithmName, &pruner->algorithm);
+    OneOf(fields, "pruner", "resource", {PrunerResource::kEpoch, PrunerResource::kStep},
+          ResourceName, &pruner->resource);
+    OneOf(fields, "pruner", "mode", {PrunerMode::kStop, PrunerMode::kPromote},
+          tuner::PrunerModeName, &pruner->mode);
     auto number = [&](const char* key, double low, bool inclusive, const char* expected,
                       double* out) -> const Field* {
       const Field* f = Get(fields, key);
@@ -751,7 +772,8 @@ class Parser {
         }
       }
     }
-    bool rungs = pruner->algorithm == "asha" || pruner->algorithm == "hyperband";
+    bool rungs = pruner->algorithm == tuner::PrunerAlgorithm::kAsha ||
+                 pruner->algorithm == tuner::PrunerAlgorithm::kHyperband;
     if (rungs && !Get(fields, "max_resource")) {
       Missing(field.key, "pruner", "max_resource",
               "the epochs (or steps) a full trial trains, e.g. max_resource: 27");

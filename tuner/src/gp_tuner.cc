@@ -284,7 +284,7 @@ class GpTuner : public Tuner {
     Eigen::VectorXd dmean, dvar;
     model.PredictWithGradient(x, &mean, &var, &dmean, &dvar);
     double sd = std::sqrt(var);
-    AcquisitionValue a = options_.acquisition == "ucb"
+    AcquisitionValue a = options_.acquisition == Acquisition::kUcb
                              ? UpperConfidenceBound(mean, sd, options_.ucb_beta)
                              : LogExpectedImprovement(mean, sd, best_);
     double value = a.value;
@@ -313,7 +313,7 @@ class GpTuner : public Tuner {
     Eigen::VectorXd out(xs.rows());
     for (Eigen::Index i = 0; i < xs.rows(); ++i) {
       double sd = std::sqrt(var(i));
-      out(i) = options_.acquisition == "ucb"
+      out(i) = options_.acquisition == Acquisition::kUcb
                    ? UpperConfidenceBound(mean(i), sd, options_.ucb_beta).value
                    : LogExpectedImprovement(mean(i), sd, best_).value;
     }

@@ -74,7 +74,8 @@ class MedianPruner : public Pruner {
 // ASHA with one or more brackets (Hyperband's asynchronous form).
 class AshaPruner : public Pruner {
  public:
-  AshaPruner(const PrunerOptions& o, int brackets) : o_(o), promote_(o.mode == "promote") {
+  AshaPruner(const PrunerOptions& o, int brackets)
+      : o_(o), promote_(o.mode == PrunerMode::kPromote) {
     for (int s = 0; s < brackets; ++s) {
       Bracket b;
       for (double r = o.min_resource * std::pow(o.reduction_factor, s);
@@ -248,19 +249,46 @@ class AshaPruner : public Pruner {
 
 }  // namespace
 
+const char* PrunerAlgorithmName(PrunerAlgorithm algorithm) {
+  switch (algorithm) {
+    case PrunerAlgorithm::kNone:
+      return "none";
+    case PrunerAlgorithm::kMedian:
+      return "median";
+    case PrunerAlgorithm::kAsha:
+      return "asha";
+    case PrunerAlgorithm::kHyperband:
+      return "hyperband";
+  }
+  return "?";
+}
+
+Result<PrunerAlgorithm> ParsePrunerAlgorithm(std::string_view name) {
+  for (PrunerAlgorithm a : {PrunerAlgorithm::kNone, PrunerAlgorithm::kMedian,
+                            PrunerAlgorithm::kAsha, PrunerAlgorithm::kHyperband})
+    if (name == PrunerAlgorithmName(a)) return a;
+  return Status::Invalid("unknown pruner '", name, "'; expected none, median, asha or hyperband");
+}
+
+const char* PrunerModeName(PrunerMode mode) {
+  return mode == PrunerMode::kPromote ? "promote" : "stop";
+}
+
+Result<PrunerMode> ParsePrunerMode(std::string_view name) {
+  for (PrunerMode m : {PrunerMode::kStop, PrunerMode::kPromote})
+    if (name == PrunerModeName(m)) return m;
+  return Status::Invalid("pruner mode '", name, "'; expected stop or promote");
+}
+
 Result<std::unique_ptr<Pruner>> MakePruner(const PrunerOptions& o) {
-  if (o.algorithm == "none") return std::unique_ptr<Pruner>(new NonePruner(o.max_resource));
-  if (o.algorithm == "median") return std::unique_ptr<Pruner>(new MedianPruner(o));
-  if (o.algorithm != "asha" && o.algorithm != "hyperband")
-    return Status::Invalid("unknown pruner '", o.algorithm,
-                           "'; expected none, median, asha or hyperband");
-  if (o.mode != "stop" && o.mode != "promote")
-    return Status::Invalid("pruner mode '", o.mode, "'; expected stop or promote");
+  if (o.algorithm == PrunerAlgorithm::kNone)
+    return std::unique_ptr<Pruner>(new NonePruner(o.max_resource));
+  if (o.algorithm == PrunerAlgorithm::kMedian) return std::unique_ptr<Pruner>(new MedianPruner(o));
   if (!(o.min_resource > 0) || !(o.max_resource > o.min_resource))
     return Status::Invalid("pruner resources: need 0 < min_resource < max_resource");
   if (!(o.reduction_factor > 1)) return Status::Invalid("reduction_factor must be > 1");
   int brackets = 1;
-  if (o.algorithm == "hyperband") {
+  if (o.algorithm == PrunerAlgorithm::kHyperband) {
     brackets =
         1 + static_cast<int>(std::floor(
                 std::log(o.max_resource / o.min_resource) / std::log(o.reduction_factor) + kEps));

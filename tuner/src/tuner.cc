@@ -43,22 +43,48 @@ std::vector<double> RandomSampler::Unit(uint64_t index) const {
   return u;
 }
 
+const char* TunerAlgorithmName(TunerAlgorithm algorithm) {
+  switch (algorithm) {
+    case TunerAlgorithm::kGp:
+      return "gp";
+    case TunerAlgorithm::kRandom:
+      return "random";
+    case TunerAlgorithm::kSobol:
+      return "sobol";
+  }
+  return "?";
+}
+
+Result<TunerAlgorithm> ParseTunerAlgorithm(std::string_view name) {
+  for (TunerAlgorithm a : {TunerAlgorithm::kGp, TunerAlgorithm::kRandom, TunerAlgorithm::kSobol})
+    if (name == TunerAlgorithmName(a)) return a;
+  return Status::Invalid("unknown tuner algorithm '", name, "'; expected gp, random or sobol");
+}
+
+const char* AcquisitionName(Acquisition acquisition) {
+  return acquisition == Acquisition::kUcb ? "ucb" : "ei";
+}
+
+Result<Acquisition> ParseAcquisition(std::string_view name) {
+  for (Acquisition a : {Acquisition::kEi, Acquisition::kUcb})
+    if (name == AcquisitionName(a)) return a;
+  return Status::Invalid("unknown acquisition '", name, "'; expected ei or ucb");
+}
+
 Result<std::unique_ptr<Tuner>> MakeTuner(const SearchSpace& space, const TunerOptions& options) {
   if (space.size() > static_cast<size_t>(SobolSequence::kMaxDims))
     return Status::Invalid("at most ", SobolSequence::kMaxDims, " parameters are supported");
-  if (options.algorithm == "random")
-    return std::unique_ptr<Tuner>(new RandomSampler(space, options.seed));
-  if (options.algorithm == "sobol")
-    return std::unique_ptr<Tuner>(new SobolSampler(space, options.seed));
-  if (options.algorithm == "gp") {
-    if (options.max_fit_points < 10 || options.max_model_points < options.max_fit_points)
-      return Status::Invalid("max_fit_points must be >= 10 and <= max_model_points");
-    if (options.acquisition != "ei" && options.acquisition != "ucb")
-      return Status::Invalid("unknown acquisition '", options.acquisition, "'; expected ei or ucb");
-    return MakeGpTuner(space, options);
+  switch (options.algorithm) {
+    case TunerAlgorithm::kRandom:
+      return std::unique_ptr<Tuner>(new RandomSampler(space, options.seed));
+    case TunerAlgorithm::kSobol:
+      return std::unique_ptr<Tuner>(new SobolSampler(space, options.seed));
+    case TunerAlgorithm::kGp:
+      if (options.max_fit_points < 10 || options.max_model_points < options.max_fit_points)
+        return Status::Invalid("max_fit_points must be >= 10 and <= max_model_points");
+      return MakeGpTuner(space, options);
   }
-  return Status::Invalid("unknown tuner algorithm '", options.algorithm,
-                         "'; expected gp, random or sobol");
+  return Status::Internal("tuner algorithm ", static_cast<int>(options.algorithm));
 }
 
 }  // namespace hyperpack::tuner

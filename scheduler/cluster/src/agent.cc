@@ -32,20 +32,18 @@ class Agent {
       : options_(o), log_(o.log ? *o.log : std::cout), signals_(io_, SIGINT, SIGTERM), beat_(io_) {
     node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus) : DetectLocalNode();
     if (!o.name.empty()) node_.name = o.name;
-    executor_ = MakeLocalExecutor(
-        io_,
-        {[this](RankId id, bool is_err, const std::string& text) {
-           if (conn_)
-             conn_->Send({{"type", "line"},
-                          {"trial", id.trial},
-                          {"rank", id.rank},
-                          {"stream", is_err ? "err" : "out"},
-                          {"text", text}});
-         },
-         [this](RankId id, RankExit exit) {
-           running_.erase(id);
-           if (conn_) conn_->Send(protocol::ExitFrame(id, exit));
-         }});
+    executor_ = MakeLocalExecutor(io_, {[this](RankId id, bool is_err, const std::string& text) {
+                                          if (conn_)
+                                            conn_->Send({{"type", "line"},
+                                                         {"trial", id.trial},
+                                                         {"rank", id.rank},
+                                                         {"stream", is_err ? "err" : "out"},
+                                                         {"text", text}});
+                                        },
+                                        [this](RankId id, RankExit exit) {
+                                          running_.erase(id);
+                                          if (conn_) conn_->Send(protocol::ExitFrame(id, exit));
+                                        }});
   }
 
   Status Run() {

@@ -177,8 +177,8 @@ Json ExitFrame(const RankId& id, const RankExit& exit) {
   const char* how = "exited";
   for (const auto& [kind, name] : kExitNames)
     if (kind == exit.kind) how = name;
-  return {{"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"how", how},
-          {"code", exit.code}};
+  return {
+      {"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"how", how}, {"code", exit.code}};
 }
 
 RankExit ExitFromFrame(const Json& frame) {

@@ -277,9 +277,7 @@ class Server {
     Status begun = run_->Begin([this, weak](Result<RunSummary> r) {
       // A study that could not start for what it asked (a different space, a live runner) is bad
       // input (2); one that failed in storage, 1.
-      int code = r.ok()                                ? r->exit_code
-                 : r.status().code() == StatusCode::kIo ? 1
-                                                        : 2;
+      int code = r.ok() ? r->exit_code : r.status().code() == StatusCode::kIo ? 1 : 2;
       Log("study ", current_name_, " done (exit ", code, ")");
       if (auto c = weak.lock())
         c->Send({{"type", "done"},

@@ -6,10 +6,10 @@
 #pragma once
 
 #include <deque>
-#include <set>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -160,8 +160,8 @@ class StudyController::Impl {
   std::optional<double> Combine(std::optional<double> current, double v) const;
   bool ObserveRung(int root, const Config& config, double resource, double value,
                    const tuner::PrunerDecision& d);
-  tuner::PrunerDecision Report(int root, const Config& config, double resource,
-                               double objective, bool* rung_observed);
+  tuner::PrunerDecision Report(int root, const Config& config, double resource, double objective,
+                               bool* rung_observed);
   void Journal(storage::JournalKind kind, int root, double resource = 0, double value = 0,
                bool completed = false);
   void Promote(const Paused& p, double target);
@@ -178,7 +178,6 @@ class StudyController::Impl {
   study::StudySpec spec_;
   ControllerOptions options_;
   std::unique_ptr<tuner::Pruner> pruner_;
-  bool resource_is_step_;       // pruner.resource: step (else epoch)
   std::vector<double> ladder_;  // the first bracket's rungs: the levels the tuner learns
   ClusterState cluster_;
   Scheduler scheduler_;

@@ -57,8 +57,8 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
     roots_[t.root].seen.decisions.push_back({static_cast<int>(d.kind), d.rung.value_or(-1)});
     roots_[t.root].last = d.kind;
     Log(t.number, EventKind::kCannotPause,
-        StrCat("cannot pause at ", spec_.pruner.resource, " ", FormatShort(t.resource, 6),
-               ": nothing in ", TrialDir(t.root), "/checkpoint",
+        StrCat("cannot pause at ", study::ResourceName(spec_.pruner.resource), " ",
+               FormatShort(t.resource, 6), ": nothing in ", TrialDir(t.root), "/checkpoint",
                "; it runs on and is judged as in mode stop"));
   }
   if (d.kind != Kind::kContinue) Decided(t, d);
@@ -67,9 +67,8 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
 }
 
 // The one place a report reaches the pruner and the tuner, live and in replay.
-tuner::PrunerDecision StudyController::Impl::Report(int root, const Config& config,
-                                                    double resource, double objective,
-                                                    bool* rung_observed) {
+tuner::PrunerDecision StudyController::Impl::Report(int root, const Config& config, double resource,
+                                                    double objective, bool* rung_observed) {
   RootState& rs = roots_[root];
   ++rs.reports;
   tuner::PrunerDecision d = pruner_->Report(root, resource, Comparable(objective));
@@ -89,14 +88,15 @@ void StudyController::Impl::Decided(Trial& t, const tuner::PrunerDecision& d) {
   t.prune_reason = d.reason;
   t.decided = now_;
   Log(t.number, pause ? EventKind::kPausing : EventKind::kPruning,
-      StrCat(pause ? "pausing" : "pruned", " at ", spec_.pruner.resource, " ",
+      StrCat(pause ? "pausing" : "pruned", " at ", study::ResourceName(spec_.pruner.resource), " ",
              FormatShort(t.resource, 6), ": ", d.reason));
   Terminate(t);
 }
 
 // A report's progress: its epoch (or step), or else how many objective reports came so far.
 double StudyController::Impl::ResourceOf(const MetricLine& m, int64_t count) const {
-  std::optional<int64_t> r = resource_is_step_ ? m.step : m.epoch;
+  std::optional<int64_t> r =
+      spec_.pruner.resource == study::PrunerResource::kStep ? m.step : m.epoch;
   return static_cast<double>(r.value_or(count));
 }
 
@@ -113,7 +113,8 @@ std::optional<double> StudyController::Impl::Combine(std::optional<double> curre
                                                      double v) const {
   using S = study::ObjectiveStrategy;
   S s = spec_.objective.strategy;
-  if (s == S::kBest) s = spec_.objective.direction == study::Direction::kMinimize ? S::kMin : S::kMax;
+  if (s == S::kBest)
+    s = spec_.objective.direction == study::Direction::kMinimize ? S::kMin : S::kMax;
   if (s == S::kLast || !current || std::isnan(*current)) return v;
   if (std::isnan(v)) return current;
   return s == S::kMin ? std::min(*current, v) : std::max(*current, v);
@@ -161,8 +162,8 @@ void StudyController::Impl::Journal(JournalKind kind, int root, double resource,
 // A paused trial goes back to the queue, ahead of new ones, to resume from its checkpoint.
 void StudyController::Impl::Promote(const Paused& p, double target) {
   Log(p.number, EventKind::kPromoted,
-      StrCat("promoted from ", spec_.pruner.resource, " ", FormatShort(p.rung, 6), " to ",
-             FormatShort(target, 6)));
+      StrCat("promoted from ", study::ResourceName(spec_.pruner.resource), " ",
+             FormatShort(p.rung, 6), " to ", FormatShort(target, 6)));
   Enqueue({p.config, p.attempt, p.retry_of, p.root, p});
 }
 
@@ -193,11 +194,11 @@ void StudyController::Impl::FinalizePaused() {
     rec.state = TrialState::kPruned;
     rec.value = p.value;
     rec.ended = Wall();
-    rec.error = StrCat("paused at ", spec_.pruner.resource, " ", FormatShort(p.rung, 6),
-                       " and not promoted before the study ended");
+    rec.error = StrCat("paused at ", study::ResourceName(spec_.pruner.resource), " ",
+                       FormatShort(p.rung, 6), " and not promoted before the study ended");
     Write(FinishTrialRow{rec});
-    Write(EventRow{{*rec.ended, rec.number, storage::EventKindName(EventKind::kTrialFinished),
-                    rec.error}});
+    Write(EventRow{
+        {*rec.ended, rec.number, storage::EventKindName(EventKind::kTrialFinished), rec.error}});
     pruner_->End(root, false);
     Journal(JournalKind::kEnd, root, 0, 0, false);
     ++finished_;
@@ -330,14 +331,16 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
 
 std::string StudyController::Impl::StartLine() const {
   if (resumed_)
-    return StrCat("resuming study '", spec_.name, "': ", finished_, " of ", options_.max_trials,
-                  " trials finished",
-                  retries_.empty() ? "" : StrCat(", ", retries_.size(), " interrupted to run again"),
-                  paused_.empty() ? "" : StrCat(", ", paused_.size(), " paused"));
+    return StrCat(
+        "resuming study '", spec_.name, "': ", finished_, " of ", options_.max_trials,
+        " trials finished",
+        retries_.empty() ? "" : StrCat(", ", retries_.size(), " interrupted to run again"),
+        paused_.empty() ? "" : StrCat(", ", paused_.size(), " paused"));
   return StrCat("study '", spec_.name, "': ", options_.max_trials, " trials, up to ",
                 options_.max_parallel, " at a time, ", spec_.objective.metric, " (",
                 study::DirectionName(spec_.objective.direction), "), tuner ",
-                spec_.tuner.algorithm, ", storage ", options_.storage_path, options_.start_note);
+                tuner::TunerAlgorithmName(spec_.tuner.algorithm), ", storage ",
+                options_.storage_path, options_.start_note);
 }
 
 }  // namespace hyperpack::scheduler

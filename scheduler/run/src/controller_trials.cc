@@ -97,13 +97,13 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   } else {
     Write(InsertTrialRow{rec});
   }
-  std::string where = resume ? StrCat("to ", spec_.pruner.resource, " ", FormatShort(target, 6),
-                                      " on ", options_.host)
+  std::string where = resume ? StrCat("to ", study::ResourceName(spec_.pruner.resource), " ",
+                                      FormatShort(target, 6), " on ", options_.host)
                              : "on " + options_.host;
-  Write(EventRow{{Wall(), t.number,
-                  storage::EventKindName(resume ? EventKind::kTrialResumed
-                                                : EventKind::kTrialStarted),
-                  where}});
+  Write(EventRow{
+      {Wall(), t.number,
+       storage::EventKindName(resume ? EventKind::kTrialResumed : EventKind::kTrialStarted),
+       where}});
   int number = t.number;
   running_.emplace(number, std::move(t));
   FlushRows(number);
@@ -204,7 +204,8 @@ std::vector<std::pair<std::string, std::string>> StudyController::Impl::TrialEnv
   if (t.attempt > 1 || resume) e.emplace_back(env::kResume, "1");
   // In promote mode a trial trains to its rung, checkpoints and exits (hyperpack-trainer reads
   // this; a command that does not is stopped when it reports the rung).
-  if (pruner_->pauses() && !resource_is_step_ && target < spec_.pruner.max_resource)
+  if (pruner_->pauses() && spec_.pruner.resource == study::PrunerResource::kEpoch &&
+      target < spec_.pruner.max_resource)
     e.emplace_back(env::kStopAt, FormatShort(target, 12));
   for (const auto& [name, value] : t.config)
     e.emplace_back(study::ParamEnvName(name), FormatValue(value));
@@ -231,8 +232,9 @@ void StudyController::Impl::On(const TrialPersisted& e) {
       for (int g : r.gpus) ids.push_back(nodes_[r.node].gpu_names[g]);
     where = StrCat("  [", t.ranks.size(), " rank(s), GPUs ", Join(ids, ","), "]");
   }
-  Tell(t.number, t.resumed_to ? StrCat("resumed from its checkpoint to ", spec_.pruner.resource,
-                                       " ", FormatShort(*t.resumed_to, 6), where)
+  Tell(t.number, t.resumed_to ? StrCat("resumed from its checkpoint to ",
+                                       study::ResourceName(spec_.pruner.resource), " ",
+                                       FormatShort(*t.resumed_to, 6), where)
                               : StrCat("started  ", ParamsLine(t.config, spec_.space), where));
   if (spec_.trial.timeout_s) {
     t.deadline = now_ + *spec_.trial.timeout_s;
@@ -325,19 +327,18 @@ void StudyController::Impl::Complete(int number) {
   if (t.job) scheduler_.Finish(t.job);
   const double elapsed = now_ - t.started;
   Ending e = Classify(t);
-  out_.push_back(CloseLogsCmd{t.number, StrCat("# trial ", t.number, " ",
-                                               storage::TrialStateName(e.record.state), " (",
-                                               e.how, ") after ", FormatDuration(elapsed), "\n")});
+  out_.push_back(CloseLogsCmd{
+      t.number, StrCat("# trial ", t.number, " ", storage::TrialStateName(e.record.state), " (",
+                       e.how, ") after ", FormatDuration(elapsed), "\n")});
   if (e.record.state == TrialState::kCompleted) durations_.push_back(elapsed);
   const TrialRecord& rec = e.record;
   Write(FinishTrialRow{rec});
-  Write(EventRow{{*rec.ended, rec.number,
-                  storage::EventKindName(rec.state == TrialState::kPaused
-                                             ? EventKind::kTrialPaused
-                                             : EventKind::kTrialFinished),
-                  StrCat(storage::TrialStateName(rec.state),
-                         rec.value ? " " + FormatDouble(*rec.value) : "",
-                         e.stopped_after.empty() ? "" : "; " + e.stopped_after)}});
+  Write(EventRow{
+      {*rec.ended, rec.number,
+       storage::EventKindName(rec.state == TrialState::kPaused ? EventKind::kTrialPaused
+                                                               : EventKind::kTrialFinished),
+       StrCat(storage::TrialStateName(rec.state), rec.value ? " " + FormatDouble(*rec.value) : "",
+              e.stopped_after.empty() ? "" : "; " + e.stopped_after)}});
   Account(t, e, elapsed);
   // Another pass: a slot is free (and a trial that could not even start completes inside Fill).
   refill_ = true;
@@ -434,9 +435,9 @@ void StudyController::Impl::Account(const Trial& t, const Ending& e, double elap
     retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
     line = "lost with its node; requeued";
   } else if (rec.state == TrialState::kPaused) {
-    line = StrCat("paused at ", spec_.pruner.resource, " ", FormatShort(t.resource, 6), "  ",
-                  spec_.objective.metric, "=", rec.value ? FormatShort(*rec.value, 6) : "?",
-                  "  (", e.stopped_after, ")");
+    line = StrCat("paused at ", study::ResourceName(spec_.pruner.resource), " ",
+                  FormatShort(t.resource, 6), "  ", spec_.objective.metric, "=",
+                  rec.value ? FormatShort(*rec.value, 6) : "?", "  (", e.stopped_after, ")");
     PausedFor(t.root, {t.number, t.config, t.attempt, t.retry_of, t.root, t.resource, rec.value});
   } else {
     line = LearnFinished(t, e);
@@ -469,9 +470,9 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
       // Its value at the rung that stopped it is learnt already.
       learn = !t.rung_observed && rec.value.has_value();
       ++summary_.pruned;
-      line = StrCat("pruned at ", spec_.pruner.resource, " ", FormatShort(t.resource, 6), "  ",
-                    metric, "=", rec.value ? FormatShort(*rec.value, 6) : "?", "  (",
-                    e.stopped_after, ")");
+      line = StrCat("pruned at ", study::ResourceName(spec_.pruner.resource), " ",
+                    FormatShort(t.resource, 6), "  ", metric, "=",
+                    rec.value ? FormatShort(*rec.value, 6) : "?", "  (", e.stopped_after, ")");
       break;
     case TrialState::kCompleted: {
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
@@ -494,7 +495,8 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
       o.kind = tuner::TrialOutcome::Kind::kFailed;
       ++summary_.failed;
       ++failed_this_run_;
-      line = StrCat(storage::TrialStateName(rec.state), " (", e.how, "): ", LastLines(rec.error, 1));
+      line =
+          StrCat(storage::TrialStateName(rec.state), " (", e.how, "): ", LastLines(rec.error, 1));
       break;
   }
   if (learn) Observe(std::move(o));

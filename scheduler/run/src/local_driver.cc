@@ -16,13 +16,13 @@
 #include <list>
 #include <map>
 
-#include "hyperpack/scheduler/executor.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
+#include "hyperpack/scheduler/executor.h"
 #include "hyperpack/scheduler/runner.h"
+#include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/text.h"
 #include "storage_writer.h"
-#include "hyperpack/scheduler/study_run.h"
 #include "study_store.h"
 
 namespace hyperpack::scheduler {
@@ -136,9 +136,8 @@ class LocalDriver : public StudyRun {
     auto first = controller.ok() ? (*controller)->Restore(p.stored)
                                  : Result<std::vector<Command>>(controller.status());
     if (!first.ok()) {
-      writer_->Post([id = p.study_id](storage::Storage& db) {
-        return db.SetRunner(id, std::nullopt, "");
-      });
+      writer_->Post(
+          [id = p.study_id](storage::Storage& db) { return db.SetRunner(id, std::nullopt, ""); });
       return Close(first.status());
     }
     controller_ = std::move(*controller);
@@ -268,8 +267,8 @@ class LocalDriver : public StudyRun {
   }
   void Do(WakeCmd& c) {
     auto timer = std::make_shared<asio::steady_timer>(io_);
-    timer->expires_at(start_ + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(c.at)));
+    timer->expires_at(
+        start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(c.at)));
     wakes_.push_back(timer);
     timer->async_wait([this, timer](boost::system::error_code ec) {
       if (ec || done_) return;

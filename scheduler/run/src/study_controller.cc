@@ -101,7 +101,6 @@ StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions opti
     : spec_(spec),
       options_(std::move(options)),
       pruner_(std::move(pruner)),
-      resource_is_step_(spec.pruner.resource == "step"),
       ladder_(pruner_->Rungs()),
       cluster_(NodesOf(options_.nodes)),
       scheduler_(&cluster_, Policy::kBestFit),
@@ -421,8 +420,7 @@ void StudyController::Impl::FlushRows(std::optional<int> ack) {
 }
 
 // An event stored in the study's log and told to the people watching.
-void StudyController::Impl::Log(std::optional<int> trial, EventKind kind,
-                                const std::string& text) {
+void StudyController::Impl::Log(std::optional<int> trial, EventKind kind, const std::string& text) {
   Write(EventRow{{Wall(), trial, storage::EventKindName(kind), text}});
   Say(trial ? StrCatTrial(*trial, text) : text);
 }
@@ -436,8 +434,8 @@ std::string StudyController::Impl::StatusLine() const {
                                     " (trial ", *best_trial_, ")")
                            : "no result yet";
   return StrCat(finished_, "/", options_.max_trials, " done (", summary_.completed, " ok, ",
-                summary_.failed + summary_.infeasible, " failed), ", running_.size(),
-                " running, ", best);
+                summary_.failed + summary_.infeasible, " failed), ", running_.size(), " running, ",
+                best);
 }
 
 ControllerState StudyController::Impl::State() const {

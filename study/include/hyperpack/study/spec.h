@@ -15,6 +15,8 @@
 #include "hyperpack/expression.h"
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
+#include "hyperpack/tuner/pruner.h"
+#include "hyperpack/tuner/tuner.h"
 
 namespace hyperpack::study {
 
@@ -44,11 +46,11 @@ struct TrialSpec {
 };
 
 struct TunerSpec {
-  std::string algorithm = "gp";    // gp | random | sobol
-  std::optional<uint64_t> seed;    // absent: chosen when the study is created, then stored
-  int initial_trials = 0;          // gp: Sobol trials before the model; 0: max(5, dims + 1)
-  std::string acquisition = "ei";  // gp: ei (log expected improvement) | ucb
-  std::string warm_start;          // gp: a study whose completed trials seed the model
+  tuner::TunerAlgorithm algorithm = tuner::TunerAlgorithm::kGp;
+  std::optional<uint64_t> seed;  // absent: chosen when the study is created, then stored
+  int initial_trials = 0;        // gp: Sobol trials before the model; 0: max(5, dims + 1)
+  tuner::Acquisition acquisition = tuner::Acquisition::kEi;  // gp
+  std::string warm_start;  // gp: a study whose completed trials seed the model
 };
 
 struct BudgetSpec {
@@ -59,17 +61,21 @@ struct BudgetSpec {
   std::optional<double> time_limit_s;
 };
 
-// Early stopping (tuner/pruner.h). `resource` says what a report's progress is: the metric
-// line's `epoch` or `step` (or, where the line has none, the count of objective reports so far).
+// What a report's progress is: the metric line's `epoch` or `step` (or, where the line has none,
+// the count of objective reports so far).
+enum class PrunerResource { kEpoch, kStep };
+const char* ResourceName(PrunerResource resource);  // "epoch", "step"
+
+// Early stopping (tuner/pruner.h).
 struct PrunerSpec {
-  std::string algorithm = "none";  // none | median | asha | hyperband
-  std::string resource = "epoch";  // epoch | step
+  tuner::PrunerAlgorithm algorithm = tuner::PrunerAlgorithm::kNone;
+  PrunerResource resource = PrunerResource::kEpoch;
   double min_resource = 1;
   double max_resource = 0;  // asha, hyperband: required (a full trial's epochs or steps)
   double reduction_factor = 3;
-  std::string mode = "stop";  // asha, hyperband: stop | promote (pause at rungs)
-  double warmup_steps = 0;    // median
-  int startup_trials = 5;     // median
+  tuner::PrunerMode mode = tuner::PrunerMode::kStop;  // asha, hyperband
+  double warmup_steps = 0;                            // median
+  int startup_trials = 5;                             // median
 };
 
 struct ResourceSpec {

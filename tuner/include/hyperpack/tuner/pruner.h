@@ -21,20 +21,31 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hyperpack/status.h"
 
 namespace hyperpack::tuner {
 
+enum class PrunerAlgorithm { kNone, kMedian, kAsha, kHyperband };
+const char* PrunerAlgorithmName(PrunerAlgorithm algorithm);  // "none", "median", "asha", ...
+Result<PrunerAlgorithm> ParsePrunerAlgorithm(std::string_view name);
+
+// asha, hyperband: stop a trial outside the top 1/eta at its rung, or pause every trial at its
+// rung and promote the best.
+enum class PrunerMode { kStop, kPromote };
+const char* PrunerModeName(PrunerMode mode);  // "stop", "promote"
+Result<PrunerMode> ParsePrunerMode(std::string_view name);
+
 struct PrunerOptions {
-  std::string algorithm = "none";  // none | median | asha | hyperband
+  PrunerAlgorithm algorithm = PrunerAlgorithm::kNone;
   double min_resource = 1;
   double max_resource = 27;
   double reduction_factor = 3;
-  std::string mode = "stop";  // asha, hyperband: stop | promote
-  double warmup_steps = 0;    // median
-  int startup_trials = 5;     // median
+  PrunerMode mode = PrunerMode::kStop;
+  double warmup_steps = 0;  // median
+  int startup_trials = 5;   // median
   bool maximize = false;
 };
 

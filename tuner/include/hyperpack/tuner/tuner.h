@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hyperpack/space.h"
@@ -19,15 +20,25 @@
 
 namespace hyperpack::tuner {
 
+enum class TunerAlgorithm { kGp, kRandom, kSobol };
+const char* TunerAlgorithmName(TunerAlgorithm algorithm);  // "gp", "random", "sobol"
+// Errors name the word and the choices.
+Result<TunerAlgorithm> ParseTunerAlgorithm(std::string_view name);
+
+// gp's acquisition: log expected improvement, or the upper (here lower) confidence bound.
+enum class Acquisition { kEi, kUcb };
+const char* AcquisitionName(Acquisition acquisition);  // "ei", "ucb"
+Result<Acquisition> ParseAcquisition(std::string_view name);
+
 struct TunerOptions {
-  std::string algorithm = "gp";  // gp | random | sobol
+  TunerAlgorithm algorithm = TunerAlgorithm::kGp;
   uint64_t seed = 0;
   bool maximize = false;  // direction of the objective; samplers ignore it, models do not
   // gp only:
-  int initial_trials = 0;           // Sobol trials before the model; 0: max(5, dims + 1)
-  std::string acquisition = "ei";   // ei (log expected improvement) | ucb
-  double ucb_beta = 2.0;            // for ucb: mean - beta * sd
-  bool warp_outputs = true;         // Yeo-Johnson power transform of the objective values
+  int initial_trials = 0;  // Sobol trials before the model; 0: max(5, dims + 1)
+  Acquisition acquisition = Acquisition::kEi;
+  double ucb_beta = 2.0;     // for ucb: mean - beta * sd
+  bool warp_outputs = true;  // Yeo-Johnson power transform of the objective values
   // Past these many completed trials the hyperparameters are fitted on a subset, and the model
   // itself keeps a subset (the best third and a random rest): the cost is cubic in them.
   int max_fit_points = 300;

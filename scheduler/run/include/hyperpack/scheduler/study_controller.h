@@ -248,9 +248,9 @@ struct ControllerOptions {
 // What storage holds of a study when its run begins.
 struct StoredStudy {
   bool resumed = false;
-  std::vector<storage::TrialRecord> trials;   // running ones already marked interrupted
+  std::vector<storage::TrialRecord> trials;    // running ones already marked interrupted
   std::vector<storage::JournalEntry> journal;  // in the order written
-  std::set<int> checkpoints;  // roots whose checkpoint folder holds something
+  std::set<int> checkpoints;                   // roots whose checkpoint folder holds something
   int next_number = 0;
 };
 
@@ -265,7 +265,7 @@ struct ControllerState {
     int64_t reports = 0;
     double resource = 0;
     std::vector<std::pair<int, double>> decisions;  // per report: PrunerDecision::Kind, rung or -1
-    bool promoted = false;  // promoted from its rung, and no report since
+    bool promoted = false;                          // promoted from its rung, and no report since
     bool operator==(const Root&) const = default;
   };
   std::map<int, Root> roots;
