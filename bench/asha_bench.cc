@@ -5,15 +5,20 @@
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
 //              [--threads 1]
 //
-// Every method runs the same loop on the same seeds: a cluster of 8 GPUs (one node of 8, or two of
-// 4), the scheduler's real placement code (best fit with backfill), the tuner's real GP or random
-// search, and the real pruners. Time is virtual: an event queue of epoch ends, so a seed of a
-// three-hour study takes a fraction of a second plus the time spent in the tuner. Whenever GPUs
-// are free, paused trials that the pruner promotes are resubmitted first (priority 1), then new
-// configurations are proposed one at a time (with the running and queued ones pending) until the
-// queued demand covers the free GPUs (priority 0). A run ends at the budget: 8 GPUs for as long as
+// Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
+// by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
+// (scheduler/run/study_controller.h) driven in virtual time by VirtualDriver on a simulated
+// cluster of 8 GPUs (one node of 8, or two of 4). Only the training runs are simulated (Workload
+// below); every decision is the controller's: placement (best fit with backfill, estimating a job
+// by the median duration of the trials completed so far), the pruner and its pauses and
+// promotions, what the tuner learns, and when to ask it for more. Promoted trials are queued first (priority 2);
+// new configurations are asked for only while nothing waits for room, as many at once as there
+// are free trial slots (max_parallel = 8 trials, whatever their GPUs), with the running and queued
+// ones pending. Time is an event queue, so a seed of a three-hour study takes a fraction of a
+// second plus the time spent in the tuner. A run ends at the budget: 8 GPUs for as long as
 // `--budget-trials` (40) full-length trials of the average configuration of the space take, in
-// GPU-seconds; about 2.8 hours of virtual time.
+// GPU-seconds; about 2.8 hours of virtual time. The study's budget.time_limit is that time, so the
+// controller stops launching there; the driver cuts the run off at the same moment.
 //
 // The objective (to minimise): the validation loss of a made-up training run, 10 classes (the
 // loss starts at ln 10 = 2.3), reported after every epoch, at most 27 epochs.
@@ -45,29 +50,44 @@
 // The noise is seeded by the benchmark seed and the configuration (and the epoch), so that two
 // methods that try the same configuration on the same seed see the same curve.
 //
+// A simulated trial does what hyperpack-trainer does: it reads its parameters from the launch
+// plan, continues from the epochs it trained before when the plan resumes it, trains to
+// HYPERPACK_STOP_AT epochs when the controller sets it (promote mode) or else to 27, prints
+// {"epoch": e, "step": e, "loss": ...} after every epoch and then exits 0; the controller stops
+// it (SIGTERM) when the pruner pauses or prunes it at a report.
+//
 // Methods: gp+asha (GP tuner, ASHA promote: trials train to a rung and pause until they rank in
 // the top 1/3 there), gp+asha-stop (ASHA stop mode), gp+hyperband (promote mode), gp+median, gp
-// (every trial trained to 27 epochs), random+asha, random. Rungs 1, 3, 9, 27 epochs (eta 3); the
-// median pruner with its defaults (5 completed trials before it stops any, no warm-up). As the
-// runner does: every trial's value at 1, 3 and 9 epochs (the first bracket's ladder) is observed
-// by the tuner as a pruned outcome at that resource (the GP then models the highest rung with
+// (pruner none: every trial trained to 27 epochs), random+asha, random. Rungs 1, 3, 9, 27 epochs
+// (eta 3); the median pruner with its defaults (5 completed trials before it stops any, no
+// warm-up). The controller teaches the tuner every trial's value at 1, 3 and 9 epochs (the first
+// bracket's ladder) as a pruned outcome at that resource (the GP then models the highest rung with
 // enough values: BOHB's rule), whether the trial continues, pauses or stops; a trial the median
-// pruner stops, at the step where it stopped; a trial that reaches 27 epochs, as completed. With
-// --learn-ladder=false only the values the pruner records at the rungs of the trial's own bracket
-// are learnt (Hyperband's later brackets have no rung at 1 or 3 epochs).
+// pruner stops, at the step where it stopped (one it stops at its 27th report is pruned, not
+// completed); a trial that exits 0 after 27 epochs, as completed.
+// With --learn-ladder=false (ControllerOptions::learn_ladder) only the values the pruner records
+// at the rungs of the trial's own bracket are learnt (Hyperband's later brackets have no rung at
+// 1 or 3 epochs).
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
-//   time to target   the virtual time at which a trial first *completes 27 epochs* with a true
-//                    (noise-free) loss at 27 epochs within --target-gap (0.02) of the global
-//                    optimum of that loss; a low-fidelity value never counts, so pruning cannot
-//                    win on early noise. A seed that never gets there counts as infinitely late.
-//   proposed at      when the trial that first reached the target was proposed: the rest of
-//                    the time to target is its own training (and, in promote mode, its waits
-//                    to be promoted).
+//   time to target   the virtual time at which a trial first *completes 27 epochs* (its process
+//                    exits 0 after reporting epoch 27, and the controller records it completed)
+//                    with a true (noise-free) loss at 27 epochs within --target-gap (0.02) of the
+//                    global optimum of that loss; a low-fidelity value never counts, so pruning
+//                    cannot win on early noise. A seed that never gets there counts as
+//                    infinitely late.
+//   proposed at      when the tuner proposed the trial that first reached the target: the rest of
+//                    the time to target is its waits for room, its own training and, in promote
+//                    mode, its waits to be promoted.
 //   best at budget   the lowest true loss at 27 epochs among the trials that completed 27 epochs
 //                    before the budget ran out.
+//   trials           configurations started; trained to 27: trials completed.
+//   GPUs busy        GPU-seconds from each start to its end (trials running at the budget count
+//                    to it), over 8 GPUs x the budget.
+//   tuner s/run      real seconds in the tuner's Propose and Observe (VirtualDriver measures it).
 // The table goes to stdout (markdown), progress to stderr, one line per method and seed.
-// Exit status: 0, 1 when a tuner or pruner fails, 2 for bad flags.
+// Exit status: 0, 1 when a study does not parse or a tuner, pruner or the controller fails, 2 for
+// bad flags.
 
 #include <algorithm>
 #include <atomic>
@@ -83,15 +103,21 @@
 #include <mutex>
 #include <numbers>
 #include <optional>
-#include <queue>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/env_vars.h"
+#include "hyperpack/scheduler/study_controller.h"
+#include "hyperpack/scheduler/virtual_driver.h"
 #include "hyperpack/space.h"
+#include "hyperpack/status.h"
+#include "hyperpack/storage/storage.h"
+#include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
-#include "hyperpack/tuner/pruner.h"
 #include "hyperpack/tuner/tuner.h"
 
 namespace hyperpack::bench {
@@ -188,26 +214,6 @@ double Normal(uint64_t key) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
-SearchSpace MakeSpace() {
-  auto num = [](const char* name, ParamType type, double low, double high, bool log) {
-    ParamSpec p;
-    p.name = name;
-    p.type = type;
-    p.low = low;
-    p.high = high;
-    p.log = log;
-    return p;
-  };
-  ParamSpec dp;
-  dp.name = "data_parallel";
-  dp.type = ParamType::kCategorical;
-  dp.values = {Value{int64_t{1}}, Value{int64_t{2}}, Value{int64_t{4}}};
-  return SearchSpace({num("lr", ParamType::kFloat, 1e-4, 1.0, true),
-                      num("batch_size", ParamType::kInt, 32, 1024, true),
-                      num("momentum", ParamType::kFloat, 0.5, 0.99, false),
-                      num("weight_decay", ParamType::kFloat, 1e-6, 1e-2, true), dp});
-}
-
 // The lowest noise-free loss at `epochs` over the space (offset 0): the plateau terms other than
 // q's vanish at weight decay 1e-4 and batch <= 256, and q is searched on a fine grid (a slightly
 // large lr converges a little faster, so the optimum sits just above q = 0).
@@ -261,7 +267,7 @@ struct Settings {
   double eta = 3;
   double overhead_s = 30;
   double speedup = 0;  // see TrueLoss
-  bool learn_ladder = false;
+  bool learn_ladder = true;
   double horizon_s = 0;  // virtual seconds
   double target = 0;     // true loss at max_epochs
   int nodes = 1;
@@ -278,221 +284,228 @@ struct RunResult {
   double tuner_s = 0;             // real time in Propose and Observe
 };
 
-class Simulation {
+constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
+
+// The study the controller runs, as a user would write it.
+std::string StudyText(const Settings& s, const Method& m) {
+  std::string text =
+      "name: asha-bench\n"
+      "objective: {metric: loss, direction: minimize}\n"
+      "search_space:\n"
+      "  lr:            {type: float, low: 1.0e-4, high: 1.0, log: true}\n"
+      "  batch_size:    {type: int, low: 32, high: 1024, log: true}\n"
+      "  momentum:      {type: float, low: 0.5, high: 0.99}\n"
+      "  weight_decay:  {type: float, low: 1.0e-6, high: 1.0e-2, log: true}\n"
+      "  data_parallel: {type: categorical, values: [1, 2, 4]}\n";
+  text += StrCat("trial: {command: train --epochs ", FormatDouble(s.max_epochs), "}\n");
+  text += StrCat("tuner: {algorithm: ", m.tuner, "}\n");
+  text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
+                 ", time_limit: ", FormatDouble(s.horizon_s), "}\n");
+  text += StrCat("resources: {gpus: \"{data_parallel}\", cpus: \"", kCpusPerRank,
+                 " * {data_parallel}\"}\n");
+  text += StrCat("pruner: {algorithm: ", m.pruner, ", min_resource: ", FormatDouble(s.min_epochs),
+                 ", max_resource: ", FormatDouble(s.max_epochs),
+                 ", reduction_factor: ", FormatDouble(s.eta), ", mode: ", m.mode, "}\n");
+  return text;
+}
+
+// What the model and the measurements keep of one trial number, across its pauses.
+struct TrialModel {
+  Hp hp;
+  uint64_t key = 0;
+  double offset = 0;
+  double proposed = kInf;  // virtual time
+  int epochs = 0;          // trained and reported so far
+  int gpus = 0;
+  std::optional<double> started;  // while a job of it runs
+};
+
+// One job of a trial: from its epochs so far to its stopping point, an epoch a step.
+class Job : public hs::VirtualTrial {
  public:
-  Simulation(const Settings& s, const Method& m, int seed)
-      : s_(s),
-        m_(m),
-        seed_(static_cast<uint64_t>(seed)),
-        space_(MakeSpace()),
-        cluster_(Nodes(s)),
-        scheduler_(&cluster_, hs::Policy::kBestFit) {}
+  Job(const Settings& s, TrialModel& t, int stop_at, double epoch_s)
+      : s_(s), t_(t), stop_at_(stop_at), epoch_s_(epoch_s) {}
 
-  Result<RunResult> Run() {
-    ht::TunerOptions to;
-    to.algorithm = m_.tuner;
-    to.seed = seed_;
-    to.maximize = false;
-    HP_ASSIGN_OR_RETURN(tuner_, ht::MakeTuner(space_, to));
-    ht::PrunerOptions po;
-    po.algorithm = m_.pruner;
-    po.mode = m_.mode;
-    po.min_resource = s_.min_epochs;
-    po.max_resource = s_.max_epochs;
-    po.reduction_factor = s_.eta;
-    HP_ASSIGN_OR_RETURN(pruner_, ht::MakePruner(po));
-    for (double r : pruner_->Rungs())
-      if (r < s_.max_epochs - 1e-9) ladder_.push_back(r);
-
-    HP_RETURN_IF_ERROR(Fill(0.0));
-    while (!events_.empty()) {
-      Event ev = events_.top();
-      if (ev.time > s_.horizon_s) break;
-      events_.pop();
-      HP_RETURN_IF_ERROR(OnEpoch(ev));
-      HP_RETURN_IF_ERROR(Fill(ev.time));
-    }
-    // Jobs still running at the budget used their GPUs up to it.
-    for (const Trial& t : trials_)
-      if (t.state == State::kRunning) result_.gpu_busy_s += t.hp.dp * (s_.horizon_s - t.job_start);
-    return result_;
+  Step Next() override {
+    // The driver asks for a step once the previous one has been played: that epoch is done, even
+    // if the report it carried makes the controller stop the job.
+    if (reported_) t_.epochs = *reported_;
+    if (t_.epochs >= stop_at_) return {0.0, std::nullopt, hs::RankExit::Exited(0)};
+    const int e = t_.epochs + 1;
+    hs::MetricLine line;
+    line.step = e;
+    line.epoch = e;
+    line.values = {{"loss", TrueLoss(t_.hp, e, t_.offset, s_.speedup) +
+                                kNoiseSd * Normal(t_.key ^ Mix64(0x1000 + e))}};
+    const double after = (reported_ ? 0.0 : s_.overhead_s) + epoch_s_;
+    reported_ = e;
+    return {after, std::move(line), std::nullopt};
   }
 
  private:
-  enum class State { kQueued, kRunning, kPaused, kDone };
-  struct Trial {
-    Config config;
-    Hp hp;
-    uint64_t key = 0;
-    double offset = 0;
-    double proposed = 0;  // virtual time
-    int epochs = 0;       // trained so far
-    double target = 0;    // epochs this job trains to
-    State state = State::kQueued;
-    uint64_t job = 0;
-    double job_start = 0;
-    double epoch_s = 0;
-  };
-  struct Event {
-    double time;
-    uint64_t seq;
-    int trial;
-    int epoch;
-    bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-  };
+  const Settings& s_;
+  TrialModel& t_;
+  int stop_at_;
+  double epoch_s_;
+  std::optional<int> reported_;
+};
 
-  static std::vector<hs::Node> Nodes(const Settings& s) {
-    std::vector<hs::Node> nodes;
-    for (int i = 0; i < s.nodes; ++i)
-      nodes.push_back(
-          {"node" + std::to_string(i), s.gpus_per_node, kCpusPerRank * s.gpus_per_node});
+// The training runs the controller launches, and the GPU time they hold.
+class Workload : public hs::VirtualWorkload {
+ public:
+  Workload(const Settings& s, uint64_t seed) : s_(s), seed_(seed) {}
+
+  std::unique_ptr<hs::VirtualTrial> Start(const hs::LaunchPlan& plan, double now) override {
+    TrialModel& t = trials_[plan.trial];
+    if (!plan.resume) {
+      t.hp = FromConfig(plan.config);
+      t.key = Mix64(seed_ ^ Mix64(ConfigHash(plan.config)));
+      t.offset = kOffsetSd * Normal(t.key);
+      auto it = proposed_.find(plan.config);
+      t.proposed = it == proposed_.end() ? now : it->second;
+      ++new_trials_;
+    }
+    t.gpus = 0;
+    for (const hs::RankPlacement& r : plan.placement.ranks)
+      t.gpus += static_cast<int>(r.gpus.size());
+    t.started = now;
+    return std::make_unique<Job>(s_, t, StopAt(plan),
+                                 EpochSeconds(t.hp, plan.placement.Nodes().size() > 1));
+  }
+
+  void Ended(int trial, double now) override {
+    TrialModel& t = trials_.at(trial);
+    if (t.started) gpu_busy_s_ += t.gpus * (now - *t.started);
+    t.started.reset();
+  }
+
+  void Proposed(const Config& config, double now) override { proposed_[config] = now; }
+
+  const TrialModel* Find(int trial) const {
+    auto it = trials_.find(trial);
+    return it == trials_.end() ? nullptr : &it->second;
+  }
+  int new_trials() const { return new_trials_; }
+  // Jobs still running at `horizon` held their GPUs up to it.
+  double GpuSeconds(double horizon) const {
+    double busy = gpu_busy_s_;
+    for (const auto& [n, t] : trials_)
+      if (t.started) busy += t.gpus * (horizon - *t.started);
+    return busy;
+  }
+
+ private:
+  // hyperpack-trainer's rule: HYPERPACK_STOP_AT epochs when the controller sets it (promote
+  // mode, below the last rung), else the full length.
+  int StopAt(const hs::LaunchPlan& plan) const {
+    if (!plan.ranks.empty())
+      for (const auto& [name, value] : plan.ranks[0].env)
+        if (name == env::kStopAt)
+          if (std::optional<double> v = ParseDouble(value))
+            return static_cast<int>(std::lround(*v));
+    return static_cast<int>(s_.max_epochs);
+  }
+
+  const Settings& s_;
+  uint64_t seed_;
+  std::map<int, TrialModel> trials_;   // by trial number
+  std::map<Config, double> proposed_;  // the latest proposal of each configuration
+  int new_trials_ = 0;
+  double gpu_busy_s_ = 0;
+};
+
+// The tuner as the driver sees it, keeping its first error: the controller only stops launching
+// on one, and a run cut off at the horizon would not say so.
+class CheckedTuner : public ht::Tuner {
+ public:
+  explicit CheckedTuner(std::unique_ptr<ht::Tuner> tuner) : tuner_(std::move(tuner)) {}
+  Result<std::vector<Config>> Propose(int n, std::span<const Config> pending) override {
+    Result<std::vector<Config>> r = tuner_->Propose(n, pending);
+    if (!r.ok() && status_.ok()) status_ = r.status().WithContext("Propose");
+    return r;
+  }
+  void Observe(const ht::TrialOutcome& outcome) override { tuner_->Observe(outcome); }
+  std::string name() const override { return tuner_->name(); }
+  const Status& status() const { return status_; }
+
+ private:
+  std::unique_ptr<ht::Tuner> tuner_;
+  Status status_;
+};
+
+class Simulation {
+ public:
+  Simulation(const Settings& s, const Method& m, int seed)
+      : s_(s), m_(m), seed_(static_cast<uint64_t>(seed)) {}
+
+  Result<RunResult> Run() {
+    const study::ParseOutcome parsed = study::ParseStudy(StudyText(s_, m_), "asha_bench");
+    if (!parsed.spec) return Status::Internal("the benchmark's study: ", parsed.ErrorText());
+    const study::StudySpec& spec = *parsed.spec;
+    HP_ASSIGN_OR_RETURN(std::unique_ptr<ht::Tuner> made,
+                        ht::MakeTuner(spec.space, hs::TunerOptionsFor(spec, seed_)));
+    CheckedTuner tuner(std::move(made));
+    hs::ControllerOptions options;
+    options.max_trials = kMaxTrials;
+    options.max_parallel = s_.nodes * s_.gpus_per_node;
+    options.log_root = "/virtual";
+    options.learn_ladder = s_.learn_ladder;
+    options.nodes = Nodes(s_);
+    HP_ASSIGN_OR_RETURN(std::unique_ptr<hs::StudyController> controller,
+                        hs::StudyController::Make(spec, std::move(options)));
+    Workload workload(s_, seed_);
+    hs::VirtualOptions virtual_options;
+    virtual_options.horizon = s_.horizon_s;
+    hs::VirtualDriver driver(*controller, tuner, workload, virtual_options);
+    HP_RETURN_IF_ERROR(driver.Run(hs::StoredStudy{}));
+    HP_RETURN_IF_ERROR(tuner.status());
+    // Only the time limit may end a run before the horizon.
+    if (driver.summary() && driver.summary()->reason != hs::StopReason::kTimeLimit)
+      return Status::Internal("the study stopped at ", driver.now(),
+                              " s: ", driver.summary()->stop_reason);
+
+    RunResult r;
+    // The trials the controller recorded completed, in the order they ended: each exited 0 after
+    // reporting its last epoch.
+    for (const hs::Row& row : driver.rows()) {
+      const auto* finish = std::get_if<hs::FinishTrialRow>(&row);
+      if (finish == nullptr || finish->trial.state != storage::TrialState::kCompleted) continue;
+      const int number = finish->trial.number;
+      const TrialModel* t = workload.Find(number);
+      if (t == nullptr || t->epochs != static_cast<int>(s_.max_epochs))
+        return Status::Internal("trial ", number, " completed after ", t ? t->epochs : 0,
+                                " epochs, not ", s_.max_epochs);
+      ++r.full_trials;
+      const double truth = TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
+      r.best_full = std::min(r.best_full, truth);
+      if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
+        r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
+        r.target_proposed = t->proposed;
+      }
+    }
+    r.trials = workload.new_trials();
+    r.gpu_busy_s = workload.GpuSeconds(s_.horizon_s);
+    r.tuner_s = driver.tuner_seconds();
+    return r;
+  }
+
+ private:
+  // Nodes as the controller names them: GPUs "0".."N-1", 4 CPU slots per GPU.
+  static std::vector<hs::ClusterNode> Nodes(const Settings& s) {
+    std::vector<hs::ClusterNode> nodes;
+    for (int i = 0; i < s.nodes; ++i) {
+      hs::ClusterNode n;
+      n.node = {"node" + std::to_string(i), s.gpus_per_node, kCpusPerRank * s.gpus_per_node};
+      for (int g = 0; g < s.gpus_per_node; ++g) n.gpu_names.push_back(std::to_string(g));
+      n.address = n.node.name;
+      nodes.push_back(std::move(n));
+    }
     return nodes;
-  }
-
-  Status Submit(int id, int priority, double now) {
-    Trial& t = trials_[id];
-    hs::Job job;
-    job.id = next_job_++;
-    job.demand = hs::Demand{t.hp.dp, 1, kCpusPerRank};
-    job.priority = priority;
-    job.submit = now;
-    job.estimate = s_.overhead_s + (t.target - t.epochs) * EpochSeconds(t.hp, false);
-    HP_RETURN_IF_ERROR(scheduler_.Submit(job));
-    t.state = State::kQueued;
-    t.job = job.id;
-    trial_of_job_[job.id] = id;
-    queued_gpus_ += t.hp.dp;
-    return Status::Ok();
-  }
-
-  void FinishJob(Trial& t, double now, State next) {
-    scheduler_.Finish(t.job);
-    result_.gpu_busy_s += t.hp.dp * (now - t.job_start);
-    t.state = next;
-  }
-
-  void Observe(const Trial& t, ht::TrialOutcome::Kind kind, double value, double resource) {
-    ht::TrialOutcome o;
-    o.config = t.config;
-    o.kind = kind;
-    o.value = value;
-    o.resource = resource;
-    const Clock::time_point t0 = Clock::now();
-    tuner_->Observe(o);
-    result_.tuner_s += std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-
-  // Promotions first, then new configurations for the free GPUs, then a scheduling pass.
-  Status Fill(double now) {
-    if (now < s_.horizon_s) {
-      if (pruner_->pauses()) {
-        while (auto up = pruner_->NextPromotion()) {
-          Trial& t = trials_[up->trial];
-          if (t.state != State::kPaused)
-            return Status::Internal("promoted trial ", up->trial, " is not paused");
-          t.target = pruner_->Begin(up->trial);
-          if (t.target != up->target)
-            return Status::Internal("Begin gave ", t.target, ", the promotion ", up->target);
-          HP_RETURN_IF_ERROR(Submit(up->trial, 1, now));
-        }
-      }
-      while (cluster_.total_free_gpus() - queued_gpus_ > 0) {
-        std::vector<Config> pending;
-        for (const Trial& t : trials_)
-          if (t.state == State::kQueued || t.state == State::kRunning) pending.push_back(t.config);
-        const Clock::time_point t0 = Clock::now();
-        Result<std::vector<Config>> proposed = tuner_->Propose(1, pending);
-        result_.tuner_s += std::chrono::duration<double>(Clock::now() - t0).count();
-        if (!proposed.ok()) return proposed.status().WithContext("Propose");
-        if (proposed->empty()) break;
-        const int id = static_cast<int>(trials_.size());
-        Trial t;
-        t.config = std::move(proposed->front());
-        HP_RETURN_IF_ERROR(space_.Validate(t.config));
-        t.hp = FromConfig(t.config);
-        t.key = Mix64(seed_ ^ Mix64(ConfigHash(t.config)));
-        t.offset = kOffsetSd * Normal(t.key);
-        t.proposed = now;
-        trials_.push_back(std::move(t));
-        trials_[id].target = pruner_->Begin(id);
-        ++result_.trials;
-        HP_RETURN_IF_ERROR(Submit(id, 0, now));
-      }
-    }
-    for (const hs::Scheduler::Started& st : scheduler_.Schedule(now)) {
-      Trial& t = trials_[trial_of_job_.at(st.job.id)];
-      t.state = State::kRunning;
-      t.job_start = now;
-      t.epoch_s = EpochSeconds(t.hp, st.placement.Nodes().size() > 1);
-      queued_gpus_ -= t.hp.dp;
-      events_.push(
-          {now + s_.overhead_s + t.epoch_s, seq_++, trial_of_job_.at(st.job.id), t.epochs + 1});
-    }
-    return Status::Ok();
-  }
-
-  Status OnEpoch(const Event& ev) {
-    Trial& t = trials_[ev.trial];
-    t.epochs = ev.epoch;
-    const double e = ev.epoch;
-    const double value = TrueLoss(t.hp, e, t.offset, s_.speedup) +
-                         kNoiseSd * Normal(t.key ^ Mix64(0x1000 + ev.epoch));
-    const ht::PrunerDecision d = pruner_->Report(ev.trial, e, value);
-    if (e >= s_.max_epochs - 1e-9) {
-      Observe(t, ht::TrialOutcome::Kind::kCompleted, value, 0);
-      pruner_->End(ev.trial, true);
-      FinishJob(t, ev.time, State::kDone);
-      ++result_.full_trials;
-      const double truth = TrueLoss(t.hp, s_.max_epochs, t.offset, s_.speedup);
-      result_.best_full = std::min(result_.best_full, truth);
-      if (truth <= s_.target && !std::isfinite(result_.time_to_target)) {
-        result_.time_to_target = ev.time;
-        result_.target_proposed = t.proposed;
-      }
-      return Status::Ok();
-    }
-    // A value the pruner recorded at a rung is learnt at that fidelity, whatever the decision;
-    // with --learn-ladder every value at a rung of the first bracket's ladder.
-    std::optional<double> rung = d.rung;
-    if (s_.learn_ladder && (m_.pruner == "asha" || m_.pruner == "hyperband"))
-      for (double r : ladder_)
-        if (std::abs(r - e) < 1e-9) rung = r;
-    const bool at_rung = rung.has_value();
-    if (at_rung) Observe(t, ht::TrialOutcome::Kind::kPruned, value, *rung);
-    switch (d.kind) {
-      case ht::PrunerDecision::Kind::kStop:
-        if (!at_rung) Observe(t, ht::TrialOutcome::Kind::kPruned, value, e);
-        pruner_->End(ev.trial, false);
-        FinishJob(t, ev.time, State::kDone);
-        return Status::Ok();
-      case ht::PrunerDecision::Kind::kPause:
-        FinishJob(t, ev.time, State::kPaused);
-        return Status::Ok();
-      case ht::PrunerDecision::Kind::kContinue:
-        if (e >= t.target - 1e-9)
-          return Status::Internal("trial ", ev.trial, " reached its target ", t.target,
-                                  " and was neither paused nor stopped");
-        events_.push({ev.time + t.epoch_s, seq_++, ev.trial, ev.epoch + 1});
-        return Status::Ok();
-    }
-    return Status::Ok();
   }
 
   const Settings& s_;
   const Method& m_;
   uint64_t seed_;
-  SearchSpace space_;
-  hs::ClusterState cluster_;
-  hs::Scheduler scheduler_;
-  std::unique_ptr<ht::Tuner> tuner_;
-  std::unique_ptr<ht::Pruner> pruner_;
-  std::vector<double> ladder_;  // the first bracket's rungs below max_epochs
-  std::vector<Trial> trials_;
-  std::map<uint64_t, int> trial_of_job_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
-  uint64_t next_job_ = 1, seq_ = 0;
-  int queued_gpus_ = 0;
-  RunResult result_;
 };
 
 // ---- Summaries -------------------------------------------------------------------------------
@@ -516,9 +529,10 @@ std::string Loss(double x) { return std::isfinite(x) ? FormatShort(x, 4) : "none
 int Main(int argc, char** argv) {
   std::vector<std::string> names;
   for (const Method& m : AllMethods()) names.push_back(m.name);
-  cxxopts::Options options("asha_bench",
-                           "Early stopping against full training on synthetic learning curves, "
-                           "through the real scheduler, tuner and pruners, in virtual time");
+  cxxopts::Options options(
+      "asha_bench",
+      "Early stopping against full training on synthetic learning curves, "
+      "through the study controller, the tuner and the pruners, in virtual time");
   options.add_options()("seeds", "seeds 0 .. N-1", cxxopts::value<int>()->default_value("20"))(
       "methods", "comma-separated: " + Join(names, ","),
       cxxopts::value<std::vector<std::string>>()->default_value(Join(names, ",")))(
