@@ -33,6 +33,9 @@ inline constexpr char kMasterAddr[] = "MASTER_ADDR";
 inline constexpr char kMasterPort[] = "MASTER_PORT";
 inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
 
+// ---- What hyperpack's own commands read ----
+inline constexpr char kStorage[] = "HYPERPACK_STORAGE";  // the default --storage
+
 // Python holds back a pipe's output until exit unless this is set.
 inline constexpr char kPythonUnbuffered[] = "PYTHONUNBUFFERED";
 

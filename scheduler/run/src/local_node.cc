@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 
 namespace hyperpack::scheduler {
@@ -42,7 +43,7 @@ LocalNode DetectLocalNode() {
     while (fgets(buf, sizeof(buf), p)) out += buf;
     if (pclose(p) == 0) found = Split(out, '\n');
   }
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const char* visible = std::getenv(env::kCudaVisibleDevices);
   if (visible != nullptr) {
     // Only the devices this process was given, in the order it was given them.
     std::vector<std::string> allowed = Split(visible, ',');
