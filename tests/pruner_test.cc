@@ -137,6 +137,18 @@ TEST(PrunerTest, MedianStopsATrialWorseThanTheMedianOfCompletedOnesAtTheSameStep
   EXPECT_EQ(p->Report(5, 4, 0.6).kind, Kind::kContinue);
 }
 
+TEST(PrunerTest, MedianNeverStopsATrialAtItsLastReport) {
+  PrunerOptions o;
+  o.algorithm = PrunerAlgorithm::kMedian;
+  o.startup_trials = 1;
+  o.max_resource = 5;
+  auto p = MakePruner(o).value();
+  for (int s = 1; s <= 5; ++s) p->Report(0, s, 1.0 / s);
+  p->End(0, true);
+  EXPECT_EQ(p->Report(1, 4, 2.0).kind, Kind::kStop);
+  EXPECT_EQ(p->Report(2, 5, 2.0).kind, Kind::kContinue) << "trained to the end: nothing to save";
+}
+
 TEST(PrunerTest, MedianWaitsForItsStartupTrialsAndMaximisationFlipsIt) {
   PrunerOptions o;
   o.algorithm = PrunerAlgorithm::kMedian;

@@ -36,6 +36,9 @@ class MedianPruner : public Pruner {
     curves_[trial][step] = value;
     if (static_cast<int>(completed_.size()) < o_.startup_trials || step < o_.warmup_steps)
       return {};
+    // A report at the full resource is the trial's last: stopping it then saves nothing and
+    // would record a fully trained trial as pruned.
+    if (o_.max_resource > 0 && step + kEps >= o_.max_resource) return {};
     // Each completed trial's value at this step (its latest report at or before it).
     std::vector<double> others;
     for (int t : completed_) {

@@ -7,7 +7,8 @@
 //   none       never stops anything;
 //   median     stops a trial whose best value so far is worse than the median of the earlier
 //              completed trials' values at the same step, after warmup_steps and once
-//              startup_trials have completed (Optuna's MedianPruner);
+//              startup_trials have completed (Optuna's MedianPruner); never at max_resource
+//              (when set, > 0), a trial's last report;
 //   asha       rungs at min_resource x eta^k (and max_resource). mode stop: a trial reaching a rung
 //              continues only if it is in the top 1/eta of that rung so far (at least the best one
 //              continues). mode promote: every trial trains to its rung and pauses; a paused trial
