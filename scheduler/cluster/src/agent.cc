@@ -20,7 +20,7 @@ namespace {
 
 namespace asio = boost::asio;
 using protocol::Connection;
-using protocol::Field;
+using protocol::FrameType;
 using protocol::Json;
 using protocol::ProtocolError;
 using tcp = asio::ip::tcp;
@@ -33,16 +33,14 @@ class Agent {
     node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus) : DetectLocalNode();
     if (!o.name.empty()) node_.name = o.name;
     executor_ = MakeLocalExecutor(io_, {[this](RankId id, bool is_err, const std::string& text) {
-                                          if (conn_)
-                                            conn_->Send({{"type", "line"},
-                                                         {"trial", id.trial},
-                                                         {"rank", id.rank},
-                                                         {"stream", is_err ? "err" : "out"},
-                                                         {"text", text}});
+                                          if (!conn_) return;
+                                          const auto stream = is_err ? protocol::Stream::kErr
+                                                                     : protocol::Stream::kOut;
+                                          conn_->Send(protocol::Line{id, stream, text}.ToJson());
                                         },
                                         [this](RankId id, RankExit exit) {
                                           running_.erase(id);
-                                          if (conn_) conn_->Send(protocol::ExitFrame(id, exit));
+                                          if (conn_) conn_->Send(protocol::Exit{id, exit}.ToJson());
                                         }});
   }
 
@@ -71,42 +69,13 @@ class Agent {
 
   asio::awaitable<void> Main() {
     try {
-      co_await protocol::ClientHandshake(*conn_, options_.token, "agent");
-      conn_->Send({{"type", "register"},
-                   {"name", node_.name},
-                   {"gpus", node_.gpus},
-                   {"cpus", node_.cpus},
-                   {"address", conn_->local_address()}});
+      co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
+      conn_->Send(
+          protocol::Register{node_.name, node_.gpus, node_.cpus, conn_->local_address()}.ToJson());
       Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
           node_.cpus, " CPU slots");
       Beat();
-      while (true) {
-        Json m = co_await conn_->Receive();
-        std::string type = m["type"];
-        RankId id{Field<int>(m, "trial"), Field<int>(m, "rank")};
-        if (type == "launch") {
-          SpawnRequest r;
-          r.command = Field<std::string>(m, "command");
-          r.workdir = m.value("workdir", std::string());
-          r.env = Field<std::vector<std::string>>(m, "env");
-          r.env.push_back(std::string(env::kAgent) + "=" + node_.name);
-          Status s = executor_->Start(id, 0, r);
-          if (s.ok()) {
-            running_.insert(id);
-          } else {
-            conn_->Send({{"type", "line"},
-                         {"trial", id.trial},
-                         {"rank", id.rank},
-                         {"stream", "err"},
-                         {"text", s.message()}});
-            conn_->Send(protocol::ExitFrame(id, RankExit::NeverStarted()));
-          }
-        } else if (type == "kill") {
-          executor_->Signal(id, Field<int>(m, "signal"));
-        } else {
-          throw ProtocolError("unexpected '" + type + "' frame from the server");
-        }
-      }
+      while (true) FromServer(co_await conn_->Receive());
     } catch (const std::exception& e) {
       if (!stopped_by_signal_) {
         result_ = Status::Io("lost the server ", options_.connect, ": ", e.what());
@@ -115,12 +84,43 @@ class Agent {
     }
   }
 
+  // A frame from the server after registration.
+  void FromServer(const Json& m) {
+    switch (const FrameType type = protocol::TypeOf(m)) {
+      case FrameType::kLaunch:
+        Start(protocol::Launch::FromJson(m));
+        return;
+      case FrameType::kKill: {
+        const protocol::Kill kill = protocol::Kill::FromJson(m);
+        executor_->Signal(kill.id, kill.signal);
+        return;
+      }
+      default:
+        throw ProtocolError(std::string("unexpected '") + protocol::FrameTypeName(type) +
+                            "' frame from the server");
+    }
+  }
+
+  // Starts a launched rank; one that cannot start is reported as its error line and a
+  // never_started exit, which the server handles as any other end.
+  void Start(const protocol::Launch& launch) {
+    SpawnRequest r{launch.command, launch.workdir, launch.env};
+    r.env.push_back(std::string(env::kAgent) + "=" + node_.name);
+    Status s = executor_->Start(launch.id, 0, r);
+    if (s.ok()) {
+      running_.insert(launch.id);
+      return;
+    }
+    conn_->Send(protocol::Line{launch.id, protocol::Stream::kErr, s.message()}.ToJson());
+    conn_->Send(protocol::Exit{launch.id, RankExit::NeverStarted()}.ToJson());
+  }
+
   void Beat() {
     beat_.expires_after(std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(options_.heartbeat_s)));
     beat_.async_wait([this](boost::system::error_code ec) {
       if (ec || !conn_ || !conn_->open()) return;
-      conn_->Send({{"type", "heartbeat"}});
+      conn_->Send(protocol::Heartbeat{}.ToJson());
       Beat();
     });
   }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <utility>
 
 namespace hyperpack::scheduler::protocol {
 namespace {
@@ -130,64 +131,283 @@ void Connection::Close() {
   socket_.close(ignored);
 }
 
-asio::awaitable<std::string> ServerHandshake(Connection& c, const std::string& token) {
-  std::string nonce = RandomHex(32);
-  c.Send({{"type", "challenge"}, {"version", kVersion}, {"nonce", nonce}});
-  Json hello = co_await c.Receive();
-  if (hello["type"] != "hello") throw ProtocolError("expected a hello frame first");
-  if (hello.value("version", 0) != kVersion)
-    throw ProtocolError("protocol version " + hello.value("version", Json(0)).dump() + " is not " +
-                        std::to_string(kVersion));
-  std::string role = Field<std::string>(hello, "role");
-  if (role != "agent" && role != "client") throw ProtocolError("unknown role '" + role + "'");
-  if (!SameSecret(Field<std::string>(hello, "mac"), Hmac(token, nonce + role)))
-    throw ProtocolError("authentication failed: wrong token");
-  c.Send({{"type", "welcome"}, {"version", kVersion}});
-  co_return role;
+namespace {
+
+// A name on the wire for each value of an enum.
+template <typename E>
+using Names = std::pair<E, const char*>;
+
+constexpr Names<FrameType> kFrameTypeNames[] = {
+    {FrameType::kChallenge, "challenge"}, {FrameType::kHello, "hello"},
+    {FrameType::kWelcome, "welcome"},     {FrameType::kRegister, "register"},
+    {FrameType::kHeartbeat, "heartbeat"}, {FrameType::kLaunch, "launch"},
+    {FrameType::kKill, "kill"},           {FrameType::kLine, "line"},
+    {FrameType::kExit, "exit"},           {FrameType::kSubmit, "submit"},
+    {FrameType::kProgress, "progress"},   {FrameType::kDone, "done"},
+};
+constexpr Names<Role> kRoleNames[] = {{Role::kAgent, "agent"}, {Role::kClient, "client"}};
+constexpr Names<Stream> kStreamNames[] = {{Stream::kOut, "out"}, {Stream::kErr, "err"}};
+constexpr Names<RankExit::Kind> kExitNames[] = {
+    {RankExit::Kind::kExited, "exited"},
+    {RankExit::Kind::kSignaled, "signaled"},
+    {RankExit::Kind::kLost, "lost"},
+    {RankExit::Kind::kNeverStarted, "never_started"},
+};
+
+template <typename E, size_t N>
+const char* NameIn(const Names<E> (&names)[N], E value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
+  return "?";  // unreachable: every table lists every value
 }
 
-asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token,
-                                      const std::string& role) {
-  Json challenge = co_await c.Receive();
-  if (challenge["type"] != "challenge") throw ProtocolError("expected a challenge from the server");
-  std::string nonce = Field<std::string>(challenge, "nonce");
-  c.Send({{"type", "hello"},
-          {"version", kVersion},
-          {"role", role},
-          {"mac", Hmac(token, nonce + role)}});
+// The value named `name`, or ProtocolError saying where and what was allowed.
+template <typename E, size_t N>
+E ValueIn(const Names<E> (&names)[N], const std::string& name, const std::string& what) {
+  std::string allowed;
+  for (const auto& [v, n] : names) {
+    if (name == n) return v;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(n);
+  }
+  throw ProtocolError(what + " '" + name + "'; expected one of " + allowed);
+}
+
+// A frame of `type` with nothing else yet.
+Json Frame(FrameType type) { return {{"type", FrameTypeName(type)}}; }
+
+// Throws unless `frame` is of `type`: decoding one type as another is a bug, and the error should
+// say so rather than name whichever field happens to be missing.
+void Expect(const Json& frame, FrameType type) {
+  if (TypeOf(frame) != type)
+    throw ProtocolError(std::string("expected a '") + FrameTypeName(type) + "' frame, not a '" +
+                        TypeText(frame) + "' one");
+}
+
+Json WithRank(FrameType type, const RankId& id) {
+  Json j = Frame(type);
+  j["trial"] = id.trial;
+  j["rank"] = id.rank;
+  return j;
+}
+
+RankId RankOf(const Json& frame) { return {Field<int>(frame, "trial"), Field<int>(frame, "rank")}; }
+
+}  // namespace
+
+const char* FrameTypeName(FrameType type) { return NameIn(kFrameTypeNames, type); }
+
+const char* RoleName(Role role) { return NameIn(kRoleNames, role); }
+
+std::string TypeText(const Json& message) {
+  auto it = message.is_object() ? message.find("type") : message.end();
+  return it != message.end() && it->is_string() ? it->get<std::string>() : "?";
+}
+
+FrameType TypeOf(const Json& frame) {
+  if (!frame.is_object() || !frame.contains("type"))
+    throw ProtocolError("a frame without a 'type'");
+  if (!frame["type"].is_string()) throw ProtocolError("'type' is not a string in a frame");
+  return ValueIn(kFrameTypeNames, frame["type"].get<std::string>(), "unknown frame type");
+}
+
+Json Challenge::ToJson() const {
+  Json j = Frame(FrameType::kChallenge);
+  j["version"] = kVersion;
+  j["nonce"] = nonce;
+  return j;
+}
+
+Challenge Challenge::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kChallenge);
+  return {Field<std::string>(frame, "nonce")};
+}
+
+Json Hello::ToJson() const {
+  Json j = Frame(FrameType::kHello);
+  j["version"] = kVersion;
+  j["role"] = RoleName(role);
+  j["mac"] = mac;
+  return j;
+}
+
+Hello Hello::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kHello);
+  const int version = OptionalField<int>(frame, "version", 0);
+  if (version != kVersion)
+    throw ProtocolError("protocol version " + std::to_string(version) + " is not " +
+                        std::to_string(kVersion));
+  Hello h;
+  h.role = ValueIn(kRoleNames, Field<std::string>(frame, "role"), "unknown role");
+  h.mac = Field<std::string>(frame, "mac");
+  return h;
+}
+
+Json Welcome::ToJson() const {
+  Json j = Frame(FrameType::kWelcome);
+  j["version"] = kVersion;
+  return j;
+}
+
+Welcome Welcome::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kWelcome);
+  return {};
+}
+
+Json Register::ToJson() const {
+  Json j = Frame(FrameType::kRegister);
+  j["name"] = name;
+  j["gpus"] = gpus;
+  j["cpus"] = cpus;
+  j["address"] = address;
+  return j;
+}
+
+Register Register::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kRegister);
+  Register r;
+  r.name = Field<std::string>(frame, "name");
+  r.gpus = Field<std::vector<std::string>>(frame, "gpus");
+  r.cpus = Field<int>(frame, "cpus");
+  r.address = OptionalField<std::string>(frame, "address", "");
+  return r;
+}
+
+Json Heartbeat::ToJson() const { return Frame(FrameType::kHeartbeat); }
+
+Heartbeat Heartbeat::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kHeartbeat);
+  return {};
+}
+
+Json Launch::ToJson() const {
+  Json j = WithRank(FrameType::kLaunch, id);
+  j["command"] = command;
+  j["workdir"] = workdir;
+  j["env"] = env;
+  return j;
+}
+
+Launch Launch::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kLaunch);
+  Launch l;
+  l.id = RankOf(frame);
+  l.command = Field<std::string>(frame, "command");
+  l.workdir = OptionalField<std::string>(frame, "workdir", "");
+  l.env = Field<std::vector<std::string>>(frame, "env");
+  return l;
+}
+
+Json Kill::ToJson() const {
+  Json j = WithRank(FrameType::kKill, id);
+  j["signal"] = signal;
+  return j;
+}
+
+Kill Kill::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kKill);
+  return {RankOf(frame), Field<int>(frame, "signal")};
+}
+
+Json Line::ToJson() const {
+  Json j = WithRank(FrameType::kLine, id);
+  j["stream"] = NameIn(kStreamNames, stream);
+  j["text"] = text;
+  return j;
+}
+
+Line Line::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kLine);
+  Line l;
+  l.id = RankOf(frame);
+  l.stream = ValueIn(kStreamNames, Field<std::string>(frame, "stream"), "a 'line' frame's stream");
+  l.text = Field<std::string>(frame, "text");
+  return l;
+}
+
+Json Exit::ToJson() const {
+  Json j = WithRank(FrameType::kExit, id);
+  j["how"] = NameIn(kExitNames, exit.kind);
+  j["code"] = exit.code;
+  return j;
+}
+
+Exit Exit::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kExit);
+  Exit e;
+  e.id = RankOf(frame);
+  e.exit.kind = ValueIn(kExitNames, Field<std::string>(frame, "how"), "an 'exit' frame's how");
+  e.exit.code = Field<int>(frame, "code");
+  return e;
+}
+
+Json Submit::ToJson() const {
+  Json j = Frame(FrameType::kSubmit);
+  j["study_text"] = study_text;
+  j["study_path"] = study_path;
+  if (max_trials) j["max_trials"] = *max_trials;
+  if (max_parallel) j["max_parallel"] = *max_parallel;
+  return j;
+}
+
+Submit Submit::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kSubmit);
+  Submit s;
+  s.study_text = Field<std::string>(frame, "study_text");
+  s.study_path = OptionalField<std::string>(frame, "study_path", "study.yaml");
+  if (frame.contains("max_trials")) s.max_trials = Field<int>(frame, "max_trials");
+  if (frame.contains("max_parallel")) s.max_parallel = Field<int>(frame, "max_parallel");
+  return s;
+}
+
+Json Progress::ToJson() const {
+  Json j = Frame(FrameType::kProgress);
+  j["text"] = text;
+  return j;
+}
+
+Progress Progress::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kProgress);
+  return {OptionalField<std::string>(frame, "text", "")};
+}
+
+Json Done::ToJson() const {
+  Json j = Frame(FrameType::kDone);
+  j["exit_code"] = exit_code;
+  j["message"] = message;
+  return j;
+}
+
+Done Done::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kDone);
+  return {OptionalField<int>(frame, "exit_code", 1),
+          OptionalField<std::string>(frame, "message", "")};
+}
+
+asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token) {
+  const std::string nonce = RandomHex(32);
+  c.Send(Challenge{nonce}.ToJson());
+  const Json frame = co_await c.Receive();
+  if (TypeOf(frame) != FrameType::kHello) throw ProtocolError("expected a hello frame first");
+  const Hello hello = Hello::FromJson(frame);
+  if (!SameSecret(hello.mac, Hmac(token, nonce + RoleName(hello.role))))
+    throw ProtocolError("authentication failed: wrong token");
+  c.Send(Welcome{}.ToJson());
+  co_return hello.role;
+}
+
+asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token, Role role) {
+  const Json challenge = co_await c.Receive();
+  if (TypeOf(challenge) != FrameType::kChallenge)
+    throw ProtocolError("expected a challenge from the server");
+  const std::string nonce = Challenge::FromJson(challenge).nonce;
+  c.Send(Hello{role, Hmac(token, nonce + RoleName(role))}.ToJson());
   Json welcome;
   try {
     welcome = co_await c.Receive();
   } catch (const ProtocolError&) {
     throw ProtocolError("the server closed the connection: wrong token or version");
   }
-  if (welcome["type"] != "welcome") throw ProtocolError("the server did not welcome us");
-}
-
-namespace {
-constexpr std::pair<RankExit::Kind, const char*> kExitNames[] = {
-    {RankExit::Kind::kExited, "exited"},
-    {RankExit::Kind::kSignaled, "signaled"},
-    {RankExit::Kind::kLost, "lost"},
-    {RankExit::Kind::kNeverStarted, "never_started"},
-};
-}  // namespace
-
-Json ExitFrame(const RankId& id, const RankExit& exit) {
-  const char* how = "exited";
-  for (const auto& [kind, name] : kExitNames)
-    if (kind == exit.kind) how = name;
-  return {
-      {"type", "exit"}, {"trial", id.trial}, {"rank", id.rank}, {"how", how}, {"code", exit.code}};
-}
-
-RankExit ExitFromFrame(const Json& frame) {
-  const std::string how = Field<std::string>(frame, "how");
-  const int code = Field<int>(frame, "code");
-  for (const auto& [kind, name] : kExitNames)
-    if (how == name) return {kind, code};
-  throw ProtocolError("an 'exit' frame with how '" + how +
-                      "'; expected exited, signaled, lost or never_started");
+  if (TypeOf(welcome) != FrameType::kWelcome) throw ProtocolError("the server did not welcome us");
 }
 
 }  // namespace hyperpack::scheduler::protocol

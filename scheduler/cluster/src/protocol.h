@@ -5,17 +5,24 @@
 // Every connection proves it holds the shared token before anything else: the server sends
 // {"type": "challenge", "version": 1, "nonce": HEX}, the peer answers {"type": "hello",
 // "version": 1, "role": "agent"|"client", "mac": HEX(HMAC-SHA256(token, nonce + role))}, and the
-// server answers {"type": "welcome"} or closes the connection. A frame that is too large, not
-// JSON, or not expected closes that connection (ProtocolError says why) and nothing else.
-// Thread-safety: a Connection belongs to one io_context thread.
+// server answers {"type": "welcome", "version": 1} or closes the connection. A frame that is too
+// large, not JSON, or not expected closes that connection (ProtocolError says why) and nothing
+// else.
+//
+// Every frame type is a FrameType and every frame a struct below: programs switch on TypeOf(frame)
+// and read a frame only through its struct's FromJson, so a malformed one is a ProtocolError that
+// names the frame and the field, never a JSON exception or a silent default.
+// Thread-safety: a Connection belongs to one io_context thread; the rest is pure.
 #pragma once
 
 #include <boost/asio.hpp>
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "hyperpack/scheduler/executor.h"
 
@@ -69,31 +76,170 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
 };
 
-// The server's side of the handshake; returns the peer's role or throws ProtocolError.
-asio::awaitable<std::string> ServerHandshake(Connection& c, const std::string& token);
-// A peer's side; throws ProtocolError when the server refuses.
-asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token,
-                                      const std::string& role);
+// Every frame type of version 1, by the "type" string it carries.
+enum class FrameType {
+  kChallenge,  // server -> peer: the nonce to sign
+  kHello,      // peer -> server: the role and the signature
+  kWelcome,    // server -> peer: the handshake succeeded
+  kRegister,   // agent -> server: its node, first
+  kHeartbeat,  // agent -> server: still here
+  kLaunch,     // server -> agent: start a rank
+  kKill,       // server -> agent: signal a rank
+  kLine,       // agent -> server: a line of a rank's output
+  kExit,       // agent -> server: a rank ended
+  kSubmit,     // client -> server: a study to run, first
+  kProgress,   // server -> client: a line of the study's progress
+  kDone,       // server -> client: the study ended
+};
+// The "type" string of `type`.
+const char* FrameTypeName(FrameType type);
+// The type of `frame`; ProtocolError naming it when "type" is missing, not a string or unknown.
+FrameType TypeOf(const Json& frame);
+
+// Who is at the other end of a connection, as the hello frame says: "agent" or "client".
+enum class Role { kAgent, kClient };
+const char* RoleName(Role role);
+
+// The "type" of `message` when it is a string, else "?": for error messages about any JSON.
+std::string TypeText(const Json& message);
 
 // The value of `key` in `message` as a T, or ProtocolError naming what was wrong.
 template <typename T>
 T Field(const Json& message, const char* key) {
-  auto it = message.find(key);
+  auto it = message.is_object() ? message.find(key) : message.end();
   if (it == message.end())
-    throw ProtocolError(std::string("a '") + message.value("type", "?") + "' frame without '" +
-                        key + "'");
+    throw ProtocolError("a '" + TypeText(message) + "' frame without '" + key + "'");
   try {
     return it->get<T>();
   } catch (const std::exception&) {
-    throw ProtocolError(std::string("'") + key + "' has the wrong type in a '" +
-                        message.value("type", "?") + "' frame");
+    throw ProtocolError(std::string("'") + key + "' has the wrong type in a '" + TypeText(message) +
+                        "' frame");
   }
 }
 
-// How a rank ended, as an "exit" frame: {"type": "exit", "trial", "rank", "how": exited |
-// signaled | lost | never_started, "code"}.
-Json ExitFrame(const RankId& id, const RankExit& exit);
-// The RankExit of an "exit" frame; ProtocolError when "how" or "code" is missing or unknown.
-RankExit ExitFromFrame(const Json& frame);
+// Like Field, but `fallback` when `key` is absent: the fields version 1 peers may leave out.
+template <typename T>
+T OptionalField(const Json& message, const char* key, T fallback) {
+  return message.is_object() && message.contains(key) ? Field<T>(message, key) : fallback;
+}
+
+// ---- Messages ----------------------------------------------------------------------------------
+// One struct per frame type. ToJson() gives the frame with its "type"; FromJson(frame) reads one,
+// throwing ProtocolError that names the frame and field when a field is missing or of the wrong
+// type, or when the frame is of another type. Fields marked "optional" may be absent on the wire,
+// and read as the default shown.
+
+// {"type": "challenge", "version", "nonce"}. A peer does not check the server's version: the
+// server checks the peer's.
+struct Challenge {
+  std::string nonce;
+  Json ToJson() const;
+  static Challenge FromJson(const Json& frame);
+};
+
+// {"type": "hello", "version", "role", "mac": HEX(HMAC-SHA256(token, nonce + role))}. FromJson
+// refuses another version before reading anything else, as the rest may differ there; "version"
+// missing reads as 0.
+struct Hello {
+  Role role = Role::kClient;
+  std::string mac;
+  Json ToJson() const;
+  static Hello FromJson(const Json& frame);
+};
+
+// {"type": "welcome", "version"}.
+struct Welcome {
+  Json ToJson() const;
+  static Welcome FromJson(const Json& frame);
+};
+
+// {"type": "register", "name", "gpus": [name...], "cpus", "address" (optional, "")}. An empty
+// address: the server uses the address the agent connected from.
+struct Register {
+  std::string name;
+  std::vector<std::string> gpus;  // as CUDA_VISIBLE_DEVICES names them on the agent
+  int cpus = 0;
+  std::string address;
+  Json ToJson() const;
+  static Register FromJson(const Json& frame);
+};
+
+// {"type": "heartbeat"}.
+struct Heartbeat {
+  Json ToJson() const;
+  static Heartbeat FromJson(const Json& frame);
+};
+
+// {"type": "launch", "trial", "rank", "command", "workdir" (optional, ""), "env":
+// ["NAME=VALUE"...]}.
+struct Launch {
+  RankId id;
+  std::string command;
+  std::string workdir;
+  std::vector<std::string> env;
+  Json ToJson() const;
+  static Launch FromJson(const Json& frame);
+};
+
+// {"type": "kill", "trial", "rank", "signal"}.
+struct Kill {
+  RankId id;
+  int signal = 0;
+  Json ToJson() const;
+  static Kill FromJson(const Json& frame);
+};
+
+// Which of a rank's outputs a line came from: "out" or "err".
+enum class Stream { kOut, kErr };
+
+// {"type": "line", "trial", "rank", "stream", "text"}: a line without its newline.
+struct Line {
+  RankId id;
+  Stream stream = Stream::kOut;
+  std::string text;
+  Json ToJson() const;
+  static Line FromJson(const Json& frame);
+};
+
+// {"type": "exit", "trial", "rank", "how": exited | signaled | lost | never_started, "code"}.
+struct Exit {
+  RankId id;
+  RankExit exit;
+  Json ToJson() const;
+  static Exit FromJson(const Json& frame);
+};
+
+// {"type": "submit", "study_text", "study_path" (optional, "study.yaml"), "max_trials" (optional),
+// "max_parallel" (optional)}.
+struct Submit {
+  std::string study_text;
+  std::string study_path = "study.yaml";  // what the study's error messages name
+  std::optional<int> max_trials;
+  std::optional<int> max_parallel;
+  Json ToJson() const;
+  static Submit FromJson(const Json& frame);
+};
+
+// {"type": "progress", "text" (optional, "")}.
+struct Progress {
+  std::string text;
+  Json ToJson() const;
+  static Progress FromJson(const Json& frame);
+};
+
+// {"type": "done", "exit_code" (optional, 1), "message" (optional, "")}: the study's exit code as
+// `hyperpack run` would give it; a message when it could not run (2: bad input, else 1).
+struct Done {
+  int exit_code = 1;
+  std::string message;
+  Json ToJson() const;
+  static Done FromJson(const Json& frame);
+};
+
+// ---- Handshake ---------------------------------------------------------------------------------
+// The server's side of the handshake; returns the peer's role or throws ProtocolError.
+asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token);
+// A peer's side; throws ProtocolError when the server refuses.
+asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token, Role role);
 
 }  // namespace hyperpack::scheduler::protocol

@@ -22,7 +22,7 @@ namespace {
 
 namespace asio = boost::asio;
 using protocol::Connection;
-using protocol::Field;
+using protocol::FrameType;
 using protocol::Json;
 using protocol::ProtocolError;
 using tcp = asio::ip::tcp;
@@ -94,21 +94,13 @@ class Server {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost)
       return Status::FailedPrecondition("the agent of node ", node, " is gone");
-    Json env = Json::array();
-    for (const std::string& kv : r.env) env.push_back(kv);
-    it->second.conn->Send({{"type", "launch"},
-                           {"trial", id.trial},
-                           {"rank", id.rank},
-                           {"command", r.command},
-                           {"workdir", r.workdir},
-                           {"env", env}});
+    it->second.conn->Send(protocol::Launch{id, r.command, r.workdir, r.env}.ToJson());
     return Status::Ok();
   }
   void Kill(RankId id, int node, int signal) {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost) return;
-    it->second.conn->Send(
-        {{"type", "kill"}, {"trial", id.trial}, {"rank", id.rank}, {"signal", signal}});
+    it->second.conn->Send(protocol::Kill{id, signal}.ToJson());
   }
 
  private:
@@ -144,7 +136,7 @@ class Server {
   }
 
   asio::awaitable<void> Session(std::shared_ptr<Connection> c) {
-    std::string role;
+    protocol::Role role;
     try {
       role = co_await protocol::ServerHandshake(*c, options_.token);
     } catch (const std::exception& e) {
@@ -154,10 +146,13 @@ class Server {
     }
     int node = -1;
     try {
-      if (role == "agent") {
-        co_await AgentSession(c, &node);
-      } else {
-        co_await ClientSession(c);
+      switch (role) {
+        case protocol::Role::kAgent:
+          co_await AgentSession(c, &node);
+          break;
+        case protocol::Role::kClient:
+          co_await ClientSession(c);
+          break;
       }
     } catch (const std::exception& e) {
       if (node >= 0) {
@@ -170,35 +165,54 @@ class Server {
   }
 
   asio::awaitable<void> AgentSession(std::shared_ptr<Connection> c, int* node) {
-    Json reg = co_await c->Receive();
-    if (reg["type"] != "register") throw ProtocolError("an agent must register first");
+    const Json first = co_await c->Receive();
+    if (protocol::TypeOf(first) != FrameType::kRegister)
+      throw ProtocolError("an agent must register first");
+    *node = Join(c, protocol::Register::FromJson(first));
+    while (true) {
+      const Json m = co_await c->Receive();
+      links_[*node].last_seen = Clock::now();
+      FromAgent(m);
+    }
+  }
+
+  // A registered agent's node joins the cluster (and the running study); returns its index.
+  int Join(const std::shared_ptr<Connection>& c, const protocol::Register& reg) {
     ClusterNode n;
-    n.node.name = Field<std::string>(reg, "name");
-    n.gpu_names = Field<std::vector<std::string>>(reg, "gpus");
+    n.node.name = reg.name;
+    n.gpu_names = reg.gpus;
     n.node.gpus = static_cast<int>(n.gpu_names.size());
-    n.node.cpus = Field<int>(reg, "cpus");
-    n.address = reg.value("address", std::string());
+    n.node.cpus = reg.cpus;
+    n.address = reg.address;
     if (n.address.empty()) n.address = c->peer().substr(0, c->peer().rfind(':'));
     if (n.node.gpus > 64 || n.node.cpus < 0) throw ProtocolError("impossible node description");
-    *node = static_cast<int>(nodes_.size());
+    const int node = static_cast<int>(nodes_.size());
     nodes_.push_back(n);
-    links_[*node] = {c, n.node.name, Clock::now(), false};
+    links_[node] = {c, n.node.name, Clock::now(), false};
     Log("agent ", n.node.name, " joined from ", c->peer(), ": ", n.node.gpus, " GPUs, ",
         n.node.cpus, " CPU slots");
     if (run_) run_->AddNode(n);
-    while (true) {
-      Json m = co_await c->Receive();
-      links_[*node].last_seen = Clock::now();
-      std::string type = m["type"];
-      if (type == "heartbeat") continue;
-      RankId id{Field<int>(m, "trial"), Field<int>(m, "rank")};
-      if (type == "line") {
-        executor_.Line(id, Field<std::string>(m, "stream") == "err", Field<std::string>(m, "text"));
-      } else if (type == "exit") {
-        executor_.Exit(id, protocol::ExitFromFrame(m));
-      } else {
-        throw ProtocolError("unexpected '" + type + "' frame from an agent");
+    return node;
+  }
+
+  // A frame from a registered agent.
+  void FromAgent(const Json& m) {
+    switch (const FrameType type = protocol::TypeOf(m)) {
+      case FrameType::kHeartbeat:
+        return;
+      case FrameType::kLine: {
+        const protocol::Line line = protocol::Line::FromJson(m);
+        executor_.Line(line.id, line.stream == protocol::Stream::kErr, line.text);
+        return;
       }
+      case FrameType::kExit: {
+        const protocol::Exit exit = protocol::Exit::FromJson(m);
+        executor_.Exit(exit.id, exit.exit);
+        return;
+      }
+      default:
+        throw ProtocolError(std::string("unexpected '") + protocol::FrameTypeName(type) +
+                            "' frame from an agent");
     }
   }
 
@@ -229,21 +243,21 @@ class Server {
   }
 
   asio::awaitable<void> ClientSession(std::shared_ptr<Connection> c) {
-    Json m = co_await c->Receive();
-    if (m["type"] != "submit") throw ProtocolError("a client must submit a study");
-    std::string path = m.value("study_path", std::string("study.yaml"));
-    study::ParseOutcome parsed = study::ParseStudy(Field<std::string>(m, "study_text"), path);
+    const Json m = co_await c->Receive();
+    if (protocol::TypeOf(m) != FrameType::kSubmit)
+      throw ProtocolError("a client must submit a study");
+    const protocol::Submit submit = protocol::Submit::FromJson(m);
+    study::ParseOutcome parsed = study::ParseStudy(submit.study_text, submit.study_path);
     if (!parsed.spec) {
-      c->Send({{"type", "done"}, {"exit_code", 2}, {"message", parsed.ErrorText()}});
+      c->Send(protocol::Done{2, parsed.ErrorText()}.ToJson());
       co_return;
     }
-    Submission s{*parsed.spec, c, std::nullopt, std::nullopt};
-    if (m.contains("max_trials")) s.max_trials = Field<int>(m, "max_trials");
-    if (m.contains("max_parallel")) s.max_parallel = Field<int>(m, "max_parallel");
+    Submission s{*parsed.spec, c, submit.max_trials, submit.max_parallel};
     Log("study ", s.spec.name, " submitted by ", c->peer());
     if (run_ || !queue_.empty())
-      c->Send({{"type", "progress"},
-               {"text", StrCat("queued behind ", queue_.size() + (run_ ? 1 : 0), " studies")}});
+      c->Send(
+          protocol::Progress{StrCat("queued behind ", queue_.size() + (run_ ? 1 : 0), " studies")}
+              .ToJson());
     queue_.push_back(std::move(s));
     StartNext();
     // The client follows until its study is done; if it goes away, its study stops.
@@ -269,7 +283,7 @@ class Server {
     ro.handle_signals = false;
     std::weak_ptr<Connection> weak = s.client;
     ro.on_progress = [weak](const std::string& line) {
-      if (auto c = weak.lock()) c->Send({{"type", "progress"}, {"text", line}});
+      if (auto c = weak.lock()) c->Send(protocol::Progress{line}.ToJson());
     };
     current_client_ = s.client;
     current_name_ = s.spec.name;
@@ -280,14 +294,11 @@ class Server {
       int code = r.ok() ? r->exit_code : r.status().code() == StatusCode::kIo ? 1 : 2;
       Log("study ", current_name_, " done (exit ", code, ")");
       if (auto c = weak.lock())
-        c->Send({{"type", "done"},
-                 {"exit_code", code},
-                 {"message", r.ok() ? std::string() : r.status().message()}});
+        c->Send(protocol::Done{code, r.ok() ? std::string() : r.status().message()}.ToJson());
       asio::post(io_, [this] { Finished(); });
     });
     if (!begun.ok()) {
-      if (auto c = weak.lock())
-        c->Send({{"type", "done"}, {"exit_code", 2}, {"message", begun.message()}});
+      if (auto c = weak.lock()) c->Send(protocol::Done{2, begun.message()}.ToJson());
       Finished();
     }
   }

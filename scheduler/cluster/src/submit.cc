@@ -10,8 +10,42 @@ namespace hyperpack::scheduler {
 
 namespace asio = boost::asio;
 using protocol::Connection;
+using protocol::FrameType;
 using protocol::Json;
 using tcp = asio::ip::tcp;
+
+namespace {
+
+// The study's result as the done frame gives it: its exit code, or an error when it could not run
+// (2: bad input).
+Result<int> ResultOf(const protocol::Done& done) {
+  if (done.message.empty()) return done.exit_code;
+  if (done.exit_code == 2) return Status::Invalid(done.message);
+  return Status::Io(done.message);
+}
+
+// Sends the study and follows its progress until the done frame, which it returns.
+asio::awaitable<protocol::Done> Follow(Connection& conn, const SubmitOptions& options,
+                                       std::ostream& out) {
+  co_await protocol::ClientHandshake(conn, options.token, protocol::Role::kClient);
+  conn.Send(protocol::Submit{options.study_text, options.study_path, options.max_trials,
+                             options.max_parallel}
+                .ToJson());
+  while (true) {
+    const Json m = co_await conn.Receive();
+    switch (protocol::TypeOf(m)) {
+      case FrameType::kProgress:
+        out << protocol::Progress::FromJson(m).text << std::endl;
+        break;
+      case FrameType::kDone:
+        co_return protocol::Done::FromJson(m);
+      default:
+        break;  // nothing else is meant for a client; ignored, as it always was
+    }
+  }
+}
+
+}  // namespace
 
 Result<int> SubmitStudy(const SubmitOptions& options) {
   asio::io_context io;
@@ -27,31 +61,9 @@ Result<int> SubmitStudy(const SubmitOptions& options) {
       io,
       [&]() -> asio::awaitable<void> {
         try {
-          co_await protocol::ClientHandshake(*conn, options.token, "client");
-          Json submit = {{"type", "submit"},
-                         {"study_text", options.study_text},
-                         {"study_path", options.study_path}};
-          if (options.max_trials) submit["max_trials"] = *options.max_trials;
-          if (options.max_parallel) submit["max_parallel"] = *options.max_parallel;
-          conn->Send(submit);
-          while (true) {
-            Json m = co_await conn->Receive();
-            if (m["type"] == "progress") {
-              out << m.value("text", std::string()) << std::endl;
-            } else if (m["type"] == "done") {
-              std::string message = m.value("message", std::string());
-              int code = m.value("exit_code", 1);
-              if (!message.empty()) {
-                result = code == 2 ? Status::Invalid(message) : Status::Io(message);
-              } else {
-                result = code;
-              }
-              conn->Close();
-              co_return;
-            }
-          }
+          result = ResultOf(co_await Follow(*conn, options, out));
+          conn->Close();
         } catch (const std::exception& e) {
-          if (result.ok()) co_return;
           result = Status::Io(options.server, ": ", e.what());
         }
       },

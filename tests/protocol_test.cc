@@ -1,0 +1,231 @@
+// The typed messages of the serve/agent/client protocol: each one's wire format, its round trip,
+// and the ProtocolError a malformed frame raises.
+#include "protocol.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace hyperpack::scheduler::protocol {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The message ProtocolError gives for decoding `frame` with `decode`; fails when none is thrown.
+template <typename Decode>
+std::string ErrorOf(Decode decode, const Json& frame) {
+  try {
+    decode(frame);
+  } catch (const ProtocolError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ProtocolError for " << frame.dump();
+  return "";
+}
+
+// Encodes `message`, checks the frame is `wire` exactly, and returns the frame read back.
+template <typename M>
+M RoundTrip(const M& message, const Json& wire) {
+  const Json frame = message.ToJson();
+  EXPECT_EQ(frame, wire);
+  return M::FromJson(frame);
+}
+
+TEST(FrameTypeTest, EveryTypeIsReadBackFromTheNameItIsSentAs) {
+  const FrameType all[] = {FrameType::kChallenge, FrameType::kHello,     FrameType::kWelcome,
+                           FrameType::kRegister,  FrameType::kHeartbeat, FrameType::kLaunch,
+                           FrameType::kKill,      FrameType::kLine,      FrameType::kExit,
+                           FrameType::kSubmit,    FrameType::kProgress,  FrameType::kDone};
+  for (FrameType type : all)
+    EXPECT_EQ(TypeOf({{"type", FrameTypeName(type)}}), type) << FrameTypeName(type);
+}
+
+TEST(FrameTypeTest, AnUnknownTypeIsAnErrorThatNamesIt) {
+  EXPECT_THAT(ErrorOf(TypeOf, {{"type", "teleport"}}), HasSubstr("unknown frame type 'teleport'"));
+}
+
+TEST(FrameTypeTest, AMissingOrNonStringTypeIsAnErrorThatSaysSo) {
+  EXPECT_THAT(ErrorOf(TypeOf, {{"trial", 1}}), HasSubstr("without a 'type'"));
+  EXPECT_THAT(ErrorOf(TypeOf, Json::array()), HasSubstr("without a 'type'"));
+  EXPECT_THAT(ErrorOf(TypeOf, {{"type", 7}}), HasSubstr("'type' is not a string"));
+}
+
+TEST(HandshakeMessagesTest, RoundTripInTheirVersionOneWireFormat) {
+  EXPECT_EQ(RoundTrip(Challenge{"ab12"}, {{"type", "challenge"}, {"version", 1}, {"nonce", "ab12"}})
+                .nonce,
+            "ab12");
+  for (Role role : {Role::kAgent, Role::kClient}) {
+    const Hello hello =
+        RoundTrip(Hello{role, "mac"},
+                  {{"type", "hello"}, {"version", 1}, {"role", RoleName(role)}, {"mac", "mac"}});
+    EXPECT_EQ(hello.role, role);
+    EXPECT_EQ(hello.mac, "mac");
+  }
+  EXPECT_EQ(std::string(RoleName(Role::kAgent)), "agent");
+  EXPECT_EQ(std::string(RoleName(Role::kClient)), "client");
+  RoundTrip(Welcome{}, {{"type", "welcome"}, {"version", 1}});
+}
+
+TEST(AgentMessagesTest, RegisterAndHeartbeatRoundTripInTheirWireFormat) {
+  const Register reg =
+      RoundTrip(Register{"node-a", {"0", "3"}, 16, "10.0.0.2"}, {{"type", "register"},
+                                                                 {"name", "node-a"},
+                                                                 {"gpus", {"0", "3"}},
+                                                                 {"cpus", 16},
+                                                                 {"address", "10.0.0.2"}});
+  EXPECT_EQ(reg.name, "node-a");
+  EXPECT_EQ(reg.gpus, (std::vector<std::string>{"0", "3"}));
+  EXPECT_EQ(reg.cpus, 16);
+  EXPECT_EQ(reg.address, "10.0.0.2");
+  RoundTrip(Heartbeat{}, {{"type", "heartbeat"}});
+}
+
+TEST(AgentMessagesTest, LaunchAndKillRoundTripInTheirWireFormat) {
+  const Launch launch = RoundTrip(Launch{{4, 1}, "python train.py", "/tmp/w", {"A=1", "B=2"}},
+                                  {{"type", "launch"},
+                                   {"trial", 4},
+                                   {"rank", 1},
+                                   {"command", "python train.py"},
+                                   {"workdir", "/tmp/w"},
+                                   {"env", {"A=1", "B=2"}}});
+  EXPECT_EQ(launch.id, (RankId{4, 1}));
+  EXPECT_EQ(launch.command, "python train.py");
+  EXPECT_EQ(launch.workdir, "/tmp/w");
+  EXPECT_EQ(launch.env, (std::vector<std::string>{"A=1", "B=2"}));
+
+  const Kill kill =
+      RoundTrip(Kill{{4, 0}, 15}, {{"type", "kill"}, {"trial", 4}, {"rank", 0}, {"signal", 15}});
+  EXPECT_EQ(kill.id, (RankId{4, 0}));
+  EXPECT_EQ(kill.signal, 15);
+}
+
+TEST(AgentMessagesTest, LinesOfBothStreamsRoundTripInTheirWireFormat) {
+  for (auto [stream, name] : {std::pair{Stream::kOut, "out"}, std::pair{Stream::kErr, "err"}}) {
+    const Line line = RoundTrip(
+        Line{{2, 3}, stream, "loss=0.5"},
+        {{"type", "line"}, {"trial", 2}, {"rank", 3}, {"stream", name}, {"text", "loss=0.5"}});
+    EXPECT_EQ(line.id, (RankId{2, 3}));
+    EXPECT_EQ(line.stream, stream);
+    EXPECT_EQ(line.text, "loss=0.5");
+  }
+}
+
+TEST(AgentMessagesTest, EveryKindOfExitRoundTripsInItsWireFormat) {
+  const std::pair<RankExit, const char*> exits[] = {{RankExit::Exited(3), "exited"},
+                                                    {RankExit::Signaled(9), "signaled"},
+                                                    {RankExit::Lost(), "lost"},
+                                                    {RankExit::NeverStarted(), "never_started"}};
+  for (const auto& [exit, how] : exits) {
+    const Exit back =
+        RoundTrip(Exit{{7, 0}, exit},
+                  {{"type", "exit"}, {"trial", 7}, {"rank", 0}, {"how", how}, {"code", exit.code}});
+    EXPECT_EQ(back.id, (RankId{7, 0}));
+    EXPECT_EQ(back.exit.kind, exit.kind) << how;
+    EXPECT_EQ(back.exit.code, exit.code) << how;
+  }
+}
+
+TEST(ClientMessagesTest, SubmitRoundTripsWithAndWithoutItsLimits) {
+  const Submit full = RoundTrip(Submit{"name: s\n", "s.yaml", 10, 2}, {{"type", "submit"},
+                                                                       {"study_text", "name: s\n"},
+                                                                       {"study_path", "s.yaml"},
+                                                                       {"max_trials", 10},
+                                                                       {"max_parallel", 2}});
+  EXPECT_EQ(full.study_text, "name: s\n");
+  EXPECT_EQ(full.study_path, "s.yaml");
+  EXPECT_EQ(full.max_trials, 10);
+  EXPECT_EQ(full.max_parallel, 2);
+
+  const Submit bare =
+      RoundTrip(Submit{"x", "s.yaml", std::nullopt, std::nullopt},
+                {{"type", "submit"}, {"study_text", "x"}, {"study_path", "s.yaml"}});
+  EXPECT_FALSE(bare.max_trials.has_value());
+  EXPECT_FALSE(bare.max_parallel.has_value());
+}
+
+TEST(ClientMessagesTest, ProgressAndDoneRoundTripInTheirWireFormat) {
+  EXPECT_EQ(
+      RoundTrip(Progress{"trial 3 done"}, {{"type", "progress"}, {"text", "trial 3 done"}}).text,
+      "trial 3 done");
+  const Done done =
+      RoundTrip(Done{2, "study.yaml:1:1: bad"},
+                {{"type", "done"}, {"exit_code", 2}, {"message", "study.yaml:1:1: bad"}});
+  EXPECT_EQ(done.exit_code, 2);
+  EXPECT_EQ(done.message, "study.yaml:1:1: bad");
+}
+
+TEST(MessagesTest, OptionalFieldsReadAsTheirDefaultsWhenAbsent) {
+  EXPECT_EQ(Register::FromJson(
+                {{"type", "register"}, {"name", "n"}, {"gpus", Json::array()}, {"cpus", 1}})
+                .address,
+            "");
+  EXPECT_EQ(
+      Launch::FromJson(
+          {{"type", "launch"}, {"trial", 0}, {"rank", 0}, {"command", "c"}, {"env", Json::array()}})
+          .workdir,
+      "");
+  EXPECT_EQ(Submit::FromJson({{"type", "submit"}, {"study_text", "x"}}).study_path, "study.yaml");
+  EXPECT_EQ(Progress::FromJson({{"type", "progress"}}).text, "");
+  const Done done = Done::FromJson({{"type", "done"}});
+  EXPECT_EQ(done.exit_code, 1);
+  EXPECT_EQ(done.message, "");
+}
+
+TEST(MessagesTest, AMissingFieldIsAnErrorThatNamesTheFieldAndTheFrame) {
+  EXPECT_THAT(ErrorOf(Launch::FromJson,
+                      {{"type", "launch"}, {"trial", 1}, {"rank", 0}, {"env", Json::array()}}),
+              HasSubstr("a 'launch' frame without 'command'"));
+  EXPECT_THAT(ErrorOf(Kill::FromJson, {{"type", "kill"}, {"rank", 0}, {"signal", 9}}),
+              HasSubstr("a 'kill' frame without 'trial'"));
+  EXPECT_THAT(ErrorOf(Submit::FromJson, {{"type", "submit"}}),
+              HasSubstr("a 'submit' frame without 'study_text'"));
+  EXPECT_THAT(ErrorOf(Challenge::FromJson, {{"type", "challenge"}, {"version", 1}}),
+              HasSubstr("a 'challenge' frame without 'nonce'"));
+}
+
+TEST(MessagesTest, AFieldOfTheWrongTypeIsAnErrorThatNamesTheFieldAndTheFrame) {
+  EXPECT_THAT(
+      ErrorOf(Kill::FromJson, {{"type", "kill"}, {"trial", 1}, {"rank", 0}, {"signal", "9"}}),
+      HasSubstr("'signal' has the wrong type in a 'kill' frame"));
+  EXPECT_THAT(ErrorOf(Register::FromJson,
+                      {{"type", "register"}, {"name", "n"}, {"gpus", {0, 1}}, {"cpus", 1}}),
+              HasSubstr("'gpus' has the wrong type in a 'register' frame"));
+  // An optional field may be absent, but not of the wrong type.
+  EXPECT_THAT(
+      ErrorOf(Submit::FromJson, {{"type", "submit"}, {"study_text", "x"}, {"max_trials", "ten"}}),
+      HasSubstr("'max_trials' has the wrong type in a 'submit' frame"));
+  EXPECT_THAT(ErrorOf(Done::FromJson, {{"type", "done"}, {"exit_code", "0"}}),
+              HasSubstr("'exit_code' has the wrong type in a 'done' frame"));
+}
+
+TEST(MessagesTest, AnUnknownNameInAnEnumeratedFieldIsAnErrorThatNamesIt) {
+  EXPECT_THAT(
+      ErrorOf(Line::FromJson,
+              {{"type", "line"}, {"trial", 1}, {"rank", 0}, {"stream", "both"}, {"text", ""}}),
+      HasSubstr("stream 'both'; expected one of out, err"));
+  EXPECT_THAT(
+      ErrorOf(Exit::FromJson,
+              {{"type", "exit"}, {"trial", 1}, {"rank", 0}, {"how", "vanished"}, {"code", 0}}),
+      HasSubstr("how 'vanished'; expected one of exited, signaled, lost, never_started"));
+  EXPECT_THAT(
+      ErrorOf(Hello::FromJson, {{"type", "hello"}, {"version", 1}, {"role", "admin"}, {"mac", ""}}),
+      HasSubstr("unknown role 'admin'"));
+}
+
+TEST(MessagesTest, AHelloOfAnotherVersionIsRefusedBeforeItsOtherFieldsAreRead) {
+  EXPECT_THAT(ErrorOf(Hello::FromJson, {{"type", "hello"}, {"version", 2}, {"role", "operator"}}),
+              HasSubstr("protocol version 2 is not 1"));
+  EXPECT_THAT(ErrorOf(Hello::FromJson, {{"type", "hello"}, {"role", "agent"}, {"mac", "m"}}),
+              HasSubstr("protocol version 0 is not 1"));
+}
+
+TEST(MessagesTest, AFrameReadAsAnotherTypeIsAnErrorThatNamesBoth) {
+  EXPECT_THAT(ErrorOf(Launch::FromJson, Kill{{1, 0}, 9}.ToJson()),
+              HasSubstr("expected a 'launch' frame, not a 'kill' one"));
+  EXPECT_THAT(ErrorOf(Done::FromJson, {{"type", "finished"}}),
+              HasSubstr("unknown frame type 'finished'"));
+}
+
+}  // namespace
+}  // namespace hyperpack::scheduler::protocol
