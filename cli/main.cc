@@ -365,12 +365,10 @@ int CmdExport(int argc, char** argv) {
   return kOk;
 }
 
-int CmdSimulate(int argc, char** argv) {
-  namespace sched = hyperpack::scheduler;
-  cxxopts::Options o(
-      "simulate",
-      "hyperpack simulate: replay a workload (CSV: submit_time,duration,gpus) in "
-      "virtual time through the scheduler's placement code, or write a synthetic one");
+namespace sched = hyperpack::scheduler;
+
+// simulate's flags: --trace replays a workload, --generate writes one.
+void AddSimulateOptions(cxxopts::Options& o) {
   o.custom_help(
       "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--json] | "
       "--generate tuning|shared --jobs N [--seed S] -o FILE.csv");
@@ -383,78 +381,105 @@ int CmdSimulate(int argc, char** argv) {
       "seed", "generator seed", cxxopts::value<uint64_t>()->default_value("1"))(
       "o,output", "where --generate writes (default: standard output)",
       cxxopts::value<std::string>());
-  cxxopts::ParseResult args;
-  if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
-  if (args.count("generate")) {
-    std::string kind = args["generate"].as<std::string>();
-    int jobs = args["jobs"].as<int>();
-    if (jobs < 1) return Fail(Status::Invalid("--jobs must be >= 1"));
-    uint64_t seed = args["seed"].as<uint64_t>();
-    std::vector<sched::TraceJob> w;
-    if (kind == "tuning") {
-      w = sched::TuningWorkload(jobs, seed);
-    } else if (kind == "shared") {
-      w = sched::SharedClusterWorkload(jobs, seed);
-    } else {
-      return Fail(Status::Invalid("--generate: '", kind, "'; expected tuning or shared"));
-    }
-    std::string csv = sched::TraceCsv(w);
-    if (!args.count("output")) {
-      std::cout << csv;
-      return kOk;
-    }
-    std::ofstream out(args["output"].as<std::string>());
-    out << csv;
-    return out.good() ? kOk : Fail(Status::Io("cannot write ", args["output"].as<std::string>()));
+}
+
+// --generate: a synthetic workload as CSV, to --output or standard output.
+int GenerateWorkload(const cxxopts::ParseResult& args) {
+  std::string kind = args["generate"].as<std::string>();
+  int jobs = args["jobs"].as<int>();
+  if (jobs < 1) return Fail(Status::Invalid("--jobs must be >= 1"));
+  uint64_t seed = args["seed"].as<uint64_t>();
+  std::vector<sched::TraceJob> w;
+  if (kind == "tuning") {
+    w = sched::TuningWorkload(jobs, seed);
+  } else if (kind == "shared") {
+    w = sched::SharedClusterWorkload(jobs, seed);
+  } else {
+    return Fail(Status::Invalid("--generate: '", kind, "'; expected tuning or shared"));
   }
-  if (!args.count("trace")) return Fail(Status::Invalid("give --trace FILE.csv or --generate"));
-  auto trace = sched::ReadTrace(args["trace"].as<std::string>());
-  if (!trace.ok()) return Fail(trace.status());
+  std::string csv = sched::TraceCsv(w);
+  if (!args.count("output")) {
+    std::cout << csv;
+    return kOk;
+  }
+  std::ofstream out(args["output"].as<std::string>());
+  out << csv;
+  return out.good() ? kOk : Fail(Status::Io("cannot write ", args["output"].as<std::string>()));
+}
+
+// The cluster (--cluster NODESxGPUS) and the policy (--policy) to replay the workload on.
+hyperpack::Result<sched::SimulationOptions> SimulationOptionsFrom(
+    const cxxopts::ParseResult& args) {
   sched::SimulationOptions so;
   std::string cluster = args["cluster"].as<std::string>();
   auto x = cluster.find('x');
   auto nodes = x == std::string::npos ? std::nullopt : hyperpack::ParseInt(cluster.substr(0, x));
   auto gpus = x == std::string::npos ? std::nullopt : hyperpack::ParseInt(cluster.substr(x + 1));
   if (!nodes || !gpus || *nodes < 1 || *gpus < 1 || *gpus > 64)
-    return Fail(Status::Invalid("--cluster: '", cluster, "'; expected NODESxGPUS such as 64x8"));
+    return Status::Invalid("--cluster: '", cluster, "'; expected NODESxGPUS such as 64x8");
   so.nodes = static_cast<int>(*nodes);
   so.gpus_per_node = static_cast<int>(*gpus);
   auto policy = sched::ParsePolicy(args["policy"].as<std::string>());
-  if (!policy.ok()) return Fail(policy.status().WithContext("--policy"));
+  if (!policy.ok()) return policy.status().WithContext("--policy");
   so.policy = *policy;
-  auto r = sched::Simulate(*trace, so);
+  return so;
+}
+
+void PrintSimulationJson(const sched::SimulationResult& r, const sched::SimulationOptions& so) {
+  nlohmann::ordered_json j;
+  j["jobs"] = r.jobs;
+  j["policy"] = sched::PolicyName(so.policy);
+  j["gpus"] = so.nodes * so.gpus_per_node;
+  j["gpu_utilisation"] = r.gpu_utilisation;
+  j["makespan"] = r.makespan;
+  j["lower_bound"] = r.lower_bound;
+  j["makespan_ratio"] = r.makespan_ratio;
+  j["mean_queueing_delay"] = r.mean_queueing;
+  j["p95_queueing_delay"] = r.p95_queueing;
+  j["mean_jct"] = r.mean_jct;
+  j["p95_jct"] = r.p95_jct;
+  j["scheduling_passes"] = r.passes;
+  j["p99_pass_ms"] = r.p99_pass_ms;
+  std::cout << j.dump(2) << "\n";
+}
+
+void PrintSimulationTable(const sched::SimulationResult& r, const sched::SimulationOptions& so) {
+  std::cout << r.jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
+            << sched::PolicyName(so.policy) << "\n"
+            << "GPU utilisation      " << hyperpack::FormatShort(100 * r.gpu_utilisation, 4)
+            << "%\n"
+            << "makespan             " << hyperpack::FormatDuration(r.makespan) << " ("
+            << hyperpack::FormatShort(r.makespan_ratio, 4) << " x the lower bound "
+            << hyperpack::FormatDuration(r.lower_bound) << ")\n"
+            << "queueing delay       mean " << hyperpack::FormatDuration(r.mean_queueing)
+            << ", p95 " << hyperpack::FormatDuration(r.p95_queueing) << "\n"
+            << "job completion time  mean " << hyperpack::FormatDuration(r.mean_jct) << ", p95 "
+            << hyperpack::FormatDuration(r.p95_jct) << "\n"
+            << "scheduling           " << r.passes << " passes, p99 "
+            << hyperpack::FormatShort(r.p99_pass_ms, 3) << " ms\n";
+}
+
+int CmdSimulate(int argc, char** argv) {
+  cxxopts::Options o(
+      "simulate",
+      "hyperpack simulate: replay a workload (CSV: submit_time,duration,gpus) in "
+      "virtual time through the scheduler's placement code, or write a synthetic one");
+  AddSimulateOptions(o);
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
+  if (args.count("generate")) return GenerateWorkload(args);
+  if (!args.count("trace")) return Fail(Status::Invalid("give --trace FILE.csv or --generate"));
+  auto trace = sched::ReadTrace(args["trace"].as<std::string>());
+  if (!trace.ok()) return Fail(trace.status());
+  auto so = SimulationOptionsFrom(args);
+  if (!so.ok()) return Fail(so.status());
+  auto r = sched::Simulate(*trace, *so);
   if (!r.ok()) return Fail(r.status());
   if (args.count("json")) {
-    nlohmann::ordered_json j;
-    j["jobs"] = r->jobs;
-    j["policy"] = sched::PolicyName(so.policy);
-    j["gpus"] = so.nodes * so.gpus_per_node;
-    j["gpu_utilisation"] = r->gpu_utilisation;
-    j["makespan"] = r->makespan;
-    j["lower_bound"] = r->lower_bound;
-    j["makespan_ratio"] = r->makespan_ratio;
-    j["mean_queueing_delay"] = r->mean_queueing;
-    j["p95_queueing_delay"] = r->p95_queueing;
-    j["mean_jct"] = r->mean_jct;
-    j["p95_jct"] = r->p95_jct;
-    j["scheduling_passes"] = r->passes;
-    j["p99_pass_ms"] = r->p99_pass_ms;
-    std::cout << j.dump(2) << "\n";
-    return kOk;
+    PrintSimulationJson(*r, *so);
+  } else {
+    PrintSimulationTable(*r, *so);
   }
-  std::cout << r->jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
-            << sched::PolicyName(so.policy) << "\n"
-            << "GPU utilisation      " << hyperpack::FormatShort(100 * r->gpu_utilisation, 4)
-            << "%\n"
-            << "makespan             " << hyperpack::FormatDuration(r->makespan) << " ("
-            << hyperpack::FormatShort(r->makespan_ratio, 4) << " x the lower bound "
-            << hyperpack::FormatDuration(r->lower_bound) << ")\n"
-            << "queueing delay       mean " << hyperpack::FormatDuration(r->mean_queueing)
-            << ", p95 " << hyperpack::FormatDuration(r->p95_queueing) << "\n"
-            << "job completion time  mean " << hyperpack::FormatDuration(r->mean_jct) << ", p95 "
-            << hyperpack::FormatDuration(r->p95_jct) << "\n"
-            << "scheduling           " << r->passes << " passes, p99 "
-            << hyperpack::FormatShort(r->p99_pass_ms, 3) << " ms\n";
   return kOk;
 }
 

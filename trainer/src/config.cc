@@ -27,101 +27,156 @@ std::vector<int64_t> ParseList(const std::string& text) {
   return out;
 }
 
+// Every key of Set, in --help's order; each is also a flag (FlagName).
+constexpr const char* kKeys[] = {"model",
+                                 "model_file",
+                                 "mlp_widths",
+                                 "dropout",
+                                 "cnn_channels",
+                                 "batch_norm",
+                                 "seq_len",
+                                 "d_model",
+                                 "layers",
+                                 "heads",
+                                 "data",
+                                 "data_path",
+                                 "label_column",
+                                 "train_samples",
+                                 "val_fraction",
+                                 "test",
+                                 "data_parallel",
+                                 "micro_batch_size",
+                                 "batch_size",
+                                 "grad_accumulation",
+                                 "bucket_mb",
+                                 "overlap",
+                                 "learning_rate",
+                                 "lr",
+                                 "lr_scaling",
+                                 "base_batch",
+                                 "warmup_fraction",
+                                 "schedule",
+                                 "optimizer",
+                                 "momentum",
+                                 "nesterov",
+                                 "weight_decay",
+                                 "precision",
+                                 "grad_clip",
+                                 "epochs",
+                                 "max_steps",
+                                 "stop_at_epoch",
+                                 "seed",
+                                 "threads",
+                                 "metrics_every",
+                                 "checkpoint_dir",
+                                 "resume",
+                                 "save_params",
+                                 "timeout",
+                                 "nproc"};
+
+// The value parsers of Set: a number, text (one of `allowed` unless that is empty), a boolean
+// and a list of sizes; each accepts its value as JSON or as a flag's text.
+template <typename T>
+Status SetNumber(const std::string& key, const Json& v, T* out) {
+  if (v.is_number()) {
+    *out = v.get<T>();
+    return Status::Ok();
+  }
+  if (v.is_string()) {
+    auto d = ParseDouble(v.get<std::string>());
+    if (d) {
+      *out = static_cast<T>(*d);
+      return Status::Ok();
+    }
+  }
+  return Status::Invalid(key, ": expected a number, got ", v.dump());
+}
+
+Status SetString(const std::string& key, const Json& v, std::string* out,
+                 const std::set<std::string>& allowed) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (!allowed.empty() && !allowed.count(s)) {
+    std::vector<std::string> names(allowed.begin(), allowed.end());
+    return Status::Invalid(key, ": '", s, "' is not one of ", Join(names, ", "));
+  }
+  *out = s;
+  return Status::Ok();
+}
+
+Status SetFlag(const std::string& key, const Json& v, bool* out) {
+  if (v.is_boolean()) {
+    *out = v.get<bool>();
+    return Status::Ok();
+  }
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (s == "true" || s == "1") {
+    *out = true;
+  } else if (s == "false" || s == "0") {
+    *out = false;
+  } else {
+    return Status::Invalid(key, ": expected true or false, got ", s);
+  }
+  return Status::Ok();
+}
+
+Status SetList(const std::string& key, const Json& v, std::vector<int64_t>* out) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (v.is_array()) {
+    s.clear();
+    for (const auto& e : v) s += (s.empty() ? "" : ",") + e.dump();
+  }
+  auto l = ParseList(s);
+  if (l.empty()) return Status::Invalid(key, ": expected sizes like 256,128, got ", s);
+  *out = l;
+  return Status::Ok();
+}
+
 // Applies one key of the parameter file (or a flag's value, as text) to the config.
 Status Set(TrainerConfig& c, const std::string& key, const Json& v) {
-  auto num = [&](auto* out) -> Status {
-    if (v.is_number()) {
-      *out = v.get<std::decay_t<decltype(*out)>>();
-      return Status::Ok();
-    }
-    if (v.is_string()) {
-      auto d = ParseDouble(v.get<std::string>());
-      if (d) {
-        *out = static_cast<std::decay_t<decltype(*out)>>(*d);
-        return Status::Ok();
-      }
-    }
-    return Status::Invalid(key, ": expected a number, got ", v.dump());
-  };
-  auto str = [&](std::string* out, std::set<std::string> allowed) -> Status {
-    std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-    if (!allowed.empty() && !allowed.count(s)) {
-      std::vector<std::string> names(allowed.begin(), allowed.end());
-      return Status::Invalid(key, ": '", s, "' is not one of ", Join(names, ", "));
-    }
-    *out = s;
-    return Status::Ok();
-  };
-  auto flag = [&](bool* out) -> Status {
-    if (v.is_boolean()) {
-      *out = v.get<bool>();
-      return Status::Ok();
-    }
-    std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-    if (s == "true" || s == "1") {
-      *out = true;
-    } else if (s == "false" || s == "0") {
-      *out = false;
-    } else {
-      return Status::Invalid(key, ": expected true or false, got ", s);
-    }
-    return Status::Ok();
-  };
-  auto list = [&](std::vector<int64_t>* out) -> Status {
-    std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-    if (v.is_array()) {
-      s.clear();
-      for (const auto& e : v) s += (s.empty() ? "" : ",") + e.dump();
-    }
-    auto l = ParseList(s);
-    if (l.empty()) return Status::Invalid(key, ": expected sizes like 256,128, got ", s);
-    *out = l;
-    return Status::Ok();
-  };
-  if (key == "model") return str(&c.model, {"mlp", "cnn", "charlm"});
-  if (key == "model_file") return str(&c.model_file, {});
-  if (key == "mlp_widths") return list(&c.mlp_widths);
-  if (key == "dropout") return num(&c.dropout);
-  if (key == "cnn_channels") return list(&c.cnn_channels);
-  if (key == "batch_norm") return flag(&c.batch_norm);
-  if (key == "seq_len") return num(&c.seq_len);
-  if (key == "d_model") return num(&c.d_model);
-  if (key == "layers") return num(&c.layers);
-  if (key == "heads") return num(&c.heads);
-  if (key == "data") return str(&c.data, {"fmnist", "csv", "text"});
-  if (key == "data_path") return str(&c.data_path, {});
-  if (key == "label_column") return str(&c.label_column, {});
-  if (key == "train_samples") return num(&c.train_samples);
-  if (key == "val_fraction") return num(&c.val_fraction);
-  if (key == "test") return flag(&c.test);
-  if (key == "data_parallel") return num(&c.data_parallel);
-  if (key == "micro_batch_size") return num(&c.micro_batch_size);
-  if (key == "batch_size") return num(&c.batch_size);
-  if (key == "grad_accumulation") return num(&c.grad_accumulation);
-  if (key == "bucket_mb") return num(&c.bucket_mb);
-  if (key == "overlap") return flag(&c.overlap);
-  if (key == "learning_rate" || key == "lr") return num(&c.learning_rate);
-  if (key == "lr_scaling") return str(&c.lr_scaling, {"linear", "sqrt", "none"});
-  if (key == "base_batch") return num(&c.base_batch);
-  if (key == "warmup_fraction") return num(&c.warmup_fraction);
-  if (key == "schedule") return str(&c.schedule, {"cosine", "constant", "step"});
-  if (key == "optimizer") return str(&c.optimizer, {"sgd", "adamw"});
-  if (key == "momentum") return num(&c.momentum);
-  if (key == "nesterov") return flag(&c.nesterov);
-  if (key == "weight_decay") return num(&c.weight_decay);
-  if (key == "precision") return str(&c.precision, {"fp32", "bf16", "fp16"});
-  if (key == "grad_clip") return num(&c.grad_clip);
-  if (key == "epochs") return num(&c.epochs);
-  if (key == "max_steps") return num(&c.max_steps);
-  if (key == "stop_at_epoch") return num(&c.stop_at_epoch);
-  if (key == "seed") return num(&c.seed);
-  if (key == "threads") return num(&c.threads);
-  if (key == "metrics_every") return num(&c.metrics_every);
-  if (key == "checkpoint_dir") return str(&c.checkpoint_dir, {});
-  if (key == "resume") return flag(&c.resume);
-  if (key == "save_params") return str(&c.save_params, {});
-  if (key == "timeout") return num(&c.timeout_s);
-  if (key == "nproc") return num(&c.nproc);
+  if (key == "model") return SetString(key, v, &c.model, {"mlp", "cnn", "charlm"});
+  if (key == "model_file") return SetString(key, v, &c.model_file, {});
+  if (key == "mlp_widths") return SetList(key, v, &c.mlp_widths);
+  if (key == "dropout") return SetNumber(key, v, &c.dropout);
+  if (key == "cnn_channels") return SetList(key, v, &c.cnn_channels);
+  if (key == "batch_norm") return SetFlag(key, v, &c.batch_norm);
+  if (key == "seq_len") return SetNumber(key, v, &c.seq_len);
+  if (key == "d_model") return SetNumber(key, v, &c.d_model);
+  if (key == "layers") return SetNumber(key, v, &c.layers);
+  if (key == "heads") return SetNumber(key, v, &c.heads);
+  if (key == "data") return SetString(key, v, &c.data, {"fmnist", "csv", "text"});
+  if (key == "data_path") return SetString(key, v, &c.data_path, {});
+  if (key == "label_column") return SetString(key, v, &c.label_column, {});
+  if (key == "train_samples") return SetNumber(key, v, &c.train_samples);
+  if (key == "val_fraction") return SetNumber(key, v, &c.val_fraction);
+  if (key == "test") return SetFlag(key, v, &c.test);
+  if (key == "data_parallel") return SetNumber(key, v, &c.data_parallel);
+  if (key == "micro_batch_size") return SetNumber(key, v, &c.micro_batch_size);
+  if (key == "batch_size") return SetNumber(key, v, &c.batch_size);
+  if (key == "grad_accumulation") return SetNumber(key, v, &c.grad_accumulation);
+  if (key == "bucket_mb") return SetNumber(key, v, &c.bucket_mb);
+  if (key == "overlap") return SetFlag(key, v, &c.overlap);
+  if (key == "learning_rate" || key == "lr") return SetNumber(key, v, &c.learning_rate);
+  if (key == "lr_scaling") return SetString(key, v, &c.lr_scaling, {"linear", "sqrt", "none"});
+  if (key == "base_batch") return SetNumber(key, v, &c.base_batch);
+  if (key == "warmup_fraction") return SetNumber(key, v, &c.warmup_fraction);
+  if (key == "schedule") return SetString(key, v, &c.schedule, {"cosine", "constant", "step"});
+  if (key == "optimizer") return SetString(key, v, &c.optimizer, {"sgd", "adamw"});
+  if (key == "momentum") return SetNumber(key, v, &c.momentum);
+  if (key == "nesterov") return SetFlag(key, v, &c.nesterov);
+  if (key == "weight_decay") return SetNumber(key, v, &c.weight_decay);
+  if (key == "precision") return SetString(key, v, &c.precision, {"fp32", "bf16", "fp16"});
+  if (key == "grad_clip") return SetNumber(key, v, &c.grad_clip);
+  if (key == "epochs") return SetNumber(key, v, &c.epochs);
+  if (key == "max_steps") return SetNumber(key, v, &c.max_steps);
+  if (key == "stop_at_epoch") return SetNumber(key, v, &c.stop_at_epoch);
+  if (key == "seed") return SetNumber(key, v, &c.seed);
+  if (key == "threads") return SetNumber(key, v, &c.threads);
+  if (key == "metrics_every") return SetNumber(key, v, &c.metrics_every);
+  if (key == "checkpoint_dir") return SetString(key, v, &c.checkpoint_dir, {});
+  if (key == "resume") return SetFlag(key, v, &c.resume);
+  if (key == "save_params") return SetString(key, v, &c.save_params, {});
+  if (key == "timeout") return SetNumber(key, v, &c.timeout_s);
+  if (key == "nproc") return SetNumber(key, v, &c.nproc);
   return Status::NotFound("unknown key '", key, "'");
 }
 
@@ -155,70 +210,20 @@ Status Validate(const TrainerConfig& c) {
   return Status::Ok();
 }
 
-}  // namespace
+// A key's flag: dashes for underscores.
+std::string FlagName(const char* key) {
+  std::string flag = key;
+  for (char& ch : flag)
+    if (ch == '_') ch = '-';
+  return flag;
+}
 
-Result<TrainerConfig> ParseConfig(int argc, char** argv) {
-  TrainerConfig c;
-  cxxopts::Options o(
-      "hyperpack-trainer",
-      StrCat("Data-parallel libtorch training that reports metrics as JSON lines.\n"
-             "Parameters come from ",
-             env::kParamsFile,
-             " (or --params-file), then flags.\n"
-             "Exit: 0 done, 3 this configuration cannot run (out of memory, a batch\n"
-             "larger than the data), 1 anything else."));
-  // Every key of Set is a flag with dashes for underscores; values are parsed by Set.
-  const char* keys[] = {"model",
-                        "model_file",
-                        "mlp_widths",
-                        "dropout",
-                        "cnn_channels",
-                        "batch_norm",
-                        "seq_len",
-                        "d_model",
-                        "layers",
-                        "heads",
-                        "data",
-                        "data_path",
-                        "label_column",
-                        "train_samples",
-                        "val_fraction",
-                        "test",
-                        "data_parallel",
-                        "micro_batch_size",
-                        "batch_size",
-                        "grad_accumulation",
-                        "bucket_mb",
-                        "overlap",
-                        "learning_rate",
-                        "lr",
-                        "lr_scaling",
-                        "base_batch",
-                        "warmup_fraction",
-                        "schedule",
-                        "optimizer",
-                        "momentum",
-                        "nesterov",
-                        "weight_decay",
-                        "precision",
-                        "grad_clip",
-                        "epochs",
-                        "max_steps",
-                        "stop_at_epoch",
-                        "seed",
-                        "threads",
-                        "metrics_every",
-                        "checkpoint_dir",
-                        "resume",
-                        "save_params",
-                        "timeout",
-                        "nproc"};
+// A flag per key of Set (its value parsed later, by Set), --params-file and --help.
+void AddOptions(cxxopts::Options& o) {
   std::set<std::string> booleans = {"batch_norm", "test", "overlap", "nesterov", "resume"};
   auto adder = o.add_options();
-  for (const char* k : keys) {
-    std::string flag = k;
-    for (char& ch : flag)
-      if (ch == '_') ch = '-';
+  for (const char* k : kKeys) {
+    std::string flag = FlagName(k);
     if (booleans.count(k)) {
       adder(flag, "true|false (--flag alone is true; write --flag=false)",
             cxxopts::value<std::string>()->implicit_value("true"));
@@ -228,43 +233,57 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
   }
   adder("params-file", StrCat("JSON parameters (default $", env::kParamsFile, ")"),
         cxxopts::value<std::string>())("h,help", "this help");
-  cxxopts::ParseResult args;
+}
+
+// Parses argv into `args`; --help is returned as kCancelled with the help text.
+Status ParseArgs(cxxopts::Options& o, int argc, char** argv, cxxopts::ParseResult* args) {
   try {
-    args = o.parse(argc, argv);
+    *args = o.parse(argc, argv);
   } catch (const cxxopts::exceptions::exception& e) {
     return Status::Invalid(e.what(), " (see hyperpack-trainer --help)");
   }
-  if (args.count("help")) return Status(StatusCode::kCancelled, o.help());
-  if (!args.unmatched().empty())
-    return Status::Invalid("unexpected argument '", args.unmatched()[0], "'");
+  if (args->count("help")) return Status(StatusCode::kCancelled, o.help());
+  if (!args->unmatched().empty())
+    return Status::Invalid("unexpected argument '", args->unmatched()[0], "'");
+  return Status::Ok();
+}
 
+// The parameter file: --params-file, else the one the scheduler names in the environment.
+Status ApplyParamsFile(const cxxopts::ParseResult& args, TrainerConfig& c) {
   std::string params_file;
   if (args.count("params-file")) {
     params_file = args["params-file"].as<std::string>();
   } else if (const char* value = std::getenv(env::kParamsFile); value && *value) {
     params_file = value;
   }
-  if (!params_file.empty()) {
-    std::ifstream in(params_file);
-    if (!in) return Status::Invalid("cannot read the parameter file ", params_file);
-    Json params = Json::parse(in, nullptr, false);
-    if (params.is_discarded() || !params.is_object())
-      return Status::Invalid(params_file, ": expected a JSON object of parameters");
-    for (const auto& [key, value] : params.items()) {
-      Status s = Set(c, key, value);
-      // A study may tune parameters that are not the trainer's (they reach the command line or
-      // another tool); those are skipped.
-      if (s.code() == StatusCode::kNotFound) continue;
-      if (!s.ok()) return s.WithContext(params_file);
-    }
+  if (params_file.empty()) return Status::Ok();
+  std::ifstream in(params_file);
+  if (!in) return Status::Invalid("cannot read the parameter file ", params_file);
+  Json params = Json::parse(in, nullptr, false);
+  if (params.is_discarded() || !params.is_object())
+    return Status::Invalid(params_file, ": expected a JSON object of parameters");
+  for (const auto& [key, value] : params.items()) {
+    Status s = Set(c, key, value);
+    // A study may tune parameters that are not the trainer's (they reach the command line or
+    // another tool); those are skipped.
+    if (s.code() == StatusCode::kNotFound) continue;
+    if (!s.ok()) return s.WithContext(params_file);
   }
-  for (const char* k : keys) {
-    std::string flag = k;
-    for (char& ch : flag)
-      if (ch == '_') ch = '-';
+  return Status::Ok();
+}
+
+// Flags, after the parameter file: a flag overrides the file.
+Status ApplyFlags(const cxxopts::ParseResult& args, TrainerConfig& c) {
+  for (const char* k : kKeys) {
+    std::string flag = FlagName(k);
     if (!args.count(flag)) continue;
     HP_RETURN_IF_ERROR(Set(c, k, Json(args[flag].as<std::string>())).WithContext("--" + flag));
   }
+  return Status::Ok();
+}
+
+// What the scheduler asks of this run through the environment.
+Status ApplyEnvironment(TrainerConfig& c) {
   // A scheduler re-running an interrupted trial asks it to continue from its checkpoints.
   if (const char* value = std::getenv(env::kResume); value && std::string(value) == "1")
     c.resume = !c.checkpoint_dir.empty() || std::getenv(env::kCheckpointDir) != nullptr;
@@ -279,6 +298,27 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
     if (const char* value = std::getenv(env::kCheckpointDir); value && *value)
       c.checkpoint_dir = value;
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TrainerConfig> ParseConfig(int argc, char** argv) {
+  TrainerConfig c;
+  cxxopts::Options o(
+      "hyperpack-trainer",
+      StrCat("Data-parallel libtorch training that reports metrics as JSON lines.\n"
+             "Parameters come from ",
+             env::kParamsFile,
+             " (or --params-file), then flags.\n"
+             "Exit: 0 done, 3 this configuration cannot run (out of memory, a batch\n"
+             "larger than the data), 1 anything else."));
+  AddOptions(o);
+  cxxopts::ParseResult args;
+  HP_RETURN_IF_ERROR(ParseArgs(o, argc, argv, &args));
+  HP_RETURN_IF_ERROR(ApplyParamsFile(args, c));
+  HP_RETURN_IF_ERROR(ApplyFlags(args, c));
+  HP_RETURN_IF_ERROR(ApplyEnvironment(c));
   if (c.data_path.empty() && c.data == "fmnist") c.data_path = "/usr/share/datasets/fashion-mnist";
   if (c.data_path.empty()) return Status::Invalid("--data-path is required for --data ", c.data);
   HP_RETURN_IF_ERROR(Validate(c));
