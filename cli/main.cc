@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hyperpack/env_vars.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/serve.h"
@@ -73,7 +74,7 @@ int Fail(const Status& s) {
 
 std::string StoragePath(const cxxopts::ParseResult& args) {
   if (args.count("storage")) return args["storage"].as<std::string>();
-  if (const char* env = std::getenv("HYPERPACK_STORAGE"); env && *env) return env;
+  if (const char* env = std::getenv(hyperpack::env::kStorage); env && *env) return env;
   return "hyperpack.db";
 }
 
