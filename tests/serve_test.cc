@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -49,6 +50,17 @@ struct Child {
       seen += l;
       if (l.find(text) != std::string::npos) return seen;
     }
+  }
+  // Reads to the end of its output and waits for it; its wait status.
+  int Wait() {
+    while (!Line().empty()) {
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    if (out) fclose(out);
+    out = nullptr;
+    return status;
   }
   int Stop(int sig = SIGTERM) {
     if (pid <= 0) return -1;
@@ -325,6 +337,38 @@ pruner: {algorithm: asha, max_resource: 9, mode: promote}
   }
   EXPECT_GE(resumes, 3);
   EXPECT_EQ(agents, (std::set<std::string>{"a1", "a2"}));
+}
+
+// A study's start waits for its database on a pool: meanwhile the server's one io thread goes on
+// serving (here an agent joins), and the study runs once the database is free. (When the start
+// ran on the io thread, nothing was served until the database's busy timeout failed the study.)
+TEST_F(ServeTest, TheServerKeepsServingWhileAStudyWaitsForItsDatabase) {
+  StartAgent("a1", 1);
+  ASSERT_TRUE(storage::Storage::Open(db_).ok());  // created and migrated
+  // Another process holds the write lock, as a long write of another command could.
+  sqlite3* lock = nullptr;
+  ASSERT_EQ(sqlite3_open(db_.c_str(), &lock), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(lock, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  WriteFile(dir_ / "trial.sh", kTrialScript, true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, R"(
+name: waits
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + (dir_ / "trial.sh") + R"( {x}"}
+tuner: {algorithm: random, seed: 5}
+budget: {max_trials: 2, max_parallel: 1}
+)");
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  ASSERT_THAT(server_.Until("submitted"), HasSubstr("study waits submitted"));
+  StartAgent("a2", 1);  // served while the study waits for the lock
+  ASSERT_EQ(sqlite3_exec(lock, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(lock);
+  EXPECT_THAT(client.Until("budget reached"), HasSubstr("budget reached"));
+  int status = client.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(Trials("waits").size(), 2u);
 }
 
 }  // namespace
