@@ -27,53 +27,6 @@ std::vector<int64_t> ParseList(const std::string& text) {
   return out;
 }
 
-// Every key of Set, in --help's order; each is also a flag (FlagName).
-constexpr const char* kKeys[] = {"model",
-                                 "model_file",
-                                 "mlp_widths",
-                                 "dropout",
-                                 "cnn_channels",
-                                 "batch_norm",
-                                 "seq_len",
-                                 "d_model",
-                                 "layers",
-                                 "heads",
-                                 "data",
-                                 "data_path",
-                                 "label_column",
-                                 "train_samples",
-                                 "val_fraction",
-                                 "test",
-                                 "data_parallel",
-                                 "micro_batch_size",
-                                 "batch_size",
-                                 "grad_accumulation",
-                                 "bucket_mb",
-                                 "overlap",
-                                 "learning_rate",
-                                 "lr",
-                                 "lr_scaling",
-                                 "base_batch",
-                                 "warmup_fraction",
-                                 "schedule",
-                                 "optimizer",
-                                 "momentum",
-                                 "nesterov",
-                                 "weight_decay",
-                                 "precision",
-                                 "grad_clip",
-                                 "epochs",
-                                 "max_steps",
-                                 "stop_at_epoch",
-                                 "seed",
-                                 "threads",
-                                 "metrics_every",
-                                 "checkpoint_dir",
-                                 "resume",
-                                 "save_params",
-                                 "timeout",
-                                 "nproc"};
-
 // The value parsers of Set: a number, text (one of `allowed` unless that is empty), a boolean
 // and a list of sizes; each accepts its value as JSON or as a flag's text.
 template <typename T>
@@ -131,52 +84,103 @@ Status SetList(const std::string& key, const Json& v, std::vector<int64_t>* out)
   return Status::Ok();
 }
 
+// One setter per kind of value, for a member of the config.
+using Setter = Status (*)(TrainerConfig&, const std::string& key, const Json&);
+template <auto M>
+Status Number(TrainerConfig& c, const std::string& key, const Json& v) {
+  return SetNumber(key, v, &(c.*M));
+}
+template <auto M>
+Status Text(TrainerConfig& c, const std::string& key, const Json& v) {
+  return SetString(key, v, &(c.*M), {});
+}
+template <auto M>
+Status Flag(TrainerConfig& c, const std::string& key, const Json& v) {
+  return SetFlag(key, v, &(c.*M));
+}
+template <auto M>
+Status List(TrainerConfig& c, const std::string& key, const Json& v) {
+  return SetList(key, v, &(c.*M));
+}
+
+// Every key the trainer takes, in --help's order: each is a key of the parameter file and a flag
+// (FlagName); `boolean` flags may stand alone.
+struct Key {
+  const char* name;
+  Setter set;
+  bool boolean = false;
+};
+using C = TrainerConfig;
+const Key kKeys[] = {
+    {"model",
+     [](C& c, const std::string& k, const Json& v) {
+       return SetString(k, v, &c.model, {"mlp", "cnn", "charlm"});
+     }},
+    {"model_file", Text<&C::model_file>},
+    {"mlp_widths", List<&C::mlp_widths>},
+    {"dropout", Number<&C::dropout>},
+    {"cnn_channels", List<&C::cnn_channels>},
+    {"batch_norm", Flag<&C::batch_norm>, true},
+    {"seq_len", Number<&C::seq_len>},
+    {"d_model", Number<&C::d_model>},
+    {"layers", Number<&C::layers>},
+    {"heads", Number<&C::heads>},
+    {"data",
+     [](C& c, const std::string& k, const Json& v) {
+       return SetString(k, v, &c.data, {"fmnist", "csv", "text"});
+     }},
+    {"data_path", Text<&C::data_path>},
+    {"label_column", Text<&C::label_column>},
+    {"train_samples", Number<&C::train_samples>},
+    {"val_fraction", Number<&C::val_fraction>},
+    {"test", Flag<&C::test>, true},
+    {"data_parallel", Number<&C::data_parallel>},
+    {"micro_batch_size", Number<&C::micro_batch_size>},
+    {"batch_size", Number<&C::batch_size>},
+    {"grad_accumulation", Number<&C::grad_accumulation>},
+    {"bucket_mb", Number<&C::bucket_mb>},
+    {"overlap", Flag<&C::overlap>, true},
+    {"learning_rate", Number<&C::learning_rate>},
+    {"lr", Number<&C::learning_rate>},
+    {"lr_scaling",
+     [](C& c, const std::string& k, const Json& v) {
+       return SetString(k, v, &c.lr_scaling, {"linear", "sqrt", "none"});
+     }},
+    {"base_batch", Number<&C::base_batch>},
+    {"warmup_fraction", Number<&C::warmup_fraction>},
+    {"schedule",
+     [](C& c, const std::string& k, const Json& v) {
+       return SetString(k, v, &c.schedule, {"cosine", "constant", "step"});
+     }},
+    {"optimizer",
+     [](C& c, const std::string& k, const Json& v) {
+       return SetString(k, v, &c.optimizer, {"sgd", "adamw"});
+     }},
+    {"momentum", Number<&C::momentum>},
+    {"nesterov", Flag<&C::nesterov>, true},
+    {"weight_decay", Number<&C::weight_decay>},
+    {"precision",
+     [](C& c, const std::string& k, const Json& v) {
+       return SetString(k, v, &c.precision, {"fp32", "bf16", "fp16"});
+     }},
+    {"grad_clip", Number<&C::grad_clip>},
+    {"epochs", Number<&C::epochs>},
+    {"max_steps", Number<&C::max_steps>},
+    {"stop_at_epoch", Number<&C::stop_at_epoch>},
+    {"seed", Number<&C::seed>},
+    {"threads", Number<&C::threads>},
+    {"metrics_every", Number<&C::metrics_every>},
+    {"checkpoint_dir", Text<&C::checkpoint_dir>},
+    {"resume", Flag<&C::resume>, true},
+    {"save_params", Text<&C::save_params>},
+    {"timeout", Number<&C::timeout_s>},
+    {"nproc", Number<&C::nproc>},
+};
+
 // Applies one key of the parameter file (or a flag's value, as text) to the config.
 Status Set(TrainerConfig& c, const std::string& key, const Json& v) {
-  if (key == "model") return SetString(key, v, &c.model, {"mlp", "cnn", "charlm"});
-  if (key == "model_file") return SetString(key, v, &c.model_file, {});
-  if (key == "mlp_widths") return SetList(key, v, &c.mlp_widths);
-  if (key == "dropout") return SetNumber(key, v, &c.dropout);
-  if (key == "cnn_channels") return SetList(key, v, &c.cnn_channels);
-  if (key == "batch_norm") return SetFlag(key, v, &c.batch_norm);
-  if (key == "seq_len") return SetNumber(key, v, &c.seq_len);
-  if (key == "d_model") return SetNumber(key, v, &c.d_model);
-  if (key == "layers") return SetNumber(key, v, &c.layers);
-  if (key == "heads") return SetNumber(key, v, &c.heads);
-  if (key == "data") return SetString(key, v, &c.data, {"fmnist", "csv", "text"});
-  if (key == "data_path") return SetString(key, v, &c.data_path, {});
-  if (key == "label_column") return SetString(key, v, &c.label_column, {});
-  if (key == "train_samples") return SetNumber(key, v, &c.train_samples);
-  if (key == "val_fraction") return SetNumber(key, v, &c.val_fraction);
-  if (key == "test") return SetFlag(key, v, &c.test);
-  if (key == "data_parallel") return SetNumber(key, v, &c.data_parallel);
-  if (key == "micro_batch_size") return SetNumber(key, v, &c.micro_batch_size);
-  if (key == "batch_size") return SetNumber(key, v, &c.batch_size);
-  if (key == "grad_accumulation") return SetNumber(key, v, &c.grad_accumulation);
-  if (key == "bucket_mb") return SetNumber(key, v, &c.bucket_mb);
-  if (key == "overlap") return SetFlag(key, v, &c.overlap);
-  if (key == "learning_rate" || key == "lr") return SetNumber(key, v, &c.learning_rate);
-  if (key == "lr_scaling") return SetString(key, v, &c.lr_scaling, {"linear", "sqrt", "none"});
-  if (key == "base_batch") return SetNumber(key, v, &c.base_batch);
-  if (key == "warmup_fraction") return SetNumber(key, v, &c.warmup_fraction);
-  if (key == "schedule") return SetString(key, v, &c.schedule, {"cosine", "constant", "step"});
-  if (key == "optimizer") return SetString(key, v, &c.optimizer, {"sgd", "adamw"});
-  if (key == "momentum") return SetNumber(key, v, &c.momentum);
-  if (key == "nesterov") return SetFlag(key, v, &c.nesterov);
-  if (key == "weight_decay") return SetNumber(key, v, &c.weight_decay);
-  if (key == "precision") return SetString(key, v, &c.precision, {"fp32", "bf16", "fp16"});
-  if (key == "grad_clip") return SetNumber(key, v, &c.grad_clip);
-  if (key == "epochs") return SetNumber(key, v, &c.epochs);
-  if (key == "max_steps") return SetNumber(key, v, &c.max_steps);
-  if (key == "stop_at_epoch") return SetNumber(key, v, &c.stop_at_epoch);
-  if (key == "seed") return SetNumber(key, v, &c.seed);
-  if (key == "threads") return SetNumber(key, v, &c.threads);
-  if (key == "metrics_every") return SetNumber(key, v, &c.metrics_every);
-  if (key == "checkpoint_dir") return SetString(key, v, &c.checkpoint_dir, {});
-  if (key == "resume") return SetFlag(key, v, &c.resume);
-  if (key == "save_params") return SetString(key, v, &c.save_params, {});
-  if (key == "timeout") return SetNumber(key, v, &c.timeout_s);
-  if (key == "nproc") return SetNumber(key, v, &c.nproc);
+  for (const Key& k : kKeys)
+    if (key == k.name) return k.set(c, key, v);
   return Status::NotFound("unknown key '", key, "'");
 }
 
@@ -220,11 +224,10 @@ std::string FlagName(const char* key) {
 
 // A flag per key of Set (its value parsed later, by Set), --params-file and --help.
 void AddOptions(cxxopts::Options& o) {
-  std::set<std::string> booleans = {"batch_norm", "test", "overlap", "nesterov", "resume"};
   auto adder = o.add_options();
-  for (const char* k : kKeys) {
-    std::string flag = FlagName(k);
-    if (booleans.count(k)) {
+  for (const Key& k : kKeys) {
+    std::string flag = FlagName(k.name);
+    if (k.boolean) {
       adder(flag, "true|false (--flag alone is true; write --flag=false)",
             cxxopts::value<std::string>()->implicit_value("true"));
     } else {
@@ -274,10 +277,11 @@ Status ApplyParamsFile(const cxxopts::ParseResult& args, TrainerConfig& c) {
 
 // Flags, after the parameter file: a flag overrides the file.
 Status ApplyFlags(const cxxopts::ParseResult& args, TrainerConfig& c) {
-  for (const char* k : kKeys) {
-    std::string flag = FlagName(k);
+  for (const Key& k : kKeys) {
+    std::string flag = FlagName(k.name);
     if (!args.count(flag)) continue;
-    HP_RETURN_IF_ERROR(Set(c, k, Json(args[flag].as<std::string>())).WithContext("--" + flag));
+    HP_RETURN_IF_ERROR(
+        k.set(c, k.name, Json(args[flag].as<std::string>())).WithContext("--" + flag));
   }
   return Status::Ok();
 }
