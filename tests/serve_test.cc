@@ -55,16 +55,14 @@ struct Child {
   int Wait() {
     while (!Line().empty()) {
     }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    pid = -1;
-    if (out) fclose(out);
-    out = nullptr;
-    return status;
+    return Reap();
   }
   int Stop(int sig = SIGTERM) {
     if (pid <= 0) return -1;
     kill(pid, sig);
+    return Reap();
+  }
+  int Reap() {
     int status = 0;
     waitpid(pid, &status, 0);
     pid = -1;
