@@ -60,6 +60,27 @@ std::string ReadTokenFile(const std::string& path, std::string* error) {
   return token;
 }
 
+Json ParseFrame(std::string_view body) {
+  Json j = Json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string())
+    throw ProtocolError("malformed frame (not a JSON object with a \"type\")");
+  return j;
+}
+
+std::string EncodeFrame(const Json& message, size_t max_frame) {
+  const std::string body = message.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (body.size() > max_frame)
+    throw ProtocolError("a '" + TypeText(message) + "' frame of " + std::to_string(body.size()) +
+                        " bytes is over the limit of " + std::to_string(max_frame));
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string frame(4, '\0');
+  frame[0] = static_cast<char>(n >> 24);
+  frame[1] = static_cast<char>(n >> 16);
+  frame[2] = static_cast<char>(n >> 8);
+  frame[3] = static_cast<char>(n);
+  return frame + body;
+}
+
 Connection::Connection(tcp::socket socket, size_t max_frame)
     : socket_(std::move(socket)), max_frame_(max_frame) {
   boost::system::error_code ec;
@@ -88,21 +109,18 @@ asio::awaitable<Json> Connection::Receive() {
   co_await asio::async_read(socket_, asio::buffer(body),
                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec) throw ProtocolError("truncated frame: " + ec.message());
-  Json j = Json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string())
-    throw ProtocolError("malformed frame (not a JSON object with a \"type\")");
-  co_return j;
+  co_return ParseFrame(body);
 }
 
 void Connection::Send(const Json& message) {
-  std::string body = message.dump();
-  std::string frame(4, '\0');
-  uint32_t n = static_cast<uint32_t>(body.size());
-  frame[0] = static_cast<char>(n >> 24);
-  frame[1] = static_cast<char>(n >> 16);
-  frame[2] = static_cast<char>(n >> 8);
-  frame[3] = static_cast<char>(n);
-  outgoing_.push_back(frame + body);
+  std::string frame;
+  try {
+    frame = EncodeFrame(message, max_frame_);
+  } catch (const std::exception&) {
+    Close();
+    return;
+  }
+  outgoing_.push_back(std::move(frame));
   if (!writing_) WriteNext();
 }
 

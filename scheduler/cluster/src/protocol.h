@@ -22,6 +22,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hyperpack/scheduler/executor.h"
@@ -50,6 +51,15 @@ bool SameSecret(const std::string& a, const std::string& b);
 // others than its owner would be a warning the caller prints.
 std::string ReadTokenFile(const std::string& path, std::string* error);
 
+// A frame's body (what follows the length) as JSON: an object with a string "type". Throws
+// ProtocolError, and only that, for anything else: not JSON, not an object, no type. Pure: the
+// decoder the fuzzer drives.
+Json ParseFrame(std::string_view body);
+// A frame's bytes for `message`: the 4-byte length and the JSON. Text that is not UTF-8 is sent
+// with U+FFFD in place of each invalid byte rather than refused (a trial's output is bytes).
+// Throws ProtocolError when the frame would be larger than `max_frame`.
+std::string EncodeFrame(const Json& message, size_t max_frame = kMaxFrame);
+
 // One TCP connection carrying frames.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -57,7 +67,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // The next frame; throws ProtocolError when the peer closed, the frame is oversized or malformed.
   asio::awaitable<Json> Receive();
-  // Queues a frame; frames are written in order.
+  // Queues a frame; frames are written in order. Never throws: a frame that cannot be encoded
+  // (over the limit) closes the connection, as the peer could not read it either.
   void Send(const Json& message);
   // Closes the socket; the reason is what Receive's caller reports.
   void Close();
