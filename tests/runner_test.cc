@@ -295,6 +295,52 @@ budget: {max_trials: 1}
   EXPECT_THAT(trials[0].error, HasSubstr("cannot enter trial.workdir"));
 }
 
+TEST_F(RunnerTest, TheCheckpointDirectoryExistsWhenTheTrialsCommandStarts) {
+  // Saves its checkpoint without creating the folder first, as training scripts do.
+  std::string script = Script("t.sh", R"(
+echo weights > "$HYPERPACK_CHECKPOINT_DIR/model.pt" || exit 1
+echo '{"loss": 1}'
+)");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
+  std::string dir = std::filesystem::path(trials[0].log_path).parent_path().string();
+  EXPECT_EQ(ReadFile(dir + "/checkpoint/model.pt"), "weights\n");
+}
+
+TEST_F(RunnerTest, ACheckpointDirectoryThatCannotBeCreatedFailsTheTrialNamingThePath) {
+  // A file where the first trial's checkpoint directory would go.
+  std::filesystem::path blocked = dir_.path() / "hyperpack_logs/s/trial-0000/checkpoint";
+  std::filesystem::create_directories(blocked.parent_path());
+  WriteFile(blocked.string(), "not a directory");
+  std::string ran = dir_ / "ran";
+  std::string script = Script("t.sh", "touch " + ran + "\necho '{\"loss\": 1}'\n");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error,
+              HasSubstr("cannot create the checkpoint directory " + blocked.string() + ": "));
+  EXPECT_FALSE(std::filesystem::exists(ran)) << "the trial's command ran";
+}
+
 TEST_F(RunnerTest, RunningAgainContinuesTheStudyWithNewConfigurations) {
   std::string script = Script("t.sh", "echo \"{\\\"loss\\\": $1}\"\n");
   auto spec = Spec(R"(

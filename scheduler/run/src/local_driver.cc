@@ -286,7 +286,7 @@ class LocalDriver : public StudyRun {
   }
   void Do(FinishCmd& c) { Close(c.summary); }
 
-  // Its folder, its parameters file and its ranks' logs, then the processes.
+  // Its folders, its parameters file and its ranks' logs, then the processes.
   void Launch(const LaunchPlan& plan) {
     std::error_code ec;
     fs::create_directories(plan.trial_dir, ec);
@@ -294,6 +294,22 @@ class LocalDriver : public StudyRun {
     TrialFiles& f = files_[plan.trial];
     f.checkpoint_dir = plan.checkpoint_dir;
     f.err_tails.resize(plan.ranks.size());
+    // The command is told HYPERPACK_CHECKPOINT_DIR and may write there at once. Without it the
+    // trial cannot run as meant: no rank starts, and rank 0's log says why.
+    fs::create_directories(plan.checkpoint_dir, ec);
+    if (ec) {
+      std::string why = StrCat("cannot create the checkpoint directory ", plan.checkpoint_dir,
+                               ": ", ec.message());
+      for (size_t r = 0; r < plan.ranks.size(); ++r) {
+        if (r == 0) {
+          f.logs.emplace_back(plan.ranks[0].log_path, std::ios::app);
+          f.logs.back() << plan.ranks[0].log_header << why << "\n";
+        }
+        Feed(RankExited{plan.trial, static_cast<int>(r), RankExit::NeverStarted(),
+                        r == 0 ? why : std::string()});
+      }
+      return;
+    }
     std::map<std::string, std::string> base;
     for (const std::string& kv : CurrentEnvironment()) {
       auto eq = kv.find('=');
