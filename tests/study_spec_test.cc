@@ -583,6 +583,78 @@ trial:
                                               "cannot be combined with log: true")));
 }
 
+TEST(StudyFileTest, WarnsWhenTheStepLeavesOneValueAndStillAcceptsTheFile) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  batch: {type: int, low: 16, high: 32, step: 64}
+trial:
+  command: run {batch}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_TRUE(out.spec.has_value());
+  EXPECT_THAT(out.warnings,
+              ElementsAre(IsError(4, 47, "search_space.batch",
+                                  "warning: step 64 leaves one value (16) between low 16 and high "
+                                  "32; to tune it, raise high to at least 80 or lower the step to "
+                                  "at most 16; to pin it, write {type: fixed, value: 16}")));
+  EXPECT_EQ(out.WarningText(),
+            "study.yaml:4:47: search_space.batch: warning: step 64 leaves one value (16) between "
+            "low 16 and high 32; to tune it, raise high to at least 80 or lower the step to at "
+            "most 16; to pin it, write {type: fixed, value: 16}");
+}
+
+TEST(StudyFileTest, WarnsWhenIntLowEqualsHighOnALinearOrLogScale) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  units: {type: int, low: 16, high: 16}
+  layers: {type: int, low: 4, high: 4, log: true}
+  width: {type: int, low: 8, high: 8, step: 8}
+trial:
+  command: run {units} {layers} {width}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_TRUE(out.spec.has_value());
+  EXPECT_THAT(out.warnings,
+              ElementsAre(IsError(4, 37, "search_space.units",
+                                  "warning: low and high are both 16, so the range holds one "
+                                  "value; to tune it, raise high above 16; to pin it, write "
+                                  "{type: fixed, value: 16}"),
+                          IsError(5, 37, "search_space.layers", "low and high are both 4"),
+                          IsError(6, 36, "search_space.width", "low and high are both 8")));
+}
+
+TEST(StudyFileTest, DoesNotWarnAboutRangesWithTwoOrMoreValues) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  batch: {type: int, low: 16, high: 32, step: 16}
+  units: {type: int, low: 16, high: 17}
+  lr: {type: float, low: 0.1, high: 0.2}
+trial:
+  command: run {batch} {units} {lr}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_THAT(out.warnings, IsEmpty()) << out.WarningText();
+  EXPECT_EQ(out.WarningText(), "");
+  EXPECT_THAT(Parse(kFullStudy).warnings, IsEmpty());
+}
+
+TEST(StudyFileTest, ReportsWarningsBesideErrorsInTheSameFile) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  batch: {type: int, low: 16, high: 32, step: 64}
+  units: {type: int, low: 64, high: 32}
+trial:
+  command: run {batch} {units}
+)");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 37, "search_space.units.high", "must be >= low")));
+  EXPECT_THAT(out.warnings, ElementsAre(IsError(4, 47, "search_space.batch", "step 64")));
+}
+
 TEST(StudyFileTest, RejectsEmptyCategoricalValues) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}

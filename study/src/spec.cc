@@ -54,6 +54,12 @@ std::string ParseOutcome::ErrorText() const {
   return Join(lines, "\n");
 }
 
+std::string ParseOutcome::WarningText() const {
+  std::vector<std::string> lines;
+  for (const Diagnostic& d : warnings) lines.push_back(d.ToString());
+  return Join(lines, "\n");
+}
+
 const std::vector<std::string>& BuiltinPlaceholders() {
   static const std::vector<std::string> kBuiltins = {"trial", "study", "params_file", "trial_dir"};
   return kBuiltins;
@@ -99,6 +105,7 @@ class Parser {
       errors_.push_back({file_, e.mark.line + 1, e.mark.column + 1, "", e.what()});
     }
     out.errors = std::move(errors_);
+    out.warnings = std::move(warnings_);
     if (out.errors.empty()) out.spec = std::move(spec);
     return out;
   }
@@ -107,6 +114,17 @@ class Parser {
   // ---- diagnostics ------------------------------------------------------------------------
   template <typename... Args>
   void Error(const YAML::Node& at, const std::string& key, const Args&... args) {
+    errors_.push_back(At(at, key, StrCat(args...)));
+  }
+
+  // Valid, but probably not what the author meant.
+  template <typename... Args>
+  void Warning(const YAML::Node& at, const std::string& key, const Args&... args) {
+    warnings_.push_back(At(at, key, StrCat("warning: ", args...)));
+  }
+
+  // A diagnostic at `at`, or where the last mapping began when `at` has no position.
+  Diagnostic At(const YAML::Node& at, const std::string& key, std::string message) const {
     Diagnostic d;
     d.file = file_;
     YAML::Mark mark = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
@@ -118,8 +136,8 @@ class Parser {
       d.column = last_mark_.column + 1;
     }
     d.key = key;
-    d.message = StrCat(args...);
-    errors_.push_back(std::move(d));
+    d.message = std::move(message);
+    return d;
   }
 
   static std::string Describe(const YAML::Node& node) {
@@ -517,6 +535,26 @@ class Parser {
     if (is_int ? *hi < *lo : *hi <= *lo) {
       Error(high->value, Path(path, "high"), "must be ", is_int ? ">=" : ">", " low (",
             low->value.Scalar(), "), got ", high->value.Scalar());
+      return;
+    }
+    if (is_int) WarnIfOneValue(path, *high, Get(fields, "step"), *p);
+  }
+
+  // An int range that holds a single value is valid (the study runs) but rarely meant: the
+  // parameter is never tuned. A float range cannot collapse (high must be > low) and has no step.
+  void WarnIfOneValue(const std::string& path, const Field& high, const Field* step,
+                      const ParamSpec& p) {
+    const auto lo = static_cast<int64_t>(p.low);
+    const auto hi = static_cast<int64_t>(p.high);
+    if (lo == hi) {
+      Warning(high.value, path, "low and high are both ", lo,
+              ", so the range holds one value; to tune it, raise high above ", lo,
+              "; to pin it, write {type: fixed, value: ", lo, "}");
+    } else if (step && p.step > hi - lo) {
+      Warning(step->value, path, "step ", p.step, " leaves one value (", lo, ") between low ", lo,
+              " and high ", hi, "; to tune it, raise high to at least ", lo + p.step,
+              " or lower the step to at most ", hi - lo,
+              "; to pin it, write {type: fixed, value: ", lo, "}");
     }
   }
 
@@ -856,6 +894,7 @@ class Parser {
 
   std::string file_;
   std::vector<Diagnostic> errors_;
+  std::vector<Diagnostic> warnings_;
   // Every parameter name declared so far, including those dropped from the space for their own
   // errors: a reference to one of those is not reported again as an unknown parameter.
   std::set<std::string> declared_;

@@ -2,7 +2,8 @@
 //
 // ParseStudy checks everything it can before a single trial runs and reports every problem at
 // once, each as `file:line:column: key.path: what is wrong; what is expected`. A StudySpec that
-// comes back is complete: every default filled in, every reference resolved.
+// comes back is complete: every default filled in, every reference resolved. Warnings, in the same
+// shape, flag what is valid but probably not meant; they never stop a study.
 // Thread-safety: pure functions over values.
 #pragma once
 
@@ -112,9 +113,14 @@ struct Diagnostic {
 struct ParseOutcome {
   std::optional<StudySpec> spec;  // set only when errors is empty
   std::vector<Diagnostic> errors;
+  // Problems that do not stop the study but are likely mistakes, e.g. an int range whose bounds and
+  // step leave a single value. Each message starts with "warning: "; found with or without errors.
+  std::vector<Diagnostic> warnings;
 
   // The errors as one message, a line each.
   std::string ErrorText() const;
+  // The warnings as one message, a line each; empty when there are none.
+  std::string WarningText() const;
 };
 
 // Parses YAML text; `filename` is used in diagnostics and to resolve a relative `trial.workdir`.
