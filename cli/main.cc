@@ -157,6 +157,7 @@ int CmdRun(int argc, char** argv) {
 
   std::string path = Positional(args)[0];
   study::ParseOutcome parsed = study::LoadStudyFile(path);
+  if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
     return kUsage;
@@ -262,6 +263,7 @@ int CmdValidate(int argc, char** argv) {
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   std::string path = Positional(args)[0];
   study::ParseOutcome parsed = study::LoadStudyFile(path);
+  if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
     std::cerr << parsed.errors.size() << (parsed.errors.size() == 1 ? " error" : " errors")

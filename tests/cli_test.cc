@@ -146,6 +146,48 @@ trial: {command: "train --lr {lr}"}
   EXPECT_THAT(r.err, HasSubstr("2 errors"));
 }
 
+// batch's step leaves only the value 16: valid, with a warning at line 5, column 47.
+constexpr char kOneValueStudy[] = R"(name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+  batch: {type: int, low: 16, high: 32, step: 64}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 2}
+)";
+
+TEST_F(CliTest, ValidatePrintsWarningsOnStderrAndStillSucceeds) {
+  std::string path = WriteStudy("one.yaml", kOneValueStudy);
+  auto r = Cli({"validate", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(path + ": ok"));
+  EXPECT_THAT(r.err,
+              HasSubstr(path + ":5:47: search_space.batch: warning: step 64 leaves one value (16) "
+                               "between low 16 and high 32"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("warning")));
+}
+
+TEST_F(CliTest, RunPrintsWarningsAndRunsTheStudy) {
+  std::string path = WriteStudy("one.yaml", kOneValueStudy);
+  auto r = Cli({"run", path, "--storage", db_});
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_THAT(r.err, HasSubstr(path + ":5:47: search_space.batch: warning: step 64"));
+  EXPECT_THAT(r.out, HasSubstr("budget reached"));
+  EXPECT_EQ(Trials().size(), 2u);
+}
+
+TEST_F(CliTest, ValidatePrintsWarningsBesideErrors) {
+  std::string study = kOneValueStudy;
+  study.replace(study.find("minimize"), 8, "minimise");
+  std::string path = WriteStudy("both.yaml", study);
+  auto r = Cli({"validate", path});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(path + ":5:47: search_space.batch: warning: step 64"));
+  EXPECT_THAT(r.err, HasSubstr("objective.direction"));
+  EXPECT_THAT(r.err, HasSubstr("1 error in " + path));
+}
+
 TEST_F(CliTest, ABadStudyFileStopsRunBeforeAnythingIsStored) {
   ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
   std::string before = ReadFile(db_);
