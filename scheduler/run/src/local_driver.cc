@@ -298,8 +298,8 @@ class LocalDriver : public StudyRun {
     // trial cannot run as meant: no rank starts, and rank 0's log says why.
     fs::create_directories(plan.checkpoint_dir, ec);
     if (ec) {
-      std::string why = StrCat("cannot create the checkpoint directory ", plan.checkpoint_dir,
-                               ": ", ec.message());
+      std::string why = StrCat("cannot create the checkpoint directory ", plan.checkpoint_dir, ": ",
+                               ec.message());
       for (size_t r = 0; r < plan.ranks.size(); ++r) {
         if (r == 0) {
           f.logs.emplace_back(plan.ranks[0].log_path, std::ios::app);
