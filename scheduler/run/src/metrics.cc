@@ -1,9 +1,9 @@
 #include "hyperpack/scheduler/metrics.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "hyperpack/text.h"
 
@@ -60,6 +60,14 @@ std::optional<double> NumberOf(const nlohmann::json& v) {
   return std::nullopt;
 }
 
+// `x` as a step or epoch: a whole number that fits in int64_t, else nullopt (casting a double
+// outside that range, as a line like {"step": 1e300} would have us do, is undefined behaviour).
+std::optional<int64_t> WholeNumber(double x) {
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63, exact as a double
+  if (!(x >= -kLimit && x < kLimit) || x != std::floor(x)) return std::nullopt;
+  return static_cast<int64_t>(x);
+}
+
 std::optional<MetricLine> FromJson(std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) {
@@ -74,10 +82,8 @@ std::optional<MetricLine> FromJson(std::string_view text) {
   std::optional<int64_t>& epoch = m.epoch;
   for (const auto& [key, v] : j.items()) {
     if (key == "step" || key == "epoch") {
-      if (v.is_number_integer() ||
-          (v.is_number() && v.get<double>() == std::floor(v.get<double>()))) {
-        (key == "step" ? m.step : epoch) = static_cast<int64_t>(v.get<double>());
-      }
+      if (!v.is_number()) continue;
+      if (auto n = WholeNumber(v.get<double>())) (key == "step" ? m.step : epoch) = *n;
       continue;
     }
     if (v.is_boolean()) continue;
@@ -88,19 +94,92 @@ std::optional<MetricLine> FromJson(std::string_view text) {
   return m;
 }
 
+bool IsAsciiLetter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsNameStart(char c) { return IsAsciiLetter(c) || c == '_'; }
+bool IsNameChar(char c) {
+  return IsAsciiLetter(c) || IsAsciiDigit(c) || c == '_' || c == '.' || c == '/' || c == '-';
+}
+bool IsSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool IsDelimiter(char c) { return IsSpace(c) || c == ',' || c == ';'; }
+
+// Whether `v` is, whole, a number as a name=value token may give it:
+// [-+]? (DIGITS [.] DIGITS? | .DIGITS) ([eE] [-+]? DIGITS)?, or [-+]? nan|inf|NaN|Inf|Infinity.
+bool IsNumberToken(std::string_view v) {
+  size_t i = 0;
+  if (i < v.size() && (v[i] == '-' || v[i] == '+')) ++i;
+  const std::string_view word = v.substr(i);
+  if (word == "nan" || word == "inf" || word == "NaN" || word == "Inf" || word == "Infinity")
+    return true;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < v.size() && IsAsciiDigit(v[i])) ++i;
+    return i - from;
+  };
+  if (digits() > 0) {
+    if (i < v.size() && v[i] == '.') {
+      ++i;
+      digits();
+    }
+  } else {
+    // No digits before the point: ".5", which needs some after it.
+    if (i == v.size() || v[i] != '.') return false;
+    ++i;
+    if (digits() == 0) return false;
+  }
+  if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    ++i;
+    if (i < v.size() && (v[i] == '-' || v[i] == '+')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == v.size();
+}
+
+// Calls on_token(name, number) for each `name = number` in `text` that is followed by a space,
+// ',', ';' or the end, in order. A scan in linear time rather than a std::regex: libstdc++'s
+// regex recurses once per character matched, and a long enough token (a trial's line may be 64 KiB)
+// overflowed the stack.
+template <typename OnToken>
+void ForEachToken(std::string_view text, OnToken on_token) {
+  auto skip_spaces = [&](size_t i) {
+    while (i < text.size() && IsSpace(text[i])) ++i;
+    return i;
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!IsNameStart(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t name_end = i;
+    while (name_end < text.size() && IsNameChar(text[name_end])) ++name_end;
+    // Whether a token starts here depends only on what follows the name, so on failure no later
+    // start inside the same name can succeed either.
+    size_t value = skip_spaces(name_end);
+    if (value == text.size() || text[value] != '=') {
+      i = name_end;
+      continue;
+    }
+    value = skip_spaces(value + 1);
+    size_t value_end = value;
+    while (value_end < text.size() && !IsDelimiter(text[value_end])) ++value_end;
+    const std::string_view number = text.substr(value, value_end - value);
+    if (!IsNumberToken(number)) {
+      i = name_end;
+      continue;
+    }
+    on_token(text.substr(i, name_end - i), number);
+    i = value_end;
+  }
+}
+
 std::optional<MetricLine> FromKeyValues(std::string_view text) {
-  static const std::regex kToken(
-      R"(([A-Za-z_][A-Za-z0-9_./-]*)\s*=\s*([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?:nan|inf|NaN|Inf|Infinity))(?=[\s,;]|$))");
   MetricLine m;
   std::optional<int64_t>& epoch = m.epoch;
-  std::string s(text);
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), kToken); it != std::sregex_iterator();
-       ++it) {
-    std::string name = (*it)[1];
-    std::string number = (*it)[2];
+  ForEachToken(text, [&](std::string_view name, std::string_view number) {
     std::optional<double> x = ParseDouble(number);
     if (!x) {
-      // The regex admits only numbers and the words nan / inf / Infinity here.
+      // ForEachToken admits only numbers and the words nan / inf / Infinity here.
       std::string lower;
       for (char c : number) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (lower.find("nan") != std::string::npos) {
@@ -109,15 +188,15 @@ std::optional<MetricLine> FromKeyValues(std::string_view text) {
         x = lower.front() == '-' ? -std::numeric_limits<double>::infinity()
                                  : std::numeric_limits<double>::infinity();
       } else {
-        continue;
+        return;
       }
     }
     if (name == "step" || name == "epoch") {
-      if (*x == std::floor(*x)) (name == "step" ? m.step : epoch) = static_cast<int64_t>(*x);
-      continue;
+      if (auto n = WholeNumber(*x)) (name == "step" ? m.step : epoch) = *n;
+      return;
     }
-    m.values.emplace_back(name, *x);
-  }
+    m.values.emplace_back(std::string(name), *x);
+  });
   if (!m.step) m.step = epoch;
   if (m.values.empty()) return std::nullopt;
   return m;
