@@ -16,13 +16,40 @@ namespace asio = boost::asio;
 // After a rank's process has exited, a descendant that left its process group could still hold
 // the pipes open; its output is waited for this long at most.
 constexpr auto kDrainAfterExit = std::chrono::seconds(2);
+// A line longer than this is cut (its end replaced by a marker saying how much), so that output
+// without newlines cannot take the memory of the runner, and a line, even escaped as JSON six
+// bytes for one, fits a frame of the agents' protocol.
+constexpr size_t kMaxLine = 64 * 1024;
+
+// What is kept of a line being read: its first kMaxLine bytes and how many more there were.
+struct PartialLine {
+  std::string text;
+  size_t dropped = 0;
+
+  void Add(char c) {
+    if (text.size() < kMaxLine) {
+      text += c;
+    } else {
+      ++dropped;
+    }
+  }
+  bool empty() const { return text.empty() && dropped == 0; }
+  // The line as delivered, then cleared.
+  std::string Take() {
+    std::string line = std::move(text);
+    if (dropped > 0) line += " [line cut: " + std::to_string(dropped) + " more bytes]";
+    text.clear();
+    dropped = 0;
+    return line;
+  }
+};
 
 struct Proc {
   explicit Proc(asio::io_context& io) : out(io), err(io), drain(io) {}
   pid_t pid = -1;
   asio::posix::stream_descriptor out, err;
   std::array<char, 8192> out_buf{}, err_buf{};
-  std::string out_line, err_line;
+  PartialLine out_line, err_line;
   bool exited = false, reported = false;
   int status = 0;
   bool out_open = true, err_open = true;
@@ -46,6 +73,7 @@ class LocalExecutor : public Executor {
     p->out.assign(spawned->stdout_fd);
     p->err.assign(spawned->stderr_fd);
     procs_[id] = p;
+    if (cb_.on_started) cb_.on_started(id, p->pid);
     Read(id, p, false);
     Read(id, p, true);
     return Status::Ok();
@@ -102,19 +130,17 @@ class LocalExecutor : public Executor {
     stream.async_read_some(asio::buffer(buf),
                            [this, id, p, is_err](boost::system::error_code ec, size_t n) {
                              if (p->reported) return;
-                             std::string& line = is_err ? p->err_line : p->out_line;
+                             PartialLine& line = is_err ? p->err_line : p->out_line;
                              const auto& buf = is_err ? p->err_buf : p->out_buf;
                              for (size_t i = 0; i < n; ++i) {
                                if (buf[i] == '\n') {
-                                 cb_.on_line(id, is_err, line);
-                                 line.clear();
+                                 cb_.on_line(id, is_err, line.Take());
                                } else {
-                                 line += buf[i];
+                                 line.Add(buf[i]);
                                }
                              }
                              if (ec) {
-                               if (!line.empty()) cb_.on_line(id, is_err, line);
-                               line.clear();
+                               if (!line.empty()) cb_.on_line(id, is_err, line.Take());
                                (is_err ? p->err_open : p->out_open) = false;
                                boost::system::error_code ignored;
                                (is_err ? p->err : p->out).close(ignored);
