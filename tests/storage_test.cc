@@ -536,7 +536,7 @@ TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
         db->AddJournal(id, std::vector<JournalEntry>{Entry(0, JournalKind::kBegin, 1)}).ok());
   }
   auto db = OpenOrDie(path);
-  EXPECT_EQ(db->schema_version(), 2);
+  EXPECT_EQ(db->schema_version(), DefaultMigrations().back().version);
   auto trials = db->ListTrials(id).value();
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].state, TrialState::kCompleted);
@@ -551,6 +551,43 @@ TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
   ASSERT_EQ(journal.size(), 1u);
   EXPECT_EQ(journal[0].kind, JournalKind::kEnd);
   EXPECT_TRUE(journal[0].completed);
+}
+
+TEST(StorageTest, SubmissionsKeepTheirOrderStateAndEnd) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  SubmissionRecord a;
+  a.study_name = "a";
+  a.spec_text = "name: a\n";
+  a.spec_path = "/x/a.yaml";
+  a.max_trials = 7;
+  a.submitted = 5;
+  SubmissionRecord b = a;
+  b.study_name = "b";
+  b.max_trials.reset();
+  b.max_parallel = 3;
+  const int64_t ia = db->AddSubmission(a).value();
+  const int64_t ib = db->AddSubmission(b).value();
+  EXPECT_LT(ia, ib);
+  ASSERT_TRUE(db->SetSubmissionState(ia, SubmissionState::kRunning).ok());
+  ASSERT_TRUE(db->SetSubmissionState(ib, SubmissionState::kDone, 2, "bad").ok());
+  EXPECT_EQ(db->SetSubmissionState(ib + 1, SubmissionState::kDone).code(), StatusCode::kNotFound);
+
+  auto all = db->ListSubmissions().value();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].study_name, "a");
+  EXPECT_EQ(all[0].state, SubmissionState::kRunning);
+  EXPECT_EQ(all[0].max_trials, 7);
+  EXPECT_FALSE(all[0].max_parallel.has_value());
+  EXPECT_EQ(all[0].spec_text, "name: a\n");
+  EXPECT_EQ(all[0].spec_path, "/x/a.yaml");
+  EXPECT_EQ(all[1].state, SubmissionState::kDone);
+  EXPECT_EQ(all[1].exit_code, 2);
+  EXPECT_EQ(all[1].message, "bad");
+  EXPECT_EQ(all[1].max_parallel, 3);
+  auto open = db->ListSubmissions({SubmissionState::kQueued, SubmissionState::kRunning}).value();
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].id, ia);
 }
 
 TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -202,6 +203,22 @@ CREATE TABLE journal (
   completed INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX journal_by_study ON journal (study_id, id);
+)sql"},
+      // The server's submissions, in the order received: what it runs, and resumes after a
+      // restart. Not tied to a study row: a submission may name a study not created yet.
+      {3, R"sql(
+CREATE TABLE submissions (
+  id INTEGER PRIMARY KEY,
+  study_name TEXT NOT NULL,
+  spec_text TEXT NOT NULL,
+  spec_path TEXT NOT NULL,
+  max_trials INTEGER,
+  max_parallel INTEGER,
+  state TEXT NOT NULL,
+  exit_code INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL DEFAULT '',
+  submitted REAL NOT NULL
+);
 )sql"},
   };
   return kMigrations;
@@ -748,6 +765,78 @@ Result<std::vector<JournalEntry>> Storage::ListJournal(int64_t study_id) {
     out.push_back(e);
   }
   if (rc != SQLITE_DONE) return db_->Error("reading the journal");
+  return out;
+}
+
+namespace {
+constexpr std::pair<SubmissionState, const char*> kSubmissionStates[] = {
+    {SubmissionState::kQueued, "queued"},
+    {SubmissionState::kRunning, "running"},
+    {SubmissionState::kDone, "done"},
+};
+}  // namespace
+
+const char* SubmissionStateName(SubmissionState state) {
+  for (const auto& [s, name] : kSubmissionStates)
+    if (s == state) return name;
+  return "?";
+}
+
+Result<int64_t> Storage::AddSubmission(const SubmissionRecord& r) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("INSERT INTO submissions(study_name, spec_text, spec_path, max_trials, "
+                   "max_parallel, state, exit_code, message, submitted) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  Statement stmt(raw);
+  stmt.Bind(r.study_name).Bind(r.spec_text).Bind(r.spec_path).Bind(r.max_trials);
+  stmt.Bind(r.max_parallel).Bind(std::string(SubmissionStateName(r.state))).Bind(r.exit_code);
+  stmt.Bind(r.message).Bind(r.submitted);
+  if (stmt.Step() != SQLITE_DONE) return db_->Error("storing a submission");
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_->handle()));
+}
+
+Status Storage::SetSubmissionState(int64_t id, SubmissionState state, int exit_code,
+                                   const std::string& message) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("UPDATE submissions SET state = ?, exit_code = ?, message = ? WHERE id = ?"));
+  Statement stmt(raw);
+  stmt.Bind(std::string(SubmissionStateName(state))).Bind(exit_code).Bind(message).Bind(id);
+  if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("updating submission ", id));
+  if (sqlite3_changes(db_->handle()) == 0) return Status::NotFound("no submission ", id);
+  return Status::Ok();
+}
+
+Result<std::vector<SubmissionRecord>> Storage::ListSubmissions(
+    std::vector<SubmissionState> states) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("SELECT id, study_name, spec_text, spec_path, max_trials, "
+                                   "max_parallel, state, exit_code, message, submitted FROM "
+                                   "submissions ORDER BY id"));
+  Statement stmt(raw);
+  std::vector<SubmissionRecord> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    SubmissionRecord r;
+    r.id = sqlite3_column_int64(raw, 0);
+    r.study_name = Text(raw, 1);
+    r.spec_text = Text(raw, 2);
+    r.spec_path = Text(raw, 3);
+    if (auto v = OptInt(raw, 4)) r.max_trials = static_cast<int>(*v);
+    if (auto v = OptInt(raw, 5)) r.max_parallel = static_cast<int>(*v);
+    const std::string state = Text(raw, 6);
+    bool known = false;
+    for (const auto& [s, name] : kSubmissionStates)
+      if (state == name) r.state = s, known = true;
+    if (!known) return Status::Io("submission ", r.id, " has an unknown state '", state, "'");
+    r.exit_code = sqlite3_column_int(raw, 7);
+    r.message = Text(raw, 8);
+    r.submitted = sqlite3_column_double(raw, 9);
+    if (states.empty() || std::find(states.begin(), states.end(), r.state) != states.end())
+      out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return db_->Error("listing submissions");
   return out;
 }
 

@@ -67,6 +67,24 @@ struct JournalEntry {
   bool completed = false;  // kEnd
 };
 
+// A study submitted to `hyperpack serve`, kept so that a server started again on the same storage
+// carries on with the studies it had, and a client that reconnects can follow its own.
+enum class SubmissionState { kQueued, kRunning, kDone };
+// "queued", "running", "done".
+const char* SubmissionStateName(SubmissionState state);
+
+struct SubmissionRecord {
+  int64_t id = 0;  // set by storage; also the run's fencing key on the agents
+  std::string study_name;
+  std::string spec_text;
+  std::string spec_path;
+  std::optional<int> max_trials, max_parallel;
+  SubmissionState state = SubmissionState::kQueued;
+  int exit_code = 0;    // kDone: the run's exit code
+  std::string message;  // kDone: why it could not run, if it could not
+  double submitted = 0;  // seconds since the epoch
+};
+
 // What an event in a study's log is about.
 enum class EventKind {
   kRunStarted,
@@ -198,6 +216,15 @@ class Storage {
   Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries);
   // Every entry of the study, in the order written (seq ascending).
   Result<std::vector<JournalEntry>> ListJournal(int64_t study_id);
+
+  // ---- the server's submissions ----
+  // Stores a new submission (its id is ignored) and returns its id.
+  Result<int64_t> AddSubmission(const SubmissionRecord& submission);
+  // Sets a submission's state, and its exit code and message (kept only for kDone).
+  Status SetSubmissionState(int64_t id, SubmissionState state, int exit_code = 0,
+                            const std::string& message = "");
+  // Those in `states`, oldest first; every one when `states` is empty.
+  Result<std::vector<SubmissionRecord>> ListSubmissions(std::vector<SubmissionState> states = {});
 
  private:
   class Connection;
