@@ -119,6 +119,8 @@ class StudyController::Impl {
   Result<Demand> DemandFor(const Config& config) const;
   double EstimateSeconds() const;
   void Dispatch();
+  int LiveNodes() const;
+  std::string WaitingForCapacity() const;
   void StopLaunching(StopReason reason);
   void MaybeFinish();
   bool ForcePromotionAtTheEnd();
@@ -181,7 +183,9 @@ class StudyController::Impl {
   std::vector<double> ladder_;  // the first bracket's rungs: the levels the tuner learns
   ClusterState cluster_;
   Scheduler scheduler_;
-  std::vector<ClusterNode> nodes_;
+  std::vector<ClusterNode> nodes_;  // every node that ever joined, as it joined
+  std::vector<bool> lost_;          // by node
+  bool said_waiting_ = false;       // the wait for capacity was told (once per wait)
 
   // The event being handled: its time, and what it makes us do.
   double now_ = 0;

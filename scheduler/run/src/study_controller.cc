@@ -104,7 +104,8 @@ StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions opti
       ladder_(pruner_->Rungs()),
       cluster_(NodesOf(options_.nodes)),
       scheduler_(&cluster_, Policy::kBestFit),
-      nodes_(options_.nodes) {
+      nodes_(options_.nodes),
+      lost_(nodes_.size(), false) {
   summary_.study = spec_.name;
   summary_.max_trials = options_.max_trials;
 }
@@ -164,12 +165,17 @@ void StudyController::Impl::On(const ProposalsReady& e) {
 void StudyController::Impl::On(const NodeJoined& e) {
   cluster_.AddNode(e.node.node);
   nodes_.push_back(e.node);
+  lost_.push_back(false);
+  if (said_waiting_) Say(StrCat("node ", e.node.node.name, " joined: placing trials"));
+  said_waiting_ = false;
   refill_ = true;
 }
 
 // Nothing more is placed there; its ranks are reported lost by the driver.
 void StudyController::Impl::On(const NodeLost& e) {
-  if (e.node >= 0 && e.node < static_cast<int>(nodes_.size())) cluster_.RemoveNode(e.node);
+  if (e.node < 0 || e.node >= static_cast<int>(nodes_.size()) || lost_[e.node]) return;
+  lost_[e.node] = true;
+  cluster_.RemoveNode(e.node);
 }
 
 // The first: running trials are stopped (and run again when the study resumes). The second: what
@@ -252,6 +258,13 @@ void StudyController::Impl::Settle() {
 // scheduling pass.
 void StudyController::Impl::Fill() {
   if (stopping_) return;
+  // Capacity is not feasibility: with no node up, nothing is queued, proposed or judged
+  // infeasible; the study waits for one to join.
+  if (LiveNodes() == 0) {
+    if (!said_waiting_) Say(WaitingForCapacity());
+    said_waiting_ = true;
+    return;
+  }
   int free = Free();
   while (free > 0 && !retries_.empty()) {
     Queued q = std::move(retries_.front());
@@ -334,6 +347,28 @@ void StudyController::Impl::Enqueue(Queued q) {
   waiting_.emplace(job.id, std::move(q));
 }
 
+int StudyController::Impl::LiveNodes() const {
+  return static_cast<int>(std::count(lost_.begin(), lost_.end(), false));
+}
+
+// Why nothing is placed: what a trial needs (when it can be told without a configuration) and
+// which nodes there are.
+std::string StudyController::Impl::WaitingForCapacity() const {
+  std::string needs;
+  Config probe = retries_.empty() ? Config{} : retries_.front().config;
+  if (auto d = DemandFor(probe); d.ok()) {
+    needs = d->gpus_per_rank > 0
+                ? StrCat("needs ", d->total_gpus(), d->total_gpus() == 1 ? " GPU; " : " GPUs; ")
+                : StrCat("needs ", std::max(1, d->cpus_per_rank), " CPU slot",
+                         d->cpus_per_rank > 1 ? "s; " : "; ");
+  }
+  const std::string nodes =
+      nodes_.empty() ? "0 agents connected"
+                     : StrCat("all ", nodes_.size(), nodes_.size() == 1 ? " node" : " nodes",
+                              " lost; waiting for one to join");
+  return StrCat("waiting for capacity: ", needs, nodes);
+}
+
 // The median duration of this run's completed trials: the scheduler's estimate for backfill.
 double StudyController::Impl::EstimateSeconds() const {
   if (durations_.empty()) return spec_.trial.timeout_s.value_or(0.0);
@@ -404,6 +439,14 @@ void StudyController::Impl::Finish() {
   summary_.best_trial = best_trial_;
   summary_.paused = static_cast<int>(paused_.size());
   summary_.elapsed_s = now_;
+  // A study with nothing to show for itself is a failure people should see in the exit code.
+  if (summary_.exit_code == 0 && !best_ && summary_.completed == 0) {
+    summary_.exit_code = 1;
+    Say(StrCat("no trial of the study completed (", summary_.failed, " failed, ",
+               summary_.infeasible, " infeasible, ", summary_.pruned,
+               " pruned); see hyperpack trials ", spec_.name, " and the logs under ",
+               options_.log_root));
+  }
   Write(EventRow{{Wall(), std::nullopt, storage::EventKindName(EventKind::kRunStopped),
                   summary_.stop_reason}});
   Write(ReleaseStudyRow{});
@@ -433,9 +476,12 @@ std::string StudyController::Impl::StatusLine() const {
   std::string best = best_ ? StrCat("best ", spec_.objective.metric, " ", FormatShort(*best_, 5),
                                     " (trial ", *best_trial_, ")")
                            : "no result yet";
+  std::string waiting;
+  if (LiveNodes() == 0 && !stopping_) waiting = WaitingForCapacity() + ", ";
+  else if (!waiting_.empty()) waiting = StrCat(waiting_.size(), " waiting for room, ");
   return StrCat(finished_, "/", options_.max_trials, " done (", summary_.completed, " ok, ",
                 summary_.failed + summary_.infeasible, " failed), ", running_.size(), " running, ",
-                best);
+                waiting, best);
 }
 
 ControllerState StudyController::Impl::State() const {

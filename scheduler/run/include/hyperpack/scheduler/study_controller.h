@@ -65,7 +65,8 @@ struct RunSummary {
   std::optional<int> best_trial;
   StopReason reason = StopReason::kNone;
   std::string stop_reason;  // StopReasonName(reason)
-  // 0: stopped normally; 1: stopped by failures (max_failed) or an error; 130: interrupted.
+  // 0: stopped normally with a completed trial; 1: stopped by failures (max_failed), an error, or
+  // with no trial of the study completed; 130: interrupted.
   int exit_code = 0;
 };
 
