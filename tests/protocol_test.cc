@@ -64,48 +64,57 @@ TEST(HandshakeMessagesTest, RoundTripInTheirVersionOneWireFormat) {
   }
   EXPECT_EQ(std::string(RoleName(Role::kAgent)), "agent");
   EXPECT_EQ(std::string(RoleName(Role::kClient)), "client");
-  RoundTrip(Welcome{}, {{"type", "welcome"}, {"version", 1}});
+  EXPECT_EQ(RoundTrip(Welcome{7.5}, {{"type", "welcome"}, {"version", 1},
+                                     {"heartbeat_timeout_s", 7.5}})
+                .heartbeat_timeout_s,
+            7.5);
 }
 
 TEST(AgentMessagesTest, RegisterAndHeartbeatRoundTripInTheirWireFormat) {
   const Register reg =
-      RoundTrip(Register{"node-a", {"0", "3"}, 16, "10.0.0.2"}, {{"type", "register"},
-                                                                 {"name", "node-a"},
-                                                                 {"gpus", {"0", "3"}},
-                                                                 {"cpus", 16},
-                                                                 {"address", "10.0.0.2"}});
+      RoundTrip(Register{"node-a", {"0", "3"}, 16, "10.0.0.2", {{9, {4, 1}}}},
+                {{"type", "register"},
+                 {"name", "node-a"},
+                 {"gpus", {"0", "3"}},
+                 {"cpus", 16},
+                 {"address", "10.0.0.2"},
+                 {"running", {{{"run", 9}, {"trial", 4}, {"rank", 1}}}}});
   EXPECT_EQ(reg.name, "node-a");
   EXPECT_EQ(reg.gpus, (std::vector<std::string>{"0", "3"}));
   EXPECT_EQ(reg.cpus, 16);
   EXPECT_EQ(reg.address, "10.0.0.2");
+  EXPECT_EQ(reg.running, (std::vector<RankRef>{{9, {4, 1}}}));
   RoundTrip(Heartbeat{}, {{"type", "heartbeat"}});
 }
 
 TEST(AgentMessagesTest, LaunchAndKillRoundTripInTheirWireFormat) {
-  const Launch launch = RoundTrip(Launch{{4, 1}, "python train.py", "/tmp/w", {"A=1", "B=2"}},
+  const Launch launch = RoundTrip(Launch{{3, {4, 1}}, "python train.py", "/tmp/w", {"A=1", "B=2"}},
                                   {{"type", "launch"},
+                                   {"run", 3},
                                    {"trial", 4},
                                    {"rank", 1},
                                    {"command", "python train.py"},
                                    {"workdir", "/tmp/w"},
                                    {"env", {"A=1", "B=2"}}});
-  EXPECT_EQ(launch.id, (RankId{4, 1}));
+  EXPECT_EQ(launch.ref, (RankRef{3, {4, 1}}));
   EXPECT_EQ(launch.command, "python train.py");
   EXPECT_EQ(launch.workdir, "/tmp/w");
   EXPECT_EQ(launch.env, (std::vector<std::string>{"A=1", "B=2"}));
 
   const Kill kill =
-      RoundTrip(Kill{{4, 0}, 15}, {{"type", "kill"}, {"trial", 4}, {"rank", 0}, {"signal", 15}});
-  EXPECT_EQ(kill.id, (RankId{4, 0}));
+      RoundTrip(Kill{{3, {4, 0}}, 15},
+                {{"type", "kill"}, {"run", 3}, {"trial", 4}, {"rank", 0}, {"signal", 15}});
+  EXPECT_EQ(kill.ref, (RankRef{3, {4, 0}}));
   EXPECT_EQ(kill.signal, 15);
 }
 
 TEST(AgentMessagesTest, LinesOfBothStreamsRoundTripInTheirWireFormat) {
   for (auto [stream, name] : {std::pair{Stream::kOut, "out"}, std::pair{Stream::kErr, "err"}}) {
     const Line line = RoundTrip(
-        Line{{2, 3}, stream, "loss=0.5"},
-        {{"type", "line"}, {"trial", 2}, {"rank", 3}, {"stream", name}, {"text", "loss=0.5"}});
-    EXPECT_EQ(line.id, (RankId{2, 3}));
+        Line{{5, {2, 3}}, stream, "loss=0.5"},
+        {{"type", "line"}, {"run", 5}, {"trial", 2}, {"rank", 3}, {"stream", name},
+         {"text", "loss=0.5"}});
+    EXPECT_EQ(line.ref, (RankRef{5, {2, 3}}));
     EXPECT_EQ(line.stream, stream);
     EXPECT_EQ(line.text, "loss=0.5");
   }
@@ -118,30 +127,58 @@ TEST(AgentMessagesTest, EveryKindOfExitRoundTripsInItsWireFormat) {
                                                     {RankExit::NeverStarted(), "never_started"}};
   for (const auto& [exit, how] : exits) {
     const Exit back =
-        RoundTrip(Exit{{7, 0}, exit},
-                  {{"type", "exit"}, {"trial", 7}, {"rank", 0}, {"how", how}, {"code", exit.code}});
-    EXPECT_EQ(back.id, (RankId{7, 0}));
+        RoundTrip(Exit{{1, {7, 0}}, exit}, {{"type", "exit"}, {"run", 1}, {"trial", 7},
+                                            {"rank", 0}, {"how", how}, {"code", exit.code}});
+    EXPECT_EQ(back.ref, (RankRef{1, {7, 0}}));
     EXPECT_EQ(back.exit.kind, exit.kind) << how;
     EXPECT_EQ(back.exit.code, exit.code) << how;
   }
 }
 
 TEST(ClientMessagesTest, SubmitRoundTripsWithAndWithoutItsLimits) {
-  const Submit full = RoundTrip(Submit{"name: s\n", "s.yaml", 10, 2}, {{"type", "submit"},
-                                                                       {"study_text", "name: s\n"},
-                                                                       {"study_path", "s.yaml"},
-                                                                       {"max_trials", 10},
-                                                                       {"max_parallel", 2}});
+  const Submit full = RoundTrip(Submit{"name: s\n", "s.yaml", 10, 2, 12},
+                                {{"type", "submit"},
+                                 {"study_text", "name: s\n"},
+                                 {"study_path", "s.yaml"},
+                                 {"max_trials", 10},
+                                 {"max_parallel", 2},
+                                 {"submission", 12}});
+  EXPECT_EQ(full.submission, 12);
   EXPECT_EQ(full.study_text, "name: s\n");
   EXPECT_EQ(full.study_path, "s.yaml");
   EXPECT_EQ(full.max_trials, 10);
   EXPECT_EQ(full.max_parallel, 2);
 
   const Submit bare =
-      RoundTrip(Submit{"x", "s.yaml", std::nullopt, std::nullopt},
+      RoundTrip(Submit{"x", "s.yaml", std::nullopt, std::nullopt, std::nullopt},
                 {{"type", "submit"}, {"study_text", "x"}, {"study_path", "s.yaml"}});
   EXPECT_FALSE(bare.max_trials.has_value());
   EXPECT_FALSE(bare.max_parallel.has_value());
+  EXPECT_FALSE(bare.submission.has_value());
+}
+
+TEST(ClientMessagesTest, AcceptedAndCancelRoundTripInTheirWireFormat) {
+  EXPECT_EQ(RoundTrip(Accepted{41}, {{"type", "accepted"}, {"submission", 41}}).submission, 41);
+  RoundTrip(Cancel{}, {{"type", "cancel"}});
+}
+
+// A trial's output is bytes: invalid UTF-8 goes out replaced, never as an exception from a send.
+TEST(FramesTest, TextThatIsNotUtf8IsEncodedWithReplacementCharacters) {
+  const std::string bytes = "loss=\xff\xfe 0.5 \xc3";
+  const std::string frame = EncodeFrame(Line{{1, {0, 0}}, Stream::kOut, bytes}.ToJson());
+  const Line back = Line::FromJson(ParseFrame(std::string_view(frame).substr(4)));
+  EXPECT_EQ(back.text, "loss=\xef\xbf\xbd\xef\xbf\xbd 0.5 \xef\xbf\xbd");
+  const uint32_t n = (uint8_t(frame[0]) << 24) | (uint8_t(frame[1]) << 16) |
+                     (uint8_t(frame[2]) << 8) | uint8_t(frame[3]);
+  EXPECT_EQ(n, frame.size() - 4);
+}
+
+TEST(FramesTest, AFrameOverTheLimitIsRefusedWhenEncodedAndWhenDecoded) {
+  const Json big = Progress{std::string(2000, 'x')}.ToJson();
+  EXPECT_THROW(EncodeFrame(big, 1000), ProtocolError);
+  EXPECT_NO_THROW(EncodeFrame(big, 4000));
+  for (const char* body : {"", "{", "[1]", "{\"type\": 3}", "\xff", "{\"no\": \"type\"}"})
+    EXPECT_THROW(ParseFrame(body), ProtocolError) << body;
 }
 
 TEST(ClientMessagesTest, ProgressAndDoneRoundTripInTheirWireFormat) {

@@ -356,6 +356,7 @@ search_space: {x: {type: float, low: 0, high: 1}}
 trial: {command: "sh )" + (dir_ / "trial.sh") + R"( {x}"}
 tuner: {algorithm: random, seed: 5}
 budget: {max_trials: 2, max_parallel: 1}
+resources: {gpus: 1}
 )");
   Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
                        dir_.path().string());
@@ -366,7 +367,9 @@ budget: {max_trials: 2, max_parallel: 1}
   EXPECT_THAT(client.Until("budget reached"), HasSubstr("budget reached"));
   int status = client.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_EQ(Trials("waits").size(), 2u);
+  auto trials = Trials("waits");
+  EXPECT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
 }
 
 }  // namespace

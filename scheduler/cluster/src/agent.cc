@@ -1,11 +1,18 @@
 // hyperpack agent: runs the ranks its server launches on this machine and streams their output.
+// It outlives its server: when the connection goes, it reconnects with backoff and jitter and
+// registers again with what it still runs; its fence stops those ranks once the server has not
+// been heard from for the lease (see fence.h), so that an attempt the server has given up on
+// never runs beside its re-run.
 #include <signal.h>
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
-#include <set>
+#include <map>
+#include <random>
 
+#include "fence.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/executor.h"
@@ -23,76 +30,144 @@ using protocol::Connection;
 using protocol::FrameType;
 using protocol::Json;
 using protocol::ProtocolError;
+using protocol::RankRef;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+
+constexpr double kFirstRetryS = 0.1;
+constexpr double kMaxRetryS = 5.0;
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
 class Agent {
  public:
   explicit Agent(const AgentOptions& o)
-      : options_(o), log_(o.log ? *o.log : std::cout), signals_(io_, SIGINT, SIGTERM), beat_(io_) {
+      : options_(o),
+        log_(o.log ? *o.log : std::cout),
+        signals_(io_, SIGINT, SIGTERM),
+        beat_(io_),
+        retry_(io_),
+        jitter_(std::random_device{}()) {
     node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus) : DetectLocalNode();
     if (!o.name.empty()) node_.name = o.name;
-    executor_ = MakeLocalExecutor(io_, {[this](RankId id, bool is_err, const std::string& text) {
-                                          if (!conn_) return;
-                                          const auto stream = is_err ? protocol::Stream::kErr
-                                                                     : protocol::Stream::kOut;
-                                          conn_->Send(protocol::Line{id, stream, text}.ToJson());
-                                        },
-                                        [this](RankId id, RankExit exit) {
-                                          running_.erase(id);
-                                          if (conn_) conn_->Send(protocol::Exit{id, exit}.ToJson());
-                                        }});
+    // Until a server says its heartbeat timeout: three heartbeats.
+    lease_s_ = 3 * options_.heartbeat_s;
   }
 
   Status Run() {
-    HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.connect));
-    tcp::socket socket(io_);
-    boost::system::error_code ec;
-    socket.connect(ep, ec);
-    if (ec) return Status::Io("cannot connect to ", options_.connect, ": ", ec.message());
-    conn_ = std::make_shared<Connection>(std::move(socket));
+    HP_ASSIGN_OR_RETURN(endpoint_, Resolve(io_, options_.connect));
+    HP_ASSIGN_OR_RETURN(fence_, Fence::Start());
+    executor_ = MakeLocalExecutor(
+        io_, {[this](RankId id, bool is_err, const std::string& text) { OnLine(id, is_err, text); },
+              [this](RankId id, RankExit exit) { OnExit(id, exit); },
+              [this](RankId id, int pgid) {
+                fence_->Add(pgid);
+                pgid_[id] = pgid;
+              }});
     signals_.async_wait([this](boost::system::error_code e, int) {
-      if (e) return;
-      stopped_by_signal_ = true;
-      Shutdown("stopped");
+      if (!e) Shutdown("stopped");
     });
     asio::co_spawn(io_, Main(), asio::detached);
+    Beat();
     io_.run();
-    return result_;
+    return refused_;
   }
 
  private:
+  // A rank this agent runs: the server's name for it, and the process group the fence knows.
+  struct Running {
+    RankRef ref;
+  };
+
   template <typename... Args>
   void Log(const Args&... args) {
     log_ << "[" << FormatTimestamp(WallNow()) << "] " << StrCat(args...) << std::endl;
   }
 
+  // Connects, serves the connection until it ends, and tries again after a while, until stopped.
   asio::awaitable<void> Main() {
-    try {
-      co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
-      conn_->Send(
-          protocol::Register{node_.name, node_.gpus, node_.cpus, conn_->local_address()}.ToJson());
-      Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
-          node_.cpus, " CPU slots");
-      Beat();
-      while (true) FromServer(co_await conn_->Receive());
-    } catch (const std::exception& e) {
-      if (!stopped_by_signal_) {
-        result_ = Status::Io("lost the server ", options_.connect, ": ", e.what());
-        Shutdown(e.what());
+    double delay = kFirstRetryS;
+    int failures = 0;
+    while (!stopping_) {
+      bool served = false;
+      try {
+        co_await Connect();
+        served = true;
+        while (true) FromServer(co_await conn_->Receive());
+      } catch (const std::exception& e) {
+        if (stopping_) co_return;
+        if (served) {
+          Log("lost the server ", options_.connect, ": ", protocol::ErrorText(e), "; reconnecting");
+        } else if (failures++ % 10 == 0) {
+          Log("cannot reach the server ", options_.connect, ": ", protocol::ErrorText(e),
+              "; retrying");
+        }
       }
+      if (conn_) conn_->Close();
+      conn_.reset();
+      if (!refused_.ok()) {
+        Log("the server ", options_.connect, " refused this agent: ", refused_.message());
+        Shutdown("refused");
+        co_return;
+      }
+      if (served) delay = kFirstRetryS, failures = 0;
+      // Jitter: agents that lost the same server do not all come back in the same instant.
+      const double wait = delay * std::uniform_real_distribution<double>(0.5, 1.5)(jitter_);
+      delay = std::min(delay * 2, kMaxRetryS);
+      retry_.expires_after(Seconds(wait));
+      boost::system::error_code ec;
+      co_await retry_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
+  }
+
+  asio::awaitable<void> Connect() {
+    tcp::socket socket(io_);
+    co_await socket.async_connect(endpoint_, asio::use_awaitable);
+    conn_ = std::make_shared<Connection>(std::move(socket));
+    protocol::Welcome welcome;
+    try {
+      welcome = co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
+    } catch (const ProtocolError& e) {
+      // Refused the first time: a wrong token or version, which trying again will not mend.
+      if (!welcomed_once_) refused_ = Status::Invalid(e.what());
+      throw;
+    }
+    welcomed_once_ = true;
+    // The fence stops the ranks before the server would declare this node lost: a margin of two
+    // heartbeats for the last one's travel and the server's check.
+    if (welcome.heartbeat_timeout_s > 0)
+      lease_s_ = std::max(options_.heartbeat_s,
+                          welcome.heartbeat_timeout_s - 2 * options_.heartbeat_s);
+    protocol::Register reg{node_.name, node_.gpus, node_.cpus, conn_->local_address(), {}};
+    for (const auto& [id, r] : running_) reg.running.push_back(r.ref);
+    conn_->Send(reg.ToJson());
+    Heard();
+    Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
+        node_.cpus, " CPU slots", running_.empty() ? "" : StrCat("; still running ", running_.size(),
+                                                                  " ranks"));
+  }
+
+  // The server is there: the lease is renewed.
+  void Heard() {
+    last_heard_ = Clock::now();
+    fence_->Renew(lease_s_);
   }
 
   // A frame from the server after registration.
   void FromServer(const Json& m) {
+    Heard();
     switch (const FrameType type = protocol::TypeOf(m)) {
+      case FrameType::kHeartbeat:
+        return;
       case FrameType::kLaunch:
         Start(protocol::Launch::FromJson(m));
         return;
       case FrameType::kKill: {
         const protocol::Kill kill = protocol::Kill::FromJson(m);
-        executor_->Signal(kill.id, kill.signal);
+        for (const auto& [id, r] : running_)
+          if (r.ref == kill.ref) executor_->Signal(id, kill.signal);
         return;
       }
       default:
@@ -106,31 +181,81 @@ class Agent {
   void Start(const protocol::Launch& launch) {
     SpawnRequest r{launch.command, launch.workdir, launch.env};
     r.env.push_back(std::string(env::kAgent) + "=" + node_.name);
-    Status s = executor_->Start(launch.id, 0, r);
+    Status s = MakeCheckpointDir(r.env);
+    const RankId local{next_local_++, 0};
+    if (s.ok()) s = executor_->Start(local, 0, r);
     if (s.ok()) {
-      running_.insert(launch.id);
+      running_[local] = {launch.ref};
       return;
     }
-    conn_->Send(protocol::Line{launch.id, protocol::Stream::kErr, s.message()}.ToJson());
-    conn_->Send(protocol::Exit{launch.id, RankExit::NeverStarted()}.ToJson());
+    Send(protocol::Line{launch.ref, protocol::Stream::kErr, s.message()}.ToJson());
+    Send(protocol::Exit{launch.ref, RankExit::NeverStarted()}.ToJson());
   }
 
+  // The trial's checkpoint folder exists before its command starts.
+  static Status MakeCheckpointDir(const std::vector<std::string>& env) {
+    const std::string prefix = std::string(env::kCheckpointDir) + "=";
+    for (const std::string& kv : env) {
+      if (kv.rfind(prefix, 0) != 0 || kv.size() == prefix.size()) continue;
+      std::error_code ec;
+      std::filesystem::create_directories(kv.substr(prefix.size()), ec);
+      if (ec)
+        return Status::Io("cannot create the checkpoint folder ", kv.substr(prefix.size()), ": ",
+                          ec.message());
+    }
+    return Status::Ok();
+  }
+
+  void OnLine(RankId id, bool is_err, const std::string& text) {
+    auto it = running_.find(id);
+    if (it == running_.end()) return;
+    const auto stream = is_err ? protocol::Stream::kErr : protocol::Stream::kOut;
+    Send(protocol::Line{it->second.ref, stream, text}.ToJson());
+  }
+
+  void OnExit(RankId id, RankExit exit) {
+    if (auto g = pgid_.find(id); g != pgid_.end()) {
+      fence_->Remove(g->second);
+      pgid_.erase(g);
+    }
+    auto it = running_.find(id);
+    if (it == running_.end()) return;
+    Send(protocol::Exit{it->second.ref, exit}.ToJson());
+    running_.erase(it);
+  }
+
+  // Output and exits while no server listens are dropped: the server has declared those attempts
+  // lost by the time it hears from this agent again.
+  void Send(const Json& frame) {
+    if (conn_ && conn_->open()) conn_->Send(frame);
+  }
+
+  // Heartbeats, and the agent's own fence: a server silent for the lease gets its ranks stopped
+  // here too (the keeper does the same should this process be unable to).
   void Beat() {
-    beat_.expires_after(std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(options_.heartbeat_s)));
+    beat_.expires_after(Seconds(options_.heartbeat_s));
     beat_.async_wait([this](boost::system::error_code ec) {
-      if (ec || !conn_ || !conn_->open()) return;
-      conn_->Send(protocol::Heartbeat{}.ToJson());
+      if (ec || stopping_) return;
+      Send(protocol::Heartbeat{}.ToJson());
+      const double silent = std::chrono::duration<double>(Clock::now() - last_heard_).count();
+      if (!running_.empty() && silent > lease_s_) {
+        Log("no word from the server for ", FormatDuration(silent), ": stopping ",
+            running_.size(), " ranks (it runs their trials elsewhere)");
+        for (const auto& [id, r] : running_) executor_->Signal(id, SIGKILL);
+        if (conn_) conn_->Close();
+      }
       Beat();
     });
   }
 
   void Shutdown(const std::string& why) {
     Log("agent ", node_.name, " stopping: ", why);
+    stopping_ = true;
     // The ranks cannot report anywhere now; they go with the agent.
-    for (const RankId& id : running_) executor_->Signal(id, SIGKILL);
+    for (const auto& [id, r] : running_) executor_->Signal(id, SIGKILL);
     executor_->Shutdown();
     beat_.cancel();
+    retry_.cancel();
     signals_.cancel();
     if (conn_) conn_->Close();
     io_.stop();
@@ -141,12 +266,21 @@ class Agent {
   asio::io_context io_;
   asio::signal_set signals_;
   asio::steady_timer beat_;
+  asio::steady_timer retry_;
+  std::mt19937_64 jitter_;
+  tcp::endpoint endpoint_;
   LocalNode node_;
+  std::unique_ptr<Fence> fence_;
   std::unique_ptr<Executor> executor_;
   std::shared_ptr<Connection> conn_;
-  std::set<RankId> running_;
-  Status result_;
-  bool stopped_by_signal_ = false;
+  std::map<RankId, Running> running_;  // by the executor's id for it
+  std::map<RankId, int> pgid_;
+  int next_local_ = 0;
+  double lease_s_ = 15;
+  Clock::time_point last_heard_ = Clock::now();
+  bool stopping_ = false;
+  bool welcomed_once_ = false;
+  Status refused_;
 };
 
 }  // namespace

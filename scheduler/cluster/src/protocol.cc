@@ -23,6 +23,12 @@ std::string Hex(const unsigned char* data, size_t n) {
 
 }  // namespace
 
+std::string ErrorText(const std::exception& e) {
+  if (auto* system = dynamic_cast<const boost::system::system_error*>(&e))
+    return system->code().message();
+  return e.what();
+}
+
 std::string Hmac(const std::string& key, const std::string& data) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -162,6 +168,7 @@ constexpr Names<FrameType> kFrameTypeNames[] = {
     {FrameType::kKill, "kill"},           {FrameType::kLine, "line"},
     {FrameType::kExit, "exit"},           {FrameType::kSubmit, "submit"},
     {FrameType::kProgress, "progress"},   {FrameType::kDone, "done"},
+    {FrameType::kAccepted, "accepted"},   {FrameType::kCancel, "cancel"},
 };
 constexpr Names<Role> kRoleNames[] = {{Role::kAgent, "agent"}, {Role::kClient, "client"}};
 constexpr Names<Stream> kStreamNames[] = {{Stream::kOut, "out"}, {Stream::kErr, "err"}};
@@ -201,14 +208,18 @@ void Expect(const Json& frame, FrameType type) {
                         TypeText(frame) + "' one");
 }
 
-Json WithRank(FrameType type, const RankId& id) {
+Json WithRank(FrameType type, const RankRef& ref) {
   Json j = Frame(type);
-  j["trial"] = id.trial;
-  j["rank"] = id.rank;
+  j["run"] = ref.run;
+  j["trial"] = ref.id.trial;
+  j["rank"] = ref.id.rank;
   return j;
 }
 
-RankId RankOf(const Json& frame) { return {Field<int>(frame, "trial"), Field<int>(frame, "rank")}; }
+RankRef RankOf(const Json& frame) {
+  return {OptionalField<int64_t>(frame, "run", 0),
+          {Field<int>(frame, "trial"), Field<int>(frame, "rank")}};
+}
 
 }  // namespace
 
@@ -263,12 +274,17 @@ Hello Hello::FromJson(const Json& frame) {
 Json Welcome::ToJson() const {
   Json j = Frame(FrameType::kWelcome);
   j["version"] = kVersion;
+  j["heartbeat_timeout_s"] = heartbeat_timeout_s;
   return j;
 }
 
 Welcome Welcome::FromJson(const Json& frame) {
   Expect(frame, FrameType::kWelcome);
-  return {};
+  Welcome w;
+  w.heartbeat_timeout_s = OptionalField<double>(frame, "heartbeat_timeout_s", 0.0);
+  if (!(w.heartbeat_timeout_s >= 0) || w.heartbeat_timeout_s > 1e6)
+    throw ProtocolError("'heartbeat_timeout_s' is out of range in a 'welcome' frame");
+  return w;
 }
 
 Json Register::ToJson() const {
@@ -277,6 +293,10 @@ Json Register::ToJson() const {
   j["gpus"] = gpus;
   j["cpus"] = cpus;
   j["address"] = address;
+  Json running_json = Json::array();
+  for (const RankRef& r : running)
+    running_json.push_back({{"run", r.run}, {"trial", r.id.trial}, {"rank", r.id.rank}});
+  j["running"] = std::move(running_json);
   return j;
 }
 
@@ -287,6 +307,12 @@ Register Register::FromJson(const Json& frame) {
   r.gpus = Field<std::vector<std::string>>(frame, "gpus");
   r.cpus = Field<int>(frame, "cpus");
   r.address = OptionalField<std::string>(frame, "address", "");
+  const Json running = OptionalField<Json>(frame, "running", Json::array());
+  if (!running.is_array()) throw ProtocolError("'running' is not a list in a 'register' frame");
+  for (const Json& entry : running) {
+    if (!entry.is_object()) throw ProtocolError("a 'running' entry is not an object");
+    r.running.push_back(RankOf(entry));
+  }
   return r;
 }
 
@@ -298,7 +324,7 @@ Heartbeat Heartbeat::FromJson(const Json& frame) {
 }
 
 Json Launch::ToJson() const {
-  Json j = WithRank(FrameType::kLaunch, id);
+  Json j = WithRank(FrameType::kLaunch, ref);
   j["command"] = command;
   j["workdir"] = workdir;
   j["env"] = env;
@@ -308,7 +334,7 @@ Json Launch::ToJson() const {
 Launch Launch::FromJson(const Json& frame) {
   Expect(frame, FrameType::kLaunch);
   Launch l;
-  l.id = RankOf(frame);
+  l.ref = RankOf(frame);
   l.command = Field<std::string>(frame, "command");
   l.workdir = OptionalField<std::string>(frame, "workdir", "");
   l.env = Field<std::vector<std::string>>(frame, "env");
@@ -316,7 +342,7 @@ Launch Launch::FromJson(const Json& frame) {
 }
 
 Json Kill::ToJson() const {
-  Json j = WithRank(FrameType::kKill, id);
+  Json j = WithRank(FrameType::kKill, ref);
   j["signal"] = signal;
   return j;
 }
@@ -327,7 +353,7 @@ Kill Kill::FromJson(const Json& frame) {
 }
 
 Json Line::ToJson() const {
-  Json j = WithRank(FrameType::kLine, id);
+  Json j = WithRank(FrameType::kLine, ref);
   j["stream"] = NameIn(kStreamNames, stream);
   j["text"] = text;
   return j;
@@ -336,14 +362,14 @@ Json Line::ToJson() const {
 Line Line::FromJson(const Json& frame) {
   Expect(frame, FrameType::kLine);
   Line l;
-  l.id = RankOf(frame);
+  l.ref = RankOf(frame);
   l.stream = ValueIn(kStreamNames, Field<std::string>(frame, "stream"), "a 'line' frame's stream");
   l.text = Field<std::string>(frame, "text");
   return l;
 }
 
 Json Exit::ToJson() const {
-  Json j = WithRank(FrameType::kExit, id);
+  Json j = WithRank(FrameType::kExit, ref);
   j["how"] = NameIn(kExitNames, exit.kind);
   j["code"] = exit.code;
   return j;
@@ -352,7 +378,7 @@ Json Exit::ToJson() const {
 Exit Exit::FromJson(const Json& frame) {
   Expect(frame, FrameType::kExit);
   Exit e;
-  e.id = RankOf(frame);
+  e.ref = RankOf(frame);
   e.exit.kind = ValueIn(kExitNames, Field<std::string>(frame, "how"), "an 'exit' frame's how");
   e.exit.code = Field<int>(frame, "code");
   return e;
@@ -364,6 +390,7 @@ Json Submit::ToJson() const {
   j["study_path"] = study_path;
   if (max_trials) j["max_trials"] = *max_trials;
   if (max_parallel) j["max_parallel"] = *max_parallel;
+  if (submission) j["submission"] = *submission;
   return j;
 }
 
@@ -374,6 +401,7 @@ Submit Submit::FromJson(const Json& frame) {
   s.study_path = OptionalField<std::string>(frame, "study_path", "study.yaml");
   if (frame.contains("max_trials")) s.max_trials = Field<int>(frame, "max_trials");
   if (frame.contains("max_parallel")) s.max_parallel = Field<int>(frame, "max_parallel");
+  if (frame.contains("submission")) s.submission = Field<int64_t>(frame, "submission");
   return s;
 }
 
@@ -401,7 +429,26 @@ Done Done::FromJson(const Json& frame) {
           OptionalField<std::string>(frame, "message", "")};
 }
 
-asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token) {
+Json Accepted::ToJson() const {
+  Json j = Frame(FrameType::kAccepted);
+  j["submission"] = submission;
+  return j;
+}
+
+Accepted Accepted::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kAccepted);
+  return {Field<int64_t>(frame, "submission")};
+}
+
+Json Cancel::ToJson() const { return Frame(FrameType::kCancel); }
+
+Cancel Cancel::FromJson(const Json& frame) {
+  Expect(frame, FrameType::kCancel);
+  return {};
+}
+
+asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token,
+                                      double heartbeat_timeout_s) {
   const std::string nonce = RandomHex(32);
   c.Send(Challenge{nonce}.ToJson());
   const Json frame = co_await c.Receive();
@@ -409,11 +456,11 @@ asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token) {
   const Hello hello = Hello::FromJson(frame);
   if (!SameSecret(hello.mac, Hmac(token, nonce + RoleName(hello.role))))
     throw ProtocolError("authentication failed: wrong token");
-  c.Send(Welcome{}.ToJson());
+  c.Send(Welcome{heartbeat_timeout_s}.ToJson());
   co_return hello.role;
 }
 
-asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token, Role role) {
+asio::awaitable<Welcome> ClientHandshake(Connection& c, const std::string& token, Role role) {
   const Json challenge = co_await c.Receive();
   if (TypeOf(challenge) != FrameType::kChallenge)
     throw ProtocolError("expected a challenge from the server");
@@ -426,6 +473,7 @@ asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token, R
     throw ProtocolError("the server closed the connection: wrong token or version");
   }
   if (TypeOf(welcome) != FrameType::kWelcome) throw ProtocolError("the server did not welcome us");
+  co_return Welcome::FromJson(welcome);
 }
 
 }  // namespace hyperpack::scheduler::protocol

@@ -41,6 +41,9 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What went wrong, for people: a system error's message without Boost's source location.
+std::string ErrorText(const std::exception& e);
+
 // HEX(HMAC-SHA256(key, data)).
 std::string Hmac(const std::string& key, const std::string& data);
 // `bytes` random bytes as hex, from OpenSSL's generator.
@@ -101,6 +104,8 @@ enum class FrameType {
   kSubmit,     // client -> server: a study to run, first
   kProgress,   // server -> client: a line of the study's progress
   kDone,       // server -> client: the study ended
+  kAccepted,   // server -> client: the submission's id, to follow it again after a reconnect
+  kCancel,     // client -> server: stop the study followed (Ctrl-C)
 };
 // The "type" string of `type`.
 const char* FrameTypeName(FrameType type);
@@ -158,33 +163,51 @@ struct Hello {
   static Hello FromJson(const Json& frame);
 };
 
-// {"type": "welcome", "version"}.
+// {"type": "welcome", "version", "heartbeat_timeout_s" (optional, 0)}: how long the server waits
+// for a silent agent before it declares it lost (0: not said); an agent stops its ranks itself
+// before then.
 struct Welcome {
+  double heartbeat_timeout_s = 0;
   Json ToJson() const;
   static Welcome FromJson(const Json& frame);
 };
 
-// {"type": "register", "name", "gpus": [name...], "cpus", "address" (optional, "")}. An empty
-// address: the server uses the address the agent connected from.
+// Which launch a rank is: the run (the server's submission) and the trial and rank. A trial number
+// names one attempt, so this names one attempt's rank: the fencing key. Frames about a rank the
+// server does not expect (an attempt it declared lost, a run it no longer has) are ignored and
+// the rank is killed.
+struct RankRef {
+  int64_t run = 0;
+  RankId id;
+  bool operator<(const RankRef& o) const {
+    return run != o.run ? run < o.run : id < o.id;
+  }
+  bool operator==(const RankRef& o) const { return run == o.run && id == o.id; }
+};
+
+// {"type": "register", "name", "gpus": [name...], "cpus", "address" (optional, ""), "running"
+// (optional, []): [{"run", "trial", "rank"}...]}. An empty address: the server uses the address
+// the agent connected from. "running": what an agent that reconnects still runs.
 struct Register {
   std::string name;
   std::vector<std::string> gpus;  // as CUDA_VISIBLE_DEVICES names them on the agent
   int cpus = 0;
   std::string address;
+  std::vector<RankRef> running;
   Json ToJson() const;
   static Register FromJson(const Json& frame);
 };
 
-// {"type": "heartbeat"}.
+// {"type": "heartbeat"}: an agent's, every few seconds; the server answers each with one.
 struct Heartbeat {
   Json ToJson() const;
   static Heartbeat FromJson(const Json& frame);
 };
 
-// {"type": "launch", "trial", "rank", "command", "workdir" (optional, ""), "env":
-// ["NAME=VALUE"...]}.
+// {"type": "launch", "run" (optional, 0), "trial", "rank", "command", "workdir" (optional, ""),
+// "env": ["NAME=VALUE"...]}.
 struct Launch {
-  RankId id;
+  RankRef ref;
   std::string command;
   std::string workdir;
   std::vector<std::string> env;
@@ -192,9 +215,9 @@ struct Launch {
   static Launch FromJson(const Json& frame);
 };
 
-// {"type": "kill", "trial", "rank", "signal"}.
+// {"type": "kill", "run" (optional, 0), "trial", "rank", "signal"}.
 struct Kill {
-  RankId id;
+  RankRef ref;
   int signal = 0;
   Json ToJson() const;
   static Kill FromJson(const Json& frame);
@@ -203,30 +226,34 @@ struct Kill {
 // Which of a rank's outputs a line came from: "out" or "err".
 enum class Stream { kOut, kErr };
 
-// {"type": "line", "trial", "rank", "stream", "text"}: a line without its newline.
+// {"type": "line", "run" (optional, 0), "trial", "rank", "stream", "text"}: a line without its
+// newline.
 struct Line {
-  RankId id;
+  RankRef ref;
   Stream stream = Stream::kOut;
   std::string text;
   Json ToJson() const;
   static Line FromJson(const Json& frame);
 };
 
-// {"type": "exit", "trial", "rank", "how": exited | signaled | lost | never_started, "code"}.
+// {"type": "exit", "run" (optional, 0), "trial", "rank", "how": exited | signaled | lost |
+// never_started, "code"}.
 struct Exit {
-  RankId id;
+  RankRef ref;
   RankExit exit;
   Json ToJson() const;
   static Exit FromJson(const Json& frame);
 };
 
 // {"type": "submit", "study_text", "study_path" (optional, "study.yaml"), "max_trials" (optional),
-// "max_parallel" (optional)}.
+// "max_parallel" (optional), "submission" (optional)}. With "submission": a client that reconnects
+// follows what it submitted before (the rest is used only when the server no longer has it).
 struct Submit {
   std::string study_text;
   std::string study_path = "study.yaml";  // what the study's error messages name
   std::optional<int> max_trials;
   std::optional<int> max_parallel;
+  std::optional<int64_t> submission;
   Json ToJson() const;
   static Submit FromJson(const Json& frame);
 };
@@ -247,10 +274,25 @@ struct Done {
   static Done FromJson(const Json& frame);
 };
 
+// {"type": "accepted", "submission"}: the id under which the server keeps a submitted study.
+struct Accepted {
+  int64_t submission = 0;
+  Json ToJson() const;
+  static Accepted FromJson(const Json& frame);
+};
+
+// {"type": "cancel"}: the client's user wants the study stopped (as Ctrl-C would stop `run`).
+struct Cancel {
+  Json ToJson() const;
+  static Cancel FromJson(const Json& frame);
+};
+
 // ---- Handshake ---------------------------------------------------------------------------------
-// The server's side of the handshake; returns the peer's role or throws ProtocolError.
-asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token);
-// A peer's side; throws ProtocolError when the server refuses.
-asio::awaitable<void> ClientHandshake(Connection& c, const std::string& token, Role role);
+// The server's side of the handshake; returns the peer's role or throws ProtocolError. The
+// welcome tells the peer `heartbeat_timeout_s`.
+asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token,
+                                      double heartbeat_timeout_s = 0);
+// A peer's side; returns the server's welcome, or throws ProtocolError when the server refuses.
+asio::awaitable<Welcome> ClientHandshake(Connection& c, const std::string& token, Role role);
 
 }  // namespace hyperpack::scheduler::protocol

@@ -1,5 +1,17 @@
 // hyperpack serve: agents register their nodes, clients submit studies, and each study runs
 // through the same driver and controller as `hyperpack run`, its ranks on the agents' nodes.
+//
+// What survives what:
+//  - bytes: every frame is decoded through its struct, and any exception from a connection's
+//    handling closes that connection only (logged); the rest keep being served;
+//  - agents that go: an agent silent for the heartbeat timeout, or whose connection drops, is lost
+//    and its trials are requeued; its frames about them are ignored from then on (every launch
+//    names its run, trial and attempt), and a rank it still reports when it comes back is killed;
+//  - the server itself: submissions are kept in storage; started again, the server waits one
+//    heartbeat timeout (so that the agents' fences have stopped what the old server launched, or
+//    the agents have come back and been told to kill it), then resumes the study it was running
+//    (its trials requeued from their checkpoints) and the ones queued; clients reconnect and
+//    follow their submission by its id.
 #include <signal.h>
 
 #include <boost/asio.hpp>
@@ -12,6 +24,7 @@
 #include "hyperpack/scheduler/executor.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/study_run.h"
+#include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
 #include "net.h"
@@ -25,12 +38,21 @@ using protocol::Connection;
 using protocol::FrameType;
 using protocol::Json;
 using protocol::ProtocolError;
+using protocol::RankRef;
+using storage::SubmissionRecord;
+using storage::SubmissionState;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
 class Server;
 
-// Ranks started through the agents' connections.
+// Ranks started through the agents' connections, for the run in progress. A frame counts only
+// when it names a rank of this run, from the node that runs it: anything else is an attempt that
+// was declared lost (or a run that is over) and is ignored.
 class AgentExecutor : public Executor {
  public:
   explicit AgentExecutor(Server* server) : server_(server) {}
@@ -39,8 +61,17 @@ class AgentExecutor : public Executor {
   void Signal(RankId id, int signal) override;
   void Shutdown() override {}
 
+  void BeginRun(int64_t run) {
+    run_ = run;
+    where_.clear();
+  }
+  // True when the rank is one this run expects from `node`.
+  bool Expects(int node, const RankRef& ref) const {
+    auto it = where_.find(ref.id);
+    return ref.run == run_ && it != where_.end() && it->second == node;
+  }
   void Line(RankId id, bool is_err, const std::string& text) {
-    if (where_.count(id) && cb_.on_line) cb_.on_line(id, is_err, text);
+    if (cb_.on_line) cb_.on_line(id, is_err, text);
   }
   void Exit(RankId id, RankExit exit) {
     if (where_.erase(id) && cb_.on_exit) cb_.on_exit(id, exit);
@@ -52,11 +83,16 @@ class AgentExecutor : public Executor {
       if (n == node) lost.push_back(id);
     for (const RankId& id : lost) Exit(id, RankExit::Lost());
   }
-  void Forget() { where_.clear(); }
+  void Forget() {
+    where_.clear();
+    run_ = 0;
+  }
+  int64_t run() const { return run_; }
 
  private:
   Server* server_;
   Callbacks cb_;
+  int64_t run_ = 0;
   std::map<RankId, int> where_;
 };
 
@@ -65,13 +101,16 @@ class Server {
   explicit Server(const ServeOptions& o)
       : options_(o),
         log_(o.log ? *o.log : std::cout),
+        db_strand_(asio::make_strand(pool_)),
         acceptor_(io_),
         signals_(io_, SIGINT, SIGTERM),
         watchdog_(io_),
+        recovery_(io_),
         executor_(this) {}
 
   Status Run() {
     HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.listen));
+    HP_RETURN_IF_ERROR(LoadSubmissions());
     boost::system::error_code ec;
     acceptor_.open(ep.protocol(), ec);
     if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -85,7 +124,20 @@ class Server {
     });
     asio::co_spawn(io_, Accept(), asio::detached);
     Watch();
+    if (!queue_.empty()) {
+      // What the last server launched must be gone before anything of it runs again.
+      Log("resuming ", queue_.size(), " submitted studies after a restart, in ",
+          FormatDuration(options_.heartbeat_timeout_s), " (the agents' fences stop what ran)");
+      recovering_ = true;
+      recovery_.expires_after(Seconds(options_.heartbeat_timeout_s));
+      recovery_.async_wait([this](boost::system::error_code e) {
+        if (e) return;
+        recovering_ = false;
+        StartNext();
+      });
+    }
     io_.run();
+    pool_.join();
     return Status::Ok();
   }
 
@@ -94,13 +146,14 @@ class Server {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost)
       return Status::FailedPrecondition("the agent of node ", node, " is gone");
-    it->second.conn->Send(protocol::Launch{id, r.command, r.workdir, r.env}.ToJson());
+    it->second.conn->Send(
+        protocol::Launch{{executor_.run(), id}, r.command, r.workdir, r.env}.ToJson());
     return Status::Ok();
   }
   void Kill(RankId id, int node, int signal) {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost) return;
-    it->second.conn->Send(protocol::Kill{id, signal}.ToJson());
+    it->second.conn->Send(protocol::Kill{{executor_.run(), id}, signal}.ToJson());
   }
 
  private:
@@ -110,15 +163,45 @@ class Server {
     Clock::time_point last_seen;
     bool lost = false;
   };
+  // A submitted study and the clients following it.
   struct Submission {
+    SubmissionRecord record;
     study::StudySpec spec;
-    std::shared_ptr<Connection> client;
-    std::optional<int> max_trials, max_parallel;
+    std::vector<std::weak_ptr<Connection>> followers;
   };
 
   template <typename... Args>
   void Log(const Args&... args) {
     log_ << "[" << FormatTimestamp(WallNow()) << "] " << StrCat(args...) << std::endl;
+  }
+
+  // Before serving: the storage the submissions are kept in, and those a server left unfinished.
+  Status LoadSubmissions() {
+    HP_ASSIGN_OR_RETURN(db_, storage::Storage::Open(options_.storage_path));
+    HP_ASSIGN_OR_RETURN(std::vector<SubmissionRecord> all, db_->ListSubmissions());
+    for (SubmissionRecord& r : all) {
+      if (r.state == SubmissionState::kDone) {
+        done_[r.id] = {r.exit_code, r.message};
+        continue;
+      }
+      study::ParseOutcome parsed = study::ParseStudy(r.spec_text, r.spec_path);
+      if (!parsed.spec) {  // cannot happen unless the file was edited: it parsed when submitted
+        done_[r.id] = {2, parsed.ErrorText()};
+        (void)db_->SetSubmissionState(r.id, SubmissionState::kDone, 2, parsed.ErrorText());
+        continue;
+      }
+      queue_.push_back({std::move(r), std::move(*parsed.spec), {}});
+    }
+    return Status::Ok();
+  }
+
+  // Storage work goes to the pool, in order, never on the io thread.
+  void MarkSubmission(int64_t id, SubmissionState state, int code = 0, std::string message = "") {
+    asio::post(db_strand_, [this, id, state, code, message] {
+      Status s = db_->SetSubmissionState(id, state, code, message);
+      if (!s.ok())
+        asio::post(io_, [this, s] { Log("cannot record a submission's state: ", s.message()); });
+    });
   }
 
   asio::awaitable<void> Accept() {
@@ -135,10 +218,11 @@ class Server {
     }
   }
 
+  // One connection. Whatever goes wrong in it (a bad frame, a bug) ends it, and only it.
   asio::awaitable<void> Session(std::shared_ptr<Connection> c) {
     protocol::Role role;
     try {
-      role = co_await protocol::ServerHandshake(*c, options_.token);
+      role = co_await protocol::ServerHandshake(*c, options_.token, options_.heartbeat_timeout_s);
     } catch (const std::exception& e) {
       Log("rejected ", c->peer(), ": ", e.what());
       c->Close();
@@ -168,11 +252,19 @@ class Server {
     const Json first = co_await c->Receive();
     if (protocol::TypeOf(first) != FrameType::kRegister)
       throw ProtocolError("an agent must register first");
-    *node = Join(c, protocol::Register::FromJson(first));
+    const protocol::Register reg = protocol::Register::FromJson(first);
+    *node = Join(c, reg);
+    // What it still runs from before is no attempt of this server's: killed (its trials were
+    // requeued when its node was lost, or when the server restarted).
+    for (const RankRef& ref : reg.running) {
+      Log("agent ", reg.name, " still runs trial ", ref.id.trial, " rank ", ref.id.rank,
+          " of an attempt declared lost: killing it");
+      c->Send(protocol::Kill{ref, SIGKILL}.ToJson());
+    }
     while (true) {
       const Json m = co_await c->Receive();
       links_[*node].last_seen = Clock::now();
-      FromAgent(m);
+      FromAgent(*node, m);
     }
   }
 
@@ -185,7 +277,8 @@ class Server {
     n.node.cpus = reg.cpus;
     n.address = reg.address;
     if (n.address.empty()) n.address = c->peer().substr(0, c->peer().rfind(':'));
-    if (n.node.gpus > 64 || n.node.cpus < 0) throw ProtocolError("impossible node description");
+    if (n.node.gpus > 64 || n.node.cpus < 0 || n.node.cpus > 1 << 20)
+      throw ProtocolError("impossible node description");
     const int node = static_cast<int>(nodes_.size());
     nodes_.push_back(n);
     links_[node] = {c, n.node.name, Clock::now(), false};
@@ -196,18 +289,20 @@ class Server {
   }
 
   // A frame from a registered agent.
-  void FromAgent(const Json& m) {
+  void FromAgent(int node, const Json& m) {
     switch (const FrameType type = protocol::TypeOf(m)) {
       case FrameType::kHeartbeat:
+        links_[node].conn->Send(protocol::Heartbeat{}.ToJson());
         return;
       case FrameType::kLine: {
         const protocol::Line line = protocol::Line::FromJson(m);
-        executor_.Line(line.id, line.stream == protocol::Stream::kErr, line.text);
+        if (executor_.Expects(node, line.ref))
+          executor_.Line(line.ref.id, line.stream == protocol::Stream::kErr, line.text);
         return;
       }
       case FrameType::kExit: {
         const protocol::Exit exit = protocol::Exit::FromJson(m);
-        executor_.Exit(exit.id, exit.exit);
+        if (executor_.Expects(node, exit.ref)) executor_.Exit(exit.ref.id, exit.exit);
         return;
       }
       default:
@@ -231,10 +326,10 @@ class Server {
   }
 
   void Watch() {
-    watchdog_.expires_after(std::chrono::milliseconds(250));
+    watchdog_.expires_after(std::chrono::milliseconds(100));
     watchdog_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
-      auto limit = std::chrono::duration<double>(options_.heartbeat_timeout_s);
+      auto limit = Seconds(options_.heartbeat_timeout_s);
       for (auto& [node, l] : links_)
         if (!l.lost && Clock::now() - l.last_seen > limit)
           NodeLost(node, StrCat("silent for ", FormatDuration(options_.heartbeat_timeout_s)));
@@ -242,71 +337,173 @@ class Server {
     });
   }
 
+  // ---- Clients ----
   asio::awaitable<void> ClientSession(std::shared_ptr<Connection> c) {
     const Json m = co_await c->Receive();
     if (protocol::TypeOf(m) != FrameType::kSubmit)
       throw ProtocolError("a client must submit a study");
     const protocol::Submit submit = protocol::Submit::FromJson(m);
+    // Set once the submission is known (stored, for a new one).
+    auto id = std::make_shared<int64_t>(0);
+    if (submit.submission) *id = Follow(c, *submit.submission);
+    if (*id == 0 && !Enqueue(c, submit, id)) co_return;
+    // The client follows until its study is done. If it goes away, the study goes on (it may
+    // reconnect); a cancel frame stops it.
+    while (true) {
+      const Json next = co_await c->Receive();
+      if (protocol::TypeOf(next) == FrameType::kCancel && *id != 0) Cancel(*id, c);
+    }
+  }
+
+  // An earlier submission followed again: its id, or 0 when this server does not know it.
+  int64_t Follow(const std::shared_ptr<Connection>& c, int64_t id) {
+    if (auto done = done_.find(id); done != done_.end()) {
+      c->Send(protocol::Accepted{id}.ToJson());
+      c->Send(protocol::Done{done->second.first, done->second.second}.ToJson());
+      return id;
+    }
+    Submission* s = Find(id);
+    if (!s) return 0;
+    s->followers.push_back(c);
+    c->Send(protocol::Accepted{id}.ToJson());
+    const bool running = current_ && current_->record.id == id;
+    c->Send(protocol::Progress{StrCat("following study ", s->spec.name, " again (",
+                                      running ? "running" : "queued", ")")}
+                .ToJson());
+    return id;
+  }
+
+  // A new submission: parsed, then stored on the pool and queued once stored (*id is set then).
+  // False when it was refused at once.
+  bool Enqueue(const std::shared_ptr<Connection>& c, const protocol::Submit& submit,
+               std::shared_ptr<int64_t> id) {
     study::ParseOutcome parsed = study::ParseStudy(submit.study_text, submit.study_path);
     if (!parsed.spec) {
       c->Send(protocol::Done{2, parsed.ErrorText()}.ToJson());
-      co_return;
+      return false;
     }
-    Submission s{*parsed.spec, c, submit.max_trials, submit.max_parallel};
-    Log("study ", s.spec.name, " submitted by ", c->peer());
-    if (run_ || !queue_.empty())
-      c->Send(
-          protocol::Progress{StrCat("queued behind ", queue_.size() + (run_ ? 1 : 0), " studies")}
-              .ToJson());
-    queue_.push_back(std::move(s));
-    StartNext();
-    // The client follows until its study is done; if it goes away, its study stops.
-    try {
-      while (true) co_await c->Receive();
-    } catch (const ProtocolError&) {
+    Log("study ", parsed.spec->name, " submitted by ", c->peer());
+    for (const study::Diagnostic& w : parsed.warnings)
+      Log("study ", parsed.spec->name, ": ", w.ToString());
+    SubmissionRecord r;
+    r.study_name = parsed.spec->name;
+    r.spec_text = submit.study_text;
+    r.spec_path = submit.study_path;
+    r.max_trials = submit.max_trials;
+    r.max_parallel = submit.max_parallel;
+    r.submitted = WallNow();
+    auto spec = std::make_shared<study::StudySpec>(std::move(*parsed.spec));
+    std::weak_ptr<Connection> weak = c;
+    asio::post(db_strand_, [this, r, spec, weak, id] {
+      auto added = std::make_shared<Result<int64_t>>(db_->AddSubmission(r));
+      asio::post(io_, [this, r, spec, weak, id, added]() mutable {
+        auto client = weak.lock();
+        if (!added->ok()) {
+          if (client) client->Send(protocol::Done{1, "storage: " + added->status().message()}.ToJson());
+          return;
+        }
+        r.id = **added;
+        *id = r.id;
+        Log("study ", r.study_name, " queued as submission ", r.id);
+        Submission s{r, std::move(*spec), {}};
+        if (client) {
+          s.followers.push_back(client);
+          client->Send(protocol::Accepted{r.id}.ToJson());
+          if (current_ || !queue_.empty() || recovering_)
+            client->Send(protocol::Progress{StrCat("queued behind ",
+                                                   queue_.size() + (current_ ? 1 : 0), " studies")}
+                             .ToJson());
+        }
+        queue_.push_back(std::move(s));
+        StartNext();
+      });
+    });
+    return true;
+  }
+
+  Submission* Find(int64_t id) {
+    if (current_ && current_->record.id == id) return &*current_;
+    for (Submission& s : queue_)
+      if (s.record.id == id) return &s;
+    return nullptr;
+  }
+
+  void Cancel(int64_t id, const std::shared_ptr<Connection>& c) {
+    if (current_ && current_->record.id == id) {
+      Log("study ", current_->spec.name, " cancelled by ", c->peer());
+      if (run_) run_->Interrupt();
+      return;
     }
-    if (run_ && current_client_ == c) {
-      Log("client of study ", current_name_, " went away: stopping it");
-      run_->Interrupt();
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->record.id != id) continue;
+      Log("study ", it->spec.name, " cancelled by ", c->peer(), " before it started");
+      Submission s = std::move(*it);
+      queue_.erase(it);
+      Ended(s, 130, "cancelled before it started");
+      return;
     }
+  }
+
+  // Tells the followers and stores the end.
+  void Ended(Submission& s, int code, const std::string& message) {
+    done_[s.record.id] = {code, message};
+    MarkSubmission(s.record.id, SubmissionState::kDone, code, message);
+    for (auto& weak : s.followers)
+      if (auto f = weak.lock()) f->Send(protocol::Done{code, message}.ToJson());
   }
 
   void StartNext() {
-    if (run_ || queue_.empty() || stopping_) return;
-    Submission s = std::move(queue_.front());
+    if (run_ || queue_.empty() || stopping_ || recovering_) return;
+    current_ = std::move(queue_.front());
     queue_.pop_front();
+    Submission& s = *current_;
+    MarkSubmission(s.record.id, SubmissionState::kRunning);
     RunOptions ro;
     ro.storage_path = options_.storage_path;
     ro.log_dir = options_.log_dir;
-    ro.max_trials = s.max_trials;
-    ro.max_parallel = s.max_parallel;
+    ro.max_trials = s.record.max_trials;
+    ro.max_parallel = s.record.max_parallel;
     ro.handle_signals = false;
-    std::weak_ptr<Connection> weak = s.client;
-    ro.on_progress = [weak](const std::string& line) {
-      if (auto c = weak.lock()) c->Send(protocol::Progress{line}.ToJson());
+    ro.on_progress = [this](const std::string& line) {
+      if (!current_) return;
+      for (auto& weak : current_->followers)
+        if (auto f = weak.lock()) f->Send(protocol::Progress{line}.ToJson());
     };
-    current_client_ = s.client;
-    current_name_ = s.spec.name;
+    executor_.BeginRun(s.record.id);
     run_ = MakeStudyRun(s.spec, ro, io_, pool_, nodes_, &executor_);
-    Status begun = run_->Begin([this, weak](Result<RunSummary> r) {
+    Status begun = run_->Begin([this](Result<RunSummary> r) {
       // A study that could not start for what it asked (a different space, a live runner) is bad
       // input (2); one that failed in storage, 1.
       int code = r.ok() ? r->exit_code : r.status().code() == StatusCode::kIo ? 1 : 2;
-      Log("study ", current_name_, " done (exit ", code, ")");
-      if (auto c = weak.lock())
-        c->Send(protocol::Done{code, r.ok() ? std::string() : r.status().message()}.ToJson());
-      asio::post(io_, [this] { Finished(); });
+      std::string message = r.ok() ? std::string() : r.status().message();
+      asio::post(io_, [this, code, message] { Finished(code, message); });
     });
     if (!begun.ok()) {
-      if (auto c = weak.lock()) c->Send(protocol::Done{2, begun.message()}.ToJson());
-      Finished();
+      const std::string message = begun.message();
+      asio::post(io_, [this, message] { Finished(2, message); });
     }
   }
 
-  void Finished() {
+  void Finished(int code, const std::string& message) {
     run_.reset();
     executor_.Forget();
-    current_client_.reset();
+    if (current_) {
+      Submission s = std::move(*current_);
+      current_.reset();
+      if (stopping_) {
+        // Stopped with the server: it resumes when the server starts again on this storage.
+        for (auto& weak : s.followers)
+          if (auto f = weak.lock()) {
+            f->Send(protocol::Progress{"the server is stopping; the study resumes when it is "
+                                       "started again"}
+                        .ToJson());
+            f->Close();
+          }
+      } else {
+        Log("study ", s.spec.name, " done (exit ", code, ")");
+        Ended(s, code, message);
+      }
+    }
     if (stopping_) {
       io_.stop();
       return;
@@ -319,7 +516,7 @@ class Server {
     Log("stopping");
     boost::system::error_code ignored;
     acceptor_.close(ignored);
-    queue_.clear();
+    recovery_.cancel();
     if (run_) {
       run_->Interrupt();  // Finished() stops the io_context when the run is over
     } else {
@@ -330,18 +527,23 @@ class Server {
   ServeOptions options_;
   std::ostream& log_;
   asio::io_context io_;
-  // A study's start and end (SQLite, joins) and its tuner run here, never on the io thread.
+  // A study's start and end (SQLite, joins), its tuner and the submissions' rows run here, never
+  // on the io thread.
   asio::thread_pool pool_{2};
+  asio::strand<asio::thread_pool::executor_type> db_strand_;
+  std::unique_ptr<storage::Storage> db_;  // on db_strand_ once serving
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer watchdog_;
+  asio::steady_timer recovery_;
   AgentExecutor executor_;
   std::vector<ClusterNode> nodes_;  // every node that ever joined; lost ones hold nothing
   std::map<int, Link> links_;
   std::deque<Submission> queue_;
+  std::optional<Submission> current_;
+  std::map<int64_t, std::pair<int, std::string>> done_;  // exit code and message
   std::unique_ptr<StudyRun> run_;
-  std::shared_ptr<Connection> current_client_;
-  std::string current_name_;
+  bool recovering_ = false;
   bool stopping_ = false;
 };
 

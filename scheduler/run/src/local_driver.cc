@@ -56,7 +56,7 @@ class LocalDriver : public StudyRun {
         nodes_(std::move(nodes)) {
     Executor::Callbacks cb{
         [this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
-        [this](RankId id, RankExit exit) { OnExit(id, exit); }};
+        [this](RankId id, RankExit exit) { OnExit(id, exit); }, nullptr};
     if (executor) {
       executor_ = executor;
       executor_->SetCallbacks(cb);

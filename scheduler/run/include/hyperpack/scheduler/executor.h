@@ -34,6 +34,8 @@ class Executor {
     std::function<void(RankId, bool is_err, const std::string& line)> on_line;
     // The rank ended; all its output came before.
     std::function<void(RankId, RankExit)> on_exit;
+    // Optional: the rank's process started, as process group `pgid` (the agent's fence kills it).
+    std::function<void(RankId, int pgid)> on_started;
   };
   virtual ~Executor() = default;
   virtual void SetCallbacks(Callbacks cb) = 0;
