@@ -97,8 +97,20 @@ class ServeTest : public ::testing::Test {
     token_ = dir_ / "token";
     WriteFile(token_, "0123456789abcdef-shared-secret\n");
     chmod(token_.c_str(), 0600);
-    server_ = Start({HYPERPACK_CLI, "serve", "--listen", "127.0.0.1:0", "--token-file", token_,
-                     "--storage", db_, "--heartbeat-timeout", "60"},
+    StartServer("127.0.0.1:0");
+  }
+  void TearDown() override {
+    for (Child& a : agents_) {
+      if (a.pid > 0) kill(a.pid, SIGCONT);
+      a.Stop();
+    }
+    server_.Stop();
+  }
+
+  // Starts the server on `listen` (port 0: any) and reads its address.
+  void StartServer(const std::string& listen) {
+    server_ = Start({HYPERPACK_CLI, "serve", "--listen", listen, "--token-file", token_,
+                     "--storage", db_, "--heartbeat-timeout", FormatDouble(heartbeat_timeout_)},
                     dir_.path().string());
     std::string line = server_.Until("listening on");
     auto at = line.find("listening on ");
@@ -106,15 +118,14 @@ class ServeTest : public ::testing::Test {
     address_ = line.substr(at + 13);
     address_.erase(address_.find_last_not_of(" \n\r") + 1);
   }
-  void TearDown() override {
-    for (Child& a : agents_) a.Stop();
-    server_.Stop();
-  }
 
-  void StartAgent(const std::string& name, int gpus) {
+  // Starts an agent; waits for the server to say it joined unless `wait` is false.
+  void StartAgent(const std::string& name, int gpus, bool wait = true) {
     agents_.push_back(Start({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
-                             "--name", name, "--fake-gpus", std::to_string(gpus)},
+                             "--name", name, "--fake-gpus", std::to_string(gpus), "--heartbeat",
+                             FormatDouble(agent_heartbeat_)},
                             dir_.path().string()));
+    if (!wait) return;
     ASSERT_THAT(server_.Until("agent " + name + " joined"), HasSubstr("joined"));
   }
 
@@ -138,6 +149,18 @@ class ServeTest : public ::testing::Test {
   std::string address_;
   Child server_;
   std::vector<Child> agents_;
+  double heartbeat_timeout_ = 60;
+  double agent_heartbeat_ = 5;
+};
+
+// Short heartbeats, so that lost agents and restarts are noticed within a test's time.
+class ResilienceTest : public ServeTest {
+ protected:
+  void SetUp() override {
+    heartbeat_timeout_ = 2;
+    agent_heartbeat_ = 0.2;
+    ServeTest::SetUp();
+  }
 };
 
 // Records, per rank, where it ran and what it was given.
@@ -370,6 +393,189 @@ resources: {gpus: 1}
   auto trials = Trials("waits");
   EXPECT_EQ(trials.size(), 2u);
   for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+}
+
+// ---- What real clusters do: each of these failed before the agents, the server and the client
+// were made to survive it. ----
+
+// A study of `trials` trials (at most `parallel` at once) of one GPU each.
+std::string StudyText(const std::string& name, const std::string& command, int trials,
+                      int parallel = 1) {
+  return StrCat("name: ", name, R"(
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: ")",
+                command, R"("}
+tuner: {algorithm: random, seed: 3}
+budget: {max_trials: )",
+                trials, ", max_parallel: ", parallel, "}\nresources: {gpus: 1}\n");
+}
+
+// A trial's output is bytes: one that is not UTF-8, and a 3 MB line without a newline, reach the
+// log (replaced, and cut) and neither stop the agent nor fail the trial.
+TEST_F(ServeTest, OutputThatIsNotUtf8OrOneHugeLineStopsNeitherTheAgentNorTheTrial) {
+  StartAgent("a1", 1);
+  WriteFile(dir_ / "bytes.sh", R"(#!/bin/sh
+printf 'bad \377\376 bytes\n'
+head -c 3000000 /dev/zero | tr '\0' x
+echo
+echo "{\"loss\": $1}"
+)",
+            true);
+  auto r = Submit(StudyText("bytes", "sh " + (dir_ / "bytes.sh") + " {x}", 3));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("bytes");
+  ASSERT_EQ(trials.size(), 3u);
+  for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+  const std::string log = ReadFile(trials[0].log_path);
+  EXPECT_THAT(log, HasSubstr("bad \xef\xbf\xbd\xef\xbf\xbd bytes"));
+  EXPECT_THAT(log, HasSubstr("[line cut: "));
+  EXPECT_LT(log.size(), 1000000u);
+}
+
+// Capacity is not feasibility: submitted before any agent has joined, the study waits, says why,
+// spends nothing, and runs once an agent comes.
+TEST_F(ServeTest, AStudySubmittedBeforeAnyAgentWaitsForOneAndThenRuns) {
+  WriteFile(dir_ / "trial.sh", kTrialScript, true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, StudyText("early", "sh " + (dir_ / "trial.sh") + " {x}", 2));
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  EXPECT_THAT(client.Until("waiting for capacity"), HasSubstr("needs 1 GPU; 0 agents connected"));
+  EXPECT_TRUE(Trials("early").empty());
+  StartAgent("late", 1);
+  EXPECT_THAT(client.Until("budget reached"), HasSubstr("2 completed"));
+  int status = client.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  auto trials = Trials("early");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+}
+
+// A study with nothing to show exits 1 and says so.
+TEST_F(ServeTest, AStudyWhoseEveryTrialFailsExitsOneAndSaysWhy) {
+  StartAgent("a1", 1);
+  auto r = Submit(StudyText("fails", "exit 4", 2));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("no trial of the study completed (2 failed"));
+}
+
+// The checkpoint folder a trial is given exists before its command starts.
+TEST_F(ServeTest, TheCheckpointFolderExistsWhenATrialStartsOnAnAgent) {
+  StartAgent("a1", 1);
+  WriteFile(dir_ / "ckpt.sh", R"(#!/bin/sh
+echo weights > "$HYPERPACK_CHECKPOINT_DIR/model.pt" || exit 1
+echo "{\"loss\": $1}"
+)",
+            true);
+  auto r = Submit(StudyText("ckpt", "sh " + (dir_ / "ckpt.sh") + " {x}", 1));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("ckpt");
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, storage::TrialState::kCompleted) << trials[0].error;
+}
+
+// Fencing: an agent stopped with SIGSTOP is declared lost and its trial runs again elsewhere, but
+// only after the first attempt is gone (the agent's fence killed it), never beside it.
+TEST_F(ResilienceTest, AStoppedAgentsAttemptIsGoneBeforeItsTrialRunsElsewhere) {
+  StartAgent("s1", 1);
+  StartAgent("s2", 1);
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  // The first attempt leaves its pid with the trial's checkpoints and waits; the re-run checks
+  // whether that process still lives.
+  WriteFile(dir_ / "trial.sh",
+            R"(#!/bin/sh
+if [ "$HYPERPACK_TRIAL_ATTEMPT" = 1 ]; then
+  echo $$ > "$HYPERPACK_CHECKPOINT_DIR/first.pid"
+  echo "$HYPERPACK_AGENT" > )" +
+                (dir_ / "fifo") + R"sh(
+  exec sleep 120
+fi
+# A killed process its stopped parent has not reaped yet is a zombie: gone, though kill -0 works.
+state=$(cut -d' ' -f3 "/proc/$(cat "$HYPERPACK_CHECKPOINT_DIR/first.pid")/stat" 2>/dev/null)
+if [ -n "$state" ] && [ "$state" != Z ]; then
+  echo overlap > "$HYPERPACK_TRIAL_DIR/rerun.where"
+else
+  echo alone > "$HYPERPACK_TRIAL_DIR/rerun.where"
+fi
+echo '{"loss": 1}'
+)sh",
+            true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, StudyText("stopped", "sh " + (dir_ / "trial.sh"), 1));
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  int fifo = open((dir_ / "fifo").c_str(), O_RDWR);
+  std::string first;
+  char c;
+  while (read(fifo, &c, 1) == 1 && c != '\n') first += c;
+  close(fifo);
+  ASSERT_TRUE(first == "s1" || first == "s2") << first;
+  Child& stopped = agents_[first == "s1" ? 0 : 1];
+  kill(stopped.pid, SIGSTOP);
+  EXPECT_THAT(server_.Until("lost"), HasSubstr("agent " + first + " lost"));
+  EXPECT_THAT(client.Until("budget reached"), HasSubstr("1 completed"));
+  int status = client.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  kill(stopped.pid, SIGCONT);
+
+  auto trials = Trials("stopped");
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state, storage::TrialState::kNodeLost);
+  ASSERT_EQ(trials[1].state, storage::TrialState::kCompleted) << trials[1].error;
+  std::string dir = std::filesystem::path(trials[1].log_path).parent_path().string();
+  EXPECT_EQ(ReadFile(dir + "/rerun.where"), "alone\n");
+  // The stopped agent comes back and joins again.
+  EXPECT_THAT(server_.Until("agent " + first + " joined"), HasSubstr("joined"));
+}
+
+// A server killed with SIGKILL and started again on the same storage: the agents reconnect, the
+// client follows its study to the end, nothing completed is lost and the rest runs again.
+TEST_F(ResilienceTest, AServerKilledAndStartedAgainResumesItsStudyWithItsAgentsAndClient) {
+  StartAgent("r1", 1);
+  StartAgent("r2", 1);
+  WriteFile(dir_ / "slow.sh", R"(#!/bin/sh
+sleep 0.4
+echo "{\"loss\": $1}"
+)",
+            true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, StudyText("restart", "sh " + (dir_ / "slow.sh") + " {x}", 6, 2));
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  // Trial 2 starts once its row is stored, after the end of the trial whose slot it took.
+  ASSERT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
+  server_.Stop(SIGKILL);
+  std::map<int, double> before;
+  for (const auto& t : Trials("restart"))
+    if (t.state == storage::TrialState::kCompleted) before[t.number] = *t.value;
+  ASSERT_FALSE(before.empty());
+
+  const std::string old_address = address_;
+  StartServer(old_address);
+  ASSERT_EQ(address_, old_address);
+  EXPECT_THAT(server_.Until("joined"), HasSubstr("joined"));
+  EXPECT_THAT(server_.Until("joined"), HasSubstr("joined"));
+  EXPECT_THAT(client.Until("budget reached"), HasSubstr("6 completed"));
+  int status = client.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  int completed = 0;
+  for (const auto& t : Trials("restart")) {
+    EXPECT_TRUE(t.state == storage::TrialState::kCompleted ||
+                t.state == storage::TrialState::kInterrupted)
+        << t.number << " " << storage::TrialStateName(t.state);
+    if (t.state != storage::TrialState::kCompleted) continue;
+    ++completed;
+    if (before.count(t.number)) {
+      EXPECT_EQ(*t.value, before[t.number]);
+    }
+  }
+  EXPECT_EQ(completed, 6);
+  for (const auto& [number, value] : before) {
+    auto trials = Trials("restart");
+    EXPECT_EQ(trials[number].state, storage::TrialState::kCompleted) << number;
+  }
 }
 
 }  // namespace
