@@ -126,7 +126,8 @@ head -c 32 /dev/urandom | base64 > "$dir/token"
 chmod 600 "$dir/token"
 : > "$ledger"
 cat > "$dir/trial.sh" << EOF
-printf '%s %s %s %s\n' "\$HYPERPACK_STUDY" "\$HYPERPACK_TRIAL_ID" "\$HYPERPACK_TRIAL_ATTEMPT" "\$HYPERPACK_AGENT" >> '$ledger'
+printf '%s %s %s %s\n' "\$HYPERPACK_STUDY" "\$HYPERPACK_TRIAL_ID" "\$HYPERPACK_TRIAL_ATTEMPT" \\
+  "\$HYPERPACK_AGENT" >> '$ledger'
 echo "{\"loss\": \$1}"
 EOF
 studies=()
@@ -171,7 +172,8 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 (( joined >= agents )) || fail "only $joined of $agents agents joined within 30 s"
-say "server at $addr (pid $server_pid), $agents agents joined; submitting $trials trials in $clients studies"
+say "server at $addr (pid $server_pid), $agents agents joined;" \
+  "submitting $trials trials in $clients studies"
 
 # ---- The latency sampler: status, and trials of the study running, about every INTERVAL s ----
 sample() {
@@ -195,7 +197,8 @@ sample() {
         'BEGIN { printf "%.3f\ttrials\t%s\t%.1f\t%d\n", a - s, st, 1000 * (b - a), rc }' \
         >> "$samples"
     fi
-    sleep "$(awk -v n="$next" -v a="$EPOCHREALTIME" 'BEGIN { d = n - a; if (d < 0) d = 0; printf "%.3f", d }')"
+    sleep "$(awk -v n="$next" -v a="$EPOCHREALTIME" \
+      'BEGIN { d = n - a; if (d < 0) d = 0; printf "%.3f", d }')"
   done
 }
 
@@ -260,7 +263,9 @@ for p in "${agent_pids[@]}"; do
   [[ -n "$c" ]] && agents_cpu_s="$(awk -v a="$agents_cpu_s" -v b="$c" 'BEGIN { print a + b }')"
 done
 agents_alive=0
-for p in "${agent_pids[@]}"; do kill -0 "$p" 2> /dev/null && agents_alive=$((agents_alive + 1)); done
+for p in "${agent_pids[@]}"; do
+  kill -0 "$p" 2> /dev/null && agents_alive=$((agents_alive + 1))
+done
 size_of() { if [[ -e "$1" ]]; then stat -c %s "$1"; else echo 0; fi; }
 db_bytes="$(size_of "$db")"
 wal_bytes="$(size_of "$db-wal")"
@@ -291,7 +296,8 @@ for ((k = 0; k < clients; ++k)); do rcs+="${client_rc[$k]:--1},"; done
 # ---- The checks and the report ----
 "$python" - "$dir" "$trials" "$agents" "$clients" "$parallel" "$start" "$end" \
   "${server_hwm_kb:-0}" "${server_rss_kb:-0}" "$agent_hwm_kb" "$agents_alive" "$db_bytes" \
-  "$wal_bytes" "${server_cpu_s:-0}" "$agents_cpu_s" "${logs_kb:-0}" "${rcs%,}" "$stalled" "${studies[@]}" << 'PY'
+  "$wal_bytes" "${server_cpu_s:-0}" "$agents_cpu_s" "${logs_kb:-0}" "${rcs%,}" "$stalled" \
+  "${studies[@]}" << 'PY'
 import collections, json, statistics, sys
 
 (d, trials, agents, clients, parallel, start, end, hwm, rss, agent_hwm, agents_alive, db_bytes,
@@ -316,6 +322,7 @@ with open(f"{d}/ledger") as f:
 
 states = collections.Counter()
 stored = set()
+durations = []
 per_study = []
 retried = 0
 for i, name in enumerate(studies):
@@ -325,6 +332,8 @@ for i, name in enumerate(studies):
     done = [r for r in rows if r["state"] == "completed"]
     for r in rows:
         states[r["state"]] += 1
+        if r.get("duration_s") is not None:
+            durations.append(r["duration_s"])
         stored.add((name, r["trial"]))
         if r.get("attempt", 1) != 1 or r.get("retry_of") is not None:
             retried += 1
@@ -366,11 +375,15 @@ result = {
     "bench": "cluster_load", "agents": agents, "trials": trials, "clients": clients,
     "max_parallel": parallel, "wall_s": round(wall, 2),
     "trials_per_s": round(completed / wall, 1) if wall > 0 else 0.0,
-    "completed": completed, "states": dict(states), "not_completed": not_completed, "never_ran": len(missing),
+    "completed": completed, "states": dict(states), "not_completed": not_completed,
+    "never_ran": len(missing),
     "run_twice": len(duplicates), "extra_runs": extra_runs, "unknown": len(unknown),
     "retried": retried, "client_exit": rcs, "agents_alive": int(agents_alive),
     "server_vmhwm_mib": round(int(hwm) / 1024, 1), "server_vmrss_mib": round(int(rss) / 1024, 1),
     "agent_vmhwm_mib_max": round(int(agent_hwm) / 1024, 1),
+    "trial_median_ms": round(1000 * statistics.median(durations), 1) if durations else None,
+    "slot_turnover_ms":
+        round(1000 * wall * min(agents, parallel) / completed, 1) if completed else None,
     "server_cpu_s": float(server_cpu), "agents_cpu_s": round(float(agents_cpu), 2),
     "db_mib": round(int(db_bytes) / 2**20, 1), "wal_mib": round(int(wal_bytes) / 2**20, 1),
     "db_total_mib": round((int(db_bytes) + int(wal_bytes)) / 2**20, 1),
@@ -388,6 +401,8 @@ print(f"| measure | value |")
 print(f"|---|---|")
 print(f"| wall clock (first submission to last client exit) | {wall:.1f} s |")
 print(f"| trials completed / wall | {result['trials_per_s']} per s |")
+print(f"| one trial as stored (started to ended), median | {ms(result['trial_median_ms'])} ms; "
+      f"a GPU turns over every {ms(result['slot_turnover_ms'])} ms (wall x GPUs / trials) |")
 print(f"| trials completed | {completed} of {trials} (states: "
       + ", ".join(f"{k} {v}" for k, v in sorted(states.items())) + ") |")
 print(f"| not completed / stored but never ran / ran twice / ran but not stored | "
