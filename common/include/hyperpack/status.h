@@ -24,6 +24,7 @@ enum class StatusCode {
   kIo,                  // the file system or a database failed
   kNumeric,             // a numerical method failed (e.g. a matrix not positive definite)
   kCancelled,           // stopped on request (Ctrl-C)
+  kUnavailable,         // a peer that is gone (an agent lost with its node)
   kInternal,            // a bug: should not happen
 };
 
@@ -56,6 +57,10 @@ class [[nodiscard]] Status {
   template <typename... Args>
   static Status FailedPrecondition(const Args&... args) {
     return Status(StatusCode::kFailedPrecondition, StrCat(args...));
+  }
+  template <typename... Args>
+  static Status Unavailable(const Args&... args) {
+    return Status(StatusCode::kUnavailable, StrCat(args...));
   }
   template <typename... Args>
   static Status Io(const Args&... args) {

@@ -145,7 +145,7 @@ class Server {
   Status Launch(RankId id, int node, const SpawnRequest& r) {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost)
-      return Status::FailedPrecondition("the agent of node ", node, " is gone");
+      return Status::Unavailable("the agent of node ", node, " is gone");
     it->second.conn->Send(
         protocol::Launch{{executor_.run(), id}, r.command, r.workdir, r.env}.ToJson());
     return Status::Ok();

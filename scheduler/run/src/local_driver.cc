@@ -329,9 +329,12 @@ class LocalDriver : public StudyRun {
       for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
       Status s = executor_->Start({plan.trial, static_cast<int>(r)}, rank.node, req);
       if (s.ok()) continue;
-      // This rank and the ones after it never start.
+      // This rank and the ones after it never start; on a node lost meanwhile (between the
+      // placement and the stored row), they are lost with it, and the trial is requeued.
+      const RankExit how =
+          s.code() == StatusCode::kUnavailable ? RankExit::Lost() : RankExit::NeverStarted();
       for (size_t rest = r; rest < plan.ranks.size(); ++rest)
-        Feed(RankExited{plan.trial, static_cast<int>(rest), RankExit::NeverStarted(),
+        Feed(RankExited{plan.trial, static_cast<int>(rest), how,
                         rest == r ? s.message() : std::string()});
       return;
     }

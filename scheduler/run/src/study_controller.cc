@@ -104,8 +104,9 @@ StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions opti
       ladder_(pruner_->Rungs()),
       cluster_(NodesOf(options_.nodes)),
       scheduler_(&cluster_, Policy::kBestFit),
-      nodes_(options_.nodes),
-      lost_(nodes_.size(), false) {
+      nodes_(options_.nodes) {
+  // A node that holds nothing is up in name only (a server passes the agents it lost that way).
+  for (const ClusterNode& n : nodes_) lost_.push_back(n.node.gpus == 0 && n.node.cpus == 0);
   summary_.study = spec_.name;
   summary_.max_trials = options_.max_trials;
 }
@@ -165,7 +166,7 @@ void StudyController::Impl::On(const ProposalsReady& e) {
 void StudyController::Impl::On(const NodeJoined& e) {
   cluster_.AddNode(e.node.node);
   nodes_.push_back(e.node);
-  lost_.push_back(false);
+  lost_.push_back(e.node.node.gpus == 0 && e.node.node.cpus == 0);
   if (said_waiting_) Say(StrCat("node ", e.node.node.name, " joined: placing trials"));
   said_waiting_ = false;
   refill_ = true;

@@ -40,7 +40,7 @@ class Executor {
   virtual ~Executor() = default;
   virtual void SetCallbacks(Callbacks cb) = 0;
   // Starts a rank on node `node` (an index into the runner's cluster). An error means no process
-  // was started.
+  // was started; kUnavailable: the node is gone (the rank ends as lost with it, and is requeued).
   virtual Status Start(RankId id, int node, const SpawnRequest& request) = 0;
   // Sends `signal` to the rank's process group; nothing when it has ended.
   virtual void Signal(RankId id, int signal) = 0;
