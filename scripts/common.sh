@@ -13,6 +13,8 @@ HYPERPACK_PACKAGES=(
   # Debian's libtorch multiplies matrices through the system BLAS; OpenBLAS is 6x the reference.
   libopenblas0-pthread
   libgtest-dev libgmock-dev
+  # The fuzzers (scripts/test): clang, and libFuzzer's runtime, which clang-14 only recommends.
+  clang libclang-rt-14-dev
   python3 python3-numpy python3-torch python3-optuna dataset-fashion-mnist
 )
 
@@ -41,4 +43,32 @@ hp_build() {
   cmake -S "$HYPERPACK_ROOT" -B "$HYPERPACK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
   hp_log "building with $jobs jobs"
   cmake --build "$HYPERPACK_BUILD" -j "$jobs"
+}
+
+# Runs a command as one named stage of a script and says how long it took; hp_stages_summary
+# lists every stage's time at the end.
+HYPERPACK_STAGES=()
+hp_stage() {
+  local name="$1" start=$SECONDS
+  shift
+  hp_log "$name"
+  "$@"
+  HYPERPACK_STAGES+=("$(printf '%5d s  %s' $((SECONDS - start)) "$name")")
+  hp_log "$name: $((SECONDS - start)) s"
+}
+
+hp_stages_summary() {
+  hp_log "time per stage"
+  printf '%s\n' "${HYPERPACK_STAGES[@]}"
+}
+
+# Configures `dir` with the given cmake arguments and builds `targets` there (all when none):
+# hp_build_in DIR "TARGET..." CMAKE_ARG...
+hp_build_in() {
+  local dir="$1" targets=() jobs
+  read -r -a targets <<<"$2"
+  shift 2
+  jobs="$(nproc 2>/dev/null || echo 2)"
+  cmake -S "$HYPERPACK_ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs" ${targets[@]+--target "${targets[@]}"}
 }
