@@ -5,6 +5,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <signal.h>
 
 #include <cmath>
@@ -277,6 +279,75 @@ TEST(StudyControllerTest, ATrialLostWithItsNodeRunsAgainOnAnotherAsItsNextAttemp
   h.Exit(again.trial, RankExit::Exited(0));
   ASSERT_TRUE(h.summary);
   EXPECT_EQ(h.summary->completed, 1);
+}
+
+// ---- Capacity is not feasibility --------------------------------------------------------------
+
+TEST(StudyControllerTest, WithNoNodeUpNothingIsProposedOrJudgedAndTheStudyWaitsUntilOneJoins) {
+  Harness h(Spec("resources: {gpus: 2}\n", 2, 1), /*nodes=*/0);
+  h.Start();
+  EXPECT_TRUE(h.rows.empty() || std::none_of(h.rows.begin(), h.rows.end(), [](const Row& r) {
+    return std::holds_alternative<InsertTrialRow>(r);
+  }));
+  EXPECT_TRUE(h.launches.empty());
+  EXPECT_TRUE(h.observed.empty());
+  EXPECT_FALSE(h.summary);
+  ASSERT_FALSE(h.said.empty());
+  EXPECT_THAT(h.said.back(), HasSubstr("waiting for capacity: needs 2 GPUs; 0 agents connected"));
+  EXPECT_THAT(h.controller().StatusLine(), HasSubstr("waiting for capacity"));
+  h.At(100);  // time passes: still nothing spent
+  EXPECT_TRUE(h.launches.empty());
+
+  h.Feed(NodeJoined{{{"big", 2, 4}, {"0", "1"}, "10.0.0.9"}});
+  ASSERT_EQ(h.launches.size(), 1u);
+  EXPECT_EQ(h.launches[0].ranks.size(), 2u);  // a gang of two, a GPU each
+  for (int trial : {0, 1}) {
+    ASSERT_EQ(h.launches.size(), static_cast<size_t>(trial + 1));
+    h.Report(trial, 0.5, std::nullopt);
+    h.Exit(trial, RankExit::Exited(0));
+    h.Feed(RankExited{trial, 1, RankExit::Exited(0), ""});
+  }
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->completed, 2);
+  EXPECT_EQ(h.summary->infeasible, 0);
+  EXPECT_EQ(h.summary->exit_code, 0);
+}
+
+TEST(StudyControllerTest, AllNodesLostTheRerunWaitsInsteadOfFailing) {
+  Harness h(Spec("resources: {cpus: 1}\n", 1, 1), /*nodes=*/1, /*cpus=*/1);
+  h.Start();
+  ASSERT_EQ(h.launches.size(), 1u);
+  h.Feed(NodeLost{0});
+  h.Exit(0, RankExit::Lost());
+  EXPECT_EQ(h.StateOf(0), TrialState::kNodeLost);
+  EXPECT_EQ(h.launches.size(), 1u);  // nowhere to run it: it waits
+  EXPECT_FALSE(h.summary);
+  EXPECT_THAT(h.said.back(), HasSubstr("waiting for capacity"));
+  h.Feed(NodeJoined{{{"back", 0, 1}, {}, "10.0.0.3"}});
+  ASSERT_EQ(h.launches.size(), 2u);
+  EXPECT_EQ(h.launches[1].attempt, 2);
+  EXPECT_EQ(h.launches[1].ranks[0].node, 1);
+}
+
+TEST(StudyControllerTest, ADemandNoKnownNodeCouldHoldIsInfeasibleAtOnce) {
+  Harness h(Spec("resources: {cpus: 8}\n", 2, 1), /*nodes=*/1, /*cpus=*/4);
+  h.Start();
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->infeasible, 2);
+  EXPECT_TRUE(h.launches.empty());
+}
+
+// ---- How a run ends ---------------------------------------------------------------------------
+
+TEST(StudyControllerTest, AStudyWithNoCompletedTrialExitsOneAndSaysWhy) {
+  Harness h(Spec("", 2, 1));
+  h.Start();
+  h.Exit(0, RankExit::Exited(1), "boom\n");
+  h.Exit(1, RankExit::Exited(1), "boom\n");
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->reason, StopReason::kBudgetReached);
+  EXPECT_EQ(h.summary->exit_code, 1);
+  EXPECT_THAT(h.said.back(), HasSubstr("no trial of the study completed (2 failed"));
 }
 
 // ---- Early stopping ---------------------------------------------------------------------------
