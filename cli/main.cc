@@ -228,6 +228,9 @@ int CmdServe(int argc, char** argv) {
   so.token = *token;
   so.storage_path = StoragePath(args);
   so.heartbeat_timeout_s = args["heartbeat-timeout"].as<double>();
+  if (!(so.heartbeat_timeout_s > 0) || so.heartbeat_timeout_s > 86400)
+    return Fail(Status::Invalid("--heartbeat-timeout ", so.heartbeat_timeout_s,
+                                " is out of range; expected seconds in (0, 86400], e.g. 30"));
   if (args.count("log-dir")) so.log_dir = args["log-dir"].as<std::string>();
   Status s = hyperpack::scheduler::Serve(so);
   return s.ok() ? kOk : Fail(s);
@@ -252,6 +255,9 @@ int CmdAgent(int argc, char** argv) {
   if (args.count("name")) ao.name = args["name"].as<std::string>();
   if (args.count("fake-gpus")) ao.fake_gpus = args["fake-gpus"].as<int>();
   ao.heartbeat_s = args["heartbeat"].as<double>();
+  if (!(ao.heartbeat_s > 0) || ao.heartbeat_s > 3600)
+    return Fail(Status::Invalid("--heartbeat ", args["heartbeat"].as<double>(),
+                                " is out of range; expected seconds in (0, 3600], e.g. 5"));
   Status s = hyperpack::scheduler::RunAgent(ao);
   return s.ok() ? kOk : Fail(s);
 }

@@ -137,9 +137,17 @@ class Agent {
     welcomed_once_ = true;
     // The fence stops the ranks before the server would declare this node lost: a margin of two
     // heartbeats for the last one's travel and the server's check.
-    if (welcome.heartbeat_timeout_s > 0)
+    if (welcome.heartbeat_timeout_s > 0) {
       lease_s_ = std::max(options_.heartbeat_s,
                           welcome.heartbeat_timeout_s - 2 * options_.heartbeat_s);
+      if (welcome.heartbeat_timeout_s < 3 * options_.heartbeat_s && !warned_lease_) {
+        warned_lease_ = true;
+        Log("warning: the server's heartbeat timeout (", FormatDuration(welcome.heartbeat_timeout_s),
+            ") is under three heartbeats (", FormatDuration(options_.heartbeat_s),
+            " each): a trial of a silent agent could run again before this one stops it; use a "
+            "shorter --heartbeat");
+      }
+    }
     protocol::Register reg{node_.name, node_.gpus, node_.cpus, conn_->local_address(), {}};
     for (const auto& [id, r] : running_) reg.running.push_back(r.ref);
     conn_->Send(reg.ToJson());
@@ -280,6 +288,7 @@ class Agent {
   Clock::time_point last_heard_ = Clock::now();
   bool stopping_ = false;
   bool welcomed_once_ = false;
+  bool warned_lease_ = false;
   Status refused_;
 };
 

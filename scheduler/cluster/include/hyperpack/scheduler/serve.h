@@ -5,10 +5,13 @@
 // The server listens on loopback unless told otherwise. Every connection proves it holds the
 // shared token (an HMAC-SHA256 challenge); a connection that cannot, or that sends an oversized or
 // malformed frame, is closed with a logged reason and harms nothing else. Agents report their
-// devices, send heartbeats, stream their ranks' output and exits; an agent silent for longer than
-// the heartbeat timeout (or whose connection drops) is lost, and its trials are run again, from
-// their checkpoints, up to budget.max_attempts. Studies run one at a time, in the order submitted,
-// on the agents connected; storage is the server's, which the read commands open as usual.
+// devices, send heartbeats (each answered), stream their ranks' output and exits; an agent silent
+// for longer than the heartbeat timeout (or whose connection drops) is lost, and its trials are run
+// again, from their checkpoints, up to budget.max_attempts. An agent's fence kills its ranks
+// before then, so two attempts of a trial never run at once. Studies run one at a time, in the
+// order submitted, on the agents connected; submissions are kept in storage, so a server started
+// again on the same storage resumes them; agents and clients reconnect with backoff. Storage is
+// the server's, which the read commands open as usual.
 // Thread-safety: each function runs its own io_context on the calling thread until it returns.
 #pragma once
 
@@ -44,7 +47,9 @@ struct AgentOptions {
   double heartbeat_s = 5;
   std::ostream* log = nullptr;
 };
-// Runs until the server goes away (an error) or SIGINT/SIGTERM (OK); its ranks are killed then.
+// Runs until SIGINT/SIGTERM (OK; its ranks are killed then), reconnecting whenever the server
+// goes away. An error: the address cannot be resolved, or the server refused the first handshake
+// (a wrong token or protocol version).
 Status RunAgent(const AgentOptions& options);
 
 struct SubmitOptions {
@@ -55,7 +60,9 @@ struct SubmitOptions {
   std::optional<int> max_trials, max_parallel;
   std::ostream* out = nullptr;
 };
-// Submits a study and prints its progress; returns the run's exit code (0, 1, 2, 130).
+// Submits a study and prints its progress; returns the run's exit code (0, 1, 2, 130). Once the
+// server has accepted it, a lost connection is retried and the submission followed again. Ctrl-C
+// asks the server to stop the study; a second one returns 130 at once.
 Result<int> SubmitStudy(const SubmitOptions& options);
 
 }  // namespace hyperpack::scheduler
