@@ -232,6 +232,7 @@ resources: {gpus: 1}
       ++injected["server_kill"];
       pause(std::min(undo, 0.5));
       StartServer();
+      if (HasFatalFailure()) return;  // ~Process stops the client and the agents
     } else {  // the server stops and continues
       server_->Signal(SIGSTOP);
       ++injected["server_stop"];
@@ -239,7 +240,22 @@ resources: {gpus: 1}
       server_->Signal(SIGCONT);
     }
   }
+  // A study that never ends is a failure, not a hang: the client is stopped after 90 s.
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread guard([&] {
+    std::unique_lock<std::mutex> lock(done_mu);
+    if (!done_cv.wait_for(lock, std::chrono::seconds(90), [&] { return done; }))
+      client.Signal(SIGKILL);
+  });
   const int status = client.Reap();
+  {
+    std::lock_guard<std::mutex> lock(done_mu);
+    done = true;
+  }
+  done_cv.notify_all();
+  guard.join();
   const std::string out = client.Output();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << out;
   EXPECT_THAT(out, ::testing::HasSubstr("budget reached"));
