@@ -163,6 +163,17 @@ class ResilienceTest : public ServeTest {
   }
 };
 
+// The first line a trial writes to the FIFO at `path` (opened read-write, so that it never sees
+// end-of-file before the writer comes).
+std::string ReadFifoLine(const std::string& path) {
+  int fifo = open(path.c_str(), O_RDWR);
+  std::string line;
+  char c;
+  while (read(fifo, &c, 1) == 1 && c != '\n') line += c;
+  close(fifo);
+  return line;
+}
+
 // Records, per rank, where it ran and what it was given.
 constexpr char kTrialScript[] = R"(#!/bin/sh
 echo "$HYPERPACK_AGENT $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $CUDA_VISIBLE_DEVICES" > "$HYPERPACK_TRIAL_DIR/rank-$RANK.where"
@@ -288,11 +299,7 @@ resources: {gpus: 2}
 )");
   Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
                        dir_.path().string());
-  int fifo = open((dir_ / "fifo").c_str(), O_RDWR);
-  std::string first;
-  char c;
-  while (read(fifo, &c, 1) == 1 && c != '\n') first += c;
-  close(fifo);
+  const std::string first = ReadFifoLine(dir_ / "fifo");
   ASSERT_TRUE(first == "b1" || first == "b2") << first;
   // The agent running it dies.
   agents_[first == "b1" ? 0 : 1].Stop(SIGKILL);
@@ -505,11 +512,7 @@ echo '{"loss": 1}'
   WriteFile(path, StudyText("stopped", "sh " + (dir_ / "trial.sh"), 1));
   Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
                        dir_.path().string());
-  int fifo = open((dir_ / "fifo").c_str(), O_RDWR);
-  std::string first;
-  char c;
-  while (read(fifo, &c, 1) == 1 && c != '\n') first += c;
-  close(fifo);
+  const std::string first = ReadFifoLine(dir_ / "fifo");
   ASSERT_TRUE(first == "s1" || first == "s2") << first;
   Child& stopped = agents_[first == "s1" ? 0 : 1];
   kill(stopped.pid, SIGSTOP);
