@@ -84,7 +84,7 @@ TEST(AgentMessagesTest, RegisterAndHeartbeatRoundTripInTheirWireFormat) {
   EXPECT_EQ(reg.cpus, 16);
   EXPECT_EQ(reg.address, "10.0.0.2");
   EXPECT_EQ(reg.running, (std::vector<RankRef>{{9, {4, 1}}}));
-  RoundTrip(Heartbeat{}, {{"type", "heartbeat"}});
+  EXPECT_EQ(RoundTrip(Heartbeat{7}, {{"type", "heartbeat"}, {"seq", 7}}).seq, 7);
 }
 
 TEST(AgentMessagesTest, LaunchAndKillRoundTripInTheirWireFormat) {

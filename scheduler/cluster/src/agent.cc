@@ -7,6 +7,7 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -107,6 +108,7 @@ class Agent {
       }
       if (conn_) conn_->Close();
       conn_.reset();
+      sent_.clear();
       if (!refused_.ok()) {
         Log("the server ", options_.connect, " refused this agent: ", refused_.message());
         Shutdown("refused");
@@ -150,25 +152,38 @@ class Agent {
     }
     protocol::Register reg{node_.name, node_.gpus, node_.cpus, conn_->local_address(), {}};
     for (const auto& [id, r] : running_) reg.running.push_back(r.ref);
+    // The server counts this node as heard from when the register arrives, after this.
+    const Clock::time_point sent = Clock::now();
     conn_->Send(reg.ToJson());
-    Heard();
+    Heard(sent);
     Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
         node_.cpus, " CPU slots", running_.empty() ? "" : StrCat("; still running ", running_.size(),
                                                                   " ranks"));
   }
 
-  // The server is there: the lease is renewed.
-  void Heard() {
-    last_heard_ = Clock::now();
-    fence_->Renew(lease_s_);
+  // The server heard this agent at or after `at` (when the frame it answered was sent): the lease
+  // runs from then. Measured from the send, not from when the answer is read, the fence stops the
+  // ranks before the server, counting from the arrival, can declare this node lost, however late
+  // this process reads (a loaded machine, a SIGSTOP).
+  void Heard(Clock::time_point at) {
+    deadline_ = std::max(deadline_, at + Seconds(lease_s_));
+    fence_->RenewUntil(deadline_);
   }
 
   // A frame from the server after registration.
   void FromServer(const Json& m) {
-    Heard();
     switch (const FrameType type = protocol::TypeOf(m)) {
-      case FrameType::kHeartbeat:
+      case FrameType::kHeartbeat: {
+        // The answer to heartbeat `seq`; those before it went unanswered only if lost, and
+        // answers come in order.
+        const int64_t seq = protocol::Heartbeat::FromJson(m).seq;
+        while (!sent_.empty() && sent_.front().first < seq) sent_.pop_front();
+        if (!sent_.empty() && sent_.front().first == seq) {
+          Heard(sent_.front().second);
+          sent_.pop_front();
+        }
         return;
+      }
       case FrameType::kLaunch:
         Start(protocol::Launch::FromJson(m));
         return;
@@ -244,11 +259,14 @@ class Agent {
     beat_.expires_after(Seconds(options_.heartbeat_s));
     beat_.async_wait([this](boost::system::error_code ec) {
       if (ec || stopping_) return;
-      Send(protocol::Heartbeat{}.ToJson());
-      const double silent = std::chrono::duration<double>(Clock::now() - last_heard_).count();
-      if (!running_.empty() && silent > lease_s_) {
-        Log("no word from the server for ", FormatDuration(silent), ": stopping ",
-            running_.size(), " ranks (it runs their trials elsewhere)");
+      if (conn_ && conn_->open()) {
+        sent_.emplace_back(++seq_, Clock::now());
+        if (sent_.size() > 1000) sent_.pop_front();  // a server that never answers
+        conn_->Send(protocol::Heartbeat{seq_}.ToJson());
+      }
+      if (!running_.empty() && Clock::now() > deadline_) {
+        Log("the server has not answered for the lease (", FormatDuration(lease_s_),
+            "): stopping ", running_.size(), " ranks (it runs their trials elsewhere)");
         for (const auto& [id, r] : running_) executor_->Signal(id, SIGKILL);
         if (conn_) conn_->Close();
       }
@@ -285,7 +303,9 @@ class Agent {
   std::map<RankId, int> pgid_;
   int next_local_ = 0;
   double lease_s_ = 15;
-  Clock::time_point last_heard_ = Clock::now();
+  Clock::time_point deadline_ = Clock::now();    // the fence's: ranks die then unless renewed
+  std::deque<std::pair<int64_t, Clock::time_point>> sent_;  // heartbeats not answered yet
+  int64_t seq_ = 0;
   bool stopping_ = false;
   bool welcomed_once_ = false;
   bool warned_lease_ = false;

@@ -16,7 +16,7 @@ namespace {
 
 // One message to the keeper; a SOCK_SEQPACKET socket keeps their boundaries.
 struct Message {
-  char op;        // 'R' renew (value: the lease in ms), 'A' add, 'D' drop (value: a pgid)
+  char op;        // 'R' renew (value: the deadline, CLOCK_MONOTONIC ms), 'A' add, 'D' drop (a pgid)
   int64_t value;
 };
 
@@ -67,7 +67,7 @@ int64_t NowMs() {
     }
     if (k != sizeof(m)) continue;
     if (m.op == 'R') {
-      deadline = NowMs() + m.value;
+      deadline = m.value;
     } else if (m.op == 'A' && n < kMaxGroups && m.value > 1) {
       groups[n++] = static_cast<pid_t>(m.value);
     } else if (m.op == 'D') {
@@ -110,7 +110,11 @@ void Fence::Send(char op, int64_t value) {
   (void)send(fd_, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-void Fence::Renew(double lease_s) { Send('R', static_cast<int64_t>(lease_s * 1000)); }
+// libstdc++'s steady_clock is CLOCK_MONOTONIC, the keeper's clock.
+void Fence::RenewUntil(std::chrono::steady_clock::time_point deadline) {
+  Send('R', std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch())
+                .count());
+}
 void Fence::Add(pid_t pgid) { Send('A', pgid); }
 void Fence::Remove(pid_t pgid) { Send('D', pgid); }
 

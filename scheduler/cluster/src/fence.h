@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 
 #include "hyperpack/status.h"
@@ -27,8 +28,8 @@ class Fence {
   Fence(const Fence&) = delete;
   Fence& operator=(const Fence&) = delete;
 
-  // The groups are killed unless Renew is called again within `lease_s`.
-  void Renew(double lease_s);
+  // The groups are killed at `deadline` (this machine's steady clock) unless renewed before.
+  void RenewUntil(std::chrono::steady_clock::time_point deadline);
   // A rank's process group to kill when the lease runs out; and one that has ended.
   void Add(pid_t pgid);
   void Remove(pid_t pgid);

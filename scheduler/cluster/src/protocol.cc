@@ -319,11 +319,15 @@ Register Register::FromJson(const Json& frame) {
   return r;
 }
 
-Json Heartbeat::ToJson() const { return Frame(FrameType::kHeartbeat); }
+Json Heartbeat::ToJson() const {
+  Json j = Frame(FrameType::kHeartbeat);
+  j["seq"] = seq;
+  return j;
+}
 
 Heartbeat Heartbeat::FromJson(const Json& frame) {
   Expect(frame, FrameType::kHeartbeat);
-  return {};
+  return {OptionalField<int64_t>(frame, "seq", 0)};
 }
 
 Json Launch::ToJson() const {

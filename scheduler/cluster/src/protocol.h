@@ -198,8 +198,10 @@ struct Register {
   static Register FromJson(const Json& frame);
 };
 
-// {"type": "heartbeat"}: an agent's, every few seconds; the server answers each with one.
+// {"type": "heartbeat", "seq" (optional, 0)}: an agent's, every few seconds; the server answers
+// each with one carrying the same seq, so the agent knows when the server last heard it.
 struct Heartbeat {
+  int64_t seq = 0;
   Json ToJson() const;
   static Heartbeat FromJson(const Json& frame);
 };

@@ -292,7 +292,7 @@ class Server {
   void FromAgent(int node, const Json& m) {
     switch (const FrameType type = protocol::TypeOf(m)) {
       case FrameType::kHeartbeat:
-        links_[node].conn->Send(protocol::Heartbeat{}.ToJson());
+        links_[node].conn->Send(protocol::Heartbeat::FromJson(m).ToJson());
         return;
       case FrameType::kLine: {
         const protocol::Line line = protocol::Line::FromJson(m);
