@@ -173,6 +173,23 @@ TEST(FramesTest, TextThatIsNotUtf8IsEncodedWithReplacementCharacters) {
   EXPECT_EQ(n, frame.size() - 4);
 }
 
+// Found by the frame fuzzer: a float, or an integer out of range, read as an int was undefined
+// behaviour or a silent wrap.
+TEST(FramesTest, NumbersThatAreNotWholeOrOutOfRangeAreRefusedNotConverted) {
+  EXPECT_THROW(Kill::FromJson(ParseFrame(R"({"type": "kill", "trial": 1e30, "rank": 0,
+                                             "signal": 9})")),
+               ProtocolError);
+  EXPECT_THROW(Kill::FromJson(ParseFrame(R"({"type": "kill", "trial": 1.5, "rank": 0,
+                                             "signal": 9})")),
+               ProtocolError);
+  EXPECT_THROW(Hello::FromJson(ParseFrame(R"({"type": "hello", "version": 4294967297,
+                                              "role": "agent", "mac": "x"})")),
+               ProtocolError);
+  EXPECT_EQ(Kill::FromJson(ParseFrame(R"({"type": "kill", "trial": 3, "rank": 0, "signal": 9})"))
+                .ref.id.trial,
+            3);
+}
+
 TEST(FramesTest, AFrameOverTheLimitIsRefusedWhenEncodedAndWhenDecoded) {
   const Json big = Progress{std::string(2000, 'x')}.ToJson();
   EXPECT_THROW(EncodeFrame(big, 1000), ProtocolError);

@@ -23,6 +23,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "hyperpack/scheduler/executor.h"
@@ -125,6 +127,16 @@ T Field(const Json& message, const char* key) {
   auto it = message.is_object() ? message.find(key) : message.end();
   if (it == message.end())
     throw ProtocolError("a '" + TypeText(message) + "' frame without '" + key + "'");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // nlohmann::json converts a float or an out-of-range integer to T unchecked: undefined
+    // behaviour for 1e30, a silent wrap to 1 for 4294967297.
+    const bool fits = it->is_number_unsigned()  ? std::in_range<T>(it->template get<uint64_t>())
+                      : it->is_number_integer() ? std::in_range<T>(it->template get<int64_t>())
+                                                : !it->is_number_float();
+    if (!fits)
+      throw ProtocolError(std::string("'") + key + "' is not a whole number in range in a '" +
+                          TypeText(message) + "' frame");
+  }
   try {
     return it->get<T>();
   } catch (const std::exception&) {

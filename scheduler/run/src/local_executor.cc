@@ -114,7 +114,7 @@ class LocalExecutor : public Executor {
     }
     for (auto& [id, p] : ended) {
       p->drain.expires_after(kDrainAfterExit);
-      p->drain.async_wait([p](boost::system::error_code ec) {
+      p->drain.async_wait([p = p](boost::system::error_code ec) {
         if (ec) return;
         boost::system::error_code ignored;
         p->out.close(ignored);
