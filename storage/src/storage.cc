@@ -115,6 +115,8 @@ const char* EventKindName(EventKind kind) {
       return "cannot_pause";
     case EventKind::kPromoted:
       return "promoted";
+    case EventKind::kTrialRunning:
+      return "trial_running";
   }
   return "?";
 }
@@ -132,7 +134,8 @@ std::optional<EventKind> ParseEventKind(const std::string& name) {
       {"pruning", EventKind::kPruning},
       {"pausing", EventKind::kPausing},
       {"cannot_pause", EventKind::kCannotPause},
-      {"promoted", EventKind::kPromoted}};
+      {"promoted", EventKind::kPromoted},
+      {"trial_running", EventKind::kTrialRunning}};
   auto it = kKinds.find(name);
   if (it == kKinds.end()) return std::nullopt;
   return it->second;

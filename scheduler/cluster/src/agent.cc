@@ -66,7 +66,8 @@ class Agent {
               [this](RankId id, int pgid) {
                 fence_->Add(pgid);
                 pgid_[id] = pgid;
-              }});
+              },
+              nullptr});
     signals_.async_wait([this](boost::system::error_code e, int) {
       if (!e) Shutdown("stopped");
     });

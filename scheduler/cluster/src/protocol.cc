@@ -180,6 +180,9 @@ constexpr Names<RankExit::Kind> kExitNames[] = {
     {RankExit::Kind::kSignaled, "signaled"},
     {RankExit::Kind::kLost, "lost"},
     {RankExit::Kind::kNeverStarted, "never_started"},
+    {RankExit::Kind::kTimedOut, "timed_out"},
+    {RankExit::Kind::kPreempted, "preempted"},
+    {RankExit::Kind::kRefused, "refused"},
 };
 
 template <typename E, size_t N>

@@ -35,6 +35,7 @@ class StudyController::Impl {
   void On(const TrialPersisted& e);
   void On(const MetricReport& e);
   void On(const RankExited& e);
+  void On(const TrialRunning& e);
   void On(const NodeJoined& e);
   void On(const NodeLost& e);
   void On(const Tick&) {}

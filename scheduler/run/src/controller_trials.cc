@@ -280,6 +280,14 @@ void StudyController::Impl::NeverRan(Trial& t, const std::string& why) {
   Complete(t.number);
 }
 
+void StudyController::Impl::On(const TrialRunning& e) {
+  if (running_.find(e.trial) == running_.end()) return;
+  const std::string text =
+      StrCat("running on ", e.where, " after ", FormatDuration(e.queued_s), " in the queue");
+  Write(EventRow{{Wall(), e.trial, storage::EventKindName(EventKind::kTrialRunning), text}});
+  Tell(e.trial, text);
+}
+
 void StudyController::Impl::On(const RankExited& e) {
   auto it = running_.find(e.trial);
   if (it == running_.end() || e.rank < 0 || e.rank >= static_cast<int>(it->second.ranks.size()))
@@ -289,7 +297,8 @@ void StudyController::Impl::On(const RankExited& e) {
   if (r.exited) return;
   r.exited = true;
   r.exit = e.exit;
-  r.err_tail = e.exit.kind == RankExit::Kind::kLost ? "its node was lost" : e.err_tail;
+  r.err_tail = e.exit.kind == RankExit::Kind::kLost && e.err_tail.empty() ? "its node was lost"
+                                                                         : e.err_tail;
   if (!e.exit.ok() && t.failed_rank < 0 && !t.AllExited()) {
     // One rank failed: the gang cannot finish without it.
     t.failed_rank = e.rank;
@@ -365,6 +374,15 @@ int StudyController::Impl::DescribeExit(const Trial& t, Ending* e) const {
     case RankExit::Kind::kLost:
       e->how = StrCat(which, "node lost");
       return -1;
+    case RankExit::Kind::kTimedOut:
+      e->how = StrCat(which, "the cluster's time limit");
+      return -1;
+    case RankExit::Kind::kPreempted:
+      e->how = StrCat(which, "preempted");
+      return -1;
+    case RankExit::Kind::kRefused:
+      e->how = StrCat(which, "the cluster cannot run it");
+      return -1;
   }
   return -1;
 }
@@ -389,19 +407,28 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   if (t.pausing || t.pruned) {
     rec.state = t.pausing ? TrialState::kPaused : TrialState::kPruned;
     rec.error = t.prune_reason;
-  } else if (d.exit.kind == RankExit::Kind::kLost && !t.interrupted) {
-    bool again = t.attempt < spec_.budget.max_attempts;
+  } else if ((d.exit.kind == RankExit::Kind::kLost || d.exit.kind == RankExit::Kind::kPreempted) &&
+             !t.interrupted) {
+    // A preempted trial is requeued like one whose node was lost: it resumes from its checkpoint.
+    const bool again = t.attempt < spec_.budget.max_attempts;
+    const char* what = d.exit.kind == RankExit::Kind::kLost ? "node lost" : "preempted";
     rec.state = again ? TrialState::kNodeLost : TrialState::kFailed;
-    rec.error = again ? StrCat("node lost; it runs again (attempt ", t.attempt + 1, " of ",
+    rec.error = again ? StrCat(what, "; it runs again (attempt ", t.attempt + 1, " of ",
                                spec_.budget.max_attempts, ")")
-                      : StrCat("node lost on each of its ", t.attempt, " attempts");
-    e.how = "node lost";
+                      : StrCat(what, " on each of its ", t.attempt, " attempts");
+    e.how = what;
   } else if (t.interrupted) {
     rec.state = TrialState::kInterrupted;
     rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";
   } else if (t.timed_out) {
     rec.state = TrialState::kTimeout;
     rec.error = StrCat("killed after the timeout of ", FormatDuration(*spec_.trial.timeout_s));
+  } else if (d.exit.kind == RankExit::Kind::kTimedOut) {
+    rec.state = TrialState::kTimeout;
+    rec.error = tail.empty() ? "ended by the cluster's time limit" : tail;
+  } else if (d.exit.kind == RankExit::Kind::kRefused) {
+    rec.state = TrialState::kInfeasible;
+    rec.error = tail.empty() ? e.how : tail;
   } else if (code == 0 && t.objective && std::isfinite(*t.objective)) {
     rec.state = TrialState::kCompleted;
     rec.value = t.objective;

@@ -56,7 +56,10 @@ class LocalDriver : public StudyRun {
         nodes_(std::move(nodes)) {
     Executor::Callbacks cb{
         [this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
-        [this](RankId id, RankExit exit) { OnExit(id, exit); }, nullptr};
+        [this](RankId id, RankExit exit) { OnExit(id, exit); }, nullptr,
+        [this](int trial, double queued_s, const std::string& where) {
+          Feed(TrialRunning{trial, queued_s, where});
+        }};
     if (executor) {
       executor_ = executor;
       executor_->SetCallbacks(cb);
@@ -317,27 +320,38 @@ class LocalDriver : public StudyRun {
     }
     for (const std::string& name : plan.clear_env) base.erase(name);
     if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
+    GangRequest gang;
+    gang.trial = plan.trial;
+    gang.root = plan.root;
+    gang.attempt = plan.attempt;
+    gang.trial_dir = plan.trial_dir;
     for (size_t r = 0; r < plan.ranks.size(); ++r) {
       const RankPlan& rank = plan.ranks[r];
       f.logs.emplace_back(rank.log_path, std::ios::app);
       f.logs.back() << rank.log_header;
       std::map<std::string, std::string> env = base;
       for (const auto& [k, v] : rank.env) env[k] = v;
-      SpawnRequest req;
-      req.command = plan.command;
-      req.workdir = plan.workdir;
-      for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
-      Status s = executor_->Start({plan.trial, static_cast<int>(r)}, rank.node, req);
-      if (s.ok()) continue;
-      // This rank and the ones after it never start; on a node lost meanwhile (between the
-      // placement and the stored row), they are lost with it, and the trial is requeued.
-      const RankExit how =
-          s.code() == StatusCode::kUnavailable ? RankExit::Lost() : RankExit::NeverStarted();
-      for (size_t rest = r; rest < plan.ranks.size(); ++rest)
-        Feed(RankExited{plan.trial, static_cast<int>(rest), how,
-                        rest == r ? s.message() : std::string()});
-      return;
+      GangRequest::Rank& g = gang.ranks.emplace_back();
+      g.node = rank.node;
+      if (r < plan.placement.ranks.size()) {
+        g.gpus = static_cast<int>(plan.placement.ranks[r].gpus.size());
+        g.cpus = plan.placement.ranks[r].cpus;
+      }
+      g.request.command = plan.command;
+      g.request.workdir = plan.workdir;
+      for (const auto& [k, v] : env) g.request.env.push_back(k + "=" + v);
     }
+    const GangStarted started = executor_->StartGang(gang);
+    if (started.started == static_cast<int>(gang.ranks.size())) return;
+    // This rank and the ones after it never start; on a node lost meanwhile (between the
+    // placement and the stored row), they are lost with it, and the trial is requeued.
+    const RankExit how = started.status.code() == StatusCode::kUnavailable
+                             ? RankExit::Lost()
+                             : RankExit::NeverStarted();
+    for (size_t rest = started.started; rest < plan.ranks.size(); ++rest)
+      Feed(RankExited{plan.trial, static_cast<int>(rest), how,
+                      static_cast<int>(rest) == started.started ? started.status.message()
+                                                                : std::string()});
   }
 
   // ---- What people see ----

@@ -168,6 +168,16 @@ class LocalExecutor : public Executor {
 
 }  // namespace
 
+GangStarted Executor::StartGang(const GangRequest& gang) {
+  GangStarted result;
+  for (const GangRequest::Rank& rank : gang.ranks) {
+    result.status = Start({gang.trial, result.started}, rank.node, rank.request);
+    if (!result.status.ok()) break;
+    ++result.started;
+  }
+  return result;
+}
+
 std::unique_ptr<Executor> MakeLocalExecutor(asio::io_context& io, Executor::Callbacks cb) {
   return std::make_unique<LocalExecutor>(io, std::move(cb));
 }

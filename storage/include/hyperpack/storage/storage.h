@@ -99,9 +99,11 @@ enum class EventKind {
   kPausing,
   kCannotPause,
   kPromoted,
+  kTrialRunning,  // a cluster (Slurm) started it after it waited in its queue
 };
 // "run_started", "run_resumed", "run_stopped", "trial_started", "trial_resumed", "trial_finished",
-// "trial_paused", "time_limit", "pruning", "pausing", "cannot_pause", "promoted".
+// "trial_paused", "time_limit", "pruning", "pausing", "cannot_pause", "promoted",
+// "trial_running".
 const char* EventKindName(EventKind kind);
 std::optional<EventKind> ParseEventKind(const std::string& name);
 

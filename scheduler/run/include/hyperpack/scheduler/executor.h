@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -27,6 +28,26 @@ struct RankId {
   bool operator==(const RankId& o) const { return trial == o.trial && rank == o.rank; }
 };
 
+// One trial's ranks, to be started together.
+struct GangRequest {
+  int trial = 0;
+  int root = 0;  // the first attempt's number (its folder holds the checkpoints)
+  int attempt = 1;
+  std::string trial_dir;
+  struct Rank {
+    int node = 0;  // an index into the runner's cluster
+    int gpus = 0;  // GPUs placed for it
+    int cpus = 0;  // CPU slots placed for it
+    SpawnRequest request;
+  };
+  std::vector<Rank> ranks;
+};
+// How many of a gang's ranks started, in order, and why the next one did not.
+struct GangStarted {
+  int started = 0;
+  Status status;
+};
+
 class Executor {
  public:
   struct Callbacks {
@@ -36,12 +57,17 @@ class Executor {
     std::function<void(RankId, RankExit)> on_exit;
     // Optional: the rank's process started, as process group `pgid` (the agent's fence kills it).
     std::function<void(RankId, int pgid)> on_started;
+    // Optional: a trial that waited in a cluster's queue (Slurm) started running on `where`.
+    std::function<void(int trial, double queued_s, const std::string& where)> on_running;
   };
   virtual ~Executor() = default;
   virtual void SetCallbacks(Callbacks cb) = 0;
   // Starts a rank on node `node` (an index into the runner's cluster). An error means no process
   // was started; kUnavailable: the node is gone (the rank ends as lost with it, and is requeued).
   virtual Status Start(RankId id, int node, const SpawnRequest& request) = 0;
+  // Starts a trial's ranks. The default starts each with Start, in order, stopping at the first
+  // that cannot start; an executor that runs a trial as one unit (a Slurm job) overrides it.
+  virtual GangStarted StartGang(const GangRequest& gang);
   // Sends `signal` to the rank's process group; nothing when it has ended.
   virtual void Signal(RankId id, int signal) = 0;
   // The run is over: stop waiting for anything.

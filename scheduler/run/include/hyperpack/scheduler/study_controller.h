@@ -72,7 +72,10 @@ struct RunSummary {
 
 // How one rank of a trial ended.
 struct RankExit {
-  enum class Kind { kExited, kSignaled, kLost, kNeverStarted };
+  // kTimedOut: a cluster's time limit ended it (Slurm's TIMEOUT); kPreempted: the cluster took its
+  // resources for other work (it runs again, like a lost node); kRefused: the cluster will never
+  // run it as asked (the trial is infeasible, err_tail says why).
+  enum class Kind { kExited, kSignaled, kLost, kNeverStarted, kTimedOut, kPreempted, kRefused };
   Kind kind = Kind::kExited;
   int code = 0;  // kExited: the exit code; kSignaled: the signal number
 
@@ -81,6 +84,9 @@ struct RankExit {
   static RankExit Signaled(int signal) { return {Kind::kSignaled, signal}; }
   static RankExit Lost() { return {Kind::kLost, 0}; }
   static RankExit NeverStarted() { return {Kind::kNeverStarted, 127}; }
+  static RankExit TimedOut() { return {Kind::kTimedOut, 0}; }
+  static RankExit Preempted() { return {Kind::kPreempted, 0}; }
+  static RankExit Refused() { return {Kind::kRefused, 0}; }
   // From a wait status as waitpid gives it.
   static RankExit FromWaitStatus(int status);
 };
@@ -114,6 +120,13 @@ struct RankExited {
   RankExit exit;
   std::string err_tail;  // the end of its standard error, or why it never started
 };
+// A cluster that queues work (Slurm) started the trial's ranks after `queued_s` in its queue, on
+// `where`. Recorded and shown; it changes no decision.
+struct TrialRunning {
+  int trial = 0;
+  double queued_s = 0;
+  std::string where;
+};
 struct NodeJoined {
   ClusterNode node;
 };
@@ -128,7 +141,8 @@ struct StorageFailed {
   Status status;
 };
 using EventPayload = std::variant<ProposalsReady, TrialPersisted, MetricReport, RankExited,
-                                  NodeJoined, NodeLost, Tick, Interrupt, StorageFailed>;
+                                  TrialRunning, NodeJoined, NodeLost, Tick, Interrupt,
+                                  StorageFailed>;
 struct Event {
   double now = 0;  // seconds since the run began
   EventPayload what;
