@@ -14,11 +14,15 @@
 #include <string>
 
 #include "hyperpack/study/spec.h"
+#include "hyperpack/text.h"
 
 namespace hyperpack::study {
 
 // So that a failing expectation shows the diagnostic as a user would see it.
 void PrintTo(const Diagnostic& d, std::ostream* os) { *os << "\"" << d.ToString() << "\""; }
+void PrintTo(const SourcePos& p, std::ostream* os) {
+  *os << p.file << ":" << p.line << ":" << p.column << " " << p.key;
+}
 
 namespace {
 
@@ -1140,6 +1144,268 @@ TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
                      "pruner: {algorithm: asha, min_resource: 9, max_resource: 3}\n");
   EXPECT_THAT(order.errors,
               ElementsAre(IsError(5, 58, "pruner.max_resource", "greater than min_resource")));
+}
+
+// ---- cluster.slurm ------------------------------------------------------------------------------
+
+constexpr char kClusterBase[] = R"(name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "run {x}"}
+)";
+
+// A SourcePos in `file` at `line`:`column` under `key`.
+::testing::Matcher<const SourcePos&> IsPos(const std::string& file, int line, int column,
+                                           const std::string& key) {
+  return AllOf(Field("file", &SourcePos::file, file), Field("line", &SourcePos::line, line),
+               Field("column", &SourcePos::column, column), Field("key", &SourcePos::key, key));
+}
+
+constexpr char kAllSlurmKeys[] =
+    "partition, account, qos, constraint, time_limit, mem, cpus_per_task, gpus_per_node, gres, "
+    "signal, extra_args, poll_interval, pending_limit";
+
+TEST(StudyFileTest, ClusterSlurmParsesEveryFieldAndWhereEachWasWritten) {
+  ParseOutcome out = Parse(std::string(kClusterBase) + R"(cluster:
+  slurm:
+    partition: gpu
+    account: proj42
+    qos: high
+    constraint: "a100&nvlink"
+    time_limit: 1-02:00:00
+    mem: 64G
+    cpus_per_task: 8
+    gpus_per_node: 4
+    gres: true
+    signal: B:SIGUSR1@120
+    extra_args: [--exclusive, --nodelist=n01]
+    poll_interval: 5s
+    pending_limit: 10m
+resources: {gpus: 2}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  ASSERT_TRUE(out.spec->cluster.slurm.has_value());
+  const SlurmSpec& slurm = *out.spec->cluster.slurm;
+  EXPECT_EQ(slurm.partition, "gpu");
+  EXPECT_EQ(slurm.account, "proj42");
+  EXPECT_EQ(slurm.qos, "high");
+  EXPECT_EQ(slurm.constraint, "a100&nvlink");
+  EXPECT_EQ(slurm.time_limit_s, 93600);
+  EXPECT_EQ(slurm.mem, "64G");
+  EXPECT_EQ(slurm.cpus_per_task, 8);
+  EXPECT_EQ(slurm.gpus_per_node, 4);
+  EXPECT_TRUE(slurm.gres);
+  EXPECT_EQ(slurm.signal, "B:SIGUSR1@120");
+  EXPECT_THAT(slurm.extra_args, ElementsAre("--exclusive", "--nodelist=n01"));
+  EXPECT_EQ(slurm.poll_s, 5);
+  EXPECT_EQ(slurm.pending_limit_s, 600);
+  // Each value's own line and column; the mapping at its `slurm` key; resources at its key.
+  EXPECT_THAT(slurm.positions,
+              ElementsAre(IsPos("study.yaml", 6, 3, "cluster.slurm"),
+                          IsPos("study.yaml", 7, 16, "cluster.slurm.partition"),
+                          IsPos("study.yaml", 8, 14, "cluster.slurm.account"),
+                          IsPos("study.yaml", 9, 10, "cluster.slurm.qos"),
+                          IsPos("study.yaml", 10, 17, "cluster.slurm.constraint"),
+                          IsPos("study.yaml", 11, 17, "cluster.slurm.time_limit"),
+                          IsPos("study.yaml", 12, 10, "cluster.slurm.mem"),
+                          IsPos("study.yaml", 13, 20, "cluster.slurm.cpus_per_task"),
+                          IsPos("study.yaml", 14, 20, "cluster.slurm.gpus_per_node"),
+                          IsPos("study.yaml", 15, 11, "cluster.slurm.gres"),
+                          IsPos("study.yaml", 16, 13, "cluster.slurm.signal"),
+                          IsPos("study.yaml", 17, 17, "cluster.slurm.extra_args"),
+                          IsPos("study.yaml", 18, 20, "cluster.slurm.poll_interval"),
+                          IsPos("study.yaml", 19, 20, "cluster.slurm.pending_limit"),
+                          IsPos("study.yaml", 20, 1, "resources")));
+  ASSERT_NE(slurm.Position("partition"), nullptr);
+  EXPECT_THAT(*slurm.Position("partition"), IsPos("study.yaml", 7, 16, "cluster.slurm.partition"));
+  ASSERT_NE(slurm.Position("resources"), nullptr);
+  EXPECT_THAT(*slurm.Position("resources"), IsPos("study.yaml", 20, 1, "resources"));
+}
+
+TEST(StudyFileTest, ClusterSlurmMayBeEmptyAndKeepsTheDefaults) {
+  ParseOutcome out = Parse(std::string(kClusterBase) + "cluster: {slurm: {}}\n");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  ASSERT_TRUE(out.spec->cluster.slurm.has_value());
+  const SlurmSpec& slurm = *out.spec->cluster.slurm;
+  EXPECT_EQ(slurm.partition, "");
+  EXPECT_EQ(slurm.account, "");
+  EXPECT_EQ(slurm.qos, "");
+  EXPECT_EQ(slurm.constraint, "");
+  EXPECT_FALSE(slurm.time_limit_s.has_value());
+  EXPECT_EQ(slurm.mem, "");
+  EXPECT_EQ(slurm.cpus_per_task, 0);
+  EXPECT_EQ(slurm.gpus_per_node, 0);
+  EXPECT_FALSE(slurm.gres);
+  EXPECT_EQ(slurm.signal, "USR1@90");
+  EXPECT_THAT(slurm.extra_args, IsEmpty());
+  EXPECT_EQ(slurm.poll_s, 2);
+  EXPECT_EQ(slurm.pending_limit_s, 300);
+  // No resources and no workdir: one CPU, in the directory the study is run from.
+  EXPECT_FALSE(out.spec->resources.gpus.has_value());
+  EXPECT_FALSE(out.spec->resources.cpus.has_value());
+  EXPECT_EQ(out.spec->trial.workdir, "");
+  // A key not written falls back to where the slurm mapping is.
+  EXPECT_THAT(slurm.positions, ElementsAre(IsPos("study.yaml", 5, 11, "cluster.slurm")));
+  ASSERT_NE(slurm.Position("partition"), nullptr);
+  EXPECT_THAT(*slurm.Position("partition"), IsPos("study.yaml", 5, 11, "cluster.slurm"));
+  ASSERT_NE(slurm.Position("resources"), nullptr);
+  EXPECT_THAT(*slurm.Position("resources"), IsPos("study.yaml", 5, 11, "cluster.slurm"));
+  EXPECT_EQ(SlurmSpec().Position("partition"), nullptr);
+
+  ParseOutcome local = Parse(kClusterBase);
+  ASSERT_THAT(local.errors, IsEmpty()) << local.ErrorText();
+  EXPECT_FALSE(local.spec->cluster.slurm.has_value());
+}
+
+TEST(StudyFileTest, ClusterSlurmErrorsSayWhereAndWhatWouldBeRight) {
+  ParseOutcome out = Parse(std::string(kClusterBase) + R"(cluster:
+  slurm:
+    partion: gpu
+    mem: lots
+    time_limit: -1
+    extra_args: [--x, y]
+    cpus_per_task: 0
+    signal: USR1
+    poll_interval: 0.1s
+    gres: maybe
+)");
+  EXPECT_FALSE(out.spec.has_value());
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(
+          IsError(
+              7, 5, "cluster.slurm",
+              std::string("unknown key 'partion'; did you mean 'partition'? expected one of: ") +
+                  kAllSlurmKeys),
+          IsError(9, 17, "cluster.slurm.time_limit",
+                  "must be > 0 (got -1); leave time_limit out for the partition's default"),
+          IsError(8, 10, "cluster.slurm.mem",
+                  "'lots' is not an amount of memory; write it as Slurm does, e.g. 16G, 512M or "
+                  "4000 (megabytes)"),
+          IsError(11, 20, "cluster.slurm.cpus_per_task", "must be between 1 and 1000000 (got 0)"),
+          IsError(14, 11, "cluster.slurm.gres", "expected true or false, got 'maybe'"),
+          IsError(12, 13, "cluster.slurm.signal",
+                  "'USR1' is not a signal; expected [B:]NAME@SECONDS such as USR1@90 or "
+                  "B:SIGUSR1@120, or false for no signal"),
+          IsError(10, 23, "cluster.slurm.extra_args",
+                  "'y' is not an sbatch option; each item starts with '-' and holds its value "
+                  "too, e.g. --exclusive or --nodelist=n01"),
+          IsError(13, 20, "cluster.slurm.poll_interval", "must be at least 0.2s (got 0.1s)")));
+}
+
+TEST(StudyFileTest, ClusterAllowsOnlySlurmAndSlurmMustBeAMapping) {
+  ParseOutcome other = Parse(std::string(kClusterBase) + "cluster: {pbs: {}}\n");
+  EXPECT_THAT(other.errors,
+              ElementsAre(IsError(5, 11, "cluster", "unknown key 'pbs'; expected one of: slurm")));
+  ParseOutcome empty = Parse(std::string(kClusterBase) + "cluster:\n  slurm:\n");
+  EXPECT_THAT(empty.errors, ElementsAre(IsError(6, 3, "cluster.slurm",
+                                                "expected a mapping of keys to values, got "
+                                                "nothing; for the cluster's defaults write "
+                                                "slurm: {}")));
+  ParseOutcome word = Parse(std::string(kClusterBase) + "cluster: slurm\n");
+  EXPECT_THAT(word.errors, ElementsAre(IsError(5, 10, "cluster",
+                                               "expected a mapping of keys to values, got "
+                                               "'slurm'")));
+  ParseOutcome args = Parse(std::string(kClusterBase) + "cluster: {slurm: {extra_args: --x}}\n");
+  EXPECT_THAT(args.errors,
+              ElementsAre(IsError(5, 31, "cluster.slurm.extra_args",
+                                  "expected a list of sbatch options such as [--exclusive], got "
+                                  "'--x'")));
+}
+
+// The seconds `cluster.slurm.time_limit: VALUE` parses to, or its first error.
+std::string SlurmTimeLimit(const std::string& value) {
+  ParseOutcome out =
+      Parse(std::string(kClusterBase) + "cluster: {slurm: {time_limit: " + value + "}}\n");
+  if (!out.errors.empty()) return out.errors[0].ToString();
+  return FormatDouble(*out.spec->cluster.slurm->time_limit_s);
+}
+
+TEST(StudyFileTest, ClusterSlurmTimeLimitTakesSlurmsFormsAndDurations) {
+  EXPECT_EQ(SlurmTimeLimit("1-02:00:00"), "93600");  // D-HH:MM:SS
+  EXPECT_EQ(SlurmTimeLimit("90"), "5400");           // MM: a bare number is minutes, as to Slurm
+  EXPECT_EQ(SlurmTimeLimit("90:30"), "5430");        // MM:SS
+  EXPECT_EQ(SlurmTimeLimit("1:30:00"), "5400");      // HH:MM:SS
+  EXPECT_EQ(SlurmTimeLimit("2-12"), "216000");       // D-HH
+  EXPECT_EQ(SlurmTimeLimit("1-0:30"), "88200");      // D-HH:MM
+  EXPECT_EQ(SlurmTimeLimit("2h"), "7200");
+  EXPECT_EQ(SlurmTimeLimit("1h30m"), "5400");
+  EXPECT_EQ(SlurmTimeLimit("45s"), "45");
+  EXPECT_EQ(SlurmTimeLimit("0"),
+            "study.yaml:5:31: cluster.slurm.time_limit: must be > 0 (got 0); leave time_limit out "
+            "for the partition's default");
+  EXPECT_EQ(SlurmTimeLimit("1.5"),
+            "study.yaml:5:31: cluster.slurm.time_limit: '1.5' is not a time limit: a bare number "
+            "is whole minutes, as Slurm reads it; expected e.g. 2h, 90m or 1h30m, or as Slurm "
+            "writes it: 90 (minutes), 1:30:00 or 1-12:00:00");
+  EXPECT_EQ(SlurmTimeLimit("soon"),
+            "study.yaml:5:31: cluster.slurm.time_limit: 'soon' is not a time limit; expected e.g. "
+            "2h, 90m or 1h30m, or as Slurm writes it: 90 (minutes), 1:30:00 or 1-12:00:00");
+}
+
+TEST(StudyFileTest, ClusterSlurmMemAndSignalTakeSlurmsForms) {
+  auto parse = [](const std::string& slurm) {
+    return Parse(std::string(kClusterBase) + "cluster: {slurm: " + slurm + "}\n");
+  };
+  auto plain = parse("{mem: 4000, signal: USR1@90}");
+  ASSERT_THAT(plain.errors, IsEmpty()) << plain.ErrorText();
+  EXPECT_EQ(plain.spec->cluster.slurm->mem, "4000");
+  EXPECT_EQ(plain.spec->cluster.slurm->signal, "USR1@90");
+  for (const char* off : {"\"\"", "false", "none"}) {
+    auto none = parse(std::string("{signal: ") + off + "}");
+    ASSERT_THAT(none.errors, IsEmpty()) << off << ": " << none.ErrorText();
+    EXPECT_EQ(none.spec->cluster.slurm->signal, "") << off;
+  }
+  auto gb = parse("{mem: 16GB, signal: USR1@70000}");
+  EXPECT_THAT(gb.errors,
+              ElementsAre(IsError(5, 24, "cluster.slurm.mem", "'16GB' is not an amount of memory"),
+                          IsError(5, 38, "cluster.slurm.signal",
+                                  "the warning must come at most 65535 seconds ahead (got "
+                                  "70000)")));
+}
+
+TEST(SlurmFlagTest, ParsesAFlowMappingWithOrWithoutBraces) {
+  Result<SlurmSpec> braces = ParseSlurmFlag("{partition: debug, time_limit: 10m}");
+  ASSERT_TRUE(braces.ok()) << braces.status().message();
+  EXPECT_EQ(braces->partition, "debug");
+  EXPECT_EQ(braces->time_limit_s, 600);
+  EXPECT_EQ(braces->signal, "USR1@90");
+  EXPECT_THAT(braces->positions, ElementsAre(IsPos("--slurm", 1, 1, "cluster.slurm"),
+                                             IsPos("--slurm", 1, 13, "cluster.slurm.partition"),
+                                             IsPos("--slurm", 1, 32, "cluster.slurm.time_limit")));
+
+  Result<SlurmSpec> bare = ParseSlurmFlag("partition: debug, time_limit: 10m");
+  ASSERT_TRUE(bare.ok()) << bare.status().message();
+  EXPECT_EQ(bare->partition, "debug");
+  EXPECT_EQ(bare->time_limit_s, 600);
+  // Columns in the text as given, not in the braced copy that was parsed.
+  EXPECT_THAT(bare->positions, ElementsAre(IsPos("--slurm", 1, 1, "cluster.slurm"),
+                                           IsPos("--slurm", 1, 12, "cluster.slurm.partition"),
+                                           IsPos("--slurm", 1, 31, "cluster.slurm.time_limit")));
+}
+
+TEST(SlurmFlagTest, ErrorsNameTheFlagAndTheColumn) {
+  Result<SlurmSpec> bare = ParseSlurmFlag("partition: debug, time_limit: soon");
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bare.status().message(),
+            "--slurm:1:31: time_limit: 'soon' is not a time limit; expected e.g. 2h, 90m or "
+            "1h30m, or as Slurm writes it: 90 (minutes), 1:30:00 or 1-12:00:00");
+
+  Result<SlurmSpec> two = ParseSlurmFlag("{mem: lots, partion: x}");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(two.status().message(),
+            std::string("--slurm:1:13: unknown key 'partion'; did you mean 'partition'? expected "
+                        "one of: ") +
+                kAllSlurmKeys +
+                "\n--slurm:1:7: mem: 'lots' is not an amount of memory; write it as Slurm does, "
+                "e.g. 16G, 512M or 4000 (megabytes)");
+
+  Result<SlurmSpec> yaml = ParseSlurmFlag("{partition: [gpu}");
+  ASSERT_FALSE(yaml.ok());
+  EXPECT_THAT(yaml.status().message(), ::testing::StartsWith("--slurm:1:"));
+  EXPECT_THAT(yaml.status().message(), HasSubstr("invalid YAML"));
 }
 
 }  // namespace

@@ -60,6 +60,16 @@ std::string ParseOutcome::WarningText() const {
   return Join(lines, "\n");
 }
 
+const SourcePos* SlurmSpec::Position(const std::string& key) const {
+  for (const SourcePos& p : positions) {
+    if (p.key == key || p.key == "cluster.slurm." + key) return &p;
+  }
+  for (const SourcePos& p : positions) {
+    if (p.key == "cluster.slurm") return &p;
+  }
+  return nullptr;
+}
+
 const std::vector<std::string>& BuiltinPlaceholders() {
   static const std::vector<std::string> kBuiltins = {"trial", "study", "params_file", "trial_dir"};
   return kBuiltins;
@@ -85,14 +95,8 @@ class Parser {
   ParseOutcome Parse(const std::string& text) {
     ParseOutcome out;
     YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::ParserException& e) {
-      Diagnostic d{file_, e.mark.line + 1, e.mark.column + 1, "", "invalid YAML: " + e.msg};
-      out.errors.push_back(d);
-      return out;
-    } catch (const YAML::Exception& e) {
-      out.errors.push_back({file_, 0, 0, "", std::string("invalid YAML: ") + e.what()});
+    if (!Load(text, &root)) {
+      out.errors = std::move(errors_);
       return out;
     }
     StudySpec spec;
@@ -110,7 +114,35 @@ class Parser {
     return out;
   }
 
+  // Text that holds only what `cluster.slurm` holds, e.g. `{partition: gpu, time_limit: 2h}`.
+  // Diagnostics name the bare keys ("time_limit"); the positions are keyed as in a study file.
+  std::vector<Diagnostic> ParseSlurmOnly(const std::string& text, SlurmSpec* slurm) {
+    YAML::Node root;
+    if (!Load(text, &root)) return std::move(errors_);
+    try {
+      if (root.IsMap()) slurm->positions.push_back(Position(root, "cluster.slurm"));
+      ParseSlurm(Field{root, root}, "", slurm);
+    } catch (const YAML::Exception& e) {
+      errors_.push_back({file_, e.mark.line + 1, e.mark.column + 1, "", e.what()});
+    }
+    return std::move(errors_);
+  }
+
  private:
+  // Loads YAML text into `root`; false, with the error recorded, when it is not YAML.
+  bool Load(const std::string& text, YAML::Node* root) {
+    try {
+      *root = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      errors_.push_back({file_, e.mark.line + 1, e.mark.column + 1, "", "invalid YAML: " + e.msg});
+      return false;
+    } catch (const YAML::Exception& e) {
+      errors_.push_back({file_, 0, 0, "", std::string("invalid YAML: ") + e.what()});
+      return false;
+    }
+    return true;
+  }
+
   // ---- diagnostics ------------------------------------------------------------------------
   template <typename... Args>
   void Error(const YAML::Node& at, const std::string& key, const Args&... args) {
@@ -159,9 +191,11 @@ class Parser {
     return parent.empty() ? key : parent + "." + key;
   }
 
-  // The fields of a mapping; reports unknown and duplicate keys. `allowed` lists the valid keys.
+  // The fields of a mapping; reports unknown and duplicate keys. `allowed` lists the valid keys;
+  // with `list_allowed` an unknown key's error lists them even when it has a likely correction.
   std::map<std::string, Field> Fields(const YAML::Node& map, const std::string& path,
-                                      const std::vector<std::string>& allowed) {
+                                      const std::vector<std::string>& allowed,
+                                      bool list_allowed = false) {
     std::map<std::string, Field> fields;
     if (!map.IsMap()) {
       Error(map, path, "expected a mapping of keys to values, got ", Describe(map));
@@ -178,7 +212,8 @@ class Parser {
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         auto guess = DidYouMean(name, allowed);
         if (guess) {
-          Error(key, path, "unknown key '", name, "'; did you mean '", *guess, "'?");
+          Error(key, path, "unknown key '", name, "'; did you mean '", *guess, "'?",
+                list_allowed ? " expected one of: " + Join(allowed, ", ") : std::string());
         } else {
           Error(key, path, "unknown key '", name, "'; expected one of: ", Join(allowed, ", "));
         }
@@ -196,12 +231,13 @@ class Parser {
   // The fields of a section's value. An empty value (`trial:` and nothing after it) is reported at
   // its key: yaml-cpp marks an empty node where the next token starts, on a later line.
   std::map<std::string, Field> Fields(const Field& section, const std::string& path,
-                                      const std::vector<std::string>& allowed) {
+                                      const std::vector<std::string>& allowed,
+                                      bool list_allowed = false) {
     if (section.value.IsNull()) {
       Error(section.key, path, "expected a mapping of keys to values, got nothing");
       return {};
     }
-    return Fields(section.value, path, allowed);
+    return Fields(section.value, path, allowed, list_allowed);
   }
 
   static const Field* Get(const std::map<std::string, Field>& fields, const std::string& name) {
@@ -295,9 +331,9 @@ class Parser {
       Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
       return;
     }
-    static const std::vector<std::string> kKeys = {"name",         "description", "objective",
-                                                   "search_space", "trial",       "tuner",
-                                                   "budget",       "resources",   "pruner"};
+    static const std::vector<std::string> kKeys = {
+        "name",  "description", "objective", "search_space", "trial",
+        "tuner", "budget",      "resources", "pruner",       "cluster"};
     auto fields = Fields(root, "", kKeys);
 
     if (auto* f = Get(fields, "name")) {
@@ -340,6 +376,11 @@ class Parser {
       spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
     if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
     if (auto* f = Get(fields, "pruner")) ParsePruner(*f, &spec->pruner);
+    if (auto* f = Get(fields, "cluster")) ParseCluster(*f, &spec->cluster);
+    if (auto* f = Get(fields, "resources"); f && spec->cluster.slurm) {
+      // Slurm may refuse what a trial asks for: its errors point here.
+      spec->cluster.slurm->positions.push_back(Position(f->key, "resources"));
+    }
   }
 
   void ParseObjective(const Field& field, Objective* objective) {
@@ -892,6 +933,218 @@ class Parser {
     resources->cpus = expr("cpus");
   }
 
+  // `cluster:`: where the trials run; absent, on this machine or `hyperpack serve`'s agents.
+  void ParseCluster(const Field& field, ClusterSpec* cluster) {
+    auto fields = Fields(field, "cluster", {"slurm"}, /*list_allowed=*/true);
+    const Field* f = Get(fields, "slurm");
+    if (!f) return;
+    if (f->value.IsNull()) {
+      Error(f->key, "cluster.slurm",
+            "expected a mapping of keys to values, got nothing; for the cluster's defaults write "
+            "slurm: {}");
+      return;
+    }
+    SlurmSpec slurm;
+    slurm.positions.push_back(Position(f->key, "cluster.slurm"));
+    ParseSlurm(*f, "cluster.slurm", &slurm);
+    cluster->slurm = std::move(slurm);
+  }
+
+  // The keys of `cluster.slurm` (and of `--slurm`, where `path` is empty). Each key present gets a
+  // SourcePos at its value, keyed "cluster.slurm.NAME" whatever `path` is.
+  void ParseSlurm(const Field& field, const std::string& path, SlurmSpec* slurm) {
+    static const std::vector<std::string> kKeys = {
+        "partition",  "account",       "qos",           "constraint", "time_limit",
+        "mem",        "cpus_per_task", "gpus_per_node", "gres",       "signal",
+        "extra_args", "poll_interval", "pending_limit"};
+    auto fields = Fields(field, path, kKeys, /*list_allowed=*/true);
+    for (const std::string& name : kKeys) {
+      if (const Field* f = Get(fields, name))
+        slurm->positions.push_back(
+            Position(f->value.IsNull() ? f->key : f->value, "cluster.slurm." + name));
+    }
+    auto text = [&](const char* key, std::string* out) {
+      if (const Field* f = Get(fields, key)) {
+        if (auto v = String(*f, Path(path, key))) *out = *v;
+      }
+    };
+    text("partition", &slurm->partition);
+    text("account", &slurm->account);
+    text("qos", &slurm->qos);
+    text("constraint", &slurm->constraint);
+    if (const Field* f = Get(fields, "time_limit"))
+      slurm->time_limit_s = TimeLimit(*f, Path(path, "time_limit"));
+    if (const Field* f = Get(fields, "mem")) {
+      std::string key = Path(path, "mem");
+      static const std::regex kMem("[0-9]+[KMGT]?");
+      if (!f->value.IsScalar() || !std::regex_match(f->value.Scalar(), kMem)) {
+        Error(f->value.IsNull() ? f->key : f->value, key,
+              f->value.IsScalar() ? "'" + f->value.Scalar() + "' is not an amount of memory"
+                                  : "expected an amount of memory, got " + Describe(f->value),
+              "; write it as Slurm does, e.g. 16G, 512M or 4000 (megabytes)");
+      } else {
+        slurm->mem = f->value.Scalar();
+      }
+    }
+    auto count = [&](const char* key, int* out) {
+      const Field* f = Get(fields, key);
+      if (!f) return;
+      std::string key_path = Path(path, key);
+      auto v = Integer(*f, key_path);
+      if (!v) return;
+      if (*v < 1 || *v > 1000000) {
+        Error(f->value, key_path, "must be between 1 and 1000000 (got ", *v, ")");
+        return;
+      }
+      *out = static_cast<int>(*v);
+    };
+    count("cpus_per_task", &slurm->cpus_per_task);
+    count("gpus_per_node", &slurm->gpus_per_node);
+    if (const Field* f = Get(fields, "gres")) {
+      if (auto g = Bool(*f, Path(path, "gres"))) slurm->gres = *g;
+    }
+    if (const Field* f = Get(fields, "signal")) {
+      if (auto s = Signal(*f, Path(path, "signal"))) slurm->signal = *s;
+    }
+    if (const Field* f = Get(fields, "extra_args")) {
+      std::string key = Path(path, "extra_args");
+      if (!f->value.IsSequence()) {
+        Error(f->value.IsNull() ? f->key : f->value, key,
+              "expected a list of sbatch options such as [--exclusive], got ", Describe(f->value));
+      } else {
+        for (YAML::Node item : f->value) {
+          if (!item.IsScalar() || item.Scalar().empty() || item.Scalar()[0] != '-') {
+            Error(item, key, Describe(item),
+                  " is not an sbatch option; each item starts with '-' and holds its value too, "
+                  "e.g. --exclusive or --nodelist=n01");
+            continue;
+          }
+          slurm->extra_args.push_back(item.Scalar());
+        }
+      }
+    }
+    if (const Field* f = Get(fields, "poll_interval")) {
+      std::string key = Path(path, "poll_interval");
+      if (auto d = Duration(*f, key)) {
+        if (*d < 0.2) {
+          Error(f->value, key, "must be at least 0.2s (got ", FormatDouble(*d), "s)");
+        } else {
+          slurm->poll_s = *d;
+        }
+      }
+    }
+    if (const Field* f = Get(fields, "pending_limit")) {
+      if (auto d = Duration(*f, Path(path, "pending_limit"))) slurm->pending_limit_s = *d;
+    }
+  }
+
+  // A Slurm time limit in seconds: a duration as elsewhere in the file (2h, 90m, 1h30m, 1d) or
+  // one as Slurm writes it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS. As to Slurm, a bare
+  // number is minutes: "90" is an hour and a half.
+  std::optional<double> TimeLimit(const Field& f, const std::string& path) {
+    static const std::string kExpected =
+        "expected e.g. 2h, 90m or 1h30m, or as Slurm writes it: 90 (minutes), 1:30:00 or "
+        "1-12:00:00";
+    if (!f.value.IsScalar()) {
+      Error(f.value.IsNull() ? f.key : f.value, path, kExpected, ", got ", Describe(f.value));
+      return std::nullopt;
+    }
+    const std::string& text = f.value.Scalar();
+    static const std::regex kSlurm(R"((?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?)");
+    std::smatch m;
+    if (std::regex_match(text, m, kSlurm)) {
+      std::vector<double> parts;  // the numbers after the days, in order
+      for (int i = 2; i <= 4; ++i) {
+        if (!m[i].matched) continue;
+        auto n = ParseInt(m[i].str());
+        if (!n) {
+          Error(f.value, path, "'", text, "' is too long a time limit");
+          return std::nullopt;
+        }
+        parts.push_back(static_cast<double>(*n));
+      }
+      double seconds = 0;
+      if (m[1].matched) {  // D-HH, D-HH:MM, D-HH:MM:SS
+        auto days = ParseInt(m[1].str());
+        if (!days) {
+          Error(f.value, path, "'", text, "' is too long a time limit");
+          return std::nullopt;
+        }
+        static const double kUnits[] = {3600, 60, 1};
+        seconds = static_cast<double>(*days) * 86400;
+        for (size_t i = 0; i < parts.size(); ++i) seconds += parts[i] * kUnits[i];
+      } else if (parts.size() == 1) {  // MM
+        seconds = parts[0] * 60;
+      } else if (parts.size() == 2) {  // MM:SS
+        seconds = parts[0] * 60 + parts[1];
+      } else {  // HH:MM:SS
+        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+      }
+      if (seconds <= 0) {
+        Error(f.value, path, "must be > 0 (got ", text,
+              "); leave time_limit out for the partition's default");
+        return std::nullopt;
+      }
+      return seconds;
+    }
+    if (auto x = ParseDouble(text)) {
+      if (*x <= 0) {
+        Error(f.value, path, "must be > 0 (got ", text,
+              "); leave time_limit out for the partition's default");
+      } else {
+        Error(f.value, path, "'", text,
+              "' is not a time limit: a bare number is whole minutes, as Slurm reads it; ",
+              kExpected);
+      }
+      return std::nullopt;
+    }
+    auto d = ParseDuration(text);
+    if (!d.ok()) {
+      Error(f.value, path, "'", text, "' is not a time limit; ", kExpected);
+      return std::nullopt;
+    }
+    return *d;
+  }
+
+  // sbatch --signal: [B:]NAME@SECONDS (USR1@90, B:SIGUSR1@120); "", false or none for no signal.
+  std::optional<std::string> Signal(const Field& f, const std::string& path) {
+    static const std::string kExpected =
+        "expected [B:]NAME@SECONDS such as USR1@90 or B:SIGUSR1@120, or false for no signal";
+    if (!f.value.IsScalar()) {
+      Error(f.value.IsNull() ? f.key : f.value, path, kExpected, ", got ", Describe(f.value));
+      return std::nullopt;
+    }
+    const std::string& text = f.value.Scalar();
+    if (text.empty() || text == "none" || text == "false" || text == "False" || text == "FALSE")
+      return std::string();
+    static const std::regex kSignal("(B:)?([A-Z][A-Z0-9]*|[0-9]+)@([0-9]+)");
+    std::smatch m;
+    if (!std::regex_match(text, m, kSignal)) {
+      Error(f.value, path, "'", text, "' is not a signal; ", kExpected);
+      return std::nullopt;
+    }
+    auto seconds = ParseInt(m[3].str());
+    if (!seconds || *seconds > 65535) {
+      Error(f.value, path, "the warning must come at most 65535 seconds ahead (got ", m[3].str(),
+            ")");
+      return std::nullopt;
+    }
+    return text;
+  }
+
+  // Where `node` was written, for errors found after parsing.
+  SourcePos Position(const YAML::Node& node, std::string key) const {
+    SourcePos pos;
+    pos.file = file_;
+    YAML::Mark mark = node.Mark();
+    if (!mark.is_null()) {
+      pos.line = mark.line + 1;
+      pos.column = mark.column + 1;
+    }
+    pos.key = std::move(key);
+    return pos;
+  }
+
   std::string file_;
   std::vector<Diagnostic> errors_;
   std::vector<Diagnostic> warnings_;
@@ -905,6 +1158,27 @@ class Parser {
 
 ParseOutcome ParseStudy(const std::string& text, const std::string& filename) {
   return Parser(filename).Parse(text);
+}
+
+Result<SlurmSpec> ParseSlurmFlag(const std::string& text) {
+  // Without its braces the text would be a block mapping, where "a: b, c: d" is not valid.
+  size_t start = text.find_first_not_of(" \t");
+  bool wrapped = start == std::string::npos || text[start] != '{';
+  SlurmSpec slurm;
+  std::vector<Diagnostic> errors =
+      Parser("--slurm").ParseSlurmOnly(wrapped ? "{" + text + "}" : text, &slurm);
+  // Columns as in the text given, not in its wrapped copy.
+  auto unwrap = [&](int line, int* column) {
+    if (wrapped && line == 1) *column = std::max(1, *column - 1);
+  };
+  for (Diagnostic& d : errors) unwrap(d.line, &d.column);
+  if (!errors.empty()) {
+    std::vector<std::string> lines;
+    for (const Diagnostic& d : errors) lines.push_back(d.ToString());
+    return Status::Invalid(Join(lines, "\n"));
+  }
+  for (SourcePos& p : slurm.positions) unwrap(p.line, &p.column);
+  return slurm;
 }
 
 ParseOutcome LoadStudyFile(const std::string& path) {

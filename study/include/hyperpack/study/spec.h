@@ -84,6 +84,41 @@ struct ResourceSpec {
   std::optional<Expression> cpus;
 };
 
+// Where a key was written, for errors found after parsing (Slurm refusing a partition).
+struct SourcePos {
+  std::string file;  // the study file, or "--slurm" for the command-line flag
+  int line = 0;      // 1-based; 0: unknown
+  int column = 0;
+  std::string key;  // dotted path: "cluster.slurm.partition"
+};
+
+// `cluster: {slurm: {...}}`: each trial runs as one Slurm job (scheduler/slurm/). Absent: the
+// trials run on this machine (or on `hyperpack serve`'s agents).
+struct SlurmSpec {
+  std::string partition;               // --partition; empty: the cluster's default
+  std::string account;                 // --account
+  std::string qos;                     // --qos
+  std::string constraint;              // --constraint
+  std::optional<double> time_limit_s;  // --time, whole minutes rounded up; "2h", "90m", "1:30:00"
+  std::string mem;        // --mem (per node, as Slurm writes it: "16G"); empty: not asked
+  int cpus_per_task = 0;  // --cpus-per-task for a GPU trial's ranks; 0: not asked
+  int gpus_per_node =
+      0;              // how many GPUs a node has: a gang wider than this spans nodes; 0: one node
+  bool gres = false;  // ask --gres=gpu:N instead of --gpus-per-node=N (older clusters)
+  std::string signal = "USR1@90";       // --signal: the warning before a time limit or a preemption
+  std::vector<std::string> extra_args;  // appended to sbatch's arguments as given
+  double poll_s = 2;  // one squeue per this many seconds, for all of the study's jobs
+  double pending_limit_s =
+      300;  // a job pending this long for a reason that cannot clear is cancelled
+  // Where each key was written (key: "partition", "account", ...), to point Slurm's refusals at it.
+  std::vector<SourcePos> positions;
+  const SourcePos* Position(const std::string& key) const;
+};
+
+struct ClusterSpec {
+  std::optional<SlurmSpec> slurm;
+};
+
 struct StudySpec {
   std::string name;
   std::string description;
@@ -96,6 +131,7 @@ struct StudySpec {
   BudgetSpec budget;
   ResourceSpec resources;
   PrunerSpec pruner;
+  ClusterSpec cluster;
 };
 
 // One problem in a study file. line and column are 1-based; 0 when the problem has no position
@@ -127,6 +163,10 @@ struct ParseOutcome {
 ParseOutcome ParseStudy(const std::string& text, const std::string& filename);
 // Reads and parses a file.
 ParseOutcome LoadStudyFile(const std::string& path);
+
+// `hyperpack run --slurm '{partition: gpu, time_limit: 2h}'`: the same keys as the study file's
+// `cluster.slurm`, for a study file that has none. Errors name the flag and the column.
+Result<SlurmSpec> ParseSlurmFlag(const std::string& text);
 
 // Names allowed in command and env templates besides the parameters.
 const std::vector<std::string>& BuiltinPlaceholders();
