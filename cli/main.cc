@@ -17,6 +17,7 @@
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/simulate.h"
+#include "hyperpack/scheduler/slurm.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
@@ -151,7 +152,11 @@ int CmdRun(int argc, char** argv) {
       "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>())(
       "server", "submit to hyperpack serve at HOST:PORT and follow the run",
       cxxopts::value<std::string>())("token-file", "with --server: the shared token",
-                                     cxxopts::value<std::string>());
+                                     cxxopts::value<std::string>())(
+      "slurm",
+      "run each trial as a Slurm job, for a study file with no cluster.slurm: its keys as YAML, "
+      "e.g. '{partition: gpu, time_limit: 2h}'",
+      cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
@@ -162,6 +167,21 @@ int CmdRun(int argc, char** argv) {
     std::cerr << parsed.ErrorText() << "\n";
     return kUsage;
   }
+  if (args.count("slurm")) {
+    if (parsed.spec->cluster.slurm) {
+      const study::SourcePos* pos = parsed.spec->cluster.slurm->Position("slurm");
+      return Fail(Status::Invalid(
+          "--slurm: ", path, pos ? hyperpack::StrCat(":", pos->line) : std::string(),
+          " has cluster.slurm already; change it there, or leave --slurm out"));
+    }
+    auto slurm = study::ParseSlurmFlag(args["slurm"].as<std::string>());
+    if (!slurm.ok()) return Fail(slurm.status());
+    parsed.spec->cluster.slurm = std::move(*slurm);
+  }
+  if (args.count("server") && parsed.spec->cluster.slurm)
+    return Fail(
+        Status::Invalid("--server runs trials on hyperpack agents and cluster.slurm on "
+                        "Slurm: choose one"));
   if (args.count("server")) {
     hyperpack::scheduler::SubmitOptions so;
     so.server = args["server"].as<std::string>();
@@ -203,9 +223,19 @@ int CmdRun(int argc, char** argv) {
     if (n < 0 || n > 64) return Fail(Status::Invalid("--fake-gpus must be between 0 and 64"));
     ro.node = hyperpack::scheduler::FakeGpuNode(n);
   }
-  auto summary = hyperpack::scheduler::RunStudy(*parsed.spec, ro);
+  auto summary = parsed.spec->cluster.slurm ? hyperpack::scheduler::RunSlurmStudy(*parsed.spec, ro)
+                                            : hyperpack::scheduler::RunStudy(*parsed.spec, ro);
   if (!summary.ok()) return Fail(summary.status());
   return summary->exit_code;
+}
+
+// `hyperpack slurm-task COMMAND`: each task of a trial's Slurm job (written into its job script).
+int CmdSlurmTask(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: hyperpack slurm-task COMMAND (run by the job scripts hyperpack writes)\n";
+    return kUsage;
+  }
+  return Fail(hyperpack::scheduler::RunSlurmTask(argv[1]));
 }
 
 int CmdServe(int argc, char** argv) {
@@ -520,6 +550,7 @@ int main(int argc, char** argv) {
   if (cmd == "simulate") return CmdSimulate(sub_argc, sub_argv);
   if (cmd == "serve") return CmdServe(sub_argc, sub_argv);
   if (cmd == "agent") return CmdAgent(sub_argc, sub_argv);
+  if (cmd == "slurm-task") return CmdSlurmTask(sub_argc, sub_argv);
   std::cerr << "hyperpack: unknown command '" << cmd << "'\n\n" << kUsageText;
   return kUsage;
 }
