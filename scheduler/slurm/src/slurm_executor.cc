@@ -148,6 +148,7 @@ class SlurmExecutor : public Executor {
     job.ranks = static_cast<int>(gang.ranks.size());
     job.dir = gang.trial_dir;
     job.queued_at = Now();
+    job.queued_wall = fs::file_time_type::clock::now();
     EnsureTimers();
     SchedulePoll(options_.spec.poll_s);
     for (auto it = orphans_.begin(); it != orphans_.end(); ++it) {
@@ -228,6 +229,7 @@ class SlurmExecutor : public Executor {
     std::vector<Follower> out, err;  // per rank
     JobState state = JobState::kPending;
     double queued_at = 0;
+    fs::file_time_type queued_wall;  // the same moment, as file times count
     std::optional<double> pending_since;
     bool running_seen = false;
     bool cancel_asked = false;
@@ -365,6 +367,7 @@ class SlurmExecutor : public Executor {
         Note(trial, StrCat("Slurm requeued job ", job->job_id, " (", row.reason, ")"));
         job->running_seen = false;
         job->queued_at = Now();
+        job->queued_wall = fs::file_time_type::clock::now();
       }
       if (!job->pending_since) job->pending_since = Now();
       const PendingKind kind = ClassifyPending(row.reason);
@@ -384,13 +387,12 @@ class SlurmExecutor : public Executor {
       return;
     }
     job->pending_since.reset();
-    if (!job->running_seen && (row.state == JobState::kRunning ||
-                               row.state == JobState::kCompleting || IsFinal(row.state))) {
-      job->running_seen = true;
+    if (!job->running_seen && row.state != JobState::kCancelled &&
+        (row.state == JobState::kRunning || row.state == JobState::kCompleting ||
+         IsFinal(row.state))) {
       std::string where = row.nodelist;
       if (where.empty() || where == "(null)") where = "Slurm";
-      if (cb_.on_running && row.state != JobState::kCancelled)
-        cb_.on_running(trial, Now() - job->queued_at, StrCat(where, " (job ", job->job_id, ")"));
+      Running(job, where);
     }
     if (IsFinal(row.state)) Finish(job, row.state);
   }
@@ -444,6 +446,26 @@ class SlurmExecutor : public Executor {
     Vanished(&job);
   }
 
+  // The script's first act: a file naming the host it runs on, written after the job was queued
+  // (again: a requeued job writes it anew).
+  void StartedFile(Job* job) {
+    const std::string path = job->dir + "/slurm-started-" + job->job_id;
+    std::error_code ec;
+    const auto written = fs::last_write_time(path, ec);
+    if (ec || written < job->queued_wall) return;
+    std::string host;
+    std::ifstream(path) >> host;
+    Running(job, host.empty() ? std::string("Slurm") : host);
+  }
+
+  void Running(Job* job, const std::string& where) {
+    if (job->running_seen) return;
+    job->running_seen = true;
+    if (cb_.on_running)
+      cb_.on_running(job->tag.trial, Now() - job->queued_at,
+                     StrCat(where, " (job ", job->job_id, ")"));
+  }
+
   std::optional<RankExit> ExitFile(const Job& job) const {
     std::ifstream in(job.dir + "/slurm-exit-" + job.job_id);
     int code = 0;
@@ -466,8 +488,19 @@ class SlurmExecutor : public Executor {
         std::chrono::milliseconds(static_cast<int>(kFollowInterval * 1000)));
     follow_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || shut_) return;
-      for (auto& [trial, job] : jobs_)
-        if (!job.ended) ReadOutput(&job, false);
+      for (auto& [trial, job] : jobs_) {
+        if (job.ended) continue;
+        // The script's last act is its exit file: every task has ended. Judged now rather than
+        // at the next squeue (up to poll_interval later), which would idle the slot meanwhile.
+        if (!job.job_id.empty()) {
+          if (!job.running_seen) StartedFile(&job);
+          if (auto code = ExitFile(job)) {
+            End(&job, *code, "");
+            continue;
+          }
+        }
+        ReadOutput(&job, false);
+      }
       ScheduleFollow();
     });
   }
@@ -543,6 +576,10 @@ std::string JobScript(const GangRequest& gang, const std::string& self_exe,
   const std::string& workdir = gang.ranks[0].request.workdir;
   if (!workdir.empty()) s += StrCat("cd ", ShellQuote(workdir), " || exit 1\n");
   const std::string dir = ShellQuote(gang.trial_dir);
+  // A job run again (requeued) must not look finished by its earlier run's exit file.
+  s += StrCat("rm -f ", dir, "/slurm-exit-\"$SLURM_JOB_ID\"\n");
+  // Its start, seen by the executor sooner than squeue would show it.
+  s += StrCat("hostname > ", dir, "/slurm-started-\"$SLURM_JOB_ID\"\n");
   // srun (Slurm 22.05) does not take --cpus-per-task from sbatch's: it is passed on.
   s += StrCat("srun --kill-on-bad-exit=1 --open-mode=append ",
               "${SLURM_CPUS_PER_TASK:+--cpus-per-task=$SLURM_CPUS_PER_TASK} ", "--output=", dir,
