@@ -138,6 +138,22 @@ hyperpack::Result<std::string> Token(const cxxopts::ParseResult& args) {
   return token;
 }
 
+// `run --slurm '{...}'`: cluster.slurm for a study file that has none.
+Status ApplySlurmFlag(const cxxopts::ParseResult& args, const std::string& path,
+                      study::StudySpec* spec) {
+  if (!args.count("slurm")) return Status::Ok();
+  if (spec->cluster.slurm) {
+    const study::SourcePos* pos = spec->cluster.slurm->Position("slurm");
+    return Status::Invalid("--slurm: ", path,
+                           pos ? hyperpack::StrCat(":", pos->line) : std::string(),
+                           " has cluster.slurm already; change it there, or leave --slurm out");
+  }
+  auto slurm = study::ParseSlurmFlag(args["slurm"].as<std::string>());
+  if (!slurm.ok()) return slurm.status();
+  spec->cluster.slurm = std::move(*slurm);
+  return Status::Ok();
+}
+
 int CmdRun(int argc, char** argv) {
   cxxopts::Options o("run", "hyperpack run STUDY.yaml: run a study, or resume it if it exists");
   o.custom_help("STUDY.yaml [options]");
@@ -167,17 +183,7 @@ int CmdRun(int argc, char** argv) {
     std::cerr << parsed.ErrorText() << "\n";
     return kUsage;
   }
-  if (args.count("slurm")) {
-    if (parsed.spec->cluster.slurm) {
-      const study::SourcePos* pos = parsed.spec->cluster.slurm->Position("slurm");
-      return Fail(Status::Invalid(
-          "--slurm: ", path, pos ? hyperpack::StrCat(":", pos->line) : std::string(),
-          " has cluster.slurm already; change it there, or leave --slurm out"));
-    }
-    auto slurm = study::ParseSlurmFlag(args["slurm"].as<std::string>());
-    if (!slurm.ok()) return Fail(slurm.status());
-    parsed.spec->cluster.slurm = std::move(*slurm);
-  }
+  if (Status slurm = ApplySlurmFlag(args, path, &*parsed.spec); !slurm.ok()) return Fail(slurm);
   if (args.count("server") && parsed.spec->cluster.slurm)
     return Fail(
         Status::Invalid("--server runs trials on hyperpack agents and cluster.slurm on "

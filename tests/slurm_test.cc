@@ -344,6 +344,35 @@ cluster: {slurm: {time_limit: 5m, poll_interval: 0.5s}}
   EXPECT_EQ(completed, 2);
 }
 
+TEST_F(SlurmTest, TheSlurmFlagRunsAStudyFileThatHasNoClusterOnSlurm) {
+  const std::string path = Study("flag", R"(objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+budget: {max_trials: 1}
+)");
+  Ran bad = Hyperpack({"run", path, "--storage", db_, "--slurm", "{mem: lots}"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--slurm:1:7: mem"));
+  EXPECT_TRUE(Trials("flag").empty());
+  Ran r = Hyperpack({"run", path, "--storage", db_, "--progress", "log", "--slurm",
+                     "{partition: high, time_limit: 6m}"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto jobs = Jobs("flag");
+  ASSERT_EQ(jobs.size(), 1u);
+  const std::string show = Show(jobs.begin()->first);
+  EXPECT_THAT(show, HasSubstr("Partition=high"));
+  EXPECT_THAT(show, HasSubstr("TimeLimit=00:06:00"));
+  // A file that has cluster.slurm already is not overridden behind its back.
+  const std::string both =
+      Study("both",
+            "objective: {metric: loss, direction: minimize}\nsearch_space: {x: {type: "
+            "float, low: 0, high: 1}}\ntrial: {command: \"true\"}\n"
+            "cluster: {slurm: {partition: debug}}\n");
+  Ran twice = Hyperpack({"run", both, "--storage", db_, "--slurm", "{partition: high}"});
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_THAT(twice.err, HasSubstr("has cluster.slurm already"));
+}
+
 TEST_F(SlurmTest, APartitionSlurmRefusesIsAnErrorAtItsLineAndNothingIsStored) {
   const std::string path = Study("bad", R"(objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
