@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -975,16 +976,7 @@ class Parser {
     if (const Field* f = Get(fields, "time_limit"))
       slurm->time_limit_s = TimeLimit(*f, Path(path, "time_limit"));
     if (const Field* f = Get(fields, "mem")) {
-      std::string key = Path(path, "mem");
-      static const std::regex kMem("[0-9]+[KMGT]?");
-      if (!f->value.IsScalar() || !std::regex_match(f->value.Scalar(), kMem)) {
-        Error(f->value.IsNull() ? f->key : f->value, key,
-              f->value.IsScalar() ? "'" + f->value.Scalar() + "' is not an amount of memory"
-                                  : "expected an amount of memory, got " + Describe(f->value),
-              "; write it as Slurm does, e.g. 16G, 512M or 4000 (megabytes)");
-      } else {
-        slurm->mem = f->value.Scalar();
-      }
+      if (auto m = Memory(*f, Path(path, "mem"))) slurm->mem = *m;
     }
     auto count = [&](const char* key, int* out) {
       const Field* f = Get(fields, key);
@@ -1006,23 +998,8 @@ class Parser {
     if (const Field* f = Get(fields, "signal")) {
       if (auto s = Signal(*f, Path(path, "signal"))) slurm->signal = *s;
     }
-    if (const Field* f = Get(fields, "extra_args")) {
-      std::string key = Path(path, "extra_args");
-      if (!f->value.IsSequence()) {
-        Error(f->value.IsNull() ? f->key : f->value, key,
-              "expected a list of sbatch options such as [--exclusive], got ", Describe(f->value));
-      } else {
-        for (YAML::Node item : f->value) {
-          if (!item.IsScalar() || item.Scalar().empty() || item.Scalar()[0] != '-') {
-            Error(item, key, Describe(item),
-                  " is not an sbatch option; each item starts with '-' and holds its value too, "
-                  "e.g. --exclusive or --nodelist=n01");
-            continue;
-          }
-          slurm->extra_args.push_back(item.Scalar());
-        }
-      }
-    }
+    if (const Field* f = Get(fields, "extra_args"))
+      slurm->extra_args = ExtraArgs(*f, Path(path, "extra_args"));
     if (const Field* f = Get(fields, "poll_interval")) {
       std::string key = Path(path, "poll_interval");
       if (auto d = Duration(*f, key)) {
@@ -1036,6 +1013,45 @@ class Parser {
     if (const Field* f = Get(fields, "pending_limit")) {
       if (auto d = Duration(*f, Path(path, "pending_limit"))) slurm->pending_limit_s = *d;
     }
+  }
+
+  // An amount of memory as Slurm writes it: digits, then K, M, G or T (megabytes without one).
+  // Checked by hand, not with std::regex, whose recursion a long value would overflow.
+  std::optional<std::string> Memory(const Field& f, const std::string& key) {
+    bool ok = f.value.IsScalar();
+    if (ok) {
+      const std::string& v = f.value.Scalar();
+      size_t digits = 0;
+      while (digits < v.size() && std::isdigit(static_cast<unsigned char>(v[digits]))) ++digits;
+      const size_t rest = v.size() - digits;
+      ok = digits > 0 && (rest == 0 || (rest == 1 && std::strchr("KMGT", v.back()) != nullptr));
+    }
+    if (ok) return f.value.Scalar();
+    Error(f.value.IsNull() ? f.key : f.value, key,
+          f.value.IsScalar() ? "'" + f.value.Scalar() + "' is not an amount of memory"
+                             : "expected an amount of memory, got " + Describe(f.value),
+          "; write it as Slurm does, e.g. 16G, 512M or 4000 (megabytes)");
+    return std::nullopt;
+  }
+
+  // sbatch options, each one item that starts with '-'.
+  std::vector<std::string> ExtraArgs(const Field& f, const std::string& key) {
+    std::vector<std::string> args;
+    if (!f.value.IsSequence()) {
+      Error(f.value.IsNull() ? f.key : f.value, key,
+            "expected a list of sbatch options such as [--exclusive], got ", Describe(f.value));
+      return args;
+    }
+    for (YAML::Node item : f.value) {
+      if (!item.IsScalar() || item.Scalar().empty() || item.Scalar()[0] != '-') {
+        Error(item, key, Describe(item),
+              " is not an sbatch option; each item starts with '-' and holds its value too, "
+              "e.g. --exclusive or --nodelist=n01");
+        continue;
+      }
+      args.push_back(item.Scalar());
+    }
+    return args;
   }
 
   // A Slurm time limit in seconds: a duration as elsewhere in the file (2h, 90m, 1h30m, 1d) or
