@@ -209,6 +209,85 @@ TEST_F(TrainerTest, WhenOneRankDiesTheOtherExitsWithAnError) {
   EXPECT_EQ(WEXITSTATUS(status), 1);
 }
 
+// Loss scaling on fp32 (where it changes nothing but can be watched): gradients poisoned with an
+// inf at one step, as an fp16 overflow leaves them, through the trainer's test hook.
+TEST_F(TrainerTest, AnOverflowedStepIsSkippedAndTheWeightsStayAsTheyWere) {
+  std::vector<std::string> scaled = {
+      "--batch-size", "64", "--epochs", "1", "--loss-scale", "dynamic", "--loss-scale-window", "2"};
+  auto four = Run(Base(dir_ / "four.bin"), scaled);  // the epoch's 5 steps, none skipped
+  ASSERT_EQ(four.exit_code, 0) << four.err;
+  setenv("HYPERPACK_TRAINER_INJECT_NONFINITE", "4", 1);  // the last step of the epoch
+  auto poisoned = Run(Base(dir_ / "poisoned.bin"), scaled);
+  unsetenv("HYPERPACK_TRAINER_INJECT_NONFINITE");
+  ASSERT_EQ(poisoned.exit_code, 0) << poisoned.err;
+  auto clean =
+      Run(Base(dir_ / "clean.bin"), {"--batch-size", "64", "--max-steps", "4", "--loss-scale",
+                                     "dynamic", "--loss-scale-window", "2"});
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  // Skipping step 4 leaves the weights of 4 clean steps, bit for bit.
+  EXPECT_EQ(MaxDifference(Params(dir_ / "poisoned.bin"), Params(dir_ / "clean.bin")), 0.0f);
+  EXPECT_GT(MaxDifference(Params(dir_ / "poisoned.bin"), Params(dir_ / "four.bin")), 0.0f);
+  auto skipped = MetricLines(poisoned.out).at(0), full = MetricLines(four.out).at(0);
+  EXPECT_EQ(skipped["skipped_steps"], 1);
+  EXPECT_EQ(full["skipped_steps"], 0);
+  // The skip halved the scale that the clean run kept (one clean step into a window of two).
+  EXPECT_EQ(skipped["loss_scale"].get<double>() * 2, full["loss_scale"].get<double>());
+}
+
+TEST_F(TrainerTest, PowerOfTwoLossScalingChangesNothingInFp32) {
+  auto plain = Run(Base(dir_ / "plain.bin"), {"--batch-size", "32", "--epochs", "1"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto scaled =
+      Run(Base(dir_ / "scaled.bin"), {"--batch-size", "32", "--epochs", "1", "--loss-scale",
+                                      "dynamic", "--loss-scale-window", "3"});
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.err;
+  EXPECT_LT(MaxDifference(Params(dir_ / "plain.bin"), Params(dir_ / "scaled.bin")), 1e-6);
+  EXPECT_GT(MetricLines(scaled.out).at(0)["loss_scale"].get<double>(), 65536.0);  // it grew
+  EXPECT_FALSE(MetricLines(plain.out).at(0).contains("loss_scale"));
+}
+
+TEST_F(TrainerTest, TheLossScaleIsCheckpointedWithTheEpoch) {
+  std::vector<std::string> common = {
+      "--batch-size", "64", "--epochs", "2", "--loss-scale", "dynamic", "--loss-scale-window", "2"};
+  setenv("HYPERPACK_TRAINER_INJECT_NONFINITE", "2", 1);
+  auto through = Run(Base(dir_ / "through.bin"), common);
+  std::string ckpt = dir_ / "ckpt";
+  std::vector<std::string> stop = common, resume = common;
+  stop.insert(stop.end(), {"--checkpoint-dir", ckpt, "--stop-at-epoch", "1"});
+  resume.insert(resume.end(), {"--checkpoint-dir", ckpt, "--resume"});
+  auto first = Run(Base(dir_ / "first.bin"), stop);
+  auto rest = Run(Base(dir_ / "rest.bin"), resume);
+  unsetenv("HYPERPACK_TRAINER_INJECT_NONFINITE");
+  ASSERT_EQ(through.exit_code, 0) << through.err;
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  auto a = MetricLines(through.out).at(1), b = MetricLines(rest.out).at(0);
+  EXPECT_EQ(b["epoch"], 2);
+  EXPECT_EQ(a["loss_scale"], b["loss_scale"]);
+  EXPECT_EQ(b["skipped_steps"], 1);  // counted in epoch 1, carried over
+  EXPECT_LT(MaxDifference(Params(dir_ / "through.bin"), Params(dir_ / "rest.bin")), 1e-6);
+}
+
+// Buckets sent as bf16 or fp16 and summed in fp32: the run trains as the full-width one does, to
+// within the wire's rounding, and not bit-identically (it did travel compressed).
+TEST_F(TrainerTest, CompressedGradientsTrainLikeFullWidthOnes) {
+  std::vector<std::string> common = {"--batch-size", "32", "--epochs", "2", "--nproc", "2"};
+  auto full = Run(Base(dir_ / "full.bin"), common);
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  double full_acc = MetricLines(full.out).at(1)["val_accuracy"].get<double>();
+  for (const char* wire : {"bf16", "fp16"}) {
+    std::string out = dir_ / (std::string(wire) + ".bin");
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--grad-compression", wire});
+    auto r = Run(Base(out), args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    float diff = MaxDifference(Params(dir_ / "full.bin"), Params(out));
+    EXPECT_GT(diff, 0.0f) << wire;
+    EXPECT_LT(diff, 0.05f) << wire;
+    EXPECT_NEAR(MetricLines(r.out).at(1)["val_accuracy"].get<double>(), full_acc, 0.05) << wire;
+  }
+}
+
 TEST_F(TrainerTest, BadInputGetsAClearErrorAndTheRightExitCode) {
   auto missing = Run({kTrainer, "--data", "csv", "--data-path", dir_ / "nope.csv"});
   EXPECT_EQ(missing.exit_code, 1);
@@ -221,6 +300,12 @@ TEST_F(TrainerTest, BadInputGetsAClearErrorAndTheRightExitCode) {
   auto value = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--optimizer", "adam"});
   EXPECT_EQ(value.exit_code, 1);
   EXPECT_THAT(value.err, HasSubstr("'adam' is not one of adamw, sgd"));
+  auto wire = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--grad-compression", "zip"});
+  EXPECT_EQ(wire.exit_code, 1);
+  EXPECT_THAT(wire.err, HasSubstr("grad_compression: 'zip' is not one of none, fp16, bf16"));
+  auto scale = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--loss-scale", "-4"});
+  EXPECT_EQ(scale.exit_code, 1);
+  EXPECT_THAT(scale.err, HasSubstr("loss_scale: a static loss scale must be a number > 0"));
 
   WriteFile(dir_ / "bad.csv", "a,label\n1,x\nnot-a-number,y\n");
   auto bad = Run({kTrainer, "--data", "csv", "--data-path", dir_ / "bad.csv"});
@@ -237,6 +322,12 @@ TEST_F(TrainerTest, BadInputGetsAClearErrorAndTheRightExitCode) {
   auto fp16 = Run(Base(dir_ / "p.bin"), {"--precision", "fp16"});
   EXPECT_EQ(fp16.exit_code, 3);
   EXPECT_THAT(fp16.err, HasSubstr("needs a GPU"));
+  // A GPU asked for where there is none (every CI machine; the GPU path is run on a GPU machine).
+  if (!std::filesystem::exists("/dev/nvidia0")) {
+    auto cuda = Run(Base(dir_ / "p.bin"), {"--device", "cuda"});
+    EXPECT_EQ(cuda.exit_code, 3);
+    EXPECT_THAT(cuda.err, HasSubstr("device cuda: this libtorch has no CUDA"));
+  }
 }
 
 TEST_F(TrainerTest, ReadsParametersFromTheTrialsParameterFile) {

@@ -37,6 +37,12 @@ class Communicator {
   virtual int world_size() const = 0;
   // In-place sum over the ranks, started now and finished by Wait.
   virtual std::unique_ptr<Pending> AllReduceSum(torch::Tensor tensor) = 0;
+  // Equal chunks exchanged: chunk j of `input` goes to rank j, and chunk i of `output` comes from
+  // rank i. Both are 1-D, contiguous, of the same size and type, a multiple of world_size long.
+  virtual std::unique_ptr<Pending> AllToAll(torch::Tensor input, torch::Tensor output) = 0;
+  // outputs[i] receives rank i's `input` (world_size tensors shaped and typed like it).
+  virtual std::unique_ptr<Pending> AllGather(torch::Tensor input,
+                                             std::vector<torch::Tensor> outputs) = 0;
   // In-place copy of rank `root`'s tensors to every rank.
   virtual void Broadcast(std::vector<torch::Tensor> tensors, int root) = 0;
   virtual void Barrier() = 0;

@@ -24,6 +24,15 @@ class Solo : public Communicator {
   std::unique_ptr<Pending> AllReduceSum(torch::Tensor) override {
     return std::make_unique<SoloPending>();
   }
+  std::unique_ptr<Pending> AllToAll(torch::Tensor input, torch::Tensor output) override {
+    output.copy_(input);
+    return std::make_unique<SoloPending>();
+  }
+  std::unique_ptr<Pending> AllGather(torch::Tensor input,
+                                     std::vector<torch::Tensor> outputs) override {
+    outputs.at(0).copy_(input);
+    return std::make_unique<SoloPending>();
+  }
   void Broadcast(std::vector<torch::Tensor>, int) override {}
   void Barrier() override {}
 };
@@ -59,6 +68,24 @@ class C10d : public Communicator {
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::SUM;
     return std::make_unique<C10dPending>(Guard([&] { return group_->allreduce(tensors, opts); }),
+                                         rank_);
+  }
+
+  std::unique_ptr<Pending> AllToAll(torch::Tensor input, torch::Tensor output) override {
+    std::vector<int64_t> equal_splits;  // empty: equal chunks
+    c10d::AllToAllOptions opts;
+    return std::make_unique<C10dPending>(
+        Guard(
+            [&] { return group_->alltoall_base(output, input, equal_splits, equal_splits, opts); }),
+        rank_);
+  }
+
+  std::unique_ptr<Pending> AllGather(torch::Tensor input,
+                                     std::vector<torch::Tensor> outputs) override {
+    std::vector<std::vector<at::Tensor>> out = {std::move(outputs)};
+    std::vector<at::Tensor> in = {std::move(input)};
+    c10d::AllgatherOptions opts;
+    return std::make_unique<C10dPending>(Guard([&] { return group_->allgather(out, in, opts); }),
                                          rank_);
   }
 

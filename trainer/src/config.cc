@@ -56,6 +56,52 @@ Status SetString(const std::string& key, const Json& v, std::string* out,
   return Status::Ok();
 }
 
+// One of a closed set of names, each standing for an enum value.
+template <typename E>
+struct Name {
+  const char* text;
+  E value;
+};
+template <typename E, size_t N>
+Status SetChoice(const std::string& key, const Json& v, E* out, const Name<E> (&names)[N]) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  std::vector<std::string> all;
+  for (const Name<E>& n : names) {
+    if (s == n.text) {
+      *out = n.value;
+      return Status::Ok();
+    }
+    all.push_back(n.text);
+  }
+  return Status::Invalid(key, ": '", s, "' is not one of ", Join(all, ", "));
+}
+
+constexpr Name<Precision> kPrecisions[] = {
+    {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}};
+constexpr Name<GradCompression> kCompressions[] = {{"none", GradCompression::kNone},
+                                                   {"fp16", GradCompression::kFp16},
+                                                   {"bf16", GradCompression::kBf16}};
+constexpr Name<DeviceChoice> kDevices[] = {
+    {"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}};
+
+// auto, none, dynamic, or a number > 0: a static scale.
+Status SetLossScale(TrainerConfig& c, const std::string& key, const Json& v) {
+  constexpr Name<LossScaleMode> kModes[] = {{"auto", LossScaleMode::kAuto},
+                                            {"none", LossScaleMode::kNone},
+                                            {"dynamic", LossScaleMode::kDynamic}};
+  double scale = 0;
+  if (SetNumber(key, v, &scale).ok()) {
+    if (!(scale > 0) || !std::isfinite(scale))
+      return Status::Invalid(key, ": a static loss scale must be a number > 0, got ", v.dump());
+    c.loss_scale = LossScaleMode::kStatic;
+    c.static_loss_scale = scale;
+    return Status::Ok();
+  }
+  Status s = SetChoice(key, v, &c.loss_scale, kModes);
+  if (!s.ok()) return Status::Invalid(s.message(), ", or a static scale > 0");
+  return s;
+}
+
 Status SetFlag(const std::string& key, const Json& v, bool* out) {
   if (v.is_boolean()) {
     *out = v.get<bool>();
@@ -159,10 +205,16 @@ const Key kKeys[] = {
     {"momentum", Number<&C::momentum>},
     {"nesterov", Flag<&C::nesterov>, true},
     {"weight_decay", Number<&C::weight_decay>},
-    {"precision",
+    {"precision", [](C& c, const std::string& k,
+                     const Json& v) { return SetChoice(k, v, &c.precision, kPrecisions); }},
+    {"loss_scale", SetLossScale},
+    {"loss_scale_window", Number<&C::loss_scale_window>},
+    {"grad_compression",
      [](C& c, const std::string& k, const Json& v) {
-       return SetString(k, v, &c.precision, {"fp32", "bf16", "fp16"});
+       return SetChoice(k, v, &c.grad_compression, kCompressions);
      }},
+    {"device", [](C& c, const std::string& k,
+                  const Json& v) { return SetChoice(k, v, &c.device, kDevices); }},
     {"grad_clip", Number<&C::grad_clip>},
     {"epochs", Number<&C::epochs>},
     {"max_steps", Number<&C::max_steps>},
@@ -206,6 +258,8 @@ Status Validate(const TrainerConfig& c) {
   if (c.dropout < 0 || c.dropout >= 1) return Status::Invalid("dropout must be in [0, 1)");
   if (c.momentum < 0 || c.momentum >= 1) return Status::Invalid("momentum must be in [0, 1)");
   if (c.bucket_mb < 0) return Status::Invalid("bucket_mb must be >= 0");
+  if (c.loss_scale_window < 1)
+    return Status::Invalid("loss_scale_window must be >= 1 (got ", c.loss_scale_window, ")");
   if (c.model == "charlm" && c.data != "text")
     return Status::Invalid("model charlm trains on --data text");
   if (c.data == "text" && c.model != "charlm" && c.model_file.empty())

@@ -12,6 +12,13 @@
 
 namespace hyperpack::trainer {
 
+enum class Precision { kFp32, kBf16, kFp16 };
+// How gradient buckets travel between ranks (ddp.h): at full width, or as fp16 or bf16.
+enum class GradCompression { kNone, kFp16, kBf16 };
+enum class DeviceChoice { kAuto, kCpu, kCuda };  // auto: CUDA when this libtorch sees a GPU
+// kAuto: dynamic with fp16, none otherwise.
+enum class LossScaleMode { kAuto, kNone, kDynamic, kStatic };
+
 struct TrainerConfig {
   // Model.
   std::string model = "mlp";  // mlp | cnn | charlm
@@ -48,8 +55,13 @@ struct TrainerConfig {
   double momentum = 0.9;
   bool nesterov = false;
   double weight_decay = 0.0;
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (CUDA only)
-  double grad_clip = 0.0;          // max gradient norm; 0: off
+  Precision precision = Precision::kFp32;  // fp16 needs CUDA
+  LossScaleMode loss_scale = LossScaleMode::kAuto;
+  double static_loss_scale = 0;      // kStatic's scale
+  int64_t loss_scale_window = 2000;  // clean steps before a dynamic scale doubles
+  GradCompression grad_compression = GradCompression::kNone;
+  DeviceChoice device = DeviceChoice::kAuto;
+  double grad_clip = 0.0;  // max gradient norm; 0: off
   int epochs = 3;
   int64_t max_steps = 0;  // 0: by epochs
   int stop_at_epoch = 0;  // stop (checkpointed) after this epoch, resume later
@@ -63,9 +75,6 @@ struct TrainerConfig {
   std::string save_params;  // rank 0 writes the final parameters (raw float32)
   double timeout_s = 30.0;  // collectives and rendezvous
   int nproc = 0;            // start this many local ranks; 0: data_parallel
-
-  // Resolved at start-up.
-  bool cuda = false;
 };
 
 // Parses argv (argv[0] is the program), reading the parameter file when there is one. Errors say

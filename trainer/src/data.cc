@@ -187,7 +187,18 @@ Result<DataSplits> LoadText(const TrainerConfig& c) {
 }  // namespace
 
 Dataset Dataset::Select(const torch::Tensor& index) const {
-  return {x.index_select(0, index), y.index_select(0, index)};
+  torch::Tensor at = index.device() == x.device() ? index : index.to(x.device());
+  return {x.index_select(0, at), y.index_select(0, at)};
+}
+
+Dataset Dataset::To(const torch::Device& device) const { return {x.to(device), y.to(device)}; }
+
+DataSplits DataSplits::To(const torch::Device& device) const {
+  DataSplits out = *this;
+  out.train = train.To(device);
+  out.val = val.To(device);
+  if (test) out.test = test->To(device);
+  return out;
 }
 
 Result<torch::Tensor> ReadIdx(const std::string& path) {

@@ -18,8 +18,9 @@ struct Dataset {
   torch::Tensor x;  // [N, ...]: float features or images, or int64 token ids [N, L]
   torch::Tensor y;  // [N] int64 class ids, or [N, L] next-token ids
   int64_t size() const { return x.defined() ? x.size(0) : 0; }
-  // Rows `index` (an int64 tensor of row numbers).
+  // Rows `index` (an int64 tensor of row numbers, on any device).
   Dataset Select(const torch::Tensor& index) const;
+  Dataset To(const torch::Device& device) const;
 };
 
 struct DataSplits {
@@ -28,6 +29,7 @@ struct DataSplits {
   int64_t classes = 0;               // output width (the vocabulary for text)
   std::vector<int64_t> input_shape;  // one sample, e.g. {1, 28, 28} or {features}
   bool sequence = false;             // y is [N, L]
+  DataSplits To(const torch::Device& device) const;
 };
 
 Result<DataSplits> LoadData(const TrainerConfig& config);

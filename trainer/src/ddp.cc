@@ -1,10 +1,19 @@
 #include "ddp.h"
 
 namespace hyperpack::trainer {
+namespace {
+
+// Collectives move bytes: bf16 travels as fp16-typed storage, since not every backend (Gloo in
+// libtorch 1.13) knows bf16 and neither phase interprets the values.
+torch::Tensor OnTheWire(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? t.view(torch::kHalf) : t;
+}
+
+}  // namespace
 
 GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm,
-                           size_t bucket_bytes, bool overlap)
-    : params_(std::move(params)), comm_(comm), overlap_(overlap) {
+                           size_t bucket_bytes, bool overlap, GradCompression compression)
+    : params_(std::move(params)), comm_(comm), overlap_(overlap), compression_(compression) {
   const int n = static_cast<int>(params_.size());
   bucket_of_.assign(n, -1);
   slot_of_.assign(n, -1);
@@ -30,6 +39,12 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
   for (Bucket& b : buckets_) {
     int64_t total = b.offsets.back() + params_[b.params.back()].numel();
     b.flat = torch::zeros({total}, params_[b.params.front()].options());
+    if (compression_ != GradCompression::kNone && comm_->world_size() > 1) {
+      const int64_t w = comm_->world_size();
+      auto type = compression_ == GradCompression::kBf16 ? torch::kBFloat16 : torch::kHalf;
+      b.wire = torch::zeros({(total + w - 1) / w * w}, b.flat.options().dtype(type));
+      b.received = torch::zeros_like(b.wire);
+    }
   }
   for (int i = 0; i < n; ++i) {
     if (bucket_of_[i] < 0) continue;
@@ -72,7 +87,25 @@ void GradientSync::OnGrad(int i, const torch::Tensor& grad) {
 }
 
 void GradientSync::Launch(Bucket& b) {
-  if (!b.pending) b.pending = comm_->AllReduceSum(b.flat);
+  if (b.pending) return;
+  if (!b.wire.defined()) {
+    b.pending = comm_->AllReduceSum(b.flat);
+    return;
+  }
+  b.wire.narrow(0, 0, b.flat.numel()).copy_(b.flat);  // rounded once, here; the padding stays 0
+  b.pending = comm_->AllToAll(OnTheWire(b.wire), OnTheWire(b.received));
+}
+
+void GradientSync::SumAndGather(Bucket& b) {
+  b.pending->Wait();
+  const int64_t w = comm_->world_size(), chunk = b.wire.numel() / w;
+  // This rank's chunk of the sum, in fp32, then rounded once more to travel back.
+  torch::Tensor mine = b.received.view({w, chunk}).to(torch::kFloat32).sum(0);
+  torch::Tensor out = b.wire.narrow(0, comm_->rank() * chunk, chunk);
+  out.copy_(mine);
+  std::vector<torch::Tensor> chunks;
+  for (int64_t i = 0; i < w; ++i) chunks.push_back(OnTheWire(b.wire.narrow(0, i * chunk, chunk)));
+  b.pending = comm_->AllGather(OnTheWire(out).clone(), std::move(chunks));
 }
 
 void GradientSync::Finish() {
@@ -97,8 +130,11 @@ void GradientSync::Finish() {
     }
     Launch(b);
   }
+  for (Bucket& b : buckets_)
+    if (b.wire.defined()) SumAndGather(b);
   for (Bucket& b : buckets_) {
     b.pending->Wait();
+    if (b.wire.defined()) b.flat.copy_(b.wire.narrow(0, 0, b.flat.numel()));
     for (size_t s = 0; s < b.params.size(); ++s) {
       torch::Tensor& p = params_[b.params[s]];
       auto view = b.flat.narrow(0, b.offsets[s], p.numel()).view_as(p);

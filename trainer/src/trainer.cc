@@ -11,7 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "comm.h"
@@ -21,6 +24,7 @@
 #include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 #include "launcher.h"
+#include "loss_scaler.h"
 #include "models.h"
 
 namespace hyperpack::trainer {
@@ -32,6 +36,11 @@ using Json = nlohmann::ordered_json;
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitInfeasible = 3;
+
+// A test hook: optimizer steps (0-based, comma-separated) whose gradients are overwritten with an
+// inf after the all-reduce, as an fp16 overflow would leave them, so that loss scaling is tested
+// end to end on a CPU.
+constexpr char kInjectNonFiniteEnv[] = "HYPERPACK_TRAINER_INJECT_NONFINITE";
 
 // A configuration that cannot run: exit code 3, so that the tuner learns where the feasible region
 // ends.
@@ -65,6 +74,47 @@ double LearningRate(const TrainerConfig& c, double base, int64_t step, int64_t t
              static_cast<double>(std::max<int64_t>(1, total - warmup));
   return base * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
 }
+
+std::set<int64_t> StepsToPoison() {
+  std::set<int64_t> steps;
+  const char* value = std::getenv(kInjectNonFiniteEnv);
+  if (value == nullptr) return steps;
+  std::stringstream list(value);
+  for (std::string item; std::getline(list, item, ',');)
+    if (auto v = ParseInt(item)) steps.insert(*v);
+  return steps;
+}
+
+// Autocast on for a forward pass, and off again however it ends.
+class AutocastScope {
+ public:
+  AutocastScope(Precision precision, const torch::Device& device)
+      : on_(precision != Precision::kFp32), cuda_(device.is_cuda()) {
+    if (!on_) return;
+    auto type = precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
+    if (cuda_) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(type);
+    } else {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(type);
+    }
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (cuda_) {
+      at::autocast::set_enabled(false);
+    } else {
+      at::autocast::set_cpu_enabled(false);
+    }
+    at::autocast::clear_cache();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_, cuda_;
+};
 
 Rendezvous FromEnvironment(double timeout_s) {
   auto get = [](const char* name, int fallback) {
@@ -107,10 +157,36 @@ class Trainer {
   int rank() const { return comm_->rank(); }
   int world() const { return comm_->world_size(); }
 
+  // CUDA when asked for or (auto) when this libtorch sees a GPU: each local rank takes device
+  // local_rank mod the visible count (one when the scheduler narrowed CUDA_VISIBLE_DEVICES).
+  torch::Device ResolveDevice() const {
+    const bool cuda = torch::cuda::is_available();
+    if (c_.device == DeviceChoice::kCuda && !cuda)
+      throw Infeasible("device cuda: this libtorch has no CUDA or no GPU is visible; use cpu");
+    if (c_.device == DeviceChoice::kCpu || !cuda) return torch::Device(torch::kCPU);
+    const int count = static_cast<int>(torch::cuda::device_count());
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(rdv_.local_rank % count));
+  }
+
+  void SetupLossScaling() {
+    LossScaleMode mode = c_.loss_scale;
+    if (mode == LossScaleMode::kAuto)
+      mode = c_.precision == Precision::kFp16 ? LossScaleMode::kDynamic : LossScaleMode::kNone;
+    if (mode == LossScaleMode::kNone) return;
+    LossScaleOptions options;
+    options.dynamic = mode == LossScaleMode::kDynamic;
+    if (!options.dynamic) options.initial = c_.static_loss_scale;
+    options.growth_interval = c_.loss_scale_window;
+    scaler_ = std::make_unique<LossScalePolicy>(options);
+  }
+
   void Setup() {
-    if (c_.precision == "fp16" && !c_.cuda)
-      throw Infeasible(
-          "precision fp16 needs a GPU (dynamic loss scaling on CUDA); use bf16 or fp32");
+    device_ = ResolveDevice();
+    if (c_.precision == Precision::kFp16 && !device_.is_cuda())
+      throw Infeasible("precision fp16 needs a GPU (a CPU has no fp16 autocast); use bf16 or fp32");
+    rdv_.use_cuda = device_.is_cuda();
+    SetupLossScaling();
+    poisoned_steps_ = StepsToPoison();
     // The CPU slots the scheduler gave this process (HYPERPACK_CPUS), else every core; shared by
     // the local ranks.
     int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -128,6 +204,7 @@ class Trainer {
     auto data = LoadData(c_);
     if (!data.ok()) throw std::runtime_error(data.status().message());
     data_ = std::move(*data);
+    if (device_.is_cuda()) data_ = data_.To(device_);  // once, rather than a copy per batch
 
     comm_ = rdv_.world_size > 1 ? MakeC10dCommunicator(rdv_) : MakeSoloCommunicator();
     if (c_.data_parallel > 0 && c_.data_parallel != world())
@@ -158,6 +235,7 @@ class Trainer {
     auto model = MakeModel(c_, data_);
     if (!model.ok()) throw std::runtime_error(model.status().message());
     model_ = std::move(*model);
+    model_->To(device_);
     params_ = model_->Parameters();
     std::vector<torch::Tensor> state = params_;
     for (auto& b : model_->Buffers()) state.push_back(b);
@@ -165,8 +243,9 @@ class Trainer {
       torch::NoGradGuard no_grad;
       comm_->Broadcast(state, 0);  // every rank starts from rank 0's weights
     }
-    sync_ = std::make_unique<GradientSync>(
-        params_, comm_.get(), static_cast<size_t>(c_.bucket_mb * 1024 * 1024), c_.overlap);
+    sync_ = std::make_unique<GradientSync>(params_, comm_.get(),
+                                           static_cast<size_t>(c_.bucket_mb * 1024 * 1024),
+                                           c_.overlap, c_.grad_compression);
     if (c_.optimizer == "adamw") {
       optimizer_ = std::make_unique<torch::optim::AdamW>(
           params_, torch::optim::AdamWOptions(base_lr_).weight_decay(c_.weight_decay));
@@ -188,13 +267,33 @@ class Trainer {
   }
 
   torch::Tensor Forward(const torch::Tensor& x) {
-    if (c_.precision != "bf16") return model_->Forward(x);
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    torch::Tensor out = model_->Forward(x);
-    at::autocast::set_cpu_enabled(false);
-    at::autocast::clear_cache();
-    return out;
+    AutocastScope autocast(c_.precision, device_);
+    return model_->Forward(x);
+  }
+
+  // After the gradients are summed: unscaled, checked, and whether the optimizer may step.
+  bool GradientsUsable() {
+    if (poisoned_steps_.count(step_)) {
+      torch::NoGradGuard no_grad;
+      for (torch::Tensor& p : params_)
+        if (p.grad().defined()) {
+          p.mutable_grad().view({-1})[0] = std::numeric_limits<float>::infinity();
+          break;
+        }
+    }
+    if (!scaler_) return true;
+    const double scale = scaler_->scale();
+    switch (scaler_->Update(UnscaleGradients(params_, scale))) {
+      case StepAction::kApply:
+        return true;
+      case StepAction::kSkip:
+        return false;
+      case StepAction::kGiveUp:
+        break;
+    }
+    throw Infeasible(StrCat("the gradients were not finite for ", scaler_->state().skipped_in_a_row,
+                            " steps in a row at loss scale ", scale,
+                            ": training diverged (a smaller learning_rate?)"));
   }
 
   // This rank's rows of the epoch: a permutation from (seed, epoch), shared by all ranks, of
@@ -223,15 +322,20 @@ class Trainer {
         Dataset batch = data_.train.Select(shard.slice(0, at, at + micro_));
         if (sync_) sync_->BeginMicroStep(m + 1 == c_.grad_accumulation);
         torch::Tensor loss = Loss(Forward(batch.x), batch.y);
-        (c_.grad_accumulation > 1 ? loss / c_.grad_accumulation : loss).backward();
+        torch::Tensor objective = c_.grad_accumulation > 1 ? loss / c_.grad_accumulation : loss;
+        if (scaler_) objective = objective * scaler_->scale();
+        objective.backward();
         // Summed as a tensor and read once per epoch: no synchronising read every step.
         loss_total =
             loss_total.defined() ? loss_total + loss.detach() : loss.detach().to(torch::kFloat64);
         ++loss_count;
       }
       if (sync_) sync_->Finish();
-      if (c_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params_, c_.grad_clip);
-      optimizer_->step();
+      // A skipped step still advances the schedule: its batches were seen.
+      if (GradientsUsable()) {
+        if (c_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(params_, c_.grad_clip);
+        optimizer_->step();
+      }
       // Gradients set to none rather than zero-filled: backward then writes them instead of
       // adding to zeros (libtorch 1.13's zero_grad has no set_to_none).
       for (torch::Tensor& p : params_) p.mutable_grad() = torch::Tensor();
@@ -249,7 +353,8 @@ class Trainer {
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     // Mean training loss over every rank's micro-batches.
     double loss_sum = loss_total.defined() ? loss_total.item<double>() : 0.0;
-    auto t = torch::tensor({loss_sum, static_cast<double>(loss_count)}, torch::kFloat64);
+    auto t = torch::tensor({loss_sum, static_cast<double>(loss_count)}, torch::kFloat64)
+                 .to(device_);  // NCCL reduces device tensors only
     comm_->AllReduceSum(t)->Wait();
     epoch_train_loss_ = t[0].item<double>() / std::max(1.0, t[1].item<double>());
     epoch_seconds_ = seconds;
@@ -275,7 +380,7 @@ class Trainer {
       correct += flat.argmax(1).eq(y).sum().item<double>();
       count += static_cast<double>(y.size(0));
     }
-    auto t = torch::tensor({loss, correct, count}, torch::kFloat64);
+    auto t = torch::tensor({loss, correct, count}, torch::kFloat64).to(device_);
     comm_->AllReduceSum(t)->Wait();
     double n = std::max(1.0, t[2].item<double>());
     return {t[0].item<double>() / n, t[1].item<double>() / n};
@@ -300,6 +405,10 @@ class Trainer {
         epoch_seconds_ > 0 ? sync_->exposed_comm_seconds() / epoch_seconds_ : 0.0;
     line["lr"] = LearningRate(c_, base_lr_, std::max<int64_t>(0, step_ - 1), total_steps_);
     line["global_batch"] = global_batch_;
+    if (scaler_) {
+      line["loss_scale"] = scaler_->scale();
+      line["skipped_steps"] = scaler_->state().skipped_steps;
+    }
     line["peak_rss_mb"] = PeakRssMb();
     return line;
   }
@@ -326,6 +435,15 @@ class Trainer {
     archive.write("epochs_done", torch::tensor(static_cast<int64_t>(epochs_done)), true);
     archive.write("step", torch::tensor(step_), true);
     archive.write("rng", at::detail::getDefaultCPUGenerator().get_state(), true);
+    if (scaler_) {
+      const LossScalePolicy::State& st = scaler_->state();
+      archive.write("loss_scale",
+                    torch::tensor({st.scale, static_cast<double>(st.clean_steps),
+                                   static_cast<double>(st.skipped_steps),
+                                   static_cast<double>(st.skipped_in_a_row)},
+                                  torch::kFloat64),
+                    true);
+    }
     std::string path = CheckpointPath(), tmp = path + ".tmp";
     archive.save_to(tmp);
     std::filesystem::rename(tmp, path);
@@ -363,6 +481,16 @@ class Trainer {
       step_ = s.item<int64_t>();
       at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
       gen.set_state(rng);
+      // Absent from checkpoints written without loss scaling: the scale then starts afresh.
+      torch::Tensor ls;
+      if (scaler_ && archive.try_read("loss_scale", ls, true) && ls.numel() == 4) {
+        LossScalePolicy::State st;
+        st.scale = ls[0].item<double>();
+        st.clean_steps = static_cast<int64_t>(ls[1].item<double>());
+        st.skipped_steps = static_cast<int64_t>(ls[2].item<double>());
+        st.skipped_in_a_row = static_cast<int64_t>(ls[3].item<double>());
+        scaler_->Restore(st);
+      }
     } catch (const c10::Error& err) {
       throw std::runtime_error(StrCat(path, ": not a checkpoint of this model: ",
                                       std::string(err.what_without_backtrace()).substr(0, 300)));
@@ -373,7 +501,8 @@ class Trainer {
   void SaveParams() {
     if (c_.save_params.empty() || rank() != 0) return;
     std::vector<torch::Tensor> flat;
-    for (auto& p : params_) flat.push_back(p.detach().to(torch::kFloat32).reshape({-1}));
+    for (auto& p : params_)
+      flat.push_back(p.detach().to(torch::kCPU, torch::kFloat32).reshape({-1}));
     torch::Tensor all = torch::cat(flat).contiguous();
     std::ofstream out(c_.save_params, std::ios::binary | std::ios::trunc);
     out.write(static_cast<const char*>(all.data_ptr()), all.numel() * sizeof(float));
@@ -382,6 +511,9 @@ class Trainer {
 
   TrainerConfig c_;
   Rendezvous rdv_;
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<LossScalePolicy> scaler_;  // null: no loss scaling
+  std::set<int64_t> poisoned_steps_;
   DataSplits data_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<Model> model_;
