@@ -4,7 +4,8 @@
     /usr/bin/python3 bench/pytorch_fmnist.py [--model mlp|cnn] [--batch-size 64] [--epochs 3]
         [--lr 0.01] [--threads N] [--train-samples N] [--batch-norm] [--seed 0]
         [--optimizer sgd|adamw] [--momentum 0.9] [--weight-decay 0] [--nproc N]
-        [--bucket-mb 4] [--data-path /usr/share/datasets/fashion-mnist]
+        [--bucket-mb 4] [--grad-compression none|fp16|bf16]
+        [--data-path /usr/share/datasets/fashion-mnist]
 
 The counterpart of `hyperpack-trainer --data fmnist` (trainer/src/*.cc), with its defaults:
 
@@ -26,11 +27,22 @@ DistributedDataParallel over Gloo. --batch-size is the global batch: each rank c
 batch-size / N. Buffers are not broadcast at every step (broadcast_buffers=False), as the trainer
 does not either; --bucket-mb is DDP's bucket_cap_mb (the trainer's --bucket-mb, default 4).
 
+--grad-compression fp16|bf16 (with --nproc N > 1; default none) registers PyTorch's own DDP
+communication hook, default_hooks.fp16_compress_hook or bf16_compress_hook: each bucket is cast to
+fp16 / bf16, divided by N and all-reduced in that type, so the sum itself is taken in half
+precision (the trainer's --grad-compression sends fp16 / bf16 but sums in fp32). With one rank
+there is no communication and the flag changes nothing. bf16 with more than one rank is refused
+(exit 2) before any rank starts, because PyTorch 1.13 cannot do it on Gloo, the only backend here:
+DDP.register_comm_hook rejects bf16_compress_hook unless CUDA 11+ and NCCL 2.10+ are present
+("BF16 all reduce communication hook required CUDA 11+ and NCCL 2.10+."), and Gloo's all_reduce
+itself fails on a bfloat16 tensor ("Invalid scalar type").
+
 After every epoch rank 0 prints one JSON line with the trainer's keys: epoch, step, train_loss,
 val_loss, val_accuracy, samples_per_s (the epoch's optimizer steps x global batch / the seconds of
 the training loop alone, as the trainer measures it), step_time_ms, lr, global_batch, peak_rss_mb
 and, after the last epoch, test_accuracy. Exit: 0 done, 3 a batch this configuration cannot run
-(not a multiple of the ranks, larger than the data), 1 anything else, 2 bad flags.
+(not a multiple of the ranks, larger than the data), 1 anything else, 2 bad flags (bf16
+compression with more than one rank included).
 """
 
 import argparse
@@ -51,8 +63,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 PIXEL_MEAN, PIXEL_STD = 0.2860, 0.3530  # trainer/src/data.cc
+EXIT_BAD_FLAGS = 2
 EXIT_INFEASIBLE = 3
 U64 = (1 << 64) - 1
 
@@ -78,6 +92,8 @@ def parse_args(argv):
     p.add_argument("--warmup-fraction", type=float, default=0.05)
     p.add_argument("--nproc", type=int, default=1, help="ranks (DistributedDataParallel over Gloo)")
     p.add_argument("--bucket-mb", type=float, default=4.0, help="DDP bucket_cap_mb")
+    p.add_argument("--grad-compression", choices=["none", "fp16", "bf16"], default="none",
+                   help="DDP communication hook: fp16_compress_hook or bf16_compress_hook")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds, rendezvous and collectives")
     p.add_argument("--data-path", default="/usr/share/datasets/fashion-mnist")
@@ -244,6 +260,10 @@ def train(args, rank, world, local_world):
         # The constructor broadcasts rank 0's parameters and buffers, as the trainer does.
         net = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb,
                                                   broadcast_buffers=False)
+        if args.grad_compression != "none":
+            hook = (default_hooks.fp16_compress_hook if args.grad_compression == "fp16"
+                    else default_hooks.bf16_compress_hook)
+            net.register_comm_hook(state=None, hook=hook)
     if args.optimizer == "adamw":
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     else:
@@ -340,10 +360,17 @@ def launch_ranks(n, argv):
 
 def main(argv):
     args = parse_args(argv)
-    if "WORLD_SIZE" not in os.environ and args.nproc > 1:
+    launching = "WORLD_SIZE" not in os.environ and args.nproc > 1
+    world = args.nproc if launching else int(os.environ.get("WORLD_SIZE", "1"))
+    if args.grad_compression == "bf16" and world > 1:
+        print("pytorch_fmnist.py: --grad-compression bf16 with %d ranks: PyTorch %s cannot "
+              "all-reduce bf16 over Gloo (DDP accepts bf16_compress_hook only with CUDA 11+ and "
+              "NCCL 2.10+, and Gloo's all_reduce has no bfloat16); use fp16 or none"
+              % (world, torch.__version__), file=sys.stderr)
+        return EXIT_BAD_FLAGS
+    if launching:
         return launch_ranks(args.nproc, argv)
     rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
     try:
         train(args, rank, world, local_world)
