@@ -45,7 +45,8 @@ commands:
   status [STUDY]        all studies, or one study's progress
   trials STUDY          one row per trial
   best STUDY            the best trial so far
-  export STUDY          the best configuration(s) as yaml, json, env or args
+  export STUDY          the best configuration(s) as yaml, json, env or args, or as
+                        DeepSpeed, torchrun, Hugging Face, Lightning or Hydra take them
   simulate              replay a GPU workload through the placement code in virtual time
   serve                 run the scheduler as a daemon that agents join and studies are sent to
   agent                 run on a node: start the ranks the server places there
@@ -378,9 +379,12 @@ int CmdExport(int argc, char** argv) {
   cxxopts::Options o("export", "hyperpack export STUDY: the best configuration(s)");
   o.custom_help("STUDY [options]");
   AddStorage(o);
-  o.add_options()("format", "yaml | json | env | args",
+  o.add_options()("format",
+                  "yaml | json | env | args, or a launcher's: deepspeed | torchrun | hf | "
+                  "lightning | hydra",
                   cxxopts::value<std::string>()->default_value("yaml"))(
       "top", "the best K trials", cxxopts::value<int>()->default_value("1"))(
+      "trial", "trial N instead of the best", cxxopts::value<int>())(
       "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
@@ -389,7 +393,10 @@ int CmdExport(int argc, char** argv) {
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
   std::ostringstream text;
-  Status s = report::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), text);
+  std::optional<int> trial;
+  if (args.count("trial")) trial = args["trial"].as<int>();
+  Status s = report::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), trial,
+                                text, std::cerr);
   if (!s.ok()) return Fail(s);
   if (!args.count("output")) {
     std::cout << text.str();

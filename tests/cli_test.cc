@@ -278,7 +278,75 @@ TEST_F(CliTest, ExportWritesTheBestConfigurationInEachFormat) {
 
   auto bad = Cli({"export", "s", "--format", "toml", "--storage", db_});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("expected yaml, json, env or args"));
+  EXPECT_THAT(bad.err, HasSubstr("expected yaml, json, env, args, deepspeed, torchrun, hf"));
+}
+
+// A study whose parameters play the batch roles under their own names (mbs, ranks) and a common
+// one (lr), exported for the launchers: each output holds the trial's values with the batch
+// arithmetic done, and refusals are clear.
+TEST_F(CliTest, ExportWritesALaunchersConfigurationWithTheBatchArithmeticDone) {
+  constexpr char kStudy[] = R"(
+name: ds
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.001, high: 0.1, log: true}
+  mbs: {type: categorical, values: [8, 16]}
+  ranks: {type: categorical, values: [1, 2]}
+  precision: {type: categorical, values: [fp16, bf16]}
+trial: {command: "echo '{{\"loss\": {lr}}}' # train.py --lr {lr} --mbs {mbs}"}
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 4, max_parallel: 2}
+export:
+  roles: {micro_batch: mbs, data_parallel: ranks, accumulation: 4, optimizer: adamw}
+)";
+  ASSERT_EQ(Cli({"run", WriteStudy("ds.yaml", kStudy), "--storage", db_}).exit_code, 0);
+  Json best = Json::parse(Cli({"best", "ds", "--json", "--storage", db_}).out)["params"];
+  const int64_t mbs = best["mbs"], ranks = best["ranks"];
+
+  auto ds = Cli({"export", "ds", "--format", "deepspeed", "--storage", db_});
+  ASSERT_EQ(ds.exit_code, 0) << ds.err;
+  Json c = Json::parse(ds.out);
+  EXPECT_EQ(c["train_micro_batch_size_per_gpu"], mbs);
+  EXPECT_EQ(c["gradient_accumulation_steps"], 4);
+  EXPECT_EQ(c["train_batch_size"], mbs * 4 * ranks);
+  EXPECT_EQ(c["optimizer"]["type"], "AdamW");
+  EXPECT_EQ(c["optimizer"]["params"]["lr"], best["lr"]);
+  const bool fp16 = best["precision"] == "fp16";
+  EXPECT_EQ(c.contains("fp16"), fp16);
+  EXPECT_EQ(c.contains("bf16"), !fp16);
+
+  auto hf = Cli({"export", "ds", "--format", "hf", "--storage", db_});
+  ASSERT_EQ(hf.exit_code, 0) << hf.err;
+  Json h = Json::parse(hf.out);
+  EXPECT_EQ(h["per_device_train_batch_size"], mbs);
+  EXPECT_EQ(h[fp16 ? "fp16" : "bf16"], true);
+  EXPECT_EQ(h["optim"], "adamw_torch");
+
+  auto light = Cli({"export", "ds", "--format", "lightning", "--trial", "0", "--storage", db_});
+  ASSERT_EQ(light.exit_code, 0) << light.err;
+  EXPECT_THAT(light.out, HasSubstr("accumulate_grad_batches: 4"));
+
+  auto run = Cli({"export", "ds", "--format", "torchrun", "--storage", db_});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("--nproc-per-node=" + std::to_string(ranks)));
+  EXPECT_THAT(run.out, HasSubstr("--mbs " + std::to_string(mbs)));
+
+  auto hydra = Cli({"export", "ds", "--format", "hydra", "--storage", db_});
+  EXPECT_THAT(hydra.out, HasSubstr("mbs=" + std::to_string(mbs)));
+
+  auto two = Cli({"export", "ds", "--format", "deepspeed", "--top", "2", "--storage", db_});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_THAT(two.err, HasSubstr("a launcher's format holds one configuration"));
+  auto none = Cli({"export", "ds", "--format", "json", "--trial", "99", "--storage", db_});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("has no trial 99"));
+
+  // The quick study has no batch size at all: an error that says how to name one.
+  ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
+  auto nobatch = Cli({"export", "s", "--format", "deepspeed", "--storage", db_});
+  EXPECT_EQ(nobatch.exit_code, 2);
+  EXPECT_THAT(nobatch.err, HasSubstr("no parameter plays the micro batch or the global batch"));
+  EXPECT_THAT(nobatch.err, HasSubstr("export: {roles: {global_batch: PARAMETER}}"));
 }
 
 TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {

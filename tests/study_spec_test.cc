@@ -1408,5 +1408,35 @@ TEST(SlurmFlagTest, ErrorsNameTheFlagAndTheColumn) {
   EXPECT_THAT(yaml.status().message(), HasSubstr("invalid YAML"));
 }
 
+// `export.roles`: a parameter's name, or a fixed value of the role's kind.
+TEST(StudyFileTest, ExportRolesNameParametersOrFixValues) {
+  ParseOutcome ok =
+      Parse(std::string(kClusterBase) +
+            "export: {roles: {global_batch: x, data_parallel: 4, precision: bf16}}\n");
+  ASSERT_TRUE(ok.errors.empty()) << ok.ErrorText();
+  const auto& roles = ok.spec->exports.roles;
+  ASSERT_EQ(roles.size(), 3u);
+  EXPECT_EQ(roles.at(TrainingRole::kGlobalBatch).param, "x");
+  EXPECT_EQ(std::get<int64_t>(*roles.at(TrainingRole::kDataParallel).fixed), 4);
+  EXPECT_EQ(std::get<std::string>(*roles.at(TrainingRole::kPrecision).fixed), "bf16");
+
+  ParseOutcome role = Parse(std::string(kClusterBase) + "export: {roles: {micro_bach: x}}\n");
+  ASSERT_EQ(role.errors.size(), 1u);
+  EXPECT_THAT(role.errors[0].ToString(),
+              HasSubstr("study.yaml:5:18: export.roles: unknown key 'micro_bach'; did you mean "
+                        "'micro_batch'?"));
+  ParseOutcome value = Parse(std::string(kClusterBase) + "export: {roles: {micro_batch: mbs}}\n");
+  EXPECT_THAT(value.errors,
+              ElementsAre(IsError(5, 31, "export.roles.micro_batch",
+                                  "'mbs' is not a parameter of search_space (x) nor a whole "
+                                  "number >= 1")));
+  ParseOutcome precision =
+      Parse(std::string(kClusterBase) + "export: {roles: {precision: int8}}\n");
+  EXPECT_THAT(precision.errors,
+              ElementsAre(IsError(5, 29, "export.roles.precision",
+                                  "'int8' is not a parameter of search_space (x) nor a precision: "
+                                  "fp32, fp16 or bf16")));
+}
+
 }  // namespace
 }  // namespace hyperpack::study

@@ -10,6 +10,7 @@
 #include "hyperpack/study/template.h"
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
+#include "launchers.h"
 
 namespace hyperpack::report {
 
@@ -303,26 +304,25 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format, std
 }
 
 Result<ExportFormat> ParseExportFormat(const std::string& name) {
-  if (name == "yaml") return ExportFormat::kYaml;
-  if (name == "json") return ExportFormat::kJson;
-  if (name == "env") return ExportFormat::kEnv;
-  if (name == "args") return ExportFormat::kArgs;
-  return Status::Invalid("--format: '", name,
-                         "' is not a format; expected yaml, json, env or args");
+  static const std::pair<const char*, ExportFormat> kFormats[] = {
+      {"yaml", ExportFormat::kYaml},
+      {"json", ExportFormat::kJson},
+      {"env", ExportFormat::kEnv},
+      {"args", ExportFormat::kArgs},
+      {"deepspeed", ExportFormat::kDeepSpeed},
+      {"torchrun", ExportFormat::kTorchrun},
+      {"hf", ExportFormat::kHuggingFace},
+      {"lightning", ExportFormat::kLightning},
+      {"hydra", ExportFormat::kHydra}};
+  std::vector<std::string> names;
+  for (const auto& [text, format] : kFormats) {
+    if (name == text) return format;
+    names.push_back(text);
+  }
+  return Status::Invalid("--format: '", name, "' is not a format; expected ", Join(names, ", "));
 }
 
 namespace {
-
-// Single-quotes a value for a POSIX shell when it holds anything but safe characters.
-std::string ShellQuote(const std::string& s) {
-  bool safe = !s.empty() && s.find_first_not_of(
-                                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                "0123456789_-.,:/+=@%") == std::string::npos;
-  if (safe) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 std::string YamlScalar(const Value& v) {
   std::string text = FormatValue(v);
@@ -336,71 +336,149 @@ std::string YamlScalar(const Value& v) {
   return plain ? text : as_json.dump();
 }
 
-}  // namespace
-
-Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::ostream& out) {
+// What `export` writes out: `trial` alone, or the best `top` completed trials.
+Result<std::vector<const TrialRecord*>> ChosenTrials(const Loaded& l, const std::string& name,
+                                                     int top, std::optional<int> trial) {
+  if (trial) {
+    for (const TrialRecord& t : l.trials)
+      if (t.number == *trial) return std::vector<const TrialRecord*>{&t};
+    return Status::NotFound("study '", name, "' has no trial ", *trial, " (it has ",
+                            l.trials.size(), ")");
+  }
   if (top < 1) return Status::Invalid("--top must be >= 1 (got ", top, ")");
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
   auto ranked = Ranked(l);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
-  bool single = top == 1;
+  return ranked;
+}
 
-  // Each configuration in the space's order.
-  std::vector<std::vector<std::pair<std::string, Value>>> configs;
-  for (const TrialRecord* t : ranked) {
-    HP_ASSIGN_OR_RETURN(Config c, ConfigFromJson(t->params_json));
-    std::vector<std::pair<std::string, Value>> ordered;
-    Json params = ParamsJson(*t);
-    for (const auto& [k, v] : params.items())
-      if (auto it = c.find(k); it != c.end()) ordered.emplace_back(k, it->second);
-    configs.push_back(std::move(ordered));
+// A trial's parameters in the space's order.
+Result<Params> OrderedParams(const TrialRecord& t) {
+  HP_ASSIGN_OR_RETURN(Config c, ConfigFromJson(t.params_json));
+  Params ordered;
+  Json params = ParamsJson(t);
+  for (const auto& [k, v] : params.items())
+    if (auto it = c.find(k); it != c.end()) ordered.emplace_back(k, it->second);
+  return ordered;
+}
+
+std::string ValueText(const TrialRecord& t) {
+  return t.value ? FormatDouble(*t.value) : StrCat("none (", TrialStateName(t.state), ")");
+}
+
+bool IsLauncher(ExportFormat f) {
+  return f == ExportFormat::kDeepSpeed || f == ExportFormat::kTorchrun ||
+         f == ExportFormat::kHuggingFace || f == ExportFormat::kLightning ||
+         f == ExportFormat::kHydra;
+}
+
+// One trial in a launcher's format.
+Status ExportLauncher(const Loaded& l, const TrialRecord& t, ExportFormat format, std::ostream& out,
+                      std::ostream& warnings) {
+  HP_ASSIGN_OR_RETURN(Params params, OrderedParams(t));
+  LauncherOutput result;
+  if (format == ExportFormat::kHydra) {
+    result = HydraOverrides(params);
+  } else {
+    if (!l.spec)
+      return Status::Invalid(
+          "the stored study file no longer parses, so its export.roles are "
+          "unknown; run the study once with this version");
+    auto setup = ResolveSetup(params, l.spec->exports);
+    if (!setup.ok()) return setup.status().WithContext(StrCat("trial ", t.number));
+    switch (format) {
+      case ExportFormat::kDeepSpeed:
+        result = DeepSpeedConfig(*setup);
+        break;
+      case ExportFormat::kHuggingFace:
+        result = HuggingFaceArguments(*setup);
+        break;
+      case ExportFormat::kLightning:
+        result = LightningTrainer(*setup);
+        break;
+      default: {
+        Config config(params.begin(), params.end());
+        std::string command = study::RenderTemplate(l.spec->trial.command, config,
+                                                    {{"trial_id", std::to_string(t.number)}});
+        result = TorchrunCommand(*setup, command);
+      }
+    }
   }
+  out << result.text;
+  for (const std::string& w : result.warnings) warnings << "warning: " << w << "\n";
+  return Status::Ok();
+}
 
+// The plain formats: the configuration alone (`single`), or one entry per trial.
+void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
+                 const std::vector<Params>& configs, ExportFormat format, bool single,
+                 std::ostream& out) {
   switch (format) {
     case ExportFormat::kJson: {
       if (single) {
-        out << ParamsJson(*ranked.front()).dump(2) << "\n";
+        out << ParamsJson(*chosen.front()).dump(2) << "\n";
         break;
       }
       Json all = Json::array();
-      for (const TrialRecord* t : ranked)
+      for (const TrialRecord* t : chosen)
         all.push_back(Json{{"trial", t->number}, {"value", *t->value}, {"params", ParamsJson(*t)}});
       out << all.dump(2) << "\n";
       break;
     }
     case ExportFormat::kYaml:
-      for (size_t i = 0; i < ranked.size(); ++i) {
+      for (size_t i = 0; i < chosen.size(); ++i) {
         if (single) {
-          out << "# study " << name << ", trial " << ranked[i]->number << ": " << l.study.metric
-              << " = " << FormatDouble(*ranked[i]->value) << "\n";
+          out << "# study " << l.study.name << ", trial " << chosen[i]->number << ": "
+              << l.study.metric << " = " << ValueText(*chosen[i]) << "\n";
           for (const auto& [k, v] : configs[i]) out << k << ": " << YamlScalar(v) << "\n";
           continue;
         }
-        out << "- trial: " << ranked[i]->number << "\n  value: " << FormatDouble(*ranked[i]->value)
+        out << "- trial: " << chosen[i]->number << "\n  value: " << ValueText(*chosen[i])
             << "\n  params:\n";
         for (const auto& [k, v] : configs[i]) out << "    " << k << ": " << YamlScalar(v) << "\n";
       }
       break;
     case ExportFormat::kEnv:
-      for (size_t i = 0; i < ranked.size(); ++i) {
+      for (size_t i = 0; i < chosen.size(); ++i) {
         if (i) out << "\n";
-        out << "# trial " << ranked[i]->number << ": " << l.study.metric << " = "
-            << FormatDouble(*ranked[i]->value) << "\n";
+        out << "# trial " << chosen[i]->number << ": " << l.study.metric << " = "
+            << ValueText(*chosen[i]) << "\n";
         for (const auto& [k, v] : configs[i])
           out << ParamEnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
       }
       break;
     case ExportFormat::kArgs:
-      for (size_t i = 0; i < ranked.size(); ++i) {
+      for (size_t i = 0; i < chosen.size(); ++i) {
         std::vector<std::string> parts;
         for (const auto& [k, v] : configs[i])
           parts.push_back("--" + k + " " + ShellQuote(FormatValue(v)));
         out << Join(parts, " ") << "\n";
       }
       break;
+    default:
+      break;  // the launchers' formats: ExportLauncher
   }
+}
+
+}  // namespace
+
+Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
+                  std::optional<int> trial, std::ostream& out, std::ostream& warnings) {
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  HP_ASSIGN_OR_RETURN(auto chosen, ChosenTrials(l, name, top, trial));
+  if (IsLauncher(format)) {
+    if (chosen.size() > 1)
+      return Status::Invalid(
+          "a launcher's format holds one configuration: use --top 1 (the "
+          "default) or --trial N");
+    return ExportLauncher(l, *chosen.front(), format, out, warnings);
+  }
+  std::vector<Params> configs;
+  for (const TrialRecord* t : chosen) {
+    HP_ASSIGN_OR_RETURN(Params p, OrderedParams(*t));
+    configs.push_back(std::move(p));
+  }
+  ExportPlain(l, chosen, configs, format, /*single=*/top == 1 || trial.has_value(), out);
   return Status::Ok();
 }
 

@@ -25,6 +25,34 @@ const char* DirectionName(Direction d) {
   return d == Direction::kMinimize ? "minimize" : "maximize";
 }
 
+const char* TrainingRoleName(TrainingRole role) {
+  switch (role) {
+    case TrainingRole::kLearningRate:
+      return "learning_rate";
+    case TrainingRole::kMicroBatch:
+      return "micro_batch";
+    case TrainingRole::kGlobalBatch:
+      return "global_batch";
+    case TrainingRole::kDataParallel:
+      return "data_parallel";
+    case TrainingRole::kAccumulation:
+      return "accumulation";
+    case TrainingRole::kPrecision:
+      return "precision";
+    case TrainingRole::kWarmupRatio:
+      return "warmup_ratio";
+    case TrainingRole::kWarmupSteps:
+      return "warmup_steps";
+    case TrainingRole::kWeightDecay:
+      return "weight_decay";
+    case TrainingRole::kMomentum:
+      return "momentum";
+    case TrainingRole::kOptimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
 const char* StrategyName(ObjectiveStrategy s) {
   switch (s) {
     case ObjectiveStrategy::kLast:
@@ -333,8 +361,8 @@ class Parser {
       return;
     }
     static const std::vector<std::string> kKeys = {
-        "name",  "description", "objective", "search_space", "trial",
-        "tuner", "budget",      "resources", "pruner",       "cluster"};
+        "name",   "description", "objective", "search_space", "trial", "tuner",
+        "budget", "resources",   "pruner",    "cluster",      "export"};
     auto fields = Fields(root, "", kKeys);
 
     if (auto* f = Get(fields, "name")) {
@@ -378,6 +406,7 @@ class Parser {
     if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
     if (auto* f = Get(fields, "pruner")) ParsePruner(*f, &spec->pruner);
     if (auto* f = Get(fields, "cluster")) ParseCluster(*f, &spec->cluster);
+    if (auto* f = Get(fields, "export")) ParseExport(*f, spec->space, &spec->exports);
     if (auto* f = Get(fields, "resources"); f && spec->cluster.slurm) {
       // Slurm may refuse what a trial asks for: its errors point here.
       spec->cluster.slurm->positions.push_back(Position(f->key, "resources"));
@@ -932,6 +961,67 @@ class Parser {
     };
     resources->gpus = expr("gpus");
     resources->cpus = expr("cpus");
+  }
+
+  // `export: {roles: {ROLE: PARAM or VALUE}}`.
+  void ParseExport(const Field& field, const SearchSpace& space, ExportSpec* exports) {
+    auto fields = Fields(field, "export", {"roles"}, /*list_allowed=*/true);
+    const Field* f = Get(fields, "roles");
+    if (!f) return;
+    std::vector<std::string> names;
+    for (TrainingRole role : kAllTrainingRoles) names.push_back(TrainingRoleName(role));
+    for (const auto& [name, entry] : Fields(*f, "export.roles", names, /*list_allowed=*/true)) {
+      TrainingRole role =
+          *std::find_if(std::begin(kAllTrainingRoles), std::end(kAllTrainingRoles),
+                        [&](TrainingRole r) { return name == TrainingRoleName(r); });
+      std::string path = "export.roles." + name;
+      auto value = ScalarValue(entry.value, entry.key, path);
+      if (!value) continue;
+      if (auto* text = std::get_if<std::string>(&*value); text && space.Find(*text)) {
+        exports->roles[role] = RoleSource{*text, std::nullopt};
+        continue;
+      }
+      if (std::string why = FixedRoleProblem(role, *value); !why.empty()) {
+        std::vector<std::string> params;
+        for (const ParamSpec& p : space.params()) params.push_back(p.name);
+        Error(entry.value, path, "'", entry.value.Scalar(),
+              "' is not a parameter of search_space (", Join(params, ", "), ") nor ", why);
+        continue;
+      }
+      exports->roles[role] = RoleSource{"", *value};
+    }
+  }
+
+  // Empty when `value` is a valid fixed value of `role`; else what such a value would be.
+  static std::string FixedRoleProblem(TrainingRole role, const Value& value) {
+    const double* d = std::get_if<double>(&value);
+    const int64_t* i = std::get_if<int64_t>(&value);
+    const std::string* text = std::get_if<std::string>(&value);
+    double number = d ? *d : i ? static_cast<double>(*i) : std::nan("");
+    switch (role) {
+      case TrainingRole::kMicroBatch:
+      case TrainingRole::kGlobalBatch:
+      case TrainingRole::kDataParallel:
+      case TrainingRole::kAccumulation:
+        return i && *i >= 1 ? "" : "a whole number >= 1";
+      case TrainingRole::kWarmupSteps:
+        return i && *i >= 0 ? "" : "a whole number >= 0";
+      case TrainingRole::kWarmupRatio:
+        return number >= 0 && number < 1 ? "" : "a fraction in [0, 1)";
+      case TrainingRole::kLearningRate:
+      case TrainingRole::kWeightDecay:
+      case TrainingRole::kMomentum:
+        return number >= 0 ? "" : "a number >= 0";
+      case TrainingRole::kPrecision:
+        return text && (*text == "fp32" || *text == "fp16" || *text == "bf16")
+                   ? ""
+                   : "a precision: fp32, fp16 or bf16";
+      case TrainingRole::kOptimizer:
+        return text && (*text == "sgd" || *text == "adam" || *text == "adamw")
+                   ? ""
+                   : "an optimizer: sgd, adam or adamw";
+    }
+    return "a valid value";
   }
 
   // `cluster:`: where the trials run; absent, on this machine or `hyperpack serve`'s agents.

@@ -6,6 +6,7 @@
 // Thread-safety: as Storage, one thread per Storage.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -28,12 +29,25 @@ Status ReportTrials(storage::Storage& db, const std::string& name, OutputFormat 
 Status ReportBest(storage::Storage& db, const std::string& name, OutputFormat format,
                   std::ostream& out);
 
-enum class ExportFormat { kYaml, kJson, kEnv, kArgs };
+enum class ExportFormat {
+  kYaml,
+  kJson,
+  kEnv,
+  kArgs,
+  // A launcher's own configuration (report/src/launchers.h): one trial at a time.
+  kDeepSpeed,
+  kTorchrun,
+  kHuggingFace,
+  kLightning,
+  kHydra,
+};
 Result<ExportFormat> ParseExportFormat(const std::string& name);
-// The best `top` configurations, best first. With top == 1 the output is the configuration alone
-// (a YAML or JSON mapping, KEY=VALUE lines, or one line of --name value arguments), ready to feed
-// to a training script; with top > 1, one entry per trial with its number and value.
+// The best `top` configurations, best first, or with `trial` that trial alone (completed or not).
+// With one configuration the output is it alone (a YAML or JSON mapping, KEY=VALUE lines, one line
+// of --name value arguments, or a launcher's configuration), ready to feed to a training script;
+// with top > 1, one entry per trial with its number and value. What a launcher's format cannot
+// carry over is written to `warnings`, a line each.
 Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::ostream& out);
+                  std::optional<int> trial, std::ostream& out, std::ostream& warnings);
 
 }  // namespace hyperpack::report

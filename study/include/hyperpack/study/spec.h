@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -119,6 +120,43 @@ struct ClusterSpec {
   std::optional<SlurmSpec> slurm;
 };
 
+// The part a parameter plays in data-parallel training, for `hyperpack export` to a launcher's
+// configuration (DeepSpeed, torchrun, Hugging Face, Lightning). Roles not named in the study file
+// are inferred from common parameter names.
+enum class TrainingRole {
+  kLearningRate,
+  kMicroBatch,    // per device per micro-step
+  kGlobalBatch,   // micro batch x accumulation x data-parallel degree
+  kDataParallel,  // ranks
+  kAccumulation,  // micro-steps per optimizer step
+  kPrecision,     // fp32 | fp16 | bf16 (and common spellings)
+  kWarmupRatio,   // a fraction of the steps
+  kWarmupSteps,
+  kWeightDecay,
+  kMomentum,
+  kOptimizer,  // sgd | adam | adamw
+};
+inline constexpr TrainingRole kAllTrainingRoles[] = {
+    TrainingRole::kLearningRate, TrainingRole::kMicroBatch,   TrainingRole::kGlobalBatch,
+    TrainingRole::kDataParallel, TrainingRole::kAccumulation, TrainingRole::kPrecision,
+    TrainingRole::kWarmupRatio,  TrainingRole::kWarmupSteps,  TrainingRole::kWeightDecay,
+    TrainingRole::kMomentum,     TrainingRole::kOptimizer};
+const char* TrainingRoleName(TrainingRole role);  // "learning_rate", "micro_batch", ...
+
+// Where a role's value comes from: a parameter of the search space, or a value fixed in the study
+// file (a data-parallel degree the command sets, say).
+struct RoleSource {
+  std::string param;  // empty when fixed
+  std::optional<Value> fixed;
+};
+
+// `export: {roles: {micro_batch: mbs, data_parallel: 4}}`: the roles that inference would not find.
+// A value that names a parameter is that parameter; any other is fixed (a number, or for precision
+// fp32|fp16|bf16, for optimizer sgd|adam|adamw).
+struct ExportSpec {
+  std::map<TrainingRole, RoleSource> roles;
+};
+
 struct StudySpec {
   std::string name;
   std::string description;
@@ -132,6 +170,7 @@ struct StudySpec {
   ResourceSpec resources;
   PrunerSpec pruner;
   ClusterSpec cluster;
+  ExportSpec exports;
 };
 
 // One problem in a study file. line and column are 1-based; 0 when the problem has no position

@@ -1,0 +1,64 @@
+// A trial's configuration as the launchers people already use take it: DeepSpeed's JSON, a
+// torchrun command line, Hugging Face TrainingArguments, Lightning Trainer arguments and Hydra
+// overrides.
+//
+// The part each parameter plays (micro batch, accumulation, data-parallel degree, ...) comes from
+// the study file's `export.roles`, else from common parameter names; the batch arithmetic every
+// launcher checks (global = micro x accumulation x data-parallel) is done once, in ResolveSetup,
+// and each format only writes it out. A role that a format needs and nobody plays is an error that
+// says how to name it.
+// Thread-safety: pure functions over values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyperpack/space.h"
+#include "hyperpack/status.h"
+#include "hyperpack/study/spec.h"
+
+namespace hyperpack::report {
+
+// A trial's parameters in the search space's order.
+using Params = std::vector<std::pair<std::string, Value>>;
+
+enum class TrainPrecision { kFp32, kFp16, kBf16 };
+
+struct TrainingSetup {
+  std::optional<double> learning_rate;
+  int64_t micro_batch = 0, global_batch = 0;  // global = micro x accumulation x data_parallel
+  int64_t data_parallel = 1, accumulation = 1;
+  TrainPrecision precision = TrainPrecision::kFp32;
+  std::optional<double> warmup_ratio;
+  std::optional<int64_t> warmup_steps;
+  std::optional<double> weight_decay, momentum;
+  std::optional<std::string> optimizer;  // sgd | adam | adamw
+  // Where each role came from, for a comment: "micro_batch = batch_size / (2 x 1)".
+  std::vector<std::string> provenance;
+};
+
+// The roles of `params`, with the batch arithmetic checked. Errors: no batch size at all, a global
+// batch that the accumulation and data-parallel degree do not divide, a value of the wrong kind.
+Result<TrainingSetup> ResolveSetup(const Params& params, const study::ExportSpec& spec);
+
+// What a format produced, and what it could not carry over (for standard error).
+struct LauncherOutput {
+  std::string text;
+  std::vector<std::string> warnings;
+};
+
+LauncherOutput DeepSpeedConfig(const TrainingSetup& setup);
+LauncherOutput HuggingFaceArguments(const TrainingSetup& setup);
+LauncherOutput LightningTrainer(const TrainingSetup& setup);
+// `command`: the trial's command with the trial's values in it; a program not ending in .py is
+// run with --no-python.
+LauncherOutput TorchrunCommand(const TrainingSetup& setup, const std::string& command);
+// Every parameter as key=value, quoted for the shell where needed.
+LauncherOutput HydraOverrides(const Params& params);
+
+// Single-quotes `s` for a POSIX shell when it holds anything but safe characters.
+std::string ShellQuote(const std::string& s);
+
+}  // namespace hyperpack::report
