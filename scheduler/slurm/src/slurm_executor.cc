@@ -158,7 +158,6 @@ class SlurmExecutor : public Executor {
       job.job_id = it->job_id;
       job.adopted_from = it->tag.trial;
       job.dir = (fs::path(gang.trial_dir).parent_path() / TrialDirName(it->tag.trial)).string();
-      by_id_[job.job_id] = gang.trial;
       orphans_.erase(it);
       OpenFollowers(&job);
       Note(gang.trial,
@@ -287,7 +286,6 @@ class SlurmExecutor : public Executor {
       return;
     }
     job.job_id = id;
-    by_id_[id] = trial;
     Note(trial, StrCat("submitted as Slurm job ", id));
     if (job.cancel_asked) Cancel(id);
   }
@@ -543,7 +541,6 @@ class SlurmExecutor : public Executor {
   Callbacks cb_;
   std::vector<std::string> inherited_;
   std::map<int, Job> jobs_;
-  std::map<std::string, int> by_id_;
   std::vector<Orphan> orphans_;
   int generation_ = 0;
   double last_warning_ = 0;
