@@ -52,10 +52,14 @@ bool StudyController::Impl::Trial::AllExited() const {
   return true;
 }
 
-std::string StudyController::Impl::TrialDir(int number) const {
+std::string TrialFolderName(int number) {
   char name[32];
   std::snprintf(name, sizeof(name), "trial-%04d", number);
-  return options_.log_root + "/" + name;
+  return name;
+}
+
+std::string StudyController::Impl::TrialDir(int number) const {
+  return options_.log_root + "/" + TrialFolderName(number);
 }
 
 // ---- Placed: its row first ----------------------------------------------------------------------

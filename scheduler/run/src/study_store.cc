@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <random>
 
@@ -119,12 +118,6 @@ Status Claim(Storage& db, const StudySpec& spec, const std::string& storage_path
                                 StrCat("pid ", getpid(), " on ", HostName())});
 }
 
-std::string TrialFolder(const std::string& log_root, int number) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "trial-%04d", number);
-  return log_root + "/" + name;
-}
-
 }  // namespace
 
 bool FolderHoldsSomething(const std::string& path) {
@@ -151,7 +144,7 @@ Result<PreparedStudy> PrepareStudy(const StudySpec& spec, const std::string& sto
   HP_RETURN_IF_ERROR(LoadWarmStart(*out.db, spec, storage_path, &out));
   HP_RETURN_IF_ERROR(out.db->Transaction([&] { return Claim(*out.db, spec, storage_path, &out); }));
   for (const TrialRecord& t : out.stored.trials)
-    if (FolderHoldsSomething(TrialFolder(out.log_root, t.number) + "/checkpoint"))
+    if (FolderHoldsSomething(out.log_root + "/" + TrialFolderName(t.number) + "/checkpoint"))
       out.stored.checkpoints.insert(t.number);
   return out;
 }

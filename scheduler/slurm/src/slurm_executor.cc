@@ -5,7 +5,6 @@
 
 #include <boost/asio.hpp>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,12 +58,6 @@ std::string Trim(std::string s) {
   size_t i = 0;
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
   return s.substr(i);
-}
-
-std::string TrialDirName(int number) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "trial-%04d", number);
-  return name;
 }
 
 // A file read as it grows, cut into lines.
@@ -157,7 +150,7 @@ class SlurmExecutor : public Executor {
       // job instead of submitting it again. Its files are in its own attempt's folder.
       job.job_id = it->job_id;
       job.adopted_from = it->tag.trial;
-      job.dir = (fs::path(gang.trial_dir).parent_path() / TrialDirName(it->tag.trial)).string();
+      job.dir = (fs::path(gang.trial_dir).parent_path() / TrialFolderName(it->tag.trial)).string();
       orphans_.erase(it);
       OpenFollowers(&job);
       Note(gang.trial,

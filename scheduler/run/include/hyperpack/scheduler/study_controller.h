@@ -260,6 +260,9 @@ struct ControllerOptions {
   std::string storage_path;
 };
 
+// A trial's folder under log_root, "trial-0007": the one spelling every driver and executor uses.
+std::string TrialFolderName(int number);
+
 // What storage holds of a study when its run begins.
 struct StoredStudy {
   bool resumed = false;
