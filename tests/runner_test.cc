@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/local_node.h"
+#include "hyperpack/scheduler/process.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
 #include "study_run_fixture.h"
@@ -716,6 +718,18 @@ resources: {gpus: 1}
   env >> checkpoint >> resume;
   EXPECT_THAT(checkpoint, HasSubstr("trial-0001/checkpoint"));
   EXPECT_EQ(resume, "1");
+}
+
+// The environment a trial inherits (the local driver, the Slurm job script and slurm-task).
+TEST(EnvironmentMapTest, SplitsAtTheFirstEqualsSoAValueMayHoldMore) {
+  const std::map<std::string, std::string> want = {
+      {"PATH", "/usr/bin:/bin"}, {"OPTS", "a=1,b=2"}, {"EMPTY", ""}};
+  EXPECT_EQ(EnvironmentMap({"PATH=/usr/bin:/bin", "OPTS=a=1,b=2", "EMPTY="}), want);
+}
+
+TEST(EnvironmentMapTest, LeavesOutEntriesWithoutEqualsKeepsAnEmptyNameAndTheLastOfARepeat) {
+  const std::map<std::string, std::string> want = {{"", "x"}, {"A", "2"}};
+  EXPECT_EQ(EnvironmentMap({"NOEQUALS", "", "=x", "A=1", "A=2"}), want);
 }
 
 }  // namespace

@@ -313,11 +313,7 @@ class LocalDriver : public StudyRun {
       }
       return;
     }
-    std::map<std::string, std::string> base;
-    for (const std::string& kv : CurrentEnvironment()) {
-      auto eq = kv.find('=');
-      if (eq != std::string::npos) base[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+    std::map<std::string, std::string> base = EnvironmentMap(CurrentEnvironment());
     for (const std::string& name : plan.clear_env) base.erase(name);
     if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
     GangRequest gang;

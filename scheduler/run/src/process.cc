@@ -20,6 +20,15 @@ std::vector<std::string> CurrentEnvironment() {
   return env;
 }
 
+std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>& entries) {
+  std::map<std::string, std::string> map;
+  for (const std::string& entry : entries) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) map[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return map;
+}
+
 namespace {
 
 // A spawn's pipes, all close-on-exec, [0] the read end: the trial's stdout and stderr, and the

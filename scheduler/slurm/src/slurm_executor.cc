@@ -36,15 +36,6 @@ bool SetBySlurmTask(const std::string& name) {
   return kNames.count(name) > 0;
 }
 
-std::map<std::string, std::string> EnvMap(const std::vector<std::string>& env) {
-  std::map<std::string, std::string> m;
-  for (const std::string& kv : env) {
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) m[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return m;
-}
-
 // A name the shell can export (other names are left out of the script).
 bool ShellName(const std::string& name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
@@ -548,8 +539,8 @@ class SlurmExecutor : public Executor {
 
 std::string JobScript(const GangRequest& gang, const std::string& self_exe,
                       const std::vector<std::string>& inherited_env) {
-  const std::map<std::string, std::string> inherited = EnvMap(inherited_env);
-  const std::map<std::string, std::string> wanted = EnvMap(gang.ranks[0].request.env);
+  const std::map<std::string, std::string> inherited = EnvironmentMap(inherited_env);
+  const std::map<std::string, std::string> wanted = EnvironmentMap(gang.ranks[0].request.env);
   std::string s = StrCat("#!/bin/sh\n# hyperpack: trial ", gang.trial, ", attempt ", gang.attempt,
                          " (first attempt: trial ", gang.root, ")\n");
   // What the trial must not inherit from `hyperpack run`'s environment (sbatch passes it on).

@@ -12,13 +12,12 @@
 #include <map>
 
 #include "command.h"
+#include "hyperpack/scheduler/process.h"
 #include "hyperpack/scheduler/slurm.h"
 #include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/text.h"
 #include "slurm_executor.h"
 #include "slurm_policy.h"
-
-extern char** environ;
 
 namespace hyperpack::scheduler {
 namespace {
@@ -120,12 +119,7 @@ Result<RunSummary> RunSlurmStudy(const study::StudySpec& spec, const RunOptions&
 }
 
 Status RunSlurmTask(const std::string& command) {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  const std::map<std::string, std::string> env = EnvironmentMap(CurrentEnvironment());
   HP_ASSIGN_OR_RETURN(auto vars, slurm::TorchrunFromSlurm(env));
   for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
   // Slurm's warning signal (--signal) reaches every process of the step; a shell would die of

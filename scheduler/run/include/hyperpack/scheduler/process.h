@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,5 +32,9 @@ Result<Spawned> Spawn(const SpawnRequest& request);
 
 // The environment of this process, NAME=VALUE.
 std::vector<std::string> CurrentEnvironment();
+
+// NAME=VALUE entries by name, split at the first '='. An entry without '=' is left out, a name
+// given twice keeps its last value, and an empty name is kept (as execve would pass it on).
+std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>& entries);
 
 }  // namespace hyperpack::scheduler
