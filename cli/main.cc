@@ -46,7 +46,8 @@ commands:
   trials STUDY          one row per trial
   best STUDY            the best trial so far
   export STUDY          the best configuration(s) as yaml, json, env or args, or as
-                        DeepSpeed, torchrun, Hugging Face, Lightning or Hydra take them
+                        DeepSpeed, torchrun, Hugging Face, Lightning or Hydra take them,
+                        or every trial as an Optuna database
   simulate              replay a GPU workload through the placement code in virtual time
   serve                 run the scheduler as a daemon that agents join and studies are sent to
   agent                 run on a node: start the ranks the server places there
@@ -381,7 +382,7 @@ int CmdExport(int argc, char** argv) {
   AddStorage(o);
   o.add_options()("format",
                   "yaml | json | env | args, or a launcher's: deepspeed | torchrun | hf | "
-                  "lightning | hydra",
+                  "lightning | hydra; or optuna-sqlite (with -o FILE.db)",
                   cxxopts::value<std::string>()->default_value("yaml"))(
       "top", "the best K trials", cxxopts::value<int>()->default_value("1"))(
       "trial", "trial N instead of the best", cxxopts::value<int>())(
@@ -392,6 +393,14 @@ int CmdExport(int argc, char** argv) {
   if (!format.ok()) return Fail(format.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
+  if (*format == report::ExportFormat::kOptunaSqlite && args.count("output")) {
+    std::string target = args["output"].as<std::string>();
+    Status s = report::ExportOptunaSqlite(**db, Positional(args)[0], target);
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << target << " (optuna.load_study(study_name='" << Positional(args)[0]
+              << "', storage='sqlite:///" << target << "'))\n";
+    return kOk;
+  }
   std::ostringstream text;
   std::optional<int> trial;
   if (args.count("trial")) trial = args["trial"].as<int>();

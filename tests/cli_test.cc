@@ -349,6 +349,82 @@ export:
   EXPECT_THAT(nobatch.err, HasSubstr("export: {roles: {global_batch: PARAMETER}}"));
 }
 
+// The Optuna export opened by Optuna itself (Debian's python3-optuna 3.1, which scripts/test
+// installs): every trial with its state, value, parameters (a log float, a stepped int, a
+// categorical of mixed types, a fixed value, a conditional one only where active) and
+// intermediate values, and the best trial, as hyperpack's own reports say.
+TEST_F(CliTest, TheOptunaExportOpensInOptunaWithEveryTrialAsHyperpackHasIt) {
+  constexpr char kStudy[] = R"(
+name: op
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: 0.001, high: 1, log: true}
+  n: {type: int, low: 1, high: 9, step: 2}
+  opt: {type: categorical, values: [sgd, adam, true, 3]}
+  f: 7
+  m: {type: float, low: 0, high: 1, when: opt == sgd}
+trial:
+  command: >-
+    printf '{{"step": 1, "loss": 1}}\n{{"step": 2, "loss": {x}}}\n'; [ {n} -gt 6 ] && exit 1; true
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 8, max_parallel: 2, max_failed: 10}
+)";
+  ASSERT_EQ(Cli({"run", WriteStudy("op.yaml", kStudy), "--storage", db_}).exit_code, 0);
+  Json ours = Json::parse(Cli({"trials", "op", "--json", "--storage", db_}).out);
+  Json best = Json::parse(Cli({"best", "op", "--json", "--storage", db_}).out);
+  std::string file = dir_ / "optuna.db";
+  auto exported = Cli({"export", "op", "--format", "optuna-sqlite", "-o", file, "--storage", db_});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+
+  WriteFile(dir_ / "read.py", R"(
+import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="op", storage="sqlite:///" + sys.argv[1])
+print(json.dumps({
+    "direction": study.direction.name,
+    "best": [study.best_trial.number, study.best_value],
+    "trials": [{"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
+                "steps": {str(k): v for k, v in t.intermediate_values.items()},
+                "hyperpack_state": t.user_attrs["hyperpack_state"]} for t in study.trials]}))
+)");
+  auto r = RunCommand({"/usr/bin/python3", dir_ / "read.py", file}, dir_.path().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json theirs = Json::parse(r.out);
+  EXPECT_EQ(theirs["direction"], "MINIMIZE");
+  EXPECT_EQ(theirs["best"][0], best["trial"]);
+  EXPECT_EQ(theirs["best"][1], best["value"]);
+  ASSERT_EQ(theirs["trials"].size(), ours.size());
+  int failed = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const Json& a = ours[i];
+    const Json& b = theirs["trials"][i];
+    EXPECT_EQ(b["number"], a["trial"]);
+    EXPECT_EQ(b["hyperpack_state"], a["state"]);
+    EXPECT_EQ(b["params"], a["params"]) << "trial " << i;
+    EXPECT_EQ(b["steps"]["1"], 1.0);
+    EXPECT_EQ(b["steps"]["2"], a["params"]["x"]);
+    if (a["state"] == "completed") {
+      EXPECT_EQ(b["state"], "COMPLETE");
+      EXPECT_EQ(b["value"], a["value"]);
+    } else {
+      EXPECT_EQ(a["state"], "failed");
+      EXPECT_EQ(b["state"], "FAIL");
+      EXPECT_TRUE(b["value"].is_null());
+      ++failed;
+    }
+  }
+  EXPECT_GT(failed, 0);  // the space's n > 6 fails: both kinds of trial were checked
+
+  // Nothing is overwritten; the format needs a file.
+  auto again = Cli({"export", "op", "--format", "optuna-sqlite", "-o", file, "--storage", db_});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_THAT(again.err,
+              HasSubstr("exists; hyperpack writes an Optuna database only to a new file"));
+  auto no_file = Cli({"export", "op", "--format", "optuna-sqlite", "--storage", db_});
+  EXPECT_EQ(no_file.exit_code, 2);
+  EXPECT_THAT(no_file.err, HasSubstr("give -o FILE.db"));
+}
+
 TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {
   auto nodb = Cli({"status", "--storage", dir_ / "nothing.db"});
   EXPECT_EQ(nodb.exit_code, 2);

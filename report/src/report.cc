@@ -11,6 +11,7 @@
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
 #include "launchers.h"
+#include "loaded.h"
 
 namespace hyperpack::report {
 
@@ -23,15 +24,6 @@ using study::ParseOutcome;
 using study::ParseStudy;
 using study::StudySpec;
 using Json = nlohmann::ordered_json;
-
-namespace {
-
-// A study with everything the reports need about it.
-struct Loaded {
-  StudyRecord study;
-  std::vector<TrialRecord> trials;
-  std::optional<StudySpec> spec;  // absent if the stored file no longer parses
-};
 
 Result<Loaded> Load(Storage& db, const std::string& name) {
   HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
@@ -50,6 +42,8 @@ Result<Loaded> Load(Storage& db, const std::string& name) {
   l.spec = parsed.spec;
   return l;
 }
+
+namespace {
 
 bool Maximize(const StudyRecord& s) { return s.direction == "maximize"; }
 
@@ -313,7 +307,8 @@ Result<ExportFormat> ParseExportFormat(const std::string& name) {
       {"torchrun", ExportFormat::kTorchrun},
       {"hf", ExportFormat::kHuggingFace},
       {"lightning", ExportFormat::kLightning},
-      {"hydra", ExportFormat::kHydra}};
+      {"hydra", ExportFormat::kHydra},
+      {"optuna-sqlite", ExportFormat::kOptunaSqlite}};
   std::vector<std::string> names;
   for (const auto& [text, format] : kFormats) {
     if (name == text) return format;
@@ -466,6 +461,8 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
                   std::optional<int> trial, std::ostream& out, std::ostream& warnings) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
   HP_ASSIGN_OR_RETURN(auto chosen, ChosenTrials(l, name, top, trial));
+  if (format == ExportFormat::kOptunaSqlite)
+    return Status::Invalid("--format optuna-sqlite writes a database file: give -o FILE.db");
   if (IsLauncher(format)) {
     if (chosen.size() > 1)
       return Status::Invalid(

@@ -40,6 +40,8 @@ enum class ExportFormat {
   kHuggingFace,
   kLightning,
   kHydra,
+  // Optuna's SQLite schema: a file, not text (ExportOptunaSqlite).
+  kOptunaSqlite,
 };
 Result<ExportFormat> ParseExportFormat(const std::string& name);
 // The best `top` configurations, best first, or with `trial` that trial alone (completed or not).
@@ -49,5 +51,10 @@ Result<ExportFormat> ParseExportFormat(const std::string& name);
 // carry over is written to `warnings`, a line each.
 Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
                   std::optional<int> trial, std::ostream& out, std::ostream& warnings);
+
+// Every trial of study `name` as a new Optuna 3.x SQLite database at `path` (which must not
+// exist), for optuna.load_study, `optuna best-trial` and optuna-dashboard. See
+// report/src/optuna_export.cc for what maps onto what.
+Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const std::string& path);
 
 }  // namespace hyperpack::report

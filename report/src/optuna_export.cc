@@ -1,0 +1,330 @@
+// report.h's ExportOptunaSqlite.
+// A study written as an Optuna database: a new SQLite file in the schema of Optuna 3.x (alembic
+// revision v3.0.0.d, which Debian's python3-optuna 3.1 expects), so that `optuna.load_study`,
+// `optuna best-trial` and optuna-dashboard open it.
+//
+// What maps onto what: parameters with Optuna's distributions (float and int ranges with their
+// log and step, categoricals by index; a fixed parameter as a one-choice categorical), values,
+// the objective's reports as intermediate values by step, and states (completed COMPLETE, pruned
+// and paused PRUNED, running RUNNING, pending WAITING, every other end FAIL). Each trial's own
+// state, error and attempt are kept as user attributes (`hyperpack_state`, ...). Times are UTC.
+#include <sqlite3.h>
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "hyperpack/config_json.h"
+#include "hyperpack/report/report.h"
+#include "hyperpack/text.h"
+#include "loaded.h"
+
+namespace hyperpack::report {
+namespace {
+
+using storage::TrialRecord;
+using storage::TrialState;
+using Json = nlohmann::ordered_json;
+
+// Optuna 3.1's tables as its SQLAlchemy models create them (schema version 12, alembic revision
+// v3.0.0.d): Optuna checks the revision when it opens a database and upgrades or refuses others.
+constexpr char kSchema[] = R"sql(
+CREATE TABLE studies (
+  study_id INTEGER NOT NULL, study_name VARCHAR(512) NOT NULL, PRIMARY KEY (study_id));
+CREATE UNIQUE INDEX ix_studies_study_name ON studies (study_name);
+CREATE TABLE version_info (
+  version_info_id INTEGER NOT NULL, schema_version INTEGER, library_version VARCHAR(256),
+  PRIMARY KEY (version_info_id), CHECK (version_info_id=1));
+CREATE TABLE study_directions (
+  study_direction_id INTEGER NOT NULL, direction VARCHAR(8) NOT NULL, study_id INTEGER NOT NULL,
+  objective INTEGER NOT NULL, PRIMARY KEY (study_direction_id), UNIQUE (study_id, objective),
+  FOREIGN KEY(study_id) REFERENCES studies (study_id));
+CREATE TABLE study_user_attributes (
+  study_user_attribute_id INTEGER NOT NULL, study_id INTEGER, "key" VARCHAR(512),
+  value_json TEXT, PRIMARY KEY (study_user_attribute_id), UNIQUE (study_id, "key"),
+  FOREIGN KEY(study_id) REFERENCES studies (study_id));
+CREATE TABLE study_system_attributes (
+  study_system_attribute_id INTEGER NOT NULL, study_id INTEGER, "key" VARCHAR(512),
+  value_json TEXT, PRIMARY KEY (study_system_attribute_id), UNIQUE (study_id, "key"),
+  FOREIGN KEY(study_id) REFERENCES studies (study_id));
+CREATE TABLE trials (
+  trial_id INTEGER NOT NULL, number INTEGER, study_id INTEGER, state VARCHAR(8) NOT NULL,
+  datetime_start DATETIME, datetime_complete DATETIME, PRIMARY KEY (trial_id),
+  FOREIGN KEY(study_id) REFERENCES studies (study_id));
+CREATE TABLE trial_user_attributes (
+  trial_user_attribute_id INTEGER NOT NULL, trial_id INTEGER, "key" VARCHAR(512),
+  value_json TEXT, PRIMARY KEY (trial_user_attribute_id), UNIQUE (trial_id, "key"),
+  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE trial_system_attributes (
+  trial_system_attribute_id INTEGER NOT NULL, trial_id INTEGER, "key" VARCHAR(512),
+  value_json TEXT, PRIMARY KEY (trial_system_attribute_id), UNIQUE (trial_id, "key"),
+  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE trial_params (
+  param_id INTEGER NOT NULL, trial_id INTEGER, param_name VARCHAR(512), param_value FLOAT,
+  distribution_json TEXT, PRIMARY KEY (param_id), UNIQUE (trial_id, param_name),
+  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE trial_values (
+  trial_value_id INTEGER NOT NULL, trial_id INTEGER NOT NULL, objective INTEGER NOT NULL,
+  value FLOAT, value_type VARCHAR(7) NOT NULL, PRIMARY KEY (trial_value_id),
+  UNIQUE (trial_id, objective), FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE trial_intermediate_values (
+  trial_intermediate_value_id INTEGER NOT NULL, trial_id INTEGER NOT NULL, step INTEGER NOT NULL,
+  intermediate_value FLOAT, intermediate_value_type VARCHAR(7) NOT NULL,
+  PRIMARY KEY (trial_intermediate_value_id), UNIQUE (trial_id, step),
+  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE trial_heartbeats (
+  trial_heartbeat_id INTEGER NOT NULL, trial_id INTEGER NOT NULL, heartbeat DATETIME NOT NULL,
+  PRIMARY KEY (trial_heartbeat_id), UNIQUE (trial_id),
+  FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
+CREATE TABLE alembic_version (
+  version_num VARCHAR(32) NOT NULL, CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num));
+INSERT INTO version_info VALUES (1, 12, '3.1.0');
+INSERT INTO alembic_version VALUES ('v3.0.0.d');
+)sql";
+
+enum class OptunaState { kComplete, kPruned, kRunning, kWaiting, kFail };
+
+OptunaState ToOptuna(const TrialRecord& t) {
+  switch (t.state) {
+    case TrialState::kCompleted:
+      // Optuna's COMPLETE always has a value.
+      return t.value ? OptunaState::kComplete : OptunaState::kFail;
+    case TrialState::kPruned:
+    case TrialState::kPaused:
+      return OptunaState::kPruned;
+    case TrialState::kRunning:
+      return OptunaState::kRunning;
+    case TrialState::kPending:
+      return OptunaState::kWaiting;
+    default:
+      return OptunaState::kFail;
+  }
+}
+
+// Optuna's TrialState names, as its trials table holds them.
+const char* StateName(OptunaState s) {
+  switch (s) {
+    case OptunaState::kComplete:
+      return "COMPLETE";
+    case OptunaState::kPruned:
+      return "PRUNED";
+    case OptunaState::kRunning:
+      return "RUNNING";
+    case OptunaState::kWaiting:
+      return "WAITING";
+    case OptunaState::kFail:
+      return "FAIL";
+  }
+  return "FAIL";
+}
+
+Json ValueJson(const Value& v) {
+  return std::visit([](const auto& x) { return Json(x); }, v);
+}
+
+// A parameter's Optuna distribution and its value in Optuna's internal form (a categorical's
+// index), or nullopt when the value is not one the space holds.
+std::optional<std::pair<std::string, double>> Distribution(const ParamSpec& p, const Value& v) {
+  Json d;
+  double internal = ValueAsNumber(v).value_or(0);
+  switch (p.type) {
+    case ParamType::kFloat:
+      d = Json{
+          {"name", "FloatDistribution"},
+          {"attributes", {{"step", nullptr}, {"low", p.low}, {"high", p.high}, {"log", p.log}}}};
+      break;
+    case ParamType::kInt:
+      d = Json{{"name", "IntDistribution"},
+               {"attributes",
+                {{"log", p.log},
+                 {"step", p.step},
+                 {"low", static_cast<int64_t>(p.low)},
+                 {"high", static_cast<int64_t>(p.high)}}}};
+      break;
+    case ParamType::kCategorical:
+    case ParamType::kFixed: {
+      const std::vector<Value> choices =
+          p.type == ParamType::kFixed ? std::vector<Value>{p.value} : p.values;
+      Json list = Json::array();
+      std::optional<size_t> index;
+      for (size_t i = 0; i < choices.size(); ++i) {
+        list.push_back(ValueJson(choices[i]));
+        if (!index && ValuesEqual(choices[i], v)) index = i;
+      }
+      if (!index) return std::nullopt;
+      internal = static_cast<double>(*index);
+      d = Json{{"name", "CategoricalDistribution"}, {"attributes", {{"choices", list}}}};
+      break;
+    }
+  }
+  return std::make_pair(d.dump(), internal);
+}
+
+// "2026-11-24 19:24:49.669821", as SQLAlchemy stores a DATETIME.
+std::string DateTime(double epoch_seconds) {
+  std::time_t whole = static_cast<std::time_t>(std::floor(epoch_seconds));
+  std::tm utc{};
+  gmtime_r(&whole, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &utc);
+  int micros = static_cast<int>(std::lround((epoch_seconds - std::floor(epoch_seconds)) * 1e6));
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%06d", text, std::min(micros, 999999));
+  return out;
+}
+
+// Optuna's value_type: FINITE, INF_POS or INF_NEG (with a NULL value), NAN (intermediate only).
+const char* ValueType(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INF_POS" : "INF_NEG";
+  return "FINITE";
+}
+
+// A thin owner of the file being written: statements with bound values, nothing else.
+class Writer {
+ public:
+  ~Writer() {
+    if (db_) sqlite3_close(db_);
+  }
+  Status Open(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK)
+      return Error("opening " + path);
+    return Exec("PRAGMA journal_mode=OFF; BEGIN;");
+  }
+  Status Exec(const std::string& sql) {
+    char* message = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) == SQLITE_OK)
+      return Status::Ok();
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    return Status::Io("writing the Optuna database: ", text);
+  }
+  // Runs `sql` once with `args` bound in order: int64, double, text, or nullopt for NULL.
+  using Arg = std::variant<std::nullopt_t, int64_t, double, std::string>;
+  Status Insert(const char* sql, const std::vector<Arg>& args) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) return Error(sql);
+    std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owner(stmt, sqlite3_finalize);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const int at = static_cast<int>(i) + 1;
+      if (auto* n = std::get_if<int64_t>(&args[i])) sqlite3_bind_int64(stmt, at, *n);
+      if (auto* d = std::get_if<double>(&args[i])) sqlite3_bind_double(stmt, at, *d);
+      if (auto* t = std::get_if<std::string>(&args[i]))
+        sqlite3_bind_text(stmt, at, t->c_str(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+      if (std::holds_alternative<std::nullopt_t>(args[i])) sqlite3_bind_null(stmt, at);
+    }
+    if (sqlite3_step(stmt) != SQLITE_DONE) return Error(sql);
+    return Status::Ok();
+  }
+
+ private:
+  Status Error(const std::string& what) {
+    return Status::Io("writing the Optuna database (", what.substr(0, 60),
+                      "): ", db_ ? sqlite3_errmsg(db_) : "cannot open");
+  }
+  sqlite3* db_ = nullptr;
+};
+
+constexpr char kUserAttr[] =
+    "INSERT INTO trial_user_attributes (trial_id, key, value_json) VALUES (?, ?, ?)";
+
+Status WriteTrial(Writer& w, storage::Storage& db, const Loaded& l, const TrialRecord& t) {
+  const int64_t id = t.number + 1;
+  const OptunaState state = ToOptuna(t);
+  HP_RETURN_IF_ERROR(w.Insert(
+      "INSERT INTO trials (trial_id, number, study_id, state, datetime_start, datetime_complete) "
+      "VALUES (?, ?, 1, ?, ?, ?)",
+      {id, int64_t{t.number}, std::string(StateName(state)),
+       t.started ? Writer::Arg(DateTime(*t.started)) : Writer::Arg(std::nullopt),
+       t.ended ? Writer::Arg(DateTime(*t.ended)) : Writer::Arg(std::nullopt)}));
+  // A FAIL has no value in Optuna; a pruned trial keeps its last one, as Optuna's own do.
+  if (t.value && state != OptunaState::kFail) {
+    const double v = *t.value;
+    HP_RETURN_IF_ERROR(w.Insert(
+        "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?, 0, ?, ?)",
+        {id, std::isfinite(v) ? Writer::Arg(v) : Writer::Arg(std::nullopt),
+         std::string(ValueType(v))}));
+  }
+  HP_ASSIGN_OR_RETURN(Config config, ConfigFromJson(t.params_json));
+  for (const ParamSpec& p : l.spec->space.params()) {
+    auto it = config.find(p.name);
+    if (it == config.end()) continue;  // inactive here, as Optuna leaves it out too
+    auto d = Distribution(p, it->second);
+    if (!d)
+      return Status::Invalid("trial ", t.number, ": ", p.name, " = ", FormatValue(it->second),
+                             " is not in the study file's space");
+    HP_RETURN_IF_ERROR(
+        w.Insert("INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) "
+                 "VALUES (?, ?, ?, ?)",
+                 {id, p.name, d->second, d->first}));
+  }
+  // The objective's reports, the last at each step (Optuna holds one value a step).
+  HP_ASSIGN_OR_RETURN(auto points, db.TrialMetrics(l.study.id, t.number));
+  std::map<int64_t, double> by_step;
+  for (const storage::MetricPoint& m : points)
+    if (m.name == l.study.metric) by_step[m.step] = m.value;
+  for (const auto& [step, v] : by_step)
+    HP_RETURN_IF_ERROR(
+        w.Insert("INSERT INTO trial_intermediate_values (trial_id, step, intermediate_value, "
+                 "intermediate_value_type) VALUES (?, ?, ?, ?)",
+                 {id, step, std::isfinite(v) ? Writer::Arg(v) : Writer::Arg(std::nullopt),
+                  std::string(ValueType(v))}));
+  HP_RETURN_IF_ERROR(w.Insert(kUserAttr, {id, std::string("hyperpack_state"),
+                                          Json(storage::TrialStateName(t.state)).dump()}));
+  HP_RETURN_IF_ERROR(
+      w.Insert(kUserAttr, {id, std::string("hyperpack_attempt"), Json(t.attempt).dump()}));
+  if (!t.error.empty())
+    HP_RETURN_IF_ERROR(w.Insert(
+        kUserAttr, {id, std::string("hyperpack_error"), Json(t.error.substr(0, 2000)).dump()}));
+  return Status::Ok();
+}
+
+Status WriteStudy(Writer& w, storage::Storage& db, const Loaded& l) {
+  HP_RETURN_IF_ERROR(w.Exec(kSchema));
+  HP_RETURN_IF_ERROR(
+      w.Insert("INSERT INTO studies (study_id, study_name) VALUES (1, ?)", {l.study.name}));
+  HP_RETURN_IF_ERROR(
+      w.Insert("INSERT INTO study_directions (direction, study_id, objective) VALUES (?, 1, 0)",
+               {std::string(l.study.direction == "maximize" ? "MAXIMIZE" : "MINIMIZE")}));
+  HP_RETURN_IF_ERROR(
+      w.Insert("INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (1, ?, ?)",
+               {std::string("hyperpack_metric"), Json(l.study.metric).dump()}));
+  for (const TrialRecord& t : l.trials) HP_RETURN_IF_ERROR(WriteTrial(w, db, l, t));
+  return w.Exec("COMMIT;");
+}
+
+}  // namespace
+
+Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(path, ec))
+    return Status::AlreadyExists(path,
+                                 " exists; hyperpack writes an Optuna database only to a "
+                                 "new file (remove it or choose another path)");
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  if (!l.spec)
+    return Status::Invalid("study '", name,
+                           "': its stored study file no longer parses, so the "
+                           "parameters' distributions are unknown");
+  const std::string tmp = path + ".tmp";
+  fs::remove(tmp, ec);
+  Status s;
+  {
+    Writer w;
+    s = w.Open(tmp);
+    if (s.ok()) s = WriteStudy(w, db, l);
+  }
+  if (s.ok()) {
+    fs::rename(tmp, path, ec);
+    if (ec) s = Status::Io("cannot write ", path, ": ", ec.message());
+  }
+  if (!s.ok()) fs::remove(tmp, ec);
+  return s;
+}
+
+}  // namespace hyperpack::report
