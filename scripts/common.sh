@@ -7,6 +7,8 @@ HYPERPACK_BUILD="${HYPERPACK_BUILD:-$HYPERPACK_ROOT/build}"
 # Debian bookworm packages the build, the tests and the examples need.
 HYPERPACK_PACKAGES=(
   g++ cmake make pkg-config
+  # cpack's .deb (tests/package_test.cc): dpkg-shlibdeps finds the package's dependencies.
+  dpkg-dev
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
   libeigen3-dev liblbfgspp-dev libssl-dev
   libtorch-dev libgloo-dev zlib1g-dev
