@@ -20,6 +20,7 @@
 #include "hyperpack/scheduler/slurm.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/study/import.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
 
@@ -42,6 +43,7 @@ usage: hyperpack COMMAND [options]
 commands:
   run STUDY.yaml        run a study, or resume it if it exists
   validate STUDY.yaml   check a study file and print its search space
+  import SWEEP.yaml     another tool's sweep (W&B) as a study file
   status [STUDY]        all studies, or one study's progress
   trials STUDY          one row per trial
   best STUDY            the best trial so far
@@ -174,12 +176,21 @@ int CmdRun(int argc, char** argv) {
       "slurm",
       "run each trial as a Slurm job, for a study file with no cluster.slurm: its keys as YAML, "
       "e.g. '{partition: gpu, time_limit: 2h}'",
+      cxxopts::value<std::string>())(
+      "from", "the file is another tool's sweep: wandb (see hyperpack import)",
       cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
   std::string path = Positional(args)[0];
-  study::ParseOutcome parsed = study::LoadStudyFile(path);
+  study::ParseOutcome parsed;
+  if (args.count("from")) {
+    auto format = study::ParseSweepFormat(args["from"].as<std::string>());
+    if (!format.ok()) return Fail(format.status());
+    parsed = study::LoadSweepFile(path, *format);
+  } else {
+    parsed = study::LoadStudyFile(path);
+  }
   if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
@@ -298,6 +309,39 @@ int CmdAgent(int argc, char** argv) {
                                 " is out of range; expected seconds in (0, 3600], e.g. 5"));
   Status s = hyperpack::scheduler::RunAgent(ao);
   return s.ok() ? kOk : Fail(s);
+}
+
+int CmdImport(int argc, char** argv) {
+  cxxopts::Options o("import", "hyperpack import FILE: another tool's sweep as a study file");
+  o.custom_help("FILE [--from wandb] [-o STUDY.yaml]");
+  o.add_options()("from", "the sweep's tool: wandb",
+                  cxxopts::value<std::string>()->default_value("wandb"))(
+      "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto format = study::ParseSweepFormat(args["from"].as<std::string>());
+  if (!format.ok()) return Fail(format.status());
+  std::string path = Positional(args)[0];
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(Status::Invalid(path, ": cannot read the sweep file (does it exist?)"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  study::ImportOutcome imported = study::ImportSweep(text.str(), path, *format);
+  for (const study::Diagnostic& d : imported.warnings) std::cerr << d.ToString() << "\n";
+  if (!imported.errors.empty()) {
+    for (const study::Diagnostic& d : imported.errors) std::cerr << d.ToString() << "\n";
+    return kUsage;
+  }
+  if (!args.count("output")) {
+    std::cout << imported.study_yaml;
+    return kOk;
+  }
+  std::string target = args["output"].as<std::string>();
+  std::ofstream out(target, std::ios::trunc);
+  out << imported.study_yaml;
+  if (!out.good()) return Fail(Status::Io("cannot write ", target));
+  std::cerr << "wrote " << target << " (check it with: hyperpack validate " << target << ")\n";
+  return kOk;
 }
 
 int CmdValidate(int argc, char** argv) {
@@ -565,6 +609,7 @@ int main(int argc, char** argv) {
   char** sub_argv = argv + 1;
   if (cmd == "run") return CmdRun(sub_argc, sub_argv);
   if (cmd == "validate") return CmdValidate(sub_argc, sub_argv);
+  if (cmd == "import") return CmdImport(sub_argc, sub_argv);
   if (cmd == "status") return CmdStatus(sub_argc, sub_argv);
   if (cmd == "trials") return CmdTrials(sub_argc, sub_argv);
   if (cmd == "best") return CmdBest(sub_argc, sub_argv);

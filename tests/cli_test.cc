@@ -425,6 +425,44 @@ print(json.dumps({
   EXPECT_THAT(no_file.err, HasSubstr("give -o FILE.db"));
 }
 
+// A W&B sweep run unmodified: its program takes W&B's --name=value arguments and prints its
+// metric; `import` writes the study file that `run --from wandb` runs.
+TEST_F(CliTest, AWandbSweepImportsAndRunsAsIs) {
+  WriteFile(dir_ / "train.py", R"(import argparse, json
+p = argparse.ArgumentParser()
+p.add_argument("--lr", type=float)
+p.add_argument("--layers", type=int)
+a = p.parse_args()
+print(json.dumps({"val_loss": a.lr * a.layers}), flush=True)
+)");
+  WriteFile(dir_ / "sweep.yaml", R"(program: train.py
+method: random
+name: wb
+metric: {name: val_loss, goal: minimize}
+run_cap: 4
+parameters:
+  lr: {distribution: log_uniform_values, min: 0.001, max: 0.1}
+  layers: {values: [1, 2, 3]}
+)");
+  auto imported = Cli({"import", dir_ / "sweep.yaml", "-o", dir_ / "study.yaml"});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_THAT(imported.err, HasSubstr("must also print them"));
+  EXPECT_EQ(Cli({"validate", dir_ / "study.yaml"}).exit_code, 0);
+
+  auto run = Cli({"run", dir_ / "sweep.yaml", "--from", "wandb", "--storage", db_});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  Json trials = Json::parse(Cli({"trials", "wb", "--json", "--storage", db_}).out);
+  ASSERT_EQ(trials.size(), 4u);
+  for (const Json& t : trials) {
+    EXPECT_EQ(t["state"], "completed") << t.dump();
+    EXPECT_DOUBLE_EQ(t["value"].get<double>(),
+                     t["params"]["lr"].get<double>() * t["params"]["layers"].get<int>());
+  }
+  auto bad = Cli({"run", dir_ / "sweep.yaml", "--from", "katib", "--storage", db_});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("expected wandb"));
+}
+
 TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {
   auto nodb = Cli({"status", "--storage", dir_ / "nothing.db"});
   EXPECT_EQ(nodb.exit_code, 2);

@@ -1,0 +1,38 @@
+// Sweep files of other tools turned into hyperpack study files: `hyperpack import FILE --from
+// wandb` writes the study file text, each key with a comment saying where it came from.
+//
+// Each format is read with its own tool's documented semantics (a W&B `log_uniform`'s bounds are
+// natural-log exponents; `log_uniform_values`' are the values). What cannot be carried over is a
+// warning naming the line and what was done instead, or an error when nothing sensible can be;
+// never dropped silently. The text that comes back parses as a study file (the caller may check
+// with ParseStudy).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hyperpack/status.h"
+#include "hyperpack/study/spec.h"
+
+namespace hyperpack::study {
+
+enum class SweepFormat { kWandb };
+// "wandb"; errors list the formats there are.
+Result<SweepFormat> ParseSweepFormat(const std::string& name);
+
+struct ImportOutcome {
+  std::string study_yaml;            // set only when errors is empty
+  std::vector<Diagnostic> errors;    // file:line:column: key: what cannot be carried over
+  std::vector<Diagnostic> warnings;  // "warning: ...": carried over approximately
+};
+
+// `text` is the sweep file's contents and `filename` its path (for diagnostics and the study's
+// default name).
+ImportOutcome ImportSweep(const std::string& text, const std::string& filename, SweepFormat format);
+
+// The sweep file at `path` imported and parsed as a study, for `hyperpack run FILE --from ...`:
+// the import's errors and warnings (at the sweep file's lines) come first.
+ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format);
+
+}  // namespace hyperpack::study

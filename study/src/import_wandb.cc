@@ -1,0 +1,414 @@
+// W&B sweep configurations (docs.wandb.ai, "Define sweep configuration") as hyperpack study files.
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "hyperpack/study/import.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::study {
+namespace {
+
+// A number or text as YAML writes it: strings that YAML would read as something else are quoted.
+std::string Scalar(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!" || (!ParseDouble(text) && text != "true" && text != "false")) {
+    bool plain = !text.empty() && text.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
+                 text.front() != ' ' && text.back() != ' ' && text.front() != '-' &&
+                 text != "null" && text != "~" && !ParseDouble(text);
+    return plain ? text : nlohmann::json(text).dump();
+  }
+  return text;
+}
+
+bool IsInt(const YAML::Node& n) { return n.IsScalar() && ParseInt(n.Scalar()).has_value(); }
+
+class WandbImporter {
+ public:
+  WandbImporter(std::string filename) : file_(std::move(filename)) {}
+
+  ImportOutcome Run(const std::string& text) {
+    ImportOutcome out;
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      out.errors.push_back(
+          {file_, e.mark.line + 1, e.mark.column + 1, "", StrCat("invalid YAML: ", e.msg)});
+      return out;
+    }
+    if (!root.IsMap()) {
+      out.errors.push_back({file_, 1, 1, "",
+                            "a W&B sweep is a mapping with method, metric and "
+                            "parameters"});
+      return out;
+    }
+    Convert(root);
+    out.errors = std::move(errors_);
+    out.warnings = std::move(warnings_);
+    if (out.errors.empty()) out.study_yaml = yaml_.str();
+    return out;
+  }
+
+ private:
+  template <typename... Args>
+  void Error(const YAML::Node& at, const std::string& key, const Args&... args) {
+    errors_.push_back(At(at, key, StrCat(args...)));
+  }
+  template <typename... Args>
+  void Warn(const YAML::Node& at, const std::string& key, const Args&... args) {
+    warnings_.push_back(At(at, key, StrCat("warning: ", args...)));
+  }
+  Diagnostic At(const YAML::Node& at, const std::string& key, std::string message) const {
+    YAML::Mark m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
+    return {file_, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1, key,
+            std::move(message)};
+  }
+  std::string From(const YAML::Node& at) const {
+    return StrCat(std::filesystem::path(file_).filename().string(), ":",
+                  at.Mark().is_null() ? 0 : at.Mark().line + 1);
+  }
+
+  void Convert(const YAML::Node& root) {
+    static const std::vector<std::string> kKnown = {
+        "name",    "description", "method",   "metric",   "parameters", "early_terminate",
+        "command", "program",     "run_cap",  "project",  "entity",     "controller",
+        "job",     "image_uri",   "resource", "scheduler"};
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      std::string key = it->first.Scalar();
+      if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
+        Warn(it->first, key, "unknown sweep key '", key, "' is not carried over");
+    }
+    for (const char* key :
+         {"project", "entity", "controller", "job", "image_uri", "resource", "scheduler"})
+      if (root[key])
+        Warn(root[key], key, key,
+             " is W&B's own (where runs are logged or launched): "
+             "not carried over");
+    Name(root);
+    Objective(root["metric"]);
+    yaml_ << "search_space:\n";
+    if (!root["parameters"] || !root["parameters"].IsMap() || root["parameters"].size() == 0) {
+      Error(root["parameters"] ? root["parameters"] : root, "parameters",
+            "a sweep needs a mapping of parameters");
+    } else {
+      Parameters(root["parameters"], "");
+    }
+    Command(root);
+    Method(root["method"]);
+    if (root["run_cap"]) {
+      if (!IsInt(root["run_cap"]))
+        Error(root["run_cap"], "run_cap", "expected a whole number of runs");
+      else
+        yaml_ << "budget: {max_trials: " << root["run_cap"].Scalar() << "}   # run_cap, "
+              << From(root["run_cap"]) << "\n";
+    }
+    EarlyTerminate(root["early_terminate"]);
+  }
+
+  void Name(const YAML::Node& root) {
+    std::string name = root["name"] && root["name"].IsScalar()
+                           ? root["name"].Scalar()
+                           : std::filesystem::path(file_).stem().string();
+    std::string clean;
+    for (char c : name)
+      clean +=
+          std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '-';
+    if (clean.empty() || !std::isalnum(static_cast<unsigned char>(clean.front())))
+      clean = "sweep-" + clean;
+    yaml_ << "# Imported from the W&B sweep " << file_ << " by hyperpack import.\n";
+    yaml_ << "name: " << clean << "\n";
+    if (root["description"] && root["description"].IsScalar())
+      yaml_ << "description: " << nlohmann::json(root["description"].Scalar()).dump() << "\n";
+  }
+
+  void Objective(const YAML::Node& metric) {
+    if (!metric || !metric.IsMap() || !metric["name"]) {
+      Error(metric, "metric", "a sweep needs metric: {name: NAME, goal: minimize|maximize}");
+      return;
+    }
+    std::string goal = metric["goal"] ? metric["goal"].Scalar() : "minimize";
+    if (goal != "minimize" && goal != "maximize") {
+      Error(metric["goal"], "metric.goal", "'", goal, "' is not minimize or maximize");
+      return;
+    }
+    if (metric["target"])
+      Warn(metric["target"], "metric.target",
+           "hyperpack does not stop a study at a target value; the budget decides");
+    yaml_ << "objective: {metric: " << Scalar(metric["name"]) << ", direction: " << goal
+          << "}   # metric, " << From(metric) << "\n";
+  }
+
+  void Parameters(const YAML::Node& params, const std::string& prefix) {
+    for (auto it = params.begin(); it != params.end(); ++it) {
+      std::string name = prefix + it->first.Scalar();
+      const YAML::Node& spec = it->second;
+      if (spec.IsMap() && spec["parameters"]) {
+        Warn(it->first, name, "nested parameters are flattened to ", name,
+             "_*; W&B passes them as one JSON value, hyperpack as separate --", name,
+             "_NAME arguments");
+        Parameters(spec["parameters"], name + "_");
+        continue;
+      }
+      if (!spec.IsMap()) {
+        Error(spec, "parameters." + name,
+              "expected a mapping such as {values: [...]} or "
+              "{min: 0, max: 1}");
+        continue;
+      }
+      std::string line = Parameter(name, spec);
+      if (line.empty()) continue;
+      names_.push_back(name);
+      yaml_ << "  " << name << ": " << line << "   # " << From(spec) << "\n";
+    }
+  }
+
+  // A parameter's hyperpack form, or "" after an error.
+  std::string Parameter(const std::string& name, const YAML::Node& s) {
+    const std::string key = "parameters." + name;
+    std::string dist = s["distribution"] ? s["distribution"].Scalar() : "";
+    if (dist.empty()) {
+      if (s["values"])
+        dist = "categorical";
+      else if (s["value"])
+        dist = "constant";
+      else if (IsInt(s["min"]) && IsInt(s["max"]))
+        dist = "int_uniform";
+      else
+        dist = "uniform";
+    }
+    if (s["probabilities"])
+      Warn(s["probabilities"], key,
+           "probabilities are not carried over: every value is "
+           "equally likely to be proposed first");
+    auto need = [&](const char* field) {
+      if (s[field] && s[field].IsScalar() && ParseDouble(s[field].Scalar())) return true;
+      Error(s[field] ? s[field] : s, key, dist, " needs a number '", field, "'");
+      return false;
+    };
+    auto num = [&](const char* field) { return *ParseDouble(s[field].Scalar()); };
+    auto range = [&](const std::string& type, double lo, double hi, bool log) {
+      return StrCat("{type: ", type, ", low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
+                    log ? ", log: true" : "", "}");
+    };
+    if (dist == "categorical") {
+      if (!s["values"].IsSequence() || s["values"].size() == 0) {
+        Error(s["values"], key, "values must be a non-empty list");
+        return "";
+      }
+      std::vector<std::string> values;
+      for (const auto& v : s["values"]) {
+        if (!v.IsScalar()) {
+          Error(v, key,
+                "a value that is a list or a mapping is not carried over; hyperpack's "
+                "categorical values are numbers, text or booleans");
+          return "";
+        }
+        values.push_back(Scalar(v));
+      }
+      return "{type: categorical, values: [" + Join(values, ", ") + "]}";
+    }
+    if (dist == "constant") return "{type: fixed, value: " + Scalar(s["value"]) + "}";
+    if (dist == "int_uniform" || dist == "uniform" || dist == "log_uniform_values" ||
+        dist == "log_uniform" || dist == "q_uniform" || dist == "q_log_uniform_values" ||
+        dist == "q_log_uniform") {
+      if (!need("min") || !need("max")) return "";
+      double lo = num("min"), hi = num("max");
+      bool log = dist.find("log_uniform") != std::string::npos;
+      // log_uniform's bounds are natural-log exponents: values are e^min .. e^max.
+      if (dist == "log_uniform" || dist == "q_log_uniform") {
+        lo = std::exp(lo);
+        hi = std::exp(hi);
+      }
+      if (!(lo < hi) || (log && lo <= 0)) {
+        Error(s, key, dist, ": min must be below max", log ? " and above 0" : "");
+        return "";
+      }
+      bool ints = dist == "int_uniform" || (IsInt(s["min"]) && IsInt(s["max"]) &&
+                                            dist != "log_uniform" && dist != "q_log_uniform");
+      if (dist.rfind("q_", 0) == 0) {
+        double q = s["q"] ? num("q") : 1.0;
+        if (s["q"] && !need("q")) return "";
+        if (q == std::floor(q) && ints && !log && std::fmod(lo, q) == 0) {
+          return StrCat("{type: int, low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
+                        ", step: ", FormatDouble(q), "}");
+        }
+        Warn(s, key, dist, " with q ", FormatDouble(q), ": hyperpack's ", ints ? "int" : "float",
+             " range has no quantisation here; values "
+             "are proposed between min and max unrounded");
+      }
+      if (dist == "int_uniform" && !(IsInt(s["min"]) && IsInt(s["max"]))) {
+        Error(s, key, "int_uniform needs whole numbers for min and max");
+        return "";
+      }
+      return range(ints ? "int" : "float", lo, hi, log);
+    }
+    if (dist == "normal" || dist == "q_normal" || dist == "log_normal" || dist == "q_log_normal") {
+      double mu = s["mu"] ? (need("mu") ? num("mu") : 0) : 0;
+      double sigma = s["sigma"] ? (need("sigma") ? num("sigma") : 1) : 1;
+      bool log = dist.find("log") != std::string::npos;
+      double lo = mu - 3 * sigma, hi = mu + 3 * sigma;
+      Warn(s, key, dist, "(mu ", FormatDouble(mu), ", sigma ", FormatDouble(sigma),
+           ") has no hyperpack form: the range mu +- 3 sigma", log ? " (of the log)" : "",
+           " is searched instead, uniformly", log ? " in log space" : "");
+      return log ? range("float", std::exp(lo), std::exp(hi), true) : range("float", lo, hi, false);
+    }
+    if (dist == "beta" || dist == "q_beta") {
+      Warn(s, key, dist, " has no hyperpack form: [0, 1] is searched uniformly instead");
+      return range("float", 0, 1, false);
+    }
+    Error(s["distribution"], key, "distribution '", dist,
+          "' cannot be carried over (hyperpack has uniform and log-uniform ranges, integers and "
+          "categoricals)");
+    return "";
+  }
+
+  // W&B's command macros, expanded as its agent does; the default is ${env} ${interpreter}
+  // ${program} ${args}.
+  void Command(const YAML::Node& root) {
+    std::string program = root["program"] ? root["program"].Scalar() : "";
+    std::vector<std::string> words = {"${env}", "${interpreter}", "${program}", "${args}"};
+    if (root["command"]) {
+      if (!root["command"].IsSequence()) {
+        Error(root["command"], "command", "expected a list of words");
+        return;
+      }
+      words.clear();
+      for (const auto& w : root["command"]) words.push_back(w.Scalar());
+    }
+    std::vector<std::string> out;
+    for (const std::string& w : words) {
+      if (w == "${env}") {
+        out.push_back("/usr/bin/env");
+      } else if (w == "${interpreter}") {
+        out.push_back("python3");
+      } else if (w == "${program}") {
+        if (program.empty()) {
+          Error(root["command"] ? root["command"] : root, "program",
+                "the command uses ${program} but the sweep has no program");
+          return;
+        }
+        out.push_back(program);
+      } else if (w == "${args}" || w == "${args_no_boolean_flags}") {
+        for (const std::string& n : names_) out.push_back("--" + n + "={" + n + "}");
+      } else if (w == "${args_no_hyphens}") {
+        for (const std::string& n : names_) out.push_back(n + "={" + n + "}");
+      } else if (w == "${args_json}") {
+        Error(root["command"], "command",
+              "${args_json} is not carried over: use ${args}, or read "
+              "the parameters from $HYPERPACK_PARAMS_FILE (JSON)");
+        return;
+      } else {
+        std::string escaped;  // literal braces are doubled in hyperpack's templates
+        for (char c : w) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+        out.push_back(escaped);
+      }
+    }
+    yaml_ << "trial:\n  command: " << nlohmann::json(Join(out, " ")).dump() << "   # "
+          << (root["command"] ? "command, " + From(root["command"]) : std::string("W&B's default"))
+          << "\n";
+    // wandb.log sends values to W&B, not to standard output, which is where hyperpack reads them.
+    yaml_ << "  env: {WANDB_MODE: disabled}   # no W&B run; print metrics as JSON lines too\n";
+    Warn(root, "",
+         "hyperpack reads metrics from the program's output (JSON lines or name=value); "
+         "a program that only calls wandb.log must also print them, e.g. "
+         "print(json.dumps(metrics), flush=True)");
+  }
+
+  void Method(const YAML::Node& method) {
+    std::string m = method ? method.Scalar() : "random";
+    if (m == "bayes") {
+      yaml_ << "tuner: {algorithm: gp}   # method: bayes, " << From(method) << "\n";
+    } else if (m == "random") {
+      yaml_ << "tuner: {algorithm: random}\n";
+    } else if (m == "grid") {
+      Warn(method, "method",
+           "grid has no hyperpack form: scrambled Sobol points (tuner: sobol) "
+           "cover the space instead");
+      yaml_ << "tuner: {algorithm: sobol}   # method: grid, " << From(method) << "\n";
+    } else {
+      Error(method, "method", "'", m, "' is not grid, random or bayes");
+    }
+  }
+
+  void EarlyTerminate(const YAML::Node& et) {
+    if (!et) return;
+    if (!et.IsMap() || !et["type"] || et["type"].Scalar() != "hyperband") {
+      Error(et, "early_terminate", "only type: hyperband exists in W&B");
+      return;
+    }
+    double eta = et["eta"] ? ParseDouble(et["eta"].Scalar()).value_or(3) : 3;
+    std::optional<double> min_iter, max_iter;
+    if (et["min_iter"]) min_iter = ParseDouble(et["min_iter"].Scalar());
+    if (et["max_iter"]) max_iter = ParseDouble(et["max_iter"].Scalar());
+    if (!max_iter) {
+      // W&B's hyperband needs no maximum (it stops runs only at min_iter x eta^k); hyperpack's
+      // brackets do: left for the user to set, in a comment.
+      Warn(et, "early_terminate",
+           "hyperpack's hyperband needs max_resource (a full run's epochs), which the sweep does "
+           "not say: the pruner is written commented out; set it and uncomment");
+      yaml_ << "# pruner: {algorithm: hyperband, min_resource: "
+            << FormatDouble(min_iter.value_or(1))
+            << ", max_resource: SET_ME, reduction_factor: " << FormatDouble(eta)
+            << "}   # early_terminate, " << From(et) << "\n";
+      return;
+    }
+    if (!min_iter && et["s"]) {
+      auto s = ParseDouble(et["s"].Scalar());
+      if (s) min_iter = *max_iter / std::pow(eta, *s);
+    }
+    if (et["strict"]) Warn(et["strict"], "early_terminate.strict", "strict is not carried over");
+    yaml_ << "pruner: {algorithm: hyperband, min_resource: " << FormatDouble(min_iter.value_or(1))
+          << ", max_resource: " << FormatDouble(*max_iter)
+          << ", reduction_factor: " << FormatDouble(eta) << "}   # early_terminate, " << From(et)
+          << "\n";
+  }
+
+  std::string file_;
+  std::ostringstream yaml_;
+  std::vector<std::string> names_;
+  std::vector<Diagnostic> errors_, warnings_;
+};
+
+}  // namespace
+
+Result<SweepFormat> ParseSweepFormat(const std::string& name) {
+  if (name == "wandb") return SweepFormat::kWandb;
+  return Status::Invalid("--from: '", name, "' is not a format hyperpack imports; expected wandb");
+}
+
+ImportOutcome ImportSweep(const std::string& text, const std::string& filename,
+                          SweepFormat format) {
+  switch (format) {
+    case SweepFormat::kWandb:
+      break;
+  }
+  return WandbImporter(filename).Run(text);
+}
+
+ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format) {
+  ParseOutcome out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    out.errors.push_back({path, 0, 0, "", "cannot read the sweep file (does it exist?)"});
+    return out;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  ImportOutcome imported = ImportSweep(text.str(), path, format);
+  if (!imported.errors.empty()) {
+    out.errors = std::move(imported.errors);
+    out.warnings = std::move(imported.warnings);
+    return out;
+  }
+  out = ParseStudy(imported.study_yaml, path + " (imported)");
+  out.warnings.insert(out.warnings.begin(), imported.warnings.begin(), imported.warnings.end());
+  return out;
+}
+
+}  // namespace hyperpack::study

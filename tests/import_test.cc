@@ -1,0 +1,201 @@
+// W&B sweep files written here, covering every distribution W&B documents, imported and parsed
+// back as hyperpack study files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "hyperpack/study/import.h"
+
+namespace hyperpack::study {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The sweep imported and parsed; fails the test when either step has errors.
+StudySpec Imported(const std::string& sweep, ImportOutcome* outcome = nullptr) {
+  ImportOutcome out = ImportSweep(sweep, "sweep.yaml", SweepFormat::kWandb);
+  if (outcome) *outcome = out;
+  EXPECT_TRUE(out.errors.empty()) << (out.errors.empty() ? "" : out.errors[0].ToString());
+  ParseOutcome parsed = ParseStudy(out.study_yaml, "imported.yaml");
+  EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText() << "\n" << out.study_yaml;
+  return parsed.spec.value_or(StudySpec());
+}
+
+const ParamSpec& Param(const StudySpec& s, const std::string& name) {
+  const ParamSpec* p = s.space.Find(name);
+  EXPECT_NE(p, nullptr) << name;
+  static const ParamSpec kNone;
+  return p ? *p : kNone;
+}
+
+std::string WarningsText(const ImportOutcome& out) {
+  std::string all;
+  for (const Diagnostic& d : out.warnings) all += d.ToString() + "\n";
+  return all;
+}
+
+constexpr char kHead[] = R"(program: train.py
+method: bayes
+metric: {name: val_accuracy, goal: maximize}
+parameters:
+)";
+
+TEST(ImportWandbTest, EveryExactDistributionBecomesItsHyperpackForm) {
+  ImportOutcome out;
+  StudySpec s = Imported(std::string(kHead) + R"(  opt: {values: [sgd, adam]}
+  seed: {value: 7}
+  layers: {min: 1, max: 4}
+  dropout: {min: 0.0, max: 0.5}
+  width: {distribution: int_uniform, min: 16, max: 256}
+  momentum: {distribution: uniform, min: 0.5, max: 0.99}
+  lr: {distribution: log_uniform_values, min: 0.0001, max: 0.1}
+  wd: {distribution: log_uniform, min: -9.21, max: -2.3}
+  steps: {distribution: q_uniform, min: 0, max: 100, q: 10}
+  flag: {distribution: categorical, values: [true, false]}
+  const: {distribution: constant, value: fixed-text}
+)",
+                         &out);
+  EXPECT_EQ(s.objective.metric, "val_accuracy");
+  EXPECT_EQ(s.objective.direction, Direction::kMaximize);
+  EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kGp);
+  EXPECT_EQ(Param(s, "opt").type, ParamType::kCategorical);
+  EXPECT_EQ(Param(s, "seed").type, ParamType::kFixed);
+  // Integer or float decided by how min and max are written, as W&B decides.
+  EXPECT_EQ(Param(s, "layers").type, ParamType::kInt);
+  EXPECT_EQ(Param(s, "dropout").type, ParamType::kFloat);
+  EXPECT_EQ(Param(s, "width").type, ParamType::kInt);
+  EXPECT_EQ(Param(s, "momentum").high, 0.99);
+  EXPECT_TRUE(Param(s, "lr").log);
+  EXPECT_EQ(Param(s, "lr").low, 0.0001);
+  // log_uniform's bounds are natural-log exponents.
+  EXPECT_TRUE(Param(s, "wd").log);
+  EXPECT_NEAR(Param(s, "wd").low, std::exp(-9.21), 1e-12);
+  EXPECT_NEAR(Param(s, "wd").high, std::exp(-2.3), 1e-12);
+  EXPECT_EQ(Param(s, "steps").type, ParamType::kInt);
+  EXPECT_EQ(Param(s, "steps").step, 10);
+  EXPECT_EQ(Param(s, "flag").values.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(Param(s, "const").value), "fixed-text");
+  // W&B's default command: ${env} ${interpreter} ${program} ${args}.
+  EXPECT_THAT(s.trial.command,
+              HasSubstr("/usr/bin/env python3 train.py --opt={opt} --seed={seed}"));
+  // Only the note about where metrics are read.
+  EXPECT_EQ(out.warnings.size(), 1u) << WarningsText(out);
+}
+
+TEST(ImportWandbTest, ApproximateDistributionsAreWarningsAtTheirLines) {
+  ImportOutcome out;
+  StudySpec s = Imported(std::string(kHead) + R"(  a: {distribution: normal, mu: 1, sigma: 0.5}
+  b: {distribution: q_normal, mu: 0, sigma: 1, q: 0.5}
+  c: {distribution: log_normal, mu: 0, sigma: 1}
+  d: {distribution: q_log_normal, mu: 0, sigma: 1, q: 1}
+  e: {distribution: beta, a: 2, b: 5}
+  f: {distribution: q_beta, a: 2, b: 5, q: 0.1}
+  g: {distribution: q_log_uniform_values, min: 1, max: 1000, q: 1}
+  h: {distribution: q_log_uniform, min: 0, max: 6.9, q: 1}
+  i: {distribution: q_uniform, min: 0.5, max: 2.5, q: 0.5}
+  j: {values: [1, 2], probabilities: [0.9, 0.1]}
+)",
+                         &out);
+  EXPECT_EQ(Param(s, "a").low, 1 - 3 * 0.5);
+  EXPECT_EQ(Param(s, "a").high, 1 + 3 * 0.5);
+  EXPECT_TRUE(Param(s, "c").log);
+  EXPECT_NEAR(Param(s, "c").high, std::exp(3.0), 1e-9);
+  EXPECT_EQ(Param(s, "e").high, 1.0);
+  EXPECT_TRUE(Param(s, "g").log);
+  std::string w = WarningsText(out);
+  for (const char* expected :
+       {"sweep.yaml:5:6: parameters.a: warning: normal(mu 1, sigma 0.5) has no hyperpack form",
+        "sweep.yaml:6:6: parameters.b: warning: q_normal", "sweep.yaml:7:6: parameters.c",
+        "sweep.yaml:8:6: parameters.d", "sweep.yaml:9:6: parameters.e: warning: beta",
+        "sweep.yaml:10:6: parameters.f",
+        "sweep.yaml:11:6: parameters.g: warning: "
+        "q_log_uniform_values with q 1",
+        "sweep.yaml:12:6: parameters.h",
+        "sweep.yaml:13:6: parameters.i: warning: q_uniform with q 0.5",
+        "parameters.j: warning: probabilities are not carried over"})
+    EXPECT_THAT(w, HasSubstr(expected));
+}
+
+TEST(ImportWandbTest, WhatCannotBeCarriedOverIsAnErrorAtItsLine) {
+  ImportOutcome out = ImportSweep(
+      std::string(kHead) + R"(  a: {distribution: inv_log_uniform_values, min: 1, max: 10}
+  b: {distribution: inv_log_uniform, min: 0, max: 2}
+  c: {distribution: log_uniform_values, min: 0, max: 1}
+  d: {distribution: uniform, min: 0}
+  e: {values: [[1, 2], [3]]}
+)",
+      "sweep.yaml", SweepFormat::kWandb);
+  ASSERT_EQ(out.errors.size(), 5u);
+  EXPECT_EQ(out.errors[0].ToString(),
+            "sweep.yaml:5:21: parameters.a: distribution 'inv_log_uniform_values' cannot be "
+            "carried over (hyperpack has uniform and log-uniform ranges, integers and "
+            "categoricals)");
+  EXPECT_THAT(out.errors[1].ToString(), HasSubstr("sweep.yaml:6:21: parameters.b"));
+  EXPECT_THAT(out.errors[2].ToString(),
+              HasSubstr("parameters.c: log_uniform_values: min must be below max and above 0"));
+  EXPECT_THAT(out.errors[3].ToString(), HasSubstr("parameters.d: uniform needs a number 'max'"));
+  EXPECT_THAT(out.errors[4].ToString(), HasSubstr("parameters.e: a value that is a list"));
+  EXPECT_TRUE(out.study_yaml.empty());
+}
+
+TEST(ImportWandbTest, CommandMacrosMethodsRunCapAndHyperband) {
+  ImportOutcome out;
+  StudySpec s = Imported(R"(program: fit.py
+method: grid
+metric: {name: loss}
+run_cap: 12
+parameters:
+  lr: {values: [0.1, 0.01]}
+  net: {parameters: {depth: {values: [2, 4]}}}
+command:
+  - ${env}
+  - python3
+  - ${program}
+  - --epochs
+  - "5"
+  - ${args_no_hyphens}
+early_terminate: {type: hyperband, min_iter: 1, max_iter: 27, eta: 3}
+)",
+                         &out);
+  EXPECT_EQ(s.trial.command,
+            "/usr/bin/env python3 fit.py --epochs 5 lr={lr} net_depth={net_depth}");
+  EXPECT_EQ(s.objective.direction, Direction::kMinimize);  // W&B's default goal
+  EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kSobol);
+  EXPECT_EQ(s.budget.max_trials, 12);
+  EXPECT_EQ(s.pruner.algorithm, tuner::PrunerAlgorithm::kHyperband);
+  EXPECT_EQ(s.pruner.max_resource, 27);
+  EXPECT_EQ(s.pruner.reduction_factor, 3);
+  std::string w = WarningsText(out);
+  EXPECT_THAT(w, HasSubstr("sweep.yaml:2:9: method: warning: grid has no hyperpack form"));
+  EXPECT_THAT(w, HasSubstr("net: warning: nested parameters are flattened to net_*"));
+}
+
+TEST(ImportWandbTest, HyperbandWithoutAMaximumIsLeftCommentedOutWithAWarning) {
+  ImportOutcome out;
+  StudySpec s = Imported(std::string(kHead) + "  lr: {min: 0.001, max: 0.1}\n" +
+                             "early_terminate: {type: hyperband, min_iter: 3}\n",
+                         &out);
+  EXPECT_EQ(s.pruner.algorithm, tuner::PrunerAlgorithm::kNone);
+  EXPECT_THAT(out.study_yaml, HasSubstr("# pruner: {algorithm: hyperband, min_resource: 3, "
+                                        "max_resource: SET_ME"));
+  EXPECT_THAT(WarningsText(out), HasSubstr("needs max_resource"));
+}
+
+TEST(ImportWandbTest, NotASweepIsAClearError) {
+  ImportOutcome yaml = ImportSweep("a: [1,\n", "sweep.yaml", SweepFormat::kWandb);
+  ASSERT_EQ(yaml.errors.size(), 1u);
+  EXPECT_THAT(yaml.errors[0].ToString(), HasSubstr("sweep.yaml:"));
+  EXPECT_THAT(yaml.errors[0].ToString(), HasSubstr("invalid YAML"));
+  ImportOutcome list = ImportSweep("- 1\n", "sweep.yaml", SweepFormat::kWandb);
+  ASSERT_EQ(list.errors.size(), 1u);
+  EXPECT_THAT(list.errors[0].message, HasSubstr("a W&B sweep is a mapping"));
+  ImportOutcome nometric = ImportSweep("parameters: {x: {values: [1]}}\nprogram: p.py\n",
+                                       "sweep.yaml", SweepFormat::kWandb);
+  ASSERT_FALSE(nometric.errors.empty());
+  EXPECT_THAT(nometric.errors[0].message, HasSubstr("a sweep needs metric"));
+  EXPECT_FALSE(ParseSweepFormat("katib").ok());
+}
+
+}  // namespace
+}  // namespace hyperpack::study
