@@ -1438,5 +1438,136 @@ TEST(StudyFileTest, ExportRolesNameParametersOrFixValues) {
                                   "fp32, fp16 or bf16")));
 }
 
+// ---- metric patterns: objective.regex and trial.metrics
+// ------------------------------------------
+
+::testing::Matcher<const MetricPattern&> IsPattern(const std::string& name,
+                                                   const std::string& pattern) {
+  return AllOf(Field("name", &MetricPattern::name, name),
+               Field("pattern", &MetricPattern::pattern, pattern));
+}
+
+TEST(StudyFileTest, ReadsObjectiveRegexFirstThenTrialMetricsInTheFilesOrder) {
+  ParseOutcome out = Parse(R"yaml(name: mnist
+objective: {metric: accuracy, direction: maximize, regex: 'Accuracy: (\d+)/10000'}
+search_space: {lr: {type: float, low: 0.001, high: 1, log: true}}
+trial:
+  command: python main.py --lr {lr}
+  metrics:
+    test_loss: 'Average loss: ([0-9.eE+-]+)'
+    epoch: 'Train Epoch: (\d+)'
+)yaml");
+  ASSERT_TRUE(out.spec) << out.ErrorText();
+  EXPECT_EQ(out.spec->objective.metric, "accuracy");
+  EXPECT_THAT(out.spec->metric_patterns,
+              ElementsAre(IsPattern("accuracy", R"(Accuracy: (\d+)/10000)"),
+                          IsPattern("test_loss", "Average loss: ([0-9.eE+-]+)"),
+                          IsPattern("epoch", R"(Train Epoch: (\d+))")));
+  EXPECT_THAT(Parse(kFullStudy).spec->metric_patterns, IsEmpty());
+}
+
+TEST(StudyFileTest, TheObjectivesPatternMayBeOneOfTrialMetrics) {
+  ParseOutcome out = Parse(R"yaml(name: mnist
+objective: {metric: accuracy, direction: maximize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  metrics: {accuracy: 'Accuracy: (\d+)'}
+)yaml");
+  ASSERT_TRUE(out.spec) << out.ErrorText();
+  EXPECT_THAT(out.spec->metric_patterns, ElementsAre(IsPattern("accuracy", R"(Accuracy: (\d+))")));
+}
+
+TEST(StudyFileTest, RejectsAMetricPatternThatDoesNotCompileAndSaysWhatTheLibrarySaid) {
+  ParseOutcome out = Parse(R"yaml(name: mnist
+objective:
+  metric: accuracy
+  direction: maximize
+  regex: 'Accuracy: (\d+/10000'
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  metrics: {loss: 'loss: ([0-9.]+', acc: 'a{3,1}(\d)'}
+)yaml");
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(5, 10, "objective.regex",
+                          R"('Accuracy: (\d+/10000' is not a regular expression: Unmatched )"
+                          R"(marking parenthesis ( or \( (at the end))"),
+                  IsError(9, 19, "trial.metrics.loss", "is not a regular expression: Unmatched"),
+                  IsError(9, 42, "trial.metrics.acc",
+                          "is not a regular expression: Invalid content of repeat range (at "
+                          "character 5)")));
+}
+
+TEST(StudyFileTest, RejectsAMetricPatternWithoutExactlyOneCaptureGroup) {
+  ParseOutcome out = Parse(R"yaml(name: mnist
+objective: {metric: accuracy, direction: maximize, regex: 'Accuracy: \d+'}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  metrics:
+    test_loss: '(Average|Test) loss: ([0-9.]+)'
+    lr: '(?:lr|learning rate): ([0-9.]+)'
+)yaml");
+  EXPECT_THAT(out.errors,
+              ElementsAre(IsError(2, 59, "objective.regex",
+                                  R"('Accuracy: \d+' has 0 capture groups; expected exactly one )"
+                                  "capture group ( ... ) around the number"),
+                          IsError(7, 16, "trial.metrics.test_loss",
+                                  "has 2 capture groups; expected exactly one capture group")));
+}
+
+TEST(StudyFileTest, RejectsAnEmptyMetricPatternAndAMetricNameThatIsNotAnIdentifier) {
+  ParseOutcome out = Parse(R"yaml(name: mnist
+objective: {metric: accuracy, direction: maximize, regex: ''}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  metrics:
+    val-loss: 'val loss ([0-9.]+)'
+    1st: 'first ([0-9.]+)'
+    lr:
+    wd: [1, 2]
+)yaml");
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(2, 59, "objective.regex",
+                          "empty pattern; expected a regular expression with one capture group "
+                          "around the number"),
+                  IsError(7, 5, "trial.metrics",
+                          "'val-loss' is not a metric name; use letters, digits and '_'"),
+                  IsError(8, 5, "trial.metrics", "'1st' is not a metric name"),
+                  IsError(9, 5, "trial.metrics.lr", "expected a regular expression"),
+                  IsError(10, 9, "trial.metrics.wd",
+                          "expected a regular expression with one "
+                          "capture group around the number, e.g. "
+                          "'Average loss: ([0-9.eE+-]+)', got a list")));
+}
+
+TEST(StudyFileTest, RejectsTrialMetricsThatRepeatTheObjectiveRegexOrThatAreNotAMapping) {
+  ParseOutcome out = Parse(R"yaml(name: mnist
+objective: {metric: accuracy, direction: maximize, regex: 'Accuracy: (\d+)'}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  metrics: {accuracy: 'acc=(\d+)'}
+)yaml");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(6, 13, "trial.metrics.accuracy",
+                                              "'accuracy' is the objective's metric, already read "
+                                              "by objective.regex")));
+  ParseOutcome list = Parse(R"yaml(name: mnist
+objective: {metric: accuracy, direction: maximize}
+search_space: {x: [1, 2]}
+trial:
+  command: run {x}
+  metrics: ['Accuracy: (\d+)']
+)yaml");
+  EXPECT_THAT(list.errors,
+              ElementsAre(IsError(6, 12, "trial.metrics",
+                                  "expected a mapping of metric names to patterns, e.g. "
+                                  "{test_loss: 'Average loss: ([0-9.eE+-]+)'}, got a list")));
+}
+
 }  // namespace
 }  // namespace hyperpack::study

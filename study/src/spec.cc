@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <boost/regex.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -382,7 +383,7 @@ class Parser {
     }
 
     if (auto* f = Get(fields, "objective")) {
-      ParseObjective(*f, &spec->objective);
+      ParseObjective(*f, &spec->objective, &spec->metric_patterns);
     } else {
       Missing(root, "", "objective", "{metric: NAME, direction: minimize|maximize}");
     }
@@ -394,7 +395,7 @@ class Parser {
     }
 
     if (auto* f = Get(fields, "trial")) {
-      ParseTrial(*f, spec->space, &spec->trial);
+      ParseTrial(*f, spec->space, &spec->trial, &spec->metric_patterns);
     } else {
       Missing(root, "", "trial", "{command: ...}, the command that runs one trial");
     }
@@ -413,8 +414,9 @@ class Parser {
     }
   }
 
-  void ParseObjective(const Field& field, Objective* objective) {
-    auto fields = Fields(field, "objective", {"metric", "direction", "strategy"});
+  void ParseObjective(const Field& field, Objective* objective,
+                      std::vector<MetricPattern>* patterns) {
+    auto fields = Fields(field, "objective", {"metric", "direction", "strategy", "regex"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "metric")) {
       if (auto m = String(*f, "objective.metric")) {
@@ -456,6 +458,48 @@ class Parser {
         }
       }
     }
+    if (auto* f = Get(fields, "regex")) {
+      if (auto p = MetricRegex(*f, "objective.regex"); p && !objective->metric.empty())
+        patterns->push_back({objective->metric, *p});
+    }
+  }
+
+  // A metric's pattern: a regular expression with exactly one capture group, checked with the
+  // library and the syntax the scheduler matches with (Boost.Regex, Perl).
+  std::optional<std::string> MetricRegex(const Field& f, const std::string& path) {
+    static const std::string kExpected =
+        "expected a regular expression with one capture group around the number, e.g. "
+        "'Average loss: ([0-9.eE+-]+)'";
+    if (!f.value.IsScalar()) {
+      Error(f.value.IsNull() ? f.key : f.value, path, kExpected, ", got ", Describe(f.value));
+      return std::nullopt;
+    }
+    const std::string& text = f.value.Scalar();
+    if (text.empty()) {
+      Error(f.value, path, "empty pattern; ", kExpected);
+      return std::nullopt;
+    }
+    size_t groups = 0;
+    try {
+      groups = boost::regex(text, boost::regex::perl).mark_count();
+    } catch (const std::exception& e) {  // boost::regex_error; std::bad_alloc
+      std::string why = e.what();
+      // Boost appends the pattern marked where it stopped; the position says the same, shorter.
+      why = why.substr(0, why.find("  The error occurred"));
+      if (!why.empty() && why.back() == '.') why.pop_back();
+      if (const auto* re = dynamic_cast<const boost::regex_error*>(&e)) {
+        const auto at = static_cast<size_t>(re->position());
+        why += at < text.size() ? StrCat(" (at character ", at + 1, ")") : " (at the end)";
+      }
+      Error(f.value, path, "'", text, "' is not a regular expression: ", why);
+      return std::nullopt;
+    }
+    if (groups != 1) {
+      Error(f.value, path, "'", text, "' has ", groups, " capture groups; expected exactly one ",
+            "capture group ( ... ) around the number (write other groups as (?: ... ))");
+      return std::nullopt;
+    }
+    return text;
   }
 
   void ParseSpace(const Field& field, SearchSpace* space) {
@@ -739,8 +783,9 @@ class Parser {
     }
   }
 
-  void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial) {
-    auto fields = Fields(field, "trial", {"command", "workdir", "env", "timeout"});
+  void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial,
+                  std::vector<MetricPattern>* patterns) {
+    auto fields = Fields(field, "trial", {"command", "workdir", "env", "timeout", "metrics"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "command")) {
       if (auto c = String(*f, "trial.command")) {
@@ -781,6 +826,43 @@ class Parser {
       }
     }
     if (auto* f = Get(fields, "timeout")) trial->timeout_s = Duration(*f, "trial.timeout");
+    if (auto* f = Get(fields, "metrics")) ParseMetrics(*f, patterns);
+  }
+
+  // `trial.metrics: {NAME: PATTERN, ...}`: metrics read from lines the trial prints its own way.
+  void ParseMetrics(const Field& field, std::vector<MetricPattern>* patterns) {
+    if (!field.value.IsMap() || field.value.size() == 0) {
+      Error(field.value.IsNull() ? field.key : field.value, "trial.metrics",
+            "expected a mapping of metric names to patterns, e.g. "
+            "{test_loss: 'Average loss: ([0-9.eE+-]+)'}, got ",
+            Describe(field.value));
+      return;
+    }
+    // objective.regex, when given, is already there.
+    const size_t from_objective = patterns->size();
+    std::set<std::string> seen;
+    for (auto it = field.value.begin(); it != field.value.end(); ++it) {
+      YAML::Node key = it->first;
+      const std::string name = key.IsScalar() ? key.Scalar() : "";
+      const std::string path = Path("trial.metrics", name);
+      if (!IsIdentifier(name)) {
+        Error(key, "trial.metrics", "'", name,
+              "' is not a metric name; use letters, digits and '_', not starting with a digit");
+        continue;
+      }
+      if (!seen.insert(name).second) {
+        Error(key, path, "duplicate metric");
+        continue;
+      }
+      auto taken = std::find_if(patterns->begin(), patterns->begin() + from_objective,
+                                [&](const MetricPattern& p) { return p.name == name; });
+      if (taken != patterns->begin() + from_objective) {
+        Error(key, path, "'", name,
+              "' is the objective's metric, already read by objective.regex; keep one of the two");
+        continue;
+      }
+      if (auto p = MetricRegex(Field{key, it->second}, path)) patterns->push_back({name, *p});
+    }
   }
 
   // A text field that must be one of `allowed`; left as it was when absent or wrong.

@@ -19,6 +19,7 @@
 #include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/metrics.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/text.h"
@@ -72,6 +73,7 @@ class LocalDriver : public StudyRun {
   Status Begin(std::function<void(Result<RunSummary>)> on_done) override {
     // Bad pruner settings are refused before anything is stored.
     HP_RETURN_IF_ERROR(tuner::MakePruner(PrunerOptionsFor(spec_)).status());
+    HP_ASSIGN_OR_RETURN(patterns_, MetricPatterns::Make(spec_.metric_patterns));
     on_done_ = std::move(on_done);
     start_ = Clock::now();
     wall_start_ = WallNow();
@@ -210,7 +212,7 @@ class LocalDriver : public StudyRun {
       return;
     }
     if (id.rank != 0) return;  // rank 0's metrics are the trial's
-    auto m = ParseMetricLine(line);
+    auto m = ParseMetricLine(line, patterns_);
     if (!m) return;
     bool checkpoint = controller_->pauses() && FolderHoldsSomething(f.checkpoint_dir);
     Feed(MetricReport{id.trial, std::move(*m), checkpoint});
@@ -399,6 +401,7 @@ class LocalDriver : public StudyRun {
   }
 
   study::StudySpec spec_;
+  MetricPatterns patterns_;  // the study's, compiled by Begin
   RunOptions options_;
   std::ostream& out_;
   asio::io_context& io_;

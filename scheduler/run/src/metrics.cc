@@ -1,11 +1,50 @@
 #include "hyperpack/scheduler/metrics.h"
 
+#include <algorithm>
+#include <boost/regex.hpp>
 #include <cctype>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hyperpack/text.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+// Boost.Regex's own traits under a name of this file's, so that the bound below applies to the
+// metric patterns' searches and to nothing else in the program.
+struct PatternTraits : boost::regex_traits<char> {};
+using Pattern = boost::basic_regex<char, PatternTraits>;
+using PatternMatch = boost::match_results<const char*>;
+
+// The most steps a search may take. Boost allows max(N*S^2, min(N^2, 1e8)) for a line of N
+// characters and a pattern of S: a second for (a+)+b on a 60 KiB line of 'a's, about five for a
+// 100-character pattern, without end for longer ones. Capped here at about 0.1 s, on the io thread;
+// a pattern that does not backtrack badly takes a few steps a character, far below it.
+constexpr std::ptrdiff_t kMaxSearchSteps = 10'000'000;
+
+}  // namespace
+}  // namespace hyperpack::scheduler
+
+// Boost's estimate of a search's steps, replaced for the metric patterns' matcher alone (a member
+// of a Boost detail class: a Boost that renames it fails to compile here rather than lose the
+// bound). Boost's heuristic, capped; it throws boost::regex_error (error_complexity) past it.
+template <>
+void boost::BOOST_REGEX_DETAIL_NS::perl_matcher<const char*,
+                                                std::allocator<boost::sub_match<const char*>>,
+                                                hyperpack::scheduler::PatternTraits>::
+    estimate_max_state_count(std::random_access_iterator_tag*) {
+  using hyperpack::scheduler::kMaxSearchSteps;
+  const std::ptrdiff_t n = std::max<std::ptrdiff_t>(1, last - base);
+  const std::ptrdiff_t s = std::max<std::ptrdiff_t>(1, static_cast<std::ptrdiff_t>(re.size()));
+  auto times = [](std::ptrdiff_t a, std::ptrdiff_t b) {  // saturating at the cap
+    return a > kMaxSearchSteps / b ? kMaxSearchSteps : a * b;
+  };
+  max_state_count =
+      std::min(kMaxSearchSteps, std::max(times(times(n, s), s), times(n, n)) + 100'000);
+}
 
 namespace hyperpack::scheduler {
 namespace {
@@ -203,6 +242,76 @@ std::optional<MetricLine> FromKeyValues(std::string_view text) {
 }
 
 }  // namespace
+
+struct MetricPatterns::Compiled {
+  std::string name;
+  Pattern regex;
+};
+
+Result<MetricPatterns> MetricPatterns::Make(std::span<const study::MetricPattern> patterns) {
+  auto compiled = std::make_shared<std::vector<Compiled>>();
+  for (const study::MetricPattern& p : patterns) {
+    try {
+      Pattern regex(p.pattern, boost::regex::perl);
+      if (regex.mark_count() != 1)
+        return Status::Invalid("metric '", p.name, "': pattern '", p.pattern, "' has ",
+                               regex.mark_count(), " capture groups; expected exactly one");
+      compiled->push_back({p.name, std::move(regex)});
+    } catch (const std::exception& e) {  // boost::regex_error; std::bad_alloc
+      return Status::Invalid("metric '", p.name, "': '", p.pattern,
+                             "' is not a regular expression: ", e.what());
+    }
+  }
+  MetricPatterns out;
+  out.compiled_ = std::move(compiled);
+  return out;
+}
+
+bool MetricPatterns::empty() const { return !compiled_ || compiled_->empty(); }
+
+std::vector<std::pair<std::string, double>> MetricPatterns::Match(std::string_view line) const {
+  std::vector<std::pair<std::string, double>> found;
+  if (empty()) return found;
+  for (const Compiled& c : *compiled_) {
+    PatternMatch m;
+    try {
+      if (!boost::regex_search(line.data(), line.data() + line.size(), m, c.regex)) continue;
+    } catch (const std::exception&) {
+      // Too complex a search (or out of its memory) on this line: it reports nothing here.
+      continue;
+    }
+    if (!m[1].matched) continue;  // the group sits in an alternative that did not match
+    std::optional<double> x = ParseDouble(std::string_view(m[1].first, m[1].length()));
+    if (x && std::isfinite(*x)) found.emplace_back(c.name, *x);
+  }
+  return found;
+}
+
+std::optional<MetricLine> ParseMetricLine(std::string_view line, const MetricPatterns& patterns) {
+  std::optional<MetricLine> parsed = ParseMetricLine(line);
+  if (patterns.empty()) return parsed;
+  std::vector<std::pair<std::string, double>> found = patterns.Match(line);
+  if (found.empty()) return parsed;
+  MetricLine m = parsed ? std::move(*parsed) : MetricLine{};
+  // Where the line named no step, ParseMetricLine took the epoch for it: an epoch pattern's value
+  // takes its place, unless a step pattern gave one.
+  const bool step_was_epoch = !m.step || m.step == m.epoch;
+  bool step_found = false;
+  for (auto& [name, x] : found) {
+    if (name == "step" || name == "epoch") {
+      if (std::optional<int64_t> n = WholeNumber(x)) {
+        (name == "step" ? m.step : m.epoch) = *n;
+        step_found = step_found || name == "step";
+      }
+      continue;
+    }
+    std::erase_if(m.values, [&](const auto& v) { return v.first == name; });
+    m.values.emplace_back(std::move(name), x);
+  }
+  if (!step_found && step_was_epoch) m.step = m.epoch;
+  if (m.values.empty()) return std::nullopt;
+  return m;
+}
 
 std::optional<MetricLine> ParseMetricLine(std::string_view line) {
   std::string_view text = Trim(line);

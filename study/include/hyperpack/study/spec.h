@@ -40,6 +40,14 @@ struct Objective {
   }
 };
 
+// A metric read from lines the trial prints its own way (`objective.regex`, `trial.metrics`): a
+// regular expression (Boost.Regex, Perl syntax) with exactly one capture group, around the value.
+// Checked when the study file is parsed; compiled and matched by scheduler/metrics.h.
+struct MetricPattern {
+  std::string name;     // the metric; `epoch` and `step` set a report's epoch and step
+  std::string pattern;  // as written, e.g. Accuracy: (\d+)/10000
+};
+
 struct TrialSpec {
   std::string command;  // with {param} placeholders; run by /bin/sh -c
   std::string workdir;  // absolute, or empty for the directory `hyperpack run` starts in
@@ -163,6 +171,9 @@ struct StudySpec {
   std::string source_path;  // the file it came from, as given
   std::string source_text;  // verbatim; stored with the study
   Objective objective;
+  // `objective.regex` first (named objective.metric), then `trial.metrics` in the file's order.
+  // Empty: the trial reports as the metrics protocol says (JSON or name=value lines).
+  std::vector<MetricPattern> metric_patterns;
   SearchSpace space;
   TrialSpec trial;
   TunerSpec tuner;

@@ -6,15 +6,24 @@
 // which Python's json module writes, are accepted. Lines of `name=value` tokens, as Kubeflow
 // Katib's collector reads them, count too: "epoch=3 accuracy=0.88 loss=0.31"; tokens that are not
 // name=number are ignored, so "Epoch 3: accuracy=0.88" reports accuracy. Any other line is output.
-// Thread-safety: pure functions.
+//
+// A study may also read metrics from lines a script prints its own way (`objective.regex`,
+// `trial.metrics`): each pattern is searched for in every line, and its one capture group, when it
+// reads as a finite number, is the metric's value.
+// Thread-safety: pure functions; a MetricPatterns is immutable and may be shared between threads.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "hyperpack/status.h"
+#include "hyperpack/study/spec.h"
 
 namespace hyperpack::scheduler {
 
@@ -26,5 +35,29 @@ struct MetricLine {
 
 // The metrics on one line of output, or nullopt when the line reports none.
 std::optional<MetricLine> ParseMetricLine(std::string_view line);
+
+// A study's metric patterns, compiled (Boost.Regex, Perl syntax, as the study file was checked).
+// A search that grows too complex (a pattern that backtracks badly, on a long line) gives up after
+// a bounded number of steps, about 0.1 s at worst, and that pattern reports nothing on that line.
+class MetricPatterns {
+ public:
+  MetricPatterns() = default;  // none
+  // Each pattern must compile and have exactly one capture group.
+  static Result<MetricPatterns> Make(std::span<const study::MetricPattern> patterns);
+
+  bool empty() const;
+  // (name, value) for each pattern found in `line` whose group reads as a finite number, in the
+  // patterns' order.
+  std::vector<std::pair<std::string, double>> Match(std::string_view line) const;
+
+ private:
+  struct Compiled;
+  std::shared_ptr<const std::vector<Compiled>> compiled_;
+};
+
+// As above, and the values `patterns` find: a pattern's value replaces one of the same name on
+// the line; patterns named `epoch` and `step` set the epoch and step (whole numbers only), as
+// those JSON members do.
+std::optional<MetricLine> ParseMetricLine(std::string_view line, const MetricPatterns& patterns);
 
 }  // namespace hyperpack::scheduler
