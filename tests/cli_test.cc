@@ -623,7 +623,8 @@ TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
 }
 
 TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
-  // The examples name the trainer as build/trainer/hyperpack-trainer, where scripts/ build it.
+  // The examples name the trainer as hyperpack-trainer: the one built beside this hyperpack
+  // (build/trainer/, where scripts/ build it) comes first on a trial's PATH.
   std::string trainer = std::string(HYPERPACK_SOURCE_DIR) + "/build/trainer/hyperpack-trainer";
   if (!std::filesystem::exists(trainer))
     GTEST_SKIP() << "hyperpack-trainer is not built (no libtorch): " << trainer;
@@ -631,7 +632,7 @@ TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
   std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist/quickstart.yaml";
   auto r = RunCommand({HYPERPACK_CLI, "run", example, "--storage", db_, "--max-trials", "2"},
-                      HYPERPACK_SOURCE_DIR);
+                      dir_.path().string());  // anywhere: nothing in it is relative
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto trials = Trials("fmnist-quickstart");
   ASSERT_EQ(trials.size(), 2u);

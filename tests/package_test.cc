@@ -52,6 +52,17 @@ TEST(PackageTest, TheDebInstallsIntoAScratchRootAndRunsFromThere) {
   auto help = RunCommand({bin + "hyperpack-trainer", "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;
   EXPECT_THAT(help.out, HasSubstr("--grad-compression"));
+  // The installed quickstart runs as written: its `hyperpack-trainer` is the one installed beside
+  // this hyperpack, whatever PATH says.
+  if (fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    auto run = RunCommand({bin + "hyperpack", "run", examples + "fmnist/quickstart.yaml",
+                           "--storage", dir / "q.db", "--max-trials", "1", "--progress", "quiet"},
+                          dir.path().string());
+    EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+    auto trials =
+        RunCommand({bin + "hyperpack", "trials", "fmnist-quickstart", "--storage", dir / "q.db"});
+    EXPECT_THAT(trials.out, HasSubstr("completed")) << trials.out;
+  }
 #endif
 }
 

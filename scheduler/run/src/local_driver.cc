@@ -317,6 +317,12 @@ class LocalDriver : public StudyRun {
     }
     std::map<std::string, std::string> base = EnvironmentMap(CurrentEnvironment());
     for (const std::string& name : plan.clear_env) base.erase(name);
+    // The trainer that came with this hyperpack, first on the trial's PATH.
+    static const std::optional<std::string> trainer_dir = CompanionTrainerDir();
+    if (trainer_dir) {
+      std::string& path = base["PATH"];
+      path = path.empty() ? *trainer_dir : *trainer_dir + ":" + path;
+    }
     if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
     GangRequest gang;
     gang.trial = plan.trial;

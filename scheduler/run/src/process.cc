@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 extern char** environ;
 
@@ -18,6 +19,16 @@ std::vector<std::string> CurrentEnvironment() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+std::optional<std::string> CompanionTrainerDir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  for (const fs::path& dir : {self.parent_path(), self.parent_path().parent_path() / "trainer"})
+    if (fs::exists(dir / "hyperpack-trainer", ec)) return dir.lexically_normal().string();
+  return std::nullopt;
 }
 
 std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>& entries) {

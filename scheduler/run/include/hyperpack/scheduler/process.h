@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,5 +37,11 @@ std::vector<std::string> CurrentEnvironment();
 // NAME=VALUE entries by name, split at the first '='. An entry without '=' is left out, a name
 // given twice keeps its last value, and an empty name is kept (as execve would pass it on).
 std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>& entries);
+
+// The folder of the hyperpack-trainer that came with this program: beside it (installed), or
+// ../trainer/ (a build tree, build/cli/ and build/trainer/); nullopt when there is none. Trials
+// find it first on their PATH, so that a study's `hyperpack-trainer ...` runs the matching one
+// from a checkout and from an installation alike.
+std::optional<std::string> CompanionTrainerDir();
 
 }  // namespace hyperpack::scheduler
