@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "hyperpack/study/import.h"
+#include "test_util.h"
 
 namespace hyperpack::study {
 namespace {
@@ -195,6 +196,115 @@ TEST(ImportWandbTest, NotASweepIsAClearError) {
   ASSERT_FALSE(nometric.errors.empty());
   EXPECT_THAT(nometric.errors[0].message, HasSubstr("a sweep needs metric"));
   EXPECT_FALSE(ParseSweepFormat("katib").ok());
+}
+
+// ---- NNI ----
+
+StudySpec ImportedNni(const std::string& config, ImportOutcome* outcome,
+                      const std::string& filename = "config.yml") {
+  ImportOutcome out = ImportSweep(config, filename, SweepFormat::kNni);
+  if (outcome) *outcome = out;
+  EXPECT_TRUE(out.errors.empty()) << (out.errors.empty() ? "" : out.errors[0].ToString());
+  ParseOutcome parsed = ParseStudy(out.study_yaml, "imported.yaml");
+  EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText() << "\n" << out.study_yaml;
+  return parsed.spec.value_or(StudySpec());
+}
+
+TEST(ImportNniTest, EveryTypeKeysInAnyCaseAndTheBudget) {
+  ImportOutcome out;
+  StudySpec s = ImportedNni(R"(experiment_name: mnist
+trial_command: python3 mnist.py
+TrialConcurrency: 2
+maxTrialNumber: 10
+max_experiment_duration: 1h
+tuner: {name: TPE, classArgs: {optimize_mode: minimize}}
+searchSpace:
+  opt: {_type: choice, _value: [sgd, adam]}
+  layers: {_type: randint, _value: [1, 5]}
+  dropout: {_type: uniform, _value: [0.0, 0.5]}
+  width: {_type: quniform, _value: [32, 512, 32]}
+  lr: {_type: loguniform, _value: [0.0001, 0.1]}
+  wd: {_type: qloguniform, _value: [0.00001, 0.01, 0.00001]}
+  m: {_type: normal, _value: [0.9, 0.03]}
+  n: {_type: qnormal, _value: [0, 1, 0.5]}
+  s: {_type: lognormal, _value: [0, 1]}
+  t: {_type: qlognormal, _value: [0, 1, 1]}
+)",
+                            &out);
+  EXPECT_EQ(s.name, "mnist");
+  EXPECT_EQ(s.objective.metric, "default");
+  EXPECT_EQ(s.objective.direction, Direction::kMinimize);
+  EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kGp);
+  EXPECT_EQ(s.budget.max_trials, 10);
+  EXPECT_EQ(s.budget.max_parallel, 2);
+  EXPECT_EQ(*s.budget.time_limit_s, 3600);
+  EXPECT_EQ(s.trial.command, "python3 mnist.py");
+  EXPECT_EQ(Param(s, "opt").values.size(), 2u);
+  // randint's upper bound is exclusive in NNI.
+  EXPECT_EQ(Param(s, "layers").type, ParamType::kInt);
+  EXPECT_EQ(Param(s, "layers").high, 4);
+  EXPECT_EQ(Param(s, "dropout").type, ParamType::kFloat);
+  EXPECT_EQ(Param(s, "width").type, ParamType::kInt);
+  EXPECT_EQ(Param(s, "width").step, 32);
+  EXPECT_TRUE(Param(s, "lr").log);
+  EXPECT_TRUE(Param(s, "wd").log);
+  EXPECT_NEAR(Param(s, "m").low, 0.81, 1e-12);
+  EXPECT_TRUE(Param(s, "s").log);
+  EXPECT_NEAR(Param(s, "s").high, std::exp(3.0), 1e-9);
+  std::string w = WarningsText(out);
+  EXPECT_THAT(w, HasSubstr("config.yml:13:7: wd: warning: qloguniform with q 1e-05"));
+  EXPECT_THAT(w, HasSubstr("config.yml:14:6: m: warning: normal(mu 0.9, sigma 0.03)"));
+  EXPECT_THAT(w, HasSubstr("n: warning: qnormal"));
+  EXPECT_THAT(w, HasSubstr("t: warning: qlognormal"));
+  EXPECT_THAT(w, HasSubstr("print {\"default\": v} as a JSON line"));
+  EXPECT_THAT(w, HasSubstr("$HYPERPACK_PARAMS_FILE"));
+}
+
+TEST(ImportNniTest, ASearchSpaceFileBesideTheConfigAndANestedChoice) {
+  hyperpack::testing::TempDir dir;
+  hyperpack::testing::WriteFile(dir / "search_space.json", R"({
+  "optimizer": {"_type": "choice", "_value": [
+    {"_name": "sgd", "momentum": {"_type": "uniform", "_value": [0.5, 0.99]}},
+    {"_name": "adam", "beta1": {"_type": "uniform", "_value": [0.8, 0.95]}}]},
+  "lr": {"_type": "loguniform", "_value": [0.001, 0.1]}
+})");
+  ImportOutcome out;
+  StudySpec s = ImportedNni(R"(searchSpaceFile: search_space.json
+trialCommand: python3 train.py
+trialCodeDirectory: code
+trialGpuNumber: 2
+tuner: {name: Random}
+assessor: {name: Medianstop, classArgs: {optimize_mode: maximize, start_step: 5}}
+)",
+                            &out, dir / "config.yml");
+  EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kRandom);
+  EXPECT_EQ(s.objective.direction, Direction::kMaximize);  // NNI's default optimize_mode
+  EXPECT_EQ(s.trial.workdir, dir / "code");
+  EXPECT_EQ(s.pruner.algorithm, tuner::PrunerAlgorithm::kMedian);
+  EXPECT_EQ(s.pruner.warmup_steps, 5);
+  EXPECT_TRUE(s.resources.gpus.has_value());
+  ASSERT_NE(s.space.Find("optimizer_momentum"), nullptr);
+  ASSERT_TRUE(Param(s, "optimizer_momentum").when.has_value());
+  EXPECT_EQ(Param(s, "optimizer_momentum").when->parent, "optimizer");
+  EXPECT_EQ(Param(s, "optimizer_beta1").when->parent, "optimizer");
+  // Warnings in the search space file point into it.
+  EXPECT_THAT(WarningsText(out), HasSubstr("search_space.json:2:16: optimizer: warning: nested "
+                                           "choice"));
+}
+
+TEST(ImportNniTest, WhatCannotBeCarriedOverIsAnErrorInTheRightFile) {
+  hyperpack::testing::TempDir dir;
+  hyperpack::testing::WriteFile(dir / "space.json",
+                                "{\"x\": {\"_type\": \"randn\", \"_value\": [0, 1]}}");
+  ImportOutcome bad = ImportSweep("searchSpaceFile: space.json\ntrialCommand: python3 t.py\n",
+                                  dir / "config.yml", SweepFormat::kNni);
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0].ToString(),
+            (dir / "space.json") + ":1:17: x: _type 'randn' is not one NNI documents");
+  ImportOutcome missing = ImportSweep("searchSpace: {x: {_type: choice, _value: [1]}}\n",
+                                      "config.yml", SweepFormat::kNni);
+  ASSERT_EQ(missing.errors.size(), 1u);
+  EXPECT_THAT(missing.errors[0].message, HasSubstr("an experiment needs trialCommand"));
 }
 
 }  // namespace

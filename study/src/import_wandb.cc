@@ -10,71 +10,21 @@
 
 #include "hyperpack/study/import.h"
 #include "hyperpack/text.h"
+#include "import_common.h"
 
 namespace hyperpack::study {
+namespace internal {
 namespace {
 
-// A number or text as YAML writes it: strings that YAML would read as something else are quoted.
-std::string Scalar(const YAML::Node& node) {
-  const std::string& text = node.Scalar();
-  if (node.Tag() == "!" || (!ParseDouble(text) && text != "true" && text != "false")) {
-    bool plain = !text.empty() && text.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
-                 text.front() != ' ' && text.back() != ' ' && text.front() != '-' &&
-                 text != "null" && text != "~" && !ParseDouble(text);
-    return plain ? text : nlohmann::json(text).dump();
-  }
-  return text;
-}
+using internal::Importer;
+using internal::IsWholeNumber;
 
-bool IsInt(const YAML::Node& n) { return n.IsScalar() && ParseInt(n.Scalar()).has_value(); }
-
-class WandbImporter {
+class WandbImporter : public Importer {
  public:
-  WandbImporter(std::string filename) : file_(std::move(filename)) {}
-
-  ImportOutcome Run(const std::string& text) {
-    ImportOutcome out;
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      out.errors.push_back(
-          {file_, e.mark.line + 1, e.mark.column + 1, "", StrCat("invalid YAML: ", e.msg)});
-      return out;
-    }
-    if (!root.IsMap()) {
-      out.errors.push_back({file_, 1, 1, "",
-                            "a W&B sweep is a mapping with method, metric and "
-                            "parameters"});
-      return out;
-    }
-    Convert(root);
-    out.errors = std::move(errors_);
-    out.warnings = std::move(warnings_);
-    if (out.errors.empty()) out.study_yaml = yaml_.str();
-    return out;
-  }
+  explicit WandbImporter(std::string filename) : Importer(std::move(filename)) {}
 
  private:
-  template <typename... Args>
-  void Error(const YAML::Node& at, const std::string& key, const Args&... args) {
-    errors_.push_back(At(at, key, StrCat(args...)));
-  }
-  template <typename... Args>
-  void Warn(const YAML::Node& at, const std::string& key, const Args&... args) {
-    warnings_.push_back(At(at, key, StrCat("warning: ", args...)));
-  }
-  Diagnostic At(const YAML::Node& at, const std::string& key, std::string message) const {
-    YAML::Mark m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-    return {file_, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1, key,
-            std::move(message)};
-  }
-  std::string From(const YAML::Node& at) const {
-    return StrCat(std::filesystem::path(file_).filename().string(), ":",
-                  at.Mark().is_null() ? 0 : at.Mark().line + 1);
-  }
-
-  void Convert(const YAML::Node& root) {
+  void Convert(const YAML::Node& root) override {
     static const std::vector<std::string> kKnown = {
         "name",    "description", "method",   "metric",   "parameters", "early_terminate",
         "command", "program",     "run_cap",  "project",  "entity",     "controller",
@@ -102,7 +52,7 @@ class WandbImporter {
     Command(root);
     Method(root["method"]);
     if (root["run_cap"]) {
-      if (!IsInt(root["run_cap"]))
+      if (!IsWholeNumber(root["run_cap"]))
         Error(root["run_cap"], "run_cap", "expected a whole number of runs");
       else
         yaml_ << "budget: {max_trials: " << root["run_cap"].Scalar() << "}   # run_cap, "
@@ -112,17 +62,7 @@ class WandbImporter {
   }
 
   void Name(const YAML::Node& root) {
-    std::string name = root["name"] && root["name"].IsScalar()
-                           ? root["name"].Scalar()
-                           : std::filesystem::path(file_).stem().string();
-    std::string clean;
-    for (char c : name)
-      clean +=
-          std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '-';
-    if (clean.empty() || !std::isalnum(static_cast<unsigned char>(clean.front())))
-      clean = "sweep-" + clean;
-    yaml_ << "# Imported from the W&B sweep " << file_ << " by hyperpack import.\n";
-    yaml_ << "name: " << clean << "\n";
+    WriteName(root["name"] && root["name"].IsScalar() ? root["name"].Scalar() : "", "W&B sweep");
     if (root["description"] && root["description"].IsScalar())
       yaml_ << "description: " << nlohmann::json(root["description"].Scalar()).dump() << "\n";
   }
@@ -140,8 +80,8 @@ class WandbImporter {
     if (metric["target"])
       Warn(metric["target"], "metric.target",
            "hyperpack does not stop a study at a target value; the budget decides");
-    yaml_ << "objective: {metric: " << Scalar(metric["name"]) << ", direction: " << goal
-          << "}   # metric, " << From(metric) << "\n";
+    yaml_ << "objective: {metric: " << internal::YamlScalar(metric["name"])
+          << ", direction: " << goal << "}   # metric, " << From(metric) << "\n";
   }
 
   void Parameters(const YAML::Node& params, const std::string& prefix) {
@@ -177,7 +117,7 @@ class WandbImporter {
         dist = "categorical";
       else if (s["value"])
         dist = "constant";
-      else if (IsInt(s["min"]) && IsInt(s["max"]))
+      else if (IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]))
         dist = "int_uniform";
       else
         dist = "uniform";
@@ -209,11 +149,11 @@ class WandbImporter {
                 "categorical values are numbers, text or booleans");
           return "";
         }
-        values.push_back(Scalar(v));
+        values.push_back(internal::YamlScalar(v));
       }
       return "{type: categorical, values: [" + Join(values, ", ") + "]}";
     }
-    if (dist == "constant") return "{type: fixed, value: " + Scalar(s["value"]) + "}";
+    if (dist == "constant") return "{type: fixed, value: " + internal::YamlScalar(s["value"]) + "}";
     if (dist == "int_uniform" || dist == "uniform" || dist == "log_uniform_values" ||
         dist == "log_uniform" || dist == "q_uniform" || dist == "q_log_uniform_values" ||
         dist == "q_log_uniform") {
@@ -229,7 +169,7 @@ class WandbImporter {
         Error(s, key, dist, ": min must be below max", log ? " and above 0" : "");
         return "";
       }
-      bool ints = dist == "int_uniform" || (IsInt(s["min"]) && IsInt(s["max"]) &&
+      bool ints = dist == "int_uniform" || (IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]) &&
                                             dist != "log_uniform" && dist != "q_log_uniform");
       if (dist.rfind("q_", 0) == 0) {
         double q = s["q"] ? num("q") : 1.0;
@@ -242,7 +182,7 @@ class WandbImporter {
              " range has no quantisation here; values "
              "are proposed between min and max unrounded");
       }
-      if (dist == "int_uniform" && !(IsInt(s["min"]) && IsInt(s["max"]))) {
+      if (dist == "int_uniform" && !(IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]))) {
         Error(s, key, "int_uniform needs whole numbers for min and max");
         return "";
       }
@@ -369,46 +309,16 @@ class WandbImporter {
           << "\n";
   }
 
-  std::string file_;
-  std::ostringstream yaml_;
   std::vector<std::string> names_;
-  std::vector<Diagnostic> errors_, warnings_;
 };
 
 }  // namespace
 
-Result<SweepFormat> ParseSweepFormat(const std::string& name) {
-  if (name == "wandb") return SweepFormat::kWandb;
-  return Status::Invalid("--from: '", name, "' is not a format hyperpack imports; expected wandb");
+ImportOutcome ImportWandb(const std::string& text, const std::string& filename) {
+  return WandbImporter(filename).Run(text,
+                                     "a W&B sweep is a mapping with method, metric and parameters");
 }
 
-ImportOutcome ImportSweep(const std::string& text, const std::string& filename,
-                          SweepFormat format) {
-  switch (format) {
-    case SweepFormat::kWandb:
-      break;
-  }
-  return WandbImporter(filename).Run(text);
-}
-
-ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format) {
-  ParseOutcome out;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    out.errors.push_back({path, 0, 0, "", "cannot read the sweep file (does it exist?)"});
-    return out;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  ImportOutcome imported = ImportSweep(text.str(), path, format);
-  if (!imported.errors.empty()) {
-    out.errors = std::move(imported.errors);
-    out.warnings = std::move(imported.warnings);
-    return out;
-  }
-  out = ParseStudy(imported.study_yaml, path + " (imported)");
-  out.warnings.insert(out.warnings.begin(), imported.warnings.begin(), imported.warnings.end());
-  return out;
-}
+}  // namespace internal
 
 }  // namespace hyperpack::study

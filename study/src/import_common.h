@@ -1,0 +1,58 @@
+// What every sweep importer (import_*.cc) shares: reading the file as YAML, diagnostics at a node's
+// line and column, and the study file being written. Internal to hyperpack::study.
+// Thread-safety: one importer per thread.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hyperpack/study/import.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::study::internal {
+
+// A number or text as YAML writes it: strings that YAML would read as something else are quoted.
+std::string YamlScalar(const YAML::Node& node);
+// A scalar that reads as a whole number.
+bool IsWholeNumber(const YAML::Node& node);
+
+class Importer {
+ public:
+  explicit Importer(std::string filename) : file_(std::move(filename)) {}
+  virtual ~Importer() = default;
+
+  // Parses `text` as YAML and hands the root mapping to Convert; `what` names the format in the
+  // error for a file that is not a mapping.
+  ImportOutcome Run(const std::string& text, const std::string& what);
+
+ protected:
+  virtual void Convert(const YAML::Node& root) = 0;
+
+  template <typename... Args>
+  void Error(const YAML::Node& at, const std::string& key, const Args&... args) {
+    errors_.push_back(At(at, key, StrCat(args...)));
+  }
+  template <typename... Args>
+  void Warn(const YAML::Node& at, const std::string& key, const Args&... args) {
+    warnings_.push_back(At(at, key, StrCat("warning: ", args...)));
+  }
+  Diagnostic At(const YAML::Node& at, const std::string& key, std::string message) const;
+  // "sweep.yaml:12", for the comment on a line of the study file.
+  std::string From(const YAML::Node& at) const;
+  // `name:` from `wanted` (or the file's stem), cleaned into a study name, with the header comment.
+  void WriteName(const std::string& wanted, const std::string& tool);
+
+  std::string file_;
+  std::ostringstream yaml_;
+  std::vector<Diagnostic> errors_, warnings_;
+};
+
+// One per format, each in its own import_*.cc.
+ImportOutcome ImportWandb(const std::string& text, const std::string& filename);
+ImportOutcome ImportNni(const std::string& text, const std::string& filename);
+ImportOutcome ImportDetermined(const std::string& text, const std::string& filename);
+
+}  // namespace hyperpack::study::internal

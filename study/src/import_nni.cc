@@ -1,0 +1,362 @@
+// NNI experiment configurations (nni.readthedocs.io, "Experiment Config Reference", v2 and the
+// v1 keys) and their search spaces (`_type` / `_value`) as hyperpack study files.
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "import_common.h"
+
+namespace hyperpack::study::internal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// NNI matches its keys ignoring case and underscores: trialCommand, trial_command, TrialCommand.
+std::string KeyOf(const std::string& key) {
+  std::string out;
+  for (char c : key)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+class NniImporter : public Importer {
+ public:
+  explicit NniImporter(std::string filename) : Importer(std::move(filename)) {}
+
+ private:
+  // The experiment's keys by their NNI-normalised name.
+  std::map<std::string, YAML::Node> keys_;
+
+  YAML::Node Key(const std::string& normalised) const {
+    auto it = keys_.find(normalised);
+    return it == keys_.end() ? YAML::Node(YAML::NodeType::Undefined) : it->second;
+  }
+
+  void Convert(const YAML::Node& root) override {
+    static const std::vector<std::string> kKnown = {"experimentname",
+                                                    "searchspacefile",
+                                                    "searchspacepath",
+                                                    "searchspace",
+                                                    "trialcommand",
+                                                    "trialcodedirectory",
+                                                    "trialgpunumber",
+                                                    "trialconcurrency",
+                                                    "maxtrialnumber",
+                                                    "maxtrialnum",
+                                                    "maxexperimentduration",
+                                                    "maxexecduration",
+                                                    "tuner",
+                                                    "assessor",
+                                                    "trainingservice",
+                                                    "trial",
+                                                    "useannotation",
+                                                    "debug",
+                                                    "logdir",
+                                                    "experimentworkingdirectory",
+                                                    "loglevel",
+                                                    "nnimanagerip",
+                                                    "tunergpuindices",
+                                                    "advisor",
+                                                    "authorname",
+                                                    "trainingserviceplatform"};
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      std::string key = KeyOf(it->first.Scalar());
+      keys_[key] = it->second;
+      if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
+        Warn(it->first, it->first.Scalar(), "unknown experiment key '", it->first.Scalar(),
+             "' is not carried over");
+    }
+    for (const char* own : {"trainingservice", "trainingserviceplatform", "nnimanagerip",
+                            "experimentworkingdirectory", "logdir", "loglevel", "debug"})
+      if (Key(own)) Warn(Key(own), own, "NNI's own setting: not carried over");
+    YAML::Node name = Key("experimentname");
+    WriteName(name && name.IsScalar() ? name.Scalar() : "", "NNI experiment");
+    Objective();
+    SearchSpace();
+    Trial();
+    Tuner();
+    Budget();
+    Assessor();
+  }
+
+  // NNI's trials report `nni.report_final_result(value)`: the metric is "default".
+  void Objective() {
+    std::string mode = "maximize";
+    YAML::Node args =
+        Key("tuner")["classArgs"] ? Key("tuner")["classArgs"] : Key("tuner")["class_args"];
+    if (args && args["optimize_mode"]) mode = args["optimize_mode"].Scalar();
+    if (mode != "maximize" && mode != "minimize") {
+      Error(args["optimize_mode"], "tuner.classArgs.optimize_mode", "'", mode,
+            "' is not maximize or minimize");
+      return;
+    }
+    yaml_ << "objective: {metric: default, direction: " << mode << "}   # tuner.classArgs"
+          << (args ? ", " + From(args) : std::string(", NNI's default")) << "\n";
+    Warn(Key("tuner") ? Key("tuner") : YAML::Node(), "objective",
+         "hyperpack reads metrics from the program's output: where it calls "
+         "nni.report_final_result(v), print {\"default\": v} as a JSON line too");
+  }
+
+  void SearchSpace() {
+    yaml_ << "search_space:\n";
+    YAML::Node inline_space = Key("searchspace");
+    YAML::Node path = Key("searchspacefile") ? Key("searchspacefile") : Key("searchspacepath");
+    if (inline_space) {
+      Params(inline_space, "");
+      return;
+    }
+    if (!path) {
+      Error(YAML::Node(), "searchSpace", "an experiment needs searchSpace or searchSpaceFile");
+      return;
+    }
+    // Relative to the config file, as NNI reads it; JSON is YAML, with positions.
+    fs::path file = fs::path(file_).parent_path() / path.Scalar();
+    std::ifstream in(file);
+    if (!in) {
+      Error(path, "searchSpaceFile", "cannot read ", file.string());
+      return;
+    }
+    std::string config_file = file_;
+    file_ = file.string();
+    try {
+      Params(YAML::LoadFile(file.string()), "");
+    } catch (const YAML::Exception& e) {
+      errors_.push_back(
+          {file_, e.mark.line + 1, e.mark.column + 1, "", StrCat("invalid JSON or YAML: ", e.msg)});
+    }
+    file_ = config_file;
+  }
+
+  void Params(const YAML::Node& space, const std::string& prefix, const std::string& when = "") {
+    if (!space.IsMap()) {
+      Error(space, "searchSpace", "a search space is a mapping of names to {_type, _value}");
+      return;
+    }
+    for (auto it = space.begin(); it != space.end(); ++it) {
+      std::string raw = it->first.Scalar();
+      if (raw == "_name") continue;  // a nested choice's own label
+      std::string name = prefix + raw;
+      const YAML::Node& spec = it->second;
+      if (!spec.IsMap() || !spec["_type"] || !spec["_value"] || !spec["_value"].IsSequence()) {
+        Error(spec, name, "expected {\"_type\": ..., \"_value\": [...]}");
+        continue;
+      }
+      Param(name, spec, when);
+    }
+  }
+
+  void Write(const std::string& name, const std::string& form, const YAML::Node& at,
+             const std::string& when) {
+    names_.push_back(name);
+    std::string body = form.substr(0, form.size() - 1);  // without the closing brace
+    yaml_ << "  " << name << ": " << body << (when.empty() ? "" : ", when: " + when) << "}   # "
+          << From(at) << "\n";
+  }
+
+  void Param(const std::string& name, const YAML::Node& s, const std::string& when) {
+    const std::string type = s["_type"].Scalar();
+    const YAML::Node& v = s["_value"];
+    auto number = [&](size_t i) -> std::optional<double> {
+      if (i >= v.size() || !v[i].IsScalar()) return std::nullopt;
+      return ParseDouble(v[i].Scalar());
+    };
+    auto range = [&](const char* kind, double lo, double hi, bool log) {
+      return StrCat("{type: ", kind, ", low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
+                    log ? ", log: true" : "", "}");
+    };
+    if (type == "choice") {
+      Choice(name, s, when);
+      return;
+    }
+    std::optional<double> a = number(0), b = number(1), q = number(2);
+    if (!a || !b) {
+      Error(v, name, type, " needs numbers in _value, e.g. [0.001, 0.1]");
+      return;
+    }
+    const bool ints = IsWholeNumber(v[0]) && IsWholeNumber(v[1]);
+    if (type == "randint") {
+      // NNI's randint excludes the upper bound.
+      if (!ints || *b - 1 < *a) {
+        Error(v, name, "randint needs whole numbers [lower, upper) with upper > lower");
+        return;
+      }
+      Write(name, range("int", *a, *b - 1, false), s, when);
+    } else if (type == "uniform" || type == "loguniform") {
+      bool log = type == "loguniform";
+      if (!(*a < *b) || (log && *a <= 0)) {
+        Error(v, name, type, ": low must be below high", log ? " and above 0" : "");
+        return;
+      }
+      Write(name, range("float", *a, *b, log), s, when);
+    } else if (type == "quniform" || type == "qloguniform") {
+      bool log = type == "qloguniform";
+      if (!q) {
+        Error(v, name, type, " needs [low, high, q]");
+        return;
+      }
+      if (ints && !log && *q == std::floor(*q) && std::fmod(*a, *q) == 0) {
+        Write(name,
+              StrCat("{type: int, low: ", FormatDouble(*a), ", high: ", FormatDouble(*b),
+                     ", step: ", FormatDouble(*q), "}"),
+              s, when);
+        return;
+      }
+      Warn(s, name, type, " with q ", FormatDouble(*q),
+           ": hyperpack's float range has no quantisation; values are not rounded to q");
+      Write(name, range("float", *a, *b, log), s, when);
+    } else if (type == "normal" || type == "qnormal" || type == "lognormal" ||
+               type == "qlognormal") {
+      bool log = type.find("log") != std::string::npos;
+      double lo = *a - 3 * *b, hi = *a + 3 * *b;
+      Warn(s, name, type, "(mu ", FormatDouble(*a), ", sigma ", FormatDouble(*b),
+           ") has no hyperpack form: the range mu +- 3 sigma", log ? " (of the log)" : "",
+           " is searched instead, uniformly", log ? " in log space" : "");
+      Write(name,
+            log ? range("float", std::exp(lo), std::exp(hi), true) : range("float", lo, hi, false),
+            s, when);
+    } else {
+      Error(s["_type"], name, "_type '", type, "' is not one NNI documents");
+    }
+  }
+
+  // A choice of plain values is a categorical; a nested choice (values that are mappings with a
+  // `_name` and parameters of their own) is a categorical of the names whose children are
+  // conditional on it, named PARENT_CHILD.
+  void Choice(const std::string& name, const YAML::Node& s, const std::string& when) {
+    const YAML::Node& v = s["_value"];
+    std::vector<std::string> values;
+    bool nested = false;
+    for (const auto& item : v) {
+      if (item.IsMap()) {
+        if (!item["_name"]) {
+          Error(item, name, "a nested choice's mapping needs a \"_name\"");
+          return;
+        }
+        values.push_back(YamlScalar(item["_name"]));
+        nested = true;
+      } else if (item.IsScalar()) {
+        values.push_back(YamlScalar(item));
+      } else {
+        Error(item, name, "a choice of lists is not carried over; values are numbers or text");
+        return;
+      }
+    }
+    if (values.empty()) {
+      Error(v, name, "choice needs at least one value");
+      return;
+    }
+    Write(name, "{type: categorical, values: [" + Join(values, ", ") + "]}", s, when);
+    if (!nested) return;
+    Warn(s, name, "nested choice: each option's parameters are named ", name,
+         "_PARAM and active only when ", name,
+         " has that option (NNI passes them nested in one value)");
+    for (const auto& item : v) {
+      if (!item.IsMap()) continue;
+      // A child of a conditional parameter would need two conditions: hyperpack's `when` takes one.
+      if (!when.empty()) {
+        Error(item, name, "a nested choice inside a nested choice is not carried over");
+        return;
+      }
+      Params(item, name + "_", name + " == " + YamlScalar(item["_name"]));
+    }
+  }
+
+  void Trial() {
+    YAML::Node v1 = Key("trial");
+    YAML::Node command = Key("trialcommand") ? Key("trialcommand") : v1["command"];
+    if (!command || !command.IsScalar()) {
+      Error(command ? command : YAML::Node(), "trialCommand", "an experiment needs trialCommand");
+      return;
+    }
+    std::string escaped;  // literal braces are doubled in hyperpack's templates
+    for (char c : command.Scalar())
+      escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+    yaml_ << "trial:\n  command: " << nlohmann::json(escaped).dump() << "   # trialCommand, "
+          << From(command) << "\n";
+    YAML::Node dir = Key("trialcodedirectory") ? Key("trialcodedirectory") : v1["codeDir"];
+    // Relative to the config file, as NNI reads it; written absolute, so the study file may go
+    // anywhere.
+    std::error_code ec;
+    fs::path parent = fs::path(file_).parent_path();
+    fs::path base = fs::absolute(parent.empty() ? fs::path(".") : parent, ec).lexically_normal();
+    fs::path code = dir ? (base / dir.Scalar()).lexically_normal() : base;
+    yaml_ << "  workdir: " << nlohmann::json(code.string()).dump() << "   # trialCodeDirectory\n";
+    Warn(command, "trialCommand",
+         "the program must read its parameters from the JSON file named by $HYPERPACK_PARAMS_FILE "
+         "(or HP_<NAME> variables) where it calls nni.get_next_parameter()");
+  }
+
+  void Tuner() {
+    YAML::Node tuner = Key("tuner");
+    std::string name = tuner["name"]               ? tuner["name"].Scalar()
+                       : tuner["builtinTunerName"] ? tuner["builtinTunerName"].Scalar()
+                                                   : "TPE";
+    std::string lower = KeyOf(name);
+    if (lower == "random") {
+      yaml_ << "tuner: {algorithm: random}\n";
+    } else if (lower == "gridsearch") {
+      Warn(tuner, "tuner",
+           "GridSearch has no hyperpack form: scrambled Sobol points cover the "
+           "space instead");
+      yaml_ << "tuner: {algorithm: sobol}   # tuner: GridSearch\n";
+    } else {
+      // TPE, Anneal, Evolution, SMAC, BOHB, GP, Metis, DNGO, PBT: model-based or evolutionary
+      // searches; hyperpack's is its Gaussian process.
+      yaml_ << "tuner: {algorithm: gp}   # tuner: " << name << "\n";
+      if (lower != "tpe" && lower != "gp" && lower != "gptuner")
+        Warn(tuner, "tuner", "tuner ", name, " becomes hyperpack's Gaussian-process tuner");
+    }
+  }
+
+  void Budget() {
+    std::vector<std::string> parts;
+    YAML::Node trials = Key("maxtrialnumber") ? Key("maxtrialnumber") : Key("maxtrialnum");
+    if (trials) parts.push_back("max_trials: " + trials.Scalar());
+    if (Key("trialconcurrency"))
+      parts.push_back("max_parallel: " + Key("trialconcurrency").Scalar());
+    YAML::Node duration =
+        Key("maxexperimentduration") ? Key("maxexperimentduration") : Key("maxexecduration");
+    if (duration) parts.push_back("time_limit: " + duration.Scalar());
+    if (!parts.empty()) yaml_ << "budget: {" << Join(parts, ", ") << "}\n";
+    YAML::Node gpus = Key("trialgpunumber") ? Key("trialgpunumber") : Key("trial")["gpuNum"];
+    if (gpus && gpus.IsScalar() && gpus.Scalar() != "0") {
+      yaml_ << "resources: {gpus: " << gpus.Scalar() << "}   # trialGpuNumber, " << From(gpus)
+            << "\n";
+      Warn(gpus, "trialGpuNumber", "hyperpack starts a trial with gpus: ", gpus.Scalar(),
+           " as that many ranks with one GPU each (torchrun's contract), not one process with ",
+           gpus.Scalar(), " GPUs");
+    }
+  }
+
+  void Assessor() {
+    YAML::Node assessor = Key("assessor");
+    if (!assessor) return;
+    std::string name = assessor["name"]                  ? assessor["name"].Scalar()
+                       : assessor["builtinAssessorName"] ? assessor["builtinAssessorName"].Scalar()
+                                                         : "";
+    if (KeyOf(name) == "medianstop") {
+      YAML::Node args = assessor["classArgs"];
+      std::string start = args && args["start_step"] ? args["start_step"].Scalar() : "0";
+      yaml_ << "pruner: {algorithm: median, warmup_steps: " << start << "}   # assessor, "
+            << From(assessor) << "\n";
+      return;
+    }
+    Warn(assessor, "assessor", "assessor ", name,
+         " has no hyperpack form and is not carried over (hyperpack has median, asha and "
+         "hyperband pruners)");
+  }
+
+  std::vector<std::string> names_;
+};
+
+}  // namespace
+
+ImportOutcome ImportNni(const std::string& text, const std::string& filename) {
+  return NniImporter(filename).Run(
+      text, "an NNI experiment config is a mapping with searchSpace(File), trialCommand, tuner");
+}
+
+}  // namespace hyperpack::study::internal
