@@ -6,33 +6,18 @@
 #include <cmath>
 
 #include "hyperpack/study/import.h"
+#include "import_util.h"
 
 namespace hyperpack::study {
 namespace {
 
 using ::testing::HasSubstr;
 
-// The experiment imported and parsed; fails the test when either step has errors.
+using testing::Param;
+using testing::Text;
+
 StudySpec Imported(const std::string& config, ImportOutcome* outcome = nullptr) {
-  ImportOutcome out = ImportSweep(config, "exp.yaml", SweepFormat::kDetermined);
-  if (outcome) *outcome = out;
-  EXPECT_TRUE(out.errors.empty()) << (out.errors.empty() ? "" : out.errors[0].ToString());
-  ParseOutcome parsed = ParseStudy(out.study_yaml, "imported.yaml");
-  EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText() << "\n" << out.study_yaml;
-  return parsed.spec.value_or(StudySpec());
-}
-
-const ParamSpec& Param(const StudySpec& s, const std::string& name) {
-  const ParamSpec* p = s.space.Find(name);
-  EXPECT_NE(p, nullptr) << name;
-  static const ParamSpec kNone;
-  return p ? *p : kNone;
-}
-
-std::string Text(const std::vector<Diagnostic>& diagnostics) {
-  std::string all;
-  for (const Diagnostic& d : diagnostics) all += d.ToString() + "\n";
-  return all;
+  return testing::ImportedAs(config, "exp.yaml", SweepFormat::kDetermined, outcome);
 }
 
 constexpr char kHead[] = R"(name: mnist tuning

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "hyperpack/study/import.h"
+#include "import_util.h"
 #include "test_util.h"
 
 namespace hyperpack::study {
@@ -13,28 +14,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The sweep imported and parsed; fails the test when either step has errors.
+using testing::Param;
+
 StudySpec Imported(const std::string& sweep, ImportOutcome* outcome = nullptr) {
-  ImportOutcome out = ImportSweep(sweep, "sweep.yaml", SweepFormat::kWandb);
-  if (outcome) *outcome = out;
-  EXPECT_TRUE(out.errors.empty()) << (out.errors.empty() ? "" : out.errors[0].ToString());
-  ParseOutcome parsed = ParseStudy(out.study_yaml, "imported.yaml");
-  EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText() << "\n" << out.study_yaml;
-  return parsed.spec.value_or(StudySpec());
+  return testing::ImportedAs(sweep, "sweep.yaml", SweepFormat::kWandb, outcome);
 }
 
-const ParamSpec& Param(const StudySpec& s, const std::string& name) {
-  const ParamSpec* p = s.space.Find(name);
-  EXPECT_NE(p, nullptr) << name;
-  static const ParamSpec kNone;
-  return p ? *p : kNone;
-}
-
-std::string WarningsText(const ImportOutcome& out) {
-  std::string all;
-  for (const Diagnostic& d : out.warnings) all += d.ToString() + "\n";
-  return all;
-}
+std::string WarningsText(const ImportOutcome& out) { return testing::Text(out.warnings); }
 
 constexpr char kHead[] = R"(program: train.py
 method: bayes
@@ -202,12 +188,7 @@ TEST(ImportWandbTest, NotASweepIsAClearError) {
 
 StudySpec ImportedNni(const std::string& config, ImportOutcome* outcome,
                       const std::string& filename = "config.yml") {
-  ImportOutcome out = ImportSweep(config, filename, SweepFormat::kNni);
-  if (outcome) *outcome = out;
-  EXPECT_TRUE(out.errors.empty()) << (out.errors.empty() ? "" : out.errors[0].ToString());
-  ParseOutcome parsed = ParseStudy(out.study_yaml, "imported.yaml");
-  EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText() << "\n" << out.study_yaml;
-  return parsed.spec.value_or(StudySpec());
+  return testing::ImportedAs(config, filename, SweepFormat::kNni, outcome);
 }
 
 TEST(ImportNniTest, EveryTypeKeysInAnyCaseAndTheBudget) {

@@ -1,7 +1,10 @@
 // Helpers shared by the tests: temporary directories, files, child processes.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +35,23 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A loopback TCP port that was free a moment ago (bound to port 0, read back, closed); 0 when no
+// socket could be had.
+inline int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
 
 inline void WriteFile(const std::string& path, const std::string& text, bool executable = false) {
   std::ofstream(path, std::ios::trunc) << text;

@@ -150,15 +150,9 @@ TEST_F(TrainerTest, StoppingAfterAnEpochAndResumingEqualsTrainingThrough) {
 
 TEST_F(TrainerTest, WhenOneRankDiesTheOtherExitsWithAnError) {
   // Two ranks started as torchrun would start them, so that the test knows their pids.
-  int port_fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(port_fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(getsockname(port_fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  std::string port = std::to_string(ntohs(addr.sin_port));
-  close(port_fd);
+  const int free_port = testing::FreeLoopbackPort();
+  ASSERT_GT(free_port, 0);
+  std::string port = std::to_string(free_port);
   int out_pipe[2];
   ASSERT_EQ(pipe(out_pipe), 0);
   std::vector<pid_t> ranks;

@@ -1,11 +1,7 @@
 // The trainer's parts that need no training run: the loss scaler's policy with injected
 // overflows, unscaling on tensors, and compressed gradient all-reduce between two ranks that
 // meet over real Gloo on loopback (two threads of this process).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <limits>
@@ -14,6 +10,7 @@
 #include "comm.h"
 #include "ddp.h"
 #include "loss_scaler.h"
+#include "test_util.h"
 
 namespace hyperpack::trainer {
 namespace {
@@ -125,24 +122,11 @@ TEST(UnscaleGradientsTest, FindsAnInfOrANaNInAnyParameter) {
   }
 }
 
-// A loopback port that was free a moment ago.
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Each of two ranks has two parameters (odd sizes, so that buckets need padding) whose gradients
 // are rank-specific; returns each rank's gradients after GradientSync::Finish.
 std::vector<std::vector<torch::Tensor>> SyncTwoRanks(GradCompression compression, double magnitude,
                                                      size_t bucket_bytes) {
-  const int port = FreePort();
+  const int port = hyperpack::testing::FreeLoopbackPort();
   std::vector<std::vector<torch::Tensor>> out(2);
   std::vector<std::string> errors(2);
   auto rank_main = [&](int rank) {
