@@ -5,7 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "hyperpack/study/import.h"
@@ -15,6 +17,39 @@
 namespace hyperpack::study {
 namespace internal {
 namespace {
+
+// What a W&B distribution's name says about the values it gives.
+enum class Shape { kCategorical, kConstant, kRange, kNormal, kBeta };
+struct Distribution {
+  Shape shape;
+  bool log = false;        // log_uniform*, log_normal*
+  bool exponents = false;  // log_uniform, q_log_uniform: min and max are natural-log exponents
+  bool quantised = false;  // q_*
+  bool integers = false;   // int_uniform
+};
+
+std::optional<Distribution> LookupDistribution(const std::string& name) {
+  static const std::map<std::string, Distribution> kTable = {
+      {"categorical", {Shape::kCategorical}},
+      {"constant", {Shape::kConstant}},
+      {"int_uniform", {Shape::kRange, false, false, false, true}},
+      {"uniform", {Shape::kRange}},
+      {"q_uniform", {Shape::kRange, false, false, true}},
+      {"log_uniform_values", {Shape::kRange, true}},
+      {"q_log_uniform_values", {Shape::kRange, true, false, true}},
+      {"log_uniform", {Shape::kRange, true, true}},
+      {"q_log_uniform", {Shape::kRange, true, true, true}},
+      {"normal", {Shape::kNormal}},
+      {"q_normal", {Shape::kNormal, false, false, true}},
+      {"log_normal", {Shape::kNormal, true}},
+      {"q_log_normal", {Shape::kNormal, true, false, true}},
+      {"beta", {Shape::kBeta}},
+      {"q_beta", {Shape::kBeta, false, false, true}},
+  };
+  auto it = kTable.find(name);
+  if (it == kTable.end()) return std::nullopt;
+  return it->second;
+}
 
 using internal::Importer;
 using internal::IsWholeNumber;
@@ -111,101 +146,118 @@ class WandbImporter : public Importer {
   // A parameter's hyperpack form, or "" after an error.
   std::string Parameter(const std::string& name, const YAML::Node& s) {
     const std::string key = "parameters." + name;
-    std::string dist = s["distribution"] ? s["distribution"].Scalar() : "";
-    if (dist.empty()) {
-      if (s["values"])
-        dist = "categorical";
-      else if (s["value"])
-        dist = "constant";
-      else if (IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]))
-        dist = "int_uniform";
-      else
-        dist = "uniform";
-    }
+    std::string dist = s["distribution"] ? s["distribution"].Scalar() : DefaultDistribution(s);
     if (s["probabilities"])
       Warn(s["probabilities"], key,
-           "probabilities are not carried over: every value is "
-           "equally likely to be proposed first");
-    auto need = [&](const char* field) {
-      if (s[field] && s[field].IsScalar() && ParseDouble(s[field].Scalar())) return true;
-      Error(s[field] ? s[field] : s, key, dist, " needs a number '", field, "'");
-      return false;
-    };
-    auto num = [&](const char* field) { return *ParseDouble(s[field].Scalar()); };
-    auto range = [&](const std::string& type, double lo, double hi, bool log) {
-      return StrCat("{type: ", type, ", low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
-                    log ? ", log: true" : "", "}");
-    };
-    if (dist == "categorical") {
-      if (!s["values"].IsSequence() || s["values"].size() == 0) {
-        Error(s["values"], key, "values must be a non-empty list");
-        return "";
-      }
-      std::vector<std::string> values;
-      for (const auto& v : s["values"]) {
-        if (!v.IsScalar()) {
-          Error(v, key,
-                "a value that is a list or a mapping is not carried over; hyperpack's "
-                "categorical values are numbers, text or booleans");
-          return "";
-        }
-        values.push_back(internal::YamlScalar(v));
-      }
-      return "{type: categorical, values: [" + Join(values, ", ") + "]}";
+           "probabilities are not carried over: every value is equally likely to be proposed "
+           "first");
+    std::optional<Distribution> d = LookupDistribution(dist);
+    if (!d) {
+      Error(s["distribution"], key, "distribution '", dist,
+            "' cannot be carried over (hyperpack has uniform and log-uniform ranges, integers "
+            "and categoricals)");
+      return "";
     }
-    if (dist == "constant") return "{type: fixed, value: " + internal::YamlScalar(s["value"]) + "}";
-    if (dist == "int_uniform" || dist == "uniform" || dist == "log_uniform_values" ||
-        dist == "log_uniform" || dist == "q_uniform" || dist == "q_log_uniform_values" ||
-        dist == "q_log_uniform") {
-      if (!need("min") || !need("max")) return "";
-      double lo = num("min"), hi = num("max");
-      bool log = dist.find("log_uniform") != std::string::npos;
-      // log_uniform's bounds are natural-log exponents: values are e^min .. e^max.
-      if (dist == "log_uniform" || dist == "q_log_uniform") {
-        lo = std::exp(lo);
-        hi = std::exp(hi);
-      }
-      if (!(lo < hi) || (log && lo <= 0)) {
-        Error(s, key, dist, ": min must be below max", log ? " and above 0" : "");
-        return "";
-      }
-      bool ints = dist == "int_uniform" || (IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]) &&
-                                            dist != "log_uniform" && dist != "q_log_uniform");
-      if (dist.rfind("q_", 0) == 0) {
-        double q = s["q"] ? num("q") : 1.0;
-        if (s["q"] && !need("q")) return "";
-        if (q == std::floor(q) && ints && !log && std::fmod(lo, q) == 0) {
-          return StrCat("{type: int, low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
-                        ", step: ", FormatDouble(q), "}");
-        }
-        Warn(s, key, dist, " with q ", FormatDouble(q), ": hyperpack's ", ints ? "int" : "float",
-             " range has no quantisation here; values "
-             "are proposed between min and max unrounded");
-      }
-      if (dist == "int_uniform" && !(IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]))) {
-        Error(s, key, "int_uniform needs whole numbers for min and max");
-        return "";
-      }
-      return range(ints ? "int" : "float", lo, hi, log);
+    switch (d->shape) {
+      case Shape::kCategorical:
+        return Categorical(key, s);
+      case Shape::kConstant:
+        return "{type: fixed, value: " + internal::YamlScalar(s["value"]) + "}";
+      case Shape::kRange:
+        return Range(key, s, dist, *d);
+      case Shape::kNormal:
+        return Normal(key, s, dist, *d);
+      case Shape::kBeta:
+        Warn(s, key, dist, " has no hyperpack form: [0, 1] is searched uniformly instead");
+        return RangeText("float", 0, 1, false);
     }
-    if (dist == "normal" || dist == "q_normal" || dist == "log_normal" || dist == "q_log_normal") {
-      double mu = s["mu"] ? (need("mu") ? num("mu") : 0) : 0;
-      double sigma = s["sigma"] ? (need("sigma") ? num("sigma") : 1) : 1;
-      bool log = dist.find("log") != std::string::npos;
-      double lo = mu - 3 * sigma, hi = mu + 3 * sigma;
-      Warn(s, key, dist, "(mu ", FormatDouble(mu), ", sigma ", FormatDouble(sigma),
-           ") has no hyperpack form: the range mu +- 3 sigma", log ? " (of the log)" : "",
-           " is searched instead, uniformly", log ? " in log space" : "");
-      return log ? range("float", std::exp(lo), std::exp(hi), true) : range("float", lo, hi, false);
-    }
-    if (dist == "beta" || dist == "q_beta") {
-      Warn(s, key, dist, " has no hyperpack form: [0, 1] is searched uniformly instead");
-      return range("float", 0, 1, false);
-    }
-    Error(s["distribution"], key, "distribution '", dist,
-          "' cannot be carried over (hyperpack has uniform and log-uniform ranges, integers and "
-          "categoricals)");
     return "";
+  }
+
+  // W&B's choice when a parameter names no distribution.
+  static std::string DefaultDistribution(const YAML::Node& s) {
+    if (s["values"]) return "categorical";
+    if (s["value"]) return "constant";
+    if (IsWholeNumber(s["min"]) && IsWholeNumber(s["max"])) return "int_uniform";
+    return "uniform";
+  }
+
+  static std::string RangeText(const char* type, double lo, double hi, bool log) {
+    return StrCat("{type: ", type, ", low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
+                  log ? ", log: true" : "", "}");
+  }
+
+  // The number `field` of `s`, or an error naming what `dist` needs.
+  std::optional<double> Number(const YAML::Node& s, const std::string& key, const char* field,
+                               const std::string& dist) {
+    if (s[field] && s[field].IsScalar())
+      if (auto v = ParseDouble(s[field].Scalar())) return v;
+    Error(s[field] ? s[field] : s, key, dist, " needs a number '", field, "'");
+    return std::nullopt;
+  }
+
+  std::string Categorical(const std::string& key, const YAML::Node& s) {
+    if (!s["values"].IsSequence() || s["values"].size() == 0) {
+      Error(s["values"], key, "values must be a non-empty list");
+      return "";
+    }
+    std::vector<std::string> values;
+    for (const auto& v : s["values"]) {
+      if (!v.IsScalar()) {
+        Error(v, key,
+              "a value that is a list or a mapping is not carried over; hyperpack's categorical "
+              "values are numbers, text or booleans");
+        return "";
+      }
+      values.push_back(internal::YamlScalar(v));
+    }
+    return "{type: categorical, values: [" + Join(values, ", ") + "]}";
+  }
+
+  // uniform, int_uniform, log_uniform(_values) and their q_ forms.
+  std::string Range(const std::string& key, const YAML::Node& s, const std::string& dist,
+                    const Distribution& d) {
+    std::optional<double> lo = Number(s, key, "min", dist), hi = Number(s, key, "max", dist);
+    if (!lo || !hi) return "";
+    // log_uniform's bounds are natural-log exponents: values are e^min .. e^max.
+    if (d.exponents) {
+      *lo = std::exp(*lo);
+      *hi = std::exp(*hi);
+    }
+    if (!(*lo < *hi) || (d.log && *lo <= 0)) {
+      Error(s, key, dist, ": min must be below max", d.log ? " and above 0" : "");
+      return "";
+    }
+    const bool written_as_ints = IsWholeNumber(s["min"]) && IsWholeNumber(s["max"]);
+    if (d.integers && !written_as_ints) {
+      Error(s, key, dist, " needs whole numbers for min and max");
+      return "";
+    }
+    const bool ints = d.integers || (written_as_ints && !d.exponents);
+    if (d.quantised) {
+      std::optional<double> q = s["q"] ? Number(s, key, "q", dist) : 1.0;
+      if (!q) return "";
+      if (*q == std::floor(*q) && ints && !d.log && std::fmod(*lo, *q) == 0)
+        return StrCat("{type: int, low: ", FormatDouble(*lo), ", high: ", FormatDouble(*hi),
+                      ", step: ", FormatDouble(*q), "}");
+      Warn(s, key, dist, " with q ", FormatDouble(*q), ": hyperpack's ", ints ? "int" : "float",
+           " range has no quantisation here; values are proposed between min and max unrounded");
+    }
+    return RangeText(ints ? "int" : "float", *lo, *hi, d.log);
+  }
+
+  // normal, log_normal and their q_ forms: searched as mu +- 3 sigma.
+  std::string Normal(const std::string& key, const YAML::Node& s, const std::string& dist,
+                     const Distribution& d) {
+    std::optional<double> mu = s["mu"] ? Number(s, key, "mu", dist) : 0.0;
+    std::optional<double> sigma = s["sigma"] ? Number(s, key, "sigma", dist) : 1.0;
+    if (!mu || !sigma) return "";
+    double lo = *mu - 3 * *sigma, hi = *mu + 3 * *sigma;
+    Warn(s, key, dist, "(mu ", FormatDouble(*mu), ", sigma ", FormatDouble(*sigma),
+         ") has no hyperpack form: the range mu +- 3 sigma", d.log ? " (of the log)" : "",
+         " is searched instead, uniformly", d.log ? " in log space" : "");
+    return d.log ? RangeText("float", std::exp(lo), std::exp(hi), true)
+                 : RangeText("float", lo, hi, false);
   }
 
   // W&B's command macros, expanded as its agent does; the default is ${env} ${interpreter}
