@@ -158,6 +158,15 @@ Status ApplySlurmFlag(const cxxopts::ParseResult& args, const std::string& path,
   return Status::Ok();
 }
 
+// --from: another tool's file format, or nullopt for a study file.
+hyperpack::Result<std::optional<study::SweepFormat>> SweepFormatArg(
+    const cxxopts::ParseResult& args) {
+  if (!args.count("from")) return std::optional<study::SweepFormat>();
+  auto format = study::ParseSweepFormat(args["from"].as<std::string>());
+  if (!format.ok()) return format.status();
+  return std::optional<study::SweepFormat>(*format);
+}
+
 int CmdRun(int argc, char** argv) {
   cxxopts::Options o("run", "hyperpack run STUDY.yaml: run a study, or resume it if it exists");
   o.custom_help("STUDY.yaml [options]");
@@ -183,14 +192,10 @@ int CmdRun(int argc, char** argv) {
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
   std::string path = Positional(args)[0];
-  study::ParseOutcome parsed;
-  if (args.count("from")) {
-    auto format = study::ParseSweepFormat(args["from"].as<std::string>());
-    if (!format.ok()) return Fail(format.status());
-    parsed = study::LoadSweepFile(path, *format);
-  } else {
-    parsed = study::LoadStudyFile(path);
-  }
+  auto format = SweepFormatArg(args);
+  if (!format.ok()) return Fail(format.status());
+  study::ParseOutcome parsed =
+      *format ? study::LoadSweepFile(path, **format) : study::LoadStudyFile(path);
   if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
