@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "import_common.h"
 
@@ -20,6 +21,32 @@ std::string KeyOf(const std::string& key) {
   for (char c : key)
     if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
+}
+
+// What an NNI `_type` says about the values it gives.
+enum class NniShape { kChoice, kRandint, kUniform, kNormal };
+struct NniType {
+  NniShape shape;
+  bool log = false;
+  bool quantised = false;
+};
+
+std::optional<NniType> LookupType(const std::string& name) {
+  static const std::map<std::string, NniType> kTypes = {
+      {"choice", {NniShape::kChoice}},
+      {"randint", {NniShape::kRandint}},
+      {"uniform", {NniShape::kUniform}},
+      {"quniform", {NniShape::kUniform, false, true}},
+      {"loguniform", {NniShape::kUniform, true}},
+      {"qloguniform", {NniShape::kUniform, true, true}},
+      {"normal", {NniShape::kNormal}},
+      {"qnormal", {NniShape::kNormal, false, true}},
+      {"lognormal", {NniShape::kNormal, true}},
+      {"qlognormal", {NniShape::kNormal, true, true}},
+  };
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) return std::nullopt;
+  return it->second;
 }
 
 class NniImporter : public Importer {
@@ -158,68 +185,83 @@ class NniImporter : public Importer {
 
   void Param(const std::string& name, const YAML::Node& s, const std::string& when) {
     const std::string type = s["_type"].Scalar();
+    std::optional<NniType> t = LookupType(type);
+    if (!t) {
+      Error(s["_type"], name, "_type '", type, "' is not one NNI documents");
+      return;
+    }
+    if (t->shape == NniShape::kChoice) {
+      Choice(name, s, when);
+      return;
+    }
     const YAML::Node& v = s["_value"];
     auto number = [&](size_t i) -> std::optional<double> {
       if (i >= v.size() || !v[i].IsScalar()) return std::nullopt;
       return ParseDouble(v[i].Scalar());
     };
-    auto range = [&](const char* kind, double lo, double hi, bool log) {
-      return StrCat("{type: ", kind, ", low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
-                    log ? ", log: true" : "", "}");
-    };
-    if (type == "choice") {
-      Choice(name, s, when);
-      return;
-    }
     std::optional<double> a = number(0), b = number(1), q = number(2);
     if (!a || !b) {
       Error(v, name, type, " needs numbers in _value, e.g. [0.001, 0.1]");
       return;
     }
     const bool ints = IsWholeNumber(v[0]) && IsWholeNumber(v[1]);
-    if (type == "randint") {
-      // NNI's randint excludes the upper bound.
-      if (!ints || *b - 1 < *a) {
-        Error(v, name, "randint needs whole numbers [lower, upper) with upper > lower");
+    switch (t->shape) {
+      case NniShape::kRandint:
+        // NNI's randint excludes the upper bound.
+        if (!ints || *b - 1 < *a) {
+          Error(v, name, "randint needs whole numbers [lower, upper) with upper > lower");
+          return;
+        }
+        Write(name, RangeText("int", *a, *b - 1, false), s, when);
         return;
-      }
-      Write(name, range("int", *a, *b - 1, false), s, when);
-    } else if (type == "uniform" || type == "loguniform") {
-      bool log = type == "loguniform";
-      if (!(*a < *b) || (log && *a <= 0)) {
-        Error(v, name, type, ": low must be below high", log ? " and above 0" : "");
+      case NniShape::kUniform:
+        Uniform(name, s, *t, *a, *b, ints, q, when);
         return;
-      }
-      Write(name, range("float", *a, *b, log), s, when);
-    } else if (type == "quniform" || type == "qloguniform") {
-      bool log = type == "qloguniform";
-      if (!q) {
-        Error(v, name, type, " needs [low, high, q]");
-        return;
-      }
-      if (ints && !log && *q == std::floor(*q) && std::fmod(*a, *q) == 0) {
+      case NniShape::kNormal: {
+        double lo = *a - 3 * *b, hi = *a + 3 * *b;
+        Warn(s, name, type, "(mu ", FormatDouble(*a), ", sigma ", FormatDouble(*b),
+             ") has no hyperpack form: the range mu +- 3 sigma", t->log ? " (of the log)" : "",
+             " is searched instead, uniformly", t->log ? " in log space" : "");
         Write(name,
-              StrCat("{type: int, low: ", FormatDouble(*a), ", high: ", FormatDouble(*b),
+              t->log ? RangeText("float", std::exp(lo), std::exp(hi), true)
+                     : RangeText("float", lo, hi, false),
+              s, when);
+        return;
+      }
+      case NniShape::kChoice:
+        return;
+    }
+  }
+
+  static std::string RangeText(const char* kind, double lo, double hi, bool log) {
+    return StrCat("{type: ", kind, ", low: ", FormatDouble(lo), ", high: ", FormatDouble(hi),
+                  log ? ", log: true" : "", "}");
+  }
+
+  // uniform, loguniform, quniform, qloguniform.
+  void Uniform(const std::string& name, const YAML::Node& s, const NniType& t, double a, double b,
+               bool ints, std::optional<double> q, const std::string& when) {
+    const std::string type = s["_type"].Scalar();
+    if (!(a < b) || (t.log && a <= 0)) {
+      Error(s["_value"], name, type, ": low must be below high", t.log ? " and above 0" : "");
+      return;
+    }
+    if (t.quantised) {
+      if (!q) {
+        Error(s["_value"], name, type, " needs [low, high, q]");
+        return;
+      }
+      if (ints && !t.log && *q == std::floor(*q) && std::fmod(a, *q) == 0) {
+        Write(name,
+              StrCat("{type: int, low: ", FormatDouble(a), ", high: ", FormatDouble(b),
                      ", step: ", FormatDouble(*q), "}"),
               s, when);
         return;
       }
       Warn(s, name, type, " with q ", FormatDouble(*q),
            ": hyperpack's float range has no quantisation; values are not rounded to q");
-      Write(name, range("float", *a, *b, log), s, when);
-    } else if (type == "normal" || type == "qnormal" || type == "lognormal" ||
-               type == "qlognormal") {
-      bool log = type.find("log") != std::string::npos;
-      double lo = *a - 3 * *b, hi = *a + 3 * *b;
-      Warn(s, name, type, "(mu ", FormatDouble(*a), ", sigma ", FormatDouble(*b),
-           ") has no hyperpack form: the range mu +- 3 sigma", log ? " (of the log)" : "",
-           " is searched instead, uniformly", log ? " in log space" : "");
-      Write(name,
-            log ? range("float", std::exp(lo), std::exp(hi), true) : range("float", lo, hi, false),
-            s, when);
-    } else {
-      Error(s["_type"], name, "_type '", type, "' is not one NNI documents");
     }
+    Write(name, RangeText("float", a, b, t.log), s, when);
   }
 
   // A choice of plain values is a categorical; a nested choice (values that are mappings with a
