@@ -43,7 +43,7 @@ usage: hyperpack COMMAND [options]
 commands:
   run STUDY.yaml        run a study, or resume it if it exists
   validate STUDY.yaml   check a study file and print its search space
-  import FILE           a W&B sweep or an NNI or Determined experiment as a study file
+  import FILE           a W&B sweep or an NNI, Determined or Katib experiment as a study file
   status [STUDY]        all studies, or one study's progress
   trials STUDY          one row per trial
   best STUDY            the best trial so far
@@ -186,7 +186,7 @@ int CmdRun(int argc, char** argv) {
       "run each trial as a Slurm job, for a study file with no cluster.slurm: its keys as YAML, "
       "e.g. '{partition: gpu, time_limit: 2h}'",
       cxxopts::value<std::string>())(
-      "from", "the file is another tool's: wandb, nni or determined (see import)",
+      "from", "the file is another tool's: wandb, nni, determined or katib (see import)",
       cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
@@ -318,8 +318,8 @@ int CmdAgent(int argc, char** argv) {
 
 int CmdImport(int argc, char** argv) {
   cxxopts::Options o("import", "hyperpack import FILE: another tool's sweep as a study file");
-  o.custom_help("FILE [--from wandb|nni|determined] [-o STUDY.yaml]");
-  o.add_options()("from", "the tool: wandb (a sweep), nni or determined (an experiment)",
+  o.custom_help("FILE [--from wandb|nni|determined|katib] [-o STUDY.yaml]");
+  o.add_options()("from", "the tool: wandb (a sweep), nni, determined or katib (an experiment)",
                   cxxopts::value<std::string>()->default_value("wandb"))(
       "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
   cxxopts::ParseResult args;

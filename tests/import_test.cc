@@ -181,7 +181,7 @@ TEST(ImportWandbTest, NotASweepIsAClearError) {
                                        "sweep.yaml", SweepFormat::kWandb);
   ASSERT_FALSE(nometric.errors.empty());
   EXPECT_THAT(nometric.errors[0].message, HasSubstr("a sweep needs metric"));
-  EXPECT_FALSE(ParseSweepFormat("katib").ok());
+  EXPECT_FALSE(ParseSweepFormat("sigopt").ok());
 }
 
 // ---- NNI ----

@@ -77,8 +77,10 @@ Result<SweepFormat> ParseSweepFormat(const std::string& name) {
   if (name == "wandb") return SweepFormat::kWandb;
   if (name == "nni") return SweepFormat::kNni;
   if (name == "determined") return SweepFormat::kDetermined;
-  return Status::Invalid("--from: '", name,
-                         "' is not a format hyperpack imports; expected wandb, nni or determined");
+  if (name == "katib") return SweepFormat::kKatib;
+  return Status::Invalid(
+      "--from: '", name,
+      "' is not a format hyperpack imports; expected wandb, nni, determined or katib");
 }
 
 ImportOutcome ImportSweep(const std::string& text, const std::string& filename,
@@ -88,6 +90,8 @@ ImportOutcome ImportSweep(const std::string& text, const std::string& filename,
       return internal::ImportNni(text, filename);
     case SweepFormat::kDetermined:
       return internal::ImportDetermined(text, filename);
+    case SweepFormat::kKatib:
+      return internal::ImportKatib(text, filename);
     case SweepFormat::kWandb:
       break;
   }

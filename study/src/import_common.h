@@ -54,5 +54,6 @@ class Importer {
 ImportOutcome ImportWandb(const std::string& text, const std::string& filename);
 ImportOutcome ImportNni(const std::string& text, const std::string& filename);
 ImportOutcome ImportDetermined(const std::string& text, const std::string& filename);
+ImportOutcome ImportKatib(const std::string& text, const std::string& filename);
 
 }  // namespace hyperpack::study::internal

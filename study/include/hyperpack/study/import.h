@@ -17,8 +17,8 @@
 
 namespace hyperpack::study {
 
-enum class SweepFormat { kWandb, kNni, kDetermined };
-// "wandb", "nni", "determined"; errors list the formats there are.
+enum class SweepFormat { kWandb, kNni, kDetermined, kKatib };
+// "wandb", "nni", "determined", "katib"; errors list the formats there are.
 Result<SweepFormat> ParseSweepFormat(const std::string& name);
 
 struct ImportOutcome {
