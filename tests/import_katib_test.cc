@@ -214,11 +214,16 @@ TEST(ImportKatibTest, WhatCannotBeCarriedOverIsAnErrorAtItsLine) {
   EXPECT_TRUE(type.study_yaml.empty());
 
   ImportOutcome range =
-      ImportSweep(Replaced(kJob, R"(min: "0.001", max: "0.1")", R"(min: "0.1", max: "0.1")"),
+      ImportSweep(Replaced(kJob, R"(min: "0.001", max: "0.1")", R"(min: "0.2", max: "0.1")"),
                   "exp.yaml", SweepFormat::kKatib);
   ASSERT_GE(range.errors.size(), 1u);
   EXPECT_EQ(range.errors[0].ToString(),
             "exp.yaml:20:22: spec.parameters.lr: double: min must be below max");
+  // min == max is one value, as Katib's own hyperband example writes its resource: fixed.
+  StudySpec one = testing::ImportedAs(
+      Replaced(kJob, R"(min: "0.001", max: "0.1")", R"(min: "0.1", max: "0.1")"), "exp.yaml",
+      SweepFormat::kKatib);
+  EXPECT_EQ(testing::Param(one, "lr").type, ParamType::kFixed);
 
   ImportOutcome word =
       ImportSweep(Replaced(kJob, "${trialParameters.batchSize}", "${trialParameters.batch_size}"),

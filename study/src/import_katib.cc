@@ -265,6 +265,8 @@ class KatibImporter : public Importer {
     };
     std::optional<double> lo = number("min"), hi = number("max");
     if (!lo || !hi) return "";
+    // min == max is one value (Katib's hyperband example fixes its resource so): a fixed parameter.
+    if (*lo == *hi) return "{type: fixed, value: " + FormatDouble(*lo) + "}";
     if (!(*lo < *hi)) {
       Error(space, key, t, ": min must be below max");
       return "";
