@@ -250,7 +250,8 @@ TEST(ImportNniTest, ASearchSpaceFileBesideTheConfigAndANestedChoice) {
   "lr": {"_type": "loguniform", "_value": [0.001, 0.1]}
 })");
   ImportOutcome out;
-  StudySpec s = ImportedNni(R"(searchSpaceFile: search_space.json
+  StudySpec s = ImportedNni(R"(name: MNIST
+searchSpaceFile: search_space.json
 trialCommand: python3 train.py
 trialCodeDirectory: code
 trialGpuNumber: 2
@@ -258,6 +259,7 @@ tuner: {name: Random}
 assessor: {name: Medianstop, classArgs: {optimize_mode: maximize, start_step: 5}}
 )",
                             &out, dir / "config.yml");
+  EXPECT_EQ(s.name, "MNIST");  // `name`, as NNI's newer configs write experimentName
   EXPECT_EQ(s.tuner.algorithm, tuner::TunerAlgorithm::kRandom);
   EXPECT_EQ(s.objective.direction, Direction::kMaximize);  // NNI's default optimize_mode
   EXPECT_EQ(s.trial.workdir, dir / "code");

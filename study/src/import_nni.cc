@@ -54,8 +54,9 @@ class NniImporter : public Importer {
   explicit NniImporter(std::string filename) : Importer(std::move(filename)) {}
 
  private:
-  // The experiment's keys by their NNI-normalised name.
+  // The experiment's keys by their NNI-normalised name, and each as it was written.
   std::map<std::string, YAML::Node> keys_;
+  std::map<std::string, std::string> written_;
 
   YAML::Node Key(const std::string& normalised) const {
     auto it = keys_.find(normalised);
@@ -64,6 +65,7 @@ class NniImporter : public Importer {
 
   void Convert(const YAML::Node& root) override {
     static const std::vector<std::string> kKnown = {"experimentname",
+                                                    "name",
                                                     "searchspacefile",
                                                     "searchspacepath",
                                                     "searchspace",
@@ -92,14 +94,16 @@ class NniImporter : public Importer {
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string key = KeyOf(it->first.Scalar());
       keys_[key] = it->second;
+      written_[key] = it->first.Scalar();
       if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
         Warn(it->first, it->first.Scalar(), "unknown experiment key '", it->first.Scalar(),
              "' is not carried over");
     }
     for (const char* own : {"trainingservice", "trainingserviceplatform", "nnimanagerip",
                             "experimentworkingdirectory", "logdir", "loglevel", "debug"})
-      if (Key(own)) Warn(Key(own), own, "NNI's own setting: not carried over");
-    YAML::Node name = Key("experimentname");
+      if (Key(own)) Warn(Key(own), written_[own], "NNI's own setting: not carried over");
+    // experimentName, or `name` as NNI's newer configs write it.
+    YAML::Node name = Key("experimentname") ? Key("experimentname") : Key("name");
     WriteName(name && name.IsScalar() ? name.Scalar() : "", "NNI experiment");
     Objective();
     SearchSpace();
