@@ -105,7 +105,7 @@ class DeterminedImporter : public Importer {
   void Hyperparameters(const YAML::Node& hps, const std::string& prefix) {
     for (auto it = hps.begin(); it != hps.end(); ++it) {
       std::string name = prefix + it->first.Scalar();
-      const YAML::Node& spec = it->second;
+      const YAML::Node spec = it->second;  // a copy: it-> yields a temporary
       if (spec.IsMap() && !spec["type"]) {
         Warn(it->first, "hyperparameters." + name, "nested hyperparameters are flattened to ", name,
              "_*; Determined passes them as one nested mapping, hyperpack as separate ", name,

@@ -170,7 +170,7 @@ class NniImporter : public Importer {
       std::string raw = it->first.Scalar();
       if (raw == "_name") continue;  // a nested choice's own label
       std::string name = prefix + raw;
-      const YAML::Node& spec = it->second;
+      const YAML::Node spec = it->second;  // a copy: it-> yields a temporary
       if (!spec.IsMap() || !spec["_type"] || !spec["_value"] || !spec["_value"].IsSequence()) {
         Error(spec, name, "expected {\"_type\": ..., \"_value\": [...]}");
         continue;

@@ -122,7 +122,7 @@ class WandbImporter : public Importer {
   void Parameters(const YAML::Node& params, const std::string& prefix) {
     for (auto it = params.begin(); it != params.end(); ++it) {
       std::string name = prefix + it->first.Scalar();
-      const YAML::Node& spec = it->second;
+      const YAML::Node spec = it->second;  // a copy: it-> yields a temporary
       if (spec.IsMap() && spec["parameters"]) {
         Warn(it->first, name, "nested parameters are flattened to ", name,
              "_*; W&B passes them as one JSON value, hyperpack as separate --", name,
