@@ -1053,9 +1053,11 @@ class Parser {
     std::vector<std::string> names;
     for (TrainingRole role : kAllTrainingRoles) names.push_back(TrainingRoleName(role));
     for (const auto& [name, entry] : Fields(*f, "export.roles", names, /*list_allowed=*/true)) {
+      // Fields() admitted only the roles' names. An init-capture: clang before 16 (the fuzzers'
+      // compiler) cannot capture a structured binding itself.
       TrainingRole role =
           *std::find_if(std::begin(kAllTrainingRoles), std::end(kAllTrainingRoles),
-                        [&](TrainingRole r) { return name == TrainingRoleName(r); });
+                        [&key = name](TrainingRole r) { return key == TrainingRoleName(r); });
       std::string path = "export.roles." + name;
       auto value = ScalarValue(entry.value, entry.key, path);
       if (!value) continue;

@@ -305,7 +305,8 @@ std::optional<MetricLine> ParseMetricLine(std::string_view line, const MetricPat
       }
       continue;
     }
-    std::erase_if(m.values, [&](const auto& v) { return v.first == name; });
+    // An init-capture: clang before 16 (the fuzzers' compiler) cannot capture a binding itself.
+    std::erase_if(m.values, [&key = name](const auto& v) { return v.first == key; });
     m.values.emplace_back(std::move(name), x);
   }
   if (!step_found && step_was_epoch) m.step = m.epoch;
