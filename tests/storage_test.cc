@@ -80,7 +80,9 @@ TEST(StorageTest, TrialsMetricsAndEventsRoundTrip) {
   auto db = OpenOrDie(dir / "h.db");
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
-  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 1)).ok());
+  TrialRecord placed = NewTrial(id, 1);
+  placed.placement_json = R"([{"host":"n1","gpus":[0,1],"cpus":2}])";
+  ASSERT_TRUE(db->InsertTrial(placed).ok());
   std::vector<MetricPoint> points = {{1, "loss", 0.5, 3000}, {2, "loss", 0.25, 3001}};
   ASSERT_TRUE(db->AddMetrics(id, 1, points).ok());
   TrialRecord done = NewTrial(id, 1);
@@ -99,6 +101,7 @@ TEST(StorageTest, TrialsMetricsAndEventsRoundTrip) {
   EXPECT_EQ((*trials)[1].value, 0.25);
   EXPECT_EQ((*trials)[1].exit_status, 0);
   EXPECT_EQ((*trials)[1].params_json, "{\"x\": 1}");
+  EXPECT_EQ((*trials)[1].placement_json, placed.placement_json);
   auto metrics = db->TrialMetrics(id, 1);
   ASSERT_TRUE(metrics.ok());
   ASSERT_EQ(metrics->size(), 2u);
@@ -154,15 +157,17 @@ TEST(StorageTest, APausedTrialSurvivesARunnersDeathAndResumesUnderItsNumber) {
   EXPECT_FALSE(storage::IsFinished(TrialState::kPaused));
   EXPECT_TRUE(db->InterruptUnfinished(id, 20, "runner died")->empty());
   EXPECT_EQ(db->ListTrials(id).value()[0].state, TrialState::kPaused);
-  ASSERT_TRUE(db->ResumeTrial(id, 0).ok());
+  const std::string moved = R"([{"host":"n2","gpus":[3],"cpus":1}])";
+  ASSERT_TRUE(db->ResumeTrial(id, 0, moved).ok());
   TrialRecord back = db->ListTrials(id).value()[0];
   EXPECT_EQ(back.state, TrialState::kRunning);
+  EXPECT_EQ(back.placement_json, moved);  // promoted onto other devices
   EXPECT_FALSE(back.ended.has_value());
   EXPECT_FALSE(back.exit_status.has_value());
   EXPECT_EQ(back.error, "");
   EXPECT_EQ(back.value, 0.5);  // the rung's value stays until the trial ends again
   // Only a paused trial can resume.
-  EXPECT_EQ(db->ResumeTrial(id, 0).code(), StatusCode::kNotFound);
+  EXPECT_EQ(db->ResumeTrial(id, 0, moved).code(), StatusCode::kNotFound);
 }
 
 TEST(StorageTest, TransactionRollsBackEverythingWhenTheBodyFails) {
@@ -528,7 +533,14 @@ TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
     auto db = OpenOrDie(path, o);
     ASSERT_EQ(db->schema_version(), 1);
     id = db->CreateStudy(NewStudy("a"))->id;
-    ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
+    // Today's InsertTrial writes columns version 1 lacks: the row as version 1 wrote it.
+    EXPECT_FALSE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+    const std::string insert = "INSERT INTO trials(study_id, number, state, params) VALUES (" +
+                               std::to_string(id) + R"(, 0, 'completed', '{"x": 1}'))";
+    EXPECT_EQ(sqlite3_exec(raw, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
     ASSERT_TRUE(db->AddMetrics(id, 0, std::vector<MetricPoint>{{1, "loss", 0.5, 1}}).ok());
     ASSERT_TRUE(db->AddEvent(id, {3, 0, "trial_finished", "completed"}).ok());
     // Version 1 has no journal.
@@ -540,6 +552,7 @@ TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
   auto trials = db->ListTrials(id).value();
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].state, TrialState::kCompleted);
+  EXPECT_EQ(trials[0].placement_json, "");  // not recorded then
   EXPECT_EQ(db->TrialMetrics(id, 0)->size(), 1u);
   auto events = db->ListEvents(id, 10).value();
   ASSERT_EQ(events.size(), 1u);

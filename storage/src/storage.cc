@@ -223,6 +223,10 @@ CREATE TABLE submissions (
   submitted REAL NOT NULL
 );
 )sql"},
+      // Where each trial's ranks ran (TrialRecord::placement_json), for the study page's timeline.
+      {4, R"sql(
+ALTER TABLE trials ADD COLUMN placement TEXT NOT NULL DEFAULT '';
+)sql"},
   };
   return kMigrations;
 }
@@ -534,13 +538,14 @@ Status Storage::InsertTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-                   "exit_status, error, host, attempt, retry_of, log_path) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                   "exit_status, error, host, attempt, retry_of, log_path, placement) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
     stmt.Bind(t.params_json).Bind(t.value).Bind(t.started).Bind(t.ended).Bind(t.exit_status);
     stmt.Bind(t.error).Bind(t.host).Bind(t.attempt).Bind(t.retry_of).Bind(t.log_path);
+    stmt.Bind(t.placement_json);
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
@@ -565,15 +570,15 @@ Status Storage::FinishTrial(const TrialRecord& t) {
   });
 }
 
-Status Storage::ResumeTrial(int64_t study_id, int number) {
+Status Storage::ResumeTrial(int64_t study_id, int number, const std::string& placement_json) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
-                   "NULL, error = '' WHERE study_id = ? AND number = ? AND state = "
-                   "'paused'"));
+                   "NULL, error = '', placement = ? WHERE study_id = ? AND number = ? AND "
+                   "state = 'paused'"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
-    stmt.Bind(study_id).Bind(number);
+    stmt.Bind(placement_json).Bind(study_id).Bind(number);
     if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("resuming trial ", number));
     if (sqlite3_changes(db_->handle()) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
@@ -610,8 +615,9 @@ Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double n
 Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      db_->Prepare("SELECT number, state, params, value, started, ended, exit_status, error, host, "
-                   "attempt, retry_of, log_path FROM trials WHERE study_id = ? ORDER BY number"));
+      db_->Prepare(
+          "SELECT number, state, params, value, started, ended, exit_status, error, host, "
+          "attempt, retry_of, log_path, placement FROM trials WHERE study_id = ? ORDER BY number"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<TrialRecord> out;
@@ -633,6 +639,7 @@ Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
     t.attempt = sqlite3_column_int(raw, 9);
     if (auto r = OptInt(raw, 10)) t.retry_of = static_cast<int>(*r);
     t.log_path = Text(raw, 11);
+    t.placement_json = Text(raw, 12);
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return db_->Error("listing trials");

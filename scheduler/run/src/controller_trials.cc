@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "controller_impl.h"
 #include "hyperpack/config_json.h"
@@ -62,6 +63,15 @@ std::string StudyController::Impl::TrialDir(int number) const {
   return options_.log_root + "/" + TrialFolderName(number);
 }
 
+std::string StudyController::Impl::PlacementJson(const Placement& placement) const {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankPlacement& r : placement.ranks) {
+    ranks.push_back({{"host", cluster_.nodes()[r.node].name}, {"gpus", r.gpus}, {"cpus", r.cpus}});
+  }
+  // An agent names its own node: bytes that are not UTF-8 are replaced, not thrown on.
+  return ranks.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // ---- Placed: its row first ----------------------------------------------------------------------
 
 // Persist, then act: the trial's row is committed before its process exists, so that storage knows
@@ -96,8 +106,9 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   rec.attempt = t.attempt;
   rec.retry_of = t.retry_of;
   rec.log_path = t.plan.ranks[0].log_path;
+  rec.placement_json = PlacementJson(t.plan.placement);
   if (resume) {
-    Write(ResumeTrialRow{t.number});
+    Write(ResumeTrialRow{t.number, rec.placement_json});
   } else {
     Write(InsertTrialRow{rec});
   }

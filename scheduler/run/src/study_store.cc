@@ -155,7 +155,9 @@ struct RowWriter {
   int64_t study_id;
   Status operator()(const InsertTrialRow& r) { return db.InsertTrial(r.trial); }
   Status operator()(const FinishTrialRow& r) { return db.FinishTrial(r.trial); }
-  Status operator()(const ResumeTrialRow& r) { return db.ResumeTrial(study_id, r.trial); }
+  Status operator()(const ResumeTrialRow& r) {
+    return db.ResumeTrial(study_id, r.trial, r.placement_json);
+  }
   Status operator()(const MetricsRow& r) { return db.AddMetrics(study_id, r.trial, r.points); }
   Status operator()(const EventRow& r) { return db.AddEvent(study_id, r.event); }
   Status operator()(const JournalRow& r) {

@@ -135,6 +135,9 @@ struct TrialRecord {
   int attempt = 1;              // 2 for the first re-run of an interrupted trial, ...
   std::optional<int> retry_of;  // the trial number this one re-runs
   std::string log_path;
+  // Where its ranks ran, as JSON: [{"host": "node1", "gpus": [0, 1], "cpus": 1}, ...], one per
+  // rank (its latest run's, for a promoted trial); "" where not recorded (before schema 4).
+  std::string placement_json;
 };
 
 struct MetricPoint {
@@ -198,9 +201,9 @@ class Storage {
   Status InsertTrial(const TrialRecord& trial);
   // Writes state, value, end time, exit status and error of a trial that ended.
   Status FinishTrial(const TrialRecord& trial);
-  // A paused trial runs again (promoted): its state becomes running and its end, exit status and
-  // error are cleared. NotFound when the trial is not paused.
-  Status ResumeTrial(int64_t study_id, int number);
+  // A paused trial runs again (promoted), placed at `placement_json`: its state becomes running
+  // and its end, exit status and error are cleared. NotFound when the trial is not paused.
+  Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json);
   // Marks every running or pending trial of the study interrupted; returns their numbers.
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
                                                const std::string& reason);

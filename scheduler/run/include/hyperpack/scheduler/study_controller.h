@@ -168,6 +168,7 @@ struct FinishTrialRow {
 };
 struct ResumeTrialRow {
   int trial = 0;
+  std::string placement_json;  // where it runs now
 };
 struct MetricsRow {
   int trial = 0;
