@@ -17,6 +17,7 @@
 
 #include "hyperpack/space.h"
 #include "hyperpack/tuner/encoding.h"
+#include "hyperpack/tuner/importance.h"
 #include "hyperpack/tuner/tuner.h"
 #include "sobol.h"
 
@@ -636,6 +637,73 @@ TEST(Mix64Test, IsDeterministicAndSpreadsNearbyInputs) {
   int bits = __builtin_popcountll(Mix64(1) ^ Mix64(2));
   EXPECT_GT(bits, 16);
   EXPECT_LT(bits, 48);
+}
+
+// ---- parameter importance
+// ------------------------------------------------------------------------------
+
+double ImportanceOf(const std::vector<ParamImportance>& all, const std::string& name) {
+  for (const ParamImportance& i : all)
+    if (i.param == name) return i.importance;
+  ADD_FAILURE() << name << " has no importance";
+  return -1;
+}
+
+// The importance from `n` random configurations of {a, b in [0, 1], c in {x, y}, f fixed}, each
+// scored by score(a, b, c == y).
+template <typename Score>
+std::vector<ParamImportance> ImportanceFor(Score score, int n = 40) {
+  SearchSpace space(
+      {Float("a", 0, 1), Float("b", 0, 1), Categorical("c", {S("x"), S("y")}), Fixed("f", I(7))});
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<Config> configs;
+  std::vector<double> values;
+  for (int i = 0; i < n; ++i) {
+    Config c{{"a", u(rng)}, {"b", u(rng)}, {"c", S(u(rng) < 0.5 ? "x" : "y")}, {"f", I(7)}};
+    values.push_back(score(std::get<double>(c["a"]), std::get<double>(c["b"]),
+                           std::get<std::string>(c["c"]) == "y"));
+    configs.push_back(std::move(c));
+  }
+  Result<std::vector<ParamImportance>> r = ParameterImportance(space, configs, values);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<ParamImportance>{};
+}
+
+TEST(ImportanceTest, TheParameterTheObjectiveFollowsComesFirst) {
+  auto by_a = ImportanceFor([](double a, double b, bool y) { return std::sin(6 * a) + 0.02 * b; });
+  ASSERT_EQ(by_a.size(), 3u);  // the fixed parameter takes no dimension
+  EXPECT_EQ(by_a[0].param, "a");
+  double sum = 0;
+  for (const ParamImportance& i : by_a) sum += i.importance;
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  EXPECT_GT(ImportanceOf(by_a, "a"), 2 * ImportanceOf(by_a, "b"));
+  EXPECT_GT(ImportanceOf(by_a, "a"), 2 * ImportanceOf(by_a, "c"));
+
+  // The same trials, now scored by the categorical.
+  auto by_c = ImportanceFor([](double a, double b, bool y) { return (y ? 3.0 : 0.0) + 0.05 * a; });
+  ASSERT_EQ(by_c.size(), 3u);
+  EXPECT_EQ(by_c[0].param, "c");
+  EXPECT_GT(ImportanceOf(by_c, "c"), 2 * ImportanceOf(by_c, "b"));
+}
+
+TEST(ImportanceTest, TooFewTrialsFlatValuesAndMismatchedInputsAreErrors) {
+  SearchSpace space({Float("a", 0, 1), Float("b", 0, 1)});
+  std::vector<Config> configs;
+  for (int i = 0; i < 6; ++i) configs.push_back({{"a", 0.1 * i}, {"b", 0.5}});
+  std::vector<double> flat(6, 2.0);
+  EXPECT_EQ(ParameterImportance(space, configs, flat).status().code(),
+            StatusCode::kFailedPrecondition);
+  std::vector<double> some = {1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(ParameterImportance(space, std::span(configs).first(3), std::span(some).first(3))
+                .status()
+                .code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ParameterImportance(space, configs, std::span(some).first(5)).status().code(),
+            StatusCode::kInvalidArgument);
+  some[2] = std::nan("");
+  EXPECT_EQ(ParameterImportance(space, configs, some).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace
