@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hyperpack/dashboard/dashboard.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/runner.h"
@@ -50,6 +51,8 @@ commands:
   export STUDY          the best configuration(s) as yaml, json, env or args, or as
                         DeepSpeed, torchrun, Hugging Face, Lightning or Hydra take them,
                         or every trial as an Optuna database
+  report STUDY          the study's charts, trials and events as one self-contained HTML file
+  dashboard             serve every study's page, live, over HTTP (read-only)
   simulate              replay a GPU workload through the placement code in virtual time
   serve                 run the scheduler as a daemon that agents join and studies are sent to
   agent                 run on a node: start the ranks the server places there
@@ -425,6 +428,20 @@ int CmdBest(int argc, char** argv) {
   return s.ok() ? kOk : Fail(s);
 }
 
+// Writes `text` beside `target` and renames it there, so a reader never sees half a file.
+Status WriteWhole(const std::string& target, const std::string& text) {
+  std::string tmp = target + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << text;
+    if (!out.good()) return Status::Io("cannot write ", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) return Status::Io("cannot write ", target, ": ", ec.message());
+  return Status::Ok();
+}
+
 int CmdExport(int argc, char** argv) {
   cxxopts::Options o("export", "hyperpack export STUDY: the best configuration(s)");
   o.custom_help("STUDY [options]");
@@ -460,18 +477,59 @@ int CmdExport(int argc, char** argv) {
     std::cout << text.str();
     return kOk;
   }
-  // Written beside the target and renamed, so a reader never sees half a file.
   std::string target = args["output"].as<std::string>();
-  std::string tmp = target + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text.str();
-    if (!out.good()) return Fail(Status::Io("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) return Fail(Status::Io("cannot write ", target, ": ", ec.message()));
+  if (Status w = WriteWhole(target, text.str()); !w.ok()) return Fail(w);
   std::cerr << "wrote " << target << "\n";
+  return kOk;
+}
+
+int CmdDashboard(int argc, char** argv) {
+  cxxopts::Options o("dashboard",
+                     "hyperpack dashboard: every study's page, live, over HTTP (read-only)");
+  o.custom_help("[--listen 127.0.0.1:8080] [--token-file FILE] [options]");
+  AddStorage(o);
+  o.add_options()("listen", "IP:PORT (port 0 picks one); beyond loopback it needs --token-file",
+                  cxxopts::value<std::string>()->default_value("127.0.0.1:8080"))(
+      "token-file", "a file holding the token every request must carry (?token= or Bearer)",
+      cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
+  hyperpack::dashboard::DashboardOptions d;
+  d.listen = args["listen"].as<std::string>();
+  d.storage_path = StoragePath(args);
+  if (args.count("token-file")) {
+    auto token = Token(args);
+    if (!token.ok()) return Fail(token.status());
+    d.token = *token;
+  }
+  d.on_listening = [&](const std::string& url) {
+    std::cout << "hyperpack dashboard of " << d.storage_path << " on " << url
+              << (d.token.empty() ? "" : " (add ?token=YOUR_TOKEN)") << "\n"
+              << std::flush;
+  };
+  d.log = [](const std::string& line) { std::cout << line << "\n" << std::flush; };
+  Status s = hyperpack::dashboard::RunDashboard(d);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdReport(int argc, char** argv) {
+  cxxopts::Options o("report",
+                     "hyperpack report STUDY -o FILE.html: the study's charts, trials and events "
+                     "in one HTML file that opens with no network");
+  o.custom_help("STUDY -o FILE.html [options]");
+  AddStorage(o);
+  o.add_options()("o,output", "the HTML file to write", cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  if (!args.count("output"))
+    return Fail(Status::Invalid("report: say where to write the page: -o FILE.html"));
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  std::ostringstream page;
+  if (Status s = report::WriteStudyPage(**db, Positional(args)[0], page); !s.ok()) return Fail(s);
+  std::string target = args["output"].as<std::string>();
+  if (Status w = WriteWhole(target, page.str()); !w.ok()) return Fail(w);
+  std::cerr << "wrote " << target << " (open it in a browser)\n";
   return kOk;
 }
 
@@ -619,6 +677,8 @@ int main(int argc, char** argv) {
   if (cmd == "trials") return CmdTrials(sub_argc, sub_argv);
   if (cmd == "best") return CmdBest(sub_argc, sub_argv);
   if (cmd == "export") return CmdExport(sub_argc, sub_argv);
+  if (cmd == "report") return CmdReport(sub_argc, sub_argv);
+  if (cmd == "dashboard") return CmdDashboard(sub_argc, sub_argv);
   if (cmd == "simulate") return CmdSimulate(sub_argc, sub_argv);
   if (cmd == "serve") return CmdServe(sub_argc, sub_argv);
   if (cmd == "agent") return CmdAgent(sub_argc, sub_argv);

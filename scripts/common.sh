@@ -18,6 +18,8 @@ HYPERPACK_PACKAGES=(
   # The fuzzers (scripts/test): clang, and libFuzzer's runtime, which clang-14 only recommends.
   clang libclang-rt-14-dev
   python3 python3-numpy python3-torch python3-optuna dataset-fashion-mnist
+  # The study page: Chart.js, inlined at build time; chromium loads the page in its tests.
+  libjs-chart.js chromium
   # The Slurm tests start a real one-node cluster (tests/local_slurm.h).
   slurmctld slurmd slurm-client munge
 )

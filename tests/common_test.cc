@@ -497,5 +497,23 @@ TEST(ValuesEqualTest, TreatsIntAndDoubleHoldingTheSameNumberAsEqual) {
   EXPECT_FALSE(ValuesEqual(std::string("2"), int64_t{2}));
 }
 
+TEST(TextTest, HtmlEscapeEscapesTheFiveSpecialCharactersAndNothingElse) {
+  EXPECT_EQ(HtmlEscape("<a href=\"x\">'&'</a> \xc3\xa9"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt; \xc3\xa9");
+  EXPECT_EQ(HtmlEscape(""), "");
+}
+
+TEST(TextTest, SplitHostPortTakesTheLastColonAndAPortInRange) {
+  auto v4 = SplitHostPort("127.0.0.1:8080");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->first, "127.0.0.1");
+  EXPECT_EQ(v4->second, 8080);
+  EXPECT_EQ(SplitHostPort("[::1]:0")->first, "[::1]");
+  EXPECT_FALSE(SplitHostPort("host").ok());
+  EXPECT_FALSE(SplitHostPort(":80").ok());
+  EXPECT_FALSE(SplitHostPort("host:65536").ok());
+  EXPECT_FALSE(SplitHostPort("host:http").ok());
+}
+
 }  // namespace
 }  // namespace hyperpack

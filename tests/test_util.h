@@ -65,6 +65,17 @@ inline std::string ReadFile(const std::string& path) {
   return out.str();
 }
 
+// In a forked child: changes to `cwd` (when not empty) and becomes `argv`; exits 126 or 127 when
+// it cannot.
+[[noreturn]] inline void ExecIn(const std::vector<std::string>& argv, const std::string& cwd) {
+  if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
 // Starts `argv` in `cwd` in the background, stdout and stderr to `out_path`; the caller waits.
 inline pid_t StartInBackground(const std::vector<std::string>& argv, const std::string& cwd,
                                const std::string& out_path) {
@@ -73,12 +84,7 @@ inline pid_t StartInBackground(const std::vector<std::string>& argv, const std::
     int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, 1);
     dup2(fd, 2);
-    if (chdir(cwd.c_str()) != 0) _exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    ExecIn(argv, cwd.empty() ? "." : cwd);
   }
   return pid;
 }
@@ -99,12 +105,7 @@ inline Ran RunCommand(const std::vector<std::string>& argv, const std::string& c
     int e = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(o, 1);
     dup2(e, 2);
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
+    ExecIn(argv, cwd);
   }
   int status = 0;
   waitpid(pid, &status, 0);

@@ -143,4 +143,39 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string HtmlEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+Result<std::pair<std::string, int>> SplitHostPort(const std::string& text) {
+  auto colon = text.rfind(':');
+  auto port = colon == std::string::npos ? std::nullopt : ParseInt(text.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535 || colon == 0)
+    return Status::Invalid("'", text, "' is not HOST:PORT");
+  return std::make_pair(text.substr(0, colon), static_cast<int>(*port));
+}
+
 }  // namespace hyperpack

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hyperpack/status.h"
@@ -33,5 +34,12 @@ std::optional<std::string> DidYouMean(std::string_view word,
 
 // Joins with a separator: {"a","b"} -> "a, b".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+
+// `text` with &, <, >, " and ' escaped, for an HTML text node or a quoted attribute.
+std::string HtmlEscape(std::string_view text);
+
+// "HOST:PORT" as (HOST, PORT), the port in [0, 65535]; HOST may be empty only before a colon that
+// is not the first character ("[::1]:80" keeps its brackets).
+Result<std::pair<std::string, int>> SplitHostPort(const std::string& text);
 
 }  // namespace hyperpack

@@ -1,4 +1,4 @@
-// Addresses for hyperpack serve, agent and submit: HOST:PORT parsed and resolved.
+// Addresses for hyperpack serve, agent and submit: HOST:PORT (SplitHostPort, text.h) resolved.
 // Thread-safety: pure, or on the io_context's thread given.
 #pragma once
 
@@ -10,7 +10,6 @@
 
 namespace hyperpack::scheduler {
 
-Result<std::pair<std::string, int>> SplitHostPort(const std::string& text);
 Result<boost::asio::ip::tcp::endpoint> Resolve(boost::asio::io_context& io,
                                                const std::string& text);
 

@@ -6,6 +6,7 @@
 // Thread-safety: as Storage, one thread per Storage.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -51,6 +52,34 @@ Result<ExportFormat> ParseExportFormat(const std::string& name);
 // carry over is written to `warnings`, a line each.
 Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
                   std::optional<int> trial, std::ostream& out, std::ostream& warnings);
+
+// The study page (docs/REPORT.md) of study `name`: its charts (optimisation history, parallel
+// coordinates, parameter importance, slices, intermediate values, trials on GPUs and CPU slots
+// over time, cost against objective), its trials and its events, in one HTML document with its
+// scripts, styles and data inlined: it opens with no network, to attach to a message or an issue.
+Status WriteStudyPage(storage::Storage& db, const std::string& name, std::ostream& out);
+
+// What a server of study pages (the dashboard) keeps between requests: each study's parameter
+// importance, refitted only when another trial has completed. Thread-safe.
+class PageCache {
+ public:
+  PageCache();
+  ~PageCache();
+  PageCache(const PageCache&) = delete;
+  PageCache& operator=(const PageCache&) = delete;
+
+ private:
+  friend struct PageCacheAccess;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The study page served live: it polls `source` (a URL of the same origin; empty: it does not
+// poll) for StudyPageJson's data.
+Result<std::string> StudyPage(storage::Storage& db, const std::string& name,
+                              const std::string& source, PageCache& cache);
+// The study page's data (docs/REPORT.md) as JSON text, marked live.
+Result<std::string> StudyPageJson(storage::Storage& db, const std::string& name, PageCache& cache);
 
 // Every trial of study `name` as a new Optuna 3.x SQLite database at `path` (which must not
 // exist), for optuna.load_study, `optuna best-trial` and optuna-dashboard. See

@@ -1,0 +1,372 @@
+#include "page_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "hyperpack/config_json.h"
+#include "hyperpack/text.h"
+#include "hyperpack/tuner/importance.h"
+#include "hyperpack/tuner/pruner.h"
+#include "hyperpack/tuner/tuner.h"
+
+namespace hyperpack::report {
+namespace {
+
+using nlohmann::json;
+using storage::EventKind;
+using storage::JournalEntry;
+using storage::JournalKind;
+using storage::TrialRecord;
+using storage::TrialState;
+
+// The GP behind the importance is fitted on at most this many trials (its cost grows as n^3).
+constexpr int kImportanceTrials = 200;
+
+json Number(std::optional<double> v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
+
+json ValueJson(const Value& v) {
+  return std::visit([](const auto& x) { return json(x); }, v);
+}
+
+// Each trial's stretches of running: [start, end] pairs, by trial number.
+using Segments = std::map<int, std::vector<std::pair<double, double>>>;
+
+Segments RunSegments(const PageInput& in) {
+  std::map<int, std::vector<const storage::EventRecord*>> by_trial;
+  for (const storage::EventRecord& e : in.events)
+    if (e.trial) by_trial[*e.trial].push_back(&e);
+  Segments out;
+  for (const TrialRecord& t : in.trials) {
+    if (!t.started) continue;
+    std::vector<std::pair<double, double>>& segments = out[t.number];
+    double open = *t.started;
+    bool running = true;
+    for (const storage::EventRecord* e : by_trial[t.number]) {
+      const std::optional<EventKind> kind = storage::ParseEventKind(e->kind);
+      if (kind == EventKind::kTrialPaused && running) {
+        segments.emplace_back(open, std::max(open, e->time));
+        running = false;
+      } else if (kind == EventKind::kTrialResumed && !running) {
+        open = e->time;
+        running = true;
+      }
+    }
+    if (running) segments.emplace_back(open, std::max(open, t.ended.value_or(in.now)));
+  }
+  return out;
+}
+
+json StudyJson(const PageInput& in) {
+  json s = {
+      {"name", in.study.name},       {"metric", in.study.metric}, {"direction", in.study.direction},
+      {"created", in.study.created}, {"tuner", nullptr},          {"pruner", nullptr},
+      {"resource", nullptr}};
+  if (in.spec) {
+    s["tuner"] = tuner::TunerAlgorithmName(in.spec->tuner.algorithm);
+    s["pruner"] = tuner::PrunerAlgorithmName(in.spec->pruner.algorithm);
+    if (in.spec->pruner.algorithm != tuner::PrunerAlgorithm::kNone)
+      s["resource"] = study::ResourceName(in.spec->pruner.resource);
+  }
+  return s;
+}
+
+json ParamsJson(const PageInput& in) {
+  json out = json::array();
+  if (!in.spec) return out;
+  for (const ParamSpec& p : in.spec->space.params()) {
+    if (p.type == ParamType::kFixed) continue;
+    json j = {{"name", p.name}, {"type", ParamTypeName(p.type)}, {"log", p.log}};
+    if (p.type == ParamType::kCategorical) {
+      j["choices"] = json::array();
+      for (const Value& v : p.values) j["choices"].push_back(ValueJson(v));
+    } else {
+      j["low"] = p.low;
+      j["high"] = p.high;
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+json TrialsJson(const PageInput& in, const Segments& segments) {
+  json out = json::array();
+  for (const TrialRecord& t : in.trials) {
+    json params = json::parse(t.params_json, nullptr, /*allow_exceptions=*/false);
+    if (!params.is_object()) params = json::object();
+    int gpus = 0, cpus = 0;
+    for (const RankUse& r : ParsePlacement(t.placement_json)) {
+      gpus += static_cast<int>(r.gpus.size());
+      cpus += r.cpus;
+    }
+    std::optional<double> duration;
+    if (auto it = segments.find(t.number); it != segments.end()) {
+      duration = 0;
+      for (const auto& [start, end] : it->second) *duration += end - start;
+    }
+    // GPU-seconds where it held GPUs, else CPU-seconds (one slot where none was recorded).
+    const int units = gpus > 0 ? gpus : std::max(cpus, 1);
+    std::optional<double> cost;
+    if (duration) cost = *duration * units;
+    out.push_back({{"number", t.number},
+                   {"state", storage::TrialStateName(t.state)},
+                   {"value", Number(t.value)},
+                   {"params", std::move(params)},
+                   {"started", Number(t.started)},
+                   {"ended", Number(t.ended)},
+                   {"duration", Number(duration)},
+                   {"host", t.host},
+                   {"gpus", gpus},
+                   {"cpus", cpus},
+                   {"cost", Number(cost)},
+                   {"cost_unit", gpus > 0 ? "GPU-s" : "CPU-s"},
+                   {"error", t.error},
+                   {"log", t.log_path},
+                   {"attempt", t.attempt},
+                   {"retry_of", t.retry_of ? json(*t.retry_of) : json(nullptr)}});
+  }
+  return out;
+}
+
+// The pruner's view, one curve per root trial (a re-run continues its first attempt's curve),
+// marked where it was promoted and where its latest attempt was pruned or paused.
+json CurvesJson(const PageInput& in) {
+  std::map<int, int> root_of, latest;  // trial -> root; root -> its latest attempt
+  std::map<int, const TrialRecord*> by_number;
+  for (const TrialRecord& t : in.trials) {
+    by_number[t.number] = &t;
+    auto parent = t.retry_of ? root_of.find(*t.retry_of) : root_of.end();
+    const int root = parent != root_of.end() ? parent->second : t.number;
+    root_of[t.number] = root;
+    latest[root] = std::max(latest[root], t.number);
+  }
+  struct Curve {
+    json points = json::array();
+    json marks = json::array();
+    std::optional<double> last;
+  };
+  std::map<int, Curve> curves;
+  for (const JournalEntry& e : in.journal) {
+    if (e.kind == JournalKind::kReport && std::isfinite(e.value)) {
+      Curve& c = curves[e.trial];
+      c.points.push_back({e.resource, e.value});
+      c.last = e.resource;
+    } else if (e.kind == JournalKind::kPromoted) {
+      Curve& c = curves[e.trial];
+      if (c.last) c.marks.push_back({{"resource", *c.last}, {"kind", "promoted"}});
+    }
+  }
+  json out = json::array();
+  for (auto& [root, c] : curves) {
+    if (c.points.empty()) continue;
+    if (auto it = latest.find(root); it != latest.end() && c.last) {
+      const TrialState state = by_number[it->second]->state;
+      if (state == TrialState::kPruned || state == TrialState::kPaused) {
+        c.marks.push_back(
+            {{"resource", *c.last}, {"kind", state == TrialState::kPruned ? "pruned" : "paused"}});
+      }
+    }
+    out.push_back(
+        {{"trial", root}, {"points", std::move(c.points)}, {"marks", std::move(c.marks)}});
+  }
+  return out;
+}
+
+bool Scored(const TrialRecord& t) {
+  return t.state == TrialState::kCompleted && t.value && std::isfinite(*t.value);
+}
+
+// {"method", "values"}, or null with the reason in data["importance_note"].
+json ImportanceJson(const PageInput& in, json* note) {
+  if (!in.spec) {
+    *note = "the stored study file no longer parses";
+    return nullptr;
+  }
+  std::vector<Config> configs;
+  std::vector<double> values;
+  for (const TrialRecord& t : in.trials) {
+    if (!Scored(t)) continue;
+    Result<Config> c = ConfigFromJson(t.params_json);
+    if (!c.ok()) continue;
+    configs.push_back(*std::move(c));
+    values.push_back(*t.value);
+  }
+  const int scored = static_cast<int>(values.size());
+  if (scored > kImportanceTrials) {
+    // Evenly spaced in trial order: early exploration and late refinement both stay in.
+    std::vector<Config> some_configs;
+    std::vector<double> some_values;
+    for (int k = 0; k < kImportanceTrials; ++k) {
+      const size_t i = static_cast<size_t>(k) * scored / kImportanceTrials;
+      some_configs.push_back(configs[i]);
+      some_values.push_back(values[i]);
+    }
+    configs = std::move(some_configs);
+    values = std::move(some_values);
+  }
+  tuner::ImportanceOptions options;
+  options.seed = in.study.seed;
+  Result<std::vector<tuner::ParamImportance>> r =
+      tuner::ParameterImportance(in.spec->space, configs, values, options);
+  if (!r.ok()) {
+    *note = r.status().message();
+    return nullptr;
+  }
+  json items = json::array();
+  for (const tuner::ParamImportance& i : *r)
+    items.push_back({{"param", i.param}, {"importance", i.importance}});
+  const std::string on = scored > kImportanceTrials
+                             ? StrCat(kImportanceTrials, " of the ", scored, " completed trials")
+                             : StrCat("the ", scored, " completed trials");
+  return {{"method",
+           StrCat("Inverse length scales of a Gaussian process (Matern 5/2, one length scale per "
+                  "dimension) fitted to ",
+                  on,
+                  ", normalised to sum to 1: the objective changes quickly along a parameter that "
+                  "scores high. A sensitivity of the model, not a variance decomposition.")},
+          {"values", std::move(items)}};
+}
+
+json TimelineJson(const Timeline& timeline, const PageInput& in) {
+  std::map<int, TrialState> state;
+  for (const TrialRecord& t : in.trials) state[t.number] = t.state;
+  json lanes = json::array(), bars = json::array();
+  for (const TimelineLane& l : timeline.lanes)
+    lanes.push_back({{"id", l.id}, {"host", l.host}, {"label", l.label}});
+  for (const TimelineBar& b : timeline.bars) {
+    bars.push_back({{"lane", b.lane},
+                    {"trial", b.trial},
+                    {"start", b.start},
+                    {"end", b.end},
+                    {"state", storage::TrialStateName(state[b.trial])}});
+  }
+  return {{"lanes", std::move(lanes)}, {"bars", std::move(bars)}};
+}
+
+json EventsJson(const PageInput& in) {
+  json out = json::array();
+  const size_t from = in.events.size() > static_cast<size_t>(kPageEvents)
+                          ? in.events.size() - static_cast<size_t>(kPageEvents)
+                          : 0;
+  for (size_t i = from; i < in.events.size(); ++i) {
+    const storage::EventRecord& e = in.events[i];
+    out.push_back({{"time", e.time},
+                   {"trial", e.trial ? json(*e.trial) : json(nullptr)},
+                   {"kind", e.kind},
+                   {"message", e.message}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<RankUse> ParsePlacement(const std::string& placement_json) {
+  const json ranks = json::parse(placement_json, nullptr, /*allow_exceptions=*/false);
+  if (!ranks.is_array()) return {};
+  std::vector<RankUse> out;
+  for (const json& r : ranks) {
+    if (!r.is_object()) return {};
+    RankUse use;
+    auto host = r.find("host");
+    auto gpus = r.find("gpus");
+    auto cpus = r.find("cpus");
+    if (host == r.end() || !host->is_string()) return {};
+    use.host = host->get<std::string>();
+    if (gpus != r.end()) {
+      if (!gpus->is_array()) return {};
+      for (const json& g : *gpus) {
+        if (!g.is_number_integer()) return {};
+        use.gpus.push_back(g.get<int>());
+      }
+    }
+    if (cpus != r.end()) {
+      if (!cpus->is_number_integer()) return {};
+      use.cpus = std::max(0, cpus->get<int>());
+    }
+    out.push_back(std::move(use));
+  }
+  return out;
+}
+
+Timeline BuildTimeline(const PageInput& in) {
+  const Segments segments = RunSegments(in);
+  struct Use {
+    double start, end;
+    int trial;
+    std::string host;
+    std::vector<int> gpus;
+    int cpus;
+  };
+  std::vector<Use> uses;
+  std::vector<std::string> hosts;  // in order of first use
+  std::map<std::string, std::set<int>> gpus_of;
+  for (const TrialRecord& t : in.trials) {
+    auto it = segments.find(t.number);
+    if (it == segments.end()) continue;
+    std::vector<RankUse> ranks = ParsePlacement(t.placement_json);
+    if (ranks.empty()) ranks.push_back({t.host.empty() ? "local" : t.host, {}, 1});
+    for (const RankUse& r : ranks) {
+      if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
+      gpus_of[r.host].insert(r.gpus.begin(), r.gpus.end());
+      // A GPU rank is drawn on its GPUs; its CPU slots are not a lane of their own.
+      const int cpus = r.gpus.empty() ? std::max(r.cpus, 1) : 0;
+      for (const auto& [start, end] : it->second)
+        uses.push_back({start, end, t.number, r.host, r.gpus, cpus});
+    }
+  }
+  std::stable_sort(uses.begin(), uses.end(),
+                   [](const Use& a, const Use& b) { return a.start < b.start; });
+  Timeline out;
+  std::map<std::string, std::vector<double>> slot_free_at;  // host -> per CPU slot
+  for (const Use& u : uses) {
+    for (int g : u.gpus) out.bars.push_back({StrCat(u.host, "/gpu", g), u.trial, u.start, u.end});
+    std::vector<double>& free_at = slot_free_at[u.host];
+    int needed = u.cpus;
+    for (size_t s = 0; s < free_at.size() && needed > 0; ++s) {
+      if (free_at[s] > u.start) continue;
+      free_at[s] = u.end;
+      out.bars.push_back({StrCat(u.host, "/cpu", s), u.trial, u.start, u.end});
+      --needed;
+    }
+    for (; needed > 0; --needed) {
+      out.bars.push_back({StrCat(u.host, "/cpu", free_at.size()), u.trial, u.start, u.end});
+      free_at.push_back(u.end);
+    }
+  }
+  for (const std::string& host : hosts) {
+    for (int g : gpus_of[host])
+      out.lanes.push_back({StrCat(host, "/gpu", g), host, StrCat(host, " gpu ", g)});
+    for (size_t s = 0; s < slot_free_at[host].size(); ++s)
+      out.lanes.push_back({StrCat(host, "/cpu", s), host, StrCat(host, " cpu ", s)});
+  }
+  return out;
+}
+
+int ScoredTrials(const PageInput& in) {
+  return static_cast<int>(std::count_if(in.trials.begin(), in.trials.end(), Scored));
+}
+
+nlohmann::json PageImportance(const PageInput& in) {
+  json note = nullptr;
+  json importance = ImportanceJson(in, &note);
+  return {{"importance", std::move(importance)}, {"importance_note", std::move(note)}};
+}
+
+nlohmann::json PageData(const PageInput& in) {
+  const Segments segments = RunSegments(in);
+  const json importance = in.importance ? *in.importance : PageImportance(in);
+  return {{"generated", in.now},
+          {"live", in.live},
+          {"study", StudyJson(in)},
+          {"params", ParamsJson(in)},
+          {"trials", TrialsJson(in, segments)},
+          {"curves", CurvesJson(in)},
+          {"importance", importance.value("importance", json())},
+          {"importance_note", importance.value("importance_note", json())},
+          {"timeline", TimelineJson(BuildTimeline(in), in)},
+          {"events", EventsJson(in)}};
+}
+
+}  // namespace hyperpack::report

@@ -1,0 +1,176 @@
+// hyperpack dashboard: its routes and token check (routes.h, pure), and the real server, started by
+// the test on a loopback port over a study the real CLI ran, asked over HTTP.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "http_util.h"
+#include "routes.h"
+#include "test_util.h"
+
+namespace hyperpack::dashboard {
+namespace {
+
+using hyperpack::testing::Child;
+using hyperpack::testing::HttpGet;
+using hyperpack::testing::HttpRaw;
+using hyperpack::testing::HttpReply;
+using hyperpack::testing::Ran;
+using hyperpack::testing::RunCommand;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(DashboardRoutesTest, TargetsAreDecodedAndTheirTokenTakenFromTheQuery) {
+  Route page = ParseTarget("/study/my%20study%2Fv2?x=1&token=a%2Bb");
+  EXPECT_EQ(page.kind, RouteKind::kStudyPage);
+  EXPECT_EQ(page.study, "my study/v2");
+  EXPECT_EQ(page.token, "a+b");
+  EXPECT_EQ(ParseTarget("/api/study/s").kind, RouteKind::kStudyJson);
+  EXPECT_EQ(ParseTarget("/api/studies").kind, RouteKind::kStudiesJson);
+  EXPECT_EQ(ParseTarget("/").kind, RouteKind::kIndex);
+  EXPECT_EQ(ParseTarget("/study/").kind, RouteKind::kNotFound);
+  EXPECT_EQ(ParseTarget("/etc/passwd").kind, RouteKind::kNotFound);
+  EXPECT_EQ(ParseTarget("/study/bad%zz").kind, RouteKind::kBadRequest);
+  EXPECT_EQ(ParseTarget("/study/nul%00").kind, RouteKind::kBadRequest);
+  EXPECT_EQ(ParseTarget("/study/cut%4").kind, RouteKind::kBadRequest);
+  std::string back;
+  ASSERT_TRUE(UrlDecode(UrlEncode("a b/c?d&e=f%\xff"), &back));
+  EXPECT_EQ(back, "a b/c?d&e=f%\xff");
+}
+
+TEST(DashboardRoutesTest, TheTokenIsAskedForOnlyWhenThereIsOne) {
+  EXPECT_TRUE(Authorized("", "", ""));
+  EXPECT_TRUE(Authorized("sekrit-token-123", "Bearer sekrit-token-123", ""));
+  EXPECT_TRUE(Authorized("sekrit-token-123", "", "sekrit-token-123"));
+  EXPECT_FALSE(Authorized("sekrit-token-123", "", ""));
+  EXPECT_FALSE(Authorized("sekrit-token-123", "Bearer sekrit-token-12", ""));
+  EXPECT_FALSE(Authorized("sekrit-token-123", "Bearer sekrit-token-1234", ""));
+  EXPECT_FALSE(Authorized("sekrit-token-123", "sekrit-token-123", ""));  // no scheme
+  EXPECT_FALSE(Authorized("sekrit-token-123", "", "sekrit-token-124"));
+}
+
+TEST(DashboardRoutesTest, TheIndexEscapesStudyNamesAndLinksWithTheToken) {
+  const std::string html = IndexHtml(
+      R"([{"study": "<img src=x>", "state": "finished", "trials": {"completed": 3},
+          "best": 0.5, "metric": "loss", "direction": "minimize", "created": 0}])",
+      "t&k");
+  EXPECT_THAT(html, HasSubstr("&lt;img src=x&gt;"));
+  EXPECT_THAT(html, Not(HasSubstr("<img")));
+  EXPECT_THAT(html, HasSubstr("href=\"/study/%3Cimg%20src%3Dx%3E?token=t%26k\""));
+  EXPECT_THAT(html, HasSubstr("3 completed"));
+  EXPECT_THAT(IndexHtml("not json", ""), HasSubstr("no studies yet"));
+}
+
+constexpr char kStudy[] = R"(name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 4, max_parallel: 2}
+)";
+
+class DashboardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFile(dir_ / "s.yaml", kStudy);
+    Ran run =
+        RunCommand({HYPERPACK_CLI, "run", dir_ / "s.yaml", "--storage", db_}, dir_.path().string());
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    WriteFile(dir_ / "token", "sekrit-token-0123456789\n");
+  }
+
+  // Starts `hyperpack dashboard` with `flags`; its port, or 0 when it did not start.
+  int Start(std::vector<std::string> flags) {
+    std::vector<std::string> argv = {HYPERPACK_CLI, "dashboard", "--storage", db_};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    server_ = std::make_unique<Child>(argv, dir_.path().string());
+    std::optional<std::string> line = server_->WaitForLine(" on http://");
+    if (!line) return 0;
+    const size_t colon = line->rfind(':');
+    return std::stoi(line->substr(colon + 1));
+  }
+
+  TempDir dir_;
+  std::string db_ = dir_ / "h.db";
+  std::unique_ptr<Child> server_;
+};
+
+TEST_F(DashboardTest, OnLoopbackItServesTheIndexEachStudysPageAndItsData) {
+  const int port = Start({"--listen", "127.0.0.1:0"});
+  ASSERT_GT(port, 0) << server_->output();
+
+  HttpReply index = HttpGet(port, "/");
+  EXPECT_EQ(index.status, 200);
+  EXPECT_THAT(index.body, HasSubstr("href=\"/study/s\""));
+
+  HttpReply page = HttpGet(port, "/study/s");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_THAT(page.headers, HasSubstr("text/html"));
+  EXPECT_THAT(page.body, HasSubstr("data-source=\"/api/study/s\""));
+
+  HttpReply data = HttpGet(port, "/api/study/s");
+  ASSERT_EQ(data.status, 200);
+  nlohmann::json d = nlohmann::json::parse(data.body, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << data.body.substr(0, 500);
+  EXPECT_EQ(d["trials"].size(), 4u);
+  EXPECT_EQ(d["live"], true);
+
+  HttpReply studies = HttpGet(port, "/api/studies");
+  EXPECT_EQ(studies.status, 200);
+  EXPECT_THAT(studies.body, HasSubstr("\"study\": \"s\""));
+
+  EXPECT_EQ(HttpGet(port, "/study/nope").status, 404);
+  EXPECT_THAT(HttpGet(port, "/study/nope").body, HasSubstr("no study named 'nope'"));
+  EXPECT_EQ(HttpGet(port, "/nothing/here").status, 404);
+  EXPECT_EQ(HttpRaw(port,
+                    "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                    "Connection: close\r\n\r\n")
+                .status,
+            405);
+  EXPECT_EQ(server_->Stop(SIGTERM), 0);
+  // Each response was logged, without the query.
+  EXPECT_THAT(server_->output(), HasSubstr("GET /api/study/s 200"));
+}
+
+TEST_F(DashboardTest, BadBytesGetABoundedAnswerAndTheServerGoesOn) {
+  const int port = Start({"--listen", "127.0.0.1:0"});
+  ASSERT_GT(port, 0) << server_->output();
+  EXPECT_EQ(HttpRaw(port, "\x16\x03\x01 not http at all\r\n\r\n").status, 400);
+  const std::string huge = "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20 * 1024, 'a') +
+                           "\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(HttpRaw(port, huge).status, 400);
+  EXPECT_EQ(HttpGet(port, "/study/%ff%fe").status, 404);  // not UTF-8: no such study
+  EXPECT_EQ(HttpGet(port, "/").status, 200);
+}
+
+TEST_F(DashboardTest, BeyondLoopbackItNeedsATokenAndAsksEveryRequestForIt) {
+  Ran refused = RunCommand({HYPERPACK_CLI, "dashboard", "--storage", db_, "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--token-file"));
+
+  const int port = Start({"--listen", "0.0.0.0:0", "--token-file", dir_ / "token"});
+  ASSERT_GT(port, 0) << server_->output();
+  HttpReply anonymous = HttpGet(port, "/api/study/s");
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_THAT(anonymous.body, Not(HasSubstr("trials")));
+  EXPECT_EQ(HttpGet(port, "/").status, 401);
+  EXPECT_EQ(HttpGet(port, "/api/study/s?token=wrong-token-0123456789").status, 401);
+  EXPECT_EQ(HttpGet(port, "/api/study/s?token=sekrit-token-0123456789").status, 200);
+  EXPECT_EQ(
+      HttpGet(port, "/api/study/s", "Authorization: Bearer sekrit-token-0123456789\r\n").status,
+      200);
+  // The page passes the token on when it polls, and the index links carry it.
+  HttpReply page = HttpGet(port, "/study/s?token=sekrit-token-0123456789");
+  EXPECT_THAT(page.body, HasSubstr("data-source=\"/api/study/s?token=sekrit-token-0123456789\""));
+  EXPECT_THAT(HttpGet(port, "/?token=sekrit-token-0123456789").body,
+              HasSubstr("/study/s?token=sekrit-token-0123456789"));
+  EXPECT_EQ(server_->Stop(SIGTERM), 0);
+  EXPECT_THAT(server_->output(), Not(HasSubstr("sekrit")));
+}
+
+}  // namespace
+}  // namespace hyperpack::dashboard

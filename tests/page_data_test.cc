@@ -1,0 +1,194 @@
+// The study page's data (report/src/page_data.h) and its HTML (page.h), on records written here:
+// the timeline's lanes and segments, costs, curves and their marks, importance, and bytes from
+// trials that must not break the page.
+#include "page_data.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "page.h"
+
+namespace hyperpack::report {
+namespace {
+
+using nlohmann::json;
+using storage::EventRecord;
+using storage::JournalEntry;
+using storage::JournalKind;
+using storage::TrialRecord;
+using storage::TrialState;
+using study::ParseOutcome;
+using study::ParseStudy;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kSpec[] = R"(name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+  opt: {type: categorical, values: [sgd, adam]}
+  seed: {type: fixed, value: 1}
+trial: {command: "true"}
+pruner: {algorithm: asha, max_resource: 9}
+)";
+
+TrialRecord Trial(int number, TrialState state, double started, std::optional<double> ended,
+                  const std::string& placement = "") {
+  TrialRecord t;
+  t.number = number;
+  t.state = state;
+  t.params_json = R"({"x": 0.5, "opt": "sgd", "seed": 1})";
+  t.started = started;
+  t.ended = ended;
+  t.host = "h";
+  t.placement_json = placement;
+  return t;
+}
+
+PageInput Input() {
+  PageInput in;
+  in.study.name = "s";
+  in.study.metric = "loss";
+  in.study.direction = "minimize";
+  ParseOutcome parsed = ParseStudy(kSpec, "s.yaml");
+  EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText();
+  in.spec = parsed.spec;
+  in.now = 1000;
+  return in;
+}
+
+std::vector<std::string> BarsOf(const Timeline& t, int trial) {
+  std::vector<std::string> out;
+  for (const TimelineBar& b : t.bars)
+    if (b.trial == trial) out.push_back(b.lane + "@" + std::to_string(b.start));
+  return out;
+}
+
+TEST(PageDataTest, CpuTrialsTakeTheLowestFreeSlotsAndGpuTrialsTheirDevices) {
+  PageInput in = Input();
+  const std::string cpu = R"([{"host":"h","gpus":[],"cpus":1}])";
+  in.trials = {Trial(0, TrialState::kCompleted, 10, 20, cpu),
+               Trial(1, TrialState::kCompleted, 12, 30, cpu),
+               Trial(2, TrialState::kCompleted, 21, 25, cpu),  // after 0 ended: slot 0 again
+               Trial(3, TrialState::kCompleted, 11, 40, R"([{"host":"g","gpus":[2,5],"cpus":4}])"),
+               Trial(4, TrialState::kFailed, 50, 51, "not json"),  // one slot of its host
+               Trial(5, TrialState::kPending, 0, std::nullopt)};
+  in.trials[5].started.reset();  // never ran: no bar
+  Timeline t = BuildTimeline(in);
+  EXPECT_THAT(BarsOf(t, 0), ElementsAre("h/cpu0@10.000000"));
+  EXPECT_THAT(BarsOf(t, 1), ElementsAre("h/cpu1@12.000000"));
+  EXPECT_THAT(BarsOf(t, 2), ElementsAre("h/cpu0@21.000000"));
+  EXPECT_THAT(BarsOf(t, 3), ElementsAre("g/gpu2@11.000000", "g/gpu5@11.000000"));
+  EXPECT_THAT(BarsOf(t, 4), ElementsAre("h/cpu0@50.000000"));
+  EXPECT_THAT(BarsOf(t, 5), ElementsAre());
+  std::vector<std::string> lanes;
+  for (const TimelineLane& l : t.lanes) lanes.push_back(l.id);
+  EXPECT_THAT(lanes, ElementsAre("h/cpu0", "h/cpu1", "g/gpu2", "g/gpu5"));
+
+  json d = PageData(in);
+  EXPECT_EQ(d["trials"][3]["gpus"], 2);
+  EXPECT_EQ(d["trials"][3]["cost"], 58.0);  // 29 s x 2 GPUs
+  EXPECT_EQ(d["trials"][3]["cost_unit"], "GPU-s");
+  EXPECT_EQ(d["trials"][1]["cost"], 18.0);  // 18 s x 1 CPU slot
+  EXPECT_EQ(d["trials"][1]["cost_unit"], "CPU-s");
+  EXPECT_TRUE(d["trials"][5]["cost"].is_null());
+  EXPECT_EQ(d["timeline"]["bars"].size(), t.bars.size());
+}
+
+TEST(PageDataTest, APausedTrialIsCutAtItsPauseAndARunningOneEndsNow) {
+  PageInput in = Input();
+  in.trials = {Trial(0, TrialState::kRunning, 100, std::nullopt),
+               Trial(1, TrialState::kRunning, 100, std::nullopt)};
+  in.events = {{150, 0, "trial_paused", "rung 1"},
+               {400, 0, "trial_resumed", "to epoch 3"},
+               {160, 1, "trial_finished", "completed"}};
+  Timeline t = BuildTimeline(in);
+  std::vector<std::pair<double, double>> zero;
+  for (const TimelineBar& b : t.bars)
+    if (b.trial == 0) zero.emplace_back(b.start, b.end);
+  EXPECT_THAT(zero, ElementsAre(std::pair(100.0, 150.0), std::pair(400.0, 1000.0)));
+  json d = PageData(in);
+  EXPECT_EQ(d["trials"][0]["duration"], 50.0 + 600.0);
+  EXPECT_EQ(d["trials"][1]["duration"], 900.0);  // still running at `now`
+}
+
+TEST(PageDataTest, CurvesFollowTheJournalAndMarkPromotionsPausesAndPrunes) {
+  PageInput in = Input();
+  in.trials = {Trial(0, TrialState::kPruned, 1, 2), Trial(1, TrialState::kPaused, 1, 2),
+               Trial(2, TrialState::kNodeLost, 1, 2), Trial(3, TrialState::kCompleted, 3, 4)};
+  in.trials[3].retry_of = 2;  // trial 3 re-runs trial 2: the same curve
+  auto report = [](int trial, double r, double v) {
+    JournalEntry e;
+    e.trial = trial;
+    e.kind = JournalKind::kReport;
+    e.resource = r;
+    e.value = v;
+    return e;
+  };
+  JournalEntry promoted;
+  promoted.trial = 2;
+  promoted.kind = JournalKind::kPromoted;
+  promoted.resource = 3;
+  in.journal = {report(0, 1, 0.9), report(1, 1, 0.5), report(2, 1, 0.4), report(0, 3, std::nan("")),
+                promoted,          report(2, 3, 0.3), report(1, 3, 0.45)};
+  json curves = PageData(in)["curves"];
+  ASSERT_EQ(curves.size(), 3u);
+  EXPECT_EQ(curves[0]["trial"], 0);
+  EXPECT_EQ(curves[0]["points"].size(), 1u);  // a NaN report is no point
+  EXPECT_EQ(curves[0]["marks"], json::parse(R"([{"resource": 1.0, "kind": "pruned"}])"));
+  EXPECT_EQ(curves[1]["marks"], json::parse(R"([{"resource": 3.0, "kind": "paused"}])"));
+  EXPECT_EQ(curves[2]["trial"], 2);
+  EXPECT_EQ(curves[2]["points"], json::parse("[[1.0, 0.4], [3.0, 0.3]]"));
+  EXPECT_EQ(curves[2]["marks"], json::parse(R"([{"resource": 1.0, "kind": "promoted"}])"));
+}
+
+TEST(PageDataTest, ImportanceNeedsEnoughCompletedTrialsAndSaysWhy) {
+  PageInput in = Input();
+  in.trials = {Trial(0, TrialState::kCompleted, 1, 2)};
+  in.trials[0].value = 0.3;
+  json d = PageData(in);
+  EXPECT_TRUE(d["importance"].is_null());
+  EXPECT_THAT(d["importance_note"].get<std::string>(), HasSubstr("needs 5 scored trials, has 1"));
+
+  in.trials.clear();
+  for (int i = 0; i < 12; ++i) {
+    TrialRecord t = Trial(i, TrialState::kCompleted, 1, 2);
+    const double x = (i + 0.5) / 12;
+    t.params_json = json({{"x", x}, {"opt", i % 2 ? "sgd" : "adam"}, {"seed", 1}}).dump();
+    t.value = std::sin(6 * x);
+    in.trials.push_back(t);
+  }
+  d = PageData(in);
+  ASSERT_TRUE(d["importance"].is_object()) << d["importance_note"];
+  ASSERT_EQ(d["importance"]["values"].size(), 2u);  // x and opt; the fixed seed takes no part
+  EXPECT_EQ(d["importance"]["values"][0]["param"], "x");
+  EXPECT_THAT(d["importance"]["method"].get<std::string>(), HasSubstr("the 12 completed trials"));
+  EXPECT_EQ(d["params"].size(), 2u);
+}
+
+TEST(PageDataTest, TrialBytesCannotBreakOutOfThePageOrItsJson) {
+  PageInput in = Input();
+  in.study.name = "<b>s</b>";
+  in.trials = {Trial(0, TrialState::kFailed, 1, 2)};
+  in.trials[0].error = "boom </script><script>alert(1)</script> \xff\xfe not UTF-8";
+  in.trials[0].params_json = "{not json";
+  const std::string html = StudyPageHtml(PageData(in), in.study.name, "");
+  EXPECT_THAT(html, Not(HasSubstr("alert(1)</script>")));
+  EXPECT_THAT(html, HasSubstr("\\u003c/script>\\u003cscript>alert(1)"));
+  EXPECT_THAT(html, HasSubstr("<title>&lt;b&gt;s&lt;/b&gt;"));
+  EXPECT_THAT(html, HasSubstr("\xef\xbf\xbd"));  // the bad bytes, replaced
+  // The data reads back as JSON, with the params that did not parse as an empty object.
+  const size_t open = html.find("<script id=\"hp-data\" type=\"application/json\">");
+  ASSERT_NE(open, std::string::npos);
+  const size_t from = html.find('>', open) + 1;
+  json back = json::parse(html.substr(from, html.find("</script>", from) - from));
+  EXPECT_EQ(back["trials"][0]["params"], json::object());
+  EXPECT_THAT(back["trials"][0]["error"].get<std::string>(), HasSubstr("</script><script>"));
+}
+
+}  // namespace
+}  // namespace hyperpack::report
