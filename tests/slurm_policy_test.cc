@@ -403,6 +403,59 @@ TEST(ExitForTest, EveryFinalStateMeansWhatTheHeaderSays) {
   EXPECT_TRUE(Same(ExitFor(JobState::kOutOfMemory, none), RankExit::Signaled(9)));
 }
 
+TEST(ExitForTest, SlurmsNoticeWinsOverTheScriptsOwnNonZeroEnd) {
+  // The script exited 143 after its step was killed, before slurmctld recorded the preemption.
+  const RankExit term = RankExit::Exited(143);
+  EXPECT_TRUE(
+      Same(ExitFor(JobState::kFailed, term, StepNotice::kPreemption), RankExit::Preempted()));
+  EXPECT_TRUE(
+      Same(ExitFor(JobState::kCompleted, term, StepNotice::kPreemption), RankExit::Preempted()));
+  EXPECT_TRUE(Same(ExitFor(JobState::kCancelled, std::nullopt, StepNotice::kPreemption),
+                   RankExit::Preempted()));
+  EXPECT_TRUE(Same(ExitFor(JobState::kFailed, term, StepNotice::kTimeLimit), RankExit::TimedOut()));
+  EXPECT_TRUE(Same(ExitFor(JobState::kFailed, term, StepNotice::kNodeFailure), RankExit::Lost()));
+  EXPECT_TRUE(Same(ExitFor(JobState::kFailed, term, StepNotice::kRequeue), RankExit::Lost()));
+  // Without a notice, or when the trial finished before the kill landed, the exit stands.
+  EXPECT_TRUE(Same(ExitFor(JobState::kFailed, term, StepNotice::kNone), term));
+  EXPECT_TRUE(Same(ExitFor(JobState::kCompleted, RankExit::Exited(0), StepNotice::kPreemption),
+                   RankExit::Exited(0)));
+  // Slurm's own final state is not second-guessed.
+  EXPECT_TRUE(
+      Same(ExitFor(JobState::kTimeout, term, StepNotice::kPreemption), RankExit::TimedOut()));
+  EXPECT_TRUE(
+      Same(ExitFor(JobState::kOutOfMemory, term, StepNotice::kPreemption), RankExit::Signaled(9)));
+}
+
+TEST(ParseStepNoticeTest, SlurmstepdsCancellationLines) {
+  EXPECT_EQ(ParseStepNotice("slurmstepd-localhost: error: *** STEP 2.0 ON localhost CANCELLED AT "
+                            "2026-11-25T01:02:57 DUE TO PREEMPTION ***"),
+            StepNotice::kPreemption);
+  EXPECT_EQ(ParseStepNotice("slurmstepd: error: *** JOB 7 ON gpu01 CANCELLED AT "
+                            "2026-11-25T01:02:57 DUE TO TIME LIMIT ***"),
+            StepNotice::kTimeLimit);
+  EXPECT_EQ(
+      ParseStepNotice("slurmstepd: error: *** JOB 7 ON gpu01 CANCELLED AT 2026-11-25T01:02:57 "
+                      "DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"),
+      StepNotice::kNodeFailure);
+  EXPECT_EQ(ParseStepNotice("slurmstepd: error: *** JOB 7 ON gpu01 CANCELLED AT "
+                            "2026-11-25T01:02:57 DUE TO JOB REQUEUE ***"),
+            StepNotice::kRequeue);
+  // Older releases put the node last.
+  EXPECT_EQ(ParseStepNotice("slurmstepd: *** JOB 7 CANCELLED AT 2016-01-01T00:00:00 DUE TO "
+                            "PREEMPTION on gpu01 ***"),
+            StepNotice::kPreemption);
+}
+
+TEST(ParseStepNoticeTest, OtherLinesAreNone) {
+  for (const char* line :
+       {"", "***", "loss 0.5",
+        "slurmstepd: error: *** STEP 2.0 ON localhost CANCELLED AT "
+        "2026-11-25T01:02:57 ***",  // scancel: the user's, no reason
+        "DUE TO PREEMPTION", "*** TRIAL 3 CANCELLED AT noon DUE TO PREEMPTION ***",
+        "*** JOB 7 FAILED (non-zero exit code or other failure mode) ***"})
+    EXPECT_EQ(ParseStepNotice(line), StepNotice::kNone) << line;
+}
+
 // ---- Pending reasons and refusals ----
 
 TEST(ClassifyPendingTest, ReasonsThatNeverClear) {

@@ -305,6 +305,35 @@ cluster: {slurm: {partition: debug, time_limit: 5m, poll_interval: 0.5s}}
   EXPECT_THAT(second, ::testing::Not(HasSubstr("{\"epoch\": 1,")));
 }
 
+TEST_F(SlurmTest, AScriptThatEndsAfterSlurmsPreemptionNoticeIsPreemptedNotFailed) {
+  // The order a slow slurmctld allows: slurmstepd's notice, the step's end, the script's exit
+  // file, and only then the job's state, which is then FAILED rather than PREEMPTED. Here the
+  // script writes the notice itself, so the order is certain.
+  WriteFile(dir_ / "notice.sh", R"(
+ck="$HYPERPACK_CHECKPOINT_DIR/ran"
+if [ -f "$ck" ]; then echo '{"loss": 1}'; exit 0; fi
+touch "$ck"
+echo "slurmstepd-localhost: error: *** STEP $SLURM_JOB_ID.0 ON localhost CANCELLED AT 2026-11-25T01:02:57 DUE TO PREEMPTION ***" >&2
+exit 143
+)");
+  const std::string path = Study("notice", StrCat(R"(objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )",
+                                                  dir_ / "notice.sh", R"("}
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 1}
+cluster: {slurm: {time_limit: 5m, poll_interval: 0.5s}}
+)"));
+  Ran r = Hyperpack({"run", path, "--storage", db_, "--progress", "log"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("notice");
+  ASSERT_EQ(trials.size(), 2u) << r.err;
+  EXPECT_EQ(trials[0].state, TrialState::kNodeLost) << trials[0].error;
+  EXPECT_THAT(trials[0].error, HasSubstr("preempted"));
+  EXPECT_EQ(trials[1].state, TrialState::kCompleted) << trials[1].error;
+  EXPECT_EQ(trials[1].attempt, 2);
+}
+
 TEST_F(SlurmTest, AKilledRunStartedAgainReattachesToItsJobsWithoutDuplicates) {
   // Each trial waits for a file the test writes after it has killed and restarted the run.
   const std::string go = dir_ / "go";

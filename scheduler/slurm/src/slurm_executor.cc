@@ -219,6 +219,10 @@ class SlurmExecutor : public Executor {
     bool ended = false;
     bool asking_sacct = false;
     int missing = 0;  // consecutive polls that did not show it
+    // What slurmstepd said when Slurm ended the job or a step (a preemption, the time limit).
+    StepNotice notice = StepNotice::kNone;
+    // The script wrote its exit after such a notice: squeue's final state decides, not the file.
+    bool exit_deferred = false;
   };
 
   double Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
@@ -348,6 +352,11 @@ class SlurmExecutor : public Executor {
         // It runs again as the same job and resumes from its checkpoint (SLURM_RESTART_COUNT).
         Note(trial, StrCat("Slurm requeued job ", job->job_id, " (", row.reason, ")"));
         job->running_seen = false;
+        // The earlier run's exit and notice are not this run's.
+        std::error_code ec;
+        fs::remove(ExitPath(*job), ec);
+        job->notice = StepNotice::kNone;
+        job->exit_deferred = false;
         job->queued_at = Now();
         job->queued_wall = fs::file_time_type::clock::now();
       }
@@ -382,8 +391,9 @@ class SlurmExecutor : public Executor {
   // The job's end: its output read to the end, then its exit, the code from the file the script
   // wrote when it got that far.
   void Finish(Job* job, JobState state) {
+    ReadOutput(job, true);
     std::optional<RankExit> code = ExitFile(*job);
-    End(job, ExitFor(state, code), "");
+    End(job, ExitFor(state, code, job->notice), "");
   }
 
   // squeue no longer shows the job (purged after MinJobAge, or squeue never saw it): sacct,
@@ -400,7 +410,9 @@ class SlurmExecutor : public Executor {
           [this, id, trial](Result<CommandOutput> r) { OnSacct(trial, id, std::move(r)); });
       return;
     }
-    if (auto code = ExitFile(*job)) return End(job, *code, "");
+    ReadOutput(job, true);
+    if (auto code = ExitFile(*job))
+      return End(job, ExitFor(JobState::kCompleted, code, job->notice), "");
     End(job, RankExit::Lost(),
         StrCat("Slurm job ", job->job_id,
                " left squeue without a final state, and accounting (sacct) is off"));
@@ -416,7 +428,8 @@ class SlurmExecutor : public Executor {
         if (row.job_id != id || !IsFinal(row.state)) continue;
         std::optional<RankExit> code = DecodeExitCode(row.exit_code);
         if (!code) code = ExitFile(job);
-        return End(&job, ExitFor(row.state, code), "");
+        ReadOutput(&job, true);
+        return End(&job, ExitFor(row.state, code, job.notice), "");
       }
     }
     job.asking_sacct = false;
@@ -448,8 +461,10 @@ class SlurmExecutor : public Executor {
                      StrCat(where, " (job ", job->job_id, ")"));
   }
 
+  std::string ExitPath(const Job& job) const { return job.dir + "/slurm-exit-" + job.job_id; }
+
   std::optional<RankExit> ExitFile(const Job& job) const {
-    std::ifstream in(job.dir + "/slurm-exit-" + job.job_id);
+    std::ifstream in(ExitPath(job));
     int code = 0;
     if (in >> code) return RankExit::Exited(code);
     return std::nullopt;
@@ -477,7 +492,17 @@ class SlurmExecutor : public Executor {
         if (!job.job_id.empty()) {
           if (!job.running_seen) StartedFile(&job);
           if (auto code = ExitFile(job)) {
-            End(&job, *code, "");
+            ReadOutput(&job, true);
+            if (code->ok() || job.notice == StepNotice::kNone) {
+              End(&job, *code, "");
+              continue;
+            }
+            // Slurm ended it (a preemption, the time limit): its final state says which, and
+            // whether Slurm runs it again (PreemptMode=REQUEUE) or the trial is over.
+            if (!job.exit_deferred) {
+              job.exit_deferred = true;
+              SchedulePoll(0);
+            }
             continue;
           }
         }
@@ -493,8 +518,11 @@ class SlurmExecutor : public Executor {
       for (int stream = 0; stream < 2; ++stream) {
         std::vector<std::string> lines;
         (stream == 0 ? job->out : job->err)[r].Read(&lines, at_end);
-        for (const std::string& line : lines)
+        for (const std::string& line : lines) {
+          if (StepNotice notice = ParseStepNotice(line); notice != StepNotice::kNone)
+            job->notice = notice;
           if (cb_.on_line) cb_.on_line({trial, r}, stream == 1, line);
+        }
       }
     }
   }

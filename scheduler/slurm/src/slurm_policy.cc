@@ -523,7 +523,24 @@ std::optional<RankExit> DecodeExitCode(std::string_view exit_code) {
   return RankExit::Exited(static_cast<int>(*code));
 }
 
-RankExit ExitFor(JobState final_state, const std::optional<RankExit>& exit_code) {
+RankExit ExitFor(JobState final_state, const std::optional<RankExit>& exit_code,
+                 StepNotice notice) {
+  const bool own_end = final_state == JobState::kCompleted || final_state == JobState::kFailed ||
+                       final_state == JobState::kCancelled;
+  const bool succeeded = final_state == JobState::kCompleted && (!exit_code || exit_code->ok());
+  if (own_end && !succeeded) {
+    switch (notice) {
+      case StepNotice::kPreemption:
+        return RankExit::Preempted();
+      case StepNotice::kTimeLimit:
+        return RankExit::TimedOut();
+      case StepNotice::kNodeFailure:
+      case StepNotice::kRequeue:
+        return RankExit::Lost();
+      case StepNotice::kNone:
+        break;
+    }
+  }
   switch (final_state) {
     case JobState::kCompleted:
       return exit_code.value_or(RankExit::Exited(0));
@@ -548,6 +565,23 @@ RankExit ExitFor(JobState final_state, const std::optional<RankExit>& exit_code)
       // Not a final state: the caller lost track of the job; its trial runs again.
       return RankExit::Lost();
   }
+}
+
+StepNotice ParseStepNotice(std::string_view line) {
+  const size_t open = line.find("*** ");
+  if (open == std::string_view::npos) return StepNotice::kNone;
+  std::string_view rest = line.substr(open + 4);
+  if (rest.substr(0, 4) != "JOB " && rest.substr(0, 5) != "STEP ") return StepNotice::kNone;
+  if (rest.find(" CANCELLED AT ") == std::string_view::npos) return StepNotice::kNone;
+  static constexpr std::pair<std::string_view, StepNotice> kWhy[] = {
+      {" DUE TO PREEMPTION", StepNotice::kPreemption},
+      {" DUE TO TIME LIMIT", StepNotice::kTimeLimit},
+      {" DUE TO NODE ", StepNotice::kNodeFailure},
+      {" DUE TO JOB REQUEUE", StepNotice::kRequeue},
+  };
+  for (const auto& [text, notice] : kWhy)
+    if (rest.find(text) != std::string_view::npos) return notice;
+  return StepNotice::kNone;
 }
 
 PendingKind ClassifyPending(std::string_view reason) {

@@ -126,7 +126,20 @@ std::optional<RankExit> DecodeExitCode(std::string_view exit_code);
 // TIMEOUT -> kTimedOut; PREEMPTED -> kPreempted; NODE_FAIL, BOOT_FAIL -> kLost; OUT_OF_MEMORY ->
 // signaled 9 (the kernel's OOM kill); CANCELLED -> signaled 15 (ours, or someone's scancel);
 // DEADLINE -> kTimedOut.
-RankExit ExitFor(JobState final_state, const std::optional<RankExit>& exit_code);
+//
+// `notice` is what slurmstepd wrote into the job's output when Slurm ended it (see
+// ParseStepNotice). A job whose script exits on its own before slurmctld records the preemption
+// (or the time limit) ends FAILED or CANCELLED; the notice then says what happened, and it wins
+// over a non-zero exit of COMPLETED, FAILED and CANCELLED: preemption -> kPreempted, time limit
+// -> kTimedOut, node failure and requeue -> kLost.
+enum class StepNotice { kNone, kTimeLimit, kPreemption, kNodeFailure, kRequeue };
+RankExit ExitFor(JobState final_state, const std::optional<RankExit>& exit_code,
+                 StepNotice notice = StepNotice::kNone);
+
+// slurmstepd's line when Slurm cancels a job or a step: "slurmstepd: error: *** STEP 12.0 ON
+// node CANCELLED AT 2026-01-01T00:00:00 DUE TO PREEMPTION ***" (older releases: "*** JOB 12
+// CANCELLED AT ... DUE TO TIME LIMIT on node ***"). Any other line: kNone.
+StepNotice ParseStepNotice(std::string_view line);
 
 // A pending reason that cannot clear by waiting (the job asks for what the partition never
 // gives): PartitionConfig, PartitionNodeLimit, PartitionTimeLimit, BadConstraints, InvalidAccount,
