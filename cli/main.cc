@@ -275,6 +275,8 @@ int CmdServe(int argc, char** argv) {
       "heartbeat-timeout", "seconds of silence before an agent is lost",
       cxxopts::value<double>()->default_value("30"))(
       "log-dir", "where trial logs go (default: hyperpack_logs next to the storage)",
+      cxxopts::value<std::string>())(
+      "metrics", "serve Prometheus metrics at http://ADDRESS:PORT/metrics (e.g. 127.0.0.1:9464)",
       cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
@@ -289,6 +291,7 @@ int CmdServe(int argc, char** argv) {
     return Fail(Status::Invalid("--heartbeat-timeout ", so.heartbeat_timeout_s,
                                 " is out of range; expected seconds in (0, 86400], e.g. 30"));
   if (args.count("log-dir")) so.log_dir = args["log-dir"].as<std::string>();
+  if (args.count("metrics")) so.metrics_listen = args["metrics"].as<std::string>();
   Status s = hyperpack::scheduler::Serve(so);
   return s.ok() ? kOk : Fail(s);
 }

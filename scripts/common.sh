@@ -11,6 +11,8 @@ HYPERPACK_PACKAGES=(
   dpkg-dev
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
   libeigen3-dev liblbfgspp-dev libssl-dev
+  # hyperpack serve --metrics.
+  prometheus-cpp-dev
   libtorch-dev libgloo-dev zlib1g-dev
   # Debian's libtorch multiplies matrices through the system BLAS; OpenBLAS is 6x the reference.
   libopenblas0-pthread

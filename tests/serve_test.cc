@@ -4,19 +4,24 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "curve_script.h"
+#include "http_util.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
@@ -109,9 +114,18 @@ class ServeTest : public ::testing::Test {
 
   // Starts the server on `listen` (port 0: any) and reads its address.
   void StartServer(const std::string& listen) {
-    server_ = Start({HYPERPACK_CLI, "serve", "--listen", listen, "--token-file", token_,
-                     "--storage", db_, "--heartbeat-timeout", FormatDouble(heartbeat_timeout_)},
-                    dir_.path().string());
+    std::vector<std::string> args = {HYPERPACK_CLI,
+                                     "serve",
+                                     "--listen",
+                                     listen,
+                                     "--token-file",
+                                     token_,
+                                     "--storage",
+                                     db_,
+                                     "--heartbeat-timeout",
+                                     FormatDouble(heartbeat_timeout_)};
+    args.insert(args.end(), server_args_.begin(), server_args_.end());
+    server_ = Start(args, dir_.path().string());
     std::string line = server_.Until("listening on");
     auto at = line.find("listening on ");
     ASSERT_NE(at, std::string::npos) << line;
@@ -147,6 +161,7 @@ class ServeTest : public ::testing::Test {
   std::string db_ = dir_ / "h.db";
   std::string token_;
   std::string address_;
+  std::vector<std::string> server_args_;  // more of `hyperpack serve`'s flags
   Child server_;
   std::vector<Child> agents_;
   double heartbeat_timeout_ = 60;
@@ -227,6 +242,121 @@ resources: {gpus: "{g}"}
   // The read commands work against the server's storage.
   auto best = RunCommand({HYPERPACK_CLI, "best", "spread", "--storage", db_});
   EXPECT_EQ(best.exit_code, 0);
+}
+
+// Prometheus's text format: "name{labels} value" lines, by "name{labels}"; comments skipped.
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    out[line.substr(0, space)] = std::strtod(line.c_str() + space + 1, nullptr);
+  }
+  return out;
+}
+
+class ServeMetricsTest : public ServeTest {
+ protected:
+  void SetUp() override {
+    server_args_ = {"--metrics", "127.0.0.1:0"};
+    ServeTest::SetUp();
+    const std::string line = server_.Until("/metrics");
+    const size_t at = line.find("metrics on http://127.0.0.1:");
+    ASSERT_NE(at, std::string::npos) << line;
+    metrics_port_ = std::stoi(line.substr(at + 28));
+  }
+
+  std::map<std::string, double> Scrape() {
+    testing::HttpReply r = testing::HttpGet(metrics_port_, "/metrics");
+    EXPECT_EQ(r.status, 200) << r.headers;
+    return ParseMetrics(r.body);
+  }
+
+  // Scrapes until `want` holds (the server refreshes its gauges every 100 ms); the last scrape.
+  std::map<std::string, double> ScrapeUntil(
+      const std::function<bool(std::map<std::string, double>&)>& want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::map<std::string, double> m = Scrape();
+    while (!want(m) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      m = Scrape();
+    }
+    return m;
+  }
+
+  int metrics_port_ = 0;
+};
+
+TEST_F(ServeMetricsTest, PrometheusSeesTheQueueTheBusyGpusTheTrialsAndALostAgent) {
+  StartAgent("m1", 2);
+  StartAgent("m2", 1);
+  auto idle = ScrapeUntil([](auto& m) { return m["hyperpack_agents"] == 2; });
+  EXPECT_EQ(idle["hyperpack_agents"], 2);
+  EXPECT_EQ(idle["hyperpack_gpus"], 3);
+  EXPECT_EQ(idle["hyperpack_gpus_busy"], 0);
+  EXPECT_EQ(idle["hyperpack_studies_running"], 0);
+
+  // Two one-GPU trials that hold their GPUs until the test lets them go.
+  ASSERT_EQ(mkfifo((dir_ / "started").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((dir_ / "go").c_str(), 0600), 0);
+  WriteFile(dir_ / "hold.sh", "#!/bin/sh\necho up > " + (dir_ / "started") + "\nread x < " +
+                                  (dir_ / "go") + "\necho '{\"loss\": 1}'\n");
+  WriteFile(dir_ / "study.yaml", R"(
+name: watched
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" + (dir_ / "hold.sh") +
+                                     R"("}
+budget: {max_trials: 2, max_parallel: 2}
+resources: {gpus: 1}
+)");
+  Child client = Start(
+      {HYPERPACK_CLI, "run", dir_ / "study.yaml", "--server", address_, "--token-file", token_},
+      dir_.path().string());
+  {  // Both lines through one open: a FIFO that no one holds open drops what it buffered.
+    int fifo = open((dir_ / "started").c_str(), O_RDWR);
+    std::string lines;
+    char c;
+    while (std::count(lines.begin(), lines.end(), '\n') < 2 && read(fifo, &c, 1) == 1) lines += c;
+    close(fifo);
+    ASSERT_EQ(lines, "up\nup\n");
+  }
+  auto busy = ScrapeUntil([](auto& m) { return m["hyperpack_trials{state=\"running\"}"] == 2; });
+  EXPECT_EQ(busy["hyperpack_studies_running"], 1);
+  EXPECT_EQ(busy["hyperpack_trials{state=\"running\"}"], 2);
+  EXPECT_EQ(busy["hyperpack_gpus"], 3);
+  EXPECT_EQ(busy["hyperpack_gpus_busy"], 2);
+  EXPECT_GE(busy["hyperpack_proposal_seconds_count"], 1);
+  EXPECT_EQ(busy["hyperpack_proposal_seconds_bucket{le=\"+Inf\"}"],
+            busy["hyperpack_proposal_seconds_count"]);
+
+  // Let both go (each opened the FIFO to read; one write and close reaches them both).
+  { std::ofstream(dir_ / "go") << "go\n"; }
+  EXPECT_THAT(client.Until("budget reached"), HasSubstr("budget reached"));
+  client.Stop(0);
+  auto done = ScrapeUntil([](auto& m) { return m["hyperpack_studies_running"] == 0; });
+  EXPECT_EQ(done["hyperpack_gpus_busy"], 0);
+  EXPECT_EQ(done["hyperpack_agents_lost_total"], 0);
+
+  agents_[1].Stop(SIGKILL);
+  auto lost = ScrapeUntil(
+      [](auto& m) { return m["hyperpack_agents_lost_total"] == 1 && m["hyperpack_agents"] == 1; });
+  EXPECT_EQ(lost["hyperpack_agents_lost_total"], 1);
+  EXPECT_EQ(lost["hyperpack_agents"], 1);
+  EXPECT_EQ(lost["hyperpack_gpus"], 2);
+}
+
+TEST_F(ServeTest, AMetricsAddressThatCannotBeUsedIsAClearError) {
+  for (const char* bad : {"nonsense", "192.0.2.1:9464"}) {  // not HOST:PORT; not this machine's
+    auto r = RunCommand({HYPERPACK_CLI, "serve", "--listen", "127.0.0.1:0", "--token-file", token_,
+                         "--storage", dir_ / "other.db", "--metrics", bad},
+                        dir_.path().string());
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_THAT(r.err, HasSubstr(StrCat("--metrics ", bad, ": "))) << r.out;
+    EXPECT_THAT(r.err, HasSubstr("127.0.0.1:9464")) << "an example of what would work";
+  }
 }
 
 TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {

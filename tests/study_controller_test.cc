@@ -281,6 +281,32 @@ TEST(StudyControllerTest, ATrialLostWithItsNodeRunsAgainOnAnotherAsItsNextAttemp
   EXPECT_EQ(h.summary->completed, 1);
 }
 
+TEST(StudyControllerTest, OccupancyCountsWhatRunsWhatWaitsAndTheSlotsOfTheNodesUp) {
+  // Two nodes of two CPU slots; each trial takes two.
+  Harness h(Spec("resources: {cpus: 2}\n", 4, 3), /*nodes=*/2, /*cpus=*/2);
+  EXPECT_EQ(h.controller().occupancy().cpus, 4);
+  EXPECT_EQ(h.controller().occupancy().cpus_busy, 0);
+  h.Start();
+  Occupancy o = h.controller().occupancy();
+  EXPECT_EQ(o.running, 2);  // a third would need a fifth slot
+  EXPECT_EQ(o.cpus_busy, 4);
+  EXPECT_EQ(o.gpus, 0);
+  h.Report(0, 0.5, std::nullopt);
+  h.Exit(0, RankExit::Exited(0));
+  o = h.controller().occupancy();
+  EXPECT_EQ(o.completed, 1);
+  EXPECT_EQ(o.finished, 1);
+  EXPECT_EQ(o.running, 2);
+  // A lost node's slots are neither there nor busy; its trial waits for room to run again.
+  const int lost = h.launches[1].ranks[0].node;
+  h.Feed(NodeLost{lost});
+  h.Exit(1, RankExit::Lost());
+  o = h.controller().occupancy();
+  EXPECT_EQ(o.cpus, 2);
+  EXPECT_LE(o.cpus_busy, 2);
+  EXPECT_EQ(o.running + o.waiting, 2) << "the other trial, and trial 1's next attempt";
+}
+
 // ---- Capacity is not feasibility --------------------------------------------------------------
 
 TEST(StudyControllerTest, WithNoNodeUpNothingIsProposedOrJudgedAndTheStudyWaitsUntilOneJoins) {

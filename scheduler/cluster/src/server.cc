@@ -29,6 +29,7 @@
 #include "hyperpack/text.h"
 #include "net.h"
 #include "protocol.h"
+#include "server_metrics.h"
 
 namespace hyperpack::scheduler {
 namespace {
@@ -119,6 +120,10 @@ class Server {
     if (ec) return Status::Io("cannot listen on ", options_.listen, ": ", ec.message());
     auto local = acceptor_.local_endpoint();
     Log("listening on ", local.address().to_string(), ":", local.port());
+    if (!options_.metrics_listen.empty()) {
+      HP_ASSIGN_OR_RETURN(metrics_, ServerMetrics::Start(options_.metrics_listen));
+      Log("metrics on http://", metrics_->address(), "/metrics");
+    }
     signals_.async_wait([this](boost::system::error_code e, int) {
       if (!e) Stop();
     });
@@ -319,6 +324,8 @@ class Server {
     nodes_[node].node.gpus = 0;
     nodes_[node].node.cpus = 0;
     Log("agent ", l.name, " lost: ", why);
+    if (metrics_) metrics_->AgentLost();
+    UpdateMetrics();
     if (run_) {
       run_->RemoveNode(node);
       executor_.NodeLost(node);
@@ -333,8 +340,26 @@ class Server {
       for (auto& [node, l] : links_)
         if (!l.lost && Clock::now() - l.last_seen > limit)
           NodeLost(node, StrCat("silent for ", FormatDuration(options_.heartbeat_timeout_s)));
+      UpdateMetrics();
       Watch();
     });
+  }
+
+  void UpdateMetrics() {
+    if (!metrics_) return;
+    ServerMetrics::Sample s;
+    s.studies_queued = static_cast<int>(queue_.size());
+    s.study_running = run_ != nullptr;
+    for (const auto& [node, l] : links_) s.agents += !l.lost;
+    if (run_) {
+      s.run = run_->occupancy();
+    } else {
+      for (const ClusterNode& n : nodes_) {  // a lost node holds nothing
+        s.run.gpus += n.node.gpus;
+        s.run.cpus += n.node.cpus;
+      }
+    }
+    metrics_->Set(s);
   }
 
   // ---- Clients ----
@@ -469,6 +494,9 @@ class Server {
       for (auto& weak : current_->followers)
         if (auto f = weak.lock()) f->Send(protocol::Progress{line}.ToJson());
     };
+    ro.on_proposed = [this](double seconds, int) {
+      if (metrics_) metrics_->Proposed(seconds);
+    };
     executor_.BeginRun(s.record.id);
     run_ = MakeStudyRun(s.spec, ro, io_, pool_, nodes_, &executor_);
     Status begun = run_->Begin([this](Result<RunSummary> r) {
@@ -543,6 +571,7 @@ class Server {
   std::optional<Submission> current_;
   std::map<int64_t, std::pair<int, std::string>> done_;  // exit code and message
   std::unique_ptr<StudyRun> run_;
+  std::unique_ptr<ServerMetrics> metrics_;  // with --metrics
   bool recovering_ = false;
   bool stopping_ = false;
 };

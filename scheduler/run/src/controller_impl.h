@@ -29,6 +29,7 @@ class StudyController::Impl {
   bool pauses() const { return pruner_->pauses(); }
   bool done() const { return done_; }
   ControllerState State() const;
+  Occupancy occupancy() const;
 
   // Event handlers (std::visit calls them by payload type).
   void On(const ProposalsReady& e);

@@ -100,6 +100,9 @@ class LocalDriver : public StudyRun {
       nodes_[index].node.gpus = nodes_[index].node.cpus = 0;
   }
   void Interrupt() override { OnSignal(SIGTERM); }
+  Occupancy occupancy() const override {
+    return controller_ ? controller_->occupancy() : Occupancy{};
+  }
 
  private:
   // ---- Start and end (storage work on the pool) ----
@@ -250,8 +253,13 @@ class LocalDriver : public StudyRun {
 
   void Do(ProposeCmd& c) {
     asio::post(tuner_strand_, [this, n = c.n, pending = std::move(c.pending)] {
+      const auto asked = Clock::now();
       auto proposals = std::make_shared<Result<std::vector<Config>>>(tuner_->Propose(n, pending));
-      asio::post(io_, [this, proposals] { Feed(ProposalsReady{std::move(*proposals)}); });
+      const double took = std::chrono::duration<double>(Clock::now() - asked).count();
+      asio::post(io_, [this, proposals, took, n] {
+        if (options_.on_proposed) options_.on_proposed(took, n);
+        Feed(ProposalsReady{std::move(*proposals)});
+      });
     });
   }
   void Do(ObserveCmd& c) {

@@ -85,6 +85,7 @@ std::string StudyController::StatusLine() const { return impl_->StatusLine(); }
 bool StudyController::pauses() const { return impl_->pauses(); }
 bool StudyController::done() const { return impl_->done(); }
 ControllerState StudyController::State() const { return impl_->State(); }
+Occupancy StudyController::occupancy() const { return impl_->occupancy(); }
 
 // ---- Events in ----------------------------------------------------------------------------------
 
@@ -499,6 +500,29 @@ ControllerState StudyController::Impl::State() const {
   s.infeasible = summary_.infeasible;
   s.best_trial = best_trial_;
   return s;
+}
+
+Occupancy StudyController::Impl::occupancy() const {
+  Occupancy o;
+  o.running = static_cast<int>(running_.size());
+  o.waiting = static_cast<int>(waiting_.size() + retries_.size());
+  o.paused = static_cast<int>(paused_.size());
+  o.finished = finished_;
+  o.completed = summary_.completed;
+  o.pruned = summary_.pruned;
+  o.failed = summary_.failed;
+  o.infeasible = summary_.infeasible;
+  // A lost node's capacity is zero in cluster_, so only the nodes up now count.
+  for (size_t i = 0; i < cluster_.nodes().size(); ++i) {
+    if (lost_[i]) continue;
+    const Node& n = cluster_.nodes()[i];
+    const int node = static_cast<int>(i);
+    o.gpus += n.gpus;
+    o.gpus_busy += n.gpus - cluster_.free_gpus(node);
+    o.cpus += n.cpus;
+    o.cpus_busy += n.cpus - cluster_.free_cpus(node);
+  }
+  return o;
 }
 
 std::string FormatSummary(const RunSummary& s, const std::string& metric) {

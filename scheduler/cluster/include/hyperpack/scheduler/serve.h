@@ -34,6 +34,9 @@ struct ServeOptions {
   std::string storage_path = "hyperpack.db";
   std::string log_dir;
   double heartbeat_timeout_s = 30;
+  // ADDRESS:PORT to serve Prometheus metrics on (/metrics; server_metrics.h lists them); empty:
+  // none. Printed as "metrics on http://ADDRESS:PORT/metrics" once listening.
+  std::string metrics_listen;
   std::ostream* log = nullptr;  // one line per event; default std::cout
 };
 // Runs until SIGINT or SIGTERM. It prints "listening on ADDRESS:PORT" first.

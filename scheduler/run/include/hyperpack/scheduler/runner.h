@@ -64,6 +64,9 @@ struct RunOptions {
   std::optional<LocalNode> node;
   // When set, progress lines go here instead of `out` (hyperpack serve sends them to its client).
   std::function<void(const std::string&)> on_progress;
+  // Called on the run's io thread with how long each of the tuner's proposals took (seconds,
+  // wall clock, on the pool) and how many configurations it asked for.
+  std::function<void(double seconds, int n)> on_proposed;
 };
 
 

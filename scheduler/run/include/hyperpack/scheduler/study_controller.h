@@ -295,6 +295,16 @@ struct ControllerState {
   bool operator==(const ControllerState&) const = default;
 };
 
+// What a run holds at one moment, for an operator's gauges (hyperpack serve --metrics).
+struct Occupancy {
+  int running = 0;  // trials with ranks placed
+  int waiting = 0;  // trials waiting for room: requeued, promoted, or placed behind others
+  int paused = 0;
+  int finished = 0, completed = 0, pruned = 0, failed = 0, infeasible = 0;
+  int gpus = 0, gpus_busy = 0;  // on the nodes up now
+  int cpus = 0, cpus_busy = 0;  // CPU slots on the nodes up now
+};
+
 class StudyController {
  public:
   // Errors: the study's pruner settings do not make a pruner.
@@ -315,6 +325,7 @@ class StudyController {
   bool pauses() const;
   bool done() const;
   ControllerState State() const;
+  Occupancy occupancy() const;
 
  private:
   class Impl;

@@ -11,6 +11,7 @@
 
 #include "hyperpack/scheduler/executor.h"
 #include "hyperpack/scheduler/runner.h"
+#include "hyperpack/scheduler/study_controller.h"
 
 namespace hyperpack::scheduler {
 
@@ -24,6 +25,8 @@ class StudyRun {
   virtual void AddNode(const ClusterNode& node) = 0;
   virtual void RemoveNode(int index) = 0;
   virtual void Interrupt() = 0;
+  // What it holds now (all zero before the study is prepared).
+  virtual Occupancy occupancy() const = 0;
 };
 
 // `pool` runs the storage work of its start and end and the tuner; it must outlive the run.
