@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <filesystem>
@@ -45,7 +46,7 @@ commands:
   run STUDY.yaml        run a study, or resume it if it exists
   validate STUDY.yaml   check a study file and print its search space
   import FILE           a W&B sweep or an NNI, Determined or Katib experiment as a study file
-  status [STUDY]        all studies, or one study's progress
+  status [STUDY]        all studies, or one study's progress (--watch: live)
   trials STUDY          one row per trial
   best STUDY            the best trial so far
   export STUDY          the best configuration(s) as yaml, json, env or args, or as
@@ -392,14 +393,35 @@ int CmdValidate(int argc, char** argv) {
 
 int CmdStatus(int argc, char** argv) {
   cxxopts::Options o("status", "hyperpack status [STUDY]: all studies, or one study's progress");
-  o.custom_help("[STUDY] [options]");
+  o.custom_help("[STUDY] [--watch [--interval S]] [options]");
   AddStorage(o);
-  o.add_options()("json", "print JSON");
+  o.add_options()("json", "print JSON (with --watch: one object a line, when it changes)")(
+      "watch", "with STUDY: redraw a live view until no runner is on the study (Ctrl-C stops)")(
+      "interval", "with --watch: seconds between frames, in (0, 3600]",
+      cxxopts::value<double>()->default_value("2"));
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 0, 1)) return *rc;
+  auto names = Positional(args);
+  if (args.count("watch") && names.empty())
+    return Fail(Status::Invalid("--watch follows one study: hyperpack status STUDY --watch"));
+  if (args.count("interval") && !args.count("watch"))
+    return Fail(
+        Status::Invalid("--interval goes with --watch: hyperpack status STUDY --watch "
+                        "--interval S"));
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
-  auto names = Positional(args);
+  if (args.count("watch")) {
+    // Ctrl-C ends the watch between frames, cleanly: the handler only sets what `stop` reads.
+    static volatile std::sig_atomic_t interrupted = 0;
+    std::signal(SIGINT, [](int) { interrupted = 1; });
+    report::WatchOptions w;
+    w.interval_s = args["interval"].as<double>();
+    w.format = Format(args);
+    w.redraw = isatty(STDOUT_FILENO);
+    w.stop = [] { return interrupted != 0; };
+    Status s = report::WatchStudy(**db, names[0], w, std::cout);
+    return s.ok() ? kOk : Fail(s);
+  }
   Status s = names.empty() ? report::ReportStudies(**db, Format(args), std::cout)
                            : report::ReportStudy(**db, names[0], Format(args), std::cout);
   return s.ok() ? kOk : Fail(s);

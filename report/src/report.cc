@@ -12,6 +12,7 @@
 #include "hyperpack/text.h"
 #include "launchers.h"
 #include "loaded.h"
+#include "study_text.h"
 
 namespace hyperpack::report {
 
@@ -44,73 +45,6 @@ Result<Loaded> Load(Storage& db, const std::string& name) {
 }
 
 namespace {
-
-bool Maximize(const StudyRecord& s) { return s.direction == "maximize"; }
-
-// Completed trials with a value, best first (ties: the earlier trial).
-std::vector<const TrialRecord*> Ranked(const Loaded& l) {
-  std::vector<const TrialRecord*> out;
-  for (const TrialRecord& t : l.trials)
-    if (t.state == TrialState::kCompleted && t.value) out.push_back(&t);
-  bool max = Maximize(l.study);
-  std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
-    return max ? *a->value > *b->value : *a->value < *b->value;
-  });
-  return out;
-}
-
-std::string RunnerState(const StudyRecord& s, const Loaded* l) {
-  if (s.runner_pid) {
-    if (s.runner_host == HostName() && !ProcessAlive(*s.runner_pid)) return "stopped (runner died)";
-    return "running";
-  }
-  if (l && l->spec) {
-    int finished = 0;
-    for (const TrialRecord& t : l->trials) finished += storage::IsFinished(t.state);
-    if (finished >= l->spec->budget.max_trials) return "done";
-  }
-  return "stopped";
-}
-
-Json ParamsJson(const TrialRecord& t) {
-  Json p = Json::parse(t.params_json, nullptr, false);
-  return p.is_discarded() ? Json::object() : p;
-}
-
-std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
-  std::map<std::string, int> counts;
-  for (const TrialRecord& t : trials) counts[storage::TrialStateName(t.state)]++;
-  return counts;
-}
-
-std::string CountsText(const std::map<std::string, int>& counts) {
-  static const char* kOrder[] = {"completed", "running",    "paused",      "pruned",    "failed",
-                                 "timeout",   "infeasible", "interrupted", "node_lost", "pending"};
-  std::vector<std::string> parts;
-  for (const char* s : kOrder)
-    if (auto it = counts.find(s); it != counts.end()) parts.push_back(StrCat(it->second, " ", s));
-  return parts.empty() ? "no trials yet" : Join(parts, ", ");
-}
-
-std::optional<Value> Lookup(const Result<Config>& config, const std::string& name) {
-  if (!config.ok()) return std::nullopt;
-  auto it = config->find(name);
-  if (it == config->end()) return std::nullopt;
-  return it->second;
-}
-
-// name=value pairs in the order the trial's parameters were stored (the space's order).
-std::string ParamsText(const TrialRecord& t) {
-  auto config = ConfigFromJson(t.params_json);
-  std::vector<std::string> parts;
-  Json params = ParamsJson(t);  // kept alive: items() refers into it
-  for (const auto& [k, unused] : params.items()) {
-    if (auto v = Lookup(config, k)) parts.push_back(k + "=" + DisplayValue(*v));
-  }
-  return Join(parts, " ");
-}
-
-std::string ValueText(const std::optional<double>& v) { return v ? FormatShort(*v, 6) : "-"; }
 
 std::optional<double> Duration(const TrialRecord& t) {
   if (!t.started) return std::nullopt;
@@ -145,10 +79,10 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
   Table table({"study", "state", "trials", "best", "metric", "created"});
   for (const StudyRecord& s : studies) {
     HP_ASSIGN_OR_RETURN(Loaded l, Load(db, s.name));
-    auto ranked = Ranked(l);
+    auto ranked = Ranked(l.study, l.trials);
     std::optional<double> best;
     if (!ranked.empty()) best = ranked.front()->value;
-    std::string state = RunnerState(s, &l);
+    std::string state = RunnerStateName(RunnerStateOf(s, &l));
     if (format == OutputFormat::kJson) {
       Json j;
       j["study"] = s.name;
@@ -178,9 +112,9 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
 
 Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  auto ranked = Ranked(l);
+  auto ranked = Ranked(l.study, l.trials);
   auto counts = CountStates(l.trials);
-  std::string state = RunnerState(l.study, &l);
+  std::string state = RunnerStateName(RunnerStateOf(l.study, &l));
   std::optional<double> first_start, last_end;
   for (const TrialRecord& t : l.trials) {
     if (t.started && (!first_start || *t.started < *first_start)) first_start = t.started;
@@ -274,7 +208,7 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
 
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  auto ranked = Ranked(l);
+  auto ranked = Ranked(l.study, l.trials);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   const TrialRecord& b = *ranked.front();
   if (format == OutputFormat::kJson) {
@@ -341,7 +275,7 @@ Result<std::vector<const TrialRecord*>> ChosenTrials(const Loaded& l, const std:
                             l.trials.size(), ")");
   }
   if (top < 1) return Status::Invalid("--top must be >= 1 (got ", top, ")");
-  auto ranked = Ranked(l);
+  auto ranked = Ranked(l.study, l.trials);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
   return ranked;

@@ -6,6 +6,7 @@
 // Thread-safety: as Storage, one thread per Storage.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -23,6 +24,27 @@ Status ReportStudies(storage::Storage& db, OutputFormat format, std::ostream& ou
 // One study: trials by state, best so far, elapsed, the latest events.
 Status ReportStudy(storage::Storage& db, const std::string& name, OutputFormat format,
                    std::ostream& out);
+
+// How `status STUDY --watch` shows a study live.
+struct WatchOptions {
+  double interval_s = 2;  // between frames, in (0, 3600]
+  OutputFormat format = OutputFormat::kTable;
+  // Text on a terminal: each frame clears the screen and is drawn whole. Otherwise (a pipe, a
+  // file, and always with kJson) a frame is written only when what it says changed apart from the
+  // clock and the elapsed times, so that a log is not flooded.
+  bool redraw = false;
+  // Asked several times a second while waiting; true ends the watch (Ctrl-C). May be empty.
+  std::function<bool()> stop;
+};
+// Study `name` live: loads it, writes a frame (text, or one JSON object a line), waits
+// `interval_s`, and again, until no runner is on the study any more (it finished, stopped or its
+// runner died: the final frame is written) or `stop` says so (a newline is written, except after
+// JSON lines that are not on a terminal). A study that is not running gets one frame. Errors: no
+// such study (as ReportStudy), an interval out of range, a database that cannot be read, `out`
+// failing. The frame itself is report/src/watch.h's.
+Status WatchStudy(storage::Storage& db, const std::string& name, const WatchOptions& options,
+                  std::ostream& out);
+
 // One row per trial; --json: an array of objects.
 Status ReportTrials(storage::Storage& db, const std::string& name, OutputFormat format,
                     std::ostream& out);

@@ -1,0 +1,97 @@
+#include "study_text.h"
+
+#include <algorithm>
+
+#include "hyperpack/config_json.h"
+#include "hyperpack/host.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::report {
+
+using storage::StudyRecord;
+using storage::TrialRecord;
+using storage::TrialState;
+using Json = nlohmann::ordered_json;
+
+bool Maximize(const StudyRecord& s) { return s.direction == "maximize"; }
+
+std::vector<const TrialRecord*> Ranked(const StudyRecord& study,
+                                       const std::vector<TrialRecord>& trials) {
+  std::vector<const TrialRecord*> out;
+  for (const TrialRecord& t : trials)
+    if (t.state == TrialState::kCompleted && t.value) out.push_back(&t);
+  bool max = Maximize(study);
+  std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
+    return max ? *a->value > *b->value : *a->value < *b->value;
+  });
+  return out;
+}
+
+RunnerState RunnerStateOf(const StudyRecord& s, const Loaded* l) {
+  if (s.runner_pid) {
+    if (s.runner_host == HostName() && !ProcessAlive(*s.runner_pid))
+      return RunnerState::kRunnerDied;
+    return RunnerState::kRunning;
+  }
+  if (l && l->spec) {
+    int finished = 0;
+    for (const TrialRecord& t : l->trials) finished += storage::IsFinished(t.state);
+    if (finished >= l->spec->budget.max_trials) return RunnerState::kDone;
+  }
+  return RunnerState::kStopped;
+}
+
+const char* RunnerStateName(RunnerState state) {
+  switch (state) {
+    case RunnerState::kRunning:
+      return "running";
+    case RunnerState::kRunnerDied:
+      return "stopped (runner died)";
+    case RunnerState::kDone:
+      return "done";
+    case RunnerState::kStopped:
+      return "stopped";
+  }
+  return "stopped";
+}
+
+Json ParamsJson(const TrialRecord& t) {
+  Json p = Json::parse(t.params_json, nullptr, false);
+  return p.is_discarded() ? Json::object() : p;
+}
+
+std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
+  std::map<std::string, int> counts;
+  for (const TrialRecord& t : trials) counts[storage::TrialStateName(t.state)]++;
+  return counts;
+}
+
+std::string CountsText(const std::map<std::string, int>& counts) {
+  static const char* kOrder[] = {"completed", "running",    "paused",      "pruned",    "failed",
+                                 "timeout",   "infeasible", "interrupted", "node_lost", "pending"};
+  std::vector<std::string> parts;
+  for (const char* s : kOrder)
+    if (auto it = counts.find(s); it != counts.end()) parts.push_back(StrCat(it->second, " ", s));
+  return parts.empty() ? "no trials yet" : Join(parts, ", ");
+}
+
+std::optional<Value> Lookup(const Result<Config>& config, const std::string& name) {
+  if (!config.ok()) return std::nullopt;
+  auto it = config->find(name);
+  if (it == config->end()) return std::nullopt;
+  return it->second;
+}
+
+std::string ParamsText(const TrialRecord& t) {
+  auto config = ConfigFromJson(t.params_json);
+  std::vector<std::string> parts;
+  Json params = ParamsJson(t);  // kept alive: items() refers into it
+  for (const auto& [k, unused] : params.items()) {
+    if (auto v = Lookup(config, k)) parts.push_back(k + "=" + DisplayValue(*v));
+  }
+  return Join(parts, " ");
+}
+
+std::string ValueText(const std::optional<double>& v) { return v ? FormatShort(*v, 6) : "-"; }
+
+}  // namespace hyperpack::report

@@ -1,0 +1,51 @@
+// How the read commands describe a study and its trials in words: the runner's state, trials by
+// state, the ranking of completed trials, a trial's parameters. Shared by report.cc (status,
+// trials, best, export) and watch.cc (status --watch), so that both say the same thing.
+// Thread-safety: pure functions over values, except RunnerState (see there).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hyperpack/space.h"
+#include "hyperpack/status.h"
+#include "hyperpack/storage/storage.h"
+#include "loaded.h"
+
+namespace hyperpack::report {
+
+bool Maximize(const storage::StudyRecord& s);
+
+// Completed trials with a value, best first (ties: the earlier trial). The pointers point into
+// `trials`.
+std::vector<const storage::TrialRecord*> Ranked(const storage::StudyRecord& study,
+                                                const std::vector<storage::TrialRecord>& trials);
+
+// Whether a runner is on the study: kDone when none is and the budget is spent, kRunnerDied when
+// the recorded runner on this host is gone. Asks the system whether that runner still lives, so
+// it is not pure.
+enum class RunnerState { kRunning, kRunnerDied, kDone, kStopped };
+RunnerState RunnerStateOf(const storage::StudyRecord& s, const Loaded* l);
+// "running", "stopped (runner died)", "done", "stopped".
+const char* RunnerStateName(RunnerState state);
+
+// The trial's parameters as stored (an object; empty when they do not parse).
+nlohmann::ordered_json ParamsJson(const storage::TrialRecord& t);
+
+// {"completed": 4, "running": 2, ...}: how many trials are in each state.
+std::map<std::string, int> CountStates(const std::vector<storage::TrialRecord>& trials);
+// "4 completed, 2 running, 1 pruned", in a fixed order; "no trials yet" when empty.
+std::string CountsText(const std::map<std::string, int>& counts);
+
+// Parameter `name` of `config`, when it has one.
+std::optional<Value> Lookup(const Result<Config>& config, const std::string& name);
+// name=value pairs in the order the trial's parameters were stored (the space's order).
+std::string ParamsText(const storage::TrialRecord& t);
+
+// A value for a table: six significant digits, "-" when there is none.
+std::string ValueText(const std::optional<double>& v);
+
+}  // namespace hyperpack::report
