@@ -4,11 +4,9 @@
 HYPERPACK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HYPERPACK_BUILD="${HYPERPACK_BUILD:-$HYPERPACK_ROOT/build}"
 
-# Debian bookworm packages the build, the tests and the examples need.
+# Debian bookworm packages the build and the examples need (scripts/quickstart installs these).
 HYPERPACK_PACKAGES=(
   g++ cmake make pkg-config
-  # cpack's .deb (tests/package_test.cc): dpkg-shlibdeps finds the package's dependencies.
-  dpkg-dev
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
   libeigen3-dev liblbfgspp-dev libssl-dev
   # hyperpack serve --metrics.
@@ -16,25 +14,38 @@ HYPERPACK_PACKAGES=(
   libtorch-dev libgloo-dev zlib1g-dev
   # Debian's libtorch multiplies matrices through the system BLAS; OpenBLAS is 6x the reference.
   libopenblas0-pthread
+  # The build configures its tests too (tests/CMakeLists.txt finds GoogleTest).
   libgtest-dev libgmock-dev
-  # The fuzzers (scripts/test): clang, and libFuzzer's runtime, which clang-14 only recommends.
+  # The study page inlines Chart.js at build time.
+  libjs-chart.js
+  # The examples: Fashion-MNIST, and examples/fmnist_softmax's NumPy trainer.
+  dataset-fashion-mnist python3 python3-numpy
+)
+# What scripts/test needs besides.
+HYPERPACK_TEST_PACKAGES=(
+  # cpack's .deb (tests/package_test.cc): dpkg-shlibdeps finds the package's dependencies.
+  dpkg-dev
+  # The fuzzers: clang, and libFuzzer's runtime, which clang-14 only recommends.
   clang libclang-rt-14-dev
-  python3 python3-numpy python3-torch python3-optuna dataset-fashion-mnist
-  # The study page: Chart.js, inlined at build time; chromium loads the page in its tests.
-  libjs-chart.js chromium
+  # Peers the tests check against: Optuna opens the Optuna export; the trainer is compared with
+  # PyTorch.
+  python3-torch python3-optuna
+  # The study page's tests load it in headless chromium.
+  chromium
   # The Slurm tests start a real one-node cluster (tests/local_slurm.h).
   slurmctld slurmd slurm-client munge
 )
 
 hp_log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# hp_install_missing PACKAGE...: apt-get installs those not installed.
 hp_install_missing() {
   local missing=() pkg
-  for pkg in "${HYPERPACK_PACKAGES[@]}"; do
+  for pkg in "$@"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   if [ ${#missing[@]} -eq 0 ]; then
-    hp_log "all ${#HYPERPACK_PACKAGES[@]} packages present"
+    hp_log "all $# packages present"
     return
   fi
   local sudo=""
@@ -51,14 +62,15 @@ hp_install_missing() {
 HYPERPACK_CXX_FLAGS="${HYPERPACK_CXX_FLAGS:--O2 -g1 -DNDEBUG}"
 HYPERPACK_CHECK_FLAGS="-O1 -g1 -DNDEBUG"
 
+# Configures build/ and builds TARGETs there (all when none): hp_build [TARGET...].
 hp_build() {
   local jobs
   jobs="$(nproc 2>/dev/null || echo 2)"
   hp_log "configuring in $HYPERPACK_BUILD"
   cmake -S "$HYPERPACK_ROOT" -B "$HYPERPACK_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$HYPERPACK_CXX_FLAGS" "$@" >/dev/null
-  hp_log "building with $jobs jobs"
-  cmake --build "$HYPERPACK_BUILD" -j "$jobs"
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$HYPERPACK_CXX_FLAGS" >/dev/null
+  hp_log "building ${*:-everything} with $jobs jobs"
+  cmake --build "$HYPERPACK_BUILD" -j "$jobs" ${1:+--target "$@"}
 }
 
 # Runs a command as one named stage of a script and says how long it took; hp_stages_summary
