@@ -28,6 +28,7 @@
 
 namespace {
 
+using hyperpack::Result;
 using hyperpack::Status;
 using hyperpack::StatusCode;
 namespace report = hyperpack::report;
@@ -440,16 +441,28 @@ int CmdTrials(int argc, char** argv) {
   return s.ok() ? kOk : Fail(s);
 }
 
+// --within X, when given.
+Result<std::optional<report::Tolerance>> Within(const cxxopts::ParseResult& args) {
+  if (!args.count("within")) return std::optional<report::Tolerance>();
+  HP_ASSIGN_OR_RETURN(report::Tolerance t,
+                      report::ParseTolerance(args["within"].as<std::string>()));
+  return std::optional<report::Tolerance>(t);
+}
+
 int CmdBest(int argc, char** argv) {
   cxxopts::Options o("best", "hyperpack best STUDY: the best completed trial");
-  o.custom_help("STUDY [options]");
+  o.custom_help("STUDY [--within X] [options]");
   AddStorage(o);
-  o.add_options()("json", "print JSON: {trial, value, params, ...}");
+  o.add_options()("json", "print JSON: {trial, value, params, ...}")(
+      "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
+      cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto within = Within(args);
+  if (!within.ok()) return Fail(within.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
-  Status s = report::ReportBest(**db, Positional(args)[0], Format(args), std::cout);
+  Status s = report::ReportBest(**db, Positional(args)[0], Format(args), *within, std::cout);
   return s.ok() ? kOk : Fail(s);
 }
 
@@ -477,11 +490,15 @@ int CmdExport(int argc, char** argv) {
                   cxxopts::value<std::string>()->default_value("yaml"))(
       "top", "the best K trials", cxxopts::value<int>()->default_value("1"))(
       "trial", "trial N instead of the best", cxxopts::value<int>())(
-      "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
+      "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
+      cxxopts::value<std::string>())("o,output", "write to FILE instead of standard output",
+                                     cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   auto format = report::ParseExportFormat(args["format"].as<std::string>());
   if (!format.ok()) return Fail(format.status());
+  auto within = Within(args);
+  if (!within.ok()) return Fail(within.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
   if (*format == report::ExportFormat::kOptunaSqlite && args.count("output")) {
@@ -496,7 +513,7 @@ int CmdExport(int argc, char** argv) {
   std::optional<int> trial;
   if (args.count("trial")) trial = args["trial"].as<int>();
   Status s = report::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), trial,
-                                text, std::cerr);
+                                *within, text, std::cerr);
   if (!s.ok()) return Fail(s);
   if (!args.count("output")) {
     std::cout << text.str();

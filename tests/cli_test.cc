@@ -252,6 +252,89 @@ TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) {
   EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 6);
 }
 
+TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
+  // Three completed trials written as a run would: the best (loss 0.100) held 2 GPUs for 100 s,
+  // trial 1 (0.101) 1 GPU for 60 s, trial 2 (0.150) 1 GPU for 10 s.
+  {
+    auto db = storage::Storage::Open(db_).value();
+    storage::StudyRecord s;
+    s.name = "s";
+    s.spec_text = kQuickStudy;
+    s.spec_path = "s.yaml";
+    s.direction = "minimize";
+    s.metric = "loss";
+    s.created = 1000;
+    s = db->CreateStudy(s).value();
+    const struct {
+      double x, loss, seconds;
+      const char* placement;
+    } rows[] = {
+        {0.1, 0.100, 100, R"([{"host":"h","gpus":[0],"cpus":1},{"host":"h","gpus":[1],"cpus":1}])"},
+        {0.2, 0.101, 60, R"([{"host":"h","gpus":[0],"cpus":1}])"},
+        {0.3, 0.150, 10, R"([{"host":"h","gpus":[1],"cpus":1}])"}};
+    int number = 0;
+    for (const auto& r : rows) {
+      storage::TrialRecord t;
+      t.study_id = s.id;
+      t.number = number++;
+      t.state = storage::TrialState::kRunning;
+      t.params_json = R"({"x": )" + std::to_string(r.x) + R"(, "opt": "sgd"})";
+      t.started = 2000;
+      t.placement_json = r.placement;
+      ASSERT_TRUE(db->InsertTrial(t).ok());
+      t.state = storage::TrialState::kCompleted;
+      t.value = r.loss;
+      t.ended = 2000 + r.seconds;
+      ASSERT_TRUE(db->FinishTrial(t).ok());
+    }
+  }
+  auto best = Cli({"best", "s", "--json", "--storage", db_});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(Json::parse(best.out)["trial"], 0);
+
+  auto within = Cli({"best", "s", "--within", "0.002", "--json", "--storage", db_});
+  ASSERT_EQ(within.exit_code, 0) << within.err;
+  Json w = Json::parse(within.out);
+  EXPECT_EQ(w["trial"], 1);
+  EXPECT_DOUBLE_EQ(w["cost"].get<double>(), 60);  // 60 s x 1 GPU
+  EXPECT_EQ(w["cost_unit"], "GPU-s");
+  EXPECT_EQ(w["best"]["trial"], 0);
+  EXPECT_DOUBLE_EQ(w["best"]["cost"].get<double>(), 200);
+  EXPECT_EQ(
+      Json::parse(Cli({"best", "s", "--within", "60%", "--json", "--storage", db_}).out)["trial"],
+      2);
+
+  auto text = Cli({"best", "s", "--within", "1%", "--storage", db_});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("cheapest within 1% of the best: loss = 0.101 (trial 1 of 3)"));
+  EXPECT_THAT(text.out, HasSubstr("\ncost 60 GPU-s (1 GPU for"));
+  EXPECT_THAT(text.out, HasSubstr("3.33x less than the best's"));
+
+  auto trials = Cli({"trials", "s", "--json", "--storage", db_});
+  ASSERT_EQ(trials.exit_code, 0) << trials.err;
+  Json tj = Json::parse(trials.out);
+  EXPECT_DOUBLE_EQ(tj[0]["cost"].get<double>(), 200);
+  EXPECT_DOUBLE_EQ(tj[2]["cost"].get<double>(), 10);
+  EXPECT_EQ(tj[2]["cost_unit"], "GPU-s");
+  EXPECT_THAT(Cli({"trials", "s", "--storage", db_}).out, HasSubstr("200 GPU-s"));
+
+  auto args = Cli({"export", "s", "--within", "0.002", "--format", "args", "--storage", db_});
+  ASSERT_EQ(args.exit_code, 0) << args.err;
+  EXPECT_THAT(args.out, HasSubstr("--x 0.2"));
+
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"best", "s", "--within", "-1"},
+                                             {"best", "s", "--within", "abc"},
+                                             {"export", "s", "--within", "0.1", "--top", "2"},
+                                             {"export", "s", "--within", "0.1", "--trial", "0"}}) {
+    std::vector<std::string> a = bad;
+    a.insert(a.end(), {"--storage", db_});
+    auto r = Cli(a);
+    EXPECT_EQ(r.exit_code, 2) << bad[2] << " " << bad[3];
+    EXPECT_THAT(r.err, HasSubstr("--within")) << r.err;
+  }
+}
+
 TEST_F(CliTest, ExportWritesTheBestConfigurationInEachFormat) {
   ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
   Json best = Json::parse(Cli({"best", "s", "--json", "--storage", db_}).out);

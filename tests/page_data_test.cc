@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "cheapest.h"
 #include "page.h"
 
 namespace hyperpack::report {
@@ -114,6 +115,88 @@ TEST(PageDataTest, APausedTrialIsCutAtItsPauseAndARunningOneEndsNow) {
   json d = PageData(in);
   EXPECT_EQ(d["trials"][0]["duration"], 50.0 + 600.0);
   EXPECT_EQ(d["trials"][1]["duration"], 900.0);  // still running at `now`
+}
+
+TEST(TrialCostsTest, RunTimeLessPausesTimesTheGpusOrElseTheCpuSlots) {
+  PageInput in = Input();
+  in.trials = {
+      Trial(0, TrialState::kCompleted, 100, 400, R"([{"host":"g","gpus":[0,1],"cpus":1}])"),
+      Trial(1, TrialState::kCompleted, 100, 130, R"([{"host":"h","gpus":[],"cpus":3}])"),
+      Trial(2, TrialState::kCompleted, 100, 150),  // no placement: one slot
+      Trial(3, TrialState::kPending, 0, std::nullopt)};
+  in.trials[3].started.reset();
+  in.events = {{150, 0, "trial_paused", "rung 1"}, {350, 0, "trial_resumed", "to epoch 3"}};
+  const std::map<int, TrialCost> costs = TrialCosts(in);
+  ASSERT_EQ(costs.size(), 3u) << "the trial that never started has none";
+  EXPECT_DOUBLE_EQ(costs.at(0).seconds, 50 + 50);
+  EXPECT_EQ(costs.at(0).gpus, 2);
+  EXPECT_DOUBLE_EQ(costs.at(0).cost, 200);  // GPU-seconds
+  EXPECT_TRUE(costs.at(0).gpu());
+  EXPECT_DOUBLE_EQ(costs.at(1).cost, 90);  // 30 s x 3 CPU slots
+  EXPECT_FALSE(costs.at(1).gpu());
+  EXPECT_DOUBLE_EQ(costs.at(2).cost, 50);
+  // The page says the same.
+  json d = PageData(in);
+  EXPECT_EQ(d["trials"][0]["cost"], 200.0);
+  EXPECT_EQ(d["trials"][1]["cost"], 90.0);
+}
+
+TEST(ParseToleranceTest, AbsoluteOrAPercentageOfTheBest) {
+  Result<Tolerance> abs = ParseTolerance("0.002");
+  ASSERT_TRUE(abs.ok()) << abs.status().message();
+  EXPECT_DOUBLE_EQ(abs->amount, 0.002);
+  EXPECT_FALSE(abs->relative);
+  Result<Tolerance> rel = ParseTolerance("0.2%");
+  ASSERT_TRUE(rel.ok()) << rel.status().message();
+  EXPECT_DOUBLE_EQ(rel->amount, 0.002);
+  EXPECT_TRUE(rel->relative);
+  for (const char* bad : {"", "%", "-1", "abc", "nan", "inf", "1%%", "0.2 %x"}) {
+    Result<Tolerance> t = ParseTolerance(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+    if (!t.ok()) EXPECT_THAT(t.status().message(), HasSubstr("--within")) << bad;
+  }
+}
+
+TEST(CheapestWithinTest, TheCheapestTrialNoFurtherFromTheBestThanAllowed) {
+  // Maximize accuracy: trial 0 is best (0.90, 100 CPU-s); 1 is 0.899 at 20; 2 is 0.895 at 5.
+  std::vector<TrialRecord> trials = {Trial(0, TrialState::kCompleted, 0, 100),
+                                     Trial(1, TrialState::kCompleted, 0, 20),
+                                     Trial(2, TrialState::kCompleted, 0, 5)};
+  trials[0].value = 0.90;
+  trials[1].value = 0.899;
+  trials[2].value = 0.895;
+  std::vector<const TrialRecord*> ranked = {&trials[0], &trials[1], &trials[2]};
+  std::map<int, TrialCost> costs = {{0, {100, 0, 1, 100}}, {1, {20, 0, 1, 20}}, {2, {5, 0, 1, 5}}};
+  auto pick = [&](double amount, bool relative) {
+    return CheapestWithin(ranked, costs, {amount, relative}, /*maximize=*/true)->number;
+  };
+  EXPECT_EQ(pick(0, false), 0);      // only the best itself
+  EXPECT_EQ(pick(0.002, false), 1);  // 0.899 is within 0.002; 0.895 is not
+  EXPECT_EQ(pick(0.01, false), 2);   // both are; 2 is cheaper
+  EXPECT_EQ(pick(0.005, true), 1);   // 0.5% of 0.90 = 0.0045: 0.895 is 0.005 below
+  EXPECT_EQ(pick(0.006, true), 2);
+  // GPU time is dearer than CPU time, whatever the seconds.
+  costs[2] = {1, 1, 0, 1};
+  EXPECT_EQ(pick(0.01, false), 1);
+  // A trial without a cost is no candidate; equal costs go to the better value.
+  costs.erase(1);
+  costs[2] = {100, 0, 1, 100};
+  EXPECT_EQ(pick(0.01, false), 0);
+  EXPECT_EQ(CheapestWithin({}, costs, {0.1, false}, true), nullptr);
+}
+
+TEST(CheapestWithinTest, WhenMinimizingWorseMeansHigher) {
+  std::vector<TrialRecord> trials = {Trial(0, TrialState::kCompleted, 0, 100),
+                                     Trial(1, TrialState::kCompleted, 0, 10)};
+  trials[0].value = -2.0;  // the best loss; |best| scales a relative tolerance
+  trials[1].value = -1.9;
+  std::vector<const TrialRecord*> ranked = {&trials[0], &trials[1]};
+  std::map<int, TrialCost> costs = {{0, {100, 0, 1, 100}}, {1, {10, 0, 1, 10}}};
+  EXPECT_EQ(CheapestWithin(ranked, costs, {0.05, false}, false)->number, 0);
+  // Exactly at the tolerance counts, though -1.9 - -2.0 is a hair over 0.1 in doubles.
+  EXPECT_EQ(CheapestWithin(ranked, costs, {0.1, false}, false)->number, 1);
+  EXPECT_EQ(CheapestWithin(ranked, costs, {0.05, true}, false)->number, 1);  // 5% of 2 = 0.1
+  EXPECT_EQ(CheapestWithin(ranked, costs, {0.04, true}, false)->number, 0);
 }
 
 TEST(PageDataTest, CurvesFollowTheJournalAndMarkPromotionsPausesAndPrunes) {

@@ -91,25 +91,33 @@ json ParamsJson(const PageInput& in) {
   return out;
 }
 
+std::map<int, TrialCost> CostsOf(const PageInput& in, const Segments& segments) {
+  std::map<int, TrialCost> out;
+  for (const TrialRecord& t : in.trials) {
+    auto it = segments.find(t.number);
+    if (it == segments.end()) continue;
+    TrialCost& c = out[t.number];
+    for (const auto& [start, end] : it->second) c.seconds += end - start;
+    for (const RankUse& r : ParsePlacement(t.placement_json)) {
+      c.gpus += static_cast<int>(r.gpus.size());
+      c.cpus += r.cpus;
+    }
+    c.cost = c.seconds * (c.gpu() ? c.gpus : std::max(c.cpus, 1));
+  }
+  return out;
+}
+
 json TrialsJson(const PageInput& in, const Segments& segments) {
+  const std::map<int, TrialCost> costs = CostsOf(in, segments);
   json out = json::array();
   for (const TrialRecord& t : in.trials) {
     json params = json::parse(t.params_json, nullptr, /*allow_exceptions=*/false);
     if (!params.is_object()) params = json::object();
-    int gpus = 0, cpus = 0;
-    for (const RankUse& r : ParsePlacement(t.placement_json)) {
-      gpus += static_cast<int>(r.gpus.size());
-      cpus += r.cpus;
-    }
-    std::optional<double> duration;
-    if (auto it = segments.find(t.number); it != segments.end()) {
-      duration = 0;
-      for (const auto& [start, end] : it->second) *duration += end - start;
-    }
-    // GPU-seconds where it held GPUs, else CPU-seconds (one slot where none was recorded).
-    const int units = gpus > 0 ? gpus : std::max(cpus, 1);
-    std::optional<double> cost;
-    if (duration) cost = *duration * units;
+    auto it = costs.find(t.number);
+    const TrialCost* c = it == costs.end() ? nullptr : &it->second;
+    const int gpus = c ? c->gpus : 0, cpus = c ? c->cpus : 0;
+    const std::optional<double> duration = c ? std::optional<double>(c->seconds) : std::nullopt;
+    const std::optional<double> cost = c ? std::optional<double>(c->cost) : std::nullopt;
     out.push_back({{"number", t.number},
                    {"state", storage::TrialStateName(t.state)},
                    {"value", Number(t.value)},
@@ -289,6 +297,8 @@ std::vector<RankUse> ParsePlacement(const std::string& placement_json) {
   }
   return out;
 }
+
+std::map<int, TrialCost> TrialCosts(const PageInput& in) { return CostsOf(in, RunSegments(in)); }
 
 Timeline BuildTimeline(const PageInput& in) {
   const Segments segments = RunSegments(in);

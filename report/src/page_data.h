@@ -4,6 +4,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -38,6 +39,17 @@ struct RankUse {
   int cpus = 0;
 };
 std::vector<RankUse> ParsePlacement(const std::string& placement_json);
+
+// What a trial cost: the time it ran (from its start to its end, `now` while it runs, less the
+// stretches it spent paused) x the GPUs it held, or x its CPU slots where it held no GPU (one slot
+// where no placement was recorded). By trial number; a trial that never started has none.
+struct TrialCost {
+  double seconds = 0;
+  int gpus = 0, cpus = 0;
+  double cost = 0;  // GPU-seconds when gpus > 0, else CPU-seconds
+  bool gpu() const { return gpus > 0; }
+};
+std::map<int, TrialCost> TrialCosts(const PageInput& in);
 
 // One bar of the timeline: a trial on one lane (a GPU, or a CPU slot) from start to end.
 struct TimelineBar {

@@ -1,9 +1,11 @@
 #include "hyperpack/report/report.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cheapest.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/study/spec.h"
@@ -163,11 +165,57 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
   return Status::Ok();
 }
 
+namespace {
+
+// Each trial's cost (TrialCosts): every event of the study is read for the pauses it records.
+Result<std::map<int, TrialCost>> CostsOf(Storage& db, const Loaded& l) {
+  PageInput in;
+  in.study = l.study;
+  in.trials = l.trials;
+  HP_ASSIGN_OR_RETURN(in.events, db.ListEvents(l.study.id, std::numeric_limits<int>::max()));
+  in.now = WallNow();
+  return TrialCosts(in);
+}
+
+// "0.002", "0.2%".
+std::string WithinText(const Tolerance& t) {
+  return t.relative ? FormatShort(t.amount * 100, 6) + "%" : FormatShort(t.amount, 6);
+}
+
+// "200 GPU-s", "1.2 CPU-h".
+std::string CostShort(const TrialCost& c) {
+  const bool gpu = c.gpu();
+  return c.cost >= 3600 ? FormatShort(c.cost / 3600, 3) + (gpu ? " GPU-h" : " CPU-h")
+                        : FormatShort(c.cost, 3) + (gpu ? " GPU-s" : " CPU-s");
+}
+
+// "1.2 GPU-h (2 GPUs for 36 min)", "95.1 CPU-s (1 CPU slot for 1:35)".
+std::string CostText(const TrialCost& c) {
+  const bool gpu = c.gpu();
+  const int units = gpu ? c.gpus : std::max(c.cpus, 1);
+  return StrCat(CostShort(c), " (", units,
+                gpu ? (units == 1 ? " GPU" : " GPUs") : (units == 1 ? " CPU slot" : " CPU slots"),
+                " for ", FormatDuration(c.seconds), ")");
+}
+
+}  // namespace
+
 Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  HP_ASSIGN_OR_RETURN(const auto costs, CostsOf(db, l));
+  auto cost_of = [&](const TrialRecord& t) -> const TrialCost* {
+    auto it = costs.find(t.number);
+    return it == costs.end() ? nullptr : &it->second;
+  };
   if (format == OutputFormat::kJson) {
     Json all = Json::array();
-    for (const TrialRecord& t : l.trials) all.push_back(TrialJson(t));
+    for (const TrialRecord& t : l.trials) {
+      Json j = TrialJson(t);
+      const TrialCost* c = cost_of(t);
+      j["cost"] = c ? Json(c->cost) : Json(nullptr);
+      j["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
+      all.push_back(std::move(j));
+    }
     out << all.dump(2) << "\n";
     return Status::Ok();
   }
@@ -183,7 +231,7 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
   }
   std::vector<std::string> headers = {"trial", "state", l.study.metric};
   headers.insert(headers.end(), params.begin(), params.end());
-  headers.insert(headers.end(), {"duration", "note"});
+  headers.insert(headers.end(), {"duration", "cost", "note"});
   Table table(headers);
   for (const TrialRecord& t : l.trials) {
     std::vector<std::string> row = {std::to_string(t.number), storage::TrialStateName(t.state),
@@ -195,6 +243,8 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
     }
     auto d = Duration(t);
     row.push_back(d ? FormatDuration(*d) : "-");
+    const TrialCost* c = cost_of(t);
+    row.push_back(c ? CostShort(*c) : "-");
     std::string note = t.error;
     if (t.retry_of) note = StrCat("re-run of ", *t.retry_of, note.empty() ? "" : "; ", note);
     auto nl = note.find('\n');
@@ -206,11 +256,23 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
   return Status::Ok();
 }
 
-Status ReportBest(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
+Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
+                  const std::optional<Tolerance>& within, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
   auto ranked = Ranked(l.study, l.trials);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-  const TrialRecord& b = *ranked.front();
+  const TrialRecord& top = *ranked.front();
+  const TrialRecord* pick = &top;
+  std::map<int, TrialCost> costs;
+  if (within) {
+    HP_ASSIGN_OR_RETURN(costs, CostsOf(db, l));
+    pick = CheapestWithin(ranked, costs, *within, Maximize(l.study));
+  }
+  const TrialRecord& b = *pick;
+  auto cost_of = [&](const TrialRecord& t) -> std::optional<TrialCost> {
+    auto it = costs.find(t.number);
+    return it == costs.end() ? std::nullopt : std::optional<TrialCost>(it->second);
+  };
   if (format == OutputFormat::kJson) {
     Json j = TrialJson(b);
     Json o;
@@ -218,15 +280,39 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format, std
     o["metric"] = l.study.metric;
     o["direction"] = l.study.direction;
     for (auto& [k, v] : j.items()) o[k] = v;
+    if (within) {
+      auto c = cost_of(b), bc = cost_of(top);
+      o["cost"] = c ? Json(c->cost) : Json(nullptr);
+      o["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
+      o["within"] = {{"amount", within->amount}, {"relative", within->relative}};
+      o["best"] = {{"trial", top.number},
+                   {"value", *top.value},
+                   {"cost", bc ? Json(bc->cost) : Json(nullptr)}};
+    }
     out << o.dump(2) << "\n";
     return Status::Ok();
   }
-  out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
-      << " of " << l.trials.size() << ")\n";
+  if (within) {
+    out << "cheapest within " << WithinText(*within) << " of the best: " << l.study.metric << " = "
+        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << l.trials.size()
+        << ")\n";
+  } else {
+    out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial "
+        << b.number << " of " << l.trials.size() << ")\n";
+  }
   auto config = ConfigFromJson(b.params_json);
   Json params = ParamsJson(b);
   for (const auto& [k, unused] : params.items()) {
     if (auto v = Lookup(config, k)) out << "  " << k << ": " << FormatValue(*v) << "\n";
+  }
+  if (within) {
+    auto c = cost_of(b), bc = cost_of(top);
+    if (c) out << "cost " << CostText(*c);
+    if (c && bc && &b != &top && c->gpu() == bc->gpu() && c->cost > 0)
+      out << ", " << FormatShort(bc->cost / c->cost, 3) << "x less than the best's";
+    if (c) out << "\n";
+    out << "the best: " << l.study.metric << " = " << FormatShort(*top.value, 6) << " (trial "
+        << top.number << ")" << (bc ? ", cost " + CostText(*bc) : std::string()) << "\n";
   }
   return Status::Ok();
 }
@@ -392,9 +478,22 @@ void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
 }  // namespace
 
 Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::optional<int> trial, std::ostream& out, std::ostream& warnings) {
+                  std::optional<int> trial, const std::optional<Tolerance>& within,
+                  std::ostream& out, std::ostream& warnings) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  HP_ASSIGN_OR_RETURN(auto chosen, ChosenTrials(l, name, top, trial));
+  std::vector<const TrialRecord*> chosen;
+  if (within) {
+    if (trial || top != 1)
+      return Status::Invalid(
+          "--within picks one trial, the cheapest good one: it goes with "
+          "neither --top nor --trial");
+    auto ranked = Ranked(l.study, l.trials);
+    if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+    HP_ASSIGN_OR_RETURN(auto costs, CostsOf(db, l));
+    chosen = {CheapestWithin(ranked, costs, *within, Maximize(l.study))};
+  } else {
+    HP_ASSIGN_OR_RETURN(chosen, ChosenTrials(l, name, top, trial));
+  }
   if (format == ExportFormat::kOptunaSqlite)
     return Status::Invalid("--format optuna-sqlite writes a database file: give -o FILE.db");
   if (IsLauncher(format)) {

@@ -48,9 +48,23 @@ Status WatchStudy(storage::Storage& db, const std::string& name, const WatchOpti
 // One row per trial; --json: an array of objects.
 Status ReportTrials(storage::Storage& db, const std::string& name, OutputFormat format,
                     std::ostream& out);
-// The best completed trial: {"trial", "value", "params", "metric", "direction", ...}.
+// How far from the best value a trial may be to count as good: `amount` in the metric's units,
+// or, when relative, that fraction of |best| ("0.2%" is 0.002 relative).
+struct Tolerance {
+  double amount = 0;
+  bool relative = false;
+};
+// "0.002" (absolute) or "0.2%" (relative). Errors (negative, not finite, not a number) name
+// --within and say what would do.
+Result<Tolerance> ParseTolerance(const std::string& text);
+
+// The best completed trial: {"trial", "value", "params", "metric", "direction", ...}. With
+// `within`, the cheapest completed trial whose value is within that of the best's instead, its
+// cost (the time it ran x the GPUs it held, or x its CPU slots where it held none: GPU-seconds
+// or CPU-seconds) beside the best's: {..., "cost", "cost_unit", "within", "best": {"trial",
+// "value", "cost"}}. A trial that held GPUs counts as dearer than any that held none.
 Status ReportBest(storage::Storage& db, const std::string& name, OutputFormat format,
-                  std::ostream& out);
+                  const std::optional<Tolerance>& within, std::ostream& out);
 
 enum class ExportFormat {
   kYaml,
@@ -67,13 +81,15 @@ enum class ExportFormat {
   kOptunaSqlite,
 };
 Result<ExportFormat> ParseExportFormat(const std::string& name);
-// The best `top` configurations, best first, or with `trial` that trial alone (completed or not).
+// The best `top` configurations, best first, or with `trial` that trial alone (completed or not),
+// or with `within` the cheapest good one (as ReportBest); `within` takes top 1 and no `trial`.
 // With one configuration the output is it alone (a YAML or JSON mapping, KEY=VALUE lines, one line
 // of --name value arguments, or a launcher's configuration), ready to feed to a training script;
 // with top > 1, one entry per trial with its number and value. What a launcher's format cannot
 // carry over is written to `warnings`, a line each.
 Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::optional<int> trial, std::ostream& out, std::ostream& warnings);
+                  std::optional<int> trial, const std::optional<Tolerance>& within,
+                  std::ostream& out, std::ostream& warnings);
 
 // The study page (docs/REPORT.md) of study `name`: its charts (optimisation history, parallel
 // coordinates, parameter importance, slices, intermediate values, trials on GPUs and CPU slots
