@@ -99,7 +99,7 @@ for model in $models; do
 done
 if [[ ! -x "$trainer" ]]; then
   echo "grad_compression.sh: $trainer is not an executable; build it" \
-       "(make -C build hyperpack-trainer) or give its path" >&2
+       "(cmake --build build --target hyperpack-trainer) or give its path" >&2
   exit 2
 fi
 if [[ ! -x "$python" ]]; then

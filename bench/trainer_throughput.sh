@@ -77,7 +77,7 @@ for model in $models; do
 done
 if [[ ! -x "$trainer" ]]; then
   echo "trainer_throughput.sh: $trainer is not an executable; build it" \
-       "(make -C build hyperpack-trainer) or give its path" >&2
+       "(cmake --build build --target hyperpack-trainer) or give its path" >&2
   exit 2
 fi
 if [[ ! -x "$python" ]]; then
