@@ -13,12 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "curve_script.h"
 #include "http_util.h"
@@ -274,35 +271,27 @@ class ServeMetricsTest : public ServeTest {
     return ParseMetrics(r.body);
   }
 
-  // Scrapes until `want` holds (the server refreshes its gauges every 100 ms); the last scrape.
-  std::map<std::string, double> ScrapeUntil(
-      const std::function<bool(std::map<std::string, double>&)>& want) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    std::map<std::string, double> m = Scrape();
-    while (!want(m) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      m = Scrape();
-    }
-    return m;
-  }
-
   int metrics_port_ = 0;
 };
 
 TEST_F(ServeMetricsTest, PrometheusSeesTheQueueTheBusyGpusTheTrialsAndALostAgent) {
   StartAgent("m1", 2);
   StartAgent("m2", 1);
-  auto idle = ScrapeUntil([](auto& m) { return m["hyperpack_agents"] == 2; });
+  // The server sets its gauges before it logs a change (an agent joined or was lost, a study
+  // ended) and before it sends a launch: a scrape after the line, or after the trial started, sees
+  // the change.
+  auto idle = Scrape();
   EXPECT_EQ(idle["hyperpack_agents"], 2);
   EXPECT_EQ(idle["hyperpack_gpus"], 3);
   EXPECT_EQ(idle["hyperpack_gpus_busy"], 0);
   EXPECT_EQ(idle["hyperpack_studies_running"], 0);
 
   // Two one-GPU trials that hold their GPUs until the test lets them go.
+  // (A file, not a FIFO, lets them go: a FIFO's one write could reach one reader only.)
   ASSERT_EQ(mkfifo((dir_ / "started").c_str(), 0600), 0);
-  ASSERT_EQ(mkfifo((dir_ / "go").c_str(), 0600), 0);
-  WriteFile(dir_ / "hold.sh", "#!/bin/sh\necho up > " + (dir_ / "started") + "\nread x < " +
-                                  (dir_ / "go") + "\necho '{\"loss\": 1}'\n");
+  WriteFile(dir_ / "hold.sh", "#!/bin/sh\necho up > " + (dir_ / "started") + "\nwhile [ ! -f " +
+                                  (dir_ / "go") +
+                                  " ]; do sleep 0.05; done\necho '{\"loss\": 1}'\n");
   WriteFile(dir_ / "study.yaml", R"(
 name: watched
 objective: {metric: loss, direction: minimize}
@@ -323,7 +312,7 @@ resources: {gpus: 1}
     close(fifo);
     ASSERT_EQ(lines, "up\nup\n");
   }
-  auto busy = ScrapeUntil([](auto& m) { return m["hyperpack_trials{state=\"running\"}"] == 2; });
+  auto busy = Scrape();
   EXPECT_EQ(busy["hyperpack_studies_running"], 1);
   EXPECT_EQ(busy["hyperpack_trials{state=\"running\"}"], 2);
   EXPECT_EQ(busy["hyperpack_gpus"], 3);
@@ -332,17 +321,19 @@ resources: {gpus: 1}
   EXPECT_EQ(busy["hyperpack_proposal_seconds_bucket{le=\"+Inf\"}"],
             busy["hyperpack_proposal_seconds_count"]);
 
-  // Let both go (each opened the FIFO to read; one write and close reaches them both).
-  { std::ofstream(dir_ / "go") << "go\n"; }
+  WriteFile(dir_ / "go", "go\n");
   EXPECT_THAT(client.Until("budget reached"), HasSubstr("budget reached"));
   client.Stop(0);
-  auto done = ScrapeUntil([](auto& m) { return m["hyperpack_studies_running"] == 0; });
+  ASSERT_THAT(server_.Until("study watched done"), HasSubstr("done (exit 0)"));
+  auto done = Scrape();
+  EXPECT_EQ(done["hyperpack_studies_running"], 0);
+  EXPECT_EQ(done["hyperpack_trials{state=\"running\"}"], 0);
   EXPECT_EQ(done["hyperpack_gpus_busy"], 0);
   EXPECT_EQ(done["hyperpack_agents_lost_total"], 0);
 
   agents_[1].Stop(SIGKILL);
-  auto lost = ScrapeUntil(
-      [](auto& m) { return m["hyperpack_agents_lost_total"] == 1 && m["hyperpack_agents"] == 1; });
+  ASSERT_THAT(server_.Until("lost"), HasSubstr("agent m2 lost"));
+  auto lost = Scrape();
   EXPECT_EQ(lost["hyperpack_agents_lost_total"], 1);
   EXPECT_EQ(lost["hyperpack_agents"], 1);
   EXPECT_EQ(lost["hyperpack_gpus"], 2);

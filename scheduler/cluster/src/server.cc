@@ -153,6 +153,7 @@ class Server {
       return Status::Unavailable("the agent of node ", node, " is gone");
     it->second.conn->Send(
         protocol::Launch{{executor_.run(), id}, r.command, r.workdir, r.env}.ToJson());
+    UpdateMetrics();  // before the rank can start: a scrape after it sees it
     return Status::Ok();
   }
   void Kill(RankId id, int node, int signal) {
@@ -287,9 +288,11 @@ class Server {
     const int node = static_cast<int>(nodes_.size());
     nodes_.push_back(n);
     links_[node] = {c, n.node.name, Clock::now(), false};
+    if (run_) run_->AddNode(n);
+    // The gauges are set before each line that tells of a change: a scrape after the line sees it.
+    UpdateMetrics();
     Log("agent ", n.node.name, " joined from ", c->peer(), ": ", n.node.gpus, " GPUs, ",
         n.node.cpus, " CPU slots");
-    if (run_) run_->AddNode(n);
     return node;
   }
 
@@ -323,13 +326,13 @@ class Server {
     l.conn->Close();
     nodes_[node].node.gpus = 0;
     nodes_[node].node.cpus = 0;
-    Log("agent ", l.name, " lost: ", why);
-    if (metrics_) metrics_->AgentLost();
-    UpdateMetrics();
     if (run_) {
       run_->RemoveNode(node);
       executor_.NodeLost(node);
     }
+    if (metrics_) metrics_->AgentLost();
+    UpdateMetrics();
+    Log("agent ", l.name, " lost: ", why);
   }
 
   void Watch() {
@@ -528,6 +531,7 @@ class Server {
             f->Close();
           }
       } else {
+        UpdateMetrics();
         Log("study ", s.spec.name, " done (exit ", code, ")");
         Ended(s, code, message);
       }
