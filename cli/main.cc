@@ -172,6 +172,64 @@ hyperpack::Result<std::optional<study::SweepFormat>> SweepFormatArg(
   return std::optional<study::SweepFormat>(*format);
 }
 
+// --max-trials and --max-parallel, each at least 1 where given.
+Status BudgetArgs(const cxxopts::ParseResult& args, std::optional<int>* max_trials,
+                  std::optional<int>* max_parallel) {
+  const std::pair<const char*, std::optional<int>*> flags[] = {{"max-trials", max_trials},
+                                                               {"max-parallel", max_parallel}};
+  for (const auto& [key, target] : flags) {
+    if (!args.count(key)) continue;
+    const int v = args[key].as<int>();
+    if (v < 1) return Status::Invalid("--", key, " must be >= 1 (got ", v, ")");
+    *target = v;
+  }
+  return Status::Ok();
+}
+
+// --progress: auto is a live line on a terminal and a line per event otherwise.
+Result<hyperpack::scheduler::RunOptions::Progress> ProgressArg(const cxxopts::ParseResult& args) {
+  using P = hyperpack::scheduler::RunOptions::Progress;
+  const std::string name = args["progress"].as<std::string>();
+  if (name == "auto") return isatty(STDOUT_FILENO) ? P::kLine : P::kLog;
+  static constexpr std::pair<const char*, P> kModes[] = {
+      {"line", P::kLine}, {"log", P::kLog}, {"quiet", P::kQuiet}};
+  for (const auto& [text, mode] : kModes)
+    if (name == text) return mode;
+  return Status::Invalid("--progress: '", name, "'; expected auto, line, log or quiet");
+}
+
+// `run --server`: the study goes to hyperpack serve, and its progress comes back.
+int SubmitToServer(const cxxopts::ParseResult& args, const study::StudySpec& spec,
+                   const std::string& path, std::optional<int> max_trials,
+                   std::optional<int> max_parallel) {
+  hyperpack::scheduler::SubmitOptions so;
+  so.server = args["server"].as<std::string>();
+  auto token = Token(args);
+  if (!token.ok()) return Fail(token.status());
+  so.token = *token;
+  so.study_text = spec.source_text;
+  so.study_path = std::filesystem::absolute(path).string();
+  so.max_trials = max_trials;
+  so.max_parallel = max_parallel;
+  auto code = hyperpack::scheduler::SubmitStudy(so);
+  if (!code.ok()) return Fail(code.status());
+  return *code;
+}
+
+// The options of a run on this machine (or on Slurm) from run's flags, but its budget.
+Result<hyperpack::scheduler::RunOptions> LocalRunOptions(const cxxopts::ParseResult& args) {
+  hyperpack::scheduler::RunOptions ro;
+  ro.storage_path = StoragePath(args);
+  if (args.count("log-dir")) ro.log_dir = args["log-dir"].as<std::string>();
+  HP_ASSIGN_OR_RETURN(ro.progress, ProgressArg(args));
+  if (args.count("fake-gpus")) {
+    int n = args["fake-gpus"].as<int>();
+    if (n < 0 || n > 64) return Status::Invalid("--fake-gpus must be between 0 and 64");
+    ro.node = hyperpack::scheduler::FakeGpuNode(n);
+  }
+  return ro;
+}
+
 int CmdRun(int argc, char** argv) {
   cxxopts::Options o("run", "hyperpack run STUDY.yaml: run a study, or resume it if it exists");
   o.custom_help("STUDY.yaml [options]");
@@ -211,49 +269,17 @@ int CmdRun(int argc, char** argv) {
     return Fail(
         Status::Invalid("--server runs trials on hyperpack agents and cluster.slurm on "
                         "Slurm: choose one"));
-  if (args.count("server")) {
-    hyperpack::scheduler::SubmitOptions so;
-    so.server = args["server"].as<std::string>();
-    auto token = Token(args);
-    if (!token.ok()) return Fail(token.status());
-    so.token = *token;
-    so.study_text = parsed.spec->source_text;
-    so.study_path = std::filesystem::absolute(path).string();
-    if (args.count("max-trials")) so.max_trials = args["max-trials"].as<int>();
-    if (args.count("max-parallel")) so.max_parallel = args["max-parallel"].as<int>();
-    auto code = hyperpack::scheduler::SubmitStudy(so);
-    if (!code.ok()) return Fail(code.status());
-    return *code;
-  }
-  hyperpack::scheduler::RunOptions ro;
-  ro.storage_path = StoragePath(args);
-  if (args.count("log-dir")) ro.log_dir = args["log-dir"].as<std::string>();
-  for (const char* key : {"max-trials", "max-parallel"}) {
-    if (!args.count(key)) continue;
-    int v = args[key].as<int>();
-    if (v < 1) return Fail(Status::Invalid("--", key, " must be >= 1 (got ", v, ")"));
-    (std::string(key) == "max-trials" ? ro.max_trials : ro.max_parallel) = v;
-  }
-  std::string progress = args["progress"].as<std::string>();
-  using P = hyperpack::scheduler::RunOptions::Progress;
-  if (progress == "auto") {
-    ro.progress = isatty(STDOUT_FILENO) ? P::kLine : P::kLog;
-  } else if (progress == "line") {
-    ro.progress = P::kLine;
-  } else if (progress == "log") {
-    ro.progress = P::kLog;
-  } else if (progress == "quiet") {
-    ro.progress = P::kQuiet;
-  } else {
-    return Fail(Status::Invalid("--progress: '", progress, "'; expected auto, line, log or quiet"));
-  }
-  if (args.count("fake-gpus")) {
-    int n = args["fake-gpus"].as<int>();
-    if (n < 0 || n > 64) return Fail(Status::Invalid("--fake-gpus must be between 0 and 64"));
-    ro.node = hyperpack::scheduler::FakeGpuNode(n);
-  }
-  auto summary = parsed.spec->cluster.slurm ? hyperpack::scheduler::RunSlurmStudy(*parsed.spec, ro)
-                                            : hyperpack::scheduler::RunStudy(*parsed.spec, ro);
+  std::optional<int> max_trials, max_parallel;
+  if (Status budget = BudgetArgs(args, &max_trials, &max_parallel); !budget.ok())
+    return Fail(budget);
+  if (args.count("server"))
+    return SubmitToServer(args, *parsed.spec, path, max_trials, max_parallel);
+  auto ro = LocalRunOptions(args);
+  if (!ro.ok()) return Fail(ro.status());
+  ro->max_trials = max_trials;
+  ro->max_parallel = max_parallel;
+  auto summary = parsed.spec->cluster.slurm ? hyperpack::scheduler::RunSlurmStudy(*parsed.spec, *ro)
+                                            : hyperpack::scheduler::RunStudy(*parsed.spec, *ro);
   if (!summary.ok()) return Fail(summary.status());
   return summary->exit_code;
 }

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "hyperpack/study/import.h"
 #include "hyperpack/text.h"
@@ -287,6 +289,36 @@ class DeterminedImporter : public Importer {
     if (n == "adaptive_asha" || n == "async_halving") Asha(s, n);
   }
 
+  // The length of a full trial: max_length {epochs|batches|records: N} (a bare number in old
+  // configurations), or max_time with time_metric in newer ones. Its node, unit and amount as
+  // written; nullopt (with the error said) when there is none.
+  struct FullLength {
+    YAML::Node at;
+    std::string unit, amount;
+  };
+  std::optional<FullLength> FullLengthOf(const YAML::Node& s, const std::string& n) {
+    FullLength f;
+    f.at = s["max_length"];
+    if (f.at && f.at.IsMap() && f.at.size() == 1) {
+      f.unit = f.at.begin()->first.Scalar();
+      f.amount = f.at.begin()->second.IsScalar() ? f.at.begin()->second.Scalar() : "";
+    } else if (f.at && f.at.IsScalar()) {
+      f.unit = "epochs";
+      f.amount = f.at.Scalar();
+      Warn(f.at, "searcher.max_length",
+           "max_length without a unit: taken as epochs (write {epochs: N} or {batches: N})");
+    } else if (s["max_time"]) {
+      f.at = s["max_time"];
+      f.amount = f.at.IsScalar() ? f.at.Scalar() : "";
+      f.unit = s["time_metric"] && s["time_metric"].IsScalar() ? s["time_metric"].Scalar() : "";
+    } else {
+      Error(s, "searcher.max_length", n,
+            " needs max_length: {epochs: N} or {batches: N}, a full trial's length");
+      return std::nullopt;
+    }
+    return f;
+  }
+
   // adaptive_asha and async_halving: rungs at max_length / divisor^k, k < the number of rungs.
   void Asha(const YAML::Node& s, const std::string& n) {
     double divisor = 4;  // Determined's default
@@ -315,38 +347,24 @@ class DeterminedImporter : public Importer {
     bool stop_once =
         s["stop_once"] && s["stop_once"].IsScalar() && s["stop_once"].Scalar() == "true";
 
-    // The length of a full trial: max_length {epochs|batches|records: N} (a bare number in old
-    // configurations), or max_time with time_metric in newer ones.
-    YAML::Node at = s["max_length"];
-    std::string unit, amount;
-    if (at && at.IsMap() && at.size() == 1) {
-      unit = at.begin()->first.Scalar();
-      amount = at.begin()->second.IsScalar() ? at.begin()->second.Scalar() : "";
-    } else if (at && at.IsScalar()) {
-      unit = "epochs";
-      amount = at.Scalar();
-      Warn(at, "searcher.max_length",
-           "max_length without a unit: taken as epochs (write {epochs: N} or {batches: N})");
-    } else if (s["max_time"]) {
-      at = s["max_time"];
-      amount = at.IsScalar() ? at.Scalar() : "";
-      unit = s["time_metric"] && s["time_metric"].IsScalar() ? s["time_metric"].Scalar() : "";
-    } else {
-      Error(s, "searcher.max_length", n,
-            " needs max_length: {epochs: N} or {batches: N}, a full trial's length");
-      return;
-    }
+    std::optional<FullLength> full = FullLengthOf(s, n);
+    if (!full) return;
+    const YAML::Node& at = full->at;
+    const std::string& unit = full->unit;
+    const std::string& amount = full->amount;
     auto length = ParseDouble(amount);
     if (!length || *length <= 0) {
       Error(at, "searcher.max_length", "expected a positive number of ",
             unit.empty() ? "epochs" : unit);
       return;
     }
+    // Determined's unit as hyperpack's resource; none for records and time.
+    static constexpr std::pair<std::string_view, std::string_view> kResources[] = {
+        {"epochs", "epoch"}, {"epoch", "epoch"}, {"batches", "step"},
+        {"batch", "step"},   {"steps", "step"},  {"step", "step"}};
     std::string resource;
-    if (unit == "epochs" || unit == "epoch")
-      resource = "epoch";
-    else if (unit == "batches" || unit == "batch" || unit == "steps" || unit == "step")
-      resource = "step";
+    for (const auto& [from, to] : kResources)
+      if (unit == from) resource = to;
     int count = std::min(
         rungs, static_cast<int>(std::floor(std::log(*length) / std::log(divisor) + 1e-9)) + 1);
     double min_resource = *length / std::pow(divisor, std::max(count - 1, 0));
