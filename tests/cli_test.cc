@@ -316,7 +316,18 @@ TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
   EXPECT_DOUBLE_EQ(tj[0]["cost"].get<double>(), 200);
   EXPECT_DOUBLE_EQ(tj[2]["cost"].get<double>(), 10);
   EXPECT_EQ(tj[2]["cost_unit"], "GPU-s");
-  EXPECT_THAT(Cli({"trials", "s", "--storage", db_}).out, HasSubstr("200 GPU-s"));
+  // The cost model, fitted to these three, predicts each from the other two.
+  for (int i = 0; i < 3; ++i) {
+    const Json& p = tj[i]["predicted_cost"];
+    ASSERT_TRUE(p.is_object()) << tj[i].dump();
+    EXPECT_EQ(p["unit"], "GPU-s");
+    EXPECT_GT(p["median"].get<double>(), 0);
+    EXPECT_LE(p["low"].get<double>(), p["median"].get<double>());
+    EXPECT_GE(p["high"].get<double>(), p["median"].get<double>());
+  }
+  const std::string table = Cli({"trials", "s", "--storage", db_}).out;
+  EXPECT_THAT(table, HasSubstr("200 GPU-s"));
+  EXPECT_THAT(table, HasSubstr("predicted"));
 
   auto args = Cli({"export", "s", "--within", "0.002", "--format", "args", "--storage", db_});
   ASSERT_EQ(args.exit_code, 0) << args.err;

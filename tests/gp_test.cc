@@ -131,6 +131,35 @@ TEST(GaussianProcessTest, AppendingAPointEqualsFactoringEverything) {
   EXPECT_LT((v1 - v2).cwiseAbs().maxCoeff(), 1e-9);
 }
 
+TEST(GaussianProcessTest, LeaveOneOutEqualsRefittingWithoutEachPoint) {
+  std::mt19937_64 rng(9);
+  const int d = 2, n = 25;
+  Eigen::MatrixXd x = RandomPoints(n, d, rng);
+  Eigen::VectorXd y = Smooth(x);
+  GaussianProcess gp(d, GpPrior::ForDims(d));
+  ASSERT_TRUE(gp.SetDataAndHyper(x, y, SomeHyper(d)).ok());
+  Eigen::VectorXd loo_mean, loo_var;
+  gp.LeaveOneOut(&loo_mean, &loo_var);
+  ASSERT_EQ(loo_mean.size(), n);
+  const double noise = std::exp(SomeHyper(d).log_noise_var);
+  for (int i = 0; i < n; ++i) {
+    // The same GP factored on the other n - 1 points, predicting point i's noisy target.
+    Eigen::MatrixXd xo(n - 1, d);
+    Eigen::VectorXd yo(n - 1);
+    for (int j = 0, k = 0; j < n; ++j) {
+      if (j == i) continue;
+      xo.row(k) = x.row(j);
+      yo(k++) = y(j);
+    }
+    GaussianProcess without(d, GpPrior::ForDims(d));
+    ASSERT_TRUE(without.SetDataAndHyper(xo, yo, SomeHyper(d)).ok());
+    Eigen::VectorXd m, v;
+    without.Predict(x.row(i), &m, &v);
+    EXPECT_NEAR(loo_mean(i), m(0), 1e-6) << i;
+    EXPECT_NEAR(loo_var(i), v(0) + noise, 1e-6) << i;
+  }
+}
+
 TEST(GaussianProcessTest, AppendingADuplicatePointKeepsTheFactorValid) {
   std::mt19937_64 rng(5);
   const int d = 2;

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <string>
 
-#include "cheapest.h"
+#include "costs.h"
 #include "page.h"
 
 namespace hyperpack::report {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hyperpack/space.h"
+#include "hyperpack/tuner/cost_model.h"
 #include "hyperpack/tuner/encoding.h"
 #include "hyperpack/tuner/importance.h"
 #include "hyperpack/tuner/tuner.h"
@@ -704,6 +705,101 @@ TEST(ImportanceTest, TooFewTrialsFlatValuesAndMismatchedInputsAreErrors) {
   some[2] = std::nan("");
   EXPECT_EQ(ParameterImportance(space, configs, some).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// ---- the cost model
+// ------------------------------------------------------------------------------
+
+// A data-parallel degree that buys sub-linear speed, a learning rate that costs nothing, and bf16
+// dearer on a CPU: what the configurations of {lr, dp in {1, 2, 4}, precision} cost, with 5% noise.
+double TrueCost(double lr, int dp, bool bf16) {
+  (void)lr;
+  return 30.0 * std::pow(dp, 0.7) * (bf16 ? 8.0 : 1.0);
+}
+
+SearchSpace CostSpace() {
+  return SearchSpace({Float("lr", 1e-4, 1e-1, /*log=*/true), Categorical("dp", {I(1), I(2), I(4)}),
+                      Categorical("precision", {S("fp32"), S("bf16")})});
+}
+
+Config CostConfig(double lr, int dp, bool bf16) {
+  return {{"lr", lr}, {"dp", I(dp)}, {"precision", S(bf16 ? "bf16" : "fp32")}};
+}
+
+TEST(CostModelTest, PredictsWhatUnseenConfigurationsCostWithinTheirSpread) {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::normal_distribution<double> noise(0, 0.05);
+  const int dps[] = {1, 2, 4};
+  std::vector<Config> configs;
+  std::vector<double> costs;
+  for (int i = 0; i < 24; ++i) {
+    const double lr = std::pow(10.0, -4 + 3 * unit(rng));
+    const int dp = dps[i % 3];
+    const bool bf16 = (i / 3) % 2 == 1;
+    configs.push_back(CostConfig(lr, dp, bf16));
+    costs.push_back(TrueCost(lr, dp, bf16) * std::exp(noise(rng)));
+  }
+  Result<CostModel> model = CostModel::Fit(CostSpace(), configs, costs);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  for (const double lr : {2e-4, 3e-3, 5e-2}) {
+    for (const int dp : dps) {
+      for (const bool bf16 : {false, true}) {
+        const double truth = TrueCost(lr, dp, bf16);
+        const CostPrediction p = model->Predict(CostConfig(lr, dp, bf16));
+        EXPECT_NEAR(std::log(p.median), std::log(truth), 0.2) << lr << " " << dp << " " << bf16;
+        EXPECT_LE(p.Low(), truth * 1.1) << lr << " " << dp << " " << bf16;
+        EXPECT_GE(p.High(), truth / 1.1) << lr << " " << dp << " " << bf16;
+        EXPECT_LT(p.log_sd, 0.5) << "seen often: the spread is the runs' own";
+      }
+    }
+  }
+  // Each trial that ran, predicted without it, is still near what it cost.
+  const std::vector<CostPrediction> loo = model->LeaveOneOut();
+  ASSERT_EQ(loo.size(), costs.size());
+  for (size_t i = 0; i < costs.size(); ++i)
+    EXPECT_NEAR(std::log(loo[i].median), std::log(costs[i]), 0.3) << i;
+}
+
+TEST(CostModelTest, IsLessSureFarFromWhatRan) {
+  // Only small learning rates ran; cost grows with the learning rate's log.
+  SearchSpace space({Float("lr", 1e-4, 1e-1, /*log=*/true)});
+  std::vector<Config> configs;
+  std::vector<double> costs;
+  for (int i = 0; i < 8; ++i) {
+    const double lr = std::pow(10.0, -4 + 0.1 * i);
+    configs.push_back({{"lr", lr}});
+    costs.push_back(10 * std::exp(std::log10(lr) + 4));
+  }
+  Result<CostModel> model = CostModel::Fit(space, configs, costs);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const CostPrediction near = model->Predict({{"lr", 2e-4}});
+  const CostPrediction far = model->Predict({{"lr", 9e-2}});
+  EXPECT_GT(far.log_sd, 2 * near.log_sd);
+  EXPECT_NEAR(near.median, 10 * std::exp(std::log10(2e-4) + 4), 1.0);
+}
+
+TEST(CostModelTest, TooFewCostsOrOnesThatAreNotPositiveAreErrors) {
+  SearchSpace space = CostSpace();
+  std::vector<Config> configs = {CostConfig(1e-3, 1, false), CostConfig(1e-2, 2, false),
+                                 CostConfig(1e-3, 4, true)};
+  std::vector<double> costs = {10, 20, 40};
+  EXPECT_TRUE(CostModel::Fit(space, configs, costs).ok());
+  EXPECT_EQ(
+      CostModel::Fit(space, std::span(configs).first(2), std::span(costs).first(2)).status().code(),
+      StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CostModel::Fit(space, configs, std::span(costs).first(2)).status().code(),
+            StatusCode::kInvalidArgument);
+  for (const double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    costs[1] = bad;
+    EXPECT_EQ(CostModel::Fit(space, configs, costs).status().code(), StatusCode::kInvalidArgument)
+        << bad;
+  }
+  // Costs all alike: their own level.
+  costs = {25, 25, 25};
+  Result<CostModel> flat = CostModel::Fit(space, configs, costs);
+  ASSERT_TRUE(flat.ok()) << flat.status().message();
+  EXPECT_NEAR(flat->Predict(CostConfig(5e-2, 2, true)).median, 25, 2.5);
 }
 
 }  // namespace

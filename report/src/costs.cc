@@ -1,10 +1,11 @@
-// The cheapest good trial (cheapest.h), and --within's tolerance (report.h).
-#include "cheapest.h"
+// What trials cost and will cost (costs.h), and --within's tolerance (report.h).
+#include "costs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string_view>
 
+#include "hyperpack/config_json.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::report {
@@ -56,6 +57,40 @@ const storage::TrialRecord* CheapestWithin(const std::vector<const storage::Tria
     }
   }
   return pick;
+}
+
+std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec,
+                                                    const std::vector<storage::TrialRecord>& trials,
+                                                    const std::map<int, TrialCost>& costs,
+                                                    bool* gpu_seconds) {
+  std::map<int, tuner::CostPrediction> out;
+  int gpu = 0, cpu = 0;
+  for (const auto& [number, c] : costs) (c.gpu() ? gpu : cpu)++;
+  const bool gpu_kind = gpu > cpu;
+  *gpu_seconds = gpu_kind;
+  std::vector<Config> configs;
+  std::vector<double> seconds;
+  std::vector<int> fitted;  // the trial of each fitted cost
+  std::vector<std::pair<int, Config>> all;
+  for (const storage::TrialRecord& t : trials) {
+    Result<Config> config = ConfigFromJson(t.params_json);
+    if (!config.ok()) continue;
+    all.emplace_back(t.number, *config);
+    auto c = costs.find(t.number);
+    if (t.state != storage::TrialState::kCompleted || c == costs.end() ||
+        c->second.gpu() != gpu_kind || !(c->second.cost > 0))
+      continue;
+    configs.push_back(*config);
+    seconds.push_back(c->second.cost);
+    fitted.push_back(t.number);
+  }
+  Result<tuner::CostModel> model = tuner::CostModel::Fit(spec.space, configs, seconds);
+  if (!model.ok()) return out;
+  for (const auto& [number, config] : all) out[number] = model->Predict(config);
+  // A trial the model was fitted on is predicted as if it had not run.
+  const std::vector<tuner::CostPrediction> loo = model->LeaveOneOut();
+  for (size_t i = 0; i < fitted.size(); ++i) out[fitted[i]] = loo[i];
+  return out;
 }
 
 }  // namespace hyperpack::report

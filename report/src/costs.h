@@ -1,6 +1,8 @@
-// `hyperpack best STUDY --within X` and `export --within X`: the cheapest completed trial whose
-// value is within X of the best's. What a trial cost is TrialCosts' (page_data.h): the time it ran
-// x the GPUs it held, or x its CPU slots where it held none. Pure.
+// What trials cost and will cost: the cheapest completed trial whose value is within X of the
+// best's (`hyperpack best STUDY --within X`, `export --within X`), and each trial's cost as the
+// cost model (hyperpack/tuner/cost_model.h) predicts it (`hyperpack trials`). What a trial cost
+// is TrialCosts' (page_data.h): the time it ran x the GPUs it held, or x its CPU slots where it
+// held none. Pure: no I/O, no clock.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -9,6 +11,8 @@
 
 #include "hyperpack/report/report.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/study/spec.h"
+#include "hyperpack/tuner/cost_model.h"
 #include "page_data.h"
 
 namespace hyperpack::report {
@@ -21,5 +25,14 @@ namespace hyperpack::report {
 const storage::TrialRecord* CheapestWithin(const std::vector<const storage::TrialRecord*>& ranked,
                                            const std::map<int, TrialCost>& costs,
                                            const Tolerance& tolerance, bool maximize);
+
+// What each trial of `trials` should cost by a cost model fitted to the completed trials' costs
+// (those of one kind only, GPU-seconds or CPU-seconds: the kind most of them have). A trial it
+// was fitted on is predicted leaving it out (CostModel::LeaveOneOut). Empty when no model can be fitted (fewer
+// than three costs, a space with no tuned parameter). *gpu_seconds says the predictions' unit.
+std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec,
+                                                    const std::vector<storage::TrialRecord>& trials,
+                                                    const std::map<int, TrialCost>& costs,
+                                                    bool* gpu_seconds);
 
 }  // namespace hyperpack::report

@@ -1,17 +1,19 @@
 #include "hyperpack/report/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "cheapest.h"
+#include "costs.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/study/template.h"
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
+#include "hyperpack/tuner/cost_model.h"
 #include "launchers.h"
 #include "loaded.h"
 #include "study_text.h"
@@ -207,6 +209,14 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
     auto it = costs.find(t.number);
     return it == costs.end() ? nullptr : &it->second;
   };
+  bool predicted_gpu = false;
+  const std::map<int, tuner::CostPrediction> predicted =
+      l.spec ? PredictedCosts(*l.spec, l.trials, costs, &predicted_gpu)
+             : std::map<int, tuner::CostPrediction>{};
+  auto prediction_of = [&](const TrialRecord& t) -> const tuner::CostPrediction* {
+    auto it = predicted.find(t.number);
+    return it == predicted.end() ? nullptr : &it->second;
+  };
   if (format == OutputFormat::kJson) {
     Json all = Json::array();
     for (const TrialRecord& t : l.trials) {
@@ -214,6 +224,12 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
       const TrialCost* c = cost_of(t);
       j["cost"] = c ? Json(c->cost) : Json(nullptr);
       j["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
+      const tuner::CostPrediction* p = prediction_of(t);
+      j["predicted_cost"] = p ? Json({{"median", p->median},
+                                      {"low", p->Low()},
+                                      {"high", p->High()},
+                                      {"unit", predicted_gpu ? "GPU-s" : "CPU-s"}})
+                              : Json(nullptr);
       all.push_back(std::move(j));
     }
     out << all.dump(2) << "\n";
@@ -231,7 +247,7 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
   }
   std::vector<std::string> headers = {"trial", "state", l.study.metric};
   headers.insert(headers.end(), params.begin(), params.end());
-  headers.insert(headers.end(), {"duration", "cost", "note"});
+  headers.insert(headers.end(), {"duration", "cost", "predicted", "note"});
   Table table(headers);
   for (const TrialRecord& t : l.trials) {
     std::vector<std::string> row = {std::to_string(t.number), storage::TrialStateName(t.state),
@@ -245,6 +261,11 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
     row.push_back(d ? FormatDuration(*d) : "-");
     const TrialCost* c = cost_of(t);
     row.push_back(c ? CostShort(*c) : "-");
+    // The median, and the factor of one standard deviation either side.
+    const tuner::CostPrediction* p = prediction_of(t);
+    row.push_back(p ? StrCat(CostShort({0, predicted_gpu ? 1 : 0, 1, p->median}), " (x",
+                             FormatShort(std::exp(p->log_sd), 2), ")")
+                    : "-");
     std::string note = t.error;
     if (t.retry_of) note = StrCat("re-run of ", *t.retry_of, note.empty() ? "" : "; ", note);
     auto nl = note.find('\n');

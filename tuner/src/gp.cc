@@ -298,6 +298,16 @@ Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
   return SetHyper(GpHyper::Unpack(best, d));
 }
 
+void GaussianProcess::LeaveOneOut(Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
+  const Eigen::Index n = x_.rows();
+  // Column i of L^-1 is L \ e_i; [K^-1]_ii = ||L^-1 e_i||^2 sums column i of (L^-1)^T L^-1.
+  const Eigen::MatrixXd l_inv = chol_.triangularView<Eigen::Lower>().solve(
+      Eigen::MatrixXd::Identity(n, n));
+  const Eigen::VectorXd k_inv_diag = l_inv.colwise().squaredNorm().transpose();
+  *var = k_inv_diag.cwiseInverse();
+  *mean = y_.array() - alpha_.array() * var->array();
+}
+
 void GaussianProcess::Predict(const Eigen::MatrixXd& xs, Eigen::VectorXd* mean,
                               Eigen::VectorXd* var) const {
   const double s = std::exp(hyper_.log_signal_var);

@@ -6,7 +6,7 @@
 // Numerics: the kernel matrix is factored by Cholesky and every factorisation is checked; on
 // failure jitter is added (1e-8 up to 1e-2 of the signal variance) and the failure is an error
 // beyond that. No explicit inverse is ever used to solve; K^-1 itself is formed only for the trace
-// in the likelihood's gradient. A new observation extends the factor in O(n^2) when the
+// in the likelihood's gradient (and its diagonal for leave-one-out predictions). A new observation extends the factor in O(n^2) when the
 // hyperparameters are kept.
 //
 // Targets are expected standardised (mean 0, variance 1): the priors assume it.
@@ -96,6 +96,11 @@ class GaussianProcess {
   void PredictWithGradient(const Eigen::VectorXd& x, double* mean, double* var,
                            Eigen::VectorXd* dmean, Eigen::VectorXd* dvar) const;
 
+  // For each observation i, the prediction of y_i by the same GP without it (hyperparameters
+  // kept): mean and variance of the noisy target, in closed form from the factor (Rasmussen and
+  // Williams, eq. 5.12): mean_i = y_i - alpha_i / [K^-1]_ii, var_i = 1 / [K^-1]_ii, where
+  // [K^-1]_ii is the squared norm of column i of L^-1, found by triangular solves. O(n^3).
+  void LeaveOneOut(Eigen::VectorXd* mean, Eigen::VectorXd* var) const;
   // The kernel between two points (signal variance included, no noise).
   double Kernel(const Eigen::VectorXd& a, const Eigen::VectorXd& b) const;
 
