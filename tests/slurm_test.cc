@@ -267,6 +267,9 @@ while [ $e -lt 10 ]; do
   echo $e > "$ck"
   echo "{\"epoch\": $e, \"loss\": $(( 10 - e ))}"
 done
+# A run that resumes after the last epoch (its predecessor saved it just before the preemption
+# landed) still reports where it ends.
+echo "{\"loss\": $(( 10 - e ))}"
 )");
   const std::string path = Study("preempt", StrCat(R"(objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
