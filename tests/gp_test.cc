@@ -1,6 +1,7 @@
 // The Gaussian process, its acquisition functions and the GP tuner.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -525,6 +526,107 @@ TEST(GpTunerTest, UpperConfidenceBoundAlsoWorks) {
   for (const Config& c : seen) best = std::min(best, Quadratic(c));
   EXPECT_LT(best, 1e-2);
   EXPECT_FALSE(ParseAcquisition("pi").ok());
+}
+
+// ---- cost-aware proposals (EI-cool)
+// ---------------------------------------------------------------
+
+TEST(CostExponentTest, CoolsFromOneAtTheStartToZeroWhenTheBudgetIsSpent) {
+  EXPECT_EQ(CostExponent(0), 1.0);
+  EXPECT_DOUBLE_EQ(CostExponent(0.25), 0.75);
+  EXPECT_DOUBLE_EQ(CostExponent(0.9), 0.1);
+  EXPECT_EQ(CostExponent(1), 0.0);
+  EXPECT_EQ(CostExponent(1.7), 0.0) << "a budget overrun is still the end";
+  EXPECT_EQ(CostExponent(-0.2), 1.0);
+  EXPECT_EQ(CostExponent(std::nan("")), 1.0);
+}
+
+// x decides the objective; y only the cost: y < 0.5 is the cheap region, 20x cheaper.
+bool Cheap(const Config& c) { return std::get<double>(c.at("y")) < 0.5; }
+double XOnly(const Config& c) { return std::pow(std::get<double>(c.at("x")) - 0.3, 2); }
+TrialOutcome WithCost(const Config& c) {
+  TrialOutcome o;
+  o.config = c;
+  o.value = XOnly(c);
+  o.cost = Cheap(c) ? 10.0 : 200.0;
+  return o;
+}
+
+// The proposals after the initial design, one at a time, with the budget `spent` throughout.
+std::vector<Config> DriveWithCosts(bool cost_aware, double spent, int evals) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 11;
+  o.cost_aware = cost_aware;
+  auto t = MakeTuner(space, o).value();
+  t->SetBudgetSpent(spent);
+  std::vector<Config> after_initial;
+  for (int i = 0; i < evals; ++i) {
+    Config c = t->Propose(1, {}).value().at(0);
+    t->Observe(WithCost(c));
+    if (i >= 6) after_initial.push_back(c);
+  }
+  return after_initial;
+}
+
+TEST(GpTunerTest, CostAwareProposalsGoToTheCheapRegionWhileTheBudgetIsYoung) {
+  const std::vector<Config> aware = DriveWithCosts(true, 0.1, 26);
+  const std::vector<Config> plain = DriveWithCosts(false, 0.1, 26);
+  auto cheap = [](const std::vector<Config>& cs) {
+    return static_cast<int>(std::count_if(cs.begin(), cs.end(), Cheap));
+  };
+  const int n = static_cast<int>(aware.size());
+  EXPECT_GE(cheap(aware), n * 8 / 10) << "alpha 0.9: a 20x dearer region is worth little";
+  EXPECT_GT(cheap(aware), cheap(plain) + 3) << "the objective alone does not care about y";
+  // And it still optimises: the cheap region holds the same minimum.
+  double best = 1e9;
+  for (const Config& c : aware) best = std::min(best, XOnly(c));
+  EXPECT_LT(best, 1e-3);
+}
+
+TEST(GpTunerTest, WithTheBudgetSpentCostAwareIsPlainExpectedImprovement) {
+  // The same history told to both; alpha = 0 leaves the acquisition exactly log EI.
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 12;
+  auto plain = MakeTuner(space, o).value();
+  o.cost_aware = true;
+  auto aware = MakeTuner(space, o).value();
+  aware->SetBudgetSpent(1.0);
+  for (int i = 0; i < 12; ++i) {
+    std::vector<Config> a = aware->Propose(2, {}).value();
+    std::vector<Config> p = plain->Propose(2, {}).value();
+    ASSERT_EQ(a.size(), p.size());
+    for (size_t j = 0; j < a.size(); ++j) {
+      EXPECT_TRUE(SameConfig(a[j], p[j])) << "round " << i;
+      aware->Observe(WithCost(a[j]));
+      plain->Observe(WithCost(p[j]));
+    }
+  }
+}
+
+TEST(GpTunerTest, CostsThatAreUnknownOrNotPositiveAreIgnored) {
+  // Only bad costs: no cost model, so the proposals are plain EI's.
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 13;
+  auto plain = MakeTuner(space, o).value();
+  o.cost_aware = true;
+  auto aware = MakeTuner(space, o).value();
+  const double bad[] = {0.0, -3.0, std::nan(""), HUGE_VAL};
+  for (int i = 0; i < 12; ++i) {
+    Config c = plain->Propose(1, {}).value().at(0);
+    Config d = aware->Propose(1, {}).value().at(0);
+    ASSERT_TRUE(SameConfig(c, d)) << "round " << i;
+    TrialOutcome out = WithCost(c);
+    plain->Observe(out);
+    if (i % 5 == 4) {
+      out.cost.reset();
+    } else {
+      out.cost = bad[i % 4];
+    }
+    aware->Observe(out);
+  }
 }
 
 }  // namespace

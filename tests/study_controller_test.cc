@@ -131,6 +131,7 @@ class Harness {
   std::vector<double> wakes;
   std::vector<std::string> said;
   std::vector<tuner::TrialOutcome> observed;
+  std::vector<double> budget_spent;  // as each ProposeCmd told it
   std::vector<int> unacked;
   std::optional<RunSummary> summary;
 
@@ -139,6 +140,7 @@ class Harness {
     std::deque<EventPayload> next;
     for (Command& c : commands) {
       if (auto* p = std::get_if<ProposeCmd>(&c)) {
+        budget_spent.push_back(p->budget_spent);
         std::vector<Config> configs;
         for (int i = 0; i < p->n; ++i) configs.push_back({{"x", Value{++proposed_ / 100.0}}});
         next.push_back(ProposalsReady{configs});
@@ -217,6 +219,50 @@ TEST(StudyControllerTest, TheTimeLimitStopsLaunchingAndWaitsForRunningTrials) {
   ASSERT_TRUE(h.summary);
   EXPECT_EQ(h.summary->reason, StopReason::kTimeLimit);
   EXPECT_EQ(h.launches.size(), 2u);
+}
+
+// ---- Cost -------------------------------------------------------------------------------------
+
+TEST(StudyControllerTest, ATrialCostsItsSlotsTimesItsTimePerUnitOfResource) {
+  Harness h(Spec("resources: {cpus: 2}\n", 1, 1));
+  h.Start();
+  h.At(10);
+  h.Report(0, 0.5, 2);
+  h.At(12);
+  h.Exit(0, RankExit::Exited(0));
+  ASSERT_EQ(h.observed.size(), 1u);
+  ASSERT_TRUE(h.observed[0].cost.has_value());
+  EXPECT_DOUBLE_EQ(*h.observed[0].cost, 12.0 * 2 / 2) << "12 s on 2 CPU slots, 2 epochs";
+  // The study declares resources: its tuner weighs cost, unless told not to.
+  EXPECT_TRUE(TunerOptionsFor(Spec("resources: {cpus: 2}\n"), 1).cost_aware);
+  EXPECT_FALSE(TunerOptionsFor(Spec(""), 1).cost_aware);
+  EXPECT_FALSE(
+      TunerOptionsFor(Spec("resources: {cpus: 2}\ntuner: {cost_aware: false}\n"), 1).cost_aware);
+}
+
+TEST(StudyControllerTest, TheCoreHoursBudgetStopsNewTrialsOnceSpentAndRunningOnesFinish) {
+  // 0.01 core-hours = 36 core-seconds; trials hold one slot each, two at a time.
+  Harness h(Spec("resources: {cpus: 1}\n", 50, 2, ", core_hours: 0.01"));
+  h.Start();
+  ASSERT_EQ(h.Running(), (std::set<int>{0, 1}));
+  EXPECT_EQ(h.budget_spent.at(0), 0.0);
+  h.At(10);
+  h.Report(0, 0.5, std::nullopt);
+  h.Exit(0, RankExit::Exited(0));  // 10 s spent, 10 s running: trial 2 starts
+  ASSERT_EQ(h.Running(), (std::set<int>{1, 2}));
+  EXPECT_NEAR(h.budget_spent.back(), 20.0 / 36, 1e-9) << "the cost share beats 2 of 50 trials";
+  h.At(20);
+  h.Report(1, 0.4, std::nullopt);
+  h.Exit(1, RankExit::Exited(0));  // 30 s spent and 10 s running: 40 >= 36, nothing new
+  EXPECT_EQ(h.Running(), (std::set<int>{2}));
+  EXPECT_FALSE(h.summary);
+  h.At(25);
+  h.Report(2, 0.3, std::nullopt);
+  h.Exit(2, RankExit::Exited(0));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->reason, StopReason::kBudgetReached);
+  EXPECT_EQ(h.summary->completed, 3);
+  EXPECT_EQ(h.launches.size(), 3u);
 }
 
 TEST(StudyControllerTest, ATrialPastItsTimeoutIsTerminatedThenKilledAndEndsTimedOut) {

@@ -31,6 +31,7 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
 
 ParseOutcome Parse(const std::string& text) { return ParseStudy(text, "study.yaml"); }
 
@@ -251,6 +252,34 @@ trial:
   EXPECT_TRUE(s.trial.env.empty());
   EXPECT_FALSE(s.resources.gpus.has_value());
   EXPECT_FALSE(s.resources.cpus.has_value());
+}
+
+TEST(StudyFileTest, ReadsCostBudgetsAndCostAwareness) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+tuner: {cost_aware: false}
+budget: {gpu_hours: 40, core_hours: 2.5}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->tuner.cost_aware, std::optional<bool>(false));
+  EXPECT_EQ(out.spec->budget.gpu_hours, std::optional<double>(40));
+  EXPECT_EQ(out.spec->budget.core_hours, std::optional<double>(2.5));
+
+  ParseOutcome bad = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+tuner: {cost_aware: sometimes}
+budget: {gpu_hours: 0, core_hours: lots}
+)");
+  EXPECT_THAT(
+      bad.errors,
+      UnorderedElementsAre(
+          IsError(5, 21, "tuner.cost_aware", "expected true or false, got 'sometimes'"),
+          IsError(6, 21, "budget.gpu_hours", "must be a number of hours > 0, e.g. 40 (got 0)"),
+          IsError(6, 36, "budget.core_hours", "expected a number, got 'lots'")));
 }
 
 TEST(StudyFileTest, DefaultMaxFailedIsAtLeastFive) {

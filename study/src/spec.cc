@@ -889,8 +889,9 @@ class Parser {
   }
 
   void ParseTuner(const Field& field, TunerSpec* tuner) {
-    auto fields = Fields(field, "tuner",
-                         {"algorithm", "seed", "initial_trials", "acquisition", "warm_start"});
+    auto fields =
+        Fields(field, "tuner",
+               {"algorithm", "seed", "initial_trials", "acquisition", "warm_start", "cost_aware"});
     using tuner::Acquisition;
     using tuner::TunerAlgorithm;
     OneOf(fields, "tuner", "algorithm",
@@ -919,6 +920,7 @@ class Parser {
     if (auto* f = Get(fields, "warm_start")) {
       if (auto w = String(*f, "tuner.warm_start")) tuner->warm_start = *w;
     }
+    if (auto* f = Get(fields, "cost_aware")) tuner->cost_aware = Bool(*f, "tuner.cost_aware");
   }
 
   void ParsePruner(const Field& field, PrunerSpec* pruner) {
@@ -975,9 +977,9 @@ class Parser {
   }
 
   void ParseBudget(const Field& field, BudgetSpec* budget) {
-    auto fields =
-        Fields(field, "budget",
-               {"max_trials", "max_parallel", "max_failed", "max_attempts", "time_limit"});
+    auto fields = Fields(field, "budget",
+                         {"max_trials", "max_parallel", "max_failed", "max_attempts", "time_limit",
+                          "gpu_hours", "core_hours"});
     auto positive = [&](const char* key, int* out) {
       const Field* f = Get(fields, key);
       if (!f) return;
@@ -996,6 +998,21 @@ class Parser {
     positive("max_attempts", &budget->max_attempts);
     if (auto* f = Get(fields, "time_limit"))
       budget->time_limit_s = Duration(*f, "budget.time_limit");
+    auto hours = [&](const char* key, std::optional<double>* out) {
+      const Field* f = Get(fields, key);
+      if (!f) return;
+      std::string path = Path("budget", key);
+      auto v = Number(*f, path);
+      if (!v) return;
+      if (!std::isfinite(*v) || *v <= 0 || *v > 1e9) {
+        Error(f->value, path, "must be a number of hours > 0, e.g. 40 (got ", FormatDouble(*v),
+              ")");
+        return;
+      }
+      *out = *v;
+    };
+    hours("gpu_hours", &budget->gpu_hours);
+    hours("core_hours", &budget->core_hours);
   }
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources) {

@@ -8,6 +8,8 @@
 // The acquisition is maximised over a quasi-random candidate set plus perturbations of the best
 // trials, and the best candidates are refined by L-BFGS-B on their continuous dimensions; integer
 // and categorical values come only from real configurations, never from a relaxation.
+// Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
+// latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 
 #include <LBFGSB.h>
 
@@ -17,6 +19,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <vector>
 
 #include "acquisition.h"
 #include "gp.h"
@@ -37,6 +40,8 @@ constexpr double kFeasibilityLink = 0.04;
 // Members of one batch (and pending trials) closer than this in the unit cube would measure the
 // same thing twice; such candidates are skipped.
 constexpr double kMinBatchDistance = 0.025;
+// Cost-aware proposals start once this many configurations have a cost.
+constexpr int kMinCosts = 3;
 
 struct Observation {
   Config config;
@@ -80,8 +85,19 @@ class GpTuner : public Tuner {
                   : outcome.resource;
     if (o.value && !std::isfinite(*o.value)) o.value.reset();
     if (o.value && options_.maximize) o.value = -*o.value;
+    if (outcome.cost && std::isfinite(*outcome.cost) && *outcome.cost > 0) {
+      auto [it, added] = cost_index_.emplace(encoder_.Encode(outcome.config).x, cost_x_.size());
+      if (added) {
+        cost_x_.push_back(o.x);
+        cost_y_.push_back(std::log(*outcome.cost));
+      } else {
+        cost_y_[it->second] = std::log(*outcome.cost);
+      }
+    }
     observed_.push_back(std::move(o));
   }
+
+  void SetBudgetSpent(double fraction) override { alpha_ = CostExponent(fraction); }
 
   Result<std::vector<Config>> Propose(int n, std::span<const Config> pending) override {
     std::vector<Config> out;
@@ -191,7 +207,43 @@ class GpTuner : public Tuner {
       HP_RETURN_IF_ERROR(gp_->SetDataAndHyper(x, y, hyper));
     }
     model_idx_ = idx;
+    HP_RETURN_IF_ERROR(UpdateCostModel());
     return UpdateFeasibility();
+  }
+
+  // The cost GP, when cost-aware with alpha > 0 and three costs known: the most recent
+  // max_model_points configurations, hyperparameters refitted as the objective's are (on the most
+  // recent max_fit_points).
+  Status UpdateCostModel() {
+    const int total = static_cast<int>(cost_y_.size());
+    if (!options_.cost_aware || alpha_ <= 0 || total < kMinCosts) {
+      cost_gp_.reset();
+      return Status::Ok();
+    }
+    const int d = encoder_.dims();
+    const int n = std::min(total, options_.max_model_points);
+    Eigen::MatrixXd x(n, d);
+    Eigen::VectorXd y(n);
+    for (int i = 0; i < n; ++i) {
+      x.row(i) = cost_x_[total - n + i].transpose();
+      y(i) = cost_y_[total - n + i];
+    }
+    const double mean = y.mean();
+    const double sd = std::sqrt((y.array() - mean).square().sum() / n);
+    cost_scale_ = sd > 1e-6 ? sd : 1.0;  // costs all alike: no preference, whatever the scale
+    y = (y.array() - mean).matrix() / cost_scale_;
+    if (!cost_gp_) cost_gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d));
+    bool refit = cost_fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * cost_fitted_n_;
+    HP_RETURN_IF_ERROR(cost_gp_->SetData(x, y));
+    if (!refit) return Status::Ok();
+    const int m = std::min(n, options_.max_fit_points);
+    GaussianProcess fit(d, cost_gp_->prior());
+    HP_RETURN_IF_ERROR(fit.SetDataAndHyper(x.bottomRows(m), y.tail(m), cost_gp_->hyper()));
+    GaussianProcess::FitOptions fo;
+    fo.restarts = cost_fitted_n_ == 0 || m < 20 ? 2 : 0;
+    HP_RETURN_IF_ERROR(fit.Fit(fo, rng_));
+    cost_fitted_n_ = n;
+    return cost_gp_->SetHyper(fit.hyper());
   }
 
   // The best third of `idx` (by value) and a random draw from the rest, `keep` in all, in their
@@ -289,6 +341,14 @@ class GpTuner : public Tuner {
                              : LogExpectedImprovement(mean, sd, best_);
     double value = a.value;
     if (grad) *grad = a.dmean * dmean + a.dsigma * dvar / (2.0 * sd);
+    if (cost_gp_) {
+      // - alpha x log cost, up to a constant: the cost GP's mean is in standardised log units.
+      double cm, cv;
+      Eigen::VectorXd dcm, dcv;
+      cost_gp_->PredictWithGradient(x, &cm, &cv, &dcm, &dcv);
+      value -= alpha_ * cost_scale_ * cm;
+      if (grad) *grad -= alpha_ * cost_scale_ * dcm;
+    }
     if (feasibility_) {
       double fm, fv;
       Eigen::VectorXd dfm, dfv;
@@ -316,6 +376,11 @@ class GpTuner : public Tuner {
       out(i) = options_.acquisition == Acquisition::kUcb
                    ? UpperConfidenceBound(mean(i), sd, options_.ucb_beta).value
                    : LogExpectedImprovement(mean(i), sd, best_).value;
+    }
+    if (cost_gp_) {
+      Eigen::VectorXd cm, cv;
+      cost_gp_->Predict(xs, &cm, &cv);
+      out -= alpha_ * cost_scale_ * cm;
     }
     if (feasibility_) {
       Eigen::VectorXd fm, fv;
@@ -509,6 +574,15 @@ class GpTuner : public Tuner {
   double level_ = std::numeric_limits<double>::infinity();
   double penalty_ = 0;  // the worst completed value: what an infeasible trial counts as
   std::mt19937_64 rng_;
+  // Cost-aware: the latest log cost of each configuration (by its encoding), in order of first
+  // report; the cost GP on them, standardised.
+  std::map<std::vector<double>, size_t> cost_index_;
+  std::vector<Eigen::VectorXd> cost_x_;
+  std::vector<double> cost_y_;
+  std::unique_ptr<GaussianProcess> cost_gp_;
+  int cost_fitted_n_ = 0;
+  double cost_scale_ = 1;  // the sd of the log costs: the GP's units back to log cost
+  double alpha_ = 1;       // CostExponent(the budget spent)
 };
 
 }  // namespace

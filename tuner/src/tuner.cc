@@ -1,5 +1,6 @@
 #include "hyperpack/tuner/tuner.h"
 
+#include <algorithm>
 #include <random>
 
 #include "samplers.h"
@@ -69,6 +70,11 @@ Result<Acquisition> ParseAcquisition(std::string_view name) {
   for (Acquisition a : {Acquisition::kEi, Acquisition::kUcb})
     if (name == AcquisitionName(a)) return a;
   return Status::Invalid("unknown acquisition '", name, "'; expected ei or ucb");
+}
+
+double CostExponent(double budget_spent) {
+  if (!(budget_spent > 0)) return 1.0;  // NaN too: nothing known to be spent
+  return std::clamp(1.0 - budget_spent, 0.0, 1.0);
 }
 
 Result<std::unique_ptr<Tuner>> MakeTuner(const SearchSpace& space, const TunerOptions& options) {

@@ -92,6 +92,9 @@ class StudyController::Impl {
     std::optional<double> resumed_to;
     std::string prune_reason;
     double decided = 0;
+    // What it holds, for its cost: its GPUs, or where it holds none its CPU slots (at least 1).
+    int units = 1;
+    bool on_gpus = false;
 
     bool AllExited() const;
     const Rank& Deciding() const { return ranks[failed_rank >= 0 ? failed_rank : 0]; }
@@ -109,6 +112,7 @@ class StudyController::Impl {
     bool rung_observed = false;  // the tuner learnt the latest report as a rung's value
     ControllerState::Root seen;
     tuner::PrunerDecision::Kind last = tuner::PrunerDecision::Kind::kContinue;
+    double spent = 0;  // GPU- or CPU-slot-seconds of its runs that ended
   };
 
   // ---- study_controller.cc ----
@@ -120,6 +124,13 @@ class StudyController::Impl {
   void Enqueue(Queued q);
   Result<Demand> DemandFor(const Config& config) const;
   double EstimateSeconds() const;
+  // The cost budget: GPU- (or CPU-slot-) seconds spent, running trials until now included; the
+  // share of the whole budget spent, for the tuner; whether a cost budget is used up.
+  double SpentNow(bool gpus) const;
+  double BudgetSpent() const;
+  bool CostBudgetSpent() const;
+  // What `t`'s root has cost so far per unit of resource (the tuner's TrialOutcome::cost).
+  double CostPerUnit(const Trial& t) const;
   void Dispatch();
   int LiveNodes() const;
   std::string WaitingForCapacity() const;
@@ -165,9 +176,9 @@ class StudyController::Impl {
   double Comparable(double v) const;
   std::optional<double> Combine(std::optional<double> current, double v) const;
   bool ObserveRung(int root, const Config& config, double resource, double value,
-                   const tuner::PrunerDecision& d);
+                   const tuner::PrunerDecision& d, std::optional<double> cost);
   tuner::PrunerDecision Report(int root, const Config& config, double resource, double objective,
-                               bool* rung_observed);
+                               bool* rung_observed, std::optional<double> cost = std::nullopt);
   void Journal(storage::JournalKind kind, int root, double resource = 0, double value = 0,
                bool completed = false);
   void Promote(const Paused& p, double target);
@@ -205,6 +216,8 @@ class StudyController::Impl {
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
   std::map<int, RootState> roots_;
   std::vector<double> durations_;  // of this run's completed trials
+  // GPU-seconds and CPU-slot-seconds of the runs that ended (this run's, and stored ones').
+  double gpu_seconds_ = 0, cpu_seconds_ = 0;
   uint64_t jobs_ = 0;
   int next_number_ = 0;
   int finished_ = 0;

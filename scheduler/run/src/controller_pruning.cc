@@ -4,6 +4,9 @@
 // at a resource, could not pause, was promoted, ended), and a resumed study tells a fresh pruner
 // the same things in the same order. Nothing is inferred from metric lines after the fact: a line
 // printed after a decision, or a NaN that a chart cannot show, changes nothing on replay.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -18,6 +21,25 @@ using storage::JournalKind;
 using storage::TrialRecord;
 using storage::TrialState;
 using Kind = tuner::PrunerDecision::Kind;
+
+namespace {
+// What a stored trial held (as Launch counts it) from its placement_json; 1 CPU slot where that
+// is missing or malformed (schema 3 and older wrote none).
+std::pair<int, bool> StoredUnits(const std::string& placement_json) {
+  const nlohmann::json ranks = nlohmann::json::parse(placement_json, nullptr, false);
+  int gpus = 0, cpus = 0;
+  if (ranks.is_array()) {
+    for (const nlohmann::json& r : ranks) {
+      if (!r.is_object()) continue;
+      if (auto g = r.find("gpus"); g != r.end() && g->is_array())
+        gpus += static_cast<int>(g->size());
+      if (auto c = r.find("cpus"); c != r.end() && c->is_number_integer())
+        cpus += std::max(0, c->get<int>());
+    }
+  }
+  return gpus > 0 ? std::pair{gpus, true} : std::pair{std::max(1, cpus), false};
+}
+}  // namespace
 
 void StudyController::Impl::On(const MetricReport& e) {
   auto it = running_.find(e.trial);
@@ -50,7 +72,8 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
   if (t.pruned || t.pausing || !t.objective) return;
   t.resource = ResourceOf(m, roots_[t.root].reports + 1);
   Journal(JournalKind::kReport, t.root, t.resource, *t.objective);
-  tuner::PrunerDecision d = Report(t.root, t.config, t.resource, *t.objective, &t.rung_observed);
+  tuner::PrunerDecision d =
+      Report(t.root, t.config, t.resource, *t.objective, &t.rung_observed, CostPerUnit(t));
   if (d.kind == Kind::kPause && !checkpoint) {
     d = pruner_->CannotPause(t.root);
     Journal(JournalKind::kCannotPause, t.root);
@@ -68,11 +91,12 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
 
 // The one place a report reaches the pruner and the tuner, live and in replay.
 tuner::PrunerDecision StudyController::Impl::Report(int root, const Config& config, double resource,
-                                                    double objective, bool* rung_observed) {
+                                                    double objective, bool* rung_observed,
+                                                    std::optional<double> cost) {
   RootState& rs = roots_[root];
   ++rs.reports;
   tuner::PrunerDecision d = pruner_->Report(root, resource, Comparable(objective));
-  rs.rung_observed = ObserveRung(root, config, resource, objective, d);
+  rs.rung_observed = ObserveRung(root, config, resource, objective, d, cost);
   if (rung_observed) *rung_observed = rs.rung_observed;
   rs.seen.reports = rs.reports;
   rs.seen.resource = resource;
@@ -125,7 +149,8 @@ std::optional<double> StudyController::Impl::Combine(std::optional<double> curre
 // later brackets too, whose own rungs start higher, so that the GP has the same fidelities from
 // every trial. Without learn_ladder, only at the rungs the pruner recorded. True when it learnt.
 bool StudyController::Impl::ObserveRung(int root, const Config& config, double resource,
-                                        double value, const tuner::PrunerDecision& d) {
+                                        double value, const tuner::PrunerDecision& d,
+                                        std::optional<double> cost) {
   std::optional<double> level;
   if (options_.learn_ladder) {
     size_t& next = roots_[root].ladder_next;
@@ -140,6 +165,7 @@ bool StudyController::Impl::ObserveRung(int root, const Config& config, double r
   o.kind = tuner::TrialOutcome::Kind::kPruned;
   o.value = value;
   o.resource = *level;
+  o.cost = cost;
   Observe(std::move(o));
   return true;
 }
@@ -272,6 +298,14 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
                                          bool has_retry, const StoredStudy& stored) {
   const bool rerun =
       (t.state == TrialState::kInterrupted || t.state == TrialState::kNodeLost) && !has_retry;
+  // Its runs count against a cost budget. A promoted trial's pauses are counted too: storage keeps
+  // its first start and its last end.
+  if (t.started && t.ended && *t.ended > *t.started) {
+    const auto [units, on_gpus] = StoredUnits(t.placement_json);
+    const double cost = (*t.ended - *t.started) * units;
+    roots_[root].spent += cost;
+    (on_gpus ? gpu_seconds_ : cpu_seconds_) += cost;
+  }
   const RootState& rs = roots_[root];
   if (storage::IsFinished(t.state)) {
     ++finished_;

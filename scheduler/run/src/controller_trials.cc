@@ -87,6 +87,13 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   t.job = job;
   t.started = now_;
   t.plan.placement = std::move(placement);
+  int gpus = 0, cpus = 0;
+  for (const RankPlacement& r : t.plan.placement.ranks) {
+    gpus += static_cast<int>(r.gpus.size());
+    cpus += r.cpus;
+  }
+  t.on_gpus = gpus > 0;
+  t.units = t.on_gpus ? gpus : std::max(1, cpus);
   double target = pruner_->Begin(t.root);
   Journal(storage::JournalKind::kBegin, t.root);
   if (resume) {
@@ -355,6 +362,10 @@ void StudyController::Impl::Complete(int number) {
       t.number, StrCat("# trial ", t.number, " ", storage::TrialStateName(e.record.state), " (",
                        e.how, ") after ", FormatDuration(elapsed), "\n")});
   if (e.record.state == TrialState::kCompleted) durations_.push_back(elapsed);
+  // Its run is paid for: the root's cost holds it from now on.
+  roots_[t.root].spent += elapsed * t.units;
+  (t.on_gpus ? gpu_seconds_ : cpu_seconds_) += elapsed * t.units;
+  t.started = now_;
   const TrialRecord& rec = e.record;
   Write(FinishTrialRow{rec});
   Write(EventRow{
@@ -503,6 +514,7 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
   tuner::TrialOutcome o;
   o.config = t.config;
   o.value = rec.value;
+  o.cost = CostPerUnit(t);
   bool learn = true;
   std::string line;
   switch (rec.state) {

@@ -252,8 +252,10 @@ class LocalDriver : public StudyRun {
   }
 
   void Do(ProposeCmd& c) {
-    asio::post(tuner_strand_, [this, n = c.n, pending = std::move(c.pending)] {
+    asio::post(tuner_strand_, [this, n = c.n, pending = std::move(c.pending),
+                               spent = c.budget_spent] {
       const auto asked = Clock::now();
+      tuner_->SetBudgetSpent(spent);
       auto proposals = std::make_shared<Result<std::vector<Config>>>(tuner_->Propose(n, pending));
       const double took = std::chrono::duration<double>(Clock::now() - asked).count();
       asio::post(io_, [this, proposals, took, n] {

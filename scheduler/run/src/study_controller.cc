@@ -47,6 +47,8 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   o.maximize = spec.objective.direction == study::Direction::kMaximize;
   o.initial_trials = spec.tuner.initial_trials;
   o.acquisition = spec.tuner.acquisition;
+  // A declared resource is a statement that trials differ in what they hold: weigh it.
+  o.cost_aware = spec.tuner.cost_aware.value_or(spec.resources.gpus || spec.resources.cpus);
   return o;
 }
 
@@ -238,6 +240,7 @@ int StudyController::Impl::Busy() const {
 // Room for new trials. Paused trials count against the budget: they are configurations started,
 // and a promotion takes no more of it.
 int StudyController::Impl::Free() const {
+  if (CostBudgetSpent()) return 0;
   int by_parallel = options_.max_parallel - Busy();
   int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
   return std::max(0, std::min(by_parallel, by_budget));
@@ -282,7 +285,7 @@ void StudyController::Impl::Fill() {
   // one that would sit in the queue.
   if (free > 0 && !proposing_ && scheduler_.waiting() == 0) {
     proposing_ = true;
-    ProposeCmd p{free, {}};
+    ProposeCmd p{free, {}, BudgetSpent()};
     for (const auto& [n, t] : running_) p.pending.push_back(t.config);
     for (const auto& [id, q] : waiting_) p.pending.push_back(q.config);
     out_.push_back(std::move(p));
@@ -290,8 +293,9 @@ void StudyController::Impl::Fill() {
   Dispatch();
 }
 
-// Promotions need a slot, not budget.
+// Promotions need a slot, not budget: trials started, not cost, which a promotion spends too.
 void StudyController::Impl::PromoteWhatThePrunerAllows() {
+  if (CostBudgetSpent()) return;
   for (int slots = options_.max_parallel - Busy(); slots > 0; --slots) {
     auto p = pruner_->NextPromotion();
     if (!p) break;
@@ -377,6 +381,41 @@ double StudyController::Impl::EstimateSeconds() const {
   std::vector<double> d = durations_;
   std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
   return d[d.size() / 2];
+}
+
+double StudyController::Impl::SpentNow(bool gpus) const {
+  double spent = gpus ? gpu_seconds_ : cpu_seconds_;
+  for (const auto& [n, t] : running_)
+    if (t.on_gpus == gpus) spent += (now_ - t.started) * t.units;
+  return spent;
+}
+
+// The largest share spent of any budget the study has.
+double StudyController::Impl::BudgetSpent() const {
+  double share = 0;
+  if (options_.max_trials > 0) {
+    const int started = finished_ + static_cast<int>(paused_.size()) + Busy();
+    share = static_cast<double>(started) / options_.max_trials;
+  }
+  const study::BudgetSpec& b = spec_.budget;
+  if (b.time_limit_s && *b.time_limit_s > 0) share = std::max(share, now_ / *b.time_limit_s);
+  if (b.gpu_hours) share = std::max(share, SpentNow(true) / (*b.gpu_hours * 3600));
+  if (b.core_hours) share = std::max(share, SpentNow(false) / (*b.core_hours * 3600));
+  return std::min(share, 1.0);
+}
+
+bool StudyController::Impl::CostBudgetSpent() const {
+  const study::BudgetSpec& b = spec_.budget;
+  return (b.gpu_hours && SpentNow(true) >= *b.gpu_hours * 3600) ||
+         (b.core_hours && SpentNow(false) >= *b.core_hours * 3600);
+}
+
+// Per unit of resource, so that a trial stopped at its first rung and one that ran to the end are
+// priced alike; a trial that reported no resource is priced whole.
+double StudyController::Impl::CostPerUnit(const Trial& t) const {
+  auto it = roots_.find(t.root);
+  const double before = it == roots_.end() ? 0.0 : it->second.spent;
+  return (before + (now_ - t.started) * t.units) / std::max(1.0, t.resource);
 }
 
 void StudyController::Impl::Dispatch() {

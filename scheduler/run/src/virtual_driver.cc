@@ -61,7 +61,10 @@ void VirtualDriver::Perform(std::vector<Command> commands) {
 
 void VirtualDriver::Do(const Command& c) {
   if (auto* p = std::get_if<ProposeCmd>(&c)) {
-    auto proposals = TimeTuner(&tuner_s_, [&] { return tuner_.Propose(p->n, p->pending); });
+    auto proposals = TimeTuner(&tuner_s_, [&] {
+      tuner_.SetBudgetSpent(p->budget_spent);
+      return tuner_.Propose(p->n, p->pending);
+    });
     if (proposals.ok())
       for (const Config& config : *proposals) workload_.Proposed(config, now_);
     Feed(ProposalsReady{std::move(proposals)});

@@ -61,6 +61,9 @@ struct TunerSpec {
   int initial_trials = 0;        // gp: Sobol trials before the model; 0: max(5, dims + 1)
   tuner::Acquisition acquisition = tuner::Acquisition::kEi;  // gp
   std::string warm_start;  // gp: a study whose completed trials seed the model
+  // gp: weigh expected improvement by predicted cost (tuner.h, EI-cool). Absent: on when the
+  // study declares resources (then a trial's cost is what it holds x how long), off otherwise.
+  std::optional<bool> cost_aware;
 };
 
 struct BudgetSpec {
@@ -69,6 +72,10 @@ struct BudgetSpec {
   int max_failed = 0;    // 0: the default, max(5, max_trials / 4), filled in by the parser
   int max_attempts = 3;  // runs of one configuration whose node was lost, before it fails
   std::optional<double> time_limit_s;
+  // Cost budgets: no trial starts once the trials' GPU time (trials that hold GPUs), or their CPU
+  // slots' time (trials that hold none), reaches this many hours; running trials finish.
+  std::optional<double> gpu_hours;
+  std::optional<double> core_hours;
 };
 
 // What a report's progress is: the metric line's `epoch` or `step` (or, where the line has none,

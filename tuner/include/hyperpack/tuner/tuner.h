@@ -43,7 +43,16 @@ struct TunerOptions {
   // itself keeps a subset (the best third and a random rest): the cost is cubic in them.
   int max_fit_points = 300;
   int max_model_points = 1000;
+  // gp only: EI-cool (Lee et al., "Cost-aware Bayesian optimization", 2020). Once three trials
+  // have a cost, a second GP models log cost per unit of resource and the acquisition becomes
+  // log EI - alpha x log predicted cost, alpha = CostExponent(the budget spent): cheap
+  // configurations first, the best regardless of cost at the end.
+  bool cost_aware = false;
 };
+
+// EI-cool's alpha for the share of the budget spent (clamped to [0, 1]): 1 - spent, so 1 at the
+// start and 0 when the budget is gone.
+double CostExponent(double budget_spent);
 
 struct TrialOutcome {
   enum class Kind { kCompleted, kPruned, kFailed, kInfeasible };
@@ -54,6 +63,11 @@ struct TrialOutcome {
   // A pruner's rungs arrive as kPruned outcomes with their resource: the GP then models the
   // highest rung with at least d + 2 values (the BOHB rule).
   double resource = 0;
+  // What reaching `value` cost per unit of `resource` (per trial where no resource is reported):
+  // the wall time of its runs x the GPUs it held, or its CPU slots where it held none. The later
+  // outcome of a configuration replaces an earlier one. Absent, or not finite and positive:
+  // unknown.
+  std::optional<double> cost;
 };
 
 class Tuner {
@@ -65,6 +79,10 @@ class Tuner {
   virtual Result<std::vector<Config>> Propose(int n, std::span<const Config> pending) = 0;
   // A trial ended.
   virtual void Observe(const TrialOutcome& outcome) = 0;
+  // The share of the study's budget spent so far, in [0, 1]: the largest of trials started out of
+  // max_trials, time out of the time limit, cost out of gpu_hours or core_hours. A cost-aware
+  // tuner weighs cost by it; others ignore it. Until called: 0.
+  virtual void SetBudgetSpent(double /*fraction*/) {}
   virtual std::string name() const = 0;
 };
 

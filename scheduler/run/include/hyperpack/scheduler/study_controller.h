@@ -153,6 +153,7 @@ struct Event {
 struct ProposeCmd {
   int n = 0;
   std::vector<Config> pending;
+  double budget_spent = 0;  // for Tuner::SetBudgetSpent
 };
 // Teach the tuner an outcome, in order, before any later ProposeCmd.
 struct ObserveCmd {
