@@ -3,7 +3,7 @@
 //
 //   asha_bench [--seeds 20] [--methods gp+asha,gp,random,...] [--budget-trials 40]
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
-//              [--threads 1]
+//              [--threads 1] [--precision]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
 // by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
@@ -11,11 +11,11 @@
 // cluster of 8 GPUs (one node of 8, or two of 4). Only the training runs are simulated (Workload
 // below); every decision is the controller's: placement (best fit with backfill, estimating a job
 // by the median duration of the trials completed so far), the pruner and its pauses and
-// promotions, what the tuner learns, and when to ask it for more. Promoted trials are queued first (priority 2);
-// new configurations are asked for only while nothing waits for room, as many at once as there
-// are free trial slots (max_parallel = 8 trials, whatever their GPUs), with the running and queued
-// ones pending. Time is an event queue, so a seed of a three-hour study takes a fraction of a
-// second plus the time spent in the tuner. A run ends at the budget: 8 GPUs for as long as
+// promotions, what the tuner learns, and when to ask it for more. Promoted trials are queued first
+// (priority 2); new configurations are asked for only while nothing waits for room, as many at once
+// as there are free trial slots (max_parallel = 8 trials, whatever their GPUs), with the running
+// and queued ones pending. Time is an event queue, so a seed of a three-hour study takes a fraction
+// of a second plus the time spent in the tuner. A run ends at the budget: 8 GPUs for as long as
 // `--budget-trials` (40) full-length trials of the average configuration of the space take, in
 // GPU-seconds; about 2.8 hours of virtual time. The study's budget.time_limit is that time, so the
 // controller stops launching there; the driver cuts the run off at the same moment.
@@ -47,6 +47,9 @@
 //                 (small batches are slow; each doubling of GPUs is 90% efficient), 25% slower when
 //                 a gang spans two nodes; every job start (new, or resumed from a checkpoint) costs
 //                 30 s more.
+// With --precision the space gains precision {fp32, bf16}: bf16 changes no loss and halves the
+// epoch time (a GPU's tensor cores), a parameter that only costs. The budget stays the one without
+// it.
 // The noise is seeded by the benchmark seed and the configuration (and the epoch), so that two
 // methods that try the same configuration on the same seed see the same curve.
 //
@@ -141,10 +144,12 @@ constexpr double kEpochBase = 60.0;  // seconds per epoch at batch 128 on one GP
 constexpr double kDpEfficiency = 0.9;
 constexpr double kSpanPenalty = 1.25;
 constexpr int kCpusPerRank = 4;  // CPU slots per rank (32 per 8-GPU node)
+constexpr double kBf16Time = 0.5;  // --precision: a bf16 epoch's time, as a share of fp32's
 
 struct Hp {
   double lr = 0, batch = 0, momentum = 0, weight_decay = 0;
   int dp = 1;
+  bool bf16 = false;
 };
 
 double Number(const Config& c, const std::string& name) {
@@ -153,8 +158,14 @@ double Number(const Config& c, const std::string& name) {
 }
 
 Hp FromConfig(const Config& c) {
-  return Hp{Number(c, "lr"), Number(c, "batch_size"), Number(c, "momentum"),
-            Number(c, "weight_decay"), static_cast<int>(Number(c, "data_parallel"))};
+  auto precision = c.find("precision");
+  const bool bf16 = precision != c.end() && precision->second == Value(std::string("bf16"));
+  return Hp{Number(c, "lr"),
+            Number(c, "batch_size"),
+            Number(c, "momentum"),
+            Number(c, "weight_decay"),
+            static_cast<int>(Number(c, "data_parallel")),
+            bf16};
 }
 
 // log10(lr_eff / lr*).
@@ -185,7 +196,8 @@ double TrueLoss(const Hp& h, double epoch, double offset, double speedup) {
 double EpochSeconds(const Hp& h, bool spans_nodes) {
   const double dp = h.dp;
   const double speedup = dp * std::pow(kDpEfficiency, std::log2(dp));
-  return kEpochBase * (0.5 + 64.0 / h.batch) / speedup * (spans_nodes ? kSpanPenalty : 1.0);
+  return kEpochBase * (0.5 + 64.0 / h.batch) / speedup * (spans_nodes ? kSpanPenalty : 1.0) *
+         (h.bf16 ? kBf16Time : 1.0);
 }
 
 uint64_t Mix64(uint64_t x) {  // splitmix64's finaliser
@@ -247,14 +259,17 @@ struct Method {
   std::string tuner;   // gp | random
   std::string pruner;  // none | median | asha | hyperband
   std::string mode;    // stop | promote
+  bool cost_aware = true;  // the default where resources are declared, as here
 };
 
 const std::vector<Method>& AllMethods() {
   static const std::vector<Method> methods = {{"gp+asha", "gp", "asha", "promote"},
+                                              {"gp+asha-nocost", "gp", "asha", "promote", false},
                                               {"gp+asha-stop", "gp", "asha", "stop"},
                                               {"gp+hyperband", "gp", "hyperband", "promote"},
                                               {"gp+median", "gp", "median", "stop"},
                                               {"gp", "gp", "none", "stop"},
+                                              {"gp-nocost", "gp", "none", "stop", false},
                                               {"random+asha", "random", "asha", "promote"},
                                               {"random", "random", "none", "stop"}};
   return methods;
@@ -268,6 +283,7 @@ struct Settings {
   double overhead_s = 30;
   double speedup = 0;  // see TrueLoss
   bool learn_ladder = true;
+  bool precision = false;  // the space has precision {fp32, bf16}
   double horizon_s = 0;  // virtual seconds
   double target = 0;     // true loss at max_epochs
   int nodes = 1;
@@ -297,8 +313,9 @@ std::string StudyText(const Settings& s, const Method& m) {
       "  momentum:      {type: float, low: 0.5, high: 0.99}\n"
       "  weight_decay:  {type: float, low: 1.0e-6, high: 1.0e-2, log: true}\n"
       "  data_parallel: {type: categorical, values: [1, 2, 4]}\n";
+  if (s.precision) text += "  precision:     {type: categorical, values: [fp32, bf16]}\n";
   text += StrCat("trial: {command: train --epochs ", FormatDouble(s.max_epochs), "}\n");
-  text += StrCat("tuner: {algorithm: ", m.tuner, "}\n");
+  text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false", "}\n");
   text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
                  ", time_limit: ", FormatDouble(s.horizon_s), "}\n");
   text += StrCat("resources: {gpus: \"{data_parallel}\", cpus: \"", kCpusPerRank,
@@ -551,6 +568,7 @@ int Main(int argc, char** argv) {
       "asha, hyperband: the tuner learns every trial's values at 1, 3 and 9 epochs, as the runner "
       "does (false: only at the rungs of its own bracket)",
       cxxopts::value<bool>()->default_value("true"))(
+      "precision", "the space gains precision {fp32, bf16}; bf16 halves the epoch time")(
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))("h,help", "this help");
   Settings s;
@@ -569,6 +587,7 @@ int Main(int argc, char** argv) {
     threads = args["threads"].as<int>();
     s.speedup = args["speedup"].as<double>();
     s.learn_ladder = args["learn-ladder"].as<bool>();
+    s.precision = args["precision"].as<bool>();
     const std::string cluster = args["cluster"].as<std::string>();
     if (cluster == "1x8") {
       s.nodes = 1;

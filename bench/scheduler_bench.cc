@@ -4,6 +4,13 @@
 //                                                      lower bound, mean JCT, JCT against fifo
 //   scheduler_bench scale [--nodes 1000] [--pending 10000]   placements per second and the p99
 //                                                      latency of one scheduling pass
+//   scheduler_bench queue [--seeds 5] [--jobs 2000] [--noise 0,0.1,0.35,0.7,1]   the tuning
+//   workload,
+//                                                      best fit with backfill, queued in arrival
+//                                                      order or shortest predicted first (aging
+//                                                      1 and 0.25), with estimates off by
+//                                                      exp(N(0, noise)): mean JCT and the p99 wait
+//                                                      of the longest tenth against arrival order
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +19,8 @@
 #include <iostream>
 #include <queue>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "hyperpack/scheduler/placement.h"
 #include "hyperpack/scheduler/simulate.h"
@@ -61,6 +70,58 @@ int Packing(int seeds, int jobs) {
       std::printf("| %s | %s | %.3f | %.0f | %+.1f%% | %.0f | %.1f%% |\n", w.name,
                   hs::PolicyName(p), Median(ratio), j, 100.0 * (j / fifo_jct - 1.0), Median(wait),
                   100.0 * Median(util));
+    }
+  }
+  return 0;
+}
+
+int Queue(int seeds, int jobs, const std::vector<double>& noises,
+          const std::vector<double>& agings) {
+  struct Row {
+    std::string name;
+    hs::Order order;
+    double aging;
+  };
+  std::vector<Row> rows = {{"fifo", hs::Order::kArrival, 0}};
+  for (double a : agings) {
+    char name[64];
+    std::snprintf(name, sizeof name, "sjf, aging %g", a);
+    rows.push_back({name, hs::Order::kShortestFirst, a});
+  }
+  std::printf(
+      "tuning workload, %d jobs, 64 nodes x 8 GPUs, best fit with EASY backfill, median over %d "
+      "seeds\n\n",
+      jobs, seeds);
+  std::printf(
+      "| estimate noise (sd of log) | queue | mean JCT (s) | mean JCT vs fifo | makespan / lower "
+      "bound | p99 wait, longest tenth (s) | vs fifo |\n|---|---|---|---|---|---|---|\n");
+  for (double noise : noises) {
+    double fifo_jct = 0, fifo_p99 = 0;
+    for (const Row& row : rows) {
+      std::vector<double> jct, ratio, p99;
+      for (int s = 0; s < seeds; ++s) {
+        hs::SimulationOptions o;
+        o.queue.order = row.order;
+        o.queue.aging = row.aging;
+        o.estimate_noise = noise;
+        o.noise_seed = static_cast<uint64_t>(s + 1);
+        auto r = hs::Simulate(hs::TuningWorkload(jobs, static_cast<uint64_t>(s + 1)), o);
+        if (!r.ok()) {
+          std::cerr << r.status().message() << "\n";
+          return 1;
+        }
+        jct.push_back(r->mean_jct);
+        ratio.push_back(r->makespan_ratio);
+        p99.push_back(r->p99_queueing_longest);
+      }
+      const double j = Median(jct), w = Median(p99);
+      if (row.order == hs::Order::kArrival) {
+        fifo_jct = j;
+        fifo_p99 = w;
+      }
+      std::printf("| %.2f | %s | %.0f | %+.1f%% | %.3f | %.0f | %.2fx |\n", noise, row.name.c_str(),
+                  j, 100.0 * (j / fifo_jct - 1.0), Median(ratio), w,
+                  fifo_p99 > 0 ? w / fifo_p99 : 0);
     }
   }
   return 0;
@@ -122,12 +183,16 @@ int Scale(int nodes, int pending) {
 
 int main(int argc, char** argv) {
   cxxopts::Options o("scheduler_bench", "hyperpack's placement code on synthetic workloads");
-  o.add_options()("mode", "packing | scale", cxxopts::value<std::string>())(
+  o.add_options()("mode", "packing | scale | queue", cxxopts::value<std::string>())(
       "seeds", "packing: workloads per configuration", cxxopts::value<int>()->default_value("5"))(
       "jobs", "packing: jobs per workload", cxxopts::value<int>()->default_value("2000"))(
       "nodes", "scale: 8-GPU nodes", cxxopts::value<int>()->default_value("1000"))(
       "pending", "scale: waiting trials", cxxopts::value<int>()->default_value("10000"))(
-      "h,help", "this help");
+      "aging", "queue: sjf's aging rates",
+      cxxopts::value<std::vector<double>>()->default_value("1,4"))(
+      "noise", "queue: estimate noise levels (sd of log error)",
+      cxxopts::value<std::vector<double>>()->default_value("0,0.1,0.35,0.7,1"))("h,help",
+                                                                                "this help");
   o.parse_positional({"mode"});
   auto args = o.parse(argc, argv);
   if (args.count("help") || !args.count("mode")) {
@@ -137,6 +202,9 @@ int main(int argc, char** argv) {
   std::string mode = args["mode"].as<std::string>();
   if (mode == "packing") return Packing(args["seeds"].as<int>(), args["jobs"].as<int>());
   if (mode == "scale") return Scale(args["nodes"].as<int>(), args["pending"].as<int>());
-  std::cerr << "scheduler_bench: mode is packing or scale\n";
+  if (mode == "queue")
+    return Queue(args["seeds"].as<int>(), args["jobs"].as<int>(),
+                 args["noise"].as<std::vector<double>>(), args["aging"].as<std::vector<double>>());
+  std::cerr << "scheduler_bench: mode is packing, scale or queue\n";
   return 2;
 }

@@ -606,12 +606,20 @@ namespace sched = hyperpack::scheduler;
 // simulate's flags: --trace replays a workload, --generate writes one.
 void AddSimulateOptions(cxxopts::Options& o) {
   o.custom_help(
-      "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--json] | "
-      "--generate tuning|shared --jobs N [--seed S] -o FILE.csv");
+      "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--order fifo|sjf] [--aging 1] "
+      "[--estimate-noise 0] [--json] | --generate tuning|shared --jobs N [--seed S] -o FILE.csv");
   o.add_options()("trace", "the workload to replay", cxxopts::value<std::string>())(
       "cluster", "NODESxGPUS", cxxopts::value<std::string>()->default_value("64x8"))(
       "policy", "best-fit | first-fit | fifo",
-      cxxopts::value<std::string>()->default_value("best-fit"))("json", "print one JSON object")(
+      cxxopts::value<std::string>()->default_value("best-fit"))(
+      "order", "the queue: fifo (arrival) | sjf (shortest predicted first, with aging)",
+      cxxopts::value<std::string>()->default_value("fifo"))(
+      "aging", "sjf: seconds of predicted run time forgiven per second waited",
+      cxxopts::value<double>()->default_value("1"))(
+      "estimate-noise",
+      "the sd of log(estimate / duration): how wrong the scheduler's estimates are (--seed draws "
+      "them)",
+      cxxopts::value<double>()->default_value("0"))("json", "print one JSON object")(
       "generate", "write a synthetic workload: tuning | shared", cxxopts::value<std::string>())(
       "jobs", "jobs to generate", cxxopts::value<int>()->default_value("2000"))(
       "seed", "generator seed", cxxopts::value<uint64_t>()->default_value("1"))(
@@ -658,6 +666,17 @@ hyperpack::Result<sched::SimulationOptions> SimulationOptionsFrom(
   auto policy = sched::ParsePolicy(args["policy"].as<std::string>());
   if (!policy.ok()) return policy.status().WithContext("--policy");
   so.policy = *policy;
+  auto order = sched::ParseOrder(args["order"].as<std::string>());
+  if (!order.ok()) return order.status().WithContext("--order");
+  so.queue.order = *order;
+  so.queue.aging = args["aging"].as<double>();
+  if (!(so.queue.aging >= 0) || !std::isfinite(so.queue.aging))
+    return Status::Invalid("--aging: ", so.queue.aging, "; expected a number >= 0, e.g. 1");
+  so.estimate_noise = args["estimate-noise"].as<double>();
+  if (!(so.estimate_noise >= 0) || so.estimate_noise > 10)
+    return Status::Invalid("--estimate-noise: ", so.estimate_noise,
+                           "; expected a standard deviation of log error in [0, 10], e.g. 0.5");
+  so.noise_seed = args["seed"].as<uint64_t>();
   return so;
 }
 
@@ -665,6 +684,8 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
   nlohmann::ordered_json j;
   j["jobs"] = r.jobs;
   j["policy"] = sched::PolicyName(so.policy);
+  j["order"] = sched::OrderName(so.queue.order);
+  j["estimate_noise"] = so.estimate_noise;
   j["gpus"] = so.nodes * so.gpus_per_node;
   j["gpu_utilisation"] = r.gpu_utilisation;
   j["makespan"] = r.makespan;
@@ -674,6 +695,7 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
   j["p95_queueing_delay"] = r.p95_queueing;
   j["mean_jct"] = r.mean_jct;
   j["p95_jct"] = r.p95_jct;
+  j["p99_queueing_delay_longest_tenth"] = r.p99_queueing_longest;
   j["scheduling_passes"] = r.passes;
   j["p99_pass_ms"] = r.p99_pass_ms;
   std::cout << j.dump(2) << "\n";
@@ -681,14 +703,20 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
 
 void PrintSimulationTable(const sched::SimulationResult& r, const sched::SimulationOptions& so) {
   std::cout << r.jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
-            << sched::PolicyName(so.policy) << "\n"
+            << sched::PolicyName(so.policy) << ", queue " << sched::OrderName(so.queue.order)
+            << (so.estimate_noise > 0 ? ", estimates off by a factor exp(N(0, " +
+                                            hyperpack::FormatShort(so.estimate_noise, 3) + "))"
+                                      : std::string())
+            << "\n"
             << "GPU utilisation      " << hyperpack::FormatShort(100 * r.gpu_utilisation, 4)
             << "%\n"
             << "makespan             " << hyperpack::FormatDuration(r.makespan) << " ("
             << hyperpack::FormatShort(r.makespan_ratio, 4) << " x the lower bound "
             << hyperpack::FormatDuration(r.lower_bound) << ")\n"
             << "queueing delay       mean " << hyperpack::FormatDuration(r.mean_queueing)
-            << ", p95 " << hyperpack::FormatDuration(r.p95_queueing) << "\n"
+            << ", p95 " << hyperpack::FormatDuration(r.p95_queueing)
+            << ", p99 of the longest tenth " << hyperpack::FormatDuration(r.p99_queueing_longest)
+            << "\n"
             << "job completion time  mean " << hyperpack::FormatDuration(r.mean_jct) << ", p95 "
             << hyperpack::FormatDuration(r.p95_jct) << "\n"
             << "scheduling           " << r.passes << " passes, p99 "

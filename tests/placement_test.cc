@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "hyperpack/scheduler/simulate.h"
@@ -215,6 +216,98 @@ TEST(SimulationTest, BackfillBeatsFifoWhenLargeJobsBlockTheQueue) {
   auto backfill = Simulate(jobs, o).value();
   EXPECT_LT(backfill.mean_jct, 0.75 * fifo.mean_jct);
   EXPECT_LE(backfill.makespan, fifo.makespan);
+}
+
+// ---- The duration-aware queue -------------------------------------------------------------------
+
+// Runs everything waiting on a one-GPU node, one job at a time, each for its estimate; returns the
+// order the jobs started in.
+std::vector<uint64_t> RunOneAtATime(Scheduler& s, double now) {
+  std::vector<uint64_t> order;
+  for (;;) {
+    auto started = s.Schedule(now);
+    if (started.empty()) return order;
+    EXPECT_EQ(started.size(), 1u);
+    order.push_back(started[0].job.id);
+    now += started[0].job.estimate;
+    s.Finish(started[0].job.id);
+  }
+}
+
+TEST(SchedulerTest, ShortestFirstStartsTheShortestPredictedJobWhereArrivalOrderWouldNot) {
+  // One GPU, busy until t=100. A (300 s) arrives at 1, B (10 s) at 2, C (50 s) at 3. By
+  // estimate + submit: A 301, B 12, C 53.
+  for (Order order : {Order::kArrival, Order::kShortestFirst}) {
+    ClusterState c(GpuNodes({1}));
+    Scheduler s(&c, Policy::kBestFit, {order, 1.0});
+    ASSERT_TRUE(s.Submit(MakeJob(9, 1, 0, 100)).ok());
+    ASSERT_EQ(s.Schedule(0).size(), 1u);
+    ASSERT_TRUE(s.Submit(MakeJob(1, 1, 1, 300)).ok());
+    ASSERT_TRUE(s.Submit(MakeJob(2, 1, 2, 10)).ok());
+    ASSERT_TRUE(s.Submit(MakeJob(3, 1, 3, 50)).ok());
+    s.Finish(9);
+    const std::vector<uint64_t> expected =
+        order == Order::kArrival ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{2, 3, 1};
+    EXPECT_EQ(RunOneAtATime(s, 100), expected) << OrderName(order);
+  }
+}
+
+TEST(SchedulerTest, AgingLetsALongJobGoBeforeShortOnesThatArriveLongEnoughAfterIt) {
+  // L (100 s) arrives at 0; short jobs (5 s) at 10, 20, ..., 150. With aging 1 a short job at t
+  // ranks 5 + t against L's 100: those from 10 to 90 go first, those from 100 on after L. With
+  // aging 0 (pure shortest first) L goes last.
+  for (double aging : {1.0, 0.0}) {
+    ClusterState c(GpuNodes({1}));
+    Scheduler s(&c, Policy::kBestFit, {Order::kShortestFirst, aging});
+    ASSERT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
+    ASSERT_EQ(s.Schedule(0).size(), 1u);
+    ASSERT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
+    for (int i = 1; i <= 15; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
+    s.Finish(99);
+    const std::vector<uint64_t> order = RunOneAtATime(s, 200);
+    ASSERT_EQ(order.size(), 16u);
+    const auto l = std::find(order.begin(), order.end(), 1000u) - order.begin();
+    EXPECT_EQ(l, aging > 0 ? 9 : 15) << "aging " << aging;
+  }
+}
+
+TEST(SchedulerTest, BackfillTrustsOnlyTheCautiousEstimate) {
+  // As in BackfillRunsASmallJobThatEndsBeforeTheReservation: the head is promised t=100. A
+  // 1-GPU job predicted at 80 s ends in time; predicted at 80 s but possibly 120 s, it does not,
+  // and on the one (reserved) node it must wait.
+  for (double high : {0.0, 120.0}) {
+    ClusterState c(GpuNodes({8}));
+    Scheduler s(&c, Policy::kBestFit);
+    ASSERT_TRUE(s.Submit(MakeJob(1, 6, 0, 100)).ok());
+    ASSERT_EQ(s.Schedule(0).size(), 1u);
+    ASSERT_TRUE(s.Submit(MakeJob(2, 4, 1, 100)).ok());
+    Job j = MakeJob(3, 1, 2, 80);
+    j.estimate_high = high;
+    ASSERT_TRUE(s.Submit(j).ok());
+    EXPECT_EQ(s.Schedule(2).size(), high > 0 ? 0u : 1u) << "estimate_high " << high;
+  }
+}
+
+TEST(SimulationTest, ShortestFirstLowersMeanCompletionTimeEvenWithWrongEstimates) {
+  auto jobs = TuningWorkload(600, 3, 60);
+  SimulationOptions o;
+  o.nodes = 8;
+  o.gpus_per_node = 8;
+  o.estimate_noise = 0.5;
+  o.noise_seed = 4;
+  auto fifo = Simulate(jobs, o);
+  ASSERT_TRUE(fifo.ok()) << fifo.status().message();
+  o.queue = {Order::kShortestFirst, 1.0};
+  auto sjf = Simulate(jobs, o);
+  ASSERT_TRUE(sjf.ok()) << sjf.status().message();
+  EXPECT_LT(sjf->mean_jct, 0.9 * fifo->mean_jct);
+  EXPECT_EQ(sjf->jobs, 600);
+  // The errors are drawn from the seed: the same seed, the same run.
+  EXPECT_EQ(Simulate(jobs, o)->mean_jct, sjf->mean_jct);
+  o.estimate_noise = -1;
+  EXPECT_FALSE(Simulate(jobs, o).ok());
+  EXPECT_FALSE(ParseOrder("lifo").ok());
+  EXPECT_EQ(ParseOrder("sjf").value(), Order::kShortestFirst);
 }
 
 }  // namespace

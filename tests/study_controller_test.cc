@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <random>
 #include <set>
@@ -132,6 +133,8 @@ class Harness {
   std::vector<std::string> said;
   std::vector<tuner::TrialOutcome> observed;
   std::vector<double> budget_spent;  // as each ProposeCmd told it
+  // The tuner's cost predictions for the proposals; unset: none.
+  std::function<std::optional<tuner::CostPrediction>(const Config&)> predict;
   std::vector<int> unacked;
   std::optional<RunSummary> summary;
 
@@ -143,7 +146,10 @@ class Harness {
         budget_spent.push_back(p->budget_spent);
         std::vector<Config> configs;
         for (int i = 0; i < p->n; ++i) configs.push_back({{"x", Value{++proposed_ / 100.0}}});
-        next.push_back(ProposalsReady{configs});
+        std::vector<std::optional<tuner::CostPrediction>> costs;
+        if (predict)
+          for (const Config& config : configs) costs.push_back(predict(config));
+        next.push_back(ProposalsReady{configs, std::move(costs)});
       } else if (auto* o = std::get_if<ObserveCmd>(&c)) {
         observed.push_back(o->outcome);
       } else if (auto* w = std::get_if<WriteCmd>(&c)) {
@@ -263,6 +269,29 @@ TEST(StudyControllerTest, TheCoreHoursBudgetStopsNewTrialsOnceSpentAndRunningOne
   EXPECT_EQ(h.summary->reason, StopReason::kBudgetReached);
   EXPECT_EQ(h.summary->completed, 3);
   EXPECT_EQ(h.launches.size(), 3u);
+}
+
+TEST(StudyControllerTest, PredictedRunTimesOrderTheQueueShortestFirst) {
+  // One CPU slot and three proposals at once; the tuner predicts x = 0.01 at 30 s per epoch,
+  // 0.02 at 10 s and 0.03 at 20 s (9 epochs each: the pruner's full trial).
+  Harness h(Spec("resources: {cpus: 1}\npruner: {algorithm: asha, max_resource: 9}\n", 3, 3), 1, 1);
+  h.predict = [](const Config& c) -> std::optional<tuner::CostPrediction> {
+    const double x = std::get<double>(c.at("x"));
+    return tuner::CostPrediction{x < 0.015 ? 30.0 : x < 0.025 ? 10.0 : 20.0, 0.1};
+  };
+  h.Start();
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(h.Running().size(), 1u) << i;
+    const int trial = *h.Running().begin();
+    order.push_back(h.launches.back().command);
+    h.At(h.now + 10);
+    h.Report(trial, 0.5, 9);
+    h.Exit(trial, RankExit::Exited(0));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"train 0.02", "train 0.03", "train 0.01"}));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->completed + h.summary->pruned, 3) << "ASHA judges the later two at 9";
 }
 
 TEST(StudyControllerTest, ATrialPastItsTimeoutIsTerminatedThenKilledAndEndsTimedOut) {

@@ -86,6 +86,7 @@ class GpTuner : public Tuner {
     if (o.value && !std::isfinite(*o.value)) o.value.reset();
     if (o.value && options_.maximize) o.value = -*o.value;
     if (outcome.cost && std::isfinite(*outcome.cost) && *outcome.cost > 0) {
+      ++costs_seen_;
       auto [it, added] = cost_index_.emplace(encoder_.Encode(outcome.config).x, cost_x_.size());
       if (added) {
         cost_x_.push_back(o.x);
@@ -99,9 +100,21 @@ class GpTuner : public Tuner {
 
   void SetBudgetSpent(double fraction) override { alpha_ = CostExponent(fraction); }
 
+  std::optional<CostPrediction> PredictCost(const Config& config) const override {
+    if (!cost_gp_) return std::nullopt;
+    Eigen::VectorXd mean, var;
+    cost_gp_->Predict(ToEigen(encoder_.Encode(config).x).transpose(), &mean, &var);
+    const double noise = std::exp(cost_gp_->hyper().log_noise_var);
+    CostPrediction p;
+    p.median = std::exp(cost_mean_ + cost_scale_ * mean(0));
+    p.log_sd = cost_scale_ * std::sqrt(std::max(0.0, var(0)) + noise);
+    return p;
+  }
+
   Result<std::vector<Config>> Propose(int n, std::span<const Config> pending) override {
     std::vector<Config> out;
     if (n <= 0) return out;
+    HP_RETURN_IF_ERROR(UpdateCostModel());
     int seen = static_cast<int>(observed_.size() + pending.size());
     ChooseLevel();
     int modelled = 0;
@@ -207,19 +220,25 @@ class GpTuner : public Tuner {
       HP_RETURN_IF_ERROR(gp_->SetDataAndHyper(x, y, hyper));
     }
     model_idx_ = idx;
-    HP_RETURN_IF_ERROR(UpdateCostModel());
     return UpdateFeasibility();
   }
 
-  // The cost GP, when cost-aware with alpha > 0 and three costs known: the most recent
-  // max_model_points configurations, hyperparameters refitted as the objective's are (on the most
-  // recent max_fit_points).
+  // The acquisition weighs cost: cost-aware, a cost GP, and budget left.
+  bool CostTerm() const { return options_.cost_aware && cost_gp_ && alpha_ > 0; }
+
+  // The cost GP, when costs are modelled and three are known: the most recent max_model_points
+  // configurations, hyperparameters refitted as the objective's are (on the most recent
+  // max_fit_points). Unchanged when no cost arrived since the last update.
   Status UpdateCostModel() {
     const int total = static_cast<int>(cost_y_.size());
-    if (!options_.cost_aware || alpha_ <= 0 || total < kMinCosts) {
+    const bool wanted = options_.predict_costs || (options_.cost_aware && alpha_ > 0);
+    if (!wanted || total < kMinCosts) {
       cost_gp_.reset();
+      cost_fitted_n_ = 0;
       return Status::Ok();
     }
+    if (cost_gp_ && cost_version_ == costs_seen_) return Status::Ok();
+    cost_version_ = costs_seen_;
     const int d = encoder_.dims();
     const int n = std::min(total, options_.max_model_points);
     Eigen::MatrixXd x(n, d);
@@ -230,6 +249,7 @@ class GpTuner : public Tuner {
     }
     const double mean = y.mean();
     const double sd = std::sqrt((y.array() - mean).square().sum() / n);
+    cost_mean_ = mean;
     cost_scale_ = sd > 1e-6 ? sd : 1.0;  // costs all alike: no preference, whatever the scale
     y = (y.array() - mean).matrix() / cost_scale_;
     if (!cost_gp_) cost_gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d));
@@ -341,7 +361,7 @@ class GpTuner : public Tuner {
                              : LogExpectedImprovement(mean, sd, best_);
     double value = a.value;
     if (grad) *grad = a.dmean * dmean + a.dsigma * dvar / (2.0 * sd);
-    if (cost_gp_) {
+    if (CostTerm()) {
       // - alpha x log cost, up to a constant: the cost GP's mean is in standardised log units.
       double cm, cv;
       Eigen::VectorXd dcm, dcv;
@@ -377,7 +397,7 @@ class GpTuner : public Tuner {
                    ? UpperConfidenceBound(mean(i), sd, options_.ucb_beta).value
                    : LogExpectedImprovement(mean(i), sd, best_).value;
     }
-    if (cost_gp_) {
+    if (CostTerm()) {
       Eigen::VectorXd cm, cv;
       cost_gp_->Predict(xs, &cm, &cv);
       out -= alpha_ * cost_scale_ * cm;
@@ -581,7 +601,8 @@ class GpTuner : public Tuner {
   std::vector<double> cost_y_;
   std::unique_ptr<GaussianProcess> cost_gp_;
   int cost_fitted_n_ = 0;
-  double cost_scale_ = 1;  // the sd of the log costs: the GP's units back to log cost
+  double cost_mean_ = 0, cost_scale_ = 1;   // the log costs' mean and sd: the GP's units
+  int costs_seen_ = 0, cost_version_ = -1;  // costs observed, and when the cost GP was updated
   double alpha_ = 1;       // CostExponent(the budget spent)
 };
 

@@ -41,7 +41,8 @@ Failed& FailedFor(std::vector<Failed>& failed, const Demand& d) {
 std::optional<Placement> BackfillPlacement(const ClusterState& cluster, const Job& job, Fit fit,
                                            double now, Backfill& b) {
   Failed& f = FailedFor(b.failed, job.demand);
-  bool ends_in_time = job.estimate > 0 && now + job.estimate <= b.shadow;
+  const double cautious = job.estimate_high > 0 ? job.estimate_high : job.estimate;
+  bool ends_in_time = job.estimate > 0 && now + cautious <= b.shadow;
   int& threshold = ends_in_time ? f.ranks_anywhere : f.ranks_off_reserved;
   // Skip without searching a gang no smaller than one of its shape that failed, or one larger than
   // what is free.
@@ -274,6 +275,14 @@ const char* PolicyName(Policy p) {
   return "?";
 }
 
+Result<Order> ParseOrder(const std::string& name) {
+  for (Order o : {Order::kArrival, Order::kShortestFirst})
+    if (name == OrderName(o)) return o;
+  return Status::Invalid("'", name, "' is not a queue order; expected fifo or sjf");
+}
+
+const char* OrderName(Order order) { return order == Order::kShortestFirst ? "sjf" : "fifo"; }
+
 Status Scheduler::Submit(const Job& job) {
   if (job.demand.ranks < 1 || job.demand.gpus_per_rank < 0 || job.demand.cpus_per_rank < 0)
     return Status::Invalid("job ", job.id, ": a gang needs at least one rank");
@@ -281,7 +290,10 @@ Status Scheduler::Submit(const Job& job) {
     return Status::Invalid("job ", job.id, " needs ", job.demand.ranks, " ranks of ",
                            job.demand.gpus_per_rank, " GPUs and ", job.demand.cpus_per_rank,
                            " CPUs, more than this cluster has");
-  Key k{job.priority, job.submit, job.id};
+  double rank = job.submit;
+  if (queue_options_.order == Order::kShortestFirst)
+    rank = std::max(0.0, job.estimate) + queue_options_.aging * job.submit;
+  Key k{job.priority, rank, job.id};
   queue_.emplace(k, job);
   key_of_[job.id] = k;
   if (job.demand.total_gpus() == 0) ++cpu_only_waiting_;

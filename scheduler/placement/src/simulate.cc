@@ -95,18 +95,26 @@ std::vector<size_t> SubmitOrder(const std::vector<TraceJob>& jobs) {
   return order;
 }
 
-Job ToJob(const std::vector<TraceJob>& jobs, size_t i) {
+Job ToJob(const std::vector<TraceJob>& jobs, size_t i, const SimulationOptions& o) {
   Job job;
   job.id = i;
   job.demand = Demand{jobs[i].gpus, 1, 0};
   job.submit = jobs[i].submit;
   job.estimate = jobs[i].duration;
+  if (o.estimate_noise > 0) {
+    // Seeded per job, so that two orders or policies see the same errors.
+    std::mt19937_64 rng(o.noise_seed * 0x9e3779b97f4a7c15ULL + i);
+    std::normal_distribution<double> e(0.0, o.estimate_noise);
+    job.estimate *= std::exp(e(rng));
+    job.estimate_high = job.estimate * std::exp(o.estimate_noise);
+  }
   return job;
 }
 
 // Runs `jobs` (not empty) to completion: each step jumps to the next submission or end, finishes
 // the jobs that ended, submits those that arrived, and runs one scheduling pass.
-Result<Timeline> Replay(const std::vector<TraceJob>& jobs, Scheduler& scheduler) {
+Result<Timeline> Replay(const std::vector<TraceJob>& jobs, Scheduler& scheduler,
+                        const SimulationOptions& o) {
   const std::vector<size_t> order = SubmitOrder(jobs);
   using End = std::pair<double, uint64_t>;
   std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
@@ -123,7 +131,7 @@ Result<Timeline> Replay(const std::vector<TraceJob>& jobs, Scheduler& scheduler)
       ends.pop();
     }
     while (next < order.size() && jobs[order[next]].submit <= now) {
-      HP_RETURN_IF_ERROR(scheduler.Submit(ToJob(jobs, order[next++])));
+      HP_RETURN_IF_ERROR(scheduler.Submit(ToJob(jobs, order[next++], o)));
     }
     auto t0 = std::chrono::steady_clock::now();
     auto started = scheduler.Schedule(now);
@@ -162,6 +170,14 @@ void Summarise(const std::vector<TraceJob>& jobs, const Timeline& t, double tota
   r.p95_queueing = Percentile(waits, 0.95);
   r.mean_jct = Mean(jcts);
   r.p95_jct = Percentile(jcts, 0.95);
+  std::vector<size_t> by_length(jobs.size());
+  for (size_t i = 0; i < by_length.size(); ++i) by_length[i] = i;
+  std::sort(by_length.begin(), by_length.end(),
+            [&](size_t a, size_t b) { return jobs[a].duration > jobs[b].duration; });
+  std::vector<double> longest;
+  for (size_t k = 0; k < std::max<size_t>(1, jobs.size() / 10); ++k)
+    longest.push_back(waits[by_length[k]]);
+  r.p99_queueing_longest = Percentile(longest, 0.99);
   r.passes = static_cast<int>(t.pass_ms.size());
   r.scheduling_seconds = t.scheduling_seconds;
   r.p99_pass_ms = Percentile(t.pass_ms, 0.99);
@@ -173,12 +189,14 @@ Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const Simul
   std::vector<Node> nodes;
   for (int i = 0; i < o.nodes; ++i)
     nodes.push_back({"node" + std::to_string(i), o.gpus_per_node, 0});
+  if (!(o.estimate_noise >= 0) || !(o.queue.aging >= 0))
+    return Status::Invalid("estimate noise and aging must be >= 0");
   ClusterState cluster(nodes);
-  Scheduler scheduler(&cluster, o.policy);
+  Scheduler scheduler(&cluster, o.policy, o.queue);
   SimulationResult r;
   r.jobs = static_cast<int>(jobs.size());
   if (jobs.empty()) return r;
-  HP_ASSIGN_OR_RETURN(const Timeline timeline, Replay(jobs, scheduler));
+  HP_ASSIGN_OR_RETURN(const Timeline timeline, Replay(jobs, scheduler, o));
   Summarise(jobs, timeline, static_cast<double>(cluster.total_gpus()), r);
   return r;
 }

@@ -113,6 +113,7 @@ class StudyController::Impl {
     ControllerState::Root seen;
     tuner::PrunerDecision::Kind last = tuner::PrunerDecision::Kind::kContinue;
     double spent = 0;  // GPU- or CPU-slot-seconds of its runs that ended
+    std::optional<tuner::CostPrediction> predicted;  // when it was proposed, per unit
   };
 
   // ---- study_controller.cc ----
@@ -121,7 +122,16 @@ class StudyController::Impl {
   void Settle();
   void Fill();
   void PromoteWhatThePrunerAllows();
-  void Enqueue(Queued q);
+  // `cost`: a new proposal's predicted cost per unit of resource; `segment`: a promotion's
+  // resource to train (target - rung).
+  void Enqueue(Queued q, std::optional<tuner::CostPrediction> cost = std::nullopt,
+               double segment = 0);
+  // The run time the queue orders `q` by: its predicted cost per unit x the resource it will
+  // train, over what it holds; {median, one sd above}. nullopt where not predicted.
+  std::optional<std::pair<double, double>> PredictedSeconds(const Queued& q,
+                                                            const tuner::CostPrediction& cost,
+                                                            const Demand& demand,
+                                                            double segment) const;
   Result<Demand> DemandFor(const Config& config) const;
   double EstimateSeconds() const;
   // The cost budget: GPU- (or CPU-slot-) seconds spent, running trials until now included; the
@@ -216,6 +226,8 @@ class StudyController::Impl {
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
   std::map<int, RootState> roots_;
   std::vector<double> durations_;  // of this run's completed trials
+  std::vector<double> final_resources_;  // ... and the resource of their last report
+  std::map<uint64_t, tuner::CostPrediction> predicted_by_job_;  // new proposals, until launched
   // GPU-seconds and CPU-slot-seconds of the runs that ended (this run's, and stored ones').
   double gpu_seconds_ = 0, cpu_seconds_ = 0;
   uint64_t jobs_ = 0;

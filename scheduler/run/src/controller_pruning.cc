@@ -190,7 +190,7 @@ void StudyController::Impl::Promote(const Paused& p, double target) {
   Log(p.number, EventKind::kPromoted,
       StrCat("promoted from ", study::ResourceName(spec_.pruner.resource), " ",
              FormatShort(p.rung, 6), " to ", FormatShort(target, 6)));
-  Enqueue({p.config, p.attempt, p.retry_of, p.root, p});
+  Enqueue({p.config, p.attempt, p.retry_of, p.root, p}, std::nullopt, target - p.rung);
 }
 
 void StudyController::Impl::MarkPromoted(int root, double target) {

@@ -94,6 +94,10 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   }
   t.on_gpus = gpus > 0;
   t.units = t.on_gpus ? gpus : std::max(1, cpus);
+  if (auto p = predicted_by_job_.find(job); p != predicted_by_job_.end()) {
+    roots_[t.root].predicted = p->second;
+    predicted_by_job_.erase(p);
+  }
   double target = pruner_->Begin(t.root);
   Journal(storage::JournalKind::kBegin, t.root);
   if (resume) {
@@ -361,7 +365,10 @@ void StudyController::Impl::Complete(int number) {
   out_.push_back(CloseLogsCmd{
       t.number, StrCat("# trial ", t.number, " ", storage::TrialStateName(e.record.state), " (",
                        e.how, ") after ", FormatDuration(elapsed), "\n")});
-  if (e.record.state == TrialState::kCompleted) durations_.push_back(elapsed);
+  if (e.record.state == TrialState::kCompleted) {
+    durations_.push_back(elapsed);
+    final_resources_.push_back(t.resource);
+  }
   // Its run is paid for: the root's cost holds it from now on.
   roots_[t.root].spent += elapsed * t.units;
   (t.on_gpus ? gpu_seconds_ : cpu_seconds_) += elapsed * t.units;

@@ -256,11 +256,14 @@ class LocalDriver : public StudyRun {
                                spent = c.budget_spent] {
       const auto asked = Clock::now();
       tuner_->SetBudgetSpent(spent);
-      auto proposals = std::make_shared<Result<std::vector<Config>>>(tuner_->Propose(n, pending));
+      auto ready =
+          std::make_shared<ProposalsReady>(ProposalsReady{tuner_->Propose(n, pending), {}});
       const double took = std::chrono::duration<double>(Clock::now() - asked).count();
-      asio::post(io_, [this, proposals, took, n] {
+      if (ready->configs.ok())
+        for (const Config& c : *ready->configs) ready->costs.push_back(tuner_->PredictCost(c));
+      asio::post(io_, [this, ready, took, n] {
         if (options_.on_proposed) options_.on_proposed(took, n);
-        Feed(ProposalsReady{std::move(*proposals)});
+        Feed(std::move(*ready));
       });
     });
   }

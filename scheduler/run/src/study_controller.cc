@@ -48,8 +48,17 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   o.initial_trials = spec.tuner.initial_trials;
   o.acquisition = spec.tuner.acquisition;
   // A declared resource is a statement that trials differ in what they hold: weigh it.
-  o.cost_aware = spec.tuner.cost_aware.value_or(spec.resources.gpus || spec.resources.cpus);
+  const bool resources = spec.resources.gpus || spec.resources.cpus;
+  o.cost_aware = spec.tuner.cost_aware.value_or(resources);
+  o.predict_costs = resources;  // for the queue (QueueOptionsFor)
   return o;
+}
+
+QueueOptions QueueOptionsFor(const study::StudySpec& spec) {
+  QueueOptions q;
+  // Declared resources make trials' run times differ, and the tuner predicts them.
+  if (spec.resources.gpus || spec.resources.cpus) q.order = Order::kShortestFirst;
+  return q;
 }
 
 tuner::PrunerOptions PrunerOptionsFor(const study::StudySpec& spec) {
@@ -106,7 +115,7 @@ StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions opti
       pruner_(std::move(pruner)),
       ladder_(pruner_->Rungs()),
       cluster_(NodesOf(options_.nodes)),
-      scheduler_(&cluster_, Policy::kBestFit),
+      scheduler_(&cluster_, Policy::kBestFit, QueueOptionsFor(spec)),
       nodes_(options_.nodes) {
   // A node that holds nothing is up in name only (a server passes the agents it lost that way).
   for (const ClusterNode& n : nodes_) lost_.push_back(n.node.gpus == 0 && n.node.cpus == 0);
@@ -159,9 +168,10 @@ void StudyController::Impl::On(const ProposalsReady& e) {
   }
   // Slots may have been taken by re-runs meanwhile; extra proposals are dropped.
   int free = Free();
-  for (const Config& c : *e.configs) {
+  for (size_t i = 0; i < e.configs->size(); ++i) {
     if (free-- <= 0) break;
-    Enqueue({c, 1, std::nullopt, std::nullopt, std::nullopt});
+    Enqueue({(*e.configs)[i], 1, std::nullopt, std::nullopt, std::nullopt},
+            i < e.costs.size() ? e.costs[i] : std::nullopt);
   }
   refill_ = true;
 }
@@ -335,7 +345,8 @@ Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
   return d;
 }
 
-void StudyController::Impl::Enqueue(Queued q) {
+void StudyController::Impl::Enqueue(Queued q, std::optional<tuner::CostPrediction> cost,
+                                    double segment) {
   auto demand = DemandFor(q.config);
   Job job;
   job.id = ++jobs_;
@@ -343,9 +354,21 @@ void StudyController::Impl::Enqueue(Queued q) {
   job.priority = q.promoted ? 2 : q.attempt > 1 ? 1 : 0;
   job.submit = now_;
   job.estimate = EstimateSeconds();
+  // A re-run or a promotion keeps the prediction made when it was proposed.
+  if (!cost && q.root) {
+    auto it = roots_.find(*q.root);
+    if (it != roots_.end()) cost = it->second.predicted;
+  }
   Status s = demand.ok() ? Status::Ok() : demand.status();
   if (demand.ok()) {
     job.demand = *demand;
+    if (cost) {
+      if (auto predicted = PredictedSeconds(q, *cost, *demand, segment)) {
+        job.estimate = predicted->first;
+        job.estimate_high = predicted->second;
+      }
+      predicted_by_job_[job.id] = *cost;
+    }
     s = scheduler_.Submit(job);
   }
   // It can never run here: the tuner learns it as infeasible.
@@ -373,6 +396,31 @@ std::string StudyController::Impl::WaitingForCapacity() const {
                      : StrCat("all ", nodes_.size(), nodes_.size() == 1 ? " node" : " nodes",
                               " lost; waiting for one to join");
   return StrCat("waiting for capacity: ", needs, nodes);
+}
+
+std::optional<std::pair<double, double>> StudyController::Impl::PredictedSeconds(
+    const Queued& q, const tuner::CostPrediction& cost, const Demand& demand,
+    double segment) const {
+  // The resource this run will train: a promotion's segment; a new trial's first rung when the
+  // pruner pauses at rungs; a full trial's where one is declared; else what this run's completed
+  // trials reached (the median).
+  double resource = segment;
+  if (resource <= 0 && !q.promoted) {
+    if (pruner_->pauses() && !ladder_.empty()) {
+      resource = ladder_.front();
+    } else if (spec_.pruner.max_resource > 0) {
+      resource = spec_.pruner.max_resource;
+    } else if (!final_resources_.empty()) {
+      std::vector<double> r = final_resources_;
+      std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+      resource = r[r.size() / 2];
+    }
+  }
+  if (!(resource > 0) || !(cost.median > 0)) return std::nullopt;
+  const int units =
+      demand.total_gpus() > 0 ? demand.total_gpus() : std::max(1, demand.total_cpus());
+  const double seconds = cost.median * std::max(1.0, resource) / units;
+  return std::pair{seconds, seconds * std::exp(cost.log_sd)};
 }
 
 // The median duration of this run's completed trials: the scheduler's estimate for backfill.
@@ -439,6 +487,7 @@ void StudyController::Impl::StopLaunching(StopReason reason) {
   // promoted trial stays paused; new and re-run trials had no row yet.
   for (auto& [job, q] : waiting_) {
     scheduler_.Cancel(job);
+    predicted_by_job_.erase(job);
     if (q.promoted) paused_[q.promoted->root] = std::move(*q.promoted);
   }
   waiting_.clear();

@@ -65,9 +65,14 @@ void VirtualDriver::Do(const Command& c) {
       tuner_.SetBudgetSpent(p->budget_spent);
       return tuner_.Propose(p->n, p->pending);
     });
-    if (proposals.ok())
-      for (const Config& config : *proposals) workload_.Proposed(config, now_);
-    Feed(ProposalsReady{std::move(proposals)});
+    std::vector<std::optional<tuner::CostPrediction>> costs;
+    if (proposals.ok()) {
+      for (const Config& config : *proposals) {
+        workload_.Proposed(config, now_);
+        costs.push_back(tuner_.PredictCost(config));
+      }
+    }
+    Feed(ProposalsReady{std::move(proposals), std::move(costs)});
   } else if (auto* o = std::get_if<ObserveCmd>(&c)) {
     TimeTuner(&tuner_s_, [&] {
       tuner_.Observe(o->outcome);

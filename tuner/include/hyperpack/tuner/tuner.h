@@ -17,6 +17,7 @@
 
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
+#include "hyperpack/tuner/cost_model.h"
 
 namespace hyperpack::tuner {
 
@@ -48,6 +49,8 @@ struct TunerOptions {
   // log EI - alpha x log predicted cost, alpha = CostExponent(the budget spent): cheap
   // configurations first, the best regardless of cost at the end.
   bool cost_aware = false;
+  // gp only: keep the cost GP for PredictCost even when not cost-aware (a duration-aware queue).
+  bool predict_costs = false;
 };
 
 // EI-cool's alpha for the share of the budget spent (clamped to [0, 1]): 1 - spent, so 1 at the
@@ -83,6 +86,12 @@ class Tuner {
   // max_trials, time out of the time limit, cost out of gpu_hours or core_hours. A cost-aware
   // tuner weighs cost by it; others ignore it. Until called: 0.
   virtual void SetBudgetSpent(double /*fraction*/) {}
+  // What `config` will cost per unit of resource, as TrialOutcome::cost counts it, from the
+  // costs observed up to the latest Propose; nullopt where the tuner models no cost (random,
+  // sobol, gp neither cost-aware nor predict_costs) or knows fewer than three costs.
+  virtual std::optional<CostPrediction> PredictCost(const Config& /*config*/) const {
+    return std::nullopt;
+  }
   virtual std::string name() const = 0;
 };
 

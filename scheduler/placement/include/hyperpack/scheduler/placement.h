@@ -7,7 +7,11 @@
 // large holes stay free), and spreads it over as few nodes as possible only when it must.
 //
 // Scheduler keeps the waiting jobs, highest priority first (resumed and promoted trials before new
-// ones), then in order of arrival. Each pass starts what the policy allows:
+// ones), then in the queue's order: of arrival (Order::kArrival), or shortest predicted run time
+// first with aging (Order::kShortestFirst): a job's rank is estimate - aging x (time waited), so
+// that a long job is passed only by jobs that arrive within estimate / aging of it; the rank of a
+// waiting job against another never changes with time, so the queue is sorted once, by
+// estimate + aging x submit. Each pass starts what the policy allows:
 //   kFifo      strict order, first fit: the first job that does not fit stops the pass;
 //   kFirstFit  first fit, with EASY backfill;
 //   kBestFit   best fit, with EASY backfill (the default).
@@ -107,11 +111,27 @@ struct Job {
   int priority = 0;     // higher first: resumed and promoted trials above new ones
   double submit = 0;    // arrival, seconds
   double estimate = 0;  // expected run time, for backfill; 0: unknown (never backfilled past)
+  // A cautious run time (a prediction's upper end) for backfill's promise that a job jumping
+  // ahead ends before the head's reservation; 0: estimate.
+  double estimate_high = 0;
+};
+
+enum class Order { kArrival, kShortestFirst };
+Result<Order> ParseOrder(const std::string& name);  // "fifo" (arrival) | "sjf"
+const char* OrderName(Order order);
+
+struct QueueOptions {
+  Order order = Order::kArrival;
+  // kShortestFirst: seconds of predicted run time forgiven per second waited. 1: a job that
+  // waited as long as it is longer than another ranks with it. A job without an estimate ranks
+  // as the shortest.
+  double aging = 1.0;
 };
 
 class Scheduler {
  public:
-  Scheduler(ClusterState* cluster, Policy policy) : cluster_(cluster), policy_(policy) {}
+  Scheduler(ClusterState* cluster, Policy policy, QueueOptions queue = {})
+      : cluster_(cluster), policy_(policy), queue_options_(queue) {}
 
   // Errors: a demand no node set in this cluster could ever hold.
   Status Submit(const Job& job);
@@ -132,11 +152,11 @@ class Scheduler {
  private:
   struct Key {
     int priority;
-    double submit;
+    double rank;  // lower first: submit, or estimate + aging x submit
     uint64_t id;
     bool operator<(const Key& o) const {
       if (priority != o.priority) return priority > o.priority;
-      if (submit != o.submit) return submit < o.submit;
+      if (rank != o.rank) return rank < o.rank;
       return id < o.id;
     }
   };
@@ -150,6 +170,7 @@ class Scheduler {
 
   ClusterState* cluster_;
   Policy policy_;
+  QueueOptions queue_options_;
   std::map<Key, Job> queue_;
   std::map<uint64_t, Key> key_of_;
   std::map<uint64_t, Running> running_;

@@ -27,6 +27,12 @@ struct SimulationOptions {
   int nodes = 64;
   int gpus_per_node = 8;
   Policy policy = Policy::kBestFit;
+  QueueOptions queue;
+  // How wrong the scheduler's estimates are: each is the true duration x exp(e), e normal with
+  // this standard deviation (0: exact), drawn from noise_seed and the job's index; backfill's
+  // cautious estimate is then the estimate x exp(this), a prediction's one-sd upper end.
+  double estimate_noise = 0;
+  uint64_t noise_seed = 0;
 };
 
 struct SimulationResult {
@@ -38,13 +44,15 @@ struct SimulationResult {
   double makespan_ratio = 0;
   double mean_queueing = 0, p95_queueing = 0;  // start - submit
   double mean_jct = 0, p95_jct = 0;            // end - submit
+  // Waits of the longest tenth of the jobs (by duration): what a shortest-first order may starve.
+  double p99_queueing_longest = 0;
   int passes = 0;                              // scheduling passes run
   double scheduling_seconds = 0;               // wall-clock time spent in them
   double p99_pass_ms = 0;
 };
 
-// Runs the workload to completion. Durations are also the scheduler's estimates (exact run-time
-// estimates, the best case for backfill). Errors: a job larger than the cluster.
+// Runs the workload to completion. The scheduler's estimates are the durations, exact or with
+// estimate_noise. Errors: a job larger than the cluster, an estimate_noise or aging below 0.
 Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o);
 
 // A tuning workload: bursts (a tuner proposing a batch when capacity frees) of 4-16 trials that ask

@@ -101,6 +101,9 @@ struct ClusterNode {
 // ---- Events in ----------------------------------------------------------------------------------
 struct ProposalsReady {
   Result<std::vector<Config>> configs;
+  // What each will cost per unit of resource (Tuner::PredictCost), where the tuner knows; empty
+  // or shorter than configs: unknown.
+  std::vector<std::optional<tuner::CostPrediction>> costs;
 };
 // The rows a WriteCmd with `ack` carried were committed (or failed).
 struct TrialPersisted {
@@ -276,6 +279,8 @@ struct StoredStudy {
 
 // The study file's sections as the tuner and the pruner take them: the one conversion.
 tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed);
+// Shortest predicted run time first (with aging) where the study declares resources; else arrival.
+QueueOptions QueueOptionsFor(const study::StudySpec& spec);
 tuner::PrunerOptions PrunerOptionsFor(const study::StudySpec& spec);
 
 // What a controller knows of its trials, for tests and the replay check: equal for a live run and
