@@ -310,6 +310,15 @@ TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
   EXPECT_THAT(text.out, HasSubstr("\ncost 60 GPU-s (1 GPU for"));
   EXPECT_THAT(text.out, HasSubstr("3.33x less than the best's"));
 
+  // status shows the trade-off: trial 1 is within 1% of the best for 3.33x less.
+  auto status = Cli({"status", "s", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("cheaper    0.101 (trial 1), within 1% of the best: 60 GPU-s "
+                                    "against 200 GPU-s (3.33x less)"));
+  Json sj = Json::parse(Cli({"status", "s", "--json", "--storage", db_}).out);
+  EXPECT_EQ(sj["cheaper_within_1%"]["trial"], 1);
+  EXPECT_DOUBLE_EQ(sj["cheaper_within_1%"]["best_cost"].get<double>(), 200);
+
   auto trials = Cli({"trials", "s", "--json", "--storage", db_});
   ASSERT_EQ(trials.exit_code, 0) << trials.err;
   Json tj = Json::parse(trials.out);

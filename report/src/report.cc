@@ -114,9 +114,37 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
   return Status::Ok();
 }
 
+namespace {
+Result<std::map<int, TrialCost>> CostsOf(Storage& db, const Loaded& l);
+std::string CostShort(const TrialCost& c);
+
+// `status` shows the trade-off at this tolerance: the cheapest trial within 1% of the best.
+constexpr Tolerance kTradeOff{0.01, /*relative=*/true};
+
+struct TradeOff {
+  const TrialRecord* trial = nullptr;  // cheaper than the best, within kTradeOff; else null
+  TrialCost cost, best_cost;
+};
+
+Result<TradeOff> FindTradeOff(Storage& db, const Loaded& l,
+                              const std::vector<const TrialRecord*>& ranked) {
+  TradeOff t;
+  if (ranked.size() < 2) return t;
+  HP_ASSIGN_OR_RETURN(const auto costs, CostsOf(db, l));
+  const TrialRecord* pick = CheapestWithin(ranked, costs, kTradeOff, Maximize(l.study));
+  auto c = costs.find(pick->number), b = costs.find(ranked.front()->number);
+  if (pick == ranked.front() || c == costs.end() || b == costs.end()) return t;
+  t.trial = pick;
+  t.cost = c->second;
+  t.best_cost = b->second;
+  return t;
+}
+}  // namespace
+
 Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
   auto ranked = Ranked(l.study, l.trials);
+  HP_ASSIGN_OR_RETURN(const TradeOff trade_off, FindTradeOff(db, l, ranked));
   auto counts = CountStates(l.trials);
   std::string state = RunnerStateName(RunnerStateOf(l.study, &l));
   std::optional<double> first_start, last_end;
@@ -135,6 +163,13 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
     j["trials"] = counts;
     j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
     j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front());
+    j["cheaper_within_1%"] = trade_off.trial
+                                 ? Json{{"trial", trade_off.trial->number},
+                                        {"value", *trade_off.trial->value},
+                                        {"cost", trade_off.cost.cost},
+                                        {"best_cost", trade_off.best_cost.cost},
+                                        {"cost_unit", trade_off.cost.gpu() ? "GPU-s" : "CPU-s"}}
+                                 : Json(nullptr);
     j["elapsed_s"] = first_start ? Json(*last_end - *first_start) : Json(nullptr);
     j["runner_pid"] = l.study.runner_pid ? Json(*l.study.runner_pid) : Json(nullptr);
     out << j.dump(2) << "\n";
@@ -152,6 +187,14 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
     const TrialRecord& b = *ranked.front();
     out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
         << ParamsText(b) << "\n";
+    if (const TrialRecord* c = trade_off.trial) {
+      out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
+          << "), within 1% of the best: " << CostShort(trade_off.cost) << " against "
+          << CostShort(trade_off.best_cost);
+      if (trade_off.cost.gpu() == trade_off.best_cost.gpu() && trade_off.cost.cost > 0)
+        out << " (" << FormatShort(trade_off.best_cost.cost / trade_off.cost.cost, 3) << "x less)";
+      out << "; hyperpack best " << l.study.name << " --within 1%\n";
+    }
   } else {
     out << "best       - (no completed trial yet)\n";
   }
