@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <string_view>
 
 #include "hyperpack/config_json.h"
@@ -59,6 +60,11 @@ const storage::TrialRecord* CheapestWithin(const std::vector<const storage::Tria
   return pick;
 }
 
+namespace {
+// As the page's importance fit (kImportanceTrials): enough for a model, cheap to fit at each call.
+constexpr size_t kCostTrials = 200;
+}  // namespace
+
 std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec,
                                                     const std::vector<storage::TrialRecord>& trials,
                                                     const std::map<int, TrialCost>& costs,
@@ -83,6 +89,13 @@ std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec
     configs.push_back(*config);
     seconds.push_back(c->second.cost);
     fitted.push_back(t.number);
+  }
+  // The fit is cubic in its points: the newest kCostTrials (trials come in number order).
+  if (configs.size() > kCostTrials) {
+    const auto drop = static_cast<std::ptrdiff_t>(configs.size() - kCostTrials);
+    configs.erase(configs.begin(), configs.begin() + drop);
+    seconds.erase(seconds.begin(), seconds.begin() + drop);
+    fitted.erase(fitted.begin(), fitted.begin() + drop);
   }
   Result<tuner::CostModel> model = tuner::CostModel::Fit(spec.space, configs, seconds);
   if (!model.ok()) return out;

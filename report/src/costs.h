@@ -27,9 +27,10 @@ const storage::TrialRecord* CheapestWithin(const std::vector<const storage::Tria
                                            const Tolerance& tolerance, bool maximize);
 
 // What each trial of `trials` should cost by a cost model fitted to the completed trials' costs
-// (those of one kind only, GPU-seconds or CPU-seconds: the kind most of them have). A trial it
-// was fitted on is predicted leaving it out (CostModel::LeaveOneOut). Empty when no model can be fitted (fewer
-// than three costs, a space with no tuned parameter). *gpu_seconds says the predictions' unit.
+// (those of one kind only, GPU-seconds or CPU-seconds: the kind most of them have; the newest 200
+// of them). A trial it was fitted on is predicted leaving it out (CostModel::LeaveOneOut). Empty
+// when no model can be fitted (fewer than three costs, a space with no tuned parameter).
+// *gpu_seconds says the predictions' unit.
 std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec,
                                                     const std::vector<storage::TrialRecord>& trials,
                                                     const std::map<int, TrialCost>& costs,
