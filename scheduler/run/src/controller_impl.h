@@ -5,6 +5,8 @@
 // Thread-safety: as StudyController (one owner, one thread).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <deque>
 #include <map>
 #include <memory>
@@ -16,6 +18,22 @@
 #include "hyperpack/scheduler/study_controller.h"
 
 namespace hyperpack::scheduler {
+
+// What a trial's cost counts: its GPUs, or where it holds none its CPU slots (at least 1). The one
+// rule for a launch, a stored trial and a prediction.
+struct Held {
+  int units = 1;
+  bool gpus = false;
+};
+inline Held HeldOf(int gpus, int cpus) {
+  return gpus > 0 ? Held{gpus, true} : Held{std::max(1, cpus), false};
+}
+
+// The median of `v` (not empty): the upper one of an even count.
+inline double MedianOf(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 class StudyController::Impl {
  public:

@@ -25,7 +25,7 @@ using Kind = tuner::PrunerDecision::Kind;
 namespace {
 // What a stored trial held (as Launch counts it) from its placement_json; 1 CPU slot where that
 // is missing or malformed (schema 3 and older wrote none).
-std::pair<int, bool> StoredUnits(const std::string& placement_json) {
+Held StoredUnits(const std::string& placement_json) {
   const nlohmann::json ranks = nlohmann::json::parse(placement_json, nullptr, false);
   int gpus = 0, cpus = 0;
   if (ranks.is_array()) {
@@ -37,7 +37,7 @@ std::pair<int, bool> StoredUnits(const std::string& placement_json) {
         cpus += std::max(0, c->get<int>());
     }
   }
-  return gpus > 0 ? std::pair{gpus, true} : std::pair{std::max(1, cpus), false};
+  return HeldOf(gpus, cpus);
 }
 }  // namespace
 
@@ -301,10 +301,10 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
   // Its runs count against a cost budget. A promoted trial's pauses are counted too: storage keeps
   // its first start and its last end.
   if (t.started && t.ended && *t.ended > *t.started) {
-    const auto [units, on_gpus] = StoredUnits(t.placement_json);
-    const double cost = (*t.ended - *t.started) * units;
+    const Held held = StoredUnits(t.placement_json);
+    const double cost = (*t.ended - *t.started) * held.units;
     roots_[root].spent += cost;
-    (on_gpus ? gpu_seconds_ : cpu_seconds_) += cost;
+    (held.gpus ? gpu_seconds_ : cpu_seconds_) += cost;
   }
   const RootState& rs = roots_[root];
   if (storage::IsFinished(t.state)) {

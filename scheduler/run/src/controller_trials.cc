@@ -92,8 +92,9 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
     gpus += static_cast<int>(r.gpus.size());
     cpus += r.cpus;
   }
-  t.on_gpus = gpus > 0;
-  t.units = t.on_gpus ? gpus : std::max(1, cpus);
+  const Held held = HeldOf(gpus, cpus);
+  t.units = held.units;
+  t.on_gpus = held.gpus;
   if (auto p = predicted_by_job_.find(job); p != predicted_by_job_.end()) {
     roots_[t.root].predicted = p->second;
     predicted_by_job_.erase(p);

@@ -411,24 +411,19 @@ std::optional<std::pair<double, double>> StudyController::Impl::PredictedSeconds
     } else if (spec_.pruner.max_resource > 0) {
       resource = spec_.pruner.max_resource;
     } else if (!final_resources_.empty()) {
-      std::vector<double> r = final_resources_;
-      std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
-      resource = r[r.size() / 2];
+      resource = MedianOf(final_resources_);
     }
   }
   if (!(resource > 0) || !(cost.median > 0)) return std::nullopt;
-  const int units =
-      demand.total_gpus() > 0 ? demand.total_gpus() : std::max(1, demand.total_cpus());
-  const double seconds = cost.median * std::max(1.0, resource) / units;
+  const Held held = HeldOf(demand.total_gpus(), demand.total_cpus());
+  const double seconds = cost.median * std::max(1.0, resource) / held.units;
   return std::pair{seconds, seconds * std::exp(cost.log_sd)};
 }
 
 // The median duration of this run's completed trials: the scheduler's estimate for backfill.
 double StudyController::Impl::EstimateSeconds() const {
   if (durations_.empty()) return spec_.trial.timeout_s.value_or(0.0);
-  std::vector<double> d = durations_;
-  std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
-  return d[d.size() / 2];
+  return MedianOf(durations_);
 }
 
 double StudyController::Impl::SpentNow(bool gpus) const {
