@@ -235,11 +235,14 @@ def measure(model, x, y, rank, world):
     return loss / count, correct / count
 
 
-def train(args, rank, world, local_world):
+def train(args, rank, world, local_world, data=None, on_epoch=None):
+    """Trains as the trainer does. data: load_data's result, loaded here when None (a caller that
+    trains many models, bench/optuna_fmnist.py, loads it once); on_epoch(line): called with each
+    epoch's line on rank 0 instead of printing it (it may raise to stop the training)."""
     threads = args.threads if args.threads > 0 else max(1, (os.cpu_count() or 1) // local_world)
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
-    (train_x, train_y), (val_x, val_y), (test_x, test_y) = load_data(args)
+    (train_x, train_y), (val_x, val_y), (test_x, test_y) = data or load_data(args)
 
     if world > 1:
         dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
@@ -309,7 +312,9 @@ def train(args, rank, world, local_world):
         }
         if epoch + 1 == args.epochs:
             line["test_accuracy"] = measure(model, test_x, test_y, rank, world)[1]
-        if rank == 0:
+        if rank == 0 and on_epoch is not None:
+            on_epoch(line)
+        elif rank == 0:
             print(json.dumps(line), flush=True)
     if world > 1:
         dist.barrier()
