@@ -114,6 +114,24 @@ TEST(StorageTest, TrialsMetricsAndEventsRoundTrip) {
   EXPECT_EQ(db->NextTrialNumber(id).value(), 2);
 }
 
+TEST(StorageTest, EventsOfSomeKindsComeAloneInTheirOrder) {
+  TempDir dir;
+  auto db = OpenOrDie(dir / "h.db");
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  int64_t other = db->CreateStudy(NewStudy("b"))->id;
+  const char* kinds[] = {"trial_started", "trial_paused", "promoted",
+                         "trial_resumed", "trial_paused", "trial_finished"};
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(db->AddEvent(id, {10.0 + i, 1, kinds[i], ""}).ok());
+  ASSERT_TRUE(db->AddEvent(other, {1, 1, "trial_paused", ""}).ok());
+  constexpr EventKind kRuns[] = {EventKind::kTrialPaused, EventKind::kTrialResumed};
+  auto runs = db->ListEventsOfKinds(id, kRuns).value();
+  std::vector<std::pair<std::string, double>> got;
+  for (const auto& e : runs) got.emplace_back(e.kind, e.time);
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, double>>{
+                     {"trial_paused", 11}, {"trial_resumed", 13}, {"trial_paused", 14}}));
+  EXPECT_TRUE(db->ListEventsOfKinds(id, {}).value().empty());
+}
+
 TEST(StorageTest, FinishingAnUnknownTrialIsAnError) {
   TempDir dir;
   auto db = OpenOrDie(dir / "h.db");

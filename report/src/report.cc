@@ -212,12 +212,14 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
 
 namespace {
 
-// Each trial's cost (TrialCosts): every event of the study is read for the pauses it records.
+// Each trial's cost (TrialCosts): its runs' times, which its pauses and resumes split.
 Result<std::map<int, TrialCost>> CostsOf(Storage& db, const Loaded& l) {
   PageInput in;
   in.study = l.study;
   in.trials = l.trials;
-  HP_ASSIGN_OR_RETURN(in.events, db.ListEvents(l.study.id, std::numeric_limits<int>::max()));
+  constexpr storage::EventKind kRuns[] = {storage::EventKind::kTrialPaused,
+                                          storage::EventKind::kTrialResumed};
+  HP_ASSIGN_OR_RETURN(in.events, db.ListEventsOfKinds(l.study.id, kRuns));
   in.now = WallNow();
   return TrialCosts(in);
 }

@@ -283,6 +283,21 @@ std::optional<int64_t> OptInt(sqlite3_stmt* s, int col) {
   return sqlite3_column_int64(s, col);
 }
 
+// The rows of a query of (trial_number, time, kind, message); false on an SQLite error.
+bool StepEvents(Statement& stmt, std::vector<EventRecord>* out) {
+  sqlite3_stmt* raw = stmt.get();
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    EventRecord e;
+    if (auto t = OptInt(raw, 0)) e.trial = static_cast<int>(*t);
+    e.time = sqlite3_column_double(raw, 1);
+    e.kind = Text(raw, 2);
+    e.message = Text(raw, 3);
+    out->push_back(std::move(e));
+  }
+  return rc == SQLITE_DONE;
+}
+
 }  // namespace
 
 // The SQLite connection behind a Storage: the handle, its cached statements and the transaction
@@ -719,16 +734,24 @@ Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit
   Statement stmt(raw);
   stmt.Bind(study_id).Bind(limit);
   std::vector<EventRecord> out;
-  int rc;
-  while ((rc = stmt.Step()) == SQLITE_ROW) {
-    EventRecord e;
-    if (auto t = OptInt(raw, 0)) e.trial = static_cast<int>(*t);
-    e.time = sqlite3_column_double(raw, 1);
-    e.kind = Text(raw, 2);
-    e.message = Text(raw, 3);
-    out.push_back(std::move(e));
-  }
-  if (rc != SQLITE_DONE) return db_->Error("listing events");
+  if (!StepEvents(stmt, &out)) return db_->Error("listing events");
+  return out;
+}
+
+Result<std::vector<EventRecord>> Storage::ListEventsOfKinds(int64_t study_id,
+                                                            std::span<const EventKind> kinds) {
+  std::vector<EventRecord> out;
+  if (kinds.empty()) return out;
+  std::string marks = "?";
+  for (size_t i = 1; i < kinds.size(); ++i) marks += ", ?";
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("SELECT trial_number, time, kind, message FROM events "
+                                   "WHERE study_id = ? AND kind IN (" +
+                                   marks + ") ORDER BY id"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  for (EventKind kind : kinds) stmt.Bind(std::string(EventKindName(kind)));
+  if (!StepEvents(stmt, &out)) return db_->Error("listing events");
   return out;
 }
 

@@ -216,6 +216,9 @@ class Storage {
   Status AddEvent(int64_t study_id, const EventRecord& event);
   // The newest `limit` events, oldest first.
   Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit);
+  // Every event of these kinds, oldest first (a study's pauses and resumes without the rest).
+  Result<std::vector<EventRecord>> ListEventsOfKinds(int64_t study_id,
+                                                     std::span<const EventKind> kinds);
 
   // ---- the journal ----
   Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries);
