@@ -284,6 +284,7 @@ struct Settings {
   double speedup = 0;  // see TrueLoss
   bool learn_ladder = true;
   bool precision = false;  // the space has precision {fp32, bf16}
+  bool in_place = false;   // a trial promoted at its rung goes on without a restart (ContinueCmd)
   double horizon_s = 0;  // virtual seconds
   double target = 0;     // true loss at max_epochs
   int nodes = 1;
@@ -357,6 +358,11 @@ class Job : public hs::VirtualTrial {
     const double after = (reported_ ? 0.0 : s_.overhead_s) + epoch_s_;
     reported_ = e;
     return {after, std::move(line), std::nullopt};
+  }
+  // Promoted at its rung: it trains on in the same run, with no start-up to pay again.
+  bool Continue(double target) override {
+    stop_at_ = static_cast<int>(std::lround(target));
+    return true;
   }
 
  private:
@@ -467,6 +473,7 @@ class Simulation {
     options.max_parallel = s_.nodes * s_.gpus_per_node;
     options.log_root = "/virtual";
     options.learn_ladder = s_.learn_ladder;
+    options.continue_in_place = s_.in_place;
     options.nodes = Nodes(s_);
     HP_ASSIGN_OR_RETURN(std::unique_ptr<hs::StudyController> controller,
                         hs::StudyController::Make(spec, std::move(options)));
@@ -569,6 +576,9 @@ int Main(int argc, char** argv) {
       "does (false: only at the rungs of its own bracket)",
       cxxopts::value<bool>()->default_value("true"))(
       "precision", "the space gains precision {fp32, bf16}; bf16 halves the epoch time")(
+      "in-place",
+      "promote mode: a trial promoted at the rung it has just reached goes on without a restart "
+      "(the local runner's way; agents and Slurm restart it)")(
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))("h,help", "this help");
   Settings s;
@@ -588,6 +598,7 @@ int Main(int argc, char** argv) {
     s.speedup = args["speedup"].as<double>();
     s.learn_ladder = args["learn-ladder"].as<bool>();
     s.precision = args["precision"].as<bool>();
+    s.in_place = args["in-place"].as<bool>();
     const std::string cluster = args["cluster"].as<std::string>();
     if (cluster == "1x8") {
       s.nodes = 1;

@@ -4,13 +4,11 @@
 //                                                      lower bound, mean JCT, JCT against fifo
 //   scheduler_bench scale [--nodes 1000] [--pending 10000]   placements per second and the p99
 //                                                      latency of one scheduling pass
-//   scheduler_bench queue [--seeds 5] [--jobs 2000] [--noise 0,0.1,0.35,0.7,1]   the tuning
-//   workload,
-//                                                      best fit with backfill, queued in arrival
-//                                                      order or shortest predicted first (aging
-//                                                      1 and 0.25), with estimates off by
-//                                                      exp(N(0, noise)): mean JCT and the p99 wait
-//                                                      of the longest tenth against arrival order
+//   scheduler_bench queue [--seeds 5] [--jobs 2000] [--noise 0,0.1,0.35,0.7,1] [--aging 1,4]
+//                         [--max-wait 0,7200]
+//       the tuning workload, best fit with backfill, queued in arrival order or shortest predicted
+//       first (each aging rate, each starvation guard in seconds, 0: none), with estimates off by
+//       exp(N(0, noise)): mean JCT and the p99 wait of the longest tenth against arrival order
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -75,18 +73,24 @@ int Packing(int seeds, int jobs) {
   return 0;
 }
 
-int Queue(int seeds, int jobs, const std::vector<double>& noises,
-          const std::vector<double>& agings) {
+int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vector<double>& agings,
+          const std::vector<double>& max_waits) {
   struct Row {
     std::string name;
     hs::Order order;
     double aging;
+    double max_wait;
   };
-  std::vector<Row> rows = {{"fifo", hs::Order::kArrival, 0}};
+  std::vector<Row> rows = {{"fifo", hs::Order::kArrival, 0, 0}};
   for (double a : agings) {
-    char name[64];
-    std::snprintf(name, sizeof name, "sjf, aging %g", a);
-    rows.push_back({name, hs::Order::kShortestFirst, a});
+    for (double w : max_waits) {
+      char name[96];
+      if (w > 0)
+        std::snprintf(name, sizeof name, "sjf, aging %g, max wait %gh", a, w / 3600);
+      else
+        std::snprintf(name, sizeof name, "sjf, aging %g", a);
+      rows.push_back({name, hs::Order::kShortestFirst, a, w});
+    }
   }
   std::printf(
       "tuning workload, %d jobs, 64 nodes x 8 GPUs, best fit with EASY backfill, median over %d "
@@ -103,6 +107,7 @@ int Queue(int seeds, int jobs, const std::vector<double>& noises,
         hs::SimulationOptions o;
         o.queue.order = row.order;
         o.queue.aging = row.aging;
+        o.queue.max_wait = row.max_wait;
         o.estimate_noise = noise;
         o.noise_seed = static_cast<uint64_t>(s + 1);
         auto r = hs::Simulate(hs::TuningWorkload(jobs, static_cast<uint64_t>(s + 1)), o);
@@ -190,6 +195,8 @@ int main(int argc, char** argv) {
       "pending", "scale: waiting trials", cxxopts::value<int>()->default_value("10000"))(
       "aging", "queue: sjf's aging rates",
       cxxopts::value<std::vector<double>>()->default_value("1,4"))(
+      "max-wait", "queue: sjf's starvation guards, seconds (0: none)",
+      cxxopts::value<std::vector<double>>()->default_value("0"))(
       "noise", "queue: estimate noise levels (sd of log error)",
       cxxopts::value<std::vector<double>>()->default_value("0,0.1,0.35,0.7,1"))("h,help",
                                                                                 "this help");
@@ -204,7 +211,8 @@ int main(int argc, char** argv) {
   if (mode == "scale") return Scale(args["nodes"].as<int>(), args["pending"].as<int>());
   if (mode == "queue")
     return Queue(args["seeds"].as<int>(), args["jobs"].as<int>(),
-                 args["noise"].as<std::vector<double>>(), args["aging"].as<std::vector<double>>());
+                 args["noise"].as<std::vector<double>>(), args["aging"].as<std::vector<double>>(),
+                 args["max-wait"].as<std::vector<double>>());
   std::cerr << "scheduler_bench: mode is packing, scale or queue\n";
   return 2;
 }

@@ -607,7 +607,8 @@ namespace sched = hyperpack::scheduler;
 void AddSimulateOptions(cxxopts::Options& o) {
   o.custom_help(
       "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--order fifo|sjf] [--aging 1] "
-      "[--estimate-noise 0] [--json] | --generate tuning|shared --jobs N [--seed S] -o FILE.csv");
+      "[--max-wait 2h] [--estimate-noise 0] [--json] | --generate tuning|shared --jobs N [--seed "
+      "S] -o FILE.csv");
   o.add_options()("trace", "the workload to replay", cxxopts::value<std::string>())(
       "cluster", "NODESxGPUS", cxxopts::value<std::string>()->default_value("64x8"))(
       "policy", "best-fit | first-fit | fifo",
@@ -616,6 +617,9 @@ void AddSimulateOptions(cxxopts::Options& o) {
       cxxopts::value<std::string>()->default_value("fifo"))(
       "aging", "sjf: seconds of predicted run time forgiven per second waited",
       cxxopts::value<double>()->default_value("1"))(
+      "max-wait",
+      "sjf: a job that has waited this long (e.g. 2h) goes to the head of the queue; 0: never",
+      cxxopts::value<std::string>()->default_value("0"))(
       "estimate-noise",
       "the sd of log(estimate / duration): how wrong the scheduler's estimates are (--seed draws "
       "them)",
@@ -672,6 +676,11 @@ hyperpack::Result<sched::SimulationOptions> SimulationOptionsFrom(
   so.queue.aging = args["aging"].as<double>();
   if (!(so.queue.aging >= 0) || !std::isfinite(so.queue.aging))
     return Status::Invalid("--aging: ", so.queue.aging, "; expected a number >= 0, e.g. 1");
+  if (std::string w = args["max-wait"].as<std::string>(); w != "0") {
+    auto max_wait = hyperpack::ParseDuration(w);
+    if (!max_wait.ok()) return max_wait.status().WithContext("--max-wait");
+    so.queue.max_wait = *max_wait;
+  }
   so.estimate_noise = args["estimate-noise"].as<double>();
   if (!(so.estimate_noise >= 0) || so.estimate_noise > 10)
     return Status::Invalid("--estimate-noise: ", so.estimate_noise,
@@ -685,6 +694,7 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
   j["jobs"] = r.jobs;
   j["policy"] = sched::PolicyName(so.policy);
   j["order"] = sched::OrderName(so.queue.order);
+  j["max_wait"] = so.queue.max_wait;
   j["estimate_noise"] = so.estimate_noise;
   j["gpus"] = so.nodes * so.gpus_per_node;
   j["gpu_utilisation"] = r.gpu_utilisation;
@@ -704,6 +714,8 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
 void PrintSimulationTable(const sched::SimulationResult& r, const sched::SimulationOptions& so) {
   std::cout << r.jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
             << sched::PolicyName(so.policy) << ", queue " << sched::OrderName(so.queue.order)
+            << (so.queue.max_wait > 0 ? ", max wait " + hyperpack::FormatDuration(so.queue.max_wait)
+                                      : std::string())
             << (so.estimate_noise > 0 ? ", estimates off by a factor exp(N(0, " +
                                             hyperpack::FormatShort(so.estimate_noise, 3) + "))"
                                       : std::string())

@@ -35,12 +35,16 @@ class EarlyStopTest : public hyperpack::testing::StudyRunFixture {
  protected:
   void SetUp() override { WriteFile(dir_ / "curve.sh", hyperpack::testing::kCurveScript, true); }
 
+  // `warm`: the script reads its control socket at its rung (and checkpoints).
   std::string StudyYaml(const std::string& pruner, bool checkpoint, int max_trials,
-                        const std::string& tuner = "random") {
+                        const std::string& tuner = "random", bool warm = false) {
     return StrCat("name: s\nobjective: {metric: loss, direction: minimize}\n",
                   "search_space: {x: {type: float, low: 0, high: 1}}\n", "trial: {command: \"sh ",
-                  dir_ / "curve.sh", " {x} ", checkpoint ? "yes" : "no", "\"}\n",
-                  "tuner: {algorithm: ", tuner, ", seed: 11}\n",
+                  dir_ / "curve.sh", " {x} ",
+                  warm         ? "warm"
+                  : checkpoint ? "yes"
+                               : "no",
+                  "\"}\n", "tuner: {algorithm: ", tuner, ", seed: 11}\n",
                   "budget: {max_trials: ", max_trials, ", max_parallel: 1}\n", "pruner: ", pruner,
                   "\n");
   }
@@ -167,7 +171,31 @@ TEST_F(EarlyStopTest, PromoteModePausesAtRungsAndResumesFromTheCheckpoint) {
   EXPECT_GE(kinds["promoted"], 3);
   EXPECT_EQ(kinds["promoted"], kinds["trial_resumed"]);
   EXPECT_GE(kinds["trial_paused"], kinds["promoted"]);
+  // Told to go on at its rung, a script that exits there anyway is resumed: none in place.
+  EXPECT_EQ(summary->promoted, kinds["promoted"]);
+  EXPECT_EQ(summary->promoted_in_place, 0);
   EXPECT_EQ(kinds["cannot_pause"], 0);
+}
+
+// The same study with a command that reads its control socket: a trial promoted at the rung it
+// has just reached goes on in the same process; only promotions of trials paused earlier restart
+// one. Every promotion is one or the other, and every curve is whole.
+TEST_F(EarlyStopTest, APromotedTrialThatReadsItsControlSocketGoesOnWithoutARestart) {
+  auto spec = Spec(StudyYaml(
+      "{algorithm: asha, min_resource: 1, max_resource: 9, reduction_factor: 3, mode: promote}",
+      true, 9, "gp", /*warm=*/true));
+  auto summary = Run(spec);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  ExpectCurvesContinue(Epochs());
+  std::map<std::string, int> kinds;
+  for (const auto& e : Events()) kinds[e.kind]++;
+  int restarts = 0;
+  for (const auto& [trial, starts] : Starts()) restarts += static_cast<int>(starts.size()) - 1;
+  EXPECT_EQ(kinds["promoted"], summary->promoted);
+  EXPECT_EQ(kinds["trial_resumed"], restarts);
+  EXPECT_GE(summary->promoted_in_place, 1);
+  EXPECT_EQ(summary->promoted, summary->promoted_in_place + restarts);
+  EXPECT_GE(summary->completed, 1);
 }
 
 TEST_F(EarlyStopTest, ACommandThatWritesNoCheckpointIsNeverPausedOnlyStopped) {

@@ -271,6 +271,33 @@ TEST(SchedulerTest, AgingLetsALongJobGoBeforeShortOnesThatArriveLongEnoughAfterI
   }
 }
 
+TEST(SchedulerTest, AStarvationGuardSendsAJobThatWaitedMaxWaitToTheHead) {
+  // Pure shortest first (aging 0) sends L (100 s, waiting since 0) after all fifteen 5 s jobs.
+  // With max_wait 220 s the one GPU frees at 200 and runs short jobs until 220, when L has waited
+  // 220 s and goes next, fifth. With max_wait 100 s, L (and the short jobs from 10 to 100) are
+  // overdue at 200: L, the oldest, goes first, then the rest by arrival. A cancelled job leaves
+  // the guard's bookkeeping too.
+  for (double max_wait : {0.0, 220.0, 100.0}) {
+    ClusterState c(GpuNodes({1}));
+    Scheduler s(&c, Policy::kBestFit, {Order::kShortestFirst, 0.0, max_wait});
+    ASSERT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
+    ASSERT_EQ(s.Schedule(0).size(), 1u);
+    ASSERT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
+    for (int i = 1; i <= 16; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
+    EXPECT_TRUE(s.Cancel(16));
+    s.Finish(99);
+    const std::vector<uint64_t> order = RunOneAtATime(s, 200);
+    ASSERT_EQ(order.size(), 16u);
+    const auto l = std::find(order.begin(), order.end(), 1000u) - order.begin();
+    EXPECT_EQ(l, max_wait == 0 ? 15 : max_wait == 220 ? 4 : 0) << "max_wait " << max_wait;
+    if (max_wait == 100) {
+      std::vector<uint64_t> rest(order.begin() + 1, order.end());
+      EXPECT_TRUE(std::is_sorted(rest.begin(), rest.end()));
+    }
+    EXPECT_EQ(s.waiting(), 0u);
+  }
+}
+
 TEST(SchedulerTest, BackfillTrustsOnlyTheCautiousEstimate) {
   // As in BackfillRunsASmallJobThatEndsBeforeTheReservation: the head is promised t=100. A
   // 1-GPU job predicted at 80 s ends in time; predicted at 80 s but possibly 120 s, it does not,

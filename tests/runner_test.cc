@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio.hpp>
 #include <cmath>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
+#include "hyperpack/scheduler/executor.h"
 #include "hyperpack/scheduler/local_node.h"
 #include "hyperpack/scheduler/process.h"
 #include "hyperpack/storage/storage.h"
@@ -721,6 +723,48 @@ resources: {gpus: 1}
 }
 
 // The environment a trial inherits (the local driver, the Slurm job script and slurm-task).
+// The local executor's control socket: a rank started with one finds it at fd 3 and nothing else
+// of the runner's; a line told reaches it; telling a rank that has ended is an error, not a
+// SIGPIPE. A rank started without one has no fd 3.
+TEST(LocalExecutorTest, AControlSocketCarriesALineToTheRankAndNothingElseLeaks) {
+  boost::asio::io_context io;
+  std::map<int, std::vector<std::string>> lines;
+  std::map<int, RankExit> exits;
+  auto executor = MakeLocalExecutor(
+      io, {[&](RankId id, bool is_err, const std::string& line) {
+             if (!is_err) lines[id.trial].push_back(line);
+           },
+           [&](RankId id, RankExit exit) { exits[id.trial] = exit; }, nullptr, nullptr});
+  ASSERT_TRUE(executor->CanTell());
+  SpawnRequest told;
+  told.command = "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo; read -r a b <&3; echo \"$a $b\"";
+  told.env = CurrentEnvironment();
+  told.control = true;
+  SpawnRequest plain = told;
+  plain.control = false;
+  plain.command = "if [ -e /proc/self/fd/3 ]; then echo fd3; else echo none; fi";
+  ASSERT_TRUE(executor->Start({1, 0}, 0, told).ok());
+  ASSERT_TRUE(executor->Start({2, 0}, 0, plain).ok());
+  EXPECT_TRUE(executor->Tell({1, 0}, "continue 9").ok());
+  EXPECT_FALSE(executor->Tell({2, 0}, "continue 9").ok()) << "it has no socket";
+  EXPECT_FALSE(executor->Tell({7, 0}, "continue 9").ok()) << "no such rank";
+  while (exits.size() < 2) io.run_one();
+  ASSERT_EQ(lines[1].size(), 2u);
+  // ls's own directory handle is the only descriptor past 3.
+  std::istringstream fds(lines[1][0]);
+  std::vector<int> open;
+  for (int fd; fds >> fd;) open.push_back(fd);
+  ASSERT_GE(open.size(), 4u) << lines[1][0];
+  EXPECT_EQ(std::vector<int>(open.begin(), open.begin() + 4), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_LE(open.size(), 5u) << lines[1][0];
+  EXPECT_EQ(lines[1][1], "continue 9");
+  EXPECT_EQ(lines[2], std::vector<std::string>{"none"});
+  EXPECT_EQ(exits[1].kind, RankExit::Kind::kExited);
+  EXPECT_EQ(exits[1].code, 0);
+  EXPECT_FALSE(executor->Tell({1, 0}, "continue 10").ok()) << "it has ended";
+  executor->Shutdown();
+}
+
 TEST(EnvironmentMapTest, SplitsAtTheFirstEqualsSoAValueMayHoldMore) {
   const std::map<std::string, std::string> want = {
       {"PATH", "/usr/bin:/bin"}, {"OPTS", "a=1,b=2"}, {"EMPTY", ""}};

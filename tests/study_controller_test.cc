@@ -57,8 +57,11 @@ MetricLine Line(double loss, std::optional<int64_t> epoch) {
 // ...) at once unless a test says otherwise; everything the controller said is kept.
 class Harness {
  public:
-  explicit Harness(const study::StudySpec& spec, int nodes = 1, int cpus = 4) : spec_(spec) {
+  explicit Harness(const study::StudySpec& spec, int nodes = 1, int cpus = 4,
+                   bool continue_in_place = false)
+      : spec_(spec) {
     ControllerOptions o;
+    o.continue_in_place = continue_in_place;
     o.study_id = 1;
     o.max_trials = spec.budget.max_trials;
     o.max_parallel = spec.budget.max_parallel;
@@ -129,6 +132,7 @@ class Harness {
   std::vector<Row> rows;
   std::vector<LaunchPlan> launches;
   std::vector<SignalCmd> signals;
+  std::vector<ContinueCmd> continues;
   std::vector<double> wakes;
   std::vector<std::string> said;
   std::vector<tuner::TrialOutcome> observed;
@@ -162,6 +166,8 @@ class Harness {
         ended_.erase(l->plan.trial);
       } else if (auto* s = std::get_if<SignalCmd>(&c)) {
         signals.push_back(*s);
+      } else if (auto* k = std::get_if<ContinueCmd>(&c)) {
+        continues.push_back(*k);
       } else if (auto* wk = std::get_if<WakeCmd>(&c)) {
         wakes.push_back(wk->at);
       } else if (auto* say = std::get_if<SayCmd>(&c)) {
@@ -273,25 +279,44 @@ TEST(StudyControllerTest, TheCoreHoursBudgetStopsNewTrialsOnceSpentAndRunningOne
 
 TEST(StudyControllerTest, PredictedRunTimesOrderTheQueueShortestFirst) {
   // One CPU slot and three proposals at once; the tuner predicts x = 0.01 at 30 s per epoch,
-  // 0.02 at 10 s and 0.03 at 20 s (9 epochs each: the pruner's full trial).
-  Harness h(Spec("resources: {cpus: 1}\npruner: {algorithm: asha, max_resource: 9}\n", 3, 3), 1, 1);
-  h.predict = [](const Config& c) -> std::optional<tuner::CostPrediction> {
-    const double x = std::get<double>(c.at("x"));
-    return tuner::CostPrediction{x < 0.015 ? 30.0 : x < 0.025 ? 10.0 : 20.0, 0.1};
-  };
-  h.Start();
-  std::vector<std::string> order;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(h.Running().size(), 1u) << i;
-    const int trial = *h.Running().begin();
-    order.push_back(h.launches.back().command);
-    h.At(h.now + 10);
-    h.Report(trial, 0.5, 9);
-    h.Exit(trial, RankExit::Exited(0));
+  // 0.02 at 10 s and 0.03 at 20 s (9 epochs each: the pruner's full trial). The default where
+  // resources are declared is shortest first; `queue: {order: fifo}` turns it off.
+  for (const char* queue : {"", "queue: {order: fifo}\n"}) {
+    SCOPED_TRACE(queue);
+    Harness h(
+        Spec(std::string("resources: {cpus: 1}\npruner: {algorithm: asha, max_resource: 9}\n") +
+                 queue,
+             3, 3),
+        1, 1);
+    h.predict = [](const Config& c) -> std::optional<tuner::CostPrediction> {
+      const double x = std::get<double>(c.at("x"));
+      return tuner::CostPrediction{x < 0.015 ? 30.0 : x < 0.025 ? 10.0 : 20.0, 0.1};
+    };
+    h.Start();
+    std::vector<std::string> order;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(h.Running().size(), 1u) << i;
+      const int trial = *h.Running().begin();
+      order.push_back(h.launches.back().command);
+      h.At(h.now + 10);
+      h.Report(trial, 0.5, 9);
+      h.Exit(trial, RankExit::Exited(0));
+    }
+    const std::vector<std::string> fifo = {"train 0.01", "train 0.02", "train 0.03"};
+    const std::vector<std::string> sjf = {"train 0.02", "train 0.03", "train 0.01"};
+    EXPECT_EQ(order, *queue ? fifo : sjf);
+    ASSERT_TRUE(h.summary);
+    EXPECT_EQ(h.summary->completed + h.summary->pruned, 3) << "ASHA judges the later two at 9";
   }
-  EXPECT_EQ(order, (std::vector<std::string>{"train 0.02", "train 0.03", "train 0.01"}));
-  ASSERT_TRUE(h.summary);
-  EXPECT_EQ(h.summary->completed + h.summary->pruned, 3) << "ASHA judges the later two at 9";
+  // What the study file says reaches the queue.
+  QueueOptions q = QueueOptionsFor(Spec("queue: {order: sjf, aging: 2, max_wait: 1h}\n"));
+  EXPECT_EQ(q.order, Order::kShortestFirst) << "sjf without resources, as asked";
+  EXPECT_EQ(q.aging, 2.0);
+  EXPECT_EQ(q.max_wait, 3600.0);
+  EXPECT_TRUE(TunerOptionsFor(Spec("queue: {order: sjf}\n"), 1).predict_costs);
+  EXPECT_FALSE(
+      TunerOptionsFor(Spec("resources: {cpus: 1}\nqueue: {order: fifo}\n"), 1).predict_costs);
+  EXPECT_EQ(QueueOptionsFor(Spec("")).order, Order::kArrival);
 }
 
 TEST(StudyControllerTest, ATrialPastItsTimeoutIsTerminatedThenKilledAndEndsTimedOut) {
@@ -492,6 +517,80 @@ TEST(StudyControllerTest, PromoteModePausesAtTheRungAndResumesThePromotedTrialUn
   EXPECT_EQ(h.StateOf(0), TrialState::kRunning);
 }
 
+// Where the driver can tell a trial to go on (a control socket), a trial at its rung waits there;
+// when it is the promotion ASHA makes for the slot it holds, it goes on without a restart.
+TEST(StudyControllerTest, ATrialPromotedAtItsRungGoesOnInPlace) {
+  const std::string asha = "pruner: {algorithm: asha, max_resource: 9, mode: promote}\n";
+  Harness h(Spec(asha, 3, 1), 1, 4, /*continue_in_place=*/true);
+  h.Start();
+  ASSERT_EQ(h.launches.size(), 1u);
+  EXPECT_TRUE(h.launches[0].control);
+  EXPECT_THAT(h.launches[0].ranks[0].env, ::testing::Contains(std::pair<std::string, std::string>(
+                                              "HYPERPACK_CONTROL_FD", "3")));
+  // Trials 0 and 1 meet a rung of fewer than three: nothing is promoted, and they stop, paused.
+  for (int t = 0; t < 2; ++t) {
+    h.Report(t, 0.5 + 0.1 * t, 1);
+    EXPECT_TRUE(h.Signalled(t)) << t;
+    h.Exit(t, RankExit::Signaled(SIGTERM));
+    EXPECT_EQ(h.StateOf(t), TrialState::kPaused) << t;
+  }
+  EXPECT_TRUE(h.continues.empty());
+  // Trial 2 is the best of three at rung 1: promoted to rung 3, in place.
+  h.Report(2, 0.1, 1);
+  EXPECT_FALSE(h.Signalled(2));
+  ASSERT_EQ(h.continues.size(), 1u);
+  EXPECT_EQ(h.continues[0].trial, 2);
+  EXPECT_EQ(h.continues[0].target, 3.0);
+  EXPECT_THAT(h.said, ::testing::Contains(HasSubstr("goes on in place")));
+  h.Report(2, 0.09, 2);
+  EXPECT_EQ(h.StateOf(2), TrialState::kRunning);
+  // Alone at rung 3, with no slot for anything else: it stops there; the budget is spent with no
+  // trial completed, so it alone is promoted to the end, from its checkpoint.
+  h.Report(2, 0.08, 3);
+  EXPECT_TRUE(h.Signalled(2));
+  h.Exit(2, RankExit::Signaled(SIGTERM));
+  ASSERT_EQ(h.launches.size(), 4u) << "three starts and one restart, none for rung 3";
+  EXPECT_EQ(h.launches.back().trial, 2);
+  EXPECT_TRUE(h.launches.back().resume);
+  h.Report(2, 0.05, 9);
+  h.Exit(2, RankExit::Exited(0));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->promoted, 2);
+  EXPECT_EQ(h.summary->promoted_in_place, 1);
+}
+
+// The promotion for the waiting trial's slot is another trial's: it stops, and that one resumes.
+// And a trial told to go on that exits at its rung anyway (it does not read its control socket) is
+// paused there and resumed from its checkpoint: a promotion is never lost.
+TEST(StudyControllerTest, ATrialNotPromotedAtItsRungStopsAndOneThatCannotHearIsResumed) {
+  const std::string asha = "pruner: {algorithm: asha, max_resource: 9, mode: promote}\n";
+  for (bool hears : {false, true}) {
+    SCOPED_TRACE(hears ? "promoted in place, exits anyway" : "another is promoted");
+    Harness h(Spec(asha, 4, 1), 1, 4, /*continue_in_place=*/true);
+    h.Start();
+    const double values[] = {hears ? 0.5 : 0.1, 0.6, hears ? 0.1 : 0.5};
+    for (int t = 0; t < 2; ++t) {
+      h.Report(t, values[t], 1);
+      h.Exit(t, RankExit::Signaled(SIGTERM));
+    }
+    h.Report(2, values[2], 1);
+    if (!hears) {
+      EXPECT_TRUE(h.Signalled(2));
+      EXPECT_TRUE(h.continues.empty());
+      h.Exit(2, RankExit::Signaled(SIGTERM));
+      EXPECT_EQ(h.StateOf(2), TrialState::kPaused);
+      EXPECT_EQ(h.launches.back().trial, 0) << "the best at rung 1 resumes";
+    } else {
+      ASSERT_EQ(h.continues.size(), 1u);
+      h.Exit(2, RankExit::Exited(0));
+      EXPECT_EQ(h.StateOf(2), TrialState::kRunning) << "paused, then resumed";
+      EXPECT_EQ(h.launches.back().trial, 2);
+    }
+    EXPECT_TRUE(h.launches.back().resume);
+    EXPECT_EQ(h.launches.size(), 4u);
+  }
+}
+
 TEST(StudyControllerTest, ATrialWithoutACheckpointIsJudgedAsInStopModeInstead) {
   Harness h(Spec("pruner: {algorithm: asha, max_resource: 9, mode: promote}\n", 2, 2));
   h.Start();
@@ -601,6 +700,30 @@ TEST_F(StudyControllerReplayTest, ANaNReportCountsTheSameLiveAndReplayed) {
   ExpectReplayMatches(h, spec, Db("nan.db"));
 }
 
+// A resumed study's tuner relearns each trial with what it cost, as it learnt it live: the cost
+// model (and the queue's predictions) do not start from nothing after a restart.
+TEST_F(StudyControllerReplayTest, AResumedStudyTeachesTheTunerWhatEachTrialCost) {
+  study::StudySpec spec = Spec("resources: {cpus: 2}\n", 2, 1);
+  Harness h(spec);
+  h.Start();
+  h.At(10);
+  h.Report(0, 0.5, 2);
+  h.At(12);
+  h.Exit(0, RankExit::Exited(0));
+  ASSERT_EQ(h.observed.size(), 1u);
+  ASSERT_TRUE(h.observed[0].cost.has_value());
+  StoredStudy stored = StoreAndReadBack(h.rows, Db("cost.db"), {});
+  Harness replayed(spec, 2, 2);
+  Result<std::vector<Command>> restored = replayed.controller().Restore(stored);
+  ASSERT_TRUE(restored.ok()) << restored.status().message();
+  std::vector<tuner::TrialOutcome> taught;
+  for (const Command& c : *restored)
+    if (auto* o = std::get_if<ObserveCmd>(&c)) taught.push_back(o->outcome);
+  ASSERT_EQ(taught.size(), 1u);
+  ASSERT_TRUE(taught[0].cost.has_value()) << "the stored run's time x its slots, per epoch";
+  EXPECT_NEAR(*taught[0].cost, *h.observed[0].cost, 1e-6);
+}
+
 // Lines printed after a stop decision are stored as metrics but were never the pruner's: the
 // replay does not feed them to it.
 TEST_F(StudyControllerReplayTest, LinesAfterAStopDecisionAreNotReplayedToThePruner) {
@@ -633,9 +756,9 @@ TEST_F(StudyControllerReplayTest, APausedTrialsLastLineDoesNotMakeItPromotedOnRe
   ExpectReplayMatches(h, spec, Db("paused.db"));
 }
 
-// Seeded random event streams (pruners and modes, NaNs, lines after decisions, failures, lost
-// nodes, time passing) run live; at a random moment the run "crashes" and a fresh controller
-// replays what was stored.
+// Seeded random event streams (pruners and modes, promotions in place or not, NaNs, lines after
+// decisions, failures, lost nodes, time passing) run live; at a random moment the run "crashes" and
+// a fresh controller replays what was stored.
 TEST_F(StudyControllerReplayTest, RandomEventStreamsReplayToTheSameState) {
   const std::vector<std::string> pruners = {
       "",
@@ -651,7 +774,8 @@ TEST_F(StudyControllerReplayTest, RandomEventStreamsReplayToTheSameState) {
     std::mt19937_64 rng(seed);
     auto chance = [&](double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; };
     study::StudySpec spec = Spec(pruners[seed % pruners.size()] + "resources: {cpus: 1}\n", 12, 3);
-    Harness h(spec, 2, 2);
+    // Every other round of the pruners, promotions at a trial's rung go on in place.
+    Harness h(spec, 2, 2, /*continue_in_place=*/(seed / pruners.size()) % 2 == 1);
     h.Start();
     std::map<int, int> epoch;
     std::set<int> no_checkpoint;

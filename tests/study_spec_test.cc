@@ -282,6 +282,44 @@ budget: {gpu_hours: 0, core_hours: lots}
           IsError(6, 36, "budget.core_hours", "expected a number, got 'lots'")));
 }
 
+TEST(StudyFileTest, ReadsTheQueueAndRejectsWhatItCannotUse) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+queue: {order: fifo, aging: 0.5, max_wait: 2h}
+)");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->queue.order, std::optional<scheduler::Order>(scheduler::Order::kArrival));
+  EXPECT_EQ(out.spec->queue.aging, 0.5);
+  EXPECT_EQ(out.spec->queue.max_wait_s, std::optional<double>(7200));
+
+  ParseOutcome none = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+)");
+  ASSERT_THAT(none.errors, IsEmpty()) << none.ErrorText();
+  EXPECT_FALSE(none.spec->queue.order.has_value()) << "the default follows resources";
+  EXPECT_FALSE(none.spec->queue.max_wait_s.has_value());
+
+  ParseOutcome bad = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+queue: {order: sjff, aging: -1, max_wait: soon}
+)");
+  EXPECT_THAT(
+      bad.errors,
+      UnorderedElementsAre(
+          IsError(5, 16, "queue.order", "'sjff' is not one of fifo, sjf; did you mean 'sjf'?"),
+          IsError(5, 29, "queue.aging",
+                  "must be a number >= 0, the seconds of predicted run time forgiven per "
+                  "second waited, e.g. 1 (got -1)"),
+          IsError(5, 43, "queue.max_wait",
+                  "'soon' is not a duration; expected e.g. 45s, 10m, 1h30m, 2h or seconds")));
+}
+
 TEST(StudyFileTest, DefaultMaxFailedIsAtLeastFive) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}
@@ -1143,9 +1181,11 @@ TEST(StudyFileTest, PrunerDefaultsToNoneAndParsesEveryField) {
   EXPECT_EQ(none.spec->pruner.algorithm, tuner::PrunerAlgorithm::kNone);
   auto asha = Parse(std::string(kPrunerBase) +
                     "pruner: {algorithm: hyperband, resource: step, min_resource: 100, "
-                    "max_resource: 8100, reduction_factor: 3, mode: promote}\n");
+                    "max_resource: 8100, reduction_factor: 3, mode: promote, in_place: false}\n");
   ASSERT_TRUE(asha.spec) << asha.ErrorText();
+  EXPECT_TRUE(none.spec->pruner.in_place) << "promotions go on in place by default";
   const PrunerSpec& p = asha.spec->pruner;
+  EXPECT_FALSE(p.in_place);
   EXPECT_EQ(p.algorithm, tuner::PrunerAlgorithm::kHyperband);
   EXPECT_EQ(p.resource, PrunerResource::kStep);
   EXPECT_EQ(p.min_resource, 100);

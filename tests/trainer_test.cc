@@ -29,6 +29,7 @@ using hyperpack::testing::RunCommand;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Json = nlohmann::json;
 
 class TrainerTest : public ::testing::Test {
@@ -452,65 +453,83 @@ TEST_F(TrainerTest, TrainsAUsersTorchScriptModule) {
   EXPECT_THAT(junk.err, HasSubstr("junk.pt: not a TorchScript module"));
 }
 
-// An ASHA study in promote mode on the real trainer: every trial stops at epoch 1 (its rung),
-// the best is resumed from its checkpoint to epoch 3, and ends exactly where a run straight
-// through ends.
-TEST(TrainerStudyTest, APausedTrialResumesFromItsCheckpointAndEndsWhereARunThroughEnds) {
-  TempDir dir;
-  std::mt19937_64 rng(3);
-  std::normal_distribution<double> n(0.0, 1.0);
-  std::ostringstream csv;
-  csv << "a,b,c,label\n";
-  for (int i = 0; i < 300; ++i) {
-    for (int f = 0; f < 3; ++f) csv << (f == i % 3 ? 2.0 : 0.0) + n(rng) << ",";
-    csv << "c" << i % 3 << "\n";
+// The random tuner's seed under which the study below proposes lr 0.1, the best at epoch 1, last.
+constexpr int kInPlaceSeed = 2;
+
+// An ASHA study in promote mode on the real trainer: every trial stops at epoch 1 (its rung), and
+// the best goes on to epoch 3, restarted from its checkpoint (in_place: false) or, promoted at the
+// rung it has just reached, in the same process (the default); either way it ends exactly where a
+// run straight through ends.
+TEST(TrainerStudyTest, APromotedTrialEndsWhereARunThroughEndsRestartedOrInPlace) {
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "restarted");
+    TempDir dir;
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> n(0.0, 1.0);
+    std::ostringstream csv;
+    csv << "a,b,c,label\n";
+    for (int i = 0; i < 300; ++i) {
+      for (int f = 0; f < 3; ++f) csv << (f == i % 3 ? 2.0 : 0.0) + n(rng) << ",";
+      csv << "c" << i % 3 << "\n";
+    }
+    WriteFile(dir / "t.csv", csv.str());
+    const std::string flags = StrCat(" --data csv --data-path ", dir / "t.csv",
+                                     " --model mlp --mlp-widths 8 --epochs 3 --batch-size 30"
+                                     " --schedule cosine --seed 2 --threads 1");
+    // The last configuration proposed is the best at epoch 1, so that it is promoted at once.
+    WriteFile(dir / "s.yaml",
+              StrCat("name: s\nobjective: {metric: val_loss, direction: minimize}\n",
+                     "search_space: {lr: [0.003, 0.1, 0.001]}\n", "trial: {command: \"",
+                     HYPERPACK_TRAINER, flags, " --lr {lr} --save-params {trial_dir}/p.bin\"}\n",
+                     "tuner: {algorithm: random, seed: ", kInPlaceSeed, "}\n",
+                     "budget: {max_trials: 3, max_parallel: 1}\n",
+                     "pruner: {algorithm: asha, max_resource: 3, mode: promote, in_place: ",
+                     in_place ? "true" : "false", "}\n"));
+    auto run = RunCommand({HYPERPACK_CLI, "run", dir / "s.yaml", "--storage", dir / "h.db"},
+                          dir.path().string());
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_THAT(run.out, HasSubstr("paused at epoch 1"));
+    if (in_place) {
+      EXPECT_THAT(run.out, HasSubstr("to 3; it goes on in place"));
+      EXPECT_THAT(run.out, Not(HasSubstr("resumed from its checkpoint")));
+    } else {
+      EXPECT_THAT(run.out, HasSubstr("resumed from its checkpoint to epoch 3"));
+    }
+    auto best = RunCommand({HYPERPACK_CLI, "best", "s", "--storage", dir / "h.db", "--json"});
+    ASSERT_EQ(best.exit_code, 0) << best.err;
+    Json b = Json::parse(best.out);
+    int trial = b["trial"];
+    double lr = b["params"]["lr"];
+    // Its log holds epochs 1, 2, 3 once each, in one run or two.
+    char name[32];
+    std::snprintf(name, sizeof(name), "trial-%04d", trial);
+    std::string trial_dir = dir / ("hyperpack_logs/s/" + std::string(name));
+    std::istringstream log(ReadFile(trial_dir + "/output.log"));
+    std::vector<int> epochs;
+    int headers = 0;
+    for (std::string line; std::getline(log, line);) {
+      if (!line.empty() && line[0] == '{') epochs.push_back(Json::parse(line)["epoch"]);
+      headers += line.rfind("# hyperpack trial", 0) == 0;
+    }
+    EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(headers, in_place ? 1 : 2) << "processes started for the trial";
+    // The same configuration straight through.
+    std::vector<std::string> argv = {HYPERPACK_TRAINER};
+    std::istringstream words(flags + " --lr " + FormatShort(lr, 6) + " --save-params " +
+                             (dir / "through.bin"));
+    for (std::string w; words >> w;) argv.push_back(w);
+    auto through = RunCommand(argv);
+    ASSERT_EQ(through.exit_code, 0) << through.err;
+    std::string a = ReadFile(trial_dir + "/p.bin"), c = ReadFile(dir / "through.bin");
+    ASSERT_EQ(a.size(), c.size());
+    ASSERT_FALSE(a.empty());
+    std::vector<float> x(a.size() / 4), y(c.size() / 4);
+    std::memcpy(x.data(), a.data(), a.size());
+    std::memcpy(y.data(), c.data(), c.size());
+    float worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
+    EXPECT_LT(worst, 1e-5);
   }
-  WriteFile(dir / "t.csv", csv.str());
-  const std::string flags = StrCat(" --data csv --data-path ", dir / "t.csv",
-                                   " --model mlp --mlp-widths 8 --epochs 3 --batch-size 30"
-                                   " --schedule cosine --seed 2 --threads 1");
-  WriteFile(
-      dir / "s.yaml",
-      StrCat("name: s\nobjective: {metric: val_loss, direction: minimize}\n",
-             "search_space: {lr: [0.003, 0.1, 0.001]}\n", "trial: {command: \"", HYPERPACK_TRAINER,
-             flags, " --lr {lr} --save-params {trial_dir}/p.bin\"}\n",
-             "tuner: {algorithm: random, seed: 1}\n", "budget: {max_trials: 3, max_parallel: 1}\n",
-             "pruner: {algorithm: asha, max_resource: 3, mode: promote}\n"));
-  auto run = RunCommand({HYPERPACK_CLI, "run", dir / "s.yaml", "--storage", dir / "h.db"},
-                        dir.path().string());
-  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
-  EXPECT_THAT(run.out, HasSubstr("paused at epoch 1"));
-  EXPECT_THAT(run.out, HasSubstr("resumed from its checkpoint to epoch 3"));
-  auto best = RunCommand({HYPERPACK_CLI, "best", "s", "--storage", dir / "h.db", "--json"});
-  ASSERT_EQ(best.exit_code, 0) << best.err;
-  Json b = Json::parse(best.out);
-  int trial = b["trial"];
-  double lr = b["params"]["lr"];
-  // Its log holds both segments: epochs 1, 2, 3 once each.
-  char name[32];
-  std::snprintf(name, sizeof(name), "trial-%04d", trial);
-  std::string trial_dir = dir / ("hyperpack_logs/s/" + std::string(name));
-  std::istringstream log(ReadFile(trial_dir + "/output.log"));
-  std::vector<int> epochs;
-  for (std::string line; std::getline(log, line);)
-    if (!line.empty() && line[0] == '{') epochs.push_back(Json::parse(line)["epoch"]);
-  EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3}));
-  // The same configuration straight through.
-  std::vector<std::string> argv = {HYPERPACK_TRAINER};
-  std::istringstream words(flags + " --lr " + FormatShort(lr, 6) + " --save-params " +
-                           (dir / "through.bin"));
-  for (std::string w; words >> w;) argv.push_back(w);
-  auto through = RunCommand(argv);
-  ASSERT_EQ(through.exit_code, 0) << through.err;
-  std::string a = ReadFile(trial_dir + "/p.bin"), c = ReadFile(dir / "through.bin");
-  ASSERT_EQ(a.size(), c.size());
-  ASSERT_FALSE(a.empty());
-  std::vector<float> x(a.size() / 4), y(c.size() / 4);
-  std::memcpy(x.data(), a.data(), a.size());
-  std::memcpy(y.data(), c.data(), c.size());
-  float worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
-  EXPECT_LT(worst, 1e-5);
 }
 
 }  // namespace

@@ -362,8 +362,8 @@ class Parser {
       return;
     }
     static const std::vector<std::string> kKeys = {
-        "name",   "description", "objective", "search_space", "trial", "tuner",
-        "budget", "resources",   "pruner",    "cluster",      "export"};
+        "name",   "description", "objective", "search_space", "trial",   "tuner",
+        "budget", "queue",       "resources", "pruner",       "cluster", "export"};
     auto fields = Fields(root, "", kKeys);
 
     if (auto* f = Get(fields, "name")) {
@@ -404,6 +404,7 @@ class Parser {
     if (auto* f = Get(fields, "budget")) ParseBudget(*f, &spec->budget);
     if (spec->budget.max_failed == 0)
       spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
+    if (auto* f = Get(fields, "queue")) ParseQueue(*f, &spec->queue);
     if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
     if (auto* f = Get(fields, "pruner")) ParsePruner(*f, &spec->pruner);
     if (auto* f = Get(fields, "cluster")) ParseCluster(*f, &spec->cluster);
@@ -923,10 +924,36 @@ class Parser {
     if (auto* f = Get(fields, "cost_aware")) tuner->cost_aware = Bool(*f, "tuner.cost_aware");
   }
 
+  void ParseQueue(const Field& field, QueueSpec* queue) {
+    auto fields = Fields(field, "queue", {"order", "aging", "max_wait"});
+    if (!field.value.IsMap()) return;
+    using scheduler::Order;
+    if (Get(fields, "order")) {
+      Order order = Order::kShortestFirst;  // overwritten, or the file has an error
+      OneOf(fields, "queue", "order", {Order::kArrival, Order::kShortestFirst},
+            scheduler::OrderName, &order);
+      queue->order = order;
+    }
+    if (auto* f = Get(fields, "aging")) {
+      if (auto v = Number(*f, "queue.aging")) {
+        if (!std::isfinite(*v) || *v < 0 || *v > 1e6) {
+          Error(f->value, "queue.aging",
+                "must be a number >= 0, the seconds of predicted run time forgiven per second "
+                "waited, e.g. 1 (got ",
+                FormatDouble(*v), ")");
+        } else {
+          queue->aging = *v;
+        }
+      }
+    }
+    if (auto* f = Get(fields, "max_wait")) queue->max_wait_s = Duration(*f, "queue.max_wait");
+  }
+
   void ParsePruner(const Field& field, PrunerSpec* pruner) {
-    auto fields = Fields(field, "pruner",
-                         {"algorithm", "resource", "min_resource", "max_resource",
-                          "reduction_factor", "mode", "warmup_steps", "startup_trials"});
+    auto fields =
+        Fields(field, "pruner",
+               {"algorithm", "resource", "min_resource", "max_resource", "reduction_factor", "mode",
+                "warmup_steps", "startup_trials", "in_place"});
     if (!field.value.IsMap()) return;
     using tuner::PrunerAlgorithm;
     using tuner::PrunerMode;
@@ -964,6 +991,9 @@ class Parser {
           pruner->startup_trials = static_cast<int>(*n);
         }
       }
+    }
+    if (const Field* f = Get(fields, "in_place")) {
+      if (auto b = Bool(*f, "pruner.in_place")) pruner->in_place = *b;
     }
     bool rungs = pruner->algorithm == tuner::PrunerAlgorithm::kAsha ||
                  pruner->algorithm == tuner::PrunerAlgorithm::kHyperband;

@@ -2,9 +2,11 @@
 
 #include <ATen/autocast_mode.h>
 #include <dlfcn.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "comm.h"
@@ -47,6 +50,37 @@ constexpr char kInjectNonFiniteEnv[] = "HYPERPACK_TRAINER_INJECT_NONFINITE";
 struct Infeasible : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// How long a trial at its stop epoch waits to hear whether it goes on in place. The scheduler
+// answers in the event that brought the epoch's line, in milliseconds; without an answer the trial
+// stops as before (paused, and restarted if promoted).
+constexpr auto kControlWait = std::chrono::seconds(10);
+
+// One line from the control socket (env::kControlFd) within `wait`: "continue N" gives N; end of
+// file, an error, anything else or silence give 0 (stop here).
+int ReadContinue(int fd, std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  std::string line;
+  while (line.size() < 64) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return 0;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return 0;
+    char c = 0;
+    const ssize_t n = read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    if (c == '\n') break;
+    line += c;
+  }
+  constexpr std::string_view kPrefix = "continue ";
+  if (line.compare(0, kPrefix.size(), kPrefix) != 0) return 0;
+  auto n = ParseInt(std::string_view(line).substr(kPrefix.size()));
+  return n && *n > 0 && *n < 1000000 ? static_cast<int>(*n) : 0;
+}
 
 double PeakRssMb() {
   rusage u{};
@@ -146,7 +180,12 @@ class Trainer {
       // Checkpoint first: a scheduler that pauses the trial on this line finds the epoch saved.
       Checkpoint(epoch + 1);
       if (rank() == 0) std::cout << line.dump() << std::endl;
-      if (stop || (c_.stop_at_epoch > 0 && epoch + 1 >= c_.stop_at_epoch)) break;
+      if (stop) break;
+      if (c_.stop_at_epoch > 0 && epoch + 1 >= c_.stop_at_epoch) {
+        const int next = AwaitPromotion(epoch + 1);
+        if (next == 0) break;
+        c_.stop_at_epoch = next;
+      }
     }
     SaveParams();
     comm_->Barrier();
@@ -156,6 +195,22 @@ class Trainer {
  private:
   int rank() const { return comm_->rank(); }
   int world() const { return comm_->world_size(); }
+
+  // At its stop epoch, a trial with a control socket waits to hear whether it was promoted in
+  // place: rank 0 reads the line and every rank gets the answer from it. Returns the epoch to stop
+  // at next, or 0 to stop here (no socket, no promotion, or a target that is not ahead).
+  int AwaitPromotion(int epoch) {
+    const char* fd = std::getenv(env::kControlFd);
+    auto number = fd ? ParseInt(fd) : std::nullopt;
+    if (!number || *number < 0) return 0;
+    int next = rank() == 0 ? ReadContinue(static_cast<int>(*number), kControlWait) : 0;
+    if (world() > 1) {
+      torch::Tensor t = torch::tensor({static_cast<int64_t>(next)}, torch::kInt64).to(device_);
+      comm_->Broadcast({t}, 0);
+      next = static_cast<int>(t.cpu().item<int64_t>());
+    }
+    return next > epoch && next <= c_.epochs ? next : 0;
+  }
 
   // CUDA when asked for or (auto) when this libtorch sees a GPU: each local rank takes device
   // local_rank mod the visible count (one when the scheduler narrowed CUDA_VISIBLE_DEVICES).

@@ -19,6 +19,13 @@ inline constexpr char kCheckpointDir[] = "HYPERPACK_CHECKPOINT_DIR";
 inline constexpr char kResume[] = "HYPERPACK_RESUME";  // "1": continue from the checkpoint
 // Early stopping in promote mode: train to this many epochs, checkpoint, and exit.
 inline constexpr char kStopAt[] = "HYPERPACK_STOP_AT";
+// With kStopAt, where the runner can: a file descriptor (kControlFdNumber) from which a trial that
+// has reached its stop epoch, checkpointed and printed its line may read, on rank 0, one line:
+// "continue N" (promoted: train on to N epochs in the same process) or end of file. Reading it is
+// optional: a trial that exits at kStopAt is paused and, if promoted, restarted from its
+// checkpoint.
+inline constexpr char kControlFd[] = "HYPERPACK_CONTROL_FD";
+inline constexpr int kControlFdNumber = 3;
 inline constexpr char kCpus[] = "HYPERPACK_CPUS";    // CPU slots this rank holds
 inline constexpr char kAgent[] = "HYPERPACK_AGENT";  // the agent's node, when an agent runs it
 // Each parameter also comes as HP_<NAME> (study::ParamEnvName).

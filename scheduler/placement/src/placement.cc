@@ -293,20 +293,40 @@ Status Scheduler::Submit(const Job& job) {
   double rank = job.submit;
   if (queue_options_.order == Order::kShortestFirst)
     rank = std::max(0.0, job.estimate) + queue_options_.aging * job.submit;
-  Key k{job.priority, rank, job.id};
+  Key k{job.priority, false, rank, job.id};
   queue_.emplace(k, job);
   key_of_[job.id] = k;
+  if (Guarded()) not_overdue_.emplace(job.submit, job.id);
   if (job.demand.total_gpus() == 0) ++cpu_only_waiting_;
   return Status::Ok();
+}
+
+void Scheduler::Dequeued(const Job& job) {
+  key_of_.erase(job.id);
+  not_overdue_.erase({job.submit, job.id});
+  if (job.demand.total_gpus() == 0) --cpu_only_waiting_;
 }
 
 bool Scheduler::Cancel(uint64_t id) {
   auto it = key_of_.find(id);
   if (it == key_of_.end()) return false;
-  if (queue_.at(it->second).demand.total_gpus() == 0) --cpu_only_waiting_;
-  queue_.erase(it->second);
-  key_of_.erase(it);
+  auto job = queue_.find(it->second);
+  Dequeued(job->second);
+  queue_.erase(job);
   return true;
+}
+
+void Scheduler::PromoteOverdue(double now) {
+  while (!not_overdue_.empty() && now - not_overdue_.begin()->first >= queue_options_.max_wait) {
+    uint64_t id = not_overdue_.begin()->second;
+    not_overdue_.erase(not_overdue_.begin());
+    Key& key = key_of_.at(id);
+    auto node = queue_.extract(key);
+    key.overdue = true;
+    key.rank = node.mapped().submit;
+    node.key() = key;
+    queue_.insert(std::move(node));
+  }
 }
 
 void Scheduler::Finish(uint64_t id) {
@@ -346,10 +366,10 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
     Running r{p, end, ends_.emplace(end, job.id)};
     running_.emplace(job.id, std::move(r));
     started.push_back({job, std::move(p)});
-    key_of_.erase(job.id);
-    if (job.demand.total_gpus() == 0) --cpu_only_waiting_;
+    Dequeued(job);
     return queue_.erase(it);
   };
+  if (Guarded()) PromoteOverdue(now);
   bool blocked = false;
   Backfill backfill{now, {}, {}};
   for (auto it = queue_.begin(); it != queue_.end();) {

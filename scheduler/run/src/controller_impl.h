@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -107,6 +108,9 @@ class StudyController::Impl {
     double resource = 0;  // of the latest objective report
     bool rung_observed = false;
     bool pruned = false, pausing = false;
+    bool control = false;                // it has a control socket (LaunchPlan::control)
+    bool awaiting = false;               // pausing, and waiting at its rung for ResolveAwaiting
+    std::optional<double> continued_to;  // promoted in place to this rung; no report since
     std::optional<double> resumed_to;
     std::string prune_reason;
     double decided = 0;
@@ -131,6 +135,9 @@ class StudyController::Impl {
     ControllerState::Root seen;
     tuner::PrunerDecision::Kind last = tuner::PrunerDecision::Kind::kContinue;
     double spent = 0;  // GPU- or CPU-slot-seconds of its runs that ended
+    // On resume: what it cost per unit of resource, as the tuner learnt it live. Unknown for a
+    // promoted trial, whose stored run spans its pauses.
+    std::optional<double> stored_cost;
     std::optional<tuner::CostPrediction> predicted;  // when it was proposed, per unit
   };
 
@@ -140,6 +147,16 @@ class StudyController::Impl {
   void Settle();
   void Fill();
   void PromoteWhatThePrunerAllows();
+  // The pruner's promotion p, of a trial paused (queued now) or still stopping (queued once it
+  // has stopped).
+  void ApplyPromotion(const tuner::Pruner::Promotion& p);
+  // Trials waiting at their rung: promoted at once, they go on in place; else they stop.
+  void ResolveAwaiting();
+  // Promote mode by epochs, short of the full resource: the trial is told to stop at `target`.
+  bool StopsAt(double target) const {
+    return pruner_->pauses() && spec_.pruner.resource == study::PrunerResource::kEpoch &&
+           target < spec_.pruner.max_resource;
+  }
   // `cost`: a new proposal's predicted cost per unit of resource; `segment`: a promotion's
   // resource to train (target - rung).
   void Enqueue(Queued q, std::optional<tuner::CostPrediction> cost = std::nullopt,
@@ -209,7 +226,8 @@ class StudyController::Impl {
                                bool* rung_observed, std::optional<double> cost = std::nullopt);
   void Journal(storage::JournalKind kind, int root, double resource = 0, double value = 0,
                bool completed = false);
-  void Promote(const Paused& p, double target);
+  // `announced`: its promotion event was logged already (promoted in place, then restarted).
+  void Promote(const Paused& p, double target, bool announced = false);
   void MarkPromoted(int root, double target);
   void PausedFor(int root, Paused p);
   void FinalizePaused();
@@ -218,6 +236,8 @@ class StudyController::Impl {
   void RestoreTrial(const storage::TrialRecord& t, const Config& config, int root, bool has_retry,
                     const StoredStudy& stored);
   void ObserveStored(const storage::TrialRecord& t, const Config& config, int root);
+  // Adds each stored run's cost to its root and the cost budget, and prices each root per unit.
+  void RestoreCosts(const StoredStudy& stored, const std::function<int(int)>& root_of);
   std::string StartLine() const;
 
   study::StudySpec spec_;
@@ -242,6 +262,7 @@ class StudyController::Impl {
   std::deque<Queued> retries_;
   std::map<int, Paused> paused_;          // by root
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
+  std::set<int> announced_early_;         // of those, the ones whose promotion was logged already
   std::map<int, RootState> roots_;
   std::vector<double> durations_;  // of this run's completed trials
   std::vector<double> final_resources_;  // ... and the resource of their last report

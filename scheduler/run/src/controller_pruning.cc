@@ -70,6 +70,7 @@ void StudyController::Impl::On(const MetricReport& e) {
 // signalled at once.
 void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpoint) {
   if (t.pruned || t.pausing || !t.objective) return;
+  t.continued_to.reset();
   t.resource = ResourceOf(m, roots_[t.root].reports + 1);
   Journal(JournalKind::kReport, t.root, t.resource, *t.objective);
   tuner::PrunerDecision d =
@@ -114,6 +115,11 @@ void StudyController::Impl::Decided(Trial& t, const tuner::PrunerDecision& d) {
   Log(t.number, pause ? EventKind::kPausing : EventKind::kPruning,
       StrCat(pause ? "pausing" : "pruned", " at ", study::ResourceName(spec_.pruner.resource), " ",
              FormatShort(t.resource, 6), ": ", d.reason));
+  // One that can be told to go on waits at its rung until this event's promotions are known.
+  if (pause && t.control) {
+    t.awaiting = true;
+    return;
+  }
   Terminate(t);
 }
 
@@ -186,10 +192,11 @@ void StudyController::Impl::Journal(JournalKind kind, int root, double resource,
 // ---- Pauses and promotions ----------------------------------------------------------------------
 
 // A paused trial goes back to the queue, ahead of new ones, to resume from its checkpoint.
-void StudyController::Impl::Promote(const Paused& p, double target) {
-  Log(p.number, EventKind::kPromoted,
-      StrCat("promoted from ", study::ResourceName(spec_.pruner.resource), " ",
-             FormatShort(p.rung, 6), " to ", FormatShort(target, 6)));
+void StudyController::Impl::Promote(const Paused& p, double target, bool announced) {
+  if (!announced)
+    Log(p.number, EventKind::kPromoted,
+        StrCat("promoted from ", study::ResourceName(spec_.pruner.resource), " ",
+               FormatShort(p.rung, 6), " to ", FormatShort(target, 6)));
   Enqueue({p.config, p.attempt, p.retry_of, p.root, p}, std::nullopt, target - p.rung);
 }
 
@@ -208,7 +215,7 @@ void StudyController::Impl::PausedFor(int root, Paused p) {
   }
   double target = it->second;
   promoted_early_.erase(it);
-  Promote(p, target);
+  Promote(p, target, announced_early_.erase(root) > 0);
 }
 
 // The budget is spent and nothing runs: trials still paused will never be promoted.
@@ -257,6 +264,8 @@ Status StudyController::Impl::Replay(const StoredStudy& stored) {
     configs[t.number] = *config;
     config_of_root.emplace(root_of(t.number), *config);
   }
+  // Before the reports, so that the tuner relearns each outcome with its cost.
+  RestoreCosts(stored, root_of);
   for (const storage::JournalEntry& e : stored.journal) ReplayEntry(e, config_of_root);
   for (const TrialRecord& t : stored.trials)
     RestoreTrial(t, configs[t.number], root_of(t.number), has_retry.count(t.number) > 0, stored);
@@ -275,7 +284,7 @@ void StudyController::Impl::ReplayEntry(const storage::JournalEntry& e,
     case JournalKind::kReport: {
       auto it = config_of_root.find(e.trial);
       Report(e.trial, it == config_of_root.end() ? Config{} : it->second, e.resource, e.value,
-             nullptr);
+             nullptr, rs.stored_cost);
       return;
     }
     case JournalKind::kCannotPause: {
@@ -298,14 +307,6 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
                                          bool has_retry, const StoredStudy& stored) {
   const bool rerun =
       (t.state == TrialState::kInterrupted || t.state == TrialState::kNodeLost) && !has_retry;
-  // Its runs count against a cost budget. A promoted trial's pauses are counted too: storage keeps
-  // its first start and its last end.
-  if (t.started && t.ended && *t.ended > *t.started) {
-    const Held held = StoredUnits(t.placement_json);
-    const double cost = (*t.ended - *t.started) * held.units;
-    roots_[root].spent += cost;
-    (held.gpus ? gpu_seconds_ : cpu_seconds_) += cost;
-  }
   const RootState& rs = roots_[root];
   if (storage::IsFinished(t.state)) {
     ++finished_;
@@ -328,6 +329,31 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
   }
 }
 
+void StudyController::Impl::RestoreCosts(const StoredStudy& stored,
+                                         const std::function<int(int)>& root_of) {
+  // Its runs count against a cost budget. A promoted trial's pauses are counted too: storage keeps
+  // its first start and its last end.
+  for (const TrialRecord& t : stored.trials) {
+    if (!t.started || !t.ended || *t.ended <= *t.started) continue;
+    const Held held = StoredUnits(t.placement_json);
+    const double cost = (*t.ended - *t.started) * held.units;
+    roots_[root_of(t.number)].spent += cost;
+    (held.gpus ? gpu_seconds_ : cpu_seconds_) += cost;
+  }
+  // Per unit: over the last resource each root reported, as CostPerUnit prices it live.
+  std::map<int, double> resource;
+  std::set<int> promoted;
+  for (const storage::JournalEntry& e : stored.journal) {
+    if (e.kind == JournalKind::kReport) resource[e.trial] = e.resource;
+    if (e.kind == JournalKind::kPromoted) promoted.insert(e.trial);
+  }
+  for (auto& [root, rs] : roots_) {
+    if (rs.spent <= 0 || promoted.count(root)) continue;
+    auto it = resource.find(root);
+    rs.stored_cost = rs.spent / std::max(1.0, it == resource.end() ? 0.0 : it->second);
+  }
+}
+
 // A finished trial of an earlier run: counted, and learnt by the tuner (its rungs were learnt in
 // the journal's replay).
 void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& config, int root) {
@@ -335,6 +361,7 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
   tuner::TrialOutcome o;
   o.config = config;
   o.value = t.value;
+  o.cost = rs.stored_cost;
   switch (t.state) {
     case TrialState::kCompleted:
       o.kind = tuner::TrialOutcome::Kind::kCompleted;

@@ -101,6 +101,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   }
   double target = pruner_->Begin(t.root);
   Journal(storage::JournalKind::kBegin, t.root);
+  t.control = options_.continue_in_place && spec_.pruner.in_place && StopsAt(target);
   if (resume) {
     t.resumed_to = target;
     t.objective = q.promoted->value;
@@ -157,8 +158,9 @@ LaunchPlan StudyController::Impl::PlanLaunch(const Trial& t, double target, bool
   p.command = study::RenderTemplate(spec_.trial.command, t.config, builtins);
   for (const ParamSpec& param : spec_.space.params())
     p.clear_env.push_back(study::ParamEnvName(param.name));
-  for (const char* v : {env::kRank, env::kWorldSize, env::kLocalRank, env::kLocalWorldSize,
-                        env::kMasterAddr, env::kMasterPort, env::kResume, env::kStopAt})
+  for (const char* v :
+       {env::kRank, env::kWorldSize, env::kLocalRank, env::kLocalWorldSize, env::kMasterAddr,
+        env::kMasterPort, env::kResume, env::kStopAt, env::kControlFd})
     p.clear_env.push_back(v);
   auto common = TrialEnv(t, p, target, resume);
   for (const auto& [name, value] : spec_.trial.env)
@@ -166,6 +168,7 @@ LaunchPlan StudyController::Impl::PlanLaunch(const Trial& t, double target, bool
 
   const int world = static_cast<int>(p.placement.ranks.size());
   p.needs_master_port = world > 0 && !p.placement.ranks[0].gpus.empty();
+  p.control = t.control;
   for (int r = 0; r < std::max(1, world); ++r) p.ranks.push_back(PlanRank(t, p, r, common));
   return p;
 }
@@ -230,10 +233,10 @@ std::vector<std::pair<std::string, std::string>> StudyController::Impl::TrialEnv
   };
   if (t.attempt > 1 || resume) e.emplace_back(env::kResume, "1");
   // In promote mode a trial trains to its rung, checkpoints and exits (hyperpack-trainer reads
-  // this; a command that does not is stopped when it reports the rung).
-  if (pruner_->pauses() && spec_.pruner.resource == study::PrunerResource::kEpoch &&
-      target < spec_.pruner.max_resource)
-    e.emplace_back(env::kStopAt, FormatShort(target, 12));
+  // this; a command that does not is stopped when it reports the rung), or waits there to be told
+  // to go on.
+  if (StopsAt(target)) e.emplace_back(env::kStopAt, FormatShort(target, 12));
+  if (t.control) e.emplace_back(env::kControlFd, std::to_string(env::kControlFdNumber));
   for (const auto& [name, value] : t.config)
     e.emplace_back(study::ParamEnvName(name), FormatValue(value));
   return e;
@@ -362,6 +365,17 @@ void StudyController::Impl::Complete(int number) {
   running_.erase(it);
   if (t.job) scheduler_.Finish(t.job);
   const double elapsed = now_ - t.started;
+  // Promoted in place, but it ended at its rung without another report (a command that exits at
+  // HYPERPACK_STOP_AT without reading its control socket, or one the driver could not tell): as
+  // for any pausing trial, the decision stands however it ended. It is paused there and already
+  // promoted, so it goes back to the queue to resume from its checkpoint.
+  if (t.continued_to && !t.pruned) {
+    t.pausing = true;
+    t.decided = now_;
+    promoted_early_[t.root] = *t.continued_to;
+    announced_early_.insert(t.root);
+    --summary_.promoted_in_place;
+  }
   Ending e = Classify(t);
   out_.push_back(CloseLogsCmd{
       t.number, StrCat("# trial ", t.number, " ", storage::TrialStateName(e.record.state), " (",

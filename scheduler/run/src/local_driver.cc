@@ -140,6 +140,7 @@ class LocalDriver : public StudyRun {
     co.nodes = nodes_;
     co.start_note = p.warm_note;
     co.storage_path = options_.storage_path;
+    co.continue_in_place = executor_->CanTell();
     auto controller = StudyController::Make(spec_, co);
     auto first = controller.ok() ? (*controller)->Restore(p.stored)
                                  : Result<std::vector<Command>>(controller.status());
@@ -283,6 +284,15 @@ class LocalDriver : public StudyRun {
   void Do(SignalCmd& c) {
     executor_->Signal({c.trial, c.rank}, c.kind == SignalKind::kKill ? SIGKILL : SIGTERM);
   }
+  void Do(ContinueCmd& c) {
+    Status told = executor_->Tell({c.trial, 0}, "continue " + FormatShort(c.target, 12));
+    if (told.ok()) return;
+    // It cannot hear: stopped now, it is paused at its rung and restarted from its checkpoint.
+    auto it = files_.find(c.trial);
+    if (it != files_.end() && !it->second.logs.empty())
+      it->second.logs[0] << "# hyperpack: " << told.message() << "; it is stopped and resumed\n";
+    executor_->Signal({c.trial, 0}, SIGTERM);
+  }
   void Do(WakeCmd& c) {
     auto timer = std::make_shared<asio::steady_timer>(io_);
     timer->expires_at(
@@ -356,6 +366,7 @@ class LocalDriver : public StudyRun {
       }
       g.request.command = plan.command;
       g.request.workdir = plan.workdir;
+      g.request.control = plan.control && r == 0;
       for (const auto& [k, v] : env) g.request.env.push_back(k + "=" + v);
     }
     const GangStarted started = executor_->StartGang(gang);

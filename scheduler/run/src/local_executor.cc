@@ -1,9 +1,13 @@
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "hyperpack/scheduler/executor.h"
@@ -46,7 +50,13 @@ struct PartialLine {
 
 struct Proc {
   explicit Proc(asio::io_context& io) : out(io), err(io), drain(io) {}
+  ~Proc() { CloseControl(); }
+  void CloseControl() {
+    if (control >= 0) close(control);
+    control = -1;
+  }
   pid_t pid = -1;
+  int control = -1;  // the runner's end of the rank's control socket
   asio::posix::stream_descriptor out, err;
   std::array<char, 8192> out_buf{}, err_buf{};
   PartialLine out_line, err_line;
@@ -72,6 +82,7 @@ class LocalExecutor : public Executor {
     p->pid = spawned->pid;
     p->out.assign(spawned->stdout_fd);
     p->err.assign(spawned->stderr_fd);
+    p->control = spawned->control_fd;
     procs_[id] = p;
     if (cb_.on_started) cb_.on_started(id, p->pid);
     Read(id, p, false);
@@ -83,6 +94,21 @@ class LocalExecutor : public Executor {
     auto it = procs_.find(id);
     if (it == procs_.end() || it->second->exited) return;
     killpg(it->second->pid, signal);
+  }
+
+  bool CanTell() const override { return true; }
+
+  Status Tell(RankId id, const std::string& line) override {
+    auto it = procs_.find(id);
+    if (it == procs_.end() || it->second->exited || it->second->control < 0)
+      return Status::NotFound("trial ", id.trial, " rank ", id.rank, " has no control socket");
+    const std::string text = line + "\n";
+    // One short line into an empty socket buffer: it goes whole or not at all.
+    ssize_t n = send(it->second->control, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(text.size())) return Status::Ok();
+    return Status::Io(
+        "trial ", id.trial, " rank ", id.rank,
+        ": cannot write to its control socket: ", n < 0 ? std::strerror(errno) : "short write");
   }
 
   void Shutdown() override {
@@ -108,6 +134,7 @@ class LocalExecutor : public Executor {
       if (waitpid(p->pid, &status, WNOHANG) != p->pid) continue;
       p->exited = true;
       p->status = status;
+      p->CloseControl();
       // Whatever the rank left behind in its group dies with it, and so the pipes close.
       killpg(p->pid, SIGKILL);
       ended.emplace_back(id, p);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
+
+#include "hyperpack/env_vars.h"
 
 extern char** environ;
 
@@ -48,6 +52,7 @@ struct Pipes {
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
   int status[2] = {-1, -1};
+  int control[2] = {-1, -1};  // [0] the runner's, [1] the child's; a socket pair, when asked for
 };
 
 // What the child reads between fork and exec.
@@ -58,6 +63,11 @@ struct ChildPlan {
   pid_t parent;
   int devnull;  // -1 when /dev/null could not be opened
 };
+
+void CloseAll(std::initializer_list<int> fds) {
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+}
 
 // The stage the child reports through the status pipe, with errno, when it cannot exec.
 enum ChildFailure : int { kCannotChdir = 1, kCannotExec = 2 };
@@ -74,6 +84,15 @@ Status OpenPipes(Pipes& p) {
     return Status::Io("pipe: ", std::strerror(errno));
   }
   return Status::Ok();
+}
+
+// A socket rather than a pipe: the runner writes with MSG_NOSIGNAL, so that a trial that has
+// exited costs an error, not a SIGPIPE.
+Status OpenControl(Pipes& p) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p.control) == 0) return Status::Ok();
+  const int e = errno;
+  CloseAll({p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1]});
+  return Status::Io("socketpair: ", std::strerror(e));
 }
 
 ChildPlan PlanChild(const SpawnRequest& request) {
@@ -108,13 +127,15 @@ void ResetSignals() {
 
 // Nothing else of ours goes with the trial: not the database, not a socket (an agent's
 // connection held open by a trial would hide the agent's death from the server).
-// The status pipe stays until exec closes it (it is close-on-exec).
-void CloseAllBut(int keep_fd) {
+// The status pipe stays until exec closes it (it is close-on-exec), and so does the control
+// socket (not close-on-exec) where there is one.
+void CloseAllBut(int keep_fd, int control_fd) {
   const unsigned keep = static_cast<unsigned>(keep_fd);
-  bool closed = (keep <= 3 || syscall(SYS_close_range, 3u, keep - 1, 0) == 0) &&
+  const unsigned first = control_fd >= 0 ? static_cast<unsigned>(control_fd) + 1 : 3u;
+  bool closed = (keep <= first || syscall(SYS_close_range, first, keep - 1, 0) == 0) &&
                 syscall(SYS_close_range, keep + 1, ~0U, 0) == 0;
   if (!closed) {
-    for (int fd = 3; fd < 1024; ++fd)
+    for (int fd = static_cast<int>(first); fd < 1024; ++fd)
       if (fd != keep_fd) close(fd);
   }
 }
@@ -128,9 +149,21 @@ void CloseAllBut(int keep_fd) {
   if (plan.devnull >= 0) dup2(plan.devnull, STDIN_FILENO);
   dup2(p.out[1], STDOUT_FILENO);
   dup2(p.err[1], STDERR_FILENO);
-  CloseAllBut(p.status[1]);
+  int status_fd = p.status[1];
+  int control_fd = -1;
+  if (p.control[1] >= 0) {
+    // The control socket goes to its agreed number; the status pipe moves out of the way first.
+    control_fd = env::kControlFdNumber;
+    if (status_fd == control_fd) status_fd = fcntl(status_fd, F_DUPFD_CLOEXEC, control_fd + 1);
+    if (p.control[1] == control_fd) {
+      fcntl(control_fd, F_SETFD, 0);
+    } else {
+      dup2(p.control[1], control_fd);  // the copy is not close-on-exec
+    }
+  }
+  CloseAllBut(status_fd, control_fd);
   execve("/bin/sh", const_cast<char* const*>(plan.argv), plan.envp.data());
-  ReportAndExit(p.status[1], kCannotExec);
+  ReportAndExit(status_fd, kCannotExec);
 }
 
 // Parent side: the status pipe closes at a successful exec, or brings the child's report.
@@ -138,8 +171,7 @@ Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p
   // Also set the group here: whichever of the two runs first, the group exists before anyone
   // signals it.
   setpgid(pid, pid);
-  for (int fd : {p.out[1], p.err[1], p.status[1], devnull})
-    if (fd >= 0) close(fd);
+  CloseAll({p.out[1], p.err[1], p.status[1], p.control[1], devnull});
   int msg[2] = {0, 0};
   ssize_t n;
   do {
@@ -150,14 +182,13 @@ Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p
     int wstatus;
     while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
-    close(p.out[0]);
-    close(p.err[0]);
+    CloseAll({p.out[0], p.err[0], p.control[0]});
     if (msg[0] == kCannotChdir)
       return Status::Invalid("cannot enter trial.workdir '", request.workdir,
                              "': ", std::strerror(msg[1]));
     return Status::Io("cannot run /bin/sh: ", std::strerror(msg[1]));
   }
-  return Spawned{pid, p.out[0], p.err[0]};
+  return Spawned{pid, p.out[0], p.err[0], p.control[0]};
 }
 
 }  // namespace
@@ -165,13 +196,14 @@ Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p
 Result<Spawned> Spawn(const SpawnRequest& request) {
   Pipes p;
   HP_RETURN_IF_ERROR(OpenPipes(p));
+  if (request.control) HP_RETURN_IF_ERROR(OpenControl(p));
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   const ChildPlan plan = PlanChild(request);
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
-    for (int fd : {p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1], plan.devnull})
-      close(fd);
+    CloseAll({p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1], p.control[0],
+              p.control[1], plan.devnull});
     return Status::Io("fork: ", std::strerror(e));
   }
   if (pid == 0) RunChild(p, plan);

@@ -50,14 +50,18 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   // A declared resource is a statement that trials differ in what they hold: weigh it.
   const bool resources = spec.resources.gpus || spec.resources.cpus;
   o.cost_aware = spec.tuner.cost_aware.value_or(resources);
-  o.predict_costs = resources;  // for the queue (QueueOptionsFor)
+  // The queue orders by predicted run time.
+  o.predict_costs = QueueOptionsFor(spec).order == Order::kShortestFirst;
   return o;
 }
 
 QueueOptions QueueOptionsFor(const study::StudySpec& spec) {
   QueueOptions q;
   // Declared resources make trials' run times differ, and the tuner predicts them.
-  if (spec.resources.gpus || spec.resources.cpus) q.order = Order::kShortestFirst;
+  const bool resources = spec.resources.gpus || spec.resources.cpus;
+  q.order = spec.queue.order.value_or(resources ? Order::kShortestFirst : Order::kArrival);
+  q.aging = spec.queue.aging;
+  q.max_wait = spec.queue.max_wait_s.value_or(0);
   return q;
 }
 
@@ -261,6 +265,7 @@ int StudyController::Impl::Free() const {
 void StudyController::Impl::Settle() {
   if (settling_) return;
   settling_ = true;
+  ResolveAwaiting();
   for (int passes = 0; refill_ && !done_ && passes < 10000; ++passes) {
     refill_ = false;
     Fill();
@@ -309,15 +314,50 @@ void StudyController::Impl::PromoteWhatThePrunerAllows() {
   for (int slots = options_.max_parallel - Busy(); slots > 0; --slots) {
     auto p = pruner_->NextPromotion();
     if (!p) break;
-    MarkPromoted(p->trial, p->target);
-    auto it = paused_.find(p->trial);
-    if (it == paused_.end()) {
-      promoted_early_[p->trial] = p->target;  // still stopping; queued once it has
+    ApplyPromotion(*p);
+  }
+}
+
+void StudyController::Impl::ApplyPromotion(const tuner::Pruner::Promotion& p) {
+  MarkPromoted(p.trial, p.target);
+  ++summary_.promoted;
+  auto it = paused_.find(p.trial);
+  if (it == paused_.end()) {
+    promoted_early_[p.trial] = p.target;  // still stopping; queued once it has
+    return;
+  }
+  Paused paused = std::move(it->second);
+  paused_.erase(it);
+  Promote(paused, p.target);
+}
+
+// A trial waiting at its rung holds a slot that is free the moment it stops. ASHA's rule for a
+// free slot is the best promotion first: if that is the waiting trial itself, it goes on in place
+// (no process start, no data or checkpoint to load again); otherwise it stops, paused, and the
+// promotion, if any, takes its slot. Decided in the event that brought the rung's report, so the
+// trial waits milliseconds.
+void StudyController::Impl::ResolveAwaiting() {
+  for (auto& [number, t] : running_) {
+    if (!t.awaiting) continue;
+    t.awaiting = false;
+    std::optional<tuner::Pruner::Promotion> p;
+    if (!stopping_ && !CostBudgetSpent()) p = pruner_->NextPromotion();
+    if (!p || p->trial != t.root) {
+      Terminate(t);
+      if (p) ApplyPromotion(*p);
       continue;
     }
-    Paused paused = std::move(it->second);
-    paused_.erase(it);
-    Promote(paused, p->target);
+    MarkPromoted(t.root, p->target);
+    ++summary_.promoted;
+    ++summary_.promoted_in_place;
+    Log(t.number, EventKind::kPromoted,
+        StrCat("promoted from ", study::ResourceName(spec_.pruner.resource), " ",
+               FormatShort(t.resource, 6), " to ", FormatShort(p->target, 6),
+               "; it goes on in place"));
+    t.pausing = false;
+    t.prune_reason.clear();
+    t.continued_to = p->target;
+    out_.push_back(ContinueCmd{t.number, p->target});
   }
 }
 
@@ -508,6 +548,7 @@ bool StudyController::Impl::ForcePromotionAtTheEnd() {
   auto p = pruner_->ForcePromotion();
   if (!p || !paused_.count(p->trial)) return false;
   MarkPromoted(p->trial, p->target);
+  ++summary_.promoted;
   Paused paused = std::move(paused_[p->trial]);
   paused_.erase(p->trial);
   Say(StrCat("the budget is spent and no trial has completed: trial ", paused.number,
@@ -616,6 +657,8 @@ std::string FormatSummary(const RunSummary& s, const std::string& metric) {
        << " failed, " << s.infeasible << " infeasible)";
   if (s.paused) text << ", " << s.paused << " paused";
   if (s.interrupted) text << ", " << s.interrupted << " interrupted";
+  if (s.promoted)
+    text << "; " << s.promoted << " promotions, " << s.promoted_in_place << " of them in place";
   text << "\n";
   if (s.best_value) {
     text << "best " << metric << " = " << FormatShort(*s.best_value, 6) << " (trial "

@@ -86,6 +86,13 @@ void VirtualDriver::Do(const Command& c) {
     Launch(l->plan);
   } else if (auto* s = std::get_if<SignalCmd>(&c)) {
     Stop(s->trial, RankExit::Signaled(s->kind == SignalKind::kKill ? SIGKILL : SIGTERM));
+  } else if (auto* k = std::get_if<ContinueCmd>(&c)) {
+    // The step already drawn (its end at the rung) is dropped for the next epoch.
+    auto it = running_.find(k->trial);
+    if (it != running_.end() && it->second.alive && it->second.sim->Continue(k->target)) {
+      ++it->second.generation;
+      Schedule(k->trial);
+    }
   } else if (auto* wake = std::get_if<WakeCmd>(&c)) {
     queue_.push({wake->at, seq_++, -1, 0});
   } else if (auto* f = std::get_if<FinishCmd>(&c)) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hyperpack/expression.h"
+#include "hyperpack/scheduler/placement.h"
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
 #include "hyperpack/tuner/pruner.h"
@@ -78,6 +79,16 @@ struct BudgetSpec {
   std::optional<double> core_hours;
 };
 
+// `queue: {order: sjf, aging: 1, max_wait: 2h}`: the order of the trials waiting for room
+// (scheduler/placement.h).
+struct QueueSpec {
+  // Absent: shortest predicted run time first where the study declares resources (the tuner then
+  // predicts run times), arrival order otherwise.
+  std::optional<scheduler::Order> order;
+  double aging = 1;  // sjf: seconds of predicted run time forgiven per second waited
+  std::optional<double> max_wait_s;  // sjf: a trial that waited this long goes to the head
+};
+
 // What a report's progress is: the metric line's `epoch` or `step` (or, where the line has none,
 // the count of objective reports so far).
 enum class PrunerResource { kEpoch, kStep };
@@ -93,6 +104,9 @@ struct PrunerSpec {
   tuner::PrunerMode mode = tuner::PrunerMode::kStop;  // asha, hyperband
   double warmup_steps = 0;                            // median
   int startup_trials = 5;                             // median
+  // promote: a trial promoted at the rung it has just reached goes on in the same process where
+  // the runner can tell it so (HYPERPACK_CONTROL_FD); false: it is always restarted.
+  bool in_place = true;
 };
 
 struct ResourceSpec {
@@ -185,6 +199,7 @@ struct StudySpec {
   TrialSpec trial;
   TunerSpec tuner;
   BudgetSpec budget;
+  QueueSpec queue;
   ResourceSpec resources;
   PrunerSpec pruner;
   ClusterSpec cluster;

@@ -11,7 +11,10 @@
 // first with aging (Order::kShortestFirst): a job's rank is estimate - aging x (time waited), so
 // that a long job is passed only by jobs that arrive within estimate / aging of it; the rank of a
 // waiting job against another never changes with time, so the queue is sorted once, by
-// estimate + aging x submit. Each pass starts what the policy allows:
+// estimate + aging x submit. A starvation guard (QueueOptions::max_wait) bounds the tail that aging
+// alone leaves: a job that has waited max_wait goes ahead of every job of its priority that has
+// not, in arrival order, and so gets the backfill reservation below. Each pass starts what the
+// policy allows:
 //   kFifo      strict order, first fit: the first job that does not fit stops the pass;
 //   kFirstFit  first fit, with EASY backfill;
 //   kBestFit   best fit, with EASY backfill (the default).
@@ -25,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -126,6 +130,9 @@ struct QueueOptions {
   // waited as long as it is longer than another ranks with it. A job without an estimate ranks
   // as the shortest.
   double aging = 1.0;
+  // kShortestFirst: seconds a job may wait before it goes to the head of its priority; 0: no
+  // guard (aging alone). Checked at each pass, which is when a job can start anyway.
+  double max_wait = 0;
 };
 
 class Scheduler {
@@ -152,10 +159,12 @@ class Scheduler {
  private:
   struct Key {
     int priority;
-    double rank;  // lower first: submit, or estimate + aging x submit
+    bool overdue;  // waited max_wait: ahead of the rest of its priority, ranked by submit
+    double rank;   // lower first: submit, or estimate + aging x submit
     uint64_t id;
     bool operator<(const Key& o) const {
       if (priority != o.priority) return priority > o.priority;
+      if (overdue != o.overdue) return overdue;
       if (rank != o.rank) return rank < o.rank;
       return id < o.id;
     }
@@ -167,12 +176,19 @@ class Scheduler {
   };
   // The head's reservation: when it could start and on which nodes.
   bool Reserve(const Job& head, double now, double* when, std::vector<bool>* nodes) const;
+  bool Guarded() const {
+    return queue_options_.order == Order::kShortestFirst && queue_options_.max_wait > 0;
+  }
+  // Moves the jobs that have waited max_wait by `now` ahead of their priority.
+  void PromoteOverdue(double now);
+  void Dequeued(const Job& job);  // bookkeeping when a job leaves the queue
 
   ClusterState* cluster_;
   Policy policy_;
   QueueOptions queue_options_;
   std::map<Key, Job> queue_;
   std::map<uint64_t, Key> key_of_;
+  std::set<std::pair<double, uint64_t>> not_overdue_;  // (submit, id), kept only when Guarded()
   std::map<uint64_t, Running> running_;
   std::multimap<double, uint64_t> ends_;  // expected end -> running job
   int cpu_only_waiting_ = 0;

@@ -52,7 +52,8 @@ struct SimulationResult {
 };
 
 // Runs the workload to completion. The scheduler's estimates are the durations, exact or with
-// estimate_noise. Errors: a job larger than the cluster, an estimate_noise or aging below 0.
+// estimate_noise. Errors: a job larger than the cluster, an estimate_noise, aging or max_wait
+// below 0.
 Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o);
 
 // A tuning workload: bursts (a tuner proposing a batch when capacity frees) of 4-16 trials that ask

@@ -70,6 +70,13 @@ class Executor {
   virtual GangStarted StartGang(const GangRequest& gang);
   // Sends `signal` to the rank's process group; nothing when it has ended.
   virtual void Signal(RankId id, int signal) = 0;
+  // Whether ranks started with SpawnRequest::control get a control socket, and Tell reaches it.
+  virtual bool CanTell() const { return false; }
+  // Writes `line` (and a newline) to the rank's control socket, without blocking. Errors: no such
+  // rank or socket, or the rank has closed it.
+  virtual Status Tell(RankId /*id*/, const std::string& /*line*/) {
+    return Status::FailedPrecondition("this executor cannot tell trials anything");
+  }
   // The run is over: stop waiting for anything.
   virtual void Shutdown() = 0;
 };

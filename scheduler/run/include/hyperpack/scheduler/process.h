@@ -1,5 +1,7 @@
 // Starting a trial's process: fork and exec /bin/sh -c COMMAND in a new process group, with its
-// stdout and stderr on pipes. The child dies with the runner (PR_SET_PDEATHSIG).
+// stdout and stderr on pipes and its stdin on /dev/null. The child dies with the runner
+// (PR_SET_PDEATHSIG). On request it also gets one end of a socket pair as file descriptor
+// env::kControlFdNumber, the runner keeping the other, to be told lines (env::kControlFd).
 // Thread-safety: Spawn may be called from any thread; the child runs only async-signal-safe
 // code between fork and exec.
 #pragma once
@@ -20,12 +22,14 @@ struct SpawnRequest {
   std::string command;           // for /bin/sh -c
   std::string workdir;           // empty: the runner's
   std::vector<std::string> env;  // complete environment, NAME=VALUE
+  bool control = false;          // a socket at env::kControlFdNumber
 };
 
 struct Spawned {
   pid_t pid = -1;  // also the process group id
   int stdout_fd = -1;
   int stderr_fd = -1;
+  int control_fd = -1;  // the runner's end of the control socket, when asked for
 };
 
 // Errors: the workdir cannot be entered, /bin/sh cannot be run, or no process could be made.

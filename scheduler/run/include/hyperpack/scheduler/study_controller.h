@@ -58,6 +58,8 @@ struct RunSummary {
   int infeasible = 0;
   int interrupted = 0;  // in this run
   int paused = 0;       // still paused when the run ended
+  int promoted = 0;     // promotions in this run (promote mode)
+  int promoted_in_place = 0;  // of those, trials that went on without a restart (ContinueCmd)
   int total_finished = 0;
   int max_trials = 0;
   double elapsed_s = 0;
@@ -216,6 +218,7 @@ struct LaunchPlan {
   std::string params_json;
   std::vector<std::string> clear_env;  // inherited variables to drop first
   bool needs_master_port = false;      // a gang: set MASTER_PORT to a free port on rank 0's node
+  bool control = false;                // each rank gets a control socket (env::kControlFd)
   std::vector<RankPlan> ranks;
 };
 // Start every rank; a rank that cannot be started is answered RankExited(kNeverStarted).
@@ -227,6 +230,13 @@ struct SignalCmd {
   int trial = 0;
   int rank = 0;
   SignalKind kind = SignalKind::kTerminate;
+};
+// Promote mode: rank 0 of a trial waiting at its rung (LaunchPlan::control) is promoted in place:
+// the driver tells it "continue TARGET" on its control socket, and it trains on without a restart.
+// Should that fail, the trial exits at its rung and is restarted from its checkpoint instead.
+struct ContinueCmd {
+  int trial = 0;
+  double target = 0;
 };
 // Send a Tick at `at` (seconds since the run began) or soon after.
 struct WakeCmd {
@@ -245,8 +255,8 @@ struct CloseLogsCmd {
 struct FinishCmd {
   RunSummary summary;
 };
-using Command = std::variant<ProposeCmd, ObserveCmd, WriteCmd, LaunchCmd, SignalCmd, WakeCmd,
-                             SayCmd, CloseLogsCmd, FinishCmd>;
+using Command = std::variant<ProposeCmd, ObserveCmd, WriteCmd, LaunchCmd, SignalCmd, ContinueCmd,
+                             WakeCmd, SayCmd, CloseLogsCmd, FinishCmd>;
 
 // ---- The controller -----------------------------------------------------------------------------
 struct ControllerOptions {
@@ -263,6 +273,9 @@ struct ControllerOptions {
   bool learn_ladder = true;
   std::string start_note;  // appended to the first line (e.g. a warm start)
   std::string storage_path;
+  // The driver can write to a trial's control socket (ContinueCmd): a promote-mode trial waits at
+  // its rung and, when the pruner promotes it at once, goes on without a restart.
+  bool continue_in_place = false;
 };
 
 // A trial's folder under log_root, "trial-0007": the one spelling every driver and executor uses.
@@ -279,7 +292,8 @@ struct StoredStudy {
 
 // The study file's sections as the tuner and the pruner take them: the one conversion.
 tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed);
-// Shortest predicted run time first (with aging) where the study declares resources; else arrival.
+// The study's `queue:`; where it names no order, shortest predicted run time first (with aging)
+// where the study declares resources, else arrival.
 QueueOptions QueueOptionsFor(const study::StudySpec& spec);
 tuner::PrunerOptions PrunerOptionsFor(const study::StudySpec& spec);
 

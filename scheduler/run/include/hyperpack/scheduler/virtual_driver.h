@@ -30,6 +30,9 @@ class VirtualTrial {
     std::optional<RankExit> exit;    // every rank ends so
   };
   virtual Step Next() = 0;
+  // Told at its rung to go on to `target` (ContinueCmd): true when it does, and Next is asked
+  // again; false, and it ends at its rung as its last step said.
+  virtual bool Continue(double /*target*/) { return false; }
 };
 
 class VirtualWorkload {
