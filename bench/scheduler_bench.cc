@@ -5,9 +5,10 @@
 //   scheduler_bench scale [--nodes 1000] [--pending 10000]   placements per second and the p99
 //                                                      latency of one scheduling pass
 //   scheduler_bench queue [--seeds 5] [--jobs 2000] [--noise 0,0.1,0.35,0.7,1] [--aging 1,4]
-//                         [--max-wait 0,7200]
+//                         [--max-wait 0,7200] [--guard-factor 0,6]
 //       the tuning workload, best fit with backfill, queued in arrival order or shortest predicted
-//       first (each aging rate, each starvation guard in seconds, 0: none), with estimates off by
+//       first (each aging rate, each starvation guard in seconds or in multiples of the typical
+//       estimate, 0: none), with estimates off by
 //       exp(N(0, noise)): mean JCT and the p99 wait of the longest tenth against arrival order
 #include <algorithm>
 #include <chrono>
@@ -74,22 +75,25 @@ int Packing(int seeds, int jobs) {
 }
 
 int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vector<double>& agings,
-          const std::vector<double>& max_waits) {
+          const std::vector<double>& max_waits, const std::vector<double>& factors) {
   struct Row {
     std::string name;
-    hs::Order order;
-    double aging;
-    double max_wait;
+    hs::QueueOptions queue;
   };
-  std::vector<Row> rows = {{"fifo", hs::Order::kArrival, 0, 0}};
+  std::vector<Row> rows = {{"fifo", {}}};
   for (double a : agings) {
+    char name[96];
     for (double w : max_waits) {
-      char name[96];
       if (w > 0)
         std::snprintf(name, sizeof name, "sjf, aging %g, max wait %gh", a, w / 3600);
       else
         std::snprintf(name, sizeof name, "sjf, aging %g", a);
-      rows.push_back({name, hs::Order::kShortestFirst, a, w});
+      rows.push_back({name, {hs::Order::kShortestFirst, a, w, 0}});
+    }
+    for (double f : factors) {
+      if (f <= 0) continue;
+      std::snprintf(name, sizeof name, "sjf, aging %g, max wait %g x typical", a, f);
+      rows.push_back({name, {hs::Order::kShortestFirst, a, 0, f}});
     }
   }
   std::printf(
@@ -105,9 +109,7 @@ int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vec
       std::vector<double> jct, ratio, p99;
       for (int s = 0; s < seeds; ++s) {
         hs::SimulationOptions o;
-        o.queue.order = row.order;
-        o.queue.aging = row.aging;
-        o.queue.max_wait = row.max_wait;
+        o.queue = row.queue;
         o.estimate_noise = noise;
         o.noise_seed = static_cast<uint64_t>(s + 1);
         auto r = hs::Simulate(hs::TuningWorkload(jobs, static_cast<uint64_t>(s + 1)), o);
@@ -120,7 +122,7 @@ int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vec
         p99.push_back(r->p99_queueing_longest);
       }
       const double j = Median(jct), w = Median(p99);
-      if (row.order == hs::Order::kArrival) {
+      if (row.queue.order == hs::Order::kArrival) {
         fifo_jct = j;
         fifo_p99 = w;
       }
@@ -197,6 +199,9 @@ int main(int argc, char** argv) {
       cxxopts::value<std::vector<double>>()->default_value("1,4"))(
       "max-wait", "queue: sjf's starvation guards, seconds (0: none)",
       cxxopts::value<std::vector<double>>()->default_value("0"))(
+      "guard-factor",
+      "queue: sjf's starvation guards as multiples of the typical estimate (0: none)",
+      cxxopts::value<std::vector<double>>()->default_value("0"))(
       "noise", "queue: estimate noise levels (sd of log error)",
       cxxopts::value<std::vector<double>>()->default_value("0,0.1,0.35,0.7,1"))("h,help",
                                                                                 "this help");
@@ -212,7 +217,8 @@ int main(int argc, char** argv) {
   if (mode == "queue")
     return Queue(args["seeds"].as<int>(), args["jobs"].as<int>(),
                  args["noise"].as<std::vector<double>>(), args["aging"].as<std::vector<double>>(),
-                 args["max-wait"].as<std::vector<double>>());
+                 args["max-wait"].as<std::vector<double>>(),
+                 args["guard-factor"].as<std::vector<double>>());
   std::cerr << "scheduler_bench: mode is packing, scale or queue\n";
   return 2;
 }

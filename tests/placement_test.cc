@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "hyperpack/scheduler/simulate.h"
@@ -296,6 +297,26 @@ TEST(SchedulerTest, AStarvationGuardSendsAJobThatWaitedMaxWaitToTheHead) {
     }
     EXPECT_EQ(s.waiting(), 0u);
   }
+}
+
+TEST(SchedulerTest, AGuardInMultiplesOfTheTypicalEstimateFollowsTheEstimatesSubmitted) {
+  // The estimates 200, 100 and fifteen of 5 s have a geometric mean of exp((log 200 + log 100 +
+  // 15 log 5) / 17) = 7.41 s; 29.5 times that is 218.6 s: L, waiting since 0, is overdue at the
+  // pass at 220 and goes fifth, as with max_wait 220 in AStarvationGuardSends... above.
+  ClusterState c(GpuNodes({1}));
+  QueueOptions q{Order::kShortestFirst, 0.0, 0, 29.5};
+  Scheduler s(&c, Policy::kBestFit, q);
+  ASSERT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
+  ASSERT_EQ(s.Schedule(0).size(), 1u);
+  ASSERT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
+  for (int i = 1; i <= 15; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
+  s.Finish(99);
+  const std::vector<uint64_t> order = RunOneAtATime(s, 200);
+  const auto l = std::find(order.begin(), order.end(), 1000u) - order.begin();
+  const double typical = std::exp((std::log(200.0) + std::log(100.0) + 15 * std::log(5.0)) / 17);
+  ASSERT_GT(29.5 * typical, 215.0);
+  ASSERT_LE(29.5 * typical, 220.0);
+  EXPECT_EQ(l, 4);
 }
 
 TEST(SchedulerTest, BackfillTrustsOnlyTheCautiousEstimate) {

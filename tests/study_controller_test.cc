@@ -313,6 +313,11 @@ TEST(StudyControllerTest, PredictedRunTimesOrderTheQueueShortestFirst) {
   EXPECT_EQ(q.order, Order::kShortestFirst) << "sjf without resources, as asked";
   EXPECT_EQ(q.aging, 2.0);
   EXPECT_EQ(q.max_wait, 3600.0);
+  EXPECT_EQ(QueueOptionsFor(Spec("resources: {cpus: 1}\n")).max_wait_factor, 6.0)
+      << "the default guard: 6x the typical run time";
+  QueueOptions off = QueueOptionsFor(Spec("queue: {order: sjf, max_wait: none}\n"));
+  EXPECT_EQ(off.max_wait, 0.0);
+  EXPECT_EQ(off.max_wait_factor, 0.0);
   EXPECT_TRUE(TunerOptionsFor(Spec("queue: {order: sjf}\n"), 1).predict_costs);
   EXPECT_FALSE(
       TunerOptionsFor(Spec("resources: {cpus: 1}\nqueue: {order: fifo}\n"), 1).predict_costs);

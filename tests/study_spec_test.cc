@@ -302,6 +302,14 @@ trial: {command: "run {lr}"}
   ASSERT_THAT(none.errors, IsEmpty()) << none.ErrorText();
   EXPECT_FALSE(none.spec->queue.order.has_value()) << "the default follows resources";
   EXPECT_FALSE(none.spec->queue.max_wait_s.has_value());
+  ParseOutcome off = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+queue: {max_wait: none}
+)");
+  ASSERT_THAT(off.errors, IsEmpty()) << off.ErrorText();
+  EXPECT_EQ(off.spec->queue.max_wait_s, std::optional<double>(0)) << "no starvation guard";
 
   ParseOutcome bad = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}

@@ -946,7 +946,14 @@ class Parser {
         }
       }
     }
-    if (auto* f = Get(fields, "max_wait")) queue->max_wait_s = Duration(*f, "queue.max_wait");
+    if (auto* f = Get(fields, "max_wait")) {
+      // 0 or none turns the starvation guard off.
+      if (f->value.IsScalar() && (f->value.Scalar() == "0" || f->value.Scalar() == "none")) {
+        queue->max_wait_s = 0;
+      } else {
+        queue->max_wait_s = Duration(*f, "queue.max_wait");
+      }
+    }
   }
 
   void ParsePruner(const Field& field, PrunerSpec* pruner) {

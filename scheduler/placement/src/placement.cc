@@ -1,6 +1,7 @@
 #include "hyperpack/scheduler/placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -297,6 +298,10 @@ Status Scheduler::Submit(const Job& job) {
   queue_.emplace(k, job);
   key_of_[job.id] = k;
   if (Guarded()) not_overdue_.emplace(job.submit, job.id);
+  if (job.estimate > 0 && std::isfinite(job.estimate)) {
+    log_estimates_ += std::log(job.estimate);
+    ++estimates_;
+  }
   if (job.demand.total_gpus() == 0) ++cpu_only_waiting_;
   return Status::Ok();
 }
@@ -316,8 +321,15 @@ bool Scheduler::Cancel(uint64_t id) {
   return true;
 }
 
+double Scheduler::MaxWait() const {
+  if (queue_options_.max_wait > 0) return queue_options_.max_wait;
+  if (estimates_ == 0) return std::numeric_limits<double>::infinity();
+  return queue_options_.max_wait_factor * std::exp(log_estimates_ / estimates_);
+}
+
 void Scheduler::PromoteOverdue(double now) {
-  while (!not_overdue_.empty() && now - not_overdue_.begin()->first >= queue_options_.max_wait) {
+  const double max_wait = MaxWait();
+  while (!not_overdue_.empty() && now - not_overdue_.begin()->first >= max_wait) {
     uint64_t id = not_overdue_.begin()->second;
     not_overdue_.erase(not_overdue_.begin());
     Key& key = key_of_.at(id);

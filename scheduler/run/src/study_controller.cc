@@ -61,7 +61,15 @@ QueueOptions QueueOptionsFor(const study::StudySpec& spec) {
   const bool resources = spec.resources.gpus || spec.resources.cpus;
   q.order = spec.queue.order.value_or(resources ? Order::kShortestFirst : Order::kArrival);
   q.aging = spec.queue.aging;
-  q.max_wait = spec.queue.max_wait_s.value_or(0);
+  // The starvation guard: on the tuning workload 6x the typical run time keeps the longest trials'
+  // p99 wait under 1.8x FIFO's and at least 25% of mean completion time off it, at every level of
+  // prediction error measured (docs/BENCHMARKS.md).
+  constexpr double kGuardFactor = 6;
+  if (spec.queue.max_wait_s) {
+    q.max_wait = *spec.queue.max_wait_s;
+  } else {
+    q.max_wait_factor = kGuardFactor;
+  }
   return q;
 }
 

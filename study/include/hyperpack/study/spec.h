@@ -86,7 +86,9 @@ struct QueueSpec {
   // predicts run times), arrival order otherwise.
   std::optional<scheduler::Order> order;
   double aging = 1;  // sjf: seconds of predicted run time forgiven per second waited
-  std::optional<double> max_wait_s;  // sjf: a trial that waited this long goes to the head
+  // sjf: a trial that waited this long goes to the head; 0: never. Absent: 6 times the typical
+  // predicted run time (QueueOptionsFor).
+  std::optional<double> max_wait_s;
 };
 
 // What a report's progress is: the metric line's `epoch` or `step` (or, where the line has none,

@@ -11,9 +11,10 @@
 // first with aging (Order::kShortestFirst): a job's rank is estimate - aging x (time waited), so
 // that a long job is passed only by jobs that arrive within estimate / aging of it; the rank of a
 // waiting job against another never changes with time, so the queue is sorted once, by
-// estimate + aging x submit. A starvation guard (QueueOptions::max_wait) bounds the tail that aging
-// alone leaves: a job that has waited max_wait goes ahead of every job of its priority that has
-// not, in arrival order, and so gets the backfill reservation below. Each pass starts what the
+// estimate + aging x submit. A starvation guard (QueueOptions::max_wait, or max_wait_factor times
+// the typical estimate) bounds the tail that aging alone leaves: a job that has waited that long
+// goes ahead of every job of its priority that has not, in arrival order, and so gets the backfill
+// reservation below. Each pass starts what the
 // policy allows:
 //   kFifo      strict order, first fit: the first job that does not fit stops the pass;
 //   kFirstFit  first fit, with EASY backfill;
@@ -133,6 +134,9 @@ struct QueueOptions {
   // kShortestFirst: seconds a job may wait before it goes to the head of its priority; 0: no
   // guard (aging alone). Checked at each pass, which is when a job can start anyway.
   double max_wait = 0;
+  // kShortestFirst without max_wait: the guard is this many times the typical estimate (the
+  // geometric mean of the estimates submitted so far, the median of log-normal run times); 0: none.
+  double max_wait_factor = 0;
 };
 
 class Scheduler {
@@ -177,8 +181,12 @@ class Scheduler {
   // The head's reservation: when it could start and on which nodes.
   bool Reserve(const Job& head, double now, double* when, std::vector<bool>* nodes) const;
   bool Guarded() const {
-    return queue_options_.order == Order::kShortestFirst && queue_options_.max_wait > 0;
+    return queue_options_.order == Order::kShortestFirst &&
+           (queue_options_.max_wait > 0 || queue_options_.max_wait_factor > 0);
   }
+  // The guard's wait now: max_wait, or max_wait_factor x the typical estimate; +inf while
+  // neither is known.
+  double MaxWait() const;
   // Moves the jobs that have waited max_wait by `now` ahead of their priority.
   void PromoteOverdue(double now);
   void Dequeued(const Job& job);  // bookkeeping when a job leaves the queue
@@ -189,6 +197,8 @@ class Scheduler {
   std::map<Key, Job> queue_;
   std::map<uint64_t, Key> key_of_;
   std::set<std::pair<double, uint64_t>> not_overdue_;  // (submit, id), kept only when Guarded()
+  double log_estimates_ = 0;  // the sum of log(estimate) over the submitted jobs that had one
+  int estimates_ = 0;
   std::map<uint64_t, Running> running_;
   std::multimap<double, uint64_t> ends_;  // expected end -> running job
   int cpu_only_waiting_ = 0;
