@@ -153,7 +153,9 @@ TEST(ParseToleranceTest, AbsoluteOrAPercentageOfTheBest) {
   for (const char* bad : {"", "%", "-1", "abc", "nan", "inf", "1%%", "0.2 %x"}) {
     Result<Tolerance> t = ParseTolerance(bad);
     EXPECT_FALSE(t.ok()) << bad;
-    if (!t.ok()) EXPECT_THAT(t.status().message(), HasSubstr("--within")) << bad;
+    if (!t.ok()) {
+      EXPECT_THAT(t.status().message(), HasSubstr("--within")) << bad;
+    }
   }
 }
 

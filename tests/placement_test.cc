@@ -253,22 +253,41 @@ TEST(SchedulerTest, ShortestFirstStartsTheShortestPredictedJobWhereArrivalOrderW
   }
 }
 
+// One GPU, busy until 200 with job 99. L (job 1000, 100 s) arrives at 0 and short jobs 1..15
+// (5 s) at 10, 20, ..., 150; with `cancelled`, a 16th (at 160) is submitted and cancelled. The
+// order the queue runs them in from 200, one at a time, and how many wait after.
+struct LongAmongShort {
+  std::vector<uint64_t> order;
+  long long long_position = -1;  // where L ran
+  size_t waiting_after = 0;
+};
+LongAmongShort RunLongAmongShort(const QueueOptions& q, bool cancelled = false) {
+  ClusterState c(GpuNodes({1}));
+  Scheduler s(&c, Policy::kBestFit, q);
+  LongAmongShort out;
+  EXPECT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
+  EXPECT_EQ(s.Schedule(0).size(), 1u);
+  EXPECT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
+  const int shorts = cancelled ? 16 : 15;
+  for (int i = 1; i <= shorts; ++i) EXPECT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
+  if (cancelled) {
+    EXPECT_TRUE(s.Cancel(16));
+  }
+  s.Finish(99);
+  out.order = RunOneAtATime(s, 200);
+  out.long_position = std::find(out.order.begin(), out.order.end(), 1000u) - out.order.begin();
+  out.waiting_after = s.waiting();
+  return out;
+}
+
 TEST(SchedulerTest, AgingLetsALongJobGoBeforeShortOnesThatArriveLongEnoughAfterIt) {
   // L (100 s) arrives at 0; short jobs (5 s) at 10, 20, ..., 150. With aging 1 a short job at t
   // ranks 5 + t against L's 100: those from 10 to 90 go first, those from 100 on after L. With
   // aging 0 (pure shortest first) L goes last.
   for (double aging : {1.0, 0.0}) {
-    ClusterState c(GpuNodes({1}));
-    Scheduler s(&c, Policy::kBestFit, {Order::kShortestFirst, aging});
-    ASSERT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
-    ASSERT_EQ(s.Schedule(0).size(), 1u);
-    ASSERT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
-    for (int i = 1; i <= 15; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
-    s.Finish(99);
-    const std::vector<uint64_t> order = RunOneAtATime(s, 200);
-    ASSERT_EQ(order.size(), 16u);
-    const auto l = std::find(order.begin(), order.end(), 1000u) - order.begin();
-    EXPECT_EQ(l, aging > 0 ? 9 : 15) << "aging " << aging;
+    const LongAmongShort r = RunLongAmongShort({Order::kShortestFirst, aging});
+    ASSERT_EQ(r.order.size(), 16u);
+    EXPECT_EQ(r.long_position, aging > 0 ? 9 : 15) << "aging " << aging;
   }
 }
 
@@ -279,23 +298,18 @@ TEST(SchedulerTest, AStarvationGuardSendsAJobThatWaitedMaxWaitToTheHead) {
   // overdue at 200: L, the oldest, goes first, then the rest by arrival. A cancelled job leaves
   // the guard's bookkeeping too.
   for (double max_wait : {0.0, 220.0, 100.0}) {
-    ClusterState c(GpuNodes({1}));
-    Scheduler s(&c, Policy::kBestFit, {Order::kShortestFirst, 0.0, max_wait});
-    ASSERT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
-    ASSERT_EQ(s.Schedule(0).size(), 1u);
-    ASSERT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
-    for (int i = 1; i <= 16; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
-    EXPECT_TRUE(s.Cancel(16));
-    s.Finish(99);
-    const std::vector<uint64_t> order = RunOneAtATime(s, 200);
-    ASSERT_EQ(order.size(), 16u);
-    const auto l = std::find(order.begin(), order.end(), 1000u) - order.begin();
-    EXPECT_EQ(l, max_wait == 0 ? 15 : max_wait == 220 ? 4 : 0) << "max_wait " << max_wait;
+    const LongAmongShort r =
+        RunLongAmongShort({Order::kShortestFirst, 0.0, max_wait}, /*cancelled=*/true);
+    ASSERT_EQ(r.order.size(), 16u);
+    EXPECT_EQ(r.long_position, max_wait == 0     ? 15
+                               : max_wait == 220 ? 4
+                                                 : 0)
+        << "max_wait " << max_wait;
     if (max_wait == 100) {
-      std::vector<uint64_t> rest(order.begin() + 1, order.end());
+      std::vector<uint64_t> rest(r.order.begin() + 1, r.order.end());
       EXPECT_TRUE(std::is_sorted(rest.begin(), rest.end()));
     }
-    EXPECT_EQ(s.waiting(), 0u);
+    EXPECT_EQ(r.waiting_after, 0u);
   }
 }
 
@@ -303,20 +317,11 @@ TEST(SchedulerTest, AGuardInMultiplesOfTheTypicalEstimateFollowsTheEstimatesSubm
   // The estimates 200, 100 and fifteen of 5 s have a geometric mean of exp((log 200 + log 100 +
   // 15 log 5) / 17) = 7.41 s; 29.5 times that is 218.6 s: L, waiting since 0, is overdue at the
   // pass at 220 and goes fifth, as with max_wait 220 in AStarvationGuardSends... above.
-  ClusterState c(GpuNodes({1}));
-  QueueOptions q{Order::kShortestFirst, 0.0, 0, 29.5};
-  Scheduler s(&c, Policy::kBestFit, q);
-  ASSERT_TRUE(s.Submit(MakeJob(99, 1, 0, 200)).ok());
-  ASSERT_EQ(s.Schedule(0).size(), 1u);
-  ASSERT_TRUE(s.Submit(MakeJob(1000, 1, 0, 100)).ok());
-  for (int i = 1; i <= 15; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 10.0 * i, 5)).ok());
-  s.Finish(99);
-  const std::vector<uint64_t> order = RunOneAtATime(s, 200);
-  const auto l = std::find(order.begin(), order.end(), 1000u) - order.begin();
+  const LongAmongShort r = RunLongAmongShort({Order::kShortestFirst, 0.0, 0, 29.5});
   const double typical = std::exp((std::log(200.0) + std::log(100.0) + 15 * std::log(5.0)) / 17);
   ASSERT_GT(29.5 * typical, 215.0);
   ASSERT_LE(29.5 * typical, 220.0);
-  EXPECT_EQ(l, 4);
+  EXPECT_EQ(r.long_position, 4);
 }
 
 TEST(SchedulerTest, BackfillTrustsOnlyTheCautiousEstimate) {

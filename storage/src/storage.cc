@@ -141,9 +141,10 @@ std::optional<EventKind> ParseEventKind(const std::string& name) {
   return it->second;
 }
 
-const std::vector<Migration>& DefaultMigrations() {
-  static const std::vector<Migration> kMigrations = {
-      {1, R"sql(
+// Each version's SQL, applied in order by Storage::Open; a version is never edited once released.
+
+// Version 1: the studies, their trials, metrics and events.
+constexpr char kSchemaV1Tables[] = R"sql(
 CREATE TABLE studies (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,
@@ -190,11 +191,12 @@ CREATE TABLE events (
   message TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX events_by_study ON events (study_id, id);
-)sql"},
-      // The journal: what each study's controller fed its pruner, replayed on resume. A NULL
-      // value is a NaN the pruner saw. Keyed and tied to studies as events are: rows are never
-      // deleted, so the rowid alone keeps the order written.
-      {2, R"sql(
+)sql";
+
+// The journal: what each study's controller fed its pruner, replayed on resume. A NULL
+// value is a NaN the pruner saw. Keyed and tied to studies as events are: rows are never
+// deleted, so the rowid alone keeps the order written.
+constexpr char kSchemaV2Journal[] = R"sql(
 CREATE TABLE journal (
   id INTEGER PRIMARY KEY,
   study_id INTEGER NOT NULL REFERENCES studies(id),
@@ -206,10 +208,11 @@ CREATE TABLE journal (
   completed INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX journal_by_study ON journal (study_id, id);
-)sql"},
-      // The server's submissions, in the order received: what it runs, and resumes after a
-      // restart. Not tied to a study row: a submission may name a study not created yet.
-      {3, R"sql(
+)sql";
+
+// The server's submissions, in the order received: what it runs, and resumes after a
+// restart. Not tied to a study row: a submission may name a study not created yet.
+constexpr char kSchemaV3Submissions[] = R"sql(
 CREATE TABLE submissions (
   id INTEGER PRIMARY KEY,
   study_name TEXT NOT NULL,
@@ -222,12 +225,18 @@ CREATE TABLE submissions (
   message TEXT NOT NULL DEFAULT '',
   submitted REAL NOT NULL
 );
-)sql"},
-      // Where each trial's ranks ran (TrialRecord::placement_json), for the study page's timeline.
-      {4, R"sql(
+)sql";
+
+// Where each trial's ranks ran (TrialRecord::placement_json), for the study page's timeline.
+constexpr char kSchemaV4Placement[] = R"sql(
 ALTER TABLE trials ADD COLUMN placement TEXT NOT NULL DEFAULT '';
-)sql"},
-  };
+)sql";
+
+const std::vector<Migration>& DefaultMigrations() {
+  static const std::vector<Migration> kMigrations = {{1, kSchemaV1Tables},
+                                                     {2, kSchemaV2Journal},
+                                                     {3, kSchemaV3Submissions},
+                                                     {4, kSchemaV4Placement}};
   return kMigrations;
 }
 
