@@ -1,13 +1,17 @@
 #!/bin/sh
-# Promotions in place, for real: the Fashion-MNIST study examples/fmnist/asha.yaml (hyperpack-trainer's
-# MLP, GP tuner, ASHA in promote mode, 27 trials, 2 at a time) run with `pruner.in_place: false`
-# (every promotion restarts the trial from its checkpoint: a new process, the data and the model
-# loaded again) and with the default (a trial promoted at the rung it has just reached trains on in
-# the same process), one after the other, for each seed. Prints per run: the wall time, the
-# processes started, the promotions and how many went on in place, the CPU-slot-seconds the trials
-# held, the share of them outside the training loop (start-up, evaluation, checkpoints: the loop's
-# own time is each epoch's optimizer steps x its step_time_ms, per slot), and the best test
-# accuracy; then the medians.
+# Warm trials, for real: the Fashion-MNIST study examples/fmnist/asha.yaml (hyperpack-trainer's MLP,
+# GP tuner, ASHA in promote mode, 27 trials, 2 at a time) run three ways, one after the other, for
+# each seed:
+#   restarted  `pruner.in_place: false`, `trial.warm: false`: every run of a trial is a new process
+#              (libtorch, the data and the model loaded again), every promotion a restart;
+#   in place   `trial.warm: false`: a trial promoted at the rung it has just reached trains on in
+#              the same process; every new trial is still a new process;
+#   warm       the defaults: promotions in place, and one warm hyperpack-trainer per slot runs
+#              trial after trial with libtorch and the data loaded once.
+# Prints per run: the wall time, the processes started, the promotions and how many went on in
+# place, the CPU-slot-seconds the trials held, the share of them outside the training loop
+# (start-up, evaluation, checkpoints: the loop's own time is each epoch's optimizer steps x its
+# step_time_ms, per slot), and the best test accuracy; then the medians.
 #
 #   bench/warm_promotions.sh [BUILD_DIR]     run from the repository root; BUILD_DIR: build
 #   SEEDS="1 2 3" bench/warm_promotions.sh
@@ -22,14 +26,21 @@ trap 'rm -rf "$work"' EXIT
   exit 1
 }
 for seed in $seeds; do
-  for in_place in false true; do
-    name="warm-$in_place-$seed"
+  for arm in restarted in-place warm; do
+    case $arm in
+      restarted) in_place=false warm=false ;;
+      in-place) in_place=true warm=false ;;
+      warm) in_place=true warm=true ;;
+    esac
+    name="warm-$arm-$seed"
     sed -e "s/^name: .*/name: $name/" \
       -e "s/^tuner: .*/tuner: {seed: $seed}/" \
       -e "s/mode: promote}/mode: promote, in_place: $in_place}/" \
       -e "s|hyperpack-trainer --model|$build/trainer/hyperpack-trainer --model|" \
+      -e "s/^  timeout: 30m/  timeout: 30m\\n  warm: $warm/" \
       examples/fmnist/asha.yaml >"$work/$name.yaml"
     grep -q "in_place: $in_place" "$work/$name.yaml"
+    grep -q "warm: $warm" "$work/$name.yaml"
     echo "running $name ..." >&2
     "$build/cli/hyperpack" run "$work/$name.yaml" --storage "$work/h.db" >"$work/$name.log" 2>&1 ||
       { cat "$work/$name.log" >&2; exit 1; }
@@ -37,7 +48,7 @@ for seed in $seeds; do
   done
 done
 /usr/bin/python3 - "$work/h.db" $seeds <<'PY'
-import json, sqlite3, statistics, sys
+import json, re, sqlite3, statistics, sys
 db = sqlite3.connect(sys.argv[1])
 seeds = sys.argv[2:]
 
@@ -75,9 +86,21 @@ def measure(name):
                 (sid, number)):
             loop += (step - previous) * ms / 1000.0 * slots.get(number, 1)
             previous = step
+    # Runs served by a warm trainer say so in their logs: processes are the runs that were not, and
+    # the warm processes that served the rest.
+    served, pids = 0, set()
+    for (log_path,) in db.execute("SELECT log_path FROM trials WHERE study_id = ?", (sid,)):
+        try:
+            text = open(log_path, errors="replace").read()
+        except OSError:
+            continue
+        for pid in re.findall(r"warm process ([0-9]+), trial [0-9]+ it serves", text):
+            served += 1
+            pids.add(pid)
+    processes = starts - served + len(pids)
     best = db.execute("SELECT max(m.value) FROM metrics m JOIN trials t ON m.trial_id = t.id "
                       "WHERE t.study_id = ? AND m.name = 'test_accuracy'", (sid,)).fetchone()[0]
-    return {"wall": last - first, "starts": starts, "promoted": promoted, "in_place": in_place,
+    return {"wall": last - first, "starts": processes, "promoted": promoted, "in_place": in_place,
             "held": held, "outside": 1 - loop / held if held > 0 else float("nan"),
             "best": best or float("nan")}
 
@@ -85,11 +108,12 @@ def measure(name):
 print("| seed | promotions | wall time | processes started | promoted (in place) | CPU-slot-s held "
       "| outside the training loop | best test acc |")
 print("|---|---|---|---|---|---|---|---|")
-results = {"false": [], "true": []}
+arms = (("restarted", "restarted"), ("in-place", "in place"), ("warm", "in place + warm"))
+results = {arm: [] for arm, _ in arms}
 for seed in seeds:
-    for in_place, label in (("false", "restarted"), ("true", "in place")):
-        m = measure("warm-%s-%s" % (in_place, seed))
-        results[in_place].append(m)
+    for arm, label in arms:
+        m = measure("warm-%s-%s" % (arm, seed))
+        results[arm].append(m)
         print("| %s | %s | %.0f s | %d | %d (%d) | %.0f | %.1f%% | %.4f |" % (
             seed, label, m["wall"], m["starts"], m["promoted"], m["in_place"], m["held"],
             100 * m["outside"], m["best"]))
@@ -97,8 +121,8 @@ print()
 print("| median over %d seeds | wall time | processes started | CPU-slot-s held | outside the "
       "training loop |" % len(seeds))
 print("|---|---|---|---|---|")
-for in_place, label in (("false", "restarted"), ("true", "in place")):
-    ms = results[in_place]
+for arm, label in arms:
+    ms = results[arm]
     print("| %s | %.0f s | %.0f | %.0f | %.1f%% |" % (
         label, statistics.median(m["wall"] for m in ms), statistics.median(m["starts"] for m in ms),
         statistics.median(m["held"] for m in ms), 100 * statistics.median(m["outside"] for m in ms)))

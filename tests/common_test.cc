@@ -3,6 +3,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include "hyperpack/expression.h"
 #include "hyperpack/space.h"
 #include "hyperpack/text.h"
+#include "hyperpack/warm.h"
 
 namespace hyperpack {
 namespace {
@@ -513,6 +516,71 @@ TEST(TextTest, SplitHostPortTakesTheLastColonAndAPortInRange) {
   EXPECT_FALSE(SplitHostPort(":80").ok());
   EXPECT_FALSE(SplitHostPort("host:65536").ok());
   EXPECT_FALSE(SplitHostPort("host:http").ok());
+}
+
+// ---- The warm trainer's protocol (hyperpack/warm.h) ----
+
+TEST(WarmTest, ATrainerCommandOfPlainWordsIsServedAnythingTheShellMustReadIsNot) {
+  using Words = std::vector<std::string>;
+  EXPECT_EQ(warm::TrainerArgv("hyperpack-trainer --lr 0.1  --model mlp"),
+            (Words{"hyperpack-trainer", "--lr", "0.1", "--model", "mlp"}));
+  EXPECT_EQ(warm::TrainerArgv("\t/opt/hp/bin/hyperpack-trainer --save-params /tmp/t-3/p.bin"),
+            (Words{"/opt/hp/bin/hyperpack-trainer", "--save-params", "/tmp/t-3/p.bin"}));
+  for (const char* command :
+       {"python3 train.py --lr 0.1", "hyperpack-trainer-old --lr 1", "my-hyperpack-trainer",
+        "X=1 hyperpack-trainer", "hyperpack-trainer --data-path \"a b\"",
+        "hyperpack-trainer --lr $LR", "hyperpack-trainer > out.log", "hyperpack-trainer; echo done",
+        "hyperpack-trainer && rm -rf x", "hyperpack-trainer --data-path ~/d",
+        "hyperpack-trainer --x `id`", "hyperpack-trainer\necho", "", "   "})
+    EXPECT_FALSE(warm::TrainerArgv(command).has_value()) << command;
+}
+
+TEST(WarmTest, ARunRequestAndATrialsEndSurviveTheirTripAndJunkIsRefused) {
+  warm::RunRequest r{{"hyperpack-trainer", "--lr", "0.1"}, {"A=1", "B=x=y", "C="}, "/tmp/w d"};
+  auto back = warm::ParseRun(warm::FormatRun(r));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->argv, r.argv);
+  EXPECT_EQ(back->env, r.env);
+  EXPECT_EQ(back->workdir, r.workdir);
+  for (const char* junk : {"", "run", "run {", "run []", "run {\"argv\": [], \"env\": []}",
+                           "run {\"argv\": [\"x\"], \"env\": [1]}", "continue 3",
+                           "run {\"argv\": [\"x\"], \"env\": [], \"workdir\": 2}"})
+    EXPECT_FALSE(warm::ParseRun(junk).ok()) << junk;
+  using How = warm::TrialEnd::How;
+  for (warm::TrialEnd end : {warm::TrialEnd{How::kExited, 0}, warm::TrialEnd{How::kExited, 3},
+                             warm::TrialEnd{How::kSignaled, 15}})
+    EXPECT_EQ(warm::ParseEnd(warm::FormatEnd(end)), end);
+  for (const char* junk : {"", "exit", "exit -1", "exit 256", "signal x", "exited 0", "run 1"})
+    EXPECT_FALSE(warm::ParseEnd(junk).has_value()) << junk;
+}
+
+TEST(WarmTest, APacketCarriesItsDescriptorsAndOneTooLargeIsRefused) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const int sent_fds[1] = {pipe_fds[1]};
+  ASSERT_TRUE(warm::Send(pair[0], "run {}", sent_fds).ok());
+  ASSERT_TRUE(warm::Send(pair[0], "exit 0").ok());
+  std::vector<int> fds;
+  auto first = warm::Receive(pair[1], &fds);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ(**first, "run {}");
+  ASSERT_EQ(fds.size(), 1u);
+  // The descriptor received is the pipe's write end: what goes in comes out of the pipe.
+  ASSERT_EQ(write(fds[0], "x", 1), 1);
+  char c = 0;
+  ASSERT_EQ(read(pipe_fds[0], &c, 1), 1);
+  EXPECT_EQ(c, 'x');
+  auto second = warm::Receive(pair[1], &fds);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ(**second, "exit 0") << "one packet, one message";
+  EXPECT_FALSE(warm::Send(pair[0], std::string(warm::kMaxMessage + 1, 'x')).ok());
+  close(pair[0]);
+  auto end = warm::Receive(pair[1], &fds);
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value()) << "end of file";
+  for (int fd : {pair[1], pipe_fds[0], pipe_fds[1], fds[0]}) close(fd);
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio.hpp>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -20,6 +22,7 @@
 #include "hyperpack/scheduler/process.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
+#include "hyperpack/warm.h"
 #include "study_run_fixture.h"
 #include "test_util.h"
 
@@ -763,6 +766,141 @@ TEST(LocalExecutorTest, AControlSocketCarriesALineToTheRankAndNothingElseLeaks) 
   EXPECT_EQ(exits[1].code, 0);
   EXPECT_FALSE(executor->Tell({1, 0}, "continue 10").ok()) << "it has ended";
   executor->Shutdown();
+}
+
+// A stand-in for `hyperpack-trainer --serve` that speaks hyperpack/warm.h's protocol: each trial
+// says which process serves it (and how many it has served), in which folder, with which X; then
+// `exit N` ends it with N, and `wait` repeats what it is told until a SIGTERM ends the trial.
+constexpr char kFakeWarmTrainer[] = R"(#!/usr/bin/python3
+import json, os, select, signal, socket, sys
+ctl = socket.socket(fileno=3)
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(int(signal.SIGTERM)))
+served = 0
+while True:
+    msg, fds, _, _ = socket.recv_fds(ctl, 65536, 4)
+    if not msg:
+        sys.exit(0)
+    text = msg.decode()
+    if not text.startswith("run ") or len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        continue
+    request = json.loads(text[4:])
+    served += 1
+    stop.clear()
+    os.chdir(request["workdir"])
+    env = dict(e.split("=", 1) for e in request["env"])
+    say = lambda line: os.write(fds[0], (line + "\n").encode())
+    say(f"served {served} by {os.getpid()} in {os.getcwd()} with X={env.get('X', '')}")
+    words = request["argv"][1:]
+    end = "exit 0"
+    if words[0] == "exit":
+        end = "exit " + words[1]
+    elif words[0] == "wait":
+        while not stop:
+            if select.select([ctl], [], [], 0.05)[0]:
+                say("told " + ctl.recv(1024).decode().strip())
+        end = f"signal {stop[0]}"
+    os.close(fds[0])
+    os.close(fds[1])
+    ctl.send(end.encode())
+)";
+
+// Warm trainers in the local executor: trial after trial in one process, each with its own output,
+// folder and environment, each ending as its own process would have (an exit code, a signal),
+// a line told reaching the trial being served; a SIGKILL takes the process with its trial, and
+// the next trial gets a new one; two trials at once get two; a request too large for a packet
+// runs as its own process; Shutdown leaves no process behind.
+TEST(LocalExecutorTest, AWarmTrainerServesTrialAfterTrialEachEndingAsItsOwnProcessWould) {
+  TempDir dir;
+  const std::string fake = dir / "fake-trainer";
+  WriteFile(fake, kFakeWarmTrainer);
+  ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
+  boost::asio::io_context io;
+  std::map<int, std::vector<std::string>> lines;
+  std::map<int, RankExit> exits;
+  std::map<int, int> group;
+  auto executor =
+      MakeLocalExecutor(io, {[&](RankId id, bool is_err, const std::string& line) {
+                               if (!is_err) lines[id.trial].push_back(line);
+                             },
+                             [&](RankId id, RankExit exit) { exits[id.trial] = exit; },
+                             [&](RankId id, int pgid) { group[id.trial] = pgid; }, nullptr});
+  auto request = [&](std::vector<std::string> words, const std::string& x) {
+    SpawnRequest r;
+    r.command = "echo cold";  // what runs where no warm trainer can
+    r.workdir = dir.path().string();
+    r.env = CurrentEnvironment();
+    r.env.push_back("X=" + x);
+    r.warm_argv = {fake};
+    r.warm_argv.insert(r.warm_argv.end(), words.begin(), words.end());
+    return r;
+  };
+  auto until = [&](const std::function<bool()>& done) {
+    while (!done()) io.run_one();
+  };
+  auto served = [&](int n, int pid, const std::string& x) {
+    return StrCat("served ", n, " by ", pid, " in ", dir.path().string(), " with X=", x);
+  };
+
+  ASSERT_TRUE(executor->Start({1, 0}, 0, request({"exit", "0"}, "one")).ok());
+  until([&] { return exits.count(1) > 0; });
+  ASSERT_TRUE(executor->Start({2, 0}, 0, request({"exit", "3"}, "two")).ok());
+  until([&] { return exits.count(2) > 0; });
+  const int first = group[1];
+  EXPECT_EQ(group[2], first) << "the second trial is served by the first one's process";
+  EXPECT_EQ(lines[1], std::vector<std::string>{served(1, first, "one")});
+  EXPECT_EQ(lines[2], std::vector<std::string>{served(2, first, "two")});
+  EXPECT_TRUE(exits[1].ok());
+  EXPECT_EQ(exits[2].kind, RankExit::Kind::kExited);
+  EXPECT_EQ(exits[2].code, 3);
+
+  ASSERT_TRUE(executor->Start({3, 0}, 0, request({"wait"}, "three")).ok());
+  until([&] { return lines[3].size() == 1; });
+  ASSERT_TRUE(executor->Tell({3, 0}, "continue 5").ok());
+  until([&] { return lines[3].size() == 2; });
+  EXPECT_EQ(lines[3][1], "told continue 5");
+  executor->Signal({3, 0}, SIGTERM);
+  until([&] { return exits.count(3) > 0; });
+  EXPECT_EQ(exits[3].kind, RankExit::Kind::kSignaled);
+  EXPECT_EQ(exits[3].code, SIGTERM);
+  EXPECT_FALSE(executor->Tell({3, 0}, "continue 6").ok()) << "it has ended";
+  ASSERT_TRUE(executor->Start({4, 0}, 0, request({"exit", "0"}, "four")).ok());
+  until([&] { return exits.count(4) > 0; });
+  EXPECT_EQ(lines[4], std::vector<std::string>{served(4, first, "four")})
+      << "a trial's SIGTERM ends the trial, not the process";
+
+  ASSERT_TRUE(executor->Start({5, 0}, 0, request({"wait"}, "five")).ok());
+  until([&] { return lines[5].size() == 1; });
+  executor->Signal({5, 0}, SIGKILL);
+  until([&] { return exits.count(5) > 0; });
+  EXPECT_EQ(exits[5].kind, RankExit::Kind::kSignaled);
+  EXPECT_EQ(exits[5].code, SIGKILL);
+  ASSERT_TRUE(executor->Start({6, 0}, 0, request({"exit", "0"}, "six")).ok());
+  until([&] { return exits.count(6) > 0; });
+  const int second = group[6];
+  EXPECT_NE(second, first);
+  EXPECT_EQ(lines[6], std::vector<std::string>{served(1, second, "six")});
+
+  ASSERT_TRUE(executor->Start({7, 0}, 0, request({"wait"}, "seven")).ok());
+  ASSERT_TRUE(executor->Start({8, 0}, 0, request({"wait"}, "eight")).ok());
+  until([&] { return lines[7].size() == 1 && lines[8].size() == 1; });
+  EXPECT_NE(group[7], group[8]) << "two trials at once, two processes";
+  executor->Signal({7, 0}, SIGTERM);
+  executor->Signal({8, 0}, SIGTERM);
+  until([&] { return exits.count(7) > 0 && exits.count(8) > 0; });
+
+  ASSERT_TRUE(
+      executor->Start({9, 0}, 0, request({"exit", "0"}, std::string(warm::kMaxMessage, 'x'))).ok());
+  until([&] { return exits.count(9) > 0; });
+  EXPECT_EQ(lines[9], std::vector<std::string>{"cold"}) << "too large a request: its own process";
+
+  executor->Shutdown();
+  for (int pid : {group[7], group[8]}) {
+    EXPECT_EQ(kill(pid, 0), -1) << "warm process " << pid << " outlived the executor";
+    EXPECT_EQ(errno, ESRCH);
+  }
 }
 
 TEST(EnvironmentMapTest, SplitsAtTheFirstEqualsSoAValueMayHoldMore) {

@@ -337,6 +337,33 @@ TEST(StudyControllerTest, ATrialPastItsTimeoutIsTerminatedThenKilledAndEndsTimed
   EXPECT_EQ(h.StateOf(0), TrialState::kTimeout);
 }
 
+// A one-process `hyperpack-trainer` trial may be served by a warm trainer: its plan carries the
+// rendered words. Another command, or `trial.warm: false`, runs as its own process.
+TEST(StudyControllerTest, AOneProcessTrainerTrialCarriesItsWordsForAWarmTrainer) {
+  auto spec_with = [](const std::string& trial) {
+    study::ParseOutcome parsed =
+        study::ParseStudy(StrCat("name: s\nobjective: {metric: loss, direction: minimize}\n",
+                                 "search_space: {x: {type: float, low: 0, high: 1}}\n",
+                                 "trial: ", trial, "\n", "budget: {max_trials: 1}\n"),
+                          "s.yaml");
+    EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
+    return *parsed.spec;
+  };
+  Harness warm(spec_with("{command: \"hyperpack-trainer --lr {x} --epochs 2\"}"));
+  warm.Start();
+  ASSERT_EQ(warm.launches.size(), 1u);
+  EXPECT_EQ(warm.launches[0].warm_argv,
+            (std::vector<std::string>{"hyperpack-trainer", "--lr", "0.01", "--epochs", "2"}));
+  Harness off(spec_with("{command: \"hyperpack-trainer --lr {x}\", warm: false}"));
+  off.Start();
+  ASSERT_EQ(off.launches.size(), 1u);
+  EXPECT_TRUE(off.launches[0].warm_argv.empty());
+  Harness other(spec_with("{command: \"python3 train.py --lr {x}\"}"));
+  other.Start();
+  ASSERT_EQ(other.launches.size(), 1u);
+  EXPECT_TRUE(other.launches[0].warm_argv.empty());
+}
+
 TEST(StudyControllerTest, ATrialsRowIsStoredBeforeItIsLaunched) {
   Harness h(Spec("", 1, 1));
   h.auto_ack = false;

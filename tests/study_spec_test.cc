@@ -1175,6 +1175,21 @@ TEST(LoadStudyFileTest, NamesTheFileInDiagnostics) {
   EXPECT_THAT(out.ErrorText(), HasSubstr(file.string() + ":1:1: objective: missing"));
 }
 
+TEST(StudyFileTest, TrialWarmIsOnUnlessTurnedOffAndMustBeABoolean) {
+  constexpr char kBase[] =
+      "name: s\nobjective: {metric: loss, direction: minimize}\n"
+      "search_space: {x: {type: float, low: 0, high: 1}}\n";
+  auto on = Parse(std::string(kBase) + "trial: {command: \"hyperpack-trainer --lr {x}\"}\n");
+  ASSERT_TRUE(on.spec) << on.ErrorText();
+  EXPECT_TRUE(on.spec->trial.warm);
+  auto off = Parse(std::string(kBase) + "trial: {command: \"run {x}\", warm: false}\n");
+  ASSERT_TRUE(off.spec) << off.ErrorText();
+  EXPECT_FALSE(off.spec->trial.warm);
+  auto bad = Parse(std::string(kBase) + "trial: {command: \"run {x}\", warm: sometimes}\n");
+  EXPECT_FALSE(bad.spec);
+  EXPECT_THAT(bad.ErrorText(), HasSubstr("trial.warm"));
+}
+
 // ---- pruner ------------------------------------------------------------------------------------
 
 constexpr char kPrunerBase[] = R"(name: s

@@ -14,8 +14,11 @@
 
 #include <zlib.h>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "hyperpack/text.h"
@@ -453,6 +456,82 @@ TEST_F(TrainerTest, TrainsAUsersTorchScriptModule) {
   EXPECT_THAT(junk.err, HasSubstr("junk.pt: not a TorchScript module"));
 }
 
+// The warm processes that served a study's trials, from the line each served trial's log begins
+// with: process id -> how many trials it served. Logs under `logs` (hyperpack_logs/STUDY).
+std::map<int, int> WarmProcesses(const std::filesystem::path& logs) {
+  std::map<int, int> served;
+  const std::regex said("hyperpack-trainer: warm process ([0-9]+), trial ([0-9]+) it serves");
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(logs)) {
+    if (entry.path().filename() != "output.log") continue;
+    std::istringstream log(ReadFile(entry.path()));
+    for (std::string line; std::getline(log, line);) {
+      std::smatch m;
+      if (std::regex_search(line, m, said)) ++served[std::stoi(m[1])];
+    }
+  }
+  return served;
+}
+
+// A 3-class table of `rows` rows and 3 features that a small MLP can separate.
+void WriteSmallTable(const std::string& path, int rows) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> n(0.0, 1.0);
+  std::ostringstream csv;
+  csv << "a,b,c,label\n";
+  for (int i = 0; i < rows; ++i) {
+    for (int f = 0; f < 3; ++f) csv << (f == i % 3 ? 2.0 : 0.0) + n(rng) << ",";
+    csv << "c" << i % 3 << "\n";
+  }
+  WriteFile(path, csv.str());
+}
+
+// Trials served one after another by one warm hyperpack-trainer end with exactly the weights their
+// own processes would have (nothing of one trial is left to the next: seeds, threads, data); with
+// `trial.warm: false` each has its own process.
+TEST(TrainerStudyTest, TrialsServedByOneWarmProcessEndExactlyAsTheirOwnProcessesWould) {
+  for (bool warm : {true, false}) {
+    SCOPED_TRACE(warm ? "warm" : "cold");
+    TempDir dir;
+    WriteSmallTable(dir / "t.csv", 300);
+    const std::string flags = StrCat(" --data csv --data-path ", dir / "t.csv",
+                                     " --model mlp --mlp-widths 8 --epochs 2 --batch-size 30"
+                                     " --seed 2 --threads 1");
+    WriteFile(
+        dir / "s.yaml",
+        StrCat("name: s\nobjective: {metric: val_loss, direction: minimize}\n",
+               "search_space: {lr: [0.003, 0.1, 0.03, 0.01]}\n", "trial: {command: \"",
+               HYPERPACK_TRAINER, flags, " --lr {lr} --save-params {trial_dir}/p.bin\", ",
+               "warm: ", warm ? "true" : "false", "}\n",
+               "tuner: {algorithm: random, seed: 1}\nbudget: {max_trials: 4, max_parallel: 1}\n"));
+    auto run = RunCommand({HYPERPACK_CLI, "run", dir / "s.yaml", "--storage", dir / "h.db"},
+                          dir.path().string());
+    ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+    EXPECT_THAT(run.out, HasSubstr("4 completed"));
+    const std::map<int, int> processes = WarmProcesses(dir / "hyperpack_logs/s");
+    if (warm) {
+      ASSERT_EQ(processes.size(), 1u) << "one at a time: one warm process";
+      EXPECT_EQ(processes.begin()->second, 4);
+    } else {
+      EXPECT_TRUE(processes.empty());
+    }
+    for (int trial = 0; trial < 4; ++trial) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "trial-%04d", trial);
+      const std::string trial_dir = dir / ("hyperpack_logs/s/" + std::string(name));
+      Json params = Json::parse(ReadFile(trial_dir + "/params.json"));
+      std::vector<std::string> argv = {HYPERPACK_TRAINER};
+      std::istringstream words(flags + " --lr " + params["lr"].dump() + " --save-params " +
+                               (dir / "alone.bin"));
+      for (std::string w; words >> w;) argv.push_back(w);
+      auto alone = RunCommand(argv);
+      ASSERT_EQ(alone.exit_code, 0) << alone.err;
+      const std::string served = ReadFile(trial_dir + "/p.bin");
+      ASSERT_FALSE(served.empty()) << name;
+      EXPECT_TRUE(served == ReadFile(dir / "alone.bin")) << name << " differs from its own run";
+    }
+  }
+}
+
 // The random tuner's seed under which the study below proposes lr 0.1, the best at epoch 1, last.
 constexpr int kInPlaceSeed = 2;
 
@@ -464,15 +543,7 @@ TEST(TrainerStudyTest, APromotedTrialEndsWhereARunThroughEndsRestartedOrInPlace)
   for (bool in_place : {false, true}) {
     SCOPED_TRACE(in_place ? "in place" : "restarted");
     TempDir dir;
-    std::mt19937_64 rng(3);
-    std::normal_distribution<double> n(0.0, 1.0);
-    std::ostringstream csv;
-    csv << "a,b,c,label\n";
-    for (int i = 0; i < 300; ++i) {
-      for (int f = 0; f < 3; ++f) csv << (f == i % 3 ? 2.0 : 0.0) + n(rng) << ",";
-      csv << "c" << i % 3 << "\n";
-    }
-    WriteFile(dir / "t.csv", csv.str());
+    WriteSmallTable(dir / "t.csv", 300);
     const std::string flags = StrCat(" --data csv --data-path ", dir / "t.csv",
                                      " --model mlp --mlp-widths 8 --epochs 3 --batch-size 30"
                                      " --schedule cosine --seed 2 --threads 1");
@@ -529,6 +600,10 @@ TEST(TrainerStudyTest, APromotedTrialEndsWhereARunThroughEndsRestartedOrInPlace)
     float worst = 0;
     for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(x[i] - y[i]));
     EXPECT_LT(worst, 1e-5);
+    // Every trial, paused by a SIGTERM at its rung or not, was served by one warm process.
+    const std::map<int, int> processes = WarmProcesses(dir / "hyperpack_logs/s");
+    ASSERT_EQ(processes.size(), 1u) << "a paused trial's SIGTERM ended the warm process";
+    EXPECT_EQ(processes.begin()->second, in_place ? 3 : 4);
   }
 }
 

@@ -786,7 +786,8 @@ class Parser {
 
   void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial,
                   std::vector<MetricPattern>* patterns) {
-    auto fields = Fields(field, "trial", {"command", "workdir", "env", "timeout", "metrics"});
+    auto fields =
+        Fields(field, "trial", {"command", "workdir", "env", "timeout", "metrics", "warm"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "command")) {
       if (auto c = String(*f, "trial.command")) {
@@ -828,6 +829,8 @@ class Parser {
     }
     if (auto* f = Get(fields, "timeout")) trial->timeout_s = Duration(*f, "trial.timeout");
     if (auto* f = Get(fields, "metrics")) ParseMetrics(*f, patterns);
+    if (auto* f = Get(fields, "warm"))
+      if (auto b = Bool(*f, "trial.warm")) trial->warm = *b;
   }
 
   // `trial.metrics: {NAME: PATTERN, ...}`: metrics read from lines the trial prints its own way.

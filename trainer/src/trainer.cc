@@ -26,9 +26,11 @@
 #include "ddp.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
+#include "hyperpack/warm.h"
 #include "launcher.h"
 #include "loss_scaler.h"
 #include "models.h"
+#include "serve.h"
 
 namespace hyperpack::trainer {
 namespace {
@@ -51,6 +53,16 @@ struct Infeasible : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A warm process's trial asked to stop by a signal (stop_signal): it ends at once, and the process
+// reports it as ended by that signal.
+struct Stopped {
+  int signal;
+};
+
+void ThrowIfStopped() {
+  if (const int sig = stop_signal.load(std::memory_order_relaxed)) throw Stopped{sig};
+}
+
 // How long a trial at its stop epoch waits to hear whether it goes on in place. The scheduler
 // answers in the event that brought the epoch's line, in milliseconds; without an answer the trial
 // stops as before (paused, and restarted if promoted).
@@ -65,16 +77,21 @@ int ReadContinue(int fd, std::chrono::milliseconds wait) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return 0;
-    pollfd p{fd, POLLIN, 0};
-    const int ready = poll(&p, 1, static_cast<int>(left));
+    // In a warm process, also the pipe its stop signal's handler writes to.
+    pollfd p[2] = {{fd, POLLIN, 0}, {stop_wake_fd.load(), POLLIN, 0}};
+    const int ready = poll(p, p[1].fd >= 0 ? 2 : 1, static_cast<int>(left));
+    if (stop_signal.load(std::memory_order_relaxed)) return 0;
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return 0;
-    char c = 0;
-    const ssize_t n = read(fd, &c, 1);
+    if (ready <= 0 || !(p[0].revents & (POLLIN | POLLHUP))) return 0;
+    // A whole packet where the socket keeps them (a warm process's), else what has arrived.
+    char buf[64];
+    const ssize_t n = read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return 0;
-    if (c == '\n') break;
-    line += c;
+    const std::string_view got(buf, static_cast<size_t>(n));
+    const size_t end = got.find('\n');
+    line += got.substr(0, end);
+    if (end != std::string_view::npos) break;
   }
   constexpr std::string_view kPrefix = "continue ";
   if (line.compare(0, kPrefix.size(), kPrefix) != 0) return 0;
@@ -183,6 +200,7 @@ class Trainer {
       if (stop) break;
       if (c_.stop_at_epoch > 0 && epoch + 1 >= c_.stop_at_epoch) {
         const int next = AwaitPromotion(epoch + 1);
+        ThrowIfStopped();
         if (next == 0) break;
         c_.stop_at_epoch = next;
       }
@@ -370,6 +388,7 @@ class Trainer {
     int64_t steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       if (c_.max_steps > 0 && step_ >= c_.max_steps) break;
+      ThrowIfStopped();
       double lr = LearningRate(c_, base_lr_, step_, total_steps_);
       for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
       for (int m = 0; m < c_.grad_accumulation; ++m) {
@@ -592,6 +611,11 @@ bool OutOfMemory(const std::string& what) {
 }  // namespace
 
 int TrainerMain(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == warm::kServeFlag) return Serve();
+  return RunTrial(argc, argv);
+}
+
+int RunTrial(int argc, char** argv) {
   auto config = ParseConfig(argc, argv);
   if (!config.ok()) {
     if (config.status().code() == StatusCode::kCancelled) {
@@ -611,6 +635,8 @@ int TrainerMain(int argc, char** argv) {
   int rank = rdv.rank;
   try {
     return Trainer(*config, rdv).Run();
+  } catch (const Stopped& stopped) {
+    return 128 + stopped.signal;
   } catch (const Infeasible& e) {
     std::cerr << "hyperpack-trainer: rank " << rank
               << ": this configuration cannot run: " << e.what() << "\n";

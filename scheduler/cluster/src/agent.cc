@@ -203,7 +203,10 @@ class Agent {
   // Starts a launched rank; one that cannot start is reported as its error line and a
   // never_started exit, which the server handles as any other end.
   void Start(const protocol::Launch& launch) {
-    SpawnRequest r{launch.command, launch.workdir, launch.env};
+    SpawnRequest r;
+    r.command = launch.command;
+    r.workdir = launch.workdir;
+    r.env = launch.env;
     r.env.push_back(std::string(env::kAgent) + "=" + node_.name);
     Status s = MakeCheckpointDir(r.env);
     const RankId local{next_local_++, 0};

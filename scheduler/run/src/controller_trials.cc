@@ -10,6 +10,7 @@
 #include "hyperpack/env_vars.h"
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
+#include "hyperpack/warm.h"
 
 namespace hyperpack::scheduler {
 
@@ -170,6 +171,8 @@ LaunchPlan StudyController::Impl::PlanLaunch(const Trial& t, double target, bool
   p.needs_master_port = world > 0 && !p.placement.ranks[0].gpus.empty();
   p.control = t.control;
   for (int r = 0; r < std::max(1, world); ++r) p.ranks.push_back(PlanRank(t, p, r, common));
+  if (spec_.trial.warm && p.ranks.size() == 1)
+    if (auto argv = warm::TrainerArgv(p.command)) p.warm_argv = std::move(*argv);
   return p;
 }
 

@@ -367,6 +367,7 @@ class LocalDriver : public StudyRun {
       g.request.command = plan.command;
       g.request.workdir = plan.workdir;
       g.request.control = plan.control && r == 0;
+      g.request.warm_argv = plan.warm_argv;
       for (const auto& [k, v] : env) g.request.env.push_back(k + "=" + v);
     }
     const GangStarted started = executor_->StartGang(gang);

@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -9,8 +10,11 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "hyperpack/env_vars.h"
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/warm.h"
 
 namespace hyperpack::scheduler {
 namespace {
@@ -55,8 +59,9 @@ struct Proc {
     if (control >= 0) close(control);
     control = -1;
   }
-  pid_t pid = -1;
-  int control = -1;  // the runner's end of the rank's control socket
+  pid_t pid = -1;     // the rank's process group: its own, or its warm trainer's
+  bool warm = false;  // served by a warm trainer: its end comes as a message, not a SIGCHLD
+  int control = -1;   // the runner's end of the rank's control socket (not for a warm rank)
   asio::posix::stream_descriptor out, err;
   std::array<char, 8192> out_buf{}, err_buf{};
   PartialLine out_line, err_line;
@@ -65,6 +70,38 @@ struct Proc {
   bool out_open = true, err_open = true;
   asio::steady_timer drain;
 };
+
+// A warm hyperpack-trainer (--serve): one process that runs trial after trial. Its own stdout and
+// stderr are read and dropped (it points them at /dev/null at once); each trial brings its own.
+struct WarmTrainer {
+  explicit WarmTrainer(asio::io_context& io) : control(io), out(io), err(io) {}
+  pid_t pid = -1;
+  std::string key;  // what a trial must share with it to be served by it
+  asio::posix::stream_descriptor control, out, err;
+  std::array<char, 512> drop{};
+  std::optional<RankId> serving;
+  bool exited = false;
+};
+
+// Trials are served by the same warm trainer only where the program, the folder it was named from
+// and the GPUs it sees (fixed once CUDA starts) are the same.
+std::string WarmKey(const SpawnRequest& request) {
+  std::string gpus;
+  for (const std::string& e : request.env)
+    if (e.rfind(std::string(env::kCudaVisibleDevices) + "=", 0) == 0) gpus = e;
+  return request.warm_argv.front() + '\0' + request.workdir + '\0' + gpus;
+}
+
+std::string ShellQuoted(const std::string& word) {
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A trial's end as the wait status its own process would have had.
+int WaitStatusOf(const warm::TrialEnd& end) {
+  return end.how == warm::TrialEnd::How::kSignaled ? end.number : (end.number & 0xff) << 8;
+}
 
 class LocalExecutor : public Executor {
  public:
@@ -75,7 +112,11 @@ class LocalExecutor : public Executor {
 
   void SetCallbacks(Callbacks cb) override { cb_ = std::move(cb); }
 
+  ~LocalExecutor() override { StopWarmTrainers(); }
+
   Status Start(RankId id, int, const SpawnRequest& request) override {
+    // A warm trainer where one can serve it; should that fail, a process of its own as always.
+    if (!request.warm_argv.empty() && StartWarm(id, request).ok()) return Status::Ok();
     auto spawned = Spawn(request);
     if (!spawned.ok()) return spawned.status();
     auto p = std::make_shared<Proc>(io_);
@@ -100,6 +141,11 @@ class LocalExecutor : public Executor {
 
   Status Tell(RankId id, const std::string& line) override {
     auto it = procs_.find(id);
+    if (it != procs_.end() && it->second->warm && !it->second->exited) {
+      for (const auto& w : warm_)
+        if (w->serving == id)
+          return warm::Send(w->control.native_handle(), line + "\n", {}, /*nonblocking=*/true);
+    }
     if (it == procs_.end() || it->second->exited || it->second->control < 0)
       return Status::NotFound("trial ", id.trial, " rank ", id.rank, " has no control socket");
     const std::string text = line + "\n";
@@ -114,9 +160,140 @@ class LocalExecutor : public Executor {
   void Shutdown() override {
     done_ = true;
     sigchld_.cancel();
+    StopWarmTrainers();
   }
 
  private:
+  // ---- Warm trainers ----
+  Status StartWarm(RankId id, const SpawnRequest& request) {
+    const std::string message = warm::FormatRun({request.warm_argv, request.env, request.workdir});
+    if (message.size() > warm::kMaxMessage)
+      return Status::FailedPrecondition("the trial's request is too large for a warm trainer");
+    const std::string key = WarmKey(request);
+    std::shared_ptr<WarmTrainer> w;
+    for (const auto& candidate : warm_)
+      if (!candidate->exited && !candidate->serving && candidate->key == key) w = candidate;
+    if (!w) {
+      HP_ASSIGN_OR_RETURN(w, StartWarmTrainer(key, request));
+    }
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return Status::Io("pipe: ", std::strerror(errno));
+    if (pipe2(err, O_CLOEXEC) != 0) {
+      close(out[0]);
+      close(out[1]);
+      return Status::Io("pipe: ", std::strerror(errno));
+    }
+    const int ends[2] = {out[1], err[1]};
+    Status sent = warm::Send(w->control.native_handle(), message, ends, /*nonblocking=*/true);
+    close(out[1]);
+    close(err[1]);
+    if (!sent.ok()) {
+      close(out[0]);
+      close(err[0]);
+      killpg(w->pid, SIGKILL);  // a trainer that cannot be told is of no more use
+      return sent;
+    }
+    auto p = std::make_shared<Proc>(io_);
+    p->pid = w->pid;
+    p->warm = true;
+    p->out.assign(out[0]);
+    p->err.assign(err[0]);
+    procs_[id] = p;
+    w->serving = id;
+    if (cb_.on_started) cb_.on_started(id, p->pid);
+    Read(id, p, false);
+    Read(id, p, true);
+    return Status::Ok();
+  }
+
+  Result<std::shared_ptr<WarmTrainer>> StartWarmTrainer(const std::string& key,
+                                                        const SpawnRequest& request) {
+    SpawnRequest serve;
+    serve.command = StrCat("exec ", ShellQuoted(request.warm_argv.front()), " ", warm::kServeFlag);
+    serve.workdir = request.workdir;
+    serve.env = request.env;
+    serve.control = true;
+    serve.control_packets = true;
+    HP_ASSIGN_OR_RETURN(Spawned spawned, Spawn(serve));
+    auto w = std::make_shared<WarmTrainer>(io_);
+    w->pid = spawned.pid;
+    w->key = key;
+    w->control.assign(spawned.control_fd);
+    w->out.assign(spawned.stdout_fd);
+    w->err.assign(spawned.stderr_fd);
+    warm_.push_back(w);
+    Drop(w, w->out);
+    Drop(w, w->err);
+    AwaitEnd(w);
+    return w;
+  }
+
+  void Drop(const std::shared_ptr<WarmTrainer>& w, asio::posix::stream_descriptor& stream) {
+    // One buffer for both streams: what is read is dropped anyway.
+    stream.async_read_some(asio::buffer(w->drop),
+                           [this, w, &stream](boost::system::error_code ec, size_t) {
+                             if (!ec) return Drop(w, stream);
+                             boost::system::error_code ignored;
+                             stream.close(ignored);
+                           });
+  }
+
+  // The trainer's next message: how its trial ended. End of file: it is exiting (SIGCHLD says how).
+  void AwaitEnd(const std::shared_ptr<WarmTrainer>& w) {
+    w->control.async_wait(asio::posix::stream_descriptor::wait_read,
+                          [this, w](boost::system::error_code ec) {
+                            if (ec || w->exited) return;
+                            std::vector<int> fds;
+                            auto message = warm::Receive(w->control.native_handle(), &fds);
+                            for (int fd : fds) close(fd);
+                            if (!message.ok() || !message->has_value()) return;
+                            if (auto end = warm::ParseEnd(**message); end && w->serving) {
+                              const RankId id = *w->serving;
+                              w->serving.reset();
+                              if (auto it = procs_.find(id); it != procs_.end()) {
+                                it->second->exited = true;
+                                it->second->status = WaitStatusOf(*end);
+                                MaybeReport(id, it->second);
+                              }
+                            }
+                            AwaitEnd(w);
+                          });
+  }
+
+  // A warm trainer has exited: the trial it was serving ends with it, as its own process would.
+  void WarmTrainerExited(const std::shared_ptr<WarmTrainer>& w, int status) {
+    w->exited = true;
+    killpg(w->pid, SIGKILL);
+    boost::system::error_code ignored;
+    w->control.close(ignored);
+    if (w->serving) {
+      const RankId id = *w->serving;
+      w->serving.reset();
+      if (auto it = procs_.find(id); it != procs_.end() && !it->second->exited) {
+        it->second->exited = true;
+        it->second->status = status;
+        MaybeReport(id, it->second);
+      }
+    }
+    std::erase(warm_, w);
+  }
+
+  // Idle ones are killed, busy ones told (end of file) to exit after their trial.
+  void StopWarmTrainers() {
+    for (const auto& w : warm_) {
+      boost::system::error_code ignored;
+      w->control.close(ignored);
+      if (!w->serving && !w->exited) {
+        killpg(w->pid, SIGKILL);
+        // Reaped now: nothing will wait for SIGCHLD any more. SIGKILL makes this prompt.
+        int status;
+        while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        w->exited = true;
+      }
+    }
+  }
+
   void Wait() {
     sigchld_.async_wait([this](boost::system::error_code ec, int) {
       if (ec || done_) return;
@@ -128,8 +305,15 @@ class LocalExecutor : public Executor {
   void Reap() {
     // One SIGCHLD may stand for several exits; ask about every process.
     std::vector<std::pair<RankId, std::shared_ptr<Proc>>> ended;
+    std::vector<std::pair<std::shared_ptr<WarmTrainer>, int>> warm_ended;
+    for (const auto& w : warm_) {
+      int status = 0;
+      if (!w->exited && waitpid(w->pid, &status, WNOHANG) == w->pid)
+        warm_ended.emplace_back(w, status);
+    }
+    for (auto& [w, status] : warm_ended) WarmTrainerExited(w, status);
     for (auto& [id, p] : procs_) {
-      if (p->exited) continue;
+      if (p->exited || p->warm) continue;
       int status = 0;
       if (waitpid(p->pid, &status, WNOHANG) != p->pid) continue;
       p->exited = true;
@@ -190,6 +374,7 @@ class LocalExecutor : public Executor {
   Callbacks cb_;
   asio::signal_set sigchld_;
   std::map<RankId, std::shared_ptr<Proc>> procs_;
+  std::vector<std::shared_ptr<WarmTrainer>> warm_;
   bool done_ = false;
 };
 

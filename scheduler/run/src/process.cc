@@ -88,8 +88,9 @@ Status OpenPipes(Pipes& p) {
 
 // A socket rather than a pipe: the runner writes with MSG_NOSIGNAL, so that a trial that has
 // exited costs an error, not a SIGPIPE.
-Status OpenControl(Pipes& p) {
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p.control) == 0) return Status::Ok();
+Status OpenControl(Pipes& p, bool packets) {
+  const int type = (packets ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC;
+  if (socketpair(AF_UNIX, type, 0, p.control) == 0) return Status::Ok();
   const int e = errno;
   CloseAll({p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1]});
   return Status::Io("socketpair: ", std::strerror(e));
@@ -196,7 +197,7 @@ Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p
 Result<Spawned> Spawn(const SpawnRequest& request) {
   Pipes p;
   HP_RETURN_IF_ERROR(OpenPipes(p));
-  if (request.control) HP_RETURN_IF_ERROR(OpenControl(p));
+  if (request.control) HP_RETURN_IF_ERROR(OpenControl(p, request.control_packets));
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   const ChildPlan plan = PlanChild(request);
   pid_t pid = fork();

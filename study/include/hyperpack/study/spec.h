@@ -54,6 +54,11 @@ struct TrialSpec {
   std::string workdir;  // absolute, or empty for the directory `hyperpack run` starts in
   std::vector<std::pair<std::string, std::string>> env;  // values may hold placeholders
   std::optional<double> timeout_s;
+  // Where the runner can (the local one), a `hyperpack-trainer ...` command of plain words that
+  // runs as one process is served by a warm hyperpack-trainer: one process per slot runs trial
+  // after trial with libtorch and the data loaded once (hyperpack/warm.h). Other commands are
+  // unaffected.
+  bool warm = true;
 };
 
 struct TunerSpec {

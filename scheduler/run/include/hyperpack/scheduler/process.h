@@ -23,6 +23,10 @@ struct SpawnRequest {
   std::string workdir;           // empty: the runner's
   std::vector<std::string> env;  // complete environment, NAME=VALUE
   bool control = false;          // a socket at env::kControlFdNumber
+  bool control_packets = false;  // with `control`: a SOCK_SEQPACKET socket, not a stream
+  // Not empty: these words run the same program as `command` (hyperpack-trainer), and a warm
+  // trainer may serve the rank instead of a new process (LocalExecutor; hyperpack/warm.h).
+  std::vector<std::string> warm_argv;
 };
 
 struct Spawned {

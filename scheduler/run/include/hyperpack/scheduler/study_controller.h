@@ -219,6 +219,9 @@ struct LaunchPlan {
   std::vector<std::string> clear_env;  // inherited variables to drop first
   bool needs_master_port = false;      // a gang: set MASTER_PORT to a free port on rank 0's node
   bool control = false;                // each rank gets a control socket (env::kControlFd)
+  // Not empty: the trial (one rank) runs `hyperpack-trainer` with these words, and a warm trainer
+  // may serve it where the executor keeps one (TrialSpec::warm).
+  std::vector<std::string> warm_argv;
   std::vector<RankPlan> ranks;
 };
 // Start every rank; a rank that cannot be started is answered RankExited(kNeverStarted).
