@@ -607,7 +607,8 @@ namespace sched = hyperpack::scheduler;
 void AddSimulateOptions(cxxopts::Options& o) {
   o.custom_help(
       "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--order fifo|sjf] [--aging 1] "
-      "[--max-wait 2h] [--estimate-noise 0] [--json] | --generate tuning|shared --jobs N [--seed "
+      "[--max-wait 2h | --guard-factor 6] [--estimate-noise 0] [--json] | --generate tuning|shared "
+      "--jobs N [--seed "
       "S] -o FILE.csv");
   o.add_options()("trace", "the workload to replay", cxxopts::value<std::string>())(
       "cluster", "NODESxGPUS", cxxopts::value<std::string>()->default_value("64x8"))(
@@ -620,6 +621,10 @@ void AddSimulateOptions(cxxopts::Options& o) {
       "max-wait",
       "sjf: a job that has waited this long (e.g. 2h) goes to the head of the queue; 0: never",
       cxxopts::value<std::string>()->default_value("0"))(
+      "guard-factor",
+      "sjf without --max-wait: a job that has waited this many times the typical predicted run "
+      "time goes to the head (hyperpack run's default is 6); 0: never",
+      cxxopts::value<double>()->default_value("0"))(
       "estimate-noise",
       "the sd of log(estimate / duration): how wrong the scheduler's estimates are (--seed draws "
       "them)",
@@ -681,6 +686,10 @@ hyperpack::Result<sched::SimulationOptions> SimulationOptionsFrom(
     if (!max_wait.ok()) return max_wait.status().WithContext("--max-wait");
     so.queue.max_wait = *max_wait;
   }
+  so.queue.max_wait_factor = args["guard-factor"].as<double>();
+  if (!(so.queue.max_wait_factor >= 0) || !std::isfinite(so.queue.max_wait_factor))
+    return Status::Invalid("--guard-factor: ", so.queue.max_wait_factor,
+                           "; expected a number >= 0, e.g. 6 (0: no guard)");
   so.estimate_noise = args["estimate-noise"].as<double>();
   if (!(so.estimate_noise >= 0) || so.estimate_noise > 10)
     return Status::Invalid("--estimate-noise: ", so.estimate_noise,
@@ -695,6 +704,7 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
   j["policy"] = sched::PolicyName(so.policy);
   j["order"] = sched::OrderName(so.queue.order);
   j["max_wait"] = so.queue.max_wait;
+  j["guard_factor"] = so.queue.max_wait_factor;
   j["estimate_noise"] = so.estimate_noise;
   j["gpus"] = so.nodes * so.gpus_per_node;
   j["gpu_utilisation"] = r.gpu_utilisation;
@@ -715,7 +725,10 @@ void PrintSimulationTable(const sched::SimulationResult& r, const sched::Simulat
   std::cout << r.jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
             << sched::PolicyName(so.policy) << ", queue " << sched::OrderName(so.queue.order)
             << (so.queue.max_wait > 0 ? ", max wait " + hyperpack::FormatDuration(so.queue.max_wait)
-                                      : std::string())
+                : so.queue.max_wait_factor > 0
+                    ? ", max wait " + hyperpack::FormatShort(so.queue.max_wait_factor, 3) +
+                          "x the typical run time"
+                    : std::string())
             << (so.estimate_noise > 0 ? ", estimates off by a factor exp(N(0, " +
                                             hyperpack::FormatShort(so.estimate_noise, 3) + "))"
                                       : std::string())

@@ -123,6 +123,20 @@ TEST_F(CliTest, AnUnknownFlagOrAMissingArgumentIsAUsageError) {
   EXPECT_EQ(Cli({"run"}).exit_code, 2);
 }
 
+TEST_F(CliTest, SimulateTakesTheRunnersRelativeGuardAndRefusesANegativeOne) {
+  const std::string trace = dir_ / "w.csv";
+  ASSERT_EQ(Cli({"simulate", "--generate", "tuning", "--jobs", "200", "-o", trace}).exit_code, 0);
+  auto guarded = Cli({"simulate", "--trace", trace, "--cluster", "4x8", "--order", "sjf", "--aging",
+                      "0", "--guard-factor", "6", "--json"});
+  ASSERT_EQ(guarded.exit_code, 0) << guarded.err;
+  EXPECT_EQ(nlohmann::json::parse(guarded.out)["guard_factor"], 6.0);
+  auto table = Cli({"simulate", "--trace", trace, "--order", "sjf", "--guard-factor", "6"});
+  EXPECT_THAT(table.out, HasSubstr("max wait 6x the typical run time"));
+  auto negative = Cli({"simulate", "--trace", trace, "--guard-factor", "-1"});
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_THAT(negative.err, HasSubstr("--guard-factor: -1; expected a number >= 0"));
+}
+
 TEST_F(CliTest, ValidatePrintsTheSpaceOrEveryErrorWithItsPosition) {
   std::string good = WriteStudy("good.yaml", kQuickStudy);
   auto ok = Cli({"validate", good});

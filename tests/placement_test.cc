@@ -363,5 +363,25 @@ TEST(SimulationTest, ShortestFirstLowersMeanCompletionTimeEvenWithWrongEstimates
   EXPECT_EQ(ParseOrder("sjf").value(), Order::kShortestFirst);
 }
 
+TEST(SimulationTest, TheRelativeGuardReachesTheQueueAndANegativeOneIsRefused) {
+  // The guard in multiples of the typical estimate (hyperpack run's, 6x) changes which jobs go
+  // first on a loaded cluster; whether it helps depends on the workload (docs/BENCHMARKS.md).
+  auto jobs = TuningWorkload(600, 3, 60);
+  SimulationOptions o;
+  o.nodes = 8;
+  o.gpus_per_node = 8;
+  o.estimate_noise = 0.1;
+  o.queue = {Order::kShortestFirst, 1.0};
+  auto unguarded = Simulate(jobs, o);
+  ASSERT_TRUE(unguarded.ok()) << unguarded.status().message();
+  o.queue.max_wait_factor = 6;
+  auto guarded = Simulate(jobs, o);
+  ASSERT_TRUE(guarded.ok()) << guarded.status().message();
+  EXPECT_NE(guarded->mean_jct, unguarded->mean_jct);
+  EXPECT_EQ(guarded->jobs, 600);
+  o.queue.max_wait_factor = -1;
+  EXPECT_FALSE(Simulate(jobs, o).ok());
+}
+
 }  // namespace
 }  // namespace hyperpack::scheduler

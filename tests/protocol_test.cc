@@ -88,18 +88,31 @@ TEST(AgentMessagesTest, RegisterAndHeartbeatRoundTripInTheirWireFormat) {
 }
 
 TEST(AgentMessagesTest, LaunchAndKillRoundTripInTheirWireFormat) {
-  const Launch launch = RoundTrip(Launch{{3, {4, 1}}, "python train.py", "/tmp/w", {"A=1", "B=2"}},
-                                  {{"type", "launch"},
-                                   {"run", 3},
-                                   {"trial", 4},
-                                   {"rank", 1},
-                                   {"command", "python train.py"},
-                                   {"workdir", "/tmp/w"},
-                                   {"env", {"A=1", "B=2"}}});
+  const Launch launch =
+      RoundTrip(Launch{{3, {4, 1}}, "python train.py", "/tmp/w", {"A=1", "B=2"}, {}},
+                {{"type", "launch"},
+                 {"run", 3},
+                 {"trial", 4},
+                 {"rank", 1},
+                 {"command", "python train.py"},
+                 {"workdir", "/tmp/w"},
+                 {"env", {"A=1", "B=2"}}});
   EXPECT_EQ(launch.ref, (RankRef{3, {4, 1}}));
   EXPECT_EQ(launch.command, "python train.py");
   EXPECT_EQ(launch.workdir, "/tmp/w");
   EXPECT_EQ(launch.env, (std::vector<std::string>{"A=1", "B=2"}));
+  EXPECT_TRUE(launch.warm_argv.empty()) << "left out of the frame when empty";
+  const Launch warm = RoundTrip(
+      Launch{{3, {4, 0}}, "hyperpack-trainer --lr 1", "", {}, {"hyperpack-trainer", "--lr", "1"}},
+      {{"type", "launch"},
+       {"run", 3},
+       {"trial", 4},
+       {"rank", 0},
+       {"command", "hyperpack-trainer --lr 1"},
+       {"workdir", ""},
+       {"env", Json::array()},
+       {"warm_argv", {"hyperpack-trainer", "--lr", "1"}}});
+  EXPECT_EQ(warm.warm_argv, (std::vector<std::string>{"hyperpack-trainer", "--lr", "1"}));
 
   const Kill kill =
       RoundTrip(Kill{{3, {4, 0}}, 15},

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "fake_warm_trainer.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/executor.h"
@@ -768,45 +769,6 @@ TEST(LocalExecutorTest, AControlSocketCarriesALineToTheRankAndNothingElseLeaks) 
   executor->Shutdown();
 }
 
-// A stand-in for `hyperpack-trainer --serve` that speaks hyperpack/warm.h's protocol: each trial
-// says which process serves it (and how many it has served), in which folder, with which X; then
-// `exit N` ends it with N, and `wait` repeats what it is told until a SIGTERM ends the trial.
-constexpr char kFakeWarmTrainer[] = R"(#!/usr/bin/python3
-import json, os, select, signal, socket, sys
-ctl = socket.socket(fileno=3)
-stop = []
-signal.signal(signal.SIGTERM, lambda *_: stop.append(int(signal.SIGTERM)))
-served = 0
-while True:
-    msg, fds, _, _ = socket.recv_fds(ctl, 65536, 4)
-    if not msg:
-        sys.exit(0)
-    text = msg.decode()
-    if not text.startswith("run ") or len(fds) != 2:
-        for fd in fds:
-            os.close(fd)
-        continue
-    request = json.loads(text[4:])
-    served += 1
-    stop.clear()
-    os.chdir(request["workdir"])
-    env = dict(e.split("=", 1) for e in request["env"])
-    say = lambda line: os.write(fds[0], (line + "\n").encode())
-    say(f"served {served} by {os.getpid()} in {os.getcwd()} with X={env.get('X', '')}")
-    words = request["argv"][1:]
-    end = "exit 0"
-    if words[0] == "exit":
-        end = "exit " + words[1]
-    elif words[0] == "wait":
-        while not stop:
-            if select.select([ctl], [], [], 0.05)[0]:
-                say("told " + ctl.recv(1024).decode().strip())
-        end = f"signal {stop[0]}"
-    os.close(fds[0])
-    os.close(fds[1])
-    ctl.send(end.encode())
-)";
-
 // Warm trainers in the local executor: trial after trial in one process, each with its own output,
 // folder and environment, each ending as its own process would have (an exit code, a signal),
 // a line told reaching the trial being served; a SIGKILL takes the process with its trial, and
@@ -815,7 +777,7 @@ while True:
 TEST(LocalExecutorTest, AWarmTrainerServesTrialAfterTrialEachEndingAsItsOwnProcessWould) {
   TempDir dir;
   const std::string fake = dir / "fake-trainer";
-  WriteFile(fake, kFakeWarmTrainer);
+  WriteFile(fake, testing::kFakeWarmTrainer);
   ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
   boost::asio::io_context io;
   std::map<int, std::vector<std::string>> lines;

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "curve_script.h"
+#include "fake_warm_trainer.h"
 #include "http_util.h"
 #include "hyperpack/config_json.h"
 #include "hyperpack/storage/storage.h"
@@ -586,6 +587,32 @@ TEST_F(ServeTest, AStudyWhoseEveryTrialFailsExitsOneAndSaysWhy) {
   auto r = Submit(StudyText("fails", "exit 4", 2));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("no trial of the study completed (2 failed"));
+}
+
+// A `hyperpack-trainer ...` trial goes to its agent with the words a warm trainer needs, and the
+// agent serves the study's trials from one warm process (the stand-in of fake_warm_trainer.h,
+// named hyperpack-trainer).
+TEST_F(ServeTest, AnAgentServesTrainerTrialsFromOneWarmProcess) {
+  StartAgent("a1", 1);
+  const std::string trainer = dir_ / "hyperpack-trainer";
+  WriteFile(trainer, testing::kFakeWarmTrainer, true);
+  auto r = Submit(StudyText("warm", trainer + " report {x}", 3));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("warm");
+  ASSERT_EQ(trials.size(), 3u);
+  std::set<std::string> processes;
+  for (const storage::TrialRecord& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    const std::string log = ReadFile(t.log_path);
+    const size_t at = log.find("served ");
+    ASSERT_NE(at, std::string::npos) << log;
+    std::istringstream said(log.substr(at));
+    std::string served, n, by, pid;
+    said >> served >> n >> by >> pid;
+    EXPECT_EQ(n, std::to_string(t.number + 1)) << log;
+    processes.insert(pid);
+  }
+  EXPECT_EQ(processes.size(), 1u) << "one agent, one slot: one warm process";
 }
 
 // The checkpoint folder a trial is given exists before its command starts.

@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+#ifdef HYPERPACK_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 #include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 #include "hyperpack/warm.h"
@@ -99,6 +103,10 @@ warm::TrialEnd RunOne(const warm::RunRequest& request, int out, int err, int dev
     code = RunTrial(static_cast<int>(args.size()), argv.data());
   }
   FlushAll();
+#ifdef HYPERPACK_WITH_CUDA
+  // The blocks the trial freed go back to the GPU, for whatever runs on it next in another process.
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
   // The trial's output ends here: the runner reads end of file before it reads the end message.
   dup2(devnull, STDOUT_FILENO);
   dup2(devnull, STDERR_FILENO);

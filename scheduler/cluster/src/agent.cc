@@ -207,6 +207,7 @@ class Agent {
     r.command = launch.command;
     r.workdir = launch.workdir;
     r.env = launch.env;
+    r.warm_argv = launch.warm_argv;
     r.env.push_back(std::string(env::kAgent) + "=" + node_.name);
     Status s = MakeCheckpointDir(r.env);
     const RankId local{next_local_++, 0};

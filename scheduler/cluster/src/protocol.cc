@@ -338,6 +338,7 @@ Json Launch::ToJson() const {
   j["command"] = command;
   j["workdir"] = workdir;
   j["env"] = env;
+  if (!warm_argv.empty()) j["warm_argv"] = warm_argv;
   return j;
 }
 
@@ -348,6 +349,7 @@ Launch Launch::FromJson(const Json& frame) {
   l.command = Field<std::string>(frame, "command");
   l.workdir = OptionalField<std::string>(frame, "workdir", "");
   l.env = Field<std::vector<std::string>>(frame, "env");
+  l.warm_argv = OptionalField<std::vector<std::string>>(frame, "warm_argv", {});
   return l;
 }
 

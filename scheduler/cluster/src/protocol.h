@@ -219,12 +219,15 @@ struct Heartbeat {
 };
 
 // {"type": "launch", "run" (optional, 0), "trial", "rank", "command", "workdir" (optional, ""),
-// "env": ["NAME=VALUE"...]}.
+// "env": ["NAME=VALUE"...], "warm_argv" (optional, [])}. warm_argv: a warm hyperpack-trainer on the
+// agent's node may serve the rank (SpawnRequest::warm_argv); an agent that does not know the field
+// runs `command` as always.
 struct Launch {
   RankRef ref;
   std::string command;
   std::string workdir;
   std::vector<std::string> env;
+  std::vector<std::string> warm_argv;
   Json ToJson() const;
   static Launch FromJson(const Json& frame);
 };

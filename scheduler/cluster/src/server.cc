@@ -152,7 +152,7 @@ class Server {
     if (it == links_.end() || it->second.lost)
       return Status::Unavailable("the agent of node ", node, " is gone");
     it->second.conn->Send(
-        protocol::Launch{{executor_.run(), id}, r.command, r.workdir, r.env}.ToJson());
+        protocol::Launch{{executor_.run(), id}, r.command, r.workdir, r.env, r.warm_argv}.ToJson());
     UpdateMetrics();  // before the rank can start: a scrape after it sees it
     return Status::Ok();
   }

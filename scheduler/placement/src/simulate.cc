@@ -189,8 +189,9 @@ Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const Simul
   std::vector<Node> nodes;
   for (int i = 0; i < o.nodes; ++i)
     nodes.push_back({"node" + std::to_string(i), o.gpus_per_node, 0});
-  if (!(o.estimate_noise >= 0) || !(o.queue.aging >= 0) || !(o.queue.max_wait >= 0))
-    return Status::Invalid("estimate noise, aging and max wait must be >= 0");
+  if (!(o.estimate_noise >= 0) || !(o.queue.aging >= 0) || !(o.queue.max_wait >= 0) ||
+      !(o.queue.max_wait_factor >= 0))
+    return Status::Invalid("estimate noise, aging, max wait and the guard factor must be >= 0");
   ClusterState cluster(nodes);
   Scheduler scheduler(&cluster, o.policy, o.queue);
   SimulationResult r;

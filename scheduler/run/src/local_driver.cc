@@ -40,6 +40,10 @@ struct TrialFiles {
   std::vector<std::ofstream> logs;
   std::vector<std::string> err_tails;
   std::string checkpoint_dir;
+  // Whether the checkpoint folder has held something. Once it has, it is not read again: a
+  // trainer replaces its checkpoint, it does not empty the folder, and the folder is read on the io
+  // thread at every metric line until then.
+  bool checkpoint_seen = false;
 };
 
 class LocalDriver : public StudyRun {
@@ -218,7 +222,9 @@ class LocalDriver : public StudyRun {
     if (id.rank != 0) return;  // rank 0's metrics are the trial's
     auto m = ParseMetricLine(line, patterns_);
     if (!m) return;
-    bool checkpoint = controller_->pauses() && FolderHoldsSomething(f.checkpoint_dir);
+    if (controller_->pauses() && !f.checkpoint_seen)
+      f.checkpoint_seen = FolderHoldsSomething(f.checkpoint_dir);
+    const bool checkpoint = controller_->pauses() && f.checkpoint_seen;
     Feed(MetricReport{id.trial, std::move(*m), checkpoint});
   }
 
