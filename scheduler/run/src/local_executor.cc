@@ -251,9 +251,11 @@ class LocalExecutor : public Executor {
                               const RankId id = *w->serving;
                               w->serving.reset();
                               if (auto it = procs_.find(id); it != procs_.end()) {
-                                it->second->exited = true;
-                                it->second->status = WaitStatusOf(*end);
-                                MaybeReport(id, it->second);
+                                // A copy: MaybeReport erases the map's entry.
+                                const std::shared_ptr<Proc> p = it->second;
+                                p->exited = true;
+                                p->status = WaitStatusOf(*end);
+                                MaybeReport(id, p);
                               }
                             }
                             AwaitEnd(w);
@@ -270,9 +272,10 @@ class LocalExecutor : public Executor {
       const RankId id = *w->serving;
       w->serving.reset();
       if (auto it = procs_.find(id); it != procs_.end() && !it->second->exited) {
-        it->second->exited = true;
-        it->second->status = status;
-        MaybeReport(id, it->second);
+        const std::shared_ptr<Proc> p = it->second;  // MaybeReport erases the map's entry
+        p->exited = true;
+        p->status = status;
+        MaybeReport(id, p);
       }
     }
     std::erase(warm_, w);
