@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "hyperpack/scheduler/fair_share.h"
 #include "hyperpack/scheduler/simulate.h"
 
 namespace hyperpack::scheduler {
@@ -381,6 +382,120 @@ TEST(SimulationTest, TheRelativeGuardReachesTheQueueAndANegativeOneIsRefused) {
   EXPECT_EQ(guarded->jobs, 600);
   o.queue.max_wait_factor = -1;
   EXPECT_FALSE(Simulate(jobs, o).ok());
+}
+
+// ---- Fair share between studies (fair_share.h) --------------------------------------------------
+
+TEST(FairShareTest, WaterFillingGivesTheSmallDemandAllItAsksAndSplitsTheRestByWeight) {
+  // 10 units, weights 1, 1, 2: the first asks 2 of its 2.5 and gets them; the 8 left go 1:2 to
+  // the others (2.67 and 5.33): whole shares 2 and 5, the last unit to the larger remainder.
+  EXPECT_EQ(WeightedMaxMin(10, {1, 1, 2}, {2, 10, 10}), (std::vector<int>{2, 3, 5}));
+  // Enough for everyone: each gets its demand, no more.
+  EXPECT_EQ(WeightedMaxMin(10, {1, 5}, {3, 4}), (std::vector<int>{3, 4}));
+  // No demand, no share; a remainder tie goes to the larger weight, then the earlier study.
+  EXPECT_EQ(WeightedMaxMin(3, {1, 1, 1}, {0, 5, 5}), (std::vector<int>{0, 2, 1}));
+  EXPECT_EQ(WeightedMaxMin(3, {1, 2}, {5, 5}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(WeightedMaxMin(0, {1, 1}, {5, 5}), (std::vector<int>{0, 0}));
+}
+
+// No unit of a node may be placed on by two studies: each sees its own and what it was given.
+void ExpectDisjoint(const std::vector<Node>& nodes, const std::vector<ShareGrant>& grants) {
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const uint64_t all = (1ULL << nodes[n].gpus) - 1;
+    uint64_t seen = 0;
+    int cpus = 0;
+    for (const ShareGrant& g : grants) {
+      const uint64_t mine = all & ~g.withheld[n].gpus;
+      EXPECT_EQ(seen & mine, 0u) << "node " << n;
+      seen |= mine;
+      cpus += nodes[n].cpus - g.withheld[n].cpus;
+    }
+    EXPECT_LE(cpus, nodes[n].cpus) << "node " << n;
+  }
+}
+
+TEST(FairShareTest, ANewStudyIsGivenTheFreeGpusAndTheOneHoldingTooManyMustYield) {
+  const std::vector<Node> nodes = {{"a", 4, 8}, {"b", 4, 8}};
+  // A holds all of node a and wants 4 more; B, just started, wants 4.
+  ShareClaim a{1, {{0xF, 4}, {0, 0}}, 4, 0, 4, 0};
+  ShareClaim b{1, {}, 0, 0, 4, 0};
+  std::vector<ShareGrant> even = DivideCapacity(nodes, {a, b});
+  EXPECT_EQ(even[0].limit.gpus, 4);
+  EXPECT_EQ(even[1].limit.gpus, 4);
+  EXPECT_EQ(even[0].withheld[0], (NodeUnits{0, 4})) << "A keeps node a";
+  EXPECT_EQ(even[0].withheld[1], (NodeUnits{0xF, 8}));
+  EXPECT_EQ(even[1].withheld[0], (NodeUnits{0xF, 8}));
+  EXPECT_EQ(even[1].withheld[1], (NodeUnits{0, 0})) << "B gets node b, its CPU slots with it";
+  ExpectDisjoint(nodes, even);
+
+  // Priority 3 against 1: 6 and 2 of the 8. Both are 2 short: the tie goes to the earlier study,
+  // which takes the lowest two GPUs of node b, and B the other two.
+  a.weight = 3;
+  std::vector<ShareGrant> weighted = DivideCapacity(nodes, {a, b});
+  EXPECT_EQ(weighted[0].limit.gpus, 6);
+  EXPECT_EQ(weighted[1].limit.gpus, 2);
+  EXPECT_EQ(weighted[0].withheld[1].gpus, 0xCu);
+  EXPECT_EQ(weighted[1].withheld[1].gpus, 0x3u);
+  ExpectDisjoint(nodes, weighted);
+
+  // B claims nothing more: A may grow into all of it, and B is given nothing it would not use.
+  b.wanted_gpus = 0;
+  std::vector<ShareGrant> idle = DivideCapacity(nodes, {a, b});
+  EXPECT_EQ(idle[0].limit.gpus, 8);
+  EXPECT_EQ(idle[1].limit.gpus, 0);
+  EXPECT_EQ(idle[1].withheld[1].gpus, 0xFu);
+  ExpectDisjoint(nodes, idle);
+}
+
+TEST(FairShareTest, CpuSlotStudiesShareTheSlotsAndAStudyOverItsShareIsLimitedToIt) {
+  const std::vector<Node> nodes = {{"c", 0, 4}};
+  // A runs 4 trials that declare no CPU slots (each counts as one); B wants 2.
+  ShareClaim a{1, {{0, 0}}, 0, 4, 0, 2};
+  ShareClaim b{1, {}, 0, 0, 0, 2};
+  std::vector<ShareGrant> g = DivideCapacity(nodes, {a, b});
+  EXPECT_EQ(g[0].limit.slots, 2) << "A must come down from 4 to 2";
+  EXPECT_EQ(g[1].limit.slots, 2);
+  EXPECT_EQ(g[1].withheld[0].cpus, 2);
+  ExpectDisjoint(nodes, g);
+}
+
+TEST(ClusterStateTest, WithheldUnitsAreNotPlacedOnAndComeBackWhenNoLongerWithheld) {
+  ClusterState c({{"a", 4, 8}});
+  c.Withhold(0, 0x3, 6);
+  EXPECT_EQ(c.free_gpus(0), 2);
+  EXPECT_EQ(c.free_cpus(0), 2);
+  auto p = c.Find({1, 2, 1}, Fit::kBest);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->ranks[0].gpus, (std::vector<int>{2, 3})) << "GPUs 0 and 1 are withheld";
+  c.Allocate(*p);
+  EXPECT_EQ(c.held_gpu_mask(0), 0xCu);
+  EXPECT_EQ(c.held_cpus(0), 1);
+  // Withholding what is held is ignored; the earlier withholding is replaced, not added to.
+  c.Withhold(0, 0xF, 8);
+  EXPECT_EQ(c.free_gpus(0), 0);
+  EXPECT_EQ(c.free_cpus(0), 0);
+  EXPECT_EQ(c.held_gpu_mask(0), 0xCu);
+  c.Withhold(0, 0, 0);
+  EXPECT_EQ(c.free_gpus(0), 2);
+  EXPECT_EQ(c.free_cpus(0), 7);
+  c.Release(*p);
+  EXPECT_EQ(c.free_gpus(0), 4);
+  EXPECT_EQ(c.total_free_gpus(), 4);
+}
+
+TEST(SchedulerTest, ALimitHoldsJobsBackUntilWhatRunsIsUnderIt) {
+  ClusterState c({{"a", 0, 8}});
+  Scheduler s(&c, Policy::kBestFit);
+  s.SetLimit({0, 2});
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(s.Submit({id, {1, 0, 0}, 0, 0, 0, 0}).ok());
+  EXPECT_EQ(s.Schedule(0).size(), 2u) << "a job holding no CPU slot still counts as one";
+  EXPECT_EQ(s.held_slots(), 2);
+  EXPECT_TRUE(s.Schedule(1).empty());
+  s.SetLimit({0, 1});
+  s.Finish(1);
+  EXPECT_TRUE(s.Schedule(2).empty()) << "one runs, and the limit is one";
+  s.Finish(2);
+  EXPECT_EQ(s.Schedule(3).size(), 1u);
 }
 
 }  // namespace

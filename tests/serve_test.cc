@@ -589,6 +589,56 @@ TEST_F(ServeTest, AStudyWhoseEveryTrialFailsExitsOneAndSaysWhy) {
   EXPECT_THAT(r.out, HasSubstr("no trial of the study completed (2 failed"));
 }
 
+// Two studies share one server: the second starts while the first still runs, on its share. The
+// first study's trials cannot end until a trial of the second has run (they wait for the file it
+// makes, at most a minute), so run one after the other, the first would fail.
+TEST_F(ServeTest, AStudySubmittedWhileAnotherRunsStartsAtOnceOnItsShare) {
+  StartAgent("a1", 2);
+  const std::string mark = dir_ / "b-ran";
+  WriteFile(dir_ / "wait.sh", R"(#!/bin/sh
+i=0
+while [ ! -e "$2" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+[ -e "$2" ] || { echo "the other study never ran beside this one" >&2; exit 5; }
+echo "{\"loss\": $1}"
+)",
+            true);
+  WriteFile(dir_ / "mark.sh", "#!/bin/sh\ntouch \"$2\"\necho \"{\\\"loss\\\": $1}\"\n", true);
+  const std::string a_path = dir_ / "a.yaml";
+  const std::string b_path = dir_ / "b.yaml";
+  WriteFile(a_path, StudyText("first", "sh " + (dir_ / "wait.sh") + " {x} " + mark, 3, 2));
+  WriteFile(b_path,
+            "priority: 1\n" + StudyText("second", "sh " + (dir_ / "mark.sh") + " {x} " + mark, 1));
+  Child a = Start({HYPERPACK_CLI, "run", a_path, "--server", address_, "--token-file", token_},
+                  dir_.path().string());
+  ASSERT_THAT(a.Until("trial 1 started"), HasSubstr("trial 1 started"));  // both GPUs held
+  Child b = Start({HYPERPACK_CLI, "run", b_path, "--server", address_, "--token-file", token_},
+                  dir_.path().string());
+  const std::string b_out = b.Until("budget reached");
+  EXPECT_THAT(b_out, HasSubstr("starting beside 1 running studies"));
+  EXPECT_THAT(b_out, HasSubstr("share: 1 of 2 GPUs"));
+  int status = b.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::string a_out = a.Until("budget reached");
+  EXPECT_THAT(a_out, HasSubstr("preempted for another study's share; requeued"));
+  status = a.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  const auto second = Trials("second");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].state, storage::TrialState::kCompleted) << second[0].error;
+  int completed = 0, preempted = 0;
+  for (const auto& t : Trials("first")) {
+    completed += t.state == storage::TrialState::kCompleted;
+    if (t.state == storage::TrialState::kInterrupted) {
+      ++preempted;
+      EXPECT_THAT(t.error, HasSubstr("another study"));
+    }
+  }
+  EXPECT_EQ(completed, 3);
+  EXPECT_EQ(preempted, 1);
+  EXPECT_THAT(server_.Until("starts beside"), HasSubstr("study second starts beside 1 running"));
+}
+
 // A `hyperpack-trainer ...` trial goes to its agent with the words a warm trainer needs, and the
 // agent serves the study's trials from one warm process (the stand-in of fake_warm_trainer.h,
 // named hyperpack-trainer).

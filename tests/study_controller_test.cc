@@ -439,6 +439,118 @@ TEST(StudyControllerTest, OccupancyCountsWhatRunsWhatWaitsAndTheSlotsOfTheNodesU
   EXPECT_EQ(o.running + o.waiting, 2) << "the other trial, and trial 1's next attempt";
 }
 
+// ---- Sharing a server with other studies (ShareChanged) -----------------------------------------
+
+TEST(StudyControllerTest, AShareBelowWhatItHoldsPreemptsTheYoungestTrialWhichRunsAgainLater) {
+  // One node of 4 CPU slots; 3 trials at a time, each declaring none (each counts as one).
+  Harness h(Spec("", 6, 3), /*nodes=*/1, /*cpus=*/4);
+  h.Start();
+  ASSERT_EQ(h.Running(), (std::set<int>{0, 1, 2}));
+  ShareClaim alone = h.controller().Claim();
+  EXPECT_EQ(alone.held_slots, 3);
+  EXPECT_EQ(alone.wanted_slots, 0) << "max_parallel is reached";
+
+  // Another study started: this one may hold 2 slots now. Trial 2 started last.
+  h.now = 10;
+  ShareGrant grant{{std::numeric_limits<int>::max(), 2}, {NodeUnits{0, 2}}};
+  h.Feed(ShareChanged{grant});
+  ASSERT_EQ(h.signals.size(), 1u);
+  EXPECT_EQ(h.signals[0].trial, 2);
+  EXPECT_EQ(h.signals[0].kind, SignalKind::kTerminate);
+  EXPECT_EQ(h.Running(), (std::set<int>{0, 1, 2})) << "it stops in its own time";
+  // A second share message while it stops asks nothing more of the others.
+  h.Feed(ShareChanged{grant});
+  EXPECT_EQ(h.signals.size(), 1u);
+
+  h.Exit(2, RankExit::Signaled(SIGTERM));
+  EXPECT_EQ(h.StateOf(2), TrialState::kInterrupted);
+  EXPECT_THAT(h.ErrorOf(2), HasSubstr("another study"));
+  EXPECT_EQ(h.Running(), (std::set<int>{0, 1})) << "its next attempt waits within the share";
+  ShareClaim claim = h.controller().Claim();
+  EXPECT_EQ(claim.held_slots, 2);
+  EXPECT_EQ(claim.wanted_slots, 1) << "the requeued trial";
+
+  // A trial that ends frees a place in the share, and the preempted trial takes it first.
+  h.Report(0, 0.5, std::nullopt);
+  h.Exit(0, RankExit::Exited(0));
+  ASSERT_EQ(h.launches.size(), 4u);
+  EXPECT_EQ(h.launches[3].root, 2);
+  EXPECT_EQ(h.launches[3].attempt, 2);
+  EXPECT_EQ(h.Running().size(), 2u);
+
+  // The other study is done: the whole node again.
+  h.Feed(ShareChanged{{{}, {NodeUnits{}}}});
+  EXPECT_EQ(h.Running().size(), 3u);
+  for (int i = 0; i < 10 && !h.summary; ++i) {
+    const int t = *h.Running().begin();
+    h.Report(t, 0.4, std::nullopt);
+    h.Exit(t, RankExit::Exited(0));
+  }
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->completed, 6);
+  EXPECT_EQ(h.summary->preempted, 1);
+  EXPECT_EQ(h.summary->failed, 0);
+}
+
+TEST(StudyControllerTest, WithheldGpusAreNeverPlacedOnIncludingOnANodeThatJoinsLater) {
+  study::StudySpec spec = Spec("resources: {gpus: 1}\n", 8, 4);
+  ControllerOptions o;
+  o.study_id = 1;
+  o.max_trials = 8;
+  o.max_parallel = 4;
+  o.log_root = "/logs/s";
+  o.nodes.push_back({{"a", 4, 8}, {"0", "1", "2", "3"}, "10.0.0.1"});
+  // GPUs 0 and 1 of node a, and node b when it joins, are another study's.
+  o.share = ShareGrant{{2, 0}, {NodeUnits{0x3, 0}, NodeUnits{0xF, 8}}};
+  auto controller = StudyController::Make(spec, o).value();
+  std::vector<LaunchPlan> launches;
+  std::deque<EventPayload> next;
+  auto take = [&](std::vector<Command> commands) {
+    for (Command& c : commands) {
+      if (auto* p = std::get_if<ProposeCmd>(&c)) {
+        std::vector<Config> configs;
+        for (int i = 0; i < p->n; ++i) configs.push_back({{"x", Value{0.1 * (i + 1)}}});
+        next.push_back(ProposalsReady{configs, {}});
+      } else if (auto* w = std::get_if<WriteCmd>(&c); w && w->ack) {
+        next.push_back(TrialPersisted{*w->ack, Status::Ok()});
+      } else if (auto* l = std::get_if<LaunchCmd>(&c)) {
+        launches.push_back(l->plan);
+      }
+    }
+  };
+  auto drain = [&] {
+    while (!next.empty()) {
+      EventPayload e = std::move(next.front());
+      next.pop_front();
+      take(controller->Handle({1, std::move(e)}));
+    }
+  };
+  take(controller->Restore({}).value());
+  take(controller->Start(0));
+  drain();
+  ASSERT_EQ(launches.size(), 2u) << "the limit is 2 GPUs";
+  std::set<int> used;
+  for (const LaunchPlan& p : launches) used.insert(p.placement.ranks[0].gpus[0]);
+  EXPECT_EQ(used, (std::set<int>{2, 3}));
+  ShareClaim claim = controller->Claim();
+  ASSERT_EQ(claim.held.size(), 1u);
+  EXPECT_EQ(claim.held[0].gpus, 0xCu);
+  EXPECT_EQ(claim.held_gpus, 2);
+  EXPECT_EQ(claim.wanted_gpus, 2);
+
+  // Node b joins, withheld by the share already given; then the share grows into it.
+  take(controller->Handle({2, NodeJoined{{{"b", 4, 8}, {"0", "1", "2", "3"}, "10.0.0.2"}}}));
+  drain();
+  EXPECT_EQ(launches.size(), 2u);
+  take(controller->Handle({3, ShareChanged{{{4, 0}, {NodeUnits{0x3, 0}, NodeUnits{0xC, 0}}}}}));
+  drain();
+  ASSERT_EQ(launches.size(), 4u);
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(launches[i].placement.ranks[0].node, 1);
+    EXPECT_LT(launches[i].placement.ranks[0].gpus[0], 2);
+  }
+}
+
 // ---- Capacity is not feasibility --------------------------------------------------------------
 
 TEST(StudyControllerTest, WithNoNodeUpNothingIsProposedOrJudgedAndTheStudyWaitsUntilOneJoins) {

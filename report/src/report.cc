@@ -162,6 +162,7 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
     j["direction"] = l.study.direction;
     j["trials"] = counts;
     j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
+    j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
     j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front());
     j["cheaper_within_1%"] = trade_off.trial
                                  ? Json{{"trial", trade_off.trial->number},
@@ -177,6 +178,10 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
   }
   out << "study      " << l.study.name << " (" << state << ")\n";
   out << "objective  " << l.study.direction << " " << l.study.metric << "\n";
+  // Its weight in a server's fair share; 1, the default, is not worth a line.
+  if (l.spec && l.spec->priority != 1)
+    out << "priority   " << FormatShort(l.spec->priority, 4)
+        << " (its weight in the share of a server that runs several studies)\n";
   int finished = 0;
   for (const TrialRecord& t : l.trials) finished += storage::IsFinished(t.state);
   out << "trials     " << CountsText(counts);

@@ -117,6 +117,10 @@ const char* EventKindName(EventKind kind) {
       return "promoted";
     case EventKind::kTrialRunning:
       return "trial_running";
+    case EventKind::kPreempted:
+      return "preempted";
+    case EventKind::kShare:
+      return "share";
   }
   return "?";
 }
@@ -135,7 +139,9 @@ std::optional<EventKind> ParseEventKind(const std::string& name) {
       {"pausing", EventKind::kPausing},
       {"cannot_pause", EventKind::kCannotPause},
       {"promoted", EventKind::kPromoted},
-      {"trial_running", EventKind::kTrialRunning}};
+      {"trial_running", EventKind::kTrialRunning},
+      {"preempted", EventKind::kPreempted},
+      {"share", EventKind::kShare}};
   auto it = kKinds.find(name);
   if (it == kKinds.end()) return std::nullopt;
   return it->second;

@@ -362,8 +362,8 @@ class Parser {
       return;
     }
     static const std::vector<std::string> kKeys = {
-        "name",   "description", "objective", "search_space", "trial",   "tuner",
-        "budget", "queue",       "resources", "pruner",       "cluster", "export"};
+        "name",  "description", "objective", "search_space", "trial",  "tuner",   "budget",
+        "queue", "resources",   "pruner",    "cluster",      "export", "priority"};
     auto fields = Fields(root, "", kKeys);
 
     if (auto* f = Get(fields, "name")) {
@@ -380,6 +380,19 @@ class Parser {
     }
     if (auto* f = Get(fields, "description")) {
       if (auto d = String(*f, "description")) spec->description = *d;
+    }
+
+    if (auto* f = Get(fields, "priority")) {
+      if (auto v = Number(*f, "priority")) {
+        if (!std::isfinite(*v) || *v <= 0 || *v > 1000) {
+          Error(f->value, "priority",
+                "must be a number > 0 and <= 1000, the study's weight in a server's fair share "
+                "(1 unless given; 2 gets twice the share of 1), got ",
+                FormatDouble(*v));
+        } else {
+          spec->priority = *v;
+        }
+      }
     }
 
     if (auto* f = Get(fields, "objective")) {

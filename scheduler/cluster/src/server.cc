@@ -18,10 +18,12 @@
 #include <chrono>
 #include <deque>
 #include <iostream>
+#include <limits>
 #include <map>
 
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/fair_share.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/storage/storage.h"
@@ -51,21 +53,17 @@ Clock::duration Seconds(double s) {
 
 class Server;
 
-// Ranks started through the agents' connections, for the run in progress. A frame counts only
-// when it names a rank of this run, from the node that runs it: anything else is an attempt that
-// was declared lost (or a run that is over) and is ignored.
+// Ranks started through the agents' connections, for one running study (its run is its
+// submission's id, which every launch names). A frame counts only when it names a rank of this
+// run, from the node that runs it: anything else is an attempt that was declared lost (or a run
+// that is over) and is ignored.
 class AgentExecutor : public Executor {
  public:
-  explicit AgentExecutor(Server* server) : server_(server) {}
+  AgentExecutor(Server* server, int64_t run) : server_(server), run_(run) {}
   void SetCallbacks(Callbacks cb) override { cb_ = std::move(cb); }
   Status Start(RankId id, int node, const SpawnRequest& request) override;
   void Signal(RankId id, int signal) override;
   void Shutdown() override {}
-
-  void BeginRun(int64_t run) {
-    run_ = run;
-    where_.clear();
-  }
   // True when the rank is one this run expects from `node`.
   bool Expects(int node, const RankRef& ref) const {
     auto it = where_.find(ref.id);
@@ -83,10 +81,6 @@ class AgentExecutor : public Executor {
     for (const auto& [id, n] : where_)
       if (n == node) lost.push_back(id);
     for (const RankId& id : lost) Exit(id, RankExit::Lost());
-  }
-  void Forget() {
-    where_.clear();
-    run_ = 0;
   }
   int64_t run() const { return run_; }
 
@@ -106,8 +100,7 @@ class Server {
         acceptor_(io_),
         signals_(io_, SIGINT, SIGTERM),
         watchdog_(io_),
-        recovery_(io_),
-        executor_(this) {}
+        recovery_(io_) {}
 
   Status Run() {
     HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.listen));
@@ -138,7 +131,7 @@ class Server {
       recovery_.async_wait([this](boost::system::error_code e) {
         if (e) return;
         recovering_ = false;
-        StartNext();
+        StartQueued();
       });
     }
     io_.run();
@@ -146,20 +139,20 @@ class Server {
     return Status::Ok();
   }
 
-  // Called by the executor.
-  Status Launch(RankId id, int node, const SpawnRequest& r) {
+  // Called by the executors.
+  Status Launch(int64_t run, RankId id, int node, const SpawnRequest& r) {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost)
       return Status::Unavailable("the agent of node ", node, " is gone");
     it->second.conn->Send(
-        protocol::Launch{{executor_.run(), id}, r.command, r.workdir, r.env, r.warm_argv}.ToJson());
+        protocol::Launch{{run, id}, r.command, r.workdir, r.env, r.warm_argv}.ToJson());
     UpdateMetrics();  // before the rank can start: a scrape after it sees it
     return Status::Ok();
   }
-  void Kill(RankId id, int node, int signal) {
+  void Kill(int64_t run, RankId id, int node, int signal) {
     auto it = links_.find(node);
     if (it == links_.end() || it->second.lost) return;
-    it->second.conn->Send(protocol::Kill{{executor_.run(), id}, signal}.ToJson());
+    it->second.conn->Send(protocol::Kill{{run, id}, signal}.ToJson());
   }
 
  private:
@@ -174,6 +167,13 @@ class Server {
     SubmissionRecord record;
     study::StudySpec spec;
     std::vector<std::weak_ptr<Connection>> followers;
+  };
+  // A submission running now, beside the others.
+  struct Active {
+    Submission sub;
+    std::unique_ptr<AgentExecutor> executor;
+    std::unique_ptr<StudyRun> run;
+    std::optional<ShareGrant> granted;  // the share it was last given
   };
 
   template <typename... Args>
@@ -288,7 +288,9 @@ class Server {
     const int node = static_cast<int>(nodes_.size());
     nodes_.push_back(n);
     links_[node] = {c, n.node.name, Clock::now(), false};
-    if (run_) run_->AddNode(n);
+    // Divided first, so that each study sees only its part of the node from the start.
+    Arbitrate();
+    for (auto& [id, a] : active_) a.run->AddNode(n);
     // The gauges are set before each line that tells of a change: a scrape after the line sees it.
     UpdateMetrics();
     Log("agent ", n.node.name, " joined from ", c->peer(), ": ", n.node.gpus, " GPUs, ",
@@ -304,19 +306,26 @@ class Server {
         return;
       case FrameType::kLine: {
         const protocol::Line line = protocol::Line::FromJson(m);
-        if (executor_.Expects(node, line.ref))
-          executor_.Line(line.ref.id, line.stream == protocol::Stream::kErr, line.text);
+        if (AgentExecutor* e = ExecutorOf(node, line.ref))
+          e->Line(line.ref.id, line.stream == protocol::Stream::kErr, line.text);
         return;
       }
       case FrameType::kExit: {
         const protocol::Exit exit = protocol::Exit::FromJson(m);
-        if (executor_.Expects(node, exit.ref)) executor_.Exit(exit.ref.id, exit.exit);
+        if (AgentExecutor* e = ExecutorOf(node, exit.ref)) e->Exit(exit.ref.id, exit.exit);
         return;
       }
       default:
         throw ProtocolError(std::string("unexpected '") + protocol::FrameTypeName(type) +
                             "' frame from an agent");
     }
+  }
+
+  // The executor of the running study that expects this rank from this node; null: ignored.
+  AgentExecutor* ExecutorOf(int node, const RankRef& ref) {
+    auto it = active_.find(ref.run);
+    if (it == active_.end() || !it->second.executor->Expects(node, ref)) return nullptr;
+    return it->second.executor.get();
   }
 
   void NodeLost(int node, const std::string& why) {
@@ -326,10 +335,11 @@ class Server {
     l.conn->Close();
     nodes_[node].node.gpus = 0;
     nodes_[node].node.cpus = 0;
-    if (run_) {
-      run_->RemoveNode(node);
-      executor_.NodeLost(node);
+    for (auto& [id, a] : active_) {
+      a.run->RemoveNode(node);
+      a.executor->NodeLost(node);
     }
+    Arbitrate();
     if (metrics_) metrics_->AgentLost();
     UpdateMetrics();
     Log("agent ", l.name, " lost: ", why);
@@ -352,15 +362,24 @@ class Server {
     if (!metrics_) return;
     ServerMetrics::Sample s;
     s.studies_queued = static_cast<int>(queue_.size());
-    s.study_running = run_ != nullptr;
+    s.studies_running = static_cast<int>(active_.size());
     for (const auto& [node, l] : links_) s.agents += !l.lost;
-    if (run_) {
-      s.run = run_->occupancy();
-    } else {
-      for (const ClusterNode& n : nodes_) {  // a lost node holds nothing
-        s.run.gpus += n.node.gpus;
-        s.run.cpus += n.node.cpus;
-      }
+    for (const ClusterNode& n : nodes_) {  // a lost node holds nothing
+      s.run.gpus += n.node.gpus;
+      s.run.cpus += n.node.cpus;
+    }
+    for (const auto& [id, a] : active_) {
+      const Occupancy o = a.run->occupancy();
+      s.run.running += o.running;
+      s.run.waiting += o.waiting;
+      s.run.paused += o.paused;
+      s.run.finished += o.finished;
+      s.run.completed += o.completed;
+      s.run.pruned += o.pruned;
+      s.run.failed += o.failed;
+      s.run.infeasible += o.infeasible;
+      s.run.gpus_busy += o.gpus_busy;
+      s.run.cpus_busy += o.cpus_busy;
     }
     metrics_->Set(s);
   }
@@ -394,7 +413,7 @@ class Server {
     if (!s) return 0;
     s->followers.push_back(c);
     c->Send(protocol::Accepted{id}.ToJson());
-    const bool running = current_ && current_->record.id == id;
+    const bool running = active_.count(id) > 0;
     c->Send(protocol::Progress{StrCat("following study ", s->spec.name, " again (",
                                       running ? "running" : "queued", ")")}
                 .ToJson());
@@ -437,29 +456,36 @@ class Server {
         if (client) {
           s.followers.push_back(client);
           client->Send(protocol::Accepted{r.id}.ToJson());
-          if (current_ || !queue_.empty() || recovering_)
-            client->Send(protocol::Progress{StrCat("queued behind ",
-                                                   queue_.size() + (current_ ? 1 : 0), " studies")}
+          if (recovering_) {
+            client->Send(
+                protocol::Progress{"queued: the server resumes its studies after a "
+                                   "restart first"}
+                    .ToJson());
+          } else if (!active_.empty()) {
+            client->Send(protocol::Progress{StrCat("starting beside ", active_.size(),
+                                                   " running studies, on its share (priority ",
+                                                   FormatShort(s.spec.priority, 4), ")")}
                              .ToJson());
+          }
         }
         queue_.push_back(std::move(s));
-        StartNext();
+        StartQueued();
       });
     });
     return true;
   }
 
   Submission* Find(int64_t id) {
-    if (current_ && current_->record.id == id) return &*current_;
+    if (auto it = active_.find(id); it != active_.end()) return &it->second.sub;
     for (Submission& s : queue_)
       if (s.record.id == id) return &s;
     return nullptr;
   }
 
   void Cancel(int64_t id, const std::shared_ptr<Connection>& c) {
-    if (current_ && current_->record.id == id) {
-      Log("study ", current_->spec.name, " cancelled by ", c->peer());
-      if (run_) run_->Interrupt();
+    if (auto it = active_.find(id); it != active_.end()) {
+      Log("study ", it->second.sub.spec.name, " cancelled by ", c->peer());
+      it->second.run->Interrupt();
       return;
     }
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
@@ -480,67 +506,126 @@ class Server {
       if (auto f = weak.lock()) f->Send(protocol::Done{code, message}.ToJson());
   }
 
-  void StartNext() {
-    if (run_ || queue_.empty() || stopping_ || recovering_) return;
-    current_ = std::move(queue_.front());
-    queue_.pop_front();
-    Submission& s = *current_;
-    MarkSubmission(s.record.id, SubmissionState::kRunning);
+  // Every submission waiting starts now, on its share.
+  void StartQueued() {
+    while (!queue_.empty() && !stopping_ && !recovering_) {
+      Submission next = std::move(queue_.front());
+      queue_.pop_front();
+      Start(std::move(next));
+    }
+  }
+
+  void Start(Submission sub) {
+    const int64_t id = sub.record.id;
+    MarkSubmission(id, SubmissionState::kRunning);
+    Active& a = active_[id];
+    a.sub = std::move(sub);
+    a.executor = std::make_unique<AgentExecutor>(this, id);
     RunOptions ro;
     ro.storage_path = options_.storage_path;
     ro.log_dir = options_.log_dir;
-    ro.max_trials = s.record.max_trials;
-    ro.max_parallel = s.record.max_parallel;
+    ro.max_trials = a.sub.record.max_trials;
+    ro.max_parallel = a.sub.record.max_parallel;
     ro.handle_signals = false;
-    ro.on_progress = [this](const std::string& line) {
-      if (!current_) return;
-      for (auto& weak : current_->followers)
-        if (auto f = weak.lock()) f->Send(protocol::Progress{line}.ToJson());
-    };
+    ro.on_progress = [this, id](const std::string& line) { Tell(id, line); };
     ro.on_proposed = [this](double seconds, int) {
       if (metrics_) metrics_->Proposed(seconds);
     };
-    executor_.BeginRun(s.record.id);
-    run_ = MakeStudyRun(s.spec, ro, io_, pool_, nodes_, &executor_);
-    Status begun = run_->Begin([this](Result<RunSummary> r) {
+    a.run = MakeStudyRun(a.sub.spec, ro, io_, pool_, nodes_, a.executor.get());
+    a.run->OnChange([this] { Arbitrate(); });
+    if (active_.size() > 1)
+      Log("study ", a.sub.spec.name, " starts beside ", active_.size() - 1,
+          " running studies, on its share (priority ", FormatShort(a.sub.spec.priority, 4), ")");
+    Arbitrate();  // before it is prepared: it holds nothing, and may take nothing yet
+    Status begun = a.run->Begin([this, id](Result<RunSummary> r) {
       // A study that could not start for what it asked (a different space, a live runner) is bad
       // input (2); one that failed in storage, 1.
       int code = r.ok() ? r->exit_code : r.status().code() == StatusCode::kIo ? 1 : 2;
       std::string message = r.ok() ? std::string() : r.status().message();
-      asio::post(io_, [this, code, message] { Finished(code, message); });
+      asio::post(io_, [this, id, code, message] { Finished(id, code, message); });
     });
     if (!begun.ok()) {
       const std::string message = begun.message();
-      asio::post(io_, [this, message] { Finished(2, message); });
+      asio::post(io_, [this, id, message] { Finished(id, 2, message); });
     }
   }
 
-  void Finished(int code, const std::string& message) {
-    run_.reset();
-    executor_.Forget();
-    if (current_) {
-      Submission s = std::move(*current_);
-      current_.reset();
-      if (stopping_) {
-        // Stopped with the server: it resumes when the server starts again on this storage.
-        for (auto& weak : s.followers)
-          if (auto f = weak.lock()) {
-            f->Send(protocol::Progress{"the server is stopping; the study resumes when it is "
-                                       "started again"}
-                        .ToJson());
-            f->Close();
-          }
-      } else {
-        UpdateMetrics();
-        Log("study ", s.spec.name, " done (exit ", code, ")");
-        Ended(s, code, message);
-      }
-    }
-    if (stopping_) {
-      io_.stop();
+  void Tell(int64_t id, const std::string& line) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    for (auto& weak : it->second.sub.followers)
+      if (auto f = weak.lock()) f->Send(protocol::Progress{line}.ToJson());
+  }
+
+  // Divides the nodes between the running studies again (fair_share.h), after anything that may
+  // change what one holds or wants. One study alone is not limited. A study's share changes only
+  // through here, and what two studies may place on never overlaps, so none can take a unit
+  // another holds or was given, whichever of them handles an event first.
+  void Arbitrate() {
+    if (arbitrating_) {
+      rearbitrate_ = true;  // a study's share changed what it holds: once more after this pass
       return;
     }
-    StartNext();
+    arbitrating_ = true;
+    for (int pass = 0; pass < 16; ++pass) {
+      rearbitrate_ = false;
+      std::vector<int64_t> ids;
+      std::vector<ShareClaim> claims;
+      std::vector<Node> capacity;
+      for (const ClusterNode& n : nodes_) capacity.push_back(n.node);
+      for (auto& [id, a] : active_) {
+        ids.push_back(id);
+        // Not prepared yet: it holds nothing, and takes nothing until it says what it wants.
+        claims.push_back(a.run->Claim().value_or(ShareClaim{a.sub.spec.priority, {}, 0, 0, 0, 0}));
+      }
+      std::vector<ShareGrant> grants;
+      if (ids.size() == 1) {
+        grants.push_back({{}, std::vector<NodeUnits>(nodes_.size())});  // alone: no limit
+      } else {
+        grants = DivideCapacity(capacity, claims);
+      }
+      for (size_t i = 0; i < ids.size(); ++i) {
+        auto it = active_.find(ids[i]);
+        if (it == active_.end() || it->second.granted == grants[i]) continue;
+        Active& a = it->second;
+        const bool limit_changed = !a.granted || a.granted->limit.gpus != grants[i].limit.gpus ||
+                                   a.granted->limit.slots != grants[i].limit.slots;
+        a.granted = grants[i];
+        if (limit_changed && ids.size() > 1)
+          Log("study ", a.sub.spec.name, ": share ", grants[i].limit.gpus, " GPUs, ",
+              grants[i].limit.slots, " CPU slots (priority ", FormatShort(claims[i].weight, 4),
+              ", ", ids.size(), " studies running)");
+        a.run->SetShare(grants[i]);
+      }
+      if (!rearbitrate_) break;
+    }
+    arbitrating_ = false;
+    UpdateMetrics();
+  }
+
+  void Finished(int64_t id, int code, const std::string& message) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    Submission s = std::move(it->second.sub);
+    // The run is over and posted this from its own callback: it can go now.
+    active_.erase(it);
+    if (stopping_) {
+      // Stopped with the server: it resumes when the server starts again on this storage.
+      for (auto& weak : s.followers)
+        if (auto f = weak.lock()) {
+          f->Send(
+              protocol::Progress{"the server is stopping; the study resumes when it is "
+                                 "started again"}
+                  .ToJson());
+          f->Close();
+        }
+      if (active_.empty()) io_.stop();
+      return;
+    }
+    UpdateMetrics();
+    Log("study ", s.spec.name, " done (exit ", code, ")");
+    Ended(s, code, message);
+    Arbitrate();  // the others grow into what it held
   }
 
   void Stop() {
@@ -549,11 +634,12 @@ class Server {
     boost::system::error_code ignored;
     acceptor_.close(ignored);
     recovery_.cancel();
-    if (run_) {
-      run_->Interrupt();  // Finished() stops the io_context when the run is over
-    } else {
+    if (active_.empty()) {
       io_.stop();
+      return;
     }
+    // Finished() stops the io_context when the last run is over.
+    for (auto& [id, a] : active_) a.run->Interrupt();
   }
 
   ServeOptions options_;
@@ -568,27 +654,26 @@ class Server {
   asio::signal_set signals_;
   asio::steady_timer watchdog_;
   asio::steady_timer recovery_;
-  AgentExecutor executor_;
   std::vector<ClusterNode> nodes_;  // every node that ever joined; lost ones hold nothing
   std::map<int, Link> links_;
-  std::deque<Submission> queue_;
-  std::optional<Submission> current_;
+  std::deque<Submission> queue_;      // submitted, not started (only while recovering)
+  std::map<int64_t, Active> active_;  // by submission id
   std::map<int64_t, std::pair<int, std::string>> done_;  // exit code and message
-  std::unique_ptr<StudyRun> run_;
   std::unique_ptr<ServerMetrics> metrics_;  // with --metrics
   bool recovering_ = false;
   bool stopping_ = false;
+  bool arbitrating_ = false, rearbitrate_ = false;
 };
 
 Status AgentExecutor::Start(RankId id, int node, const SpawnRequest& request) {
-  HP_RETURN_IF_ERROR(server_->Launch(id, node, request));
+  HP_RETURN_IF_ERROR(server_->Launch(run_, id, node, request));
   where_[id] = node;
   return Status::Ok();
 }
 
 void AgentExecutor::Signal(RankId id, int signal) {
   auto it = where_.find(id);
-  if (it != where_.end()) server_->Kill(id, it->second, signal);
+  if (it != where_.end()) server_->Kill(run_, id, it->second, signal);
 }
 
 }  // namespace

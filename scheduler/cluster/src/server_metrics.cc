@@ -47,7 +47,7 @@ Result<std::unique_ptr<ServerMetrics>> ServerMetrics::Start(const std::string& l
   prometheus::Registry& r = *impl->registry;
   impl->studies_queued =
       OneGauge(r, "hyperpack_studies_queued", "Submitted studies waiting for the one running");
-  impl->studies_running = OneGauge(r, "hyperpack_studies_running", "1 while a study runs");
+  impl->studies_running = OneGauge(r, "hyperpack_studies_running", "studies running now");
   impl->agents = OneGauge(r, "hyperpack_agents", "Agents connected now");
   impl->agents_lost = &prometheus::BuildCounter()
                            .Name("hyperpack_agents_lost_total")
@@ -95,7 +95,7 @@ ServerMetrics::~ServerMetrics() = default;
 
 void ServerMetrics::Set(const Sample& s) {
   impl_->studies_queued->Set(s.studies_queued);
-  impl_->studies_running->Set(s.study_running ? 1 : 0);
+  impl_->studies_running->Set(s.studies_running);
   impl_->agents->Set(s.agents);
   impl_->gpus->Set(s.run.gpus);
   impl_->gpus_busy->Set(s.run.gpus_busy);

@@ -1,13 +1,14 @@
 // hyperpack serve's Prometheus metrics (`hyperpack serve --metrics ADDRESS:PORT`), served at
 // http://ADDRESS:PORT/metrics in Prometheus's text format by prometheus-cpp's exposer:
 //
-//   hyperpack_studies_queued           submitted studies waiting for the one running
-//   hyperpack_studies_running          1 while a study runs
-//   hyperpack_trials{state=...}        the running study's trials: running, waiting (for room:
+//   hyperpack_studies_queued           submitted studies not started yet (while the server
+//                                      resumes after a restart)
+//   hyperpack_studies_running          studies running now
+//   hyperpack_trials{state=...}        the running studies' trials: running, waiting (for room:
 //                                      requeued, promoted, or placed behind others), paused,
 //                                      completed, pruned, failed, infeasible
 //   hyperpack_gpus, hyperpack_gpus_busy, hyperpack_cpu_slots, hyperpack_cpu_slots_busy
-//                                      on the agents' nodes up now (a running study's view)
+//                                      on the agents' nodes up now; busy: held by any study
 //   hyperpack_agents                   agents connected now
 //   hyperpack_agents_lost_total        agents lost since the server started
 //   hyperpack_proposal_seconds         a histogram of how long the tuner took per proposal
@@ -30,9 +31,9 @@ class ServerMetrics {
  public:
   struct Sample {
     int studies_queued = 0;
-    bool study_running = false;
+    int studies_running = 0;
     int agents = 0;
-    Occupancy run;  // the running study's; zero when none
+    Occupancy run;  // the running studies' together; the nodes' capacity when none runs
   };
 
   // Listens on `listen` (ADDRESS:PORT; port 0 picks a free one). Errors: a malformed address, or

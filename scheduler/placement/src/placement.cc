@@ -69,6 +69,8 @@ std::vector<int> Placement::Nodes() const {
 ClusterState::ClusterState(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
   const int n = static_cast<int>(nodes_.size());
   removed_.assign(n, false);
+  withheld_mask_.assign(n, 0);
+  withheld_cpus_.assign(n, 0);
   free_gpus_.resize(n);
   free_cpus_.resize(n);
   free_mask_.resize(n);
@@ -208,6 +210,8 @@ void ClusterState::AddNode(const Node& node) {
   const int i = static_cast<int>(nodes_.size());
   nodes_.push_back(node);
   removed_.push_back(false);
+  withheld_mask_.push_back(0);
+  withheld_cpus_.push_back(0);
   max_node_gpus_ = std::max(max_node_gpus_, node.gpus);
   max_node_cpus_ = std::max(max_node_cpus_, node.cpus);
   if (static_cast<int>(by_free_.size()) <= max_node_gpus_) by_free_.resize(max_node_gpus_ + 1);
@@ -231,6 +235,8 @@ void ClusterState::RemoveNode(int i) {
   free_gpus_[i] = 0;
   free_cpus_[i] = 0;
   free_mask_[i] = 0;
+  withheld_mask_[i] = 0;
+  withheld_cpus_[i] = 0;
   Reindex(i, old);
   // Out of the buckets altogether, and no longer counted as able to hold anything.
   if (nodes_[i].gpus > 0) {
@@ -255,6 +261,34 @@ void ClusterState::Release(const Placement& p) {
     total_free_gpus_ += static_cast<int>(r.gpus.size());
     Reindex(r.node, old);
   }
+}
+
+void ClusterState::Withhold(int node, uint64_t gpu_mask, int cpus) {
+  if (node < 0 || node >= static_cast<int>(nodes_.size()) || removed_[node]) return;
+  const int old = free_gpus_[node];
+  // Give back what was withheld, then take what is asked of what is free.
+  free_mask_[node] |= withheld_mask_[node];
+  free_cpus_[node] += withheld_cpus_[node];
+  const uint64_t mask = gpu_mask & free_mask_[node];
+  const int take_cpus = std::clamp(cpus, 0, free_cpus_[node]);
+  free_mask_[node] &= ~mask;
+  free_cpus_[node] -= take_cpus;
+  withheld_mask_[node] = mask;
+  withheld_cpus_[node] = take_cpus;
+  free_gpus_[node] = __builtin_popcountll(free_mask_[node]);
+  total_free_gpus_ += free_gpus_[node] - old;
+  Reindex(node, old);
+}
+
+uint64_t ClusterState::held_gpu_mask(int node) const {
+  if (removed_[node]) return 0;
+  const uint64_t all = nodes_[node].gpus >= 64 ? ~0ULL : ((1ULL << nodes_[node].gpus) - 1);
+  return all & ~free_mask_[node] & ~withheld_mask_[node];
+}
+
+int ClusterState::held_cpus(int node) const {
+  if (removed_[node]) return 0;
+  return nodes_[node].cpus - free_cpus_[node] - withheld_cpus_[node];
 }
 
 Result<Policy> ParsePolicy(const std::string& name) {
@@ -341,9 +375,25 @@ void Scheduler::PromoteOverdue(double now) {
   }
 }
 
+namespace {
+// A job's share of Scheduler::Limit: {GPUs, CPU slots}.
+std::pair<int, int> LimitUnits(const Demand& d) {
+  if (d.total_gpus() > 0) return {d.total_gpus(), 0};
+  return {0, std::max(1, d.total_cpus())};
+}
+}  // namespace
+
+bool Scheduler::WithinLimit(const Demand& d) const {
+  auto [gpus, slots] = LimitUnits(d);
+  return held_gpus_ + gpus <= limit_.gpus && held_slots_ + slots <= limit_.slots;
+}
+
 void Scheduler::Finish(uint64_t id) {
   auto it = running_.find(id);
   if (it == running_.end()) return;
+  auto [gpus, slots] = LimitUnits(it->second.demand);
+  held_gpus_ -= gpus;
+  held_slots_ -= slots;
   cluster_->Release(it->second.placement);
   ends_.erase(it->second.end_entry);
   running_.erase(it);
@@ -374,8 +424,11 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
   auto start = [&](std::map<Key, Job>::iterator it, Placement p) {
     const Job& job = it->second;
     cluster_->Allocate(p);
+    auto [gpus, slots] = LimitUnits(job.demand);
+    held_gpus_ += gpus;
+    held_slots_ += slots;
     double end = job.estimate > 0 ? now + job.estimate : kNever;
-    Running r{p, end, ends_.emplace(end, job.id)};
+    Running r{p, job.demand, end, ends_.emplace(end, job.id)};
     running_.emplace(job.id, std::move(r));
     started.push_back({job, std::move(p)});
     Dequeued(job);
@@ -389,7 +442,9 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
     // Nothing more can start: every waiting job needs GPUs and none is free.
     if (cluster_->total_free_gpus() == 0 && cpu_only_waiting_ == 0) break;
     std::optional<Placement> p;
-    if (blocked) {
+    if (!WithinLimit(job.demand)) {
+      // Over its share: it waits, as if it did not fit.
+    } else if (blocked) {
       // Backfill: jump ahead of the head only without delaying it.
       p = BackfillPlacement(*cluster_, job, fit, now, backfill);
     } else if (job.demand.total_gpus() <= cluster_->total_free_gpus()) {

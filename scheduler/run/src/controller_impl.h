@@ -49,6 +49,7 @@ class StudyController::Impl {
   bool done() const { return done_; }
   ControllerState State() const;
   Occupancy occupancy() const;
+  ShareClaim Claim() const;
 
   // Event handlers (std::visit calls them by payload type).
   void On(const ProposalsReady& e);
@@ -61,6 +62,7 @@ class StudyController::Impl {
   void On(const Tick&) {}
   void On(const Interrupt& e);
   void On(const StorageFailed& e);
+  void On(const ShareChanged& e);
 
  private:
   // A trial paused at its rung (promote mode), waiting to be promoted.
@@ -102,6 +104,7 @@ class StudyController::Impl {
     std::optional<double> deadline;  // trial.timeout
     std::optional<double> kill_at;   // SIGKILL what is left after SIGTERM
     bool timed_out = false, interrupted = false;
+    bool yielded = false;  // stopped to give another study its share (ShareChanged)
     int failed_rank = -1;  // the first rank that failed; the gang was stopped then
     std::optional<double> objective;
     int64_t metric_lines = 0;
@@ -144,6 +147,8 @@ class StudyController::Impl {
   // ---- study_controller.cc ----
   int Busy() const;
   int Free() const;
+  // Over the share's limit: the youngest trials stop, to run again when there is room.
+  void YieldOverShare();
   void Settle();
   void Fill();
   void PromoteWhatThePrunerAllows();
@@ -249,6 +254,8 @@ class StudyController::Impl {
   std::vector<ClusterNode> nodes_;  // every node that ever joined, as it joined
   std::vector<bool> lost_;          // by node
   bool said_waiting_ = false;       // the wait for capacity was told (once per wait)
+  std::optional<ShareGrant> share_;  // set by ShareChanged; a node that joins is withheld by it
+  Demand typical_demand_;  // the latest trial's, for what a proposal not made yet will hold
 
   // The event being handled: its time, and what it makes us do.
   double now_ = 0;

@@ -471,6 +471,9 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   } else if (t.interrupted) {
     rec.state = TrialState::kInterrupted;
     rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";
+  } else if (t.yielded && !(code == 0 && t.objective)) {
+    rec.state = TrialState::kInterrupted;
+    rec.error = "preempted: another study on this server was owed its share; it runs again";
   } else if (t.timed_out) {
     rec.state = TrialState::kTimeout;
     rec.error = StrCat("killed after the timeout of ", FormatDuration(*spec_.trial.timeout_s));
@@ -504,7 +507,12 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
 void StudyController::Impl::Account(const Trial& t, const Ending& e, double elapsed) {
   const TrialRecord& rec = e.record;
   std::string line;
-  if (rec.state == TrialState::kInterrupted) {
+  if (rec.state == TrialState::kInterrupted && t.yielded && !t.interrupted) {
+    // Not its own doing: it runs again whatever max_attempts says.
+    ++summary_.preempted;
+    retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
+    line = "preempted for another study's share; requeued";
+  } else if (rec.state == TrialState::kInterrupted) {
     ++summary_.interrupted;
     retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
     line = "interrupted";

@@ -107,6 +107,20 @@ class LocalDriver : public StudyRun {
   Occupancy occupancy() const override {
     return controller_ ? controller_->occupancy() : Occupancy{};
   }
+  std::optional<ShareClaim> Claim() const override {
+    if (!controller_ || done_) return std::nullopt;
+    ShareClaim c = controller_->Claim();
+    c.weight = spec_.priority;
+    return c;
+  }
+  void SetShare(const ShareGrant& grant) override {
+    if (!controller_) {
+      early_share_ = grant;  // handed on once the study is prepared
+      return;
+    }
+    Feed(ShareChanged{grant});
+  }
+  void OnChange(std::function<void()> callback) override { on_change_ = std::move(callback); }
 
  private:
   // ---- Start and end (storage work on the pool) ----
@@ -145,6 +159,7 @@ class LocalDriver : public StudyRun {
     co.start_note = p.warm_note;
     co.storage_path = options_.storage_path;
     co.continue_in_place = executor_->CanTell();
+    co.share = early_share_;
     auto controller = StudyController::Make(spec_, co);
     auto first = controller.ok() ? (*controller)->Restore(p.stored)
                                  : Result<std::vector<Command>>(controller.status());
@@ -158,6 +173,7 @@ class LocalDriver : public StudyRun {
     Perform(controller_->Start(Now()));
     if (options_.progress == RunOptions::Progress::kLine && !done_) Tick();
     if (interrupted_early_ && !done_) Feed(scheduler::Interrupt{false});
+    if (on_change_ && !done_) on_change_();
   }
 
   // The controller has finished: the writer is closed on the tuner's strand (after every
@@ -205,6 +221,7 @@ class LocalDriver : public StudyRun {
     }
     inbox_.clear();
     feeding_ = false;
+    if (on_change_ && !done_) on_change_();
   }
 
   void OnLine(RankId id, bool is_err, const std::string& line) {
@@ -456,6 +473,8 @@ class LocalDriver : public StudyRun {
   std::unique_ptr<StudyController> controller_;
   std::map<int, TrialFiles> files_;
   std::deque<EventPayload> inbox_;
+  std::optional<ShareGrant> early_share_;
+  std::function<void()> on_change_;
   std::function<void(Result<RunSummary>)> on_done_;
   Clock::time_point start_;
   double wall_start_ = 0;

@@ -109,6 +109,7 @@ bool StudyController::pauses() const { return impl_->pauses(); }
 bool StudyController::done() const { return impl_->done(); }
 ControllerState StudyController::State() const { return impl_->State(); }
 Occupancy StudyController::occupancy() const { return impl_->occupancy(); }
+ShareClaim StudyController::Claim() const { return impl_->Claim(); }
 
 // ---- Events in ----------------------------------------------------------------------------------
 
@@ -147,6 +148,7 @@ std::vector<Command> StudyController::Impl::Start(double now) {
   out_.clear();
   Say(StartLine());
   if (spec_.budget.time_limit_s) Wake(*spec_.budget.time_limit_s);
+  if (options_.share) On(ShareChanged{*options_.share});
   refill_ = true;
   Settle();
   FlushRows();
@@ -191,6 +193,9 @@ void StudyController::Impl::On(const ProposalsReady& e) {
 void StudyController::Impl::On(const NodeJoined& e) {
   cluster_.AddNode(e.node.node);
   nodes_.push_back(e.node);
+  // Shared with other studies: what the server's share already says of this node holds at once.
+  if (const size_t n = nodes_.size() - 1; share_ && n < share_->withheld.size())
+    cluster_.Withhold(static_cast<int>(n), share_->withheld[n].gpus, share_->withheld[n].cpus);
   lost_.push_back(e.node.node.gpus == 0 && e.node.node.cpus == 0);
   if (said_waiting_) Say(StrCat("node ", e.node.node.name, " joined: placing trials"));
   said_waiting_ = false;
@@ -228,6 +233,92 @@ void StudyController::Impl::On(const StorageFailed& e) {
     t.interrupted = true;
     Terminate(t);
   }
+}
+
+void StudyController::Impl::On(const ShareChanged& e) {
+  for (size_t n = 0; n < e.grant.withheld.size() && n < nodes_.size(); ++n)
+    cluster_.Withhold(static_cast<int>(n), e.grant.withheld[n].gpus, e.grant.withheld[n].cpus);
+  constexpr int kAll = std::numeric_limits<int>::max();
+  const Scheduler::Limit& limit = e.grant.limit;
+  const bool whole = limit.gpus == kAll && limit.slots == kAll;
+  // Told when it changes; not the whole cluster of a study alone from the start, nor a share of
+  // nothing (a study that wants nothing yet, or one squeezed out: its preempted trials say so).
+  const bool changed =
+      share_ ? share_->limit.gpus != limit.gpus || share_->limit.slots != limit.slots : !whole;
+  if (changed && (limit.gpus > 0 || limit.slots > 0)) {
+    int gpus = 0, cpus = 0;
+    for (size_t n = 0; n < cluster_.nodes().size(); ++n) {
+      gpus += cluster_.nodes()[n].gpus;
+      cpus += cluster_.nodes()[n].cpus;
+    }
+    std::vector<std::string> parts;
+    if (limit.gpus > 0) parts.push_back(StrCat(limit.gpus, " of ", gpus, " GPUs"));
+    if (limit.slots > 0) parts.push_back(StrCat(limit.slots, " of ", cpus, " CPU slots"));
+    Log(std::nullopt, EventKind::kShare,
+        whole ? std::string("share: the whole cluster again (no other study runs on the server)")
+              : StrCat("share: ", Join(parts, " and "), " (priority ",
+                       FormatShort(spec_.priority, 4), "; other studies run on the server)"));
+  }
+  share_ = e.grant;
+  scheduler_.SetLimit(e.grant.limit);
+  YieldOverShare();
+  refill_ = true;
+}
+
+// The youngest trials lose the least work: they stop first, and run again from their checkpoints
+// when the share allows. What is already stopping counts as given back.
+void StudyController::Impl::YieldOverShare() {
+  if (!share_) return;
+  int over_gpus = scheduler_.held_gpus() - share_->limit.gpus;
+  int over_slots = scheduler_.held_slots() - share_->limit.slots;
+  std::vector<Trial*> candidates;
+  for (auto& [n, t] : running_) {
+    const bool stopping =
+        t.yielded || t.interrupted || t.pausing || t.pruned || t.timed_out || t.failed_rank >= 0;
+    if (stopping && t.job) (t.on_gpus ? over_gpus : over_slots) -= t.units;
+    if (!stopping && t.job) candidates.push_back(&t);
+  }
+  if (over_gpus <= 0 && over_slots <= 0) return;
+  // Started last first; of two started at once, the later number.
+  std::sort(candidates.begin(), candidates.end(), [](const Trial* a, const Trial* b) {
+    if (a->started != b->started) return a->started > b->started;
+    return a->number > b->number;
+  });
+  for (Trial* t : candidates) {
+    int& over = t->on_gpus ? over_gpus : over_slots;
+    if (over <= 0) continue;
+    over -= t->units;
+    t->yielded = true;
+    Log(t->number, EventKind::kPreempted,
+        StrCat("preempted: another study on this server is owed its share (this one may hold ",
+               t->on_gpus ? share_->limit.gpus : share_->limit.slots,
+               t->on_gpus ? " GPUs" : " CPU slots", "); it runs again from its checkpoint"));
+    Terminate(*t);
+  }
+}
+
+ShareClaim StudyController::Impl::Claim() const {
+  ShareClaim c;
+  c.held.resize(nodes_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (lost_[n]) continue;
+    c.held[n] = {cluster_.held_gpu_mask(static_cast<int>(n)),
+                 cluster_.held_cpus(static_cast<int>(n))};
+  }
+  c.held_gpus = scheduler_.held_gpus();
+  c.held_slots = scheduler_.held_slots();
+  auto want = [&c](const Demand& d, int times) {
+    if (d.total_gpus() > 0) {
+      c.wanted_gpus += times * d.total_gpus();
+    } else {
+      c.wanted_slots += times * std::max(1, d.total_cpus());
+    }
+  };
+  for (const auto& [job, q] : waiting_)
+    if (auto d = DemandFor(q.config); d.ok()) want(*d, 1);
+  // Re-runs and proposals not placed yet: as many as the budget and max_parallel allow.
+  if (!stopping_) want(typical_demand_, Free());
+  return c;
 }
 
 // Trial timeouts, the SIGKILL after a SIGTERM's grace, and the study's time limit.
@@ -410,6 +501,7 @@ void StudyController::Impl::Enqueue(Queued q, std::optional<tuner::CostPredictio
   Status s = demand.ok() ? Status::Ok() : demand.status();
   if (demand.ok()) {
     job.demand = *demand;
+    typical_demand_ = *demand;
     if (cost) {
       if (auto predicted = PredictedSeconds(q, *cost, *demand, segment)) {
         job.estimate = predicted->first;
@@ -665,6 +757,7 @@ std::string FormatSummary(const RunSummary& s, const std::string& metric) {
        << " failed, " << s.infeasible << " infeasible)";
   if (s.paused) text << ", " << s.paused << " paused";
   if (s.interrupted) text << ", " << s.interrupted << " interrupted";
+  if (s.preempted) text << ", " << s.preempted << " preempted for other studies";
   if (s.promoted)
     text << "; " << s.promoted << " promotions, " << s.promoted_in_place << " of them in place";
   text << "\n";

@@ -196,6 +196,10 @@ struct ExportSpec {
 struct StudySpec {
   std::string name;
   std::string description;
+  // Its weight in the fair share of a server that runs several studies at once (fair_share.h):
+  // a study of priority 2 is given twice the GPUs (or CPU slots) of one of priority 1 when both
+  // want more than their share. 1 unless the file says `priority:`.
+  double priority = 1;
   std::string source_path;  // the file it came from, as given
   std::string source_text;  // verbatim; stored with the study
   Objective objective;

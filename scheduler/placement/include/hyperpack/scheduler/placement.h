@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -89,6 +90,13 @@ class ClusterState {
   void AddNode(const Node& node);
   // A node that was lost: from now on it has no capacity.
   void RemoveNode(int index);
+  // What this owner may not place on `node` (another owner holds it, or is owed it: the studies
+  // sharing one server, fair_share.h). Replaces the node's earlier withholding; only what is free
+  // now can be withheld, the rest is ignored. Releasing a placement never touches it.
+  void Withhold(int node, uint64_t gpu_mask, int cpus);
+  // What the placements allocated here hold on `node` now (not what is withheld).
+  uint64_t held_gpu_mask(int node) const;
+  int held_cpus(int node) const;
 
  private:
   std::optional<int> OneNode(int gpus, int cpus, Fit fit, const std::vector<bool>* avoid) const;
@@ -98,6 +106,8 @@ class ClusterState {
   std::vector<Node> nodes_;
   std::vector<int> free_gpus_, free_cpus_;
   std::vector<uint64_t> free_mask_;  // bit i: GPU i free
+  std::vector<uint64_t> withheld_mask_;
+  std::vector<int> withheld_cpus_;
   // by_free_[k]: nodes with exactly k free GPUs (GPU nodes only), for best fit in O(max GPUs).
   std::vector<std::vector<int>> by_free_;
   std::vector<int> pos_in_bucket_;
@@ -156,6 +166,17 @@ class Scheduler {
   std::vector<Started> Schedule(double now);
   // A running job ended: its resources are free again.
   void Finish(uint64_t id);
+  // At most this much held by the running jobs at once, in the units a trial's cost counts: GPUs
+  // for jobs that hold any, else CPU slots (at least 1 per job). A job that would pass it waits
+  // (it is blocked like one that does not fit). Lowering it stops nothing that runs.
+  struct Limit {
+    int gpus = std::numeric_limits<int>::max();
+    int slots = std::numeric_limits<int>::max();
+  };
+  void SetLimit(Limit limit) { limit_ = limit; }
+  // What the running jobs hold, in the same units.
+  int held_gpus() const { return held_gpus_; }
+  int held_slots() const { return held_slots_; }
 
   size_t waiting() const { return queue_.size(); }
   size_t running() const { return running_.size(); }
@@ -175,6 +196,7 @@ class Scheduler {
   };
   struct Running {
     Placement placement;
+    Demand demand;
     double expected_end;  // +inf when the job had no estimate
     std::multimap<double, uint64_t>::iterator end_entry;
   };
@@ -190,6 +212,7 @@ class Scheduler {
   // Moves the jobs that have waited max_wait by `now` ahead of their priority.
   void PromoteOverdue(double now);
   void Dequeued(const Job& job);  // bookkeeping when a job leaves the queue
+  bool WithinLimit(const Demand& d) const;
 
   ClusterState* cluster_;
   Policy policy_;
@@ -202,6 +225,8 @@ class Scheduler {
   std::map<uint64_t, Running> running_;
   std::multimap<double, uint64_t> ends_;  // expected end -> running job
   int cpu_only_waiting_ = 0;
+  Limit limit_;
+  int held_gpus_ = 0, held_slots_ = 0;
 };
 
 }  // namespace hyperpack::scheduler

@@ -26,6 +26,7 @@
 #include <variant>
 #include <vector>
 
+#include "hyperpack/scheduler/fair_share.h"
 #include "hyperpack/scheduler/metrics.h"
 #include "hyperpack/scheduler/placement.h"
 #include "hyperpack/space.h"
@@ -57,6 +58,7 @@ struct RunSummary {
   int failed = 0;  // failed + timeout
   int infeasible = 0;
   int interrupted = 0;  // in this run
+  int preempted = 0;    // stopped to give another study its share (requeued)
   int paused = 0;       // still paused when the run ended
   int promoted = 0;     // promotions in this run (promote mode)
   int promoted_in_place = 0;  // of those, trials that went on without a restart (ContinueCmd)
@@ -145,9 +147,15 @@ struct Interrupt {
 struct StorageFailed {
   Status status;
 };
-using EventPayload = std::variant<ProposalsReady, TrialPersisted, MetricReport, RankExited,
-                                  TrialRunning, NodeJoined, NodeLost, Tick, Interrupt,
-                                  StorageFailed>;
+// The server runs several studies at once: what this one may hold from now on (fair_share.h).
+// Units withheld are never placed on; a study over its limit preempts its youngest trials (they
+// end as interrupted and run again from their checkpoints, not counted as failed attempts).
+struct ShareChanged {
+  ShareGrant grant;
+};
+using EventPayload =
+    std::variant<ProposalsReady, TrialPersisted, MetricReport, RankExited, TrialRunning, NodeJoined,
+                 NodeLost, Tick, Interrupt, StorageFailed, ShareChanged>;
 struct Event {
   double now = 0;  // seconds since the run began
   EventPayload what;
@@ -279,6 +287,8 @@ struct ControllerOptions {
   // The driver can write to a trial's control socket (ContinueCmd): a promote-mode trial waits at
   // its rung and, when the pruner promotes it at once, goes on without a restart.
   bool continue_in_place = false;
+  // Sharing a server with other studies: its share when it starts (then ShareChanged).
+  std::optional<ShareGrant> share;
 };
 
 // A trial's folder under log_root, "trial-0007": the one spelling every driver and executor uses.
@@ -349,6 +359,8 @@ class StudyController {
   bool done() const;
   ControllerState State() const;
   Occupancy occupancy() const;
+  // What it holds and would place now, for a server's fair share (its weight is left at 1).
+  ShareClaim Claim() const;
 
  private:
   class Impl;

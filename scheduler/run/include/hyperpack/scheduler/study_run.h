@@ -7,9 +7,11 @@
 #include <boost/asio/thread_pool.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/fair_share.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/study_controller.h"
 
@@ -27,6 +29,14 @@ class StudyRun {
   virtual void Interrupt() = 0;
   // What it holds now (all zero before the study is prepared).
   virtual Occupancy occupancy() const = 0;
+  // Sharing a server with other studies (fair_share.h): what it holds and would place now, with
+  // its priority as the weight; nullopt until the study is prepared (it holds nothing then).
+  virtual std::optional<ShareClaim> Claim() const = 0;
+  // What it may hold from now on. Before the study is prepared, it is applied once it is.
+  virtual void SetShare(const ShareGrant& grant) = 0;
+  // Runs on the io thread after each batch of events, when what the run holds or wants may have
+  // changed (the server then divides its nodes again).
+  virtual void OnChange(std::function<void()> callback) = 0;
 };
 
 // `pool` runs the storage work of its start and end and the tuner; it must outlive the run.
