@@ -1,5 +1,6 @@
 // hyperpack serve: agents register their nodes, clients submit studies, and each study runs
-// through the same driver and controller as `hyperpack run`, its ranks on the agents' nodes.
+// through the same driver and controller as `hyperpack run`, its ranks on the agents' nodes. All
+// submitted studies run at once, each on its fair share of the nodes (Arbitrate, fair_share.h).
 //
 // What survives what:
 //  - bytes: every frame is decoded through its struct, and any exception from a connection's
@@ -9,9 +10,9 @@
 //    names its run, trial and attempt), and a rank it still reports when it comes back is killed;
 //  - the server itself: submissions are kept in storage; started again, the server waits one
 //    heartbeat timeout (so that the agents' fences have stopped what the old server launched, or
-//    the agents have come back and been told to kill it), then resumes the study it was running
-//    (its trials requeued from their checkpoints) and the ones queued; clients reconnect and
-//    follow their submission by its id.
+//    the agents have come back and been told to kill it), then resumes every study it was running
+//    (their trials requeued from their checkpoints); clients reconnect and follow their
+//    submission by its id.
 #include <signal.h>
 
 #include <boost/asio.hpp>
