@@ -342,12 +342,18 @@ TEST(SchedulerTest, BackfillTrustsOnlyTheCautiousEstimate) {
   }
 }
 
-TEST(SimulationTest, ShortestFirstLowersMeanCompletionTimeEvenWithWrongEstimates) {
-  auto jobs = TuningWorkload(600, 3, 60);
+// The tuning workload's cluster: 8 nodes of 8 GPUs, the run times' estimates off by `noise`.
+SimulationOptions EightByEight(double noise) {
   SimulationOptions o;
   o.nodes = 8;
   o.gpus_per_node = 8;
-  o.estimate_noise = 0.5;
+  o.estimate_noise = noise;
+  return o;
+}
+
+TEST(SimulationTest, ShortestFirstLowersMeanCompletionTimeEvenWithWrongEstimates) {
+  auto jobs = TuningWorkload(600, 3, 60);
+  SimulationOptions o = EightByEight(0.5);
   o.noise_seed = 4;
   auto fifo = Simulate(jobs, o);
   ASSERT_TRUE(fifo.ok()) << fifo.status().message();
@@ -368,10 +374,7 @@ TEST(SimulationTest, TheRelativeGuardReachesTheQueueAndANegativeOneIsRefused) {
   // The guard in multiples of the typical estimate (hyperpack run's, 6x) changes which jobs go
   // first on a loaded cluster; whether it helps depends on the workload (docs/BENCHMARKS.md).
   auto jobs = TuningWorkload(600, 3, 60);
-  SimulationOptions o;
-  o.nodes = 8;
-  o.gpus_per_node = 8;
-  o.estimate_noise = 0.1;
+  SimulationOptions o = EightByEight(0.1);
   o.queue = {Order::kShortestFirst, 1.0};
   auto unguarded = Simulate(jobs, o);
   ASSERT_TRUE(unguarded.ok()) << unguarded.status().message();
@@ -445,6 +448,16 @@ TEST(FairShareTest, ANewStudyIsGivenTheFreeGpusAndTheOneHoldingTooManyMustYield)
   EXPECT_EQ(idle[1].limit.gpus, 0);
   EXPECT_EQ(idle[1].withheld[1].gpus, 0xFu);
   ExpectDisjoint(nodes, idle);
+}
+
+TEST(FairShareTest, TwoGpuStudiesOnOneNodeSplitItsCpuSlotsByTheirGpus) {
+  const std::vector<Node> nodes = {{"a", 4, 8}};
+  ShareClaim a{1, {}, 0, 0, 3, 0};
+  ShareClaim b{1, {}, 0, 0, 1, 0};
+  std::vector<ShareGrant> g = DivideCapacity(nodes, {a, b});
+  EXPECT_EQ(g[0].withheld[0], (NodeUnits{0x8, 2})) << "3 GPUs, and 6 of the 8 slots";
+  EXPECT_EQ(g[1].withheld[0], (NodeUnits{0x7, 6})) << "1 GPU, and 2 slots";
+  ExpectDisjoint(nodes, g);
 }
 
 TEST(FairShareTest, CpuSlotStudiesShareTheSlotsAndAStudyOverItsShareIsLimitedToIt) {

@@ -472,6 +472,14 @@ std::map<int, int> WarmProcesses(const std::filesystem::path& logs) {
   return served;
 }
 
+// hyperpack-trainer's argv for a run of its own: `flags` (words separated by spaces), then `more`.
+std::vector<std::string> TrainerArgs(const std::string& flags, const std::string& more) {
+  std::vector<std::string> argv = {HYPERPACK_TRAINER};
+  std::istringstream words(flags + " " + more);
+  for (std::string w; words >> w;) argv.push_back(w);
+  return argv;
+}
+
 // A 3-class table of `rows` rows and 3 features that a small MLP can separate.
 void WriteSmallTable(const std::string& path, int rows) {
   std::mt19937_64 rng(3);
@@ -519,11 +527,8 @@ TEST(TrainerStudyTest, TrialsServedByOneWarmProcessEndExactlyAsTheirOwnProcesses
       std::snprintf(name, sizeof(name), "trial-%04d", trial);
       const std::string trial_dir = dir / ("hyperpack_logs/s/" + std::string(name));
       Json params = Json::parse(ReadFile(trial_dir + "/params.json"));
-      std::vector<std::string> argv = {HYPERPACK_TRAINER};
-      std::istringstream words(flags + " --lr " + params["lr"].dump() + " --save-params " +
-                               (dir / "alone.bin"));
-      for (std::string w; words >> w;) argv.push_back(w);
-      auto alone = RunCommand(argv);
+      auto alone = RunCommand(TrainerArgs(
+          flags, StrCat("--lr ", params["lr"].dump(), " --save-params ", dir / "alone.bin")));
       ASSERT_EQ(alone.exit_code, 0) << alone.err;
       const std::string served = ReadFile(trial_dir + "/p.bin");
       ASSERT_FALSE(served.empty()) << name;
@@ -585,11 +590,8 @@ TEST(TrainerStudyTest, APromotedTrialEndsWhereARunThroughEndsRestartedOrInPlace)
     EXPECT_EQ(epochs, (std::vector<int>{1, 2, 3}));
     EXPECT_EQ(headers, in_place ? 1 : 2) << "processes started for the trial";
     // The same configuration straight through.
-    std::vector<std::string> argv = {HYPERPACK_TRAINER};
-    std::istringstream words(flags + " --lr " + FormatShort(lr, 6) + " --save-params " +
-                             (dir / "through.bin"));
-    for (std::string w; words >> w;) argv.push_back(w);
-    auto through = RunCommand(argv);
+    auto through = RunCommand(TrainerArgs(
+        flags, StrCat("--lr ", FormatShort(lr, 6), " --save-params ", dir / "through.bin")));
     ASSERT_EQ(through.exit_code, 0) << through.err;
     std::string a = ReadFile(trial_dir + "/p.bin"), c = ReadFile(dir / "through.bin");
     ASSERT_EQ(a.size(), c.size());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace hyperpack::scheduler {
 namespace {
@@ -132,13 +133,25 @@ std::vector<ShareGrant> DivideCapacity(const std::vector<Node>& nodes,
       }
     }
   }
-  // A GPU trial's ranks take CPU slots too: what is left of a node goes with its free GPUs.
-  for (size_t s : order)
-    for (size_t n = 0; n < nodes.size(); ++n)
-      if (given[s][n].gpus) {
-        given[s][n].cpus += free[n].cpus;
-        free[n].cpus = 0;
-      }
+  // A GPU trial's ranks take CPU slots too: what is left of a node goes with its free GPUs, split
+  // in proportion to the GPUs each study was given there (the remainder to the first).
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    int given_gpus = 0;
+    for (size_t s = 0; s < s_count; ++s) given_gpus += __builtin_popcountll(given[s][n].gpus);
+    if (given_gpus == 0 || free[n].cpus == 0) continue;
+    const int left = free[n].cpus;
+    std::optional<size_t> first;
+    for (size_t s : order) {
+      const int g = __builtin_popcountll(given[s][n].gpus);
+      if (g == 0) continue;
+      if (!first) first = s;
+      const int take = left * g / given_gpus;
+      given[s][n].cpus += take;
+      free[n].cpus -= take;
+    }
+    given[*first][n].cpus += free[n].cpus;
+    free[n].cpus = 0;
+  }
 
   std::vector<ShareGrant> grants(s_count);
   for (size_t s = 0; s < s_count; ++s) {
