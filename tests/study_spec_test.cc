@@ -328,30 +328,23 @@ queue: {order: sjff, aging: -1, max_wait: soon}
                   "'soon' is not a duration; expected e.g. 45s, 10m, 1h30m, 2h or seconds")));
 }
 
-TEST(StudyFileTest, ReadsThePriorityAServerSharesBy) {
-  ParseOutcome out = Parse(R"(name: demo
-priority: 2.5
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-)");
-  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
-  EXPECT_EQ(out.spec->priority, 2.5);
-  ParseOutcome none = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-)");
-  ASSERT_THAT(none.errors, IsEmpty()) << none.ErrorText();
-  EXPECT_EQ(none.spec->priority, 1);
-  for (const char* bad : {"0", "-1", "high", "5000"}) {
-    ParseOutcome out = Parse(StrCat(R"(name: demo
-priority: )",
-                                    bad, R"(
-objective: {metric: loss, direction: minimize}
+// A minimal study file with `top` (lines, or nothing) after its name.
+ParseOutcome ParseWithTop(const std::string& top) {
+  return Parse(StrCat("name: demo\n", top, R"(objective: {metric: loss, direction: minimize}
 search_space: {lr: {type: float, low: 0.001, high: 0.1}}
 trial: {command: "run {lr}"}
 )"));
+}
+
+TEST(StudyFileTest, ReadsThePriorityAServerSharesBy) {
+  ParseOutcome out = ParseWithTop("priority: 2.5\n");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->priority, 2.5);
+  ParseOutcome none = ParseWithTop("");
+  ASSERT_THAT(none.errors, IsEmpty()) << none.ErrorText();
+  EXPECT_EQ(none.spec->priority, 1);
+  for (const char* bad : {"0", "-1", "high", "5000"}) {
+    ParseOutcome out = ParseWithTop(StrCat("priority: ", bad, "\n"));
     ASSERT_EQ(out.errors.size(), 1u) << bad;
     EXPECT_EQ(out.errors[0].key, "priority");
     EXPECT_EQ(out.errors[0].line, 2);

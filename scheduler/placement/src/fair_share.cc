@@ -66,6 +66,81 @@ std::vector<int> WeightedMaxMin(int capacity, const std::vector<double>& weights
   return quota;
 }
 
+namespace {
+
+// Per study, by node: the free units it is given.
+using Given = std::vector<std::vector<NodeUnits>>;
+
+// What no study holds, by node.
+std::vector<NodeUnits> FreeUnits(const std::vector<Node>& nodes,
+                                 const std::vector<ShareClaim>& claims) {
+  std::vector<NodeUnits> free(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    free[n] = {AllGpus(nodes[n]), std::max(0, nodes[n].cpus)};
+    for (const ShareClaim& c : claims) {
+      const NodeUnits h = HeldOn(c, n);
+      free[n].gpus &= ~h.gpus;
+      free[n].cpus = std::max(0, free[n].cpus - h.cpus);
+    }
+  }
+  return free;
+}
+
+// `want` free GPUs, then CPU slots, for one study, from the nodes with the most free first.
+void Give(int want_gpus, int want_slots, std::vector<NodeUnits>& free,
+          std::vector<NodeUnits>& given) {
+  std::vector<size_t> by_room(free.size());
+  std::iota(by_room.begin(), by_room.end(), 0);
+  if (want_gpus > 0) {
+    std::stable_sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
+      return __builtin_popcountll(free[a].gpus) > __builtin_popcountll(free[b].gpus);
+    });
+    for (size_t n : by_room) {
+      while (want_gpus > 0 && free[n].gpus) {
+        const uint64_t bit = free[n].gpus & (~free[n].gpus + 1);  // the lowest free GPU
+        free[n].gpus &= ~bit;
+        given[n].gpus |= bit;
+        --want_gpus;
+      }
+    }
+  }
+  if (want_slots > 0) {
+    std::stable_sort(by_room.begin(), by_room.end(),
+                     [&](size_t a, size_t b) { return free[a].cpus > free[b].cpus; });
+    for (size_t n : by_room) {
+      const int take = std::min(want_slots, free[n].cpus);
+      free[n].cpus -= take;
+      given[n].cpus += take;
+      want_slots -= take;
+    }
+  }
+}
+
+// A GPU trial's ranks take CPU slots too: what is left of a node goes with its free GPUs, split in
+// proportion to the GPUs each study was given there (the remainder to the first in `order`).
+void GiveCpusWithGpus(const std::vector<size_t>& order, std::vector<NodeUnits>& free,
+                      Given& given) {
+  for (size_t n = 0; n < free.size(); ++n) {
+    int given_gpus = 0;
+    for (const auto& g : given) given_gpus += __builtin_popcountll(g[n].gpus);
+    if (given_gpus == 0 || free[n].cpus == 0) continue;
+    const int left = free[n].cpus;
+    std::optional<size_t> first;
+    for (size_t s : order) {
+      const int g = __builtin_popcountll(given[s][n].gpus);
+      if (g == 0) continue;
+      if (!first) first = s;
+      const int take = left * g / given_gpus;
+      given[s][n].cpus += take;
+      free[n].cpus -= take;
+    }
+    given[*first][n].cpus += free[n].cpus;
+    free[n].cpus = 0;
+  }
+}
+
+}  // namespace
+
 std::vector<ShareGrant> DivideCapacity(const std::vector<Node>& nodes,
                                        const std::vector<ShareClaim>& claims) {
   const size_t s_count = claims.size();
@@ -84,75 +159,21 @@ std::vector<ShareGrant> DivideCapacity(const std::vector<Node>& nodes,
   const std::vector<int> gpu_quota = WeightedMaxMin(gpus, weights, gpu_demand);
   const std::vector<int> slot_quota = WeightedMaxMin(slots, weights, slot_demand);
 
-  // What no study holds, by node.
-  std::vector<NodeUnits> free(nodes.size());
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    free[n] = {AllGpus(nodes[n]), std::max(0, nodes[n].cpus)};
-    for (const ShareClaim& c : claims) {
-      const NodeUnits h = HeldOn(c, n);
-      free[n].gpus &= ~h.gpus;
-      free[n].cpus = std::max(0, free[n].cpus - h.cpus);
-    }
-  }
   // Free units to the studies below their quota, the furthest below first.
-  std::vector<size_t> order(s_count);
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<NodeUnits> free = FreeUnits(nodes, claims);
   auto gpu_room = [&](size_t s) { return gpu_quota[s] - claims[s].held_gpus; };
   auto slot_room = [&](size_t s) { return slot_quota[s] - claims[s].held_slots; };
+  std::vector<size_t> order(s_count);
+  std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (gpu_room(a) != gpu_room(b)) return gpu_room(a) > gpu_room(b);
     return slot_room(a) > slot_room(b);
   });
-  std::vector<std::vector<NodeUnits>> given(s_count, std::vector<NodeUnits>(nodes.size()));
-  std::vector<size_t> by_room(nodes.size());
-  std::iota(by_room.begin(), by_room.end(), 0);
-  for (size_t s : order) {
-    int want = gpu_room(s);
-    if (want > 0) {
-      std::stable_sort(by_room.begin(), by_room.end(), [&](size_t a, size_t b) {
-        return __builtin_popcountll(free[a].gpus) > __builtin_popcountll(free[b].gpus);
-      });
-      for (size_t n : by_room) {
-        while (want > 0 && free[n].gpus) {
-          const uint64_t bit = free[n].gpus & (~free[n].gpus + 1);  // the lowest free GPU
-          free[n].gpus &= ~bit;
-          given[s][n].gpus |= bit;
-          --want;
-        }
-      }
-    }
-    want = slot_room(s);
-    if (want > 0) {
-      std::stable_sort(by_room.begin(), by_room.end(),
-                       [&](size_t a, size_t b) { return free[a].cpus > free[b].cpus; });
-      for (size_t n : by_room) {
-        const int take = std::min(want, free[n].cpus);
-        free[n].cpus -= take;
-        given[s][n].cpus += take;
-        want -= take;
-      }
-    }
-  }
-  // A GPU trial's ranks take CPU slots too: what is left of a node goes with its free GPUs, split
-  // in proportion to the GPUs each study was given there (the remainder to the first).
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    int given_gpus = 0;
-    for (size_t s = 0; s < s_count; ++s) given_gpus += __builtin_popcountll(given[s][n].gpus);
-    if (given_gpus == 0 || free[n].cpus == 0) continue;
-    const int left = free[n].cpus;
-    std::optional<size_t> first;
-    for (size_t s : order) {
-      const int g = __builtin_popcountll(given[s][n].gpus);
-      if (g == 0) continue;
-      if (!first) first = s;
-      const int take = left * g / given_gpus;
-      given[s][n].cpus += take;
-      free[n].cpus -= take;
-    }
-    given[*first][n].cpus += free[n].cpus;
-    free[n].cpus = 0;
-  }
+  Given given(s_count, std::vector<NodeUnits>(nodes.size()));
+  for (size_t s : order) Give(gpu_room(s), slot_room(s), free, given[s]);
+  GiveCpusWithGpus(order, free, given);
 
+  // Everything a study neither holds nor was given is withheld from it.
   std::vector<ShareGrant> grants(s_count);
   for (size_t s = 0; s < s_count; ++s) {
     grants[s].limit = {gpu_quota[s], slot_quota[s]};
