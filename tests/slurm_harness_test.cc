@@ -284,7 +284,19 @@ TEST_F(SlurmHarnessTest, StoppingLeavesNoProcessOrFileBehind) {
       seconds(20)))
       << output;
   std::string conf = other->conf(), dir = other->dir();
-  std::vector<int> pids = ProcessesOf(conf);
+  // squeue says RUNNING once the job is allocated, before slurmstepd has started its script, so
+  // wait for the job's own sleep to appear.
+  const std::string job_sleep = std::string("sleep") + '\0' + "300" + '\0';  // its cmdline
+  std::vector<int> pids;
+  bool sleeping = WaitUntil(
+      [&] {
+        pids = ProcessesOf(conf);
+        for (int pid : pids)
+          if (ReadText("/proc/" + std::to_string(pid) + "/cmdline") == job_sleep) return true;
+        return false;
+      },
+      seconds(20));
+  EXPECT_TRUE(sleeping) << pids.size() << " processes of the cluster, none the job's sleep";
   // munged (no SLURM_CONF of its own is needed, but it inherits it), slurmctld, slurmd,
   // slurmstepd and the job's shell and sleep.
   EXPECT_GE(pids.size(), 5u);
