@@ -503,12 +503,34 @@ TEST(SchedulerTest, ALimitHoldsJobsBackUntilWhatRunsIsUnderIt) {
   for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(s.Submit({id, {1, 0, 0}, 0, 0, 0, 0}).ok());
   EXPECT_EQ(s.Schedule(0).size(), 2u) << "a job holding no CPU slot still counts as one";
   EXPECT_EQ(s.held_slots(), 2);
+  EXPECT_EQ(s.waiting_slots(), 1);
   EXPECT_TRUE(s.Schedule(1).empty());
   s.SetLimit({0, 1});
   s.Finish(1);
   EXPECT_TRUE(s.Schedule(2).empty()) << "one runs, and the limit is one";
   s.Finish(2);
   EXPECT_EQ(s.Schedule(3).size(), 1u);
+  EXPECT_EQ(s.held_slots(), 1);
+  EXPECT_EQ(s.waiting_slots(), 0);
+}
+
+TEST(SchedulerTest, AGpuJobIsHeldByTheGpuLimitAloneAndCountsItsGpusWhileItWaits) {
+  ClusterState c({{"a", 4, 8}});
+  Scheduler s(&c, Policy::kBestFit);
+  s.SetLimit({2, 0});                                      // no CPU slot for jobs without GPUs
+  ASSERT_TRUE(s.Submit({1, {2, 1, 1}, 0, 0, 0, 0}).ok());  // 2 ranks of 1 GPU
+  ASSERT_TRUE(s.Submit({2, {1, 1, 1}, 0, 0, 0, 0}).ok());
+  ASSERT_TRUE(s.Submit({3, {1, 0, 2}, 0, 0, 0, 0}).ok());  // CPUs only
+  EXPECT_EQ(s.waiting_gpus(), 3);
+  EXPECT_EQ(s.waiting_slots(), 2);
+  std::vector<Scheduler::Started> started = s.Schedule(0);
+  ASSERT_EQ(started.size(), 1u) << "the GPU limit is 2 and the slot limit 0";
+  EXPECT_EQ(started[0].job.id, 1u);
+  EXPECT_EQ(s.held_gpus(), 2);
+  EXPECT_EQ(s.held_slots(), 0) << "a GPU job's CPUs count against nothing";
+  EXPECT_EQ(s.waiting_gpus(), 1);
+  EXPECT_TRUE(s.Cancel(3));
+  EXPECT_EQ(s.waiting_slots(), 0);
 }
 
 }  // namespace

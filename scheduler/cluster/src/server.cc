@@ -19,7 +19,6 @@
 #include <chrono>
 #include <deque>
 #include <iostream>
-#include <limits>
 #include <map>
 
 #include "hyperpack/host.h"
@@ -538,6 +537,7 @@ class Server {
       Log("study ", a.sub.spec.name, " starts beside ", active_.size() - 1,
           " running studies, on its share (priority ", FormatShort(a.sub.spec.priority, 4), ")");
     Arbitrate();  // before it is prepared: it holds nothing, and may take nothing yet
+    UpdateMetrics();
     Status begun = a.run->Begin([this, id](Result<RunSummary> r) {
       // A study that could not start for what it asked (a different space, a live runner) is bad
       // input (2); one that failed in storage, 1.
@@ -570,20 +570,25 @@ class Server {
     arbitrating_ = true;
     for (int pass = 0; pass < 16; ++pass) {
       rearbitrate_ = false;
-      std::vector<int64_t> ids;
-      std::vector<ShareClaim> claims;
-      std::vector<Node> capacity;
-      for (const ClusterNode& n : nodes_) capacity.push_back(n.node);
+      Division now;
+      for (const ClusterNode& n : nodes_) now.capacity.push_back(n.node);
       for (auto& [id, a] : active_) {
-        ids.push_back(id);
+        now.ids.push_back(id);
         // Not prepared yet: it holds nothing, and takes nothing until it says what it wants.
-        claims.push_back(a.run->Claim().value_or(ShareClaim{a.sub.spec.priority, {}, 0, 0, 0, 0}));
+        if (active_.size() > 1)
+          now.claims.push_back(
+              a.run->Claim().value_or(ShareClaim{a.sub.spec.priority, {}, 0, 0, 0, 0}));
       }
+      // Most events (a metric line) change nothing a grant depends on.
+      if (now == division_) break;
+      division_ = now;
+      const std::vector<int64_t>& ids = now.ids;
+      const std::vector<ShareClaim>& claims = now.claims;
       std::vector<ShareGrant> grants;
       if (ids.size() == 1) {
         grants.push_back({{}, std::vector<NodeUnits>(nodes_.size())});  // alone: no limit
       } else {
-        grants = DivideCapacity(capacity, claims);
+        grants = DivideCapacity(now.capacity, claims);
       }
       for (size_t i = 0; i < ids.size(); ++i) {
         auto it = active_.find(ids[i]);
@@ -601,7 +606,6 @@ class Server {
       if (!rearbitrate_) break;
     }
     arbitrating_ = false;
-    UpdateMetrics();
   }
 
   void Finished(int64_t id, int code, const std::string& message) {
@@ -664,6 +668,15 @@ class Server {
   bool recovering_ = false;
   bool stopping_ = false;
   bool arbitrating_ = false, rearbitrate_ = false;
+  // What the grants were last divided from: the nodes, the studies, and their claims (with more
+  // than one study).
+  struct Division {
+    std::vector<Node> capacity;
+    std::vector<int64_t> ids;
+    std::vector<ShareClaim> claims;
+    bool operator==(const Division&) const = default;
+  };
+  Division division_;
 };
 
 Status AgentExecutor::Start(RankId id, int node, const SpawnRequest& request) {

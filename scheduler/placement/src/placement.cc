@@ -337,6 +337,7 @@ Status Scheduler::Submit(const Job& job) {
     ++estimates_;
   }
   if (job.demand.total_gpus() == 0) ++cpu_only_waiting_;
+  Count(job.demand, 1, &waiting_gpus_, &waiting_slots_);
   return Status::Ok();
 }
 
@@ -344,6 +345,7 @@ void Scheduler::Dequeued(const Job& job) {
   key_of_.erase(job.id);
   not_overdue_.erase({job.submit, job.id});
   if (job.demand.total_gpus() == 0) --cpu_only_waiting_;
+  Count(job.demand, -1, &waiting_gpus_, &waiting_slots_);
 }
 
 bool Scheduler::Cancel(uint64_t id) {
@@ -375,25 +377,21 @@ void Scheduler::PromoteOverdue(double now) {
   }
 }
 
-namespace {
-// A job's share of Scheduler::Limit: {GPUs, CPU slots}.
-std::pair<int, int> LimitUnits(const Demand& d) {
-  if (d.total_gpus() > 0) return {d.total_gpus(), 0};
-  return {0, std::max(1, d.total_cpus())};
+void Scheduler::Count(const Demand& d, int sign, int* gpus, int* slots) {
+  const Held held = HeldOf(d);
+  *(held.gpus ? gpus : slots) += sign * held.units;
 }
-}  // namespace
 
 bool Scheduler::WithinLimit(const Demand& d) const {
-  auto [gpus, slots] = LimitUnits(d);
-  return held_gpus_ + gpus <= limit_.gpus && held_slots_ + slots <= limit_.slots;
+  const Held held = HeldOf(d);
+  return held.gpus ? held_gpus_ + held.units <= limit_.gpus
+                   : held_slots_ + held.units <= limit_.slots;
 }
 
 void Scheduler::Finish(uint64_t id) {
   auto it = running_.find(id);
   if (it == running_.end()) return;
-  auto [gpus, slots] = LimitUnits(it->second.demand);
-  held_gpus_ -= gpus;
-  held_slots_ -= slots;
+  Count(it->second.demand, -1, &held_gpus_, &held_slots_);
   cluster_->Release(it->second.placement);
   ends_.erase(it->second.end_entry);
   running_.erase(it);
@@ -424,9 +422,7 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
   auto start = [&](std::map<Key, Job>::iterator it, Placement p) {
     const Job& job = it->second;
     cluster_->Allocate(p);
-    auto [gpus, slots] = LimitUnits(job.demand);
-    held_gpus_ += gpus;
-    held_slots_ += slots;
+    Count(job.demand, 1, &held_gpus_, &held_slots_);
     double end = job.estimate > 0 ? now + job.estimate : kNever;
     Running r{p, job.demand, end, ends_.emplace(end, job.id)};
     running_.emplace(job.id, std::move(r));

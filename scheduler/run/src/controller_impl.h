@@ -20,16 +20,6 @@
 
 namespace hyperpack::scheduler {
 
-// What a trial's cost counts: its GPUs, or where it holds none its CPU slots (at least 1). The one
-// rule for a launch, a stored trial and a prediction.
-struct Held {
-  int units = 1;
-  bool gpus = false;
-};
-inline Held HeldOf(int gpus, int cpus) {
-  return gpus > 0 ? Held{gpus, true} : Held{std::max(1, cpus), false};
-}
-
 // The median of `v` (not empty): the upper one of an even count.
 inline double MedianOf(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());

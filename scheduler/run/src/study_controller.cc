@@ -307,17 +307,13 @@ ShareClaim StudyController::Impl::Claim() const {
   }
   c.held_gpus = scheduler_.held_gpus();
   c.held_slots = scheduler_.held_slots();
-  auto want = [&c](const Demand& d, int times) {
-    if (d.total_gpus() > 0) {
-      c.wanted_gpus += times * d.total_gpus();
-    } else {
-      c.wanted_slots += times * std::max(1, d.total_cpus());
-    }
-  };
-  for (const auto& [job, q] : waiting_)
-    if (auto d = DemandFor(q.config); d.ok()) want(*d, 1);
+  c.wanted_gpus = scheduler_.waiting_gpus();
+  c.wanted_slots = scheduler_.waiting_slots();
   // Re-runs and proposals not placed yet: as many as the budget and max_parallel allow.
-  if (!stopping_) want(typical_demand_, Free());
+  if (!stopping_) {
+    const Held typical = HeldOf(typical_demand_);
+    (typical.gpus ? c.wanted_gpus : c.wanted_slots) += Free() * typical.units;
+  }
   return c;
 }
 
@@ -555,7 +551,7 @@ std::optional<std::pair<double, double>> StudyController::Impl::PredictedSeconds
     }
   }
   if (!(resource > 0) || !(cost.median > 0)) return std::nullopt;
-  const Held held = HeldOf(demand.total_gpus(), demand.total_cpus());
+  const Held held = HeldOf(demand);
   const double seconds = cost.median * std::max(1.0, resource) / held.units;
   return std::pair{seconds, seconds * std::exp(cost.log_sd)};
 }

@@ -34,6 +34,7 @@ struct ShareClaim {
   std::vector<NodeUnits> held;        // by node, what its placements hold (shorter: nothing there)
   int held_gpus = 0, held_slots = 0;  // in Scheduler::Limit's units
   int wanted_gpus = 0, wanted_slots = 0;  // what it would place now beyond that
+  bool operator==(const ShareClaim&) const = default;
 };
 
 struct ShareGrant {

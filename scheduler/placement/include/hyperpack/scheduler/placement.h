@@ -26,6 +26,7 @@
 // Thread-safety: not thread-safe; one owner (the scheduler's io_context thread, or a simulation).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -42,6 +43,7 @@ struct Node {
   std::string name;
   int gpus = 0;  // devices 0 .. gpus-1 (at most 64)
   int cpus = 0;  // CPU slots
+  bool operator==(const Node&) const = default;
 };
 
 struct Demand {
@@ -51,6 +53,17 @@ struct Demand {
   int total_gpus() const { return ranks * gpus_per_rank; }
   int total_cpus() const { return ranks * cpus_per_rank; }
 };
+
+// What a job or trial counts, for Scheduler::Limit, a study's share and a trial's cost: its GPUs,
+// or where it holds none its CPU slots (at least 1). One rule for all of them.
+struct Held {
+  int units = 1;
+  bool gpus = false;
+};
+inline Held HeldOf(int gpus, int cpus) {
+  return gpus > 0 ? Held{gpus, true} : Held{std::max(1, cpus), false};
+}
+inline Held HeldOf(const Demand& d) { return HeldOf(d.total_gpus(), d.total_cpus()); }
 
 struct RankPlacement {
   int node = 0;
@@ -174,9 +187,11 @@ class Scheduler {
     int slots = std::numeric_limits<int>::max();
   };
   void SetLimit(Limit limit) { limit_ = limit; }
-  // What the running jobs hold, in the same units.
+  // What the running jobs hold, and what the waiting jobs would, in the same units.
   int held_gpus() const { return held_gpus_; }
   int held_slots() const { return held_slots_; }
+  int waiting_gpus() const { return waiting_gpus_; }
+  int waiting_slots() const { return waiting_slots_; }
 
   size_t waiting() const { return queue_.size(); }
   size_t running() const { return running_.size(); }
@@ -227,6 +242,9 @@ class Scheduler {
   int cpu_only_waiting_ = 0;
   Limit limit_;
   int held_gpus_ = 0, held_slots_ = 0;
+  int waiting_gpus_ = 0, waiting_slots_ = 0;
+  // Adds `sign` x the job's units to held (or waiting) GPUs or slots.
+  static void Count(const Demand& d, int sign, int* gpus, int* slots);
 };
 
 }  // namespace hyperpack::scheduler
