@@ -275,7 +275,7 @@ TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
     s.name = "s";
     s.spec_text = kQuickStudy;
     s.spec_path = "s.yaml";
-    s.direction = "minimize";
+    s.direction = Direction::kMinimize;
     s.metric = "loss";
     s.created = 1000;
     s = db->CreateStudy(s).value();

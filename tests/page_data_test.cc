@@ -54,7 +54,7 @@ PageInput Input() {
   PageInput in;
   in.study.name = "s";
   in.study.metric = "loss";
-  in.study.direction = "minimize";
+  in.study.direction = Direction::kMinimize;
   ParseOutcome parsed = ParseStudy(kSpec, "s.yaml");
   EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText();
   in.spec = parsed.spec;

@@ -22,7 +22,7 @@ StudyRecord NewStudy(const std::string& name) {
   s.name = name;
   s.spec_text = "name: " + name + "\n";
   s.spec_path = "study.yaml";
-  s.direction = "minimize";
+  s.direction = Direction::kMinimize;
   s.metric = "loss";
   s.seed = 42;
   s.created = 1000.0;
@@ -58,9 +58,17 @@ TEST(StorageTest, CreatesSchemaAndFindsStudiesByName) {
   ASSERT_TRUE(found->has_value());
   EXPECT_EQ((*found)->spec_text, "name: a\n");
   EXPECT_EQ((*found)->seed, 42u);
+  EXPECT_EQ((*found)->direction, Direction::kMinimize);
   auto missing = db->FindStudy("b");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
+  // The direction is stored by name, and read back as the type.
+  StudyRecord up = NewStudy("up");
+  up.direction = Direction::kMaximize;
+  ASSERT_TRUE(db->CreateStudy(up).ok());
+  auto found_up = db->FindStudy("up");
+  ASSERT_TRUE(found_up.ok() && found_up->has_value());
+  EXPECT_EQ((*found_up)->direction, Direction::kMaximize);
 }
 
 TEST(StorageTest, RejectsADuplicateStudyName) {

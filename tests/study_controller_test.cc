@@ -769,7 +769,7 @@ StoredStudy StoreAndReadBack(const std::vector<Row>& rows, const std::string& pa
   auto db = storage::Storage::Open(path).value();
   storage::StudyRecord study;
   study.name = "s";
-  study.direction = "minimize";
+  study.direction = Direction::kMinimize;
   study.metric = "loss";
   int64_t id = db->CreateStudy(study).value().id;
   EXPECT_TRUE(ApplyRows(*db, id, rows).ok());

@@ -67,7 +67,7 @@ WatchInput Input() {
   WatchInput in;
   in.study.name = "s";
   in.study.metric = "loss";
-  in.study.direction = "minimize";
+  in.study.direction = Direction::kMinimize;
   study::ParseOutcome parsed = study::ParseStudy(kSpec, "s.yaml");
   EXPECT_TRUE(parsed.errors.empty()) << parsed.ErrorText();
   in.spec = parsed.spec;
@@ -211,7 +211,7 @@ class WatchStudyTest : public ::testing::Test {
     s.name = "s";
     s.spec_text = kSpec;
     s.spec_path = "s.yaml";
-    s.direction = "minimize";
+    s.direction = Direction::kMinimize;
     s.metric = "loss";
     s.created = WallNow();
     study_ = db_->CreateStudy(s).value();

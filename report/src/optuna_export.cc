@@ -289,7 +289,7 @@ Status WriteStudy(Writer& w, storage::Storage& db, const Loaded& l) {
       w.Insert("INSERT INTO studies (study_id, study_name) VALUES (1, ?)", {l.study.name}));
   HP_RETURN_IF_ERROR(
       w.Insert("INSERT INTO study_directions (direction, study_id, objective) VALUES (?, 1, 0)",
-               {std::string(l.study.direction == "maximize" ? "MAXIMIZE" : "MINIMIZE")}));
+               {std::string(l.study.direction == Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE")}));
   HP_RETURN_IF_ERROR(
       w.Insert("INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (1, ?, ?)",
                {std::string("hyperpack_metric"), Json(l.study.metric).dump()}));

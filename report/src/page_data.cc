@@ -60,10 +60,13 @@ Segments RunSegments(const PageInput& in) {
 }
 
 json StudyJson(const PageInput& in) {
-  json s = {
-      {"name", in.study.name},       {"metric", in.study.metric}, {"direction", in.study.direction},
-      {"created", in.study.created}, {"tuner", nullptr},          {"pruner", nullptr},
-      {"resource", nullptr}};
+  json s = {{"name", in.study.name},
+            {"metric", in.study.metric},
+            {"direction", DirectionName(in.study.direction)},
+            {"created", in.study.created},
+            {"tuner", nullptr},
+            {"pruner", nullptr},
+            {"resource", nullptr}};
   if (in.spec) {
     s["tuner"] = tuner::TunerAlgorithmName(in.spec->tuner.algorithm);
     s["pruner"] = tuner::PrunerAlgorithmName(in.spec->pruner.algorithm);

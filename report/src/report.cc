@@ -92,7 +92,7 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
       j["study"] = s.name;
       j["state"] = state;
       j["metric"] = s.metric;
-      j["direction"] = s.direction;
+      j["direction"] = DirectionName(s.direction);
       j["trials"] = CountStates(l.trials);
       j["best"] = best ? Json(*best) : Json(nullptr);
       j["best_trial"] = ranked.empty() ? Json(nullptr) : Json(ranked.front()->number);
@@ -159,7 +159,7 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
     j["study"] = l.study.name;
     j["state"] = state;
     j["metric"] = l.study.metric;
-    j["direction"] = l.study.direction;
+    j["direction"] = DirectionName(l.study.direction);
     j["trials"] = counts;
     j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
     j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
@@ -177,7 +177,7 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
     return Status::Ok();
   }
   out << "study      " << l.study.name << " (" << state << ")\n";
-  out << "objective  " << l.study.direction << " " << l.study.metric << "\n";
+  out << "objective  " << DirectionName(l.study.direction) << " " << l.study.metric << "\n";
   // Its weight in a server's fair share; 1, the default, is not worth a line.
   if (l.spec && l.spec->priority != 1)
     out << "priority   " << FormatShort(l.spec->priority, 4)
@@ -349,7 +349,7 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
     Json o;
     o["study"] = l.study.name;
     o["metric"] = l.study.metric;
-    o["direction"] = l.study.direction;
+    o["direction"] = DirectionName(l.study.direction);
     for (auto& [k, v] : j.items()) o[k] = v;
     if (within) {
       auto c = cost_of(b), bc = cost_of(top);

@@ -13,7 +13,7 @@ using storage::TrialRecord;
 using storage::TrialState;
 using Json = nlohmann::ordered_json;
 
-bool Maximize(const StudyRecord& s) { return s.direction == "maximize"; }
+bool Maximize(const StudyRecord& s) { return s.direction == Direction::kMaximize; }
 
 std::vector<const TrialRecord*> Ranked(const StudyRecord& study,
                                        const std::vector<TrialRecord>& trials) {

@@ -494,7 +494,8 @@ StudyRecord ReadStudy(sqlite3_stmt* s) {
   r.name = Text(s, 1);
   r.spec_text = Text(s, 2);
   r.spec_path = Text(s, 3);
-  r.direction = Text(s, 4);
+  // The column's CHECK admits only the two names.
+  r.direction = ParseDirection(Text(s, 4)).value_or(Direction::kMinimize);
   r.metric = Text(s, 5);
   r.seed = static_cast<uint64_t>(sqlite3_column_int64(s, 6));
   r.created = sqlite3_column_double(s, 7);
@@ -513,7 +514,8 @@ Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
   StudyRecord out = study;
   Status s = Transaction([&]() -> Status {
     Statement stmt(raw);
-    stmt.Bind(study.name).Bind(study.spec_text).Bind(study.spec_path).Bind(study.direction);
+    stmt.Bind(study.name).Bind(study.spec_text).Bind(study.spec_path);
+    stmt.Bind(std::string(DirectionName(study.direction)));
     stmt.Bind(study.metric).Bind(static_cast<int64_t>(study.seed)).Bind(study.created);
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)

@@ -22,10 +22,6 @@ const char* ResourceName(PrunerResource resource) {
   return resource == PrunerResource::kStep ? "step" : "epoch";
 }
 
-const char* DirectionName(Direction d) {
-  return d == Direction::kMinimize ? "minimize" : "maximize";
-}
-
 const char* TrainingRoleName(TrainingRole role) {
   switch (role) {
     case TrainingRole::kLearningRate:
@@ -443,10 +439,8 @@ class Parser {
     }
     if (auto* f = Get(fields, "direction")) {
       if (auto d = String(*f, "objective.direction")) {
-        if (*d == "minimize") {
-          objective->direction = Direction::kMinimize;
-        } else if (*d == "maximize") {
-          objective->direction = Direction::kMaximize;
+        if (auto parsed = ParseDirection(*d)) {
+          objective->direction = *parsed;
         } else {
           auto guess = DidYouMean(*d, {"minimize", "maximize"});
           Error(f->value, "objective.direction", "'", *d, "' is not a direction; expected ",

@@ -28,11 +28,10 @@ Status LoadWarmStart(Storage& db, const StudySpec& spec, const std::string& stor
   HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(other));
   if (!found)
     return Status::NotFound("tuner.warm_start: no study named '", other, "' in ", storage_path);
-  std::string direction = study::DirectionName(spec.objective.direction);
-  if (found->metric != spec.objective.metric || found->direction != direction)
-    return Status::Invalid("tuner.warm_start: study '", other, "' optimises ", found->direction,
-                           " ", found->metric, ", this one ", direction, " ",
-                           spec.objective.metric);
+  if (found->metric != spec.objective.metric || found->direction != spec.objective.direction)
+    return Status::Invalid("tuner.warm_start: study '", other, "' optimises ",
+                           DirectionName(found->direction), " ", found->metric, ", this one ",
+                           DirectionName(spec.objective.direction), " ", spec.objective.metric);
   HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(found->id));
   int used = 0, skipped = 0;
   for (const TrialRecord& t : trials) {
@@ -93,7 +92,7 @@ Status Claim(Storage& db, const StudySpec& spec, const std::string& storage_path
     study.name = spec.name;
     study.spec_text = spec.source_text;
     study.spec_path = spec.source_path;
-    study.direction = study::DirectionName(spec.objective.direction);
+    study.direction = spec.objective.direction;
     study.metric = spec.objective.metric;
     study.seed = spec.tuner.seed ? *spec.tuner.seed : std::random_device{}() & 0x7fffffff;
     study.created = WallNow();

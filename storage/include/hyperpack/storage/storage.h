@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperpack/direction.h"
 #include "hyperpack/status.h"
 
 namespace hyperpack::storage {
@@ -114,7 +115,7 @@ struct StudyRecord {
   std::string name;
   std::string spec_text;  // the study file, verbatim
   std::string spec_path;
-  std::string direction;  // minimize | maximize
+  Direction direction = Direction::kMinimize;
   std::string metric;
   uint64_t seed = 0;
   double created = 0;  // seconds since the epoch

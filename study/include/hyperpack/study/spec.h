@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "hyperpack/direction.h"
 #include "hyperpack/expression.h"
 #include "hyperpack/scheduler/placement.h"
 #include "hyperpack/space.h"
@@ -23,8 +24,8 @@
 
 namespace hyperpack::study {
 
-enum class Direction { kMinimize, kMaximize };
-const char* DirectionName(Direction d);
+using hyperpack::Direction;
+using hyperpack::DirectionName;
 
 // Which reported value of the objective metric is the trial's value.
 enum class ObjectiveStrategy { kLast, kMin, kMax, kBest };
