@@ -4,12 +4,14 @@
 One server, one agent pretending to have 4 GPUs (`--fake-gpus 4`). Study A: 24 trials of one GPU,
 4 at a time; study B: 6 trials of one GPU, 4 at a time, arriving 3 s after A. Each trial sleeps
 2 + 4x seconds (x drawn by the random tuner, seeded) and reports x: the trials stand for training
-runs, so that what is measured is the server's scheduling alone. Three arms per seed:
+runs, so that what is measured is the server's scheduling alone. Four arms per seed:
 
   queued    B arrives 3 s after A but is submitted only when A's client returns: what the server
             did before it ran studies at once (one at a time, in the order submitted);
   shared    B is submitted 3 s after A and starts on its share (priority 1 each);
-  priority  the same, B with `priority: 3` (3 of the 4 GPUs while both want more).
+  priority  the same, B with `priority: 3` (3 of the 4 GPUs while both want more);
+  grace     shared, with `serve --preempt-after 3`: A's trials have 3 s to end by themselves
+            before those still over A's share are preempted.
 
 Per arm: B's wait (its arrival to its first trial's start), B's and A's turnaround (arrival to
 the study's last trial's end), the makespan (A's submission to the last end), A's trials
@@ -30,7 +32,8 @@ import time
 BUILD = sys.argv[1] if len(sys.argv) > 1 else "build"
 HYPERPACK = os.path.abspath(os.path.join(BUILD, "cli", "hyperpack"))
 SEEDS = [int(s) for s in os.environ.get("SEEDS", "1 2 3").split()]
-ARMS = ["queued", "shared", "priority"]
+ARMS = ["queued", "shared", "priority", "grace"]
+GRACE_S = 3
 
 TRIAL = """#!/bin/sh
 sleep $(awk "BEGIN {print 2 + 4 * $1}")
@@ -80,9 +83,10 @@ def run_arm(arm, seed, work):
     with open(trial_sh, "w") as f:
         f.write(TRIAL)
     db = os.path.join(work, "h.db")
+    grace = ["--preempt-after", str(GRACE_S)] if arm == "grace" else []
     server = subprocess.Popen(
-        [HYPERPACK, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--storage", db],
-        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [HYPERPACK, "serve", "--listen", "127.0.0.1:0", "--token-file", token, "--storage", db]
+        + grace, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     address = read_until(server, "listening on").split("listening on ")[1].strip()
     agent = subprocess.Popen(
         [HYPERPACK, "agent", "--connect", address, "--token-file", token, "--name", "a1",

@@ -302,6 +302,10 @@ int CmdServe(int argc, char** argv) {
       "token-file", "the shared token, at least 16 characters", cxxopts::value<std::string>())(
       "heartbeat-timeout", "seconds of silence before an agent is lost",
       cxxopts::value<double>()->default_value("30"))(
+      "preempt-after",
+      "seconds a study over its share has for its trials to end by themselves before its "
+      "youngest are preempted (0: at once)",
+      cxxopts::value<double>()->default_value("0"))(
       "log-dir", "where trial logs go (default: hyperpack_logs next to the storage)",
       cxxopts::value<std::string>())(
       "metrics", "serve Prometheus metrics at http://ADDRESS:PORT/metrics (e.g. 127.0.0.1:9464)",
@@ -318,6 +322,10 @@ int CmdServe(int argc, char** argv) {
   if (!(so.heartbeat_timeout_s > 0) || so.heartbeat_timeout_s > 86400)
     return Fail(Status::Invalid("--heartbeat-timeout ", so.heartbeat_timeout_s,
                                 " is out of range; expected seconds in (0, 86400], e.g. 30"));
+  so.preempt_after_s = args["preempt-after"].as<double>();
+  if (!(so.preempt_after_s >= 0) || so.preempt_after_s > 86400)
+    return Fail(Status::Invalid("--preempt-after ", so.preempt_after_s,
+                                " is out of range; expected seconds in [0, 86400], e.g. 300"));
   if (args.count("log-dir")) so.log_dir = args["log-dir"].as<std::string>();
   if (args.count("metrics")) so.metrics_listen = args["metrics"].as<std::string>();
   Status s = hyperpack::scheduler::Serve(so);

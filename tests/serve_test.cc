@@ -351,6 +351,18 @@ TEST_F(ServeTest, AMetricsAddressThatCannotBeUsedIsAClearError) {
   }
 }
 
+TEST_F(ServeTest, APreemptAfterOutOfRangeIsAClearError) {
+  for (const char* bad : {"-1", "-0.5", "100000"}) {
+    auto r = RunCommand({HYPERPACK_CLI, "serve", "--listen", "127.0.0.1:0", "--token-file", token_,
+                         "--storage", dir_ / "other.db", StrCat("--preempt-after=", bad)},
+                        dir_.path().string());
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_THAT(r.err, HasSubstr("--preempt-after")) << bad;
+    EXPECT_THAT(r.err, HasSubstr("expected seconds in [0, 86400]")) << bad;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "other.db")) << "nothing is created";
+}
+
 TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
   StartAgent("good", 1);
   WriteFile(dir_ / "wrong", "not-the-right-token-at-all\n");

@@ -58,10 +58,11 @@ MetricLine Line(double loss, std::optional<int64_t> epoch) {
 class Harness {
  public:
   explicit Harness(const study::StudySpec& spec, int nodes = 1, int cpus = 4,
-                   bool continue_in_place = false)
+                   bool continue_in_place = false, double preempt_after_s = 0)
       : spec_(spec) {
     ControllerOptions o;
     o.continue_in_place = continue_in_place;
+    o.preempt_after_s = preempt_after_s;
     o.study_id = 1;
     o.max_trials = spec.budget.max_trials;
     o.max_parallel = spec.budget.max_parallel;
@@ -490,6 +491,56 @@ TEST(StudyControllerTest, AShareBelowWhatItHoldsPreemptsTheYoungestTrialWhichRun
   EXPECT_EQ(h.summary->completed, 6);
   EXPECT_EQ(h.summary->preempted, 1);
   EXPECT_EQ(h.summary->failed, 0);
+}
+
+TEST(StudyControllerTest, WithPreemptAfterTrialsOverTheShareHaveThatLongToEndByThemselves) {
+  // One node of 4 CPU slots, 3 trials at a time; 30 s of grace.
+  Harness h(Spec("", 8, 3), 1, 4, false, /*preempt_after_s=*/30);
+  h.Start();
+  ASSERT_EQ(h.Running(), (std::set<int>{0, 1, 2}));
+  h.now = 10;
+  h.Feed(ShareChanged{{{std::numeric_limits<int>::max(), 1}, {NodeUnits{0, 3}}}});
+  EXPECT_TRUE(h.signals.empty()) << "nothing is preempted before the grace is over";
+  EXPECT_NE(std::find(h.wakes.begin(), h.wakes.end(), 40.0), h.wakes.end());
+  EXPECT_TRUE(std::any_of(h.said.begin(), h.said.end(), [](const std::string& s) {
+    return s.find("2 CPU slots over it") != std::string::npos;
+  }));
+
+  // Trial 0 ends by itself within the grace; nothing starts in its place, over the share.
+  h.now = 20;
+  h.Report(0, 0.5, std::nullopt);
+  h.Exit(0, RankExit::Exited(0));
+  EXPECT_EQ(h.Running(), (std::set<int>{1, 2}));
+  EXPECT_TRUE(h.signals.empty());
+
+  // At the end of the grace only what is still over is preempted: the youngest, trial 2.
+  h.At(40);
+  ASSERT_EQ(h.signals.size(), 1u);
+  EXPECT_EQ(h.signals[0].trial, 2);
+  h.Exit(2, RankExit::Signaled(SIGTERM));
+  EXPECT_EQ(h.StateOf(2), TrialState::kInterrupted);
+  EXPECT_EQ(h.Running(), (std::set<int>{1}));
+}
+
+TEST(StudyControllerTest, WithPreemptAfterAShareGivenBackWithinTheGracePreemptsNothing) {
+  Harness h(Spec("", 8, 3), 1, 4, false, /*preempt_after_s=*/30);
+  h.Start();
+  h.now = 10;
+  h.Feed(ShareChanged{{{std::numeric_limits<int>::max(), 1}, {NodeUnits{0, 3}}}});
+  // The other study ended before the grace did: the whole node again.
+  h.now = 25;
+  h.Feed(ShareChanged{{{}, {NodeUnits{}}}});
+  h.At(40);
+  EXPECT_TRUE(h.signals.empty());
+  EXPECT_EQ(h.Running(), (std::set<int>{0, 1, 2}));
+  // A later squeeze gets a grace of its own, from then.
+  h.now = 50;
+  h.Feed(ShareChanged{{{std::numeric_limits<int>::max(), 2}, {NodeUnits{0, 2}}}});
+  h.At(79);
+  EXPECT_TRUE(h.signals.empty());
+  h.At(80);
+  ASSERT_EQ(h.signals.size(), 1u);
+  EXPECT_EQ(h.signals[0].trial, 2);
 }
 
 TEST(StudyControllerTest, WithheldGpusAreNeverPlacedOnIncludingOnANodeThatJoinsLater) {

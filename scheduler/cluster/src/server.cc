@@ -527,6 +527,7 @@ class Server {
     ro.max_trials = a.sub.record.max_trials;
     ro.max_parallel = a.sub.record.max_parallel;
     ro.handle_signals = false;
+    ro.preempt_after_s = options_.preempt_after_s;
     ro.on_progress = [this, id](const std::string& line) { Tell(id, line); };
     ro.on_proposed = [this](double seconds, int) {
       if (metrics_) metrics_->Proposed(seconds);

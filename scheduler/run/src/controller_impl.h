@@ -112,6 +112,10 @@ class StudyController::Impl {
     bool on_gpus = false;
 
     bool AllExited() const;
+    // Already on its way out: what it holds counts as given back to a share.
+    bool Stopping() const {
+      return yielded || interrupted || pausing || pruned || timed_out || failed_rank >= 0;
+    }
     const Rank& Deciding() const { return ranks[failed_rank >= 0 ? failed_rank : 0]; }
   };
   // How a trial ended, as stored and told.
@@ -139,6 +143,10 @@ class StudyController::Impl {
   int Free() const;
   // Over the share's limit: the youngest trials stop, to run again when there is room.
   void YieldOverShare();
+  // Preempts what is over the share now, or once options_.preempt_after_s has passed.
+  void GiveBackShare();
+  // What it holds beyond its share, less what is already stopping: {GPUs, CPU slots}.
+  std::pair<int, int> OverShare() const;
   void Settle();
   void Fill();
   void PromoteWhatThePrunerAllows();
@@ -245,6 +253,7 @@ class StudyController::Impl {
   std::vector<bool> lost_;          // by node
   bool said_waiting_ = false;       // the wait for capacity was told (once per wait)
   std::optional<ShareGrant> share_;  // set by ShareChanged; a node that joins is withheld by it
+  std::optional<double> preempt_at_;  // over its share: when what is still over is preempted
   Demand typical_demand_;  // the latest trial's, for what a proposal not made yet will hold
 
   // The event being handled: its time, and what it makes us do.

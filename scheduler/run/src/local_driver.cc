@@ -160,6 +160,7 @@ class LocalDriver : public StudyRun {
     co.storage_path = options_.storage_path;
     co.continue_in_place = executor_->CanTell();
     co.share = early_share_;
+    co.preempt_after_s = options_.preempt_after_s;
     auto controller = StudyController::Make(spec_, co);
     auto first = controller.ok() ? (*controller)->Restore(p.stored)
                                  : Result<std::vector<Command>>(controller.status());

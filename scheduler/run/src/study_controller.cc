@@ -261,24 +261,46 @@ void StudyController::Impl::On(const ShareChanged& e) {
   }
   share_ = e.grant;
   scheduler_.SetLimit(e.grant.limit);
-  YieldOverShare();
+  GiveBackShare();
   refill_ = true;
+}
+
+void StudyController::Impl::GiveBackShare() {
+  if (options_.preempt_after_s <= 0) return YieldOverShare();
+  auto [over_gpus, over_slots] = OverShare();
+  if (over_gpus <= 0 && over_slots <= 0) {
+    preempt_at_.reset();
+    return;
+  }
+  if (preempt_at_) return;  // the grace runs from when it first went over
+  preempt_at_ = now_ + options_.preempt_after_s;
+  Wake(*preempt_at_);
+  std::vector<std::string> over;
+  if (over_gpus > 0) over.push_back(StrCat(over_gpus, over_gpus == 1 ? " GPU" : " GPUs"));
+  if (over_slots > 0)
+    over.push_back(StrCat(over_slots, over_slots == 1 ? " CPU slot" : " CPU slots"));
+  Log(std::nullopt, EventKind::kShare,
+      StrCat("share: holding ", Join(over, " and "), " over it; trials still over it in ",
+             FormatDuration(options_.preempt_after_s), " are preempted"));
+}
+
+std::pair<int, int> StudyController::Impl::OverShare() const {
+  if (!share_) return {0, 0};
+  int over_gpus = scheduler_.held_gpus() - share_->limit.gpus;
+  int over_slots = scheduler_.held_slots() - share_->limit.slots;
+  for (const auto& [n, t] : running_)
+    if (t.Stopping() && t.job) (t.on_gpus ? over_gpus : over_slots) -= t.units;
+  return {over_gpus, over_slots};
 }
 
 // The youngest trials lose the least work: they stop first, and run again from their checkpoints
 // when the share allows. What is already stopping counts as given back.
 void StudyController::Impl::YieldOverShare() {
-  if (!share_) return;
-  int over_gpus = scheduler_.held_gpus() - share_->limit.gpus;
-  int over_slots = scheduler_.held_slots() - share_->limit.slots;
-  std::vector<Trial*> candidates;
-  for (auto& [n, t] : running_) {
-    const bool stopping =
-        t.yielded || t.interrupted || t.pausing || t.pruned || t.timed_out || t.failed_rank >= 0;
-    if (stopping && t.job) (t.on_gpus ? over_gpus : over_slots) -= t.units;
-    if (!stopping && t.job) candidates.push_back(&t);
-  }
+  auto [over_gpus, over_slots] = OverShare();
   if (over_gpus <= 0 && over_slots <= 0) return;
+  std::vector<Trial*> candidates;
+  for (auto& [n, t] : running_)
+    if (!t.Stopping() && t.job) candidates.push_back(&t);
   // Started last first; of two started at once, the later number.
   std::sort(candidates.begin(), candidates.end(), [](const Trial* a, const Trial* b) {
     if (a->started != b->started) return a->started > b->started;
@@ -319,6 +341,15 @@ ShareClaim StudyController::Impl::Claim() const {
 
 // Trial timeouts, the SIGKILL after a SIGTERM's grace, and the study's time limit.
 void StudyController::Impl::CheckDeadlines() {
+  if (preempt_at_) {
+    auto [over_gpus, over_slots] = OverShare();
+    if (over_gpus <= 0 && over_slots <= 0) {
+      preempt_at_.reset();  // its trials ended in time
+    } else if (now_ + 1e-9 >= *preempt_at_) {
+      preempt_at_.reset();
+      YieldOverShare();
+    }
+  }
   if (spec_.budget.time_limit_s && now_ + 1e-9 >= *spec_.budget.time_limit_s && !stopping_) {
     StopLaunching(StopReason::kTimeLimit);
     Log(std::nullopt, EventKind::kTimeLimit,

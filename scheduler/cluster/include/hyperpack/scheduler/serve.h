@@ -35,6 +35,9 @@ struct ServeOptions {
   std::string storage_path = "hyperpack.db";
   std::string log_dir;
   double heartbeat_timeout_s = 30;
+  // A study over its share when another starts: seconds for its trials to end by themselves
+  // before its youngest are preempted (ControllerOptions::preempt_after_s). 0: at once.
+  double preempt_after_s = 0;
   // ADDRESS:PORT to serve Prometheus metrics on (/metrics; server_metrics.h lists them); empty:
   // none. Printed as "metrics on http://ADDRESS:PORT/metrics" once listening.
   std::string metrics_listen;

@@ -59,6 +59,7 @@ struct RunOptions {
   Progress progress = Progress::kLog;
   std::ostream* out = nullptr;  // progress and summary; default std::cout
   double kill_grace_s = 5.0;    // SIGTERM, then SIGKILL this much later
+  double preempt_after_s = 0;   // on a shared server: ControllerOptions::preempt_after_s
   bool handle_signals = true;   // install SIGINT/SIGTERM handlers
   // The machine trials are placed on (resources.gpus / cpus); detected when absent.
   std::optional<LocalNode> node;

@@ -289,6 +289,9 @@ struct ControllerOptions {
   bool continue_in_place = false;
   // Sharing a server with other studies: its share when it starts (then ShareChanged).
   std::optional<ShareGrant> share;
+  // A study over its share first has this long for its trials to end by themselves; those still
+  // over it then are preempted (youngest first). 0: at once.
+  double preempt_after_s = 0;
 };
 
 // A trial's folder under log_root, "trial-0007": the one spelling every driver and executor uses.
