@@ -10,9 +10,10 @@
 // again, from their checkpoints, up to budget.max_attempts. An agent's fence kills its ranks
 // before then, so two attempts of a trial never run at once. Every submitted study runs at once,
 // on its weighted fair share of the agents (fair_share.h; `priority:` is the weight; a study over
-// its share when another starts preempts its youngest trials); submissions are kept in storage, so
-// a server started again on the same storage resumes them; agents and clients reconnect with backoff. Storage is
-// the server's, which the read commands open as usual.
+// its share when another starts preempts its youngest trials, at once or after
+// ServeOptions::preempt_after_s); submissions are kept in storage, so a server started again on
+// the same storage resumes them; agents and clients reconnect with backoff. Storage is the
+// server's, which the read commands open as usual.
 // Thread-safety: each function runs its own io_context on the calling thread until it returns.
 #pragma once
 
