@@ -20,6 +20,7 @@
 namespace hyperpack {
 namespace {
 
+using hyperpack::testing::ExitsWithin;
 using hyperpack::testing::ReadFile;
 using hyperpack::testing::RunCommand;
 using hyperpack::testing::TempDir;
@@ -657,7 +658,8 @@ trial:
   command: >-
     echo '{{"step": 1, "loss": {x}}}';
     if [ -e )" +
-         dir + R"(/block ]; then echo {trial} $$ > )" + dir + R"(/fifo; exec sleep 60; fi
+         dir + R"(/block ]; then sleep 60 & echo {trial} $$ $! > )" + dir +
+         R"(/fifo; wait; fi
 tuner: {algorithm: sobol, seed: 1}
 budget: {max_trials: )" +
          std::to_string(max_trials) + R"(, max_parallel: 2}
@@ -712,21 +714,22 @@ TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
   pid_t run = Start({"run", study, "--storage", db_});
   auto started = AwaitStarts(dir_ / "fifo", 2);
   ASSERT_EQ(started.size(), 2u);
-  // Trials 4 and 5 are running ("NUMBER PID"); their processes must die with the runner.
-  std::vector<int> pidfds;
+  // Trials 4 and 5 are running ("NUMBER SHELL SLEEP"): the trial's shell and the sleep it started
+  // in the background must die with the runner, the sleep though PR_SET_PDEATHSIG does not reach
+  // it (the executor's fence kills the trial's group).
+  std::vector<pid_t> pids;
   for (const std::string& s : started) {
     EXPECT_TRUE(s.rfind("4 ", 0) == 0 || s.rfind("5 ", 0) == 0) << s;
-    pid_t pid = std::stoi(s.substr(s.find(' ') + 1));
-    pidfds.push_back(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+    std::istringstream words(s);
+    int number;
+    pid_t shell, sleeper;
+    ASSERT_TRUE(words >> number >> shell >> sleeper) << s;
+    pids.push_back(shell);
+    pids.push_back(sleeper);
   }
   kill(run, SIGKILL);
   EXPECT_EQ(Wait(run), 128 + SIGKILL);
-  for (int fd : pidfds) {
-    if (fd < 0) continue;  // already gone
-    pollfd p{fd, POLLIN, 0};
-    EXPECT_EQ(poll(&p, 1, 20000), 1) << "a trial outlived its runner";
-    close(fd);
-  }
+  for (pid_t pid : pids) EXPECT_TRUE(ExitsWithin(pid, 20000)) << pid << " outlived its runner";
 
   // What had been stored before the kill.
   auto snapshot = Trials();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/fence.h"
 #include "hyperpack/scheduler/local_node.h"
 #include "hyperpack/scheduler/process.h"
 #include "hyperpack/storage/storage.h"
@@ -30,6 +32,7 @@
 namespace hyperpack::scheduler {
 namespace {
 
+using hyperpack::testing::ExitsWithin;
 using hyperpack::testing::ReadFile;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
@@ -862,6 +865,62 @@ TEST(LocalExecutorTest, AWarmTrainerServesTrialAfterTrialEachEndingAsItsOwnProce
   for (int pid : {group[7], group[8]}) {
     EXPECT_EQ(kill(pid, 0), -1) << "warm process " << pid << " outlived the executor";
     EXPECT_EQ(errno, ESRCH);
+  }
+}
+
+// What a trial started itself (a shell's background job, a launcher's ranks) is out of reach of
+// PR_SET_PDEATHSIG; the executor's fence kills the trial's whole group when the executor goes, as
+// it does when the executor's process dies
+// (CliTest.ARunKilledWithSigkillResumesWithoutLosingAnything).
+TEST(LocalExecutorTest, WhatATrialStartedDiesWhenItsExecutorGoes) {
+  boost::asio::io_context io;
+  std::vector<std::string> lines;
+  pid_t group = -1;
+  auto executor = MakeLocalExecutor(
+      io, {[&](RankId, bool is_err, const std::string& line) {
+             if (!is_err) lines.push_back(line);
+           },
+           [](RankId, RankExit) {}, [&](RankId, int pgid) { group = pgid; }, nullptr});
+  SpawnRequest r;
+  r.command = "sleep 300 & echo $!; wait";
+  r.env = CurrentEnvironment();
+  ASSERT_TRUE(executor->Start({1, 0}, 0, r).ok());
+  while (lines.empty()) io.run_one();
+  const pid_t background = std::stoi(lines[0]);
+  EXPECT_FALSE(ExitsWithin(background, 0)) << "it runs while its executor does";
+  executor.reset();
+  EXPECT_TRUE(ExitsWithin(background, 20000)) << "the trial's background job outlived its executor";
+  const bool shell_gone = ExitsWithin(group, 20000);
+  EXPECT_TRUE(shell_gone) << "the trial's shell outlived its executor";
+  if (!shell_gone) killpg(group, SIGKILL);  // so that the test ends either way
+  int status = 0;
+  EXPECT_EQ(waitpid(group, &status, 0), group);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+// The agent's lease: groups still held when it runs out are killed, one dropped before is not.
+TEST(FenceTest, ALeaseThatRunsOutKillsTheGroupsItHoldsAndNoOther) {
+  SpawnRequest r;
+  r.command = "exec sleep 300";
+  r.env = CurrentEnvironment();
+  auto held = Spawn(r);
+  auto dropped = Spawn(r);
+  ASSERT_TRUE(held.ok() && dropped.ok());
+  for (const Spawned& s : {*held, *dropped})
+    for (int fd : {s.stdout_fd, s.stderr_fd}) close(fd);
+  auto fence = Fence::Start();
+  ASSERT_TRUE(fence.ok()) << fence.status().message();
+  (*fence)->Add(held->pid);
+  (*fence)->Add(dropped->pid);
+  (*fence)->Remove(dropped->pid);
+  (*fence)->RenewUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+  EXPECT_TRUE(ExitsWithin(held->pid, 20000)) << "the lease ran out";
+  EXPECT_FALSE(ExitsWithin(dropped->pid, 0)) << "it was dropped from the fence";
+  killpg(dropped->pid, SIGKILL);
+  for (pid_t pid : {held->pid, dropped->pid}) {
+    int status = 0;
+    EXPECT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   }
 }
 

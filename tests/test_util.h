@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +76,17 @@ inline std::string ReadFile(const std::string& path) {
   args.push_back(nullptr);
   execv(args[0], args.data());
   _exit(127);
+}
+
+// Whether process `pid` has exited (or is a zombie) within `timeout_ms`, waiting on its pidfd
+// rather than on time; a pid that is already gone counts as exited. It does not reap a child.
+inline bool ExitsWithin(pid_t pid, int timeout_ms) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  const bool exited = poll(&p, 1, timeout_ms) == 1;
+  close(fd);
+  return exited;
 }
 
 // Starts `argv` in `cwd` in the background, stdout and stderr to `out_path`; the caller waits.

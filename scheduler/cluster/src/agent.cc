@@ -13,10 +13,10 @@
 #include <map>
 #include <random>
 
-#include "fence.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/fence.h"
 #include "hyperpack/scheduler/local_node.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/text.h"

@@ -14,6 +14,7 @@
 
 #include "hyperpack/env_vars.h"
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/scheduler/fence.h"
 #include "hyperpack/warm.h"
 
 namespace hyperpack::scheduler {
@@ -107,6 +108,9 @@ class LocalExecutor : public Executor {
  public:
   LocalExecutor(asio::io_context& io, Callbacks cb)
       : io_(io), cb_(std::move(cb)), sigchld_(io, SIGCHLD) {
+    // Without a keeper (no process could be made) a trial still dies with this process, only
+    // what it started does not.
+    if (auto fence = Fence::Start(); fence.ok()) fence_ = std::move(*fence);
     Wait();
   }
 
@@ -119,6 +123,7 @@ class LocalExecutor : public Executor {
     if (!request.warm_argv.empty() && StartWarm(id, request).ok()) return Status::Ok();
     auto spawned = Spawn(request);
     if (!spawned.ok()) return spawned.status();
+    FenceGroup(spawned->pid);
     auto p = std::make_shared<Proc>(io_);
     p->pid = spawned->pid;
     p->out.assign(spawned->stdout_fd);
@@ -215,6 +220,7 @@ class LocalExecutor : public Executor {
     serve.control = true;
     serve.control_packets = true;
     HP_ASSIGN_OR_RETURN(Spawned spawned, Spawn(serve));
+    FenceGroup(spawned.pid);
     auto w = std::make_shared<WarmTrainer>(io_);
     w->pid = spawned.pid;
     w->key = key;
@@ -266,6 +272,7 @@ class LocalExecutor : public Executor {
   void WarmTrainerExited(const std::shared_ptr<WarmTrainer>& w, int status) {
     w->exited = true;
     killpg(w->pid, SIGKILL);
+    UnfenceGroup(w->pid);
     boost::system::error_code ignored;
     w->control.close(ignored);
     if (w->serving) {
@@ -292,6 +299,7 @@ class LocalExecutor : public Executor {
         int status;
         while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
         }
+        UnfenceGroup(w->pid);
         w->exited = true;
       }
     }
@@ -324,6 +332,7 @@ class LocalExecutor : public Executor {
       p->CloseControl();
       // Whatever the rank left behind in its group dies with it, and so the pipes close.
       killpg(p->pid, SIGKILL);
+      UnfenceGroup(p->pid);
       ended.emplace_back(id, p);
     }
     for (auto& [id, p] : ended) {
@@ -365,6 +374,15 @@ class LocalExecutor : public Executor {
                            });
   }
 
+  // A process group this executor started, killed should this process die first; and one that
+  // has been killed and reaped.
+  void FenceGroup(pid_t group) {
+    if (fence_) fence_->Add(group);
+  }
+  void UnfenceGroup(pid_t group) {
+    if (fence_) fence_->Remove(group);
+  }
+
   void MaybeReport(RankId id, const std::shared_ptr<Proc>& p) {
     if (p->reported || !p->exited || p->out_open || p->err_open) return;
     p->reported = true;
@@ -379,6 +397,8 @@ class LocalExecutor : public Executor {
   std::map<RankId, std::shared_ptr<Proc>> procs_;
   std::vector<std::shared_ptr<WarmTrainer>> warm_;
   bool done_ = false;
+  // Last, so that it goes last: what is still running when the executor goes is killed.
+  std::unique_ptr<Fence> fence_;
 };
 
 }  // namespace

@@ -81,7 +81,9 @@ class Executor {
   virtual void Shutdown() = 0;
 };
 
-// Runs ranks as child processes of this one, each in its own process group.
+// Runs ranks as child processes of this one, each in its own process group. A group still
+// running when the executor goes, or when this process dies (even by SIGKILL), is killed whole
+// (hyperpack/scheduler/fence.h): nothing a trial started outlives its runner.
 std::unique_ptr<Executor> MakeLocalExecutor(boost::asio::io_context& io, Executor::Callbacks cb);
 
 }  // namespace hyperpack::scheduler

@@ -1,10 +1,11 @@
-#include "fence.h"
+#include "hyperpack/scheduler/fence.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,7 +21,8 @@ struct Message {
   int64_t value;
 };
 
-// More ranks than one agent can run; past this a group is not fenced (never reached in practice).
+// More ranks than one owner runs at once; past this a group is not fenced (never reached in
+// practice).
 constexpr int kMaxGroups = 4096;
 
 int64_t NowMs() {
@@ -31,8 +33,17 @@ int64_t NowMs() {
 
 // The keeper: async-signal-safe calls only, no allocation.
 [[noreturn]] void Keep(int fd) {
-  // A Ctrl-C meant for the agent's terminal is the agent's to handle; the keeper goes when the
-  // agent does.
+  // Nothing of the owner's stays open here: a pipe a test or a user reads to its end, or an
+  // agent's connection whose closing tells its server that it died, must close when the owner goes.
+  const unsigned keep = static_cast<unsigned>(fd);
+  const bool closed = (keep == 0 || syscall(SYS_close_range, 0u, keep - 1, 0u) == 0) &&
+                      syscall(SYS_close_range, keep + 1, ~0U, 0u) == 0;
+  if (!closed) {  // a kernel before close_range (5.9)
+    for (int other = 0; other < 1024; ++other)
+      if (other != fd) close(other);
+  }
+  // A Ctrl-C or SIGTERM meant for the owner's process group is the owner's to handle; the keeper
+  // goes when the owner does.
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ignore, nullptr);
@@ -61,7 +72,7 @@ int64_t NowMs() {
     Message m{};
     ssize_t k = r < 0 ? -1 : recv(fd, &m, sizeof(m), 0);
     if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {  // the agent is gone
+    if (k <= 0) {  // the owner is gone
       kill_all();
       _exit(0);
     }
@@ -106,7 +117,7 @@ Fence::~Fence() {
 
 void Fence::Send(char op, int64_t value) {
   Message m{op, value};
-  // Never blocks the agent; a lost message at worst leaves a group unfenced or a lease short.
+  // Never blocks the owner; a lost message at worst leaves a group unfenced or a lease short.
   (void)send(fd_, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
