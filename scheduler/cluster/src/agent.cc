@@ -60,14 +60,12 @@ class Agent {
   Status Run() {
     HP_ASSIGN_OR_RETURN(endpoint_, Resolve(io_, options_.connect));
     HP_ASSIGN_OR_RETURN(fence_, Fence::Start());
+    // The executor tells the fence of every process group it starts and reaps.
     executor_ = MakeLocalExecutor(
-        io_, {[this](RankId id, bool is_err, const std::string& text) { OnLine(id, is_err, text); },
-              [this](RankId id, RankExit exit) { OnExit(id, exit); },
-              [this](RankId id, int pgid) {
-                fence_->Add(pgid);
-                pgid_[id] = pgid;
-              },
-              nullptr});
+        io_,
+        {[this](RankId id, bool is_err, const std::string& text) { OnLine(id, is_err, text); },
+         [this](RankId id, RankExit exit) { OnExit(id, exit); }, nullptr, nullptr},
+        fence_.get());
     signals_.async_wait([this](boost::system::error_code e, int) {
       if (!e) Shutdown("stopped");
     });
@@ -242,10 +240,6 @@ class Agent {
   }
 
   void OnExit(RankId id, RankExit exit) {
-    if (auto g = pgid_.find(id); g != pgid_.end()) {
-      fence_->Remove(g->second);
-      pgid_.erase(g);
-    }
     auto it = running_.find(id);
     if (it == running_.end()) return;
     Send(protocol::Exit{it->second.ref, exit}.ToJson());
@@ -305,7 +299,6 @@ class Agent {
   std::unique_ptr<Executor> executor_;
   std::shared_ptr<Connection> conn_;
   std::map<RankId, Running> running_;  // by the executor's id for it
-  std::map<RankId, int> pgid_;
   int next_local_ = 0;
   double lease_s_ = 15;
   Clock::time_point deadline_ = Clock::now();    // the fence's: ranks die then unless renewed

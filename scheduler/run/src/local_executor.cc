@@ -106,11 +106,14 @@ int WaitStatusOf(const warm::TrialEnd& end) {
 
 class LocalExecutor : public Executor {
  public:
-  LocalExecutor(asio::io_context& io, Callbacks cb)
-      : io_(io), cb_(std::move(cb)), sigchld_(io, SIGCHLD) {
-    // Without a keeper (no process could be made) a trial still dies with this process, only
-    // what it started does not.
-    if (auto fence = Fence::Start(); fence.ok()) fence_ = std::move(*fence);
+  LocalExecutor(asio::io_context& io, Callbacks cb, Fence* fence)
+      : io_(io), cb_(std::move(cb)), sigchld_(io, SIGCHLD), fence_(fence) {
+    if (!fence_) {
+      // Without a keeper (no process could be made) a trial still dies with this process, only
+      // what it started does not.
+      if (auto own = Fence::Start(); own.ok()) own_fence_ = std::move(*own);
+      fence_ = own_fence_.get();
+    }
     Wait();
   }
 
@@ -397,8 +400,9 @@ class LocalExecutor : public Executor {
   std::map<RankId, std::shared_ptr<Proc>> procs_;
   std::vector<std::shared_ptr<WarmTrainer>> warm_;
   bool done_ = false;
+  Fence* fence_;  // null: none could be started
   // Last, so that it goes last: what is still running when the executor goes is killed.
-  std::unique_ptr<Fence> fence_;
+  std::unique_ptr<Fence> own_fence_;
 };
 
 }  // namespace
@@ -413,8 +417,9 @@ GangStarted Executor::StartGang(const GangRequest& gang) {
   return result;
 }
 
-std::unique_ptr<Executor> MakeLocalExecutor(asio::io_context& io, Executor::Callbacks cb) {
-  return std::make_unique<LocalExecutor>(io, std::move(cb));
+std::unique_ptr<Executor> MakeLocalExecutor(asio::io_context& io, Executor::Callbacks cb,
+                                            Fence* fence) {
+  return std::make_unique<LocalExecutor>(io, std::move(cb), fence);
 }
 
 }  // namespace hyperpack::scheduler

@@ -81,9 +81,14 @@ class Executor {
   virtual void Shutdown() = 0;
 };
 
-// Runs ranks as child processes of this one, each in its own process group. A group still
-// running when the executor goes, or when this process dies (even by SIGKILL), is killed whole
-// (hyperpack/scheduler/fence.h): nothing a trial started outlives its runner.
-std::unique_ptr<Executor> MakeLocalExecutor(boost::asio::io_context& io, Executor::Callbacks cb);
+class Fence;
+
+// Runs ranks as child processes of this one, each in its own process group. Each group is told to
+// a fence (hyperpack/scheduler/fence.h) while it runs: `fence`, which must outlive the executor
+// (the agent's, with its lease), or else one of the executor's own. A group still running when
+// the executor goes, or when this process dies (even by SIGKILL), is killed whole: nothing a
+// trial started outlives its runner.
+std::unique_ptr<Executor> MakeLocalExecutor(boost::asio::io_context& io, Executor::Callbacks cb,
+                                            Fence* fence = nullptr);
 
 }  // namespace hyperpack::scheduler

@@ -3,11 +3,11 @@
 // forked, not what that process started (a shell's children, a launcher's ranks); the keeper
 // kills every group it was told of, with SIGKILL, when its owner dies however it died (its end
 // of the keeper's socket closes), and, once a lease is armed, when the owner stops renewing it.
-// The local executor fences its trials' groups against its own death; the agent also arms a
-// lease, renewed each time it hears from its server: once the server has not been heard from for
-// the lease, the server may be about to run those trials elsewhere, so these attempts must be
-// gone, even when the agent itself cannot act (stopped with SIGSTOP, hung), which a timer inside
-// the agent could not see to.
+// The local executor tells a fence of every group it starts and reaps (its own, or the agent's).
+// The agent's fence also has a lease, renewed each time the agent hears from its server: once
+// the server has not been heard from for the lease, the server may be about to run those trials
+// elsewhere, so these attempts must be gone, even when the agent itself cannot act (stopped with
+// SIGSTOP, hung), which a timer inside the agent could not see to.
 //
 // The keeper runs only async-signal-safe code (poll, recv, kill, clock_gettime, close_range,
 // _exit), so it may be forked from a process with threads. It keeps no descriptor of its owner's
