@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -132,6 +133,12 @@ std::optional<std::string> DidYouMean(std::string_view word,
   size_t limit = std::max<size_t>(2, word.size() / 3);
   if (best && best_distance <= limit && best_distance < word.size()) return best;
   return std::nullopt;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
 }
 
 std::string Join(const std::vector<std::string>& parts, std::string_view sep) {

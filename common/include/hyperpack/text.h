@@ -32,6 +32,9 @@ size_t EditDistance(std::string_view a, std::string_view b);
 std::optional<std::string> DidYouMean(std::string_view word,
                                       const std::vector<std::string>& candidates);
 
+// `s` without the white space at either end (a view into `s`).
+std::string_view Trim(std::string_view s);
+
 // Joins with a separator: {"a","b"} -> "a, b".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 

@@ -35,13 +35,6 @@ using protocol::RankRef;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-constexpr double kFirstRetryS = 0.1;
-constexpr double kMaxRetryS = 5.0;
-
-Clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 class Agent {
  public:
   explicit Agent(const AgentOptions& o)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -12,5 +13,16 @@ namespace hyperpack::scheduler {
 
 Result<boost::asio::ip::tcp::endpoint> Resolve(boost::asio::io_context& io,
                                                const std::string& text);
+
+// Reconnecting (agents, `run --server`): the delay doubles from the first to the largest, with
+// jitter where the caller adds it.
+constexpr double kFirstRetryS = 0.1;
+constexpr double kMaxRetryS = 5.0;
+
+// Seconds as the steady clock's duration, for timers and deadlines.
+inline std::chrono::steady_clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
 
 }  // namespace hyperpack::scheduler

@@ -47,10 +47,6 @@ using storage::SubmissionState;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-Clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 class Server;
 
 // Ranks started through the agents' connections, for one running study (its run is its

@@ -22,9 +22,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr double kFirstRetryS = 0.1;
-constexpr double kMaxRetryS = 5.0;
-
 // The study's result as the done frame gives it: its exit code, or an error when it could not run
 // (2: bad input).
 Result<int> ResultOf(const protocol::Done& done) {

@@ -49,12 +49,6 @@ void boost::BOOST_REGEX_DETAIL_NS::perl_matcher<const char*,
 namespace hyperpack::scheduler {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // Python's json.dumps writes NaN, Infinity and -Infinity, which are not JSON. Outside strings,
 // replace them with strings that FromJson turns back into numbers.
 std::string QuoteNonFinite(std::string_view line) {

@@ -44,13 +44,6 @@ bool ShellName(const std::string& name) {
   return true;
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
 // A file read as it grows, cut into lines.
 struct Follower {
   std::string path;
@@ -256,7 +249,7 @@ class SlurmExecutor : public Executor {
     Job& job = it->second;
     if (!r.ok() || r->exit_code != 0) {
       const std::string why =
-          r.ok() ? Trim(r->err.empty() ? r->out : r->err) : r.status().message();
+          r.ok() ? std::string(Trim(r->err.empty() ? r->out : r->err)) : r.status().message();
       const std::string key = RefusalKey(why);
       std::string where;
       if (const study::SourcePos* pos = options_.spec.Position(key.empty() ? "partition" : key);
@@ -267,7 +260,7 @@ class SlurmExecutor : public Executor {
       return;
     }
     // --parsable: "<id>" or "<id>;<cluster>".
-    std::string id = Trim(r->out);
+    std::string id(Trim(r->out));
     id = id.substr(0, id.find(';'));
     if (id.empty() || id.find_first_not_of("0123456789_") != std::string::npos) {
       End(&job, RankExit::NeverStarted(), StrCat("sbatch printed no job id: ", Trim(r->out)));
@@ -311,7 +304,7 @@ class SlurmExecutor : public Executor {
     poll_again_ = false;
     if (!r.ok() || r->exit_code != 0) {
       // slurmctld busy or restarting: nothing is judged from a failed call; try again later.
-      const std::string why = r.ok() ? Trim(r->err) : r.status().message();
+      const std::string why = r.ok() ? std::string(Trim(r->err)) : r.status().message();
       if (Now() - last_warning_ > 60 || last_warning_ == 0) {
         last_warning_ = Now();
         for (auto& [trial, job] : jobs_)

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "hyperpack/env_vars.h"
+#include "hyperpack/text.h"
 
 namespace hyperpack::scheduler::slurm {
 
@@ -18,12 +19,6 @@ namespace {
 constexpr int64_t kMaxHosts = 1'000'000;
 constexpr int kPortBase = 10000;
 constexpr int kPortSpan = 50000;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 bool IsDigits(std::string_view s) {
   if (s.empty()) return false;
