@@ -924,6 +924,65 @@ TEST(FenceTest, ALeaseThatRunsOutKillsTheGroupsItHoldsAndNoOther) {
   }
 }
 
+// A runner tells its fence of a trial's group in before_run; the command must not have run yet, or
+// what it starts could escape a lease that runs out before the fence hears of it.
+TEST(SpawnTest, NothingOfTheCommandRunsBeforeTheRunnerHasSeenItsGroup) {
+  TempDir dir;
+  const std::string marker = dir / "ran";
+  SpawnRequest r;
+  r.command = "echo ran > " + marker;
+  r.env = CurrentEnvironment();
+  bool ran_early = true;
+  pid_t seen = -1;
+  auto spawned = Spawn(r, [&](pid_t pid) {
+    seen = pid;
+    EXPECT_EQ(getpgid(pid), pid) << "its group exists before the runner hands it on";
+    ran_early = ExitsWithin(pid, 500) || access(marker.c_str(), F_OK) == 0;
+  });
+  ASSERT_TRUE(spawned.ok()) << spawned.status().message();
+  EXPECT_EQ(seen, spawned->pid);
+  EXPECT_FALSE(ran_early) << "the command ran before before_run returned";
+  for (int fd : {spawned->stdout_fd, spawned->stderr_fd}) close(fd);
+  int status = 0;
+  ASSERT_EQ(waitpid(spawned->pid, &status, 0), spawned->pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(access(marker.c_str(), F_OK), 0) << "it runs once before_run has returned";
+}
+
+// A runner that dies between the fork and its go-ahead leaves a child that never runs its command,
+// even where PR_SET_PDEATHSIG cannot stop it: a runner that handles SIGTERM itself (as one with an
+// Asio signal_set does) passes its handler on to the child until exec.
+TEST(SpawnTest, AChildWhoseRunnerDiesBeforeItsGoAheadNeverRuns) {
+  TempDir dir;
+  const std::string marker = dir / "ran";
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t runner = fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    close(report[0]);
+    signal(SIGTERM, [](int) {});
+    SpawnRequest r;
+    r.command = "echo ran > " + marker;
+    r.env = CurrentEnvironment();
+    (void)Spawn(r, [&](pid_t pid) {
+      (void)!write(report[1], &pid, sizeof(pid));
+      (void)ExitsWithin(pid, 300);  // long enough for the child to pass its own checks
+      _exit(0);                     // the runner dies before the child may run
+    });
+    _exit(1);
+  }
+  close(report[1]);
+  pid_t child = -1;
+  const bool reported = read(report[0], &child, sizeof(child)) == sizeof(child);
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(runner, &status, 0), runner);
+  ASSERT_TRUE(reported) << "the runner never reached before_run";
+  EXPECT_TRUE(ExitsWithin(child, 20000)) << "the child outlived its runner";
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the child ran without its go-ahead";
+}
+
 TEST(EnvironmentMapTest, SplitsAtTheFirstEqualsSoAValueMayHoldMore) {
   const std::map<std::string, std::string> want = {
       {"PATH", "/usr/bin:/bin"}, {"OPTS", "a=1,b=2"}, {"EMPTY", ""}};

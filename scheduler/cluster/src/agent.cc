@@ -69,7 +69,7 @@ class Agent {
   }
 
  private:
-  // A rank this agent runs: the server's name for it, and the process group the fence knows.
+  // A rank this agent runs: the server's name for it.
   struct Running {
     RankRef ref;
   };

@@ -124,9 +124,8 @@ class LocalExecutor : public Executor {
   Status Start(RankId id, int, const SpawnRequest& request) override {
     // A warm trainer where one can serve it; should that fail, a process of its own as always.
     if (!request.warm_argv.empty() && StartWarm(id, request).ok()) return Status::Ok();
-    auto spawned = Spawn(request);
+    auto spawned = SpawnFenced(request);
     if (!spawned.ok()) return spawned.status();
-    FenceGroup(spawned->pid);
     auto p = std::make_shared<Proc>(io_);
     p->pid = spawned->pid;
     p->out.assign(spawned->stdout_fd);
@@ -222,8 +221,7 @@ class LocalExecutor : public Executor {
     serve.env = request.env;
     serve.control = true;
     serve.control_packets = true;
-    HP_ASSIGN_OR_RETURN(Spawned spawned, Spawn(serve));
-    FenceGroup(spawned.pid);
+    HP_ASSIGN_OR_RETURN(Spawned spawned, SpawnFenced(serve));
     auto w = std::make_shared<WarmTrainer>(io_);
     w->pid = spawned.pid;
     w->key = key;
@@ -375,6 +373,15 @@ class LocalExecutor : public Executor {
                              }
                              Read(id, p, is_err);
                            });
+  }
+
+  // A process whose group the fence knows before its command runs: nothing of it escapes a lease
+  // that runs out meanwhile (the agent stopped just after the fork).
+  Result<Spawned> SpawnFenced(const SpawnRequest& request) {
+    pid_t fenced = -1;
+    auto spawned = Spawn(request, [&](pid_t group) { FenceGroup(fenced = group); });
+    if (!spawned.ok() && fenced > 0) UnfenceGroup(fenced);  // reaped already: it could not run
+    return spawned;
   }
 
   // A process group this executor started, killed should this process die first; and one that

@@ -53,6 +53,9 @@ struct Pipes {
   int err[2] = {-1, -1};
   int status[2] = {-1, -1};
   int control[2] = {-1, -1};  // [0] the runner's, [1] the child's; a socket pair, when asked for
+  // [0] the runner's, [1] the child's: one byte says the child may exec, once the runner has seen
+  // its pid (Spawn's before_run). A socket, so that the runner's send cannot raise SIGPIPE.
+  int go[2] = {-1, -1};
 };
 
 // What the child reads between fork and exec.
@@ -73,14 +76,18 @@ void CloseAll(std::initializer_list<int> fds) {
 enum ChildFailure : int { kCannotChdir = 1, kCannotExec = 2 };
 
 Status OpenPipes(Pipes& p) {
-  if (pipe2(p.out, O_CLOEXEC) != 0) return Status::Io("pipe: ", std::strerror(errno));
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p.go) != 0)
+    return Status::Io("socketpair: ", std::strerror(errno));
+  if (pipe2(p.out, O_CLOEXEC) != 0) {
+    CloseAll({p.go[0], p.go[1]});
+    return Status::Io("pipe: ", std::strerror(errno));
+  }
   if (pipe2(p.err, O_CLOEXEC) != 0) {
-    close(p.out[0]);
-    close(p.out[1]);
+    CloseAll({p.go[0], p.go[1], p.out[0], p.out[1]});
     return Status::Io("pipe: ", std::strerror(errno));
   }
   if (pipe2(p.status, O_CLOEXEC) != 0) {
-    for (int fd : {p.out[0], p.out[1], p.err[0], p.err[1]}) close(fd);
+    CloseAll({p.go[0], p.go[1], p.out[0], p.out[1], p.err[0], p.err[1]});
     return Status::Io("pipe: ", std::strerror(errno));
   }
   return Status::Ok();
@@ -92,7 +99,7 @@ Status OpenControl(Pipes& p, bool packets) {
   const int type = (packets ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_CLOEXEC;
   if (socketpair(AF_UNIX, type, 0, p.control) == 0) return Status::Ok();
   const int e = errno;
-  CloseAll({p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1]});
+  CloseAll({p.go[0], p.go[1], p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1]});
   return Status::Io("socketpair: ", std::strerror(e));
 }
 
@@ -145,6 +152,15 @@ void CloseAllBut(int keep_fd, int control_fd) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != plan.parent) _exit(127);  // the runner died before prctl took effect
+  // Nothing runs until the runner has seen this process (Spawn's before_run); without its byte
+  // (the runner died first) nothing runs at all.
+  close(p.go[0]);
+  char go = 0;
+  ssize_t got;
+  do {
+    got = read(p.go[1], &go, 1);
+  } while (got < 0 && errno == EINTR);
+  if (got != 1) _exit(127);
   ResetSignals();
   if (plan.workdir != nullptr && chdir(plan.workdir) != 0) ReportAndExit(p.status[1], kCannotChdir);
   if (plan.devnull >= 0) dup2(plan.devnull, STDIN_FILENO);
@@ -168,11 +184,15 @@ void CloseAllBut(int keep_fd, int control_fd) {
 }
 
 // Parent side: the status pipe closes at a successful exec, or brings the child's report.
-Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p, int devnull) {
+Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p, int devnull,
+                          const std::function<void(pid_t)>& before_run) {
   // Also set the group here: whichever of the two runs first, the group exists before anyone
-  // signals it.
+  // signals it, and before before_run hands it on.
   setpgid(pid, pid);
-  CloseAll({p.out[1], p.err[1], p.status[1], p.control[1], devnull});
+  if (before_run) before_run(pid);
+  const char go = 1;
+  (void)send(p.go[0], &go, 1, MSG_NOSIGNAL);  // a child that is gone already fails below
+  CloseAll({p.go[0], p.go[1], p.out[1], p.err[1], p.status[1], p.control[1], devnull});
   int msg[2] = {0, 0};
   ssize_t n;
   do {
@@ -194,7 +214,7 @@ Result<Spawned> AwaitExec(const SpawnRequest& request, pid_t pid, const Pipes& p
 
 }  // namespace
 
-Result<Spawned> Spawn(const SpawnRequest& request) {
+Result<Spawned> Spawn(const SpawnRequest& request, const std::function<void(pid_t)>& before_run) {
   Pipes p;
   HP_RETURN_IF_ERROR(OpenPipes(p));
   if (request.control) HP_RETURN_IF_ERROR(OpenControl(p, request.control_packets));
@@ -203,12 +223,12 @@ Result<Spawned> Spawn(const SpawnRequest& request) {
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
-    CloseAll({p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1], p.control[0],
-              p.control[1], plan.devnull});
+    CloseAll({p.go[0], p.go[1], p.out[0], p.out[1], p.err[0], p.err[1], p.status[0], p.status[1],
+              p.control[0], p.control[1], plan.devnull});
     return Status::Io("fork: ", std::strerror(e));
   }
   if (pid == 0) RunChild(p, plan);
-  return AwaitExec(request, pid, p, plan.devnull);
+  return AwaitExec(request, pid, p, plan.devnull, before_run);
 }
 
 }  // namespace hyperpack::scheduler

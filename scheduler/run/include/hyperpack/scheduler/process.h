@@ -1,13 +1,16 @@
 // Starting a trial's process: fork and exec /bin/sh -c COMMAND in a new process group, with its
 // stdout and stderr on pipes and its stdin on /dev/null. The child dies with the runner
-// (PR_SET_PDEATHSIG). On request it also gets one end of a socket pair as file descriptor
-// env::kControlFdNumber, the runner keeping the other, to be told lines (env::kControlFd).
+// (PR_SET_PDEATHSIG), and runs nothing of its command before the runner has seen its process
+// group (`before_run`, where the runner tells its fence). On request it also gets one end of a
+// socket pair as file descriptor env::kControlFdNumber, the runner keeping the other, to be told
+// lines (env::kControlFd).
 // Thread-safety: Spawn may be called from any thread; the child runs only async-signal-safe
 // code between fork and exec.
 #pragma once
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,7 +40,11 @@ struct Spawned {
 };
 
 // Errors: the workdir cannot be entered, /bin/sh cannot be run, or no process could be made.
-Result<Spawned> Spawn(const SpawnRequest& request);
+// `before_run`, when given, is called with the child's pid (its process group) after the fork and
+// before the child may exec: the command cannot have started, let alone started anything of its
+// own, before it returns. A runner that dies in between leaves a child that exits unrun.
+Result<Spawned> Spawn(const SpawnRequest& request,
+                      const std::function<void(pid_t)>& before_run = nullptr);
 
 // The environment of this process, NAME=VALUE.
 std::vector<std::string> CurrentEnvironment();
