@@ -55,7 +55,7 @@ struct Found {
   Value value;
 };
 
-std::optional<Found> Lookup(TrainingRole role, const Params& params,
+std::optional<Found> FindRole(TrainingRole role, const Params& params,
                             const study::ExportSpec& spec) {
   if (auto it = spec.roles.find(role); it != spec.roles.end()) {
     const RoleSource& source = it->second;
@@ -107,7 +107,7 @@ Status WrongKind(TrainingRole role, const Found& f, const std::string& expected)
 // A positive whole number, or an error naming the role and its source.
 Result<std::optional<int64_t>> WholeRole(TrainingRole role, const Params& params,
                                          const study::ExportSpec& spec, int64_t min) {
-  auto f = Lookup(role, params, spec);
+  auto f = FindRole(role, params, spec);
   if (!f) return std::optional<int64_t>();
   auto n = AsNumber(f->value);
   if (!n || *n != std::floor(*n) || *n < static_cast<double>(min))
@@ -117,7 +117,7 @@ Result<std::optional<int64_t>> WholeRole(TrainingRole role, const Params& params
 
 Result<std::optional<double>> NumberRole(TrainingRole role, const Params& params,
                                          const study::ExportSpec& spec) {
-  auto f = Lookup(role, params, spec);
+  auto f = FindRole(role, params, spec);
   if (!f) return std::optional<double>();
   auto n = AsNumber(f->value);
   if (!n || !(*n >= 0) || !std::isfinite(*n)) return WrongKind(role, *f, "a number >= 0");
@@ -125,7 +125,7 @@ Result<std::optional<double>> NumberRole(TrainingRole role, const Params& params
 }
 
 std::string Source(TrainingRole role, const Params& params, const study::ExportSpec& spec) {
-  auto f = Lookup(role, params, spec);
+  auto f = FindRole(role, params, spec);
   return f ? f->from : "";
 }
 
@@ -184,7 +184,7 @@ Status ResolveBatch(const Params& params, const study::ExportSpec& spec, Trainin
   return Status::Ok();
 }
 
-Json Number(double x) {
+Json WholeAsInteger(double x) {
   if (x == std::floor(x) && std::fabs(x) < 1e15) return static_cast<int64_t>(x);
   return x;
 }
@@ -212,12 +212,12 @@ Result<TrainingSetup> ResolveSetup(const Params& params, const study::ExportSpec
     return Status::Invalid("warmup_ratio (from ", Source(TrainingRole::kWarmupRatio, params, spec),
                            "): ", *s.warmup_ratio, " is not a fraction in [0, 1)");
   HP_ASSIGN_OR_RETURN(s.warmup_steps, WholeRole(TrainingRole::kWarmupSteps, params, spec, 0));
-  if (auto f = Lookup(TrainingRole::kPrecision, params, spec)) {
+  if (auto f = FindRole(TrainingRole::kPrecision, params, spec)) {
     auto p = AsPrecision(f->value);
     if (!p) return WrongKind(TrainingRole::kPrecision, *f, "a precision: fp32, fp16 or bf16");
     s.precision = *p;
   }
-  if (auto f = Lookup(TrainingRole::kOptimizer, params, spec)) {
+  if (auto f = FindRole(TrainingRole::kOptimizer, params, spec)) {
     s.optimizer = AsOptimizer(f->value);
     if (!s.optimizer) return WrongKind(TrainingRole::kOptimizer, *f, "sgd, adam or adamw");
   }
@@ -232,9 +232,9 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
   c["gradient_accumulation_steps"] = s.accumulation;
   if (s.optimizer && s.learning_rate) {
     Json params;
-    params["lr"] = Number(*s.learning_rate);
-    if (s.weight_decay) params["weight_decay"] = Number(*s.weight_decay);
-    if (*s.optimizer == "sgd" && s.momentum) params["momentum"] = Number(*s.momentum);
+    params["lr"] = WholeAsInteger(*s.learning_rate);
+    if (s.weight_decay) params["weight_decay"] = WholeAsInteger(*s.weight_decay);
+    if (*s.optimizer == "sgd" && s.momentum) params["momentum"] = WholeAsInteger(*s.momentum);
     // Adam and AdamW are DeepSpeed's own; other names fall through to torch.optim, by class name.
     const char* type = *s.optimizer == "sgd" ? "SGD" : *s.optimizer == "adam" ? "Adam" : "AdamW";
     c["optimizer"] = Json{{"type", type}, {"params", params}};
@@ -247,7 +247,7 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
     c["scheduler"] = Json{{"type", "WarmupLR"},
                           {"params",
                            {{"warmup_min_lr", 0},
-                            {"warmup_max_lr", Number(*s.learning_rate)},
+                            {"warmup_max_lr", WholeAsInteger(*s.learning_rate)},
                             {"warmup_num_steps", *s.warmup_steps}}}};
   } else if (s.warmup_ratio) {
     out.warnings.push_back(StrCat("warmup_ratio ", FormatDouble(*s.warmup_ratio),
@@ -270,10 +270,10 @@ LauncherOutput HuggingFaceArguments(const TrainingSetup& s) {
   Json a;
   a["per_device_train_batch_size"] = s.micro_batch;
   a["gradient_accumulation_steps"] = s.accumulation;
-  if (s.learning_rate) a["learning_rate"] = Number(*s.learning_rate);
-  if (s.warmup_ratio) a["warmup_ratio"] = Number(*s.warmup_ratio);
+  if (s.learning_rate) a["learning_rate"] = WholeAsInteger(*s.learning_rate);
+  if (s.warmup_ratio) a["warmup_ratio"] = WholeAsInteger(*s.warmup_ratio);
   if (s.warmup_steps) a["warmup_steps"] = *s.warmup_steps;
-  if (s.weight_decay) a["weight_decay"] = Number(*s.weight_decay);
+  if (s.weight_decay) a["weight_decay"] = WholeAsInteger(*s.weight_decay);
   if (s.optimizer) a["optim"] = *s.optimizer == "sgd" ? "sgd" : "adamw_torch";
   if (s.optimizer && *s.optimizer == "adam")
     out.warnings.push_back("Hugging Face's optimizers are AdamW or SGD: adam became adamw_torch");

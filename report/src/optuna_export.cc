@@ -20,6 +20,7 @@
 #include "hyperpack/config_json.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/text.h"
+#include "json_values.h"
 #include "loaded.h"
 
 namespace hyperpack::report {
@@ -121,10 +122,6 @@ const char* StateName(OptunaState s) {
   return "FAIL";
 }
 
-Json ValueJson(const Value& v) {
-  return std::visit([](const auto& x) { return Json(x); }, v);
-}
-
 // A parameter's Optuna distribution and its value in Optuna's internal form (a categorical's
 // index), or nullopt when the value is not one the space holds.
 std::optional<std::pair<std::string, double>> Distribution(const ParamSpec& p, const Value& v) {
@@ -151,7 +148,7 @@ std::optional<std::pair<std::string, double>> Distribution(const ParamSpec& p, c
       Json list = Json::array();
       std::optional<size_t> index;
       for (size_t i = 0; i < choices.size(); ++i) {
-        list.push_back(ValueJson(choices[i]));
+        list.push_back(ValueAsJson<Json>(choices[i]));
         if (!index && ValuesEqual(choices[i], v)) index = i;
       }
       if (!index) return std::nullopt;

@@ -11,6 +11,7 @@
 #include "hyperpack/tuner/importance.h"
 #include "hyperpack/tuner/pruner.h"
 #include "hyperpack/tuner/tuner.h"
+#include "json_values.h"
 
 namespace hyperpack::report {
 namespace {
@@ -24,12 +25,6 @@ using storage::TrialState;
 
 // The GP behind the importance is fitted on at most this many trials (its cost grows as n^3).
 constexpr int kImportanceTrials = 200;
-
-json Number(std::optional<double> v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
-
-json ValueJson(const Value& v) {
-  return std::visit([](const auto& x) { return json(x); }, v);
-}
 
 // Each trial's stretches of running: [start, end] pairs, by trial number.
 using Segments = std::map<int, std::vector<std::pair<double, double>>>;
@@ -76,7 +71,7 @@ json StudyJson(const PageInput& in) {
   return s;
 }
 
-json ParamsJson(const PageInput& in) {
+json SpaceJson(const PageInput& in) {
   json out = json::array();
   if (!in.spec) return out;
   for (const ParamSpec& p : in.spec->space.params()) {
@@ -84,7 +79,7 @@ json ParamsJson(const PageInput& in) {
     json j = {{"name", p.name}, {"type", ParamTypeName(p.type)}, {"log", p.log}};
     if (p.type == ParamType::kCategorical) {
       j["choices"] = json::array();
-      for (const Value& v : p.values) j["choices"].push_back(ValueJson(v));
+      for (const Value& v : p.values) j["choices"].push_back(ValueAsJson<json>(v));
     } else {
       j["low"] = p.low;
       j["high"] = p.high;
@@ -123,15 +118,15 @@ json TrialsJson(const PageInput& in, const Segments& segments) {
     const std::optional<double> cost = c ? std::optional<double>(c->cost) : std::nullopt;
     out.push_back({{"number", t.number},
                    {"state", storage::TrialStateName(t.state)},
-                   {"value", Number(t.value)},
+                   {"value", FiniteOrNull<json>(t.value)},
                    {"params", std::move(params)},
-                   {"started", Number(t.started)},
-                   {"ended", Number(t.ended)},
-                   {"duration", Number(duration)},
+                   {"started", FiniteOrNull<json>(t.started)},
+                   {"ended", FiniteOrNull<json>(t.ended)},
+                   {"duration", FiniteOrNull<json>(duration)},
                    {"host", t.host},
                    {"gpus", gpus},
                    {"cpus", cpus},
-                   {"cost", Number(cost)},
+                   {"cost", FiniteOrNull<json>(cost)},
                    {"cost_unit", gpus > 0 ? "GPU-s" : "CPU-s"},
                    {"error", t.error},
                    {"log", t.log_path},
@@ -373,7 +368,7 @@ nlohmann::json PageData(const PageInput& in) {
   return {{"generated", in.now},
           {"live", in.live},
           {"study", StudyJson(in)},
-          {"params", ParamsJson(in)},
+          {"params", SpaceJson(in)},
           {"trials", TrialsJson(in, segments)},
           {"curves", CurvesJson(in)},
           {"importance", importance.value("importance", json())},

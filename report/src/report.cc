@@ -115,7 +115,7 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
 }
 
 namespace {
-Result<std::map<int, TrialCost>> CostsOf(Storage& db, const Loaded& l);
+Result<std::map<int, TrialCost>> LoadCosts(Storage& db, const Loaded& l);
 std::string CostShort(const TrialCost& c);
 
 // `status` shows the trade-off at this tolerance: the cheapest trial within 1% of the best.
@@ -130,7 +130,7 @@ Result<TradeOff> FindTradeOff(Storage& db, const Loaded& l,
                               const std::vector<const TrialRecord*>& ranked) {
   TradeOff t;
   if (ranked.size() < 2) return t;
-  HP_ASSIGN_OR_RETURN(const auto costs, CostsOf(db, l));
+  HP_ASSIGN_OR_RETURN(const auto costs, LoadCosts(db, l));
   const TrialRecord* pick = CheapestWithin(ranked, costs, kTradeOff, Maximize(l.study));
   auto c = costs.find(pick->number), b = costs.find(ranked.front()->number);
   if (pick == ranked.front() || c == costs.end() || b == costs.end()) return t;
@@ -218,7 +218,7 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
 namespace {
 
 // Each trial's cost (TrialCosts): its runs' times, which its pauses and resumes split.
-Result<std::map<int, TrialCost>> CostsOf(Storage& db, const Loaded& l) {
+Result<std::map<int, TrialCost>> LoadCosts(Storage& db, const Loaded& l) {
   PageInput in;
   in.study = l.study;
   in.trials = l.trials;
@@ -254,7 +254,7 @@ std::string CostText(const TrialCost& c) {
 
 Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  HP_ASSIGN_OR_RETURN(const auto costs, CostsOf(db, l));
+  HP_ASSIGN_OR_RETURN(const auto costs, LoadCosts(db, l));
   auto cost_of = [&](const TrialRecord& t) -> const TrialCost* {
     auto it = costs.find(t.number);
     return it == costs.end() ? nullptr : &it->second;
@@ -336,7 +336,7 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
   const TrialRecord* pick = &top;
   std::map<int, TrialCost> costs;
   if (within) {
-    HP_ASSIGN_OR_RETURN(costs, CostsOf(db, l));
+    HP_ASSIGN_OR_RETURN(costs, LoadCosts(db, l));
     pick = CheapestWithin(ranked, costs, *within, Maximize(l.study));
   }
   const TrialRecord& b = *pick;
@@ -365,11 +365,10 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
   }
   if (within) {
     out << "cheapest within " << WithinText(*within) << " of the best: " << l.study.metric << " = "
-        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << l.trials.size()
-        << ")\n";
+        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << l.trials.size() << ")\n";
   } else {
-    out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial "
-        << b.number << " of " << l.trials.size() << ")\n";
+    out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
+        << " of " << l.trials.size() << ")\n";
   }
   auto config = ConfigFromJson(b.params_json);
   Json params = ParamsJson(b);
@@ -448,7 +447,7 @@ Result<Params> OrderedParams(const TrialRecord& t) {
   return ordered;
 }
 
-std::string ValueText(const TrialRecord& t) {
+std::string ChosenValueText(const TrialRecord& t) {
   return t.value ? FormatDouble(*t.value) : StrCat("none (", TrialStateName(t.state), ")");
 }
 
@@ -515,11 +514,11 @@ void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
       for (size_t i = 0; i < chosen.size(); ++i) {
         if (single) {
           out << "# study " << l.study.name << ", trial " << chosen[i]->number << ": "
-              << l.study.metric << " = " << ValueText(*chosen[i]) << "\n";
+              << l.study.metric << " = " << ChosenValueText(*chosen[i]) << "\n";
           for (const auto& [k, v] : configs[i]) out << k << ": " << YamlScalar(v) << "\n";
           continue;
         }
-        out << "- trial: " << chosen[i]->number << "\n  value: " << ValueText(*chosen[i])
+        out << "- trial: " << chosen[i]->number << "\n  value: " << ChosenValueText(*chosen[i])
             << "\n  params:\n";
         for (const auto& [k, v] : configs[i]) out << "    " << k << ": " << YamlScalar(v) << "\n";
       }
@@ -528,7 +527,7 @@ void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
       for (size_t i = 0; i < chosen.size(); ++i) {
         if (i) out << "\n";
         out << "# trial " << chosen[i]->number << ": " << l.study.metric << " = "
-            << ValueText(*chosen[i]) << "\n";
+            << ChosenValueText(*chosen[i]) << "\n";
         for (const auto& [k, v] : configs[i])
           out << ParamEnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
       }
@@ -560,7 +559,7 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
           "neither --top nor --trial");
     auto ranked = Ranked(l.study, l.trials);
     if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-    HP_ASSIGN_OR_RETURN(auto costs, CostsOf(db, l));
+    HP_ASSIGN_OR_RETURN(auto costs, LoadCosts(db, l));
     chosen = {CheapestWithin(ranked, costs, *within, Maximize(l.study))};
   } else {
     HP_ASSIGN_OR_RETURN(chosen, ChosenTrials(l, name, top, trial));

@@ -14,6 +14,7 @@
 #include "hyperpack/report/report.h"
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
+#include "json_values.h"
 #include "loaded.h"
 #include "page_data.h"
 #include "study_text.h"
@@ -144,8 +145,6 @@ Json PlacementJson(const std::string& placement_json) {
   return out;
 }
 
-Json Number(std::optional<double> v) { return v && std::isfinite(*v) ? Json(*v) : Json(nullptr); }
-
 std::string BudgetText(const WatchInput& in) {
   if (!in.spec) return "";
   int finished = 0;
@@ -207,7 +206,7 @@ Json WatchJson(const WatchInput& in) {
   j["state"] = RunnerStateName(in.state);
   j["metric"] = in.study.metric;
   j["time"] = in.now;
-  j["elapsed_s"] = Number(StudyElapsed(in));
+  j["elapsed_s"] = FiniteOrNull<Json>(StudyElapsed(in));
   j["trials"] = CountStates(in.trials);
   j["max_trials"] = in.spec ? Json(in.spec->budget.max_trials) : Json(nullptr);
   auto ranked = Ranked(in.study, in.trials);
@@ -215,7 +214,8 @@ Json WatchJson(const WatchInput& in) {
     j["best"] = nullptr;
   } else {
     const TrialRecord& b = *ranked.front();
-    j["best"] = {{"trial", b.number}, {"value", Number(b.value)}, {"params", ParamsJson(b)}};
+    j["best"] = {
+        {"trial", b.number}, {"value", FiniteOrNull<Json>(b.value)}, {"params", ParamsJson(b)}};
   }
   const auto running = Running(in);
   Json rows = Json::array();
@@ -223,8 +223,8 @@ Json WatchJson(const WatchInput& in) {
     const MetricPoint* last = LastReport(in, *t);
     rows.push_back({{"trial", t->number},
                     {"attempt", t->attempt},
-                    {"elapsed_s", Number(TrialElapsed(in, *t))},
-                    {"value", last ? Number(last->value) : Json(nullptr)},
+                    {"elapsed_s", FiniteOrNull<Json>(TrialElapsed(in, *t))},
+                    {"value", last ? FiniteOrNull<Json>(last->value) : Json(nullptr)},
                     {"step", last ? Json(last->step) : Json(nullptr)},
                     {"placement", PlacementJson(t->placement_json)}});
   }
