@@ -56,7 +56,7 @@ struct Found {
 };
 
 std::optional<Found> FindRole(TrainingRole role, const Params& params,
-                            const study::ExportSpec& spec) {
+                              const study::ExportSpec& spec) {
   if (auto it = spec.roles.find(role); it != spec.roles.end()) {
     const RoleSource& source = it->second;
     if (source.fixed) return Found{"export.roles", *source.fixed};
