@@ -5,10 +5,10 @@
 //   scheduler_bench scale [--nodes 1000] [--pending 10000]   placements per second and the p99
 //                                                      latency of one scheduling pass
 //   scheduler_bench queue [--seeds 5] [--jobs 2000] [--noise 0,0.1,0.35,0.7,1] [--aging 1,4]
-//                         [--max-wait 0,7200] [--guard-factor 0,6]
+//                         [--max-wait 0,7200] [--guard-factor 0,6] [--critical 0,1]
 //       the tuning workload, best fit with backfill, queued in arrival order or shortest predicted
 //       first (each aging rate, each starvation guard in seconds or in multiples of the typical
-//       estimate, 0: none), with estimates off by
+//       estimate, 0: none; each without and with critical jobs first), with estimates off by
 //       exp(N(0, noise)): mean JCT and the p99 wait of the longest tenth against arrival order
 #include <algorithm>
 #include <chrono>
@@ -75,7 +75,8 @@ int Packing(int seeds, int jobs) {
 }
 
 int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vector<double>& agings,
-          const std::vector<double>& max_waits, const std::vector<double>& factors) {
+          const std::vector<double>& max_waits, const std::vector<double>& factors,
+          const std::vector<int>& criticals) {
   struct Row {
     std::string name;
     hs::QueueOptions queue;
@@ -96,6 +97,16 @@ int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vec
       rows.push_back({name, {hs::Order::kShortestFirst, a, 0, f}});
     }
   }
+  // Each sjf row without critical jobs first, with them, or both.
+  std::vector<Row> sjf(rows.begin() + 1, rows.end());
+  rows.resize(1);
+  for (const Row& row : sjf)
+    for (int c : criticals) {
+      Row r = row;
+      r.queue.critical_first = c != 0;
+      if (c != 0) r.name += ", critical first";
+      rows.push_back(r);
+    }
   std::printf(
       "tuning workload, %d jobs, 64 nodes x 8 GPUs, best fit with EASY backfill, median over %d "
       "seeds\n\n",
@@ -202,6 +213,8 @@ int main(int argc, char** argv) {
       "guard-factor",
       "queue: sjf's starvation guards as multiples of the typical estimate (0: none)",
       cxxopts::value<std::vector<double>>()->default_value("0"))(
+      "critical", "queue: sjf without (0) and with (1) critical jobs first",
+      cxxopts::value<std::vector<int>>()->default_value("0"))(
       "noise", "queue: estimate noise levels (sd of log error)",
       cxxopts::value<std::vector<double>>()->default_value("0,0.1,0.35,0.7,1"))("h,help",
                                                                                 "this help");
@@ -215,10 +228,10 @@ int main(int argc, char** argv) {
   if (mode == "packing") return Packing(args["seeds"].as<int>(), args["jobs"].as<int>());
   if (mode == "scale") return Scale(args["nodes"].as<int>(), args["pending"].as<int>());
   if (mode == "queue")
-    return Queue(args["seeds"].as<int>(), args["jobs"].as<int>(),
-                 args["noise"].as<std::vector<double>>(), args["aging"].as<std::vector<double>>(),
-                 args["max-wait"].as<std::vector<double>>(),
-                 args["guard-factor"].as<std::vector<double>>());
+    return Queue(
+        args["seeds"].as<int>(), args["jobs"].as<int>(), args["noise"].as<std::vector<double>>(),
+        args["aging"].as<std::vector<double>>(), args["max-wait"].as<std::vector<double>>(),
+        args["guard-factor"].as<std::vector<double>>(), args["critical"].as<std::vector<int>>());
   std::cerr << "scheduler_bench: mode is packing, scale or queue\n";
   return 2;
 }

@@ -615,7 +615,8 @@ namespace sched = hyperpack::scheduler;
 void AddSimulateOptions(cxxopts::Options& o) {
   o.custom_help(
       "--trace FILE.csv [--cluster 64x8] [--policy best-fit] [--order fifo|sjf] [--aging 1] "
-      "[--max-wait 2h | --guard-factor 6] [--estimate-noise 0] [--json] | --generate tuning|shared "
+      "[--max-wait 2h | --guard-factor 6] [--critical-first] [--estimate-noise 0] [--json] | "
+      "--generate tuning|shared "
       "--jobs N [--seed "
       "S] -o FILE.csv");
   o.add_options()("trace", "the workload to replay", cxxopts::value<std::string>())(
@@ -633,6 +634,9 @@ void AddSimulateOptions(cxxopts::Options& o) {
       "sjf without --max-wait: a job that has waited this many times the typical predicted run "
       "time goes to the head (hyperpack run's default is 6); 0: never",
       cxxopts::value<double>()->default_value("0"))(
+      "critical-first",
+      "sjf: a job that would end after all the work in hand even if it started now goes to the "
+      "head (hyperpack run's default)")(
       "estimate-noise",
       "the sd of log(estimate / duration): how wrong the scheduler's estimates are (--seed draws "
       "them)",
@@ -698,6 +702,7 @@ hyperpack::Result<sched::SimulationOptions> SimulationOptionsFrom(
   if (!(so.queue.max_wait_factor >= 0) || !std::isfinite(so.queue.max_wait_factor))
     return Status::Invalid("--guard-factor: ", so.queue.max_wait_factor,
                            "; expected a number >= 0, e.g. 6 (0: no guard)");
+  so.queue.critical_first = args.count("critical-first") > 0;
   so.estimate_noise = args["estimate-noise"].as<double>();
   if (!(so.estimate_noise >= 0) || so.estimate_noise > 10)
     return Status::Invalid("--estimate-noise: ", so.estimate_noise,
@@ -713,6 +718,7 @@ void PrintSimulationJson(const sched::SimulationResult& r, const sched::Simulati
   j["order"] = sched::OrderName(so.queue.order);
   j["max_wait"] = so.queue.max_wait;
   j["guard_factor"] = so.queue.max_wait_factor;
+  j["critical_first"] = so.queue.critical_first;
   j["estimate_noise"] = so.estimate_noise;
   j["gpus"] = so.nodes * so.gpus_per_node;
   j["gpu_utilisation"] = r.gpu_utilisation;
@@ -737,6 +743,7 @@ void PrintSimulationTable(const sched::SimulationResult& r, const sched::Simulat
                     ? ", max wait " + hyperpack::FormatShort(so.queue.max_wait_factor, 3) +
                           "x the typical run time"
                     : std::string())
+            << (so.queue.critical_first ? ", critical jobs first" : "")
             << (so.estimate_noise > 0 ? ", estimates off by a factor exp(N(0, " +
                                             hyperpack::FormatShort(so.estimate_noise, 3) + "))"
                                       : std::string())

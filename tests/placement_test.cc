@@ -204,6 +204,30 @@ TEST(SimulationTest, AllJobsRunAndTheFiguresAreConsistent) {
   }
 }
 
+// The bound counts the idle time that arrivals force: a cluster idle for most of 100 s, then given
+// 16 whole-cluster jobs of 100 s, cannot end before 100 + 16 x 100 s, whatever the policy. The
+// total work over the cluster alone (1601.25 s) would make every schedule look 6% long.
+TEST(SimulationTest, TheMakespanBoundCountsTheIdleTimeThatArrivalsForce) {
+  constexpr int kLate = 16;
+  constexpr double kArrive = 100, kRun = 100;
+  std::vector<TraceJob> jobs = {{0, 10, 1}};
+  for (int i = 0; i < kLate; ++i) jobs.push_back({kArrive, kRun, 8});
+  EXPECT_DOUBLE_EQ(MakespanLowerBound(jobs, 8), kArrive + kLate * kRun);
+  SimulationOptions o;
+  o.nodes = 1;
+  o.gpus_per_node = 8;
+  for (Policy p : {Policy::kBestFit, Policy::kFirstFit, Policy::kFifo}) {
+    o.policy = p;
+    auto r = Simulate(jobs, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_DOUBLE_EQ(r->makespan, kArrive + kLate * kRun) << PolicyName(p);
+    EXPECT_DOUBLE_EQ(r->makespan_ratio, 1.0) << PolicyName(p);
+  }
+  // A job that runs longer than all the work after its submit sets the bound on its own.
+  EXPECT_DOUBLE_EQ(MakespanLowerBound({{5, 10, 1}, {7, 1000, 1}}, 8), 1002);
+  EXPECT_DOUBLE_EQ(MakespanLowerBound({}, 8), 0);
+}
+
 TEST(SimulationTest, BackfillBeatsFifoWhenLargeJobsBlockTheQueue) {
   // One 8-GPU node; a long 4-GPU job runs, an 8-GPU job waits, and many short 1-GPU jobs queue
   // behind it. FIFO makes them all wait; backfill runs them in the gap.
@@ -323,6 +347,55 @@ TEST(SchedulerTest, AGuardInMultiplesOfTheTypicalEstimateFollowsTheEstimatesSubm
   ASSERT_GT(29.5 * typical, 215.0);
   ASSERT_LE(29.5 * typical, 220.0);
   EXPECT_EQ(r.long_position, 4);
+}
+
+// One 8-GPU node; L (1 GPU, 1000 s) and forty 100 s 1-GPU jobs, all at 0. Shortest first runs
+// the forty in five rounds and L after them, ending at 1500. The forty and L take 5000 GPU-s, so
+// all the work could be done by 625 s but L would still run to 1000 even if it started now: it
+// is critical and starts at once, beside the first seven; the forty end by 600, and all at 1000.
+TEST(SchedulerTest, CriticalFirstStartsAJobThatWouldEndLastEvenIfStartedNow) {
+  constexpr uint64_t kLong = 1000;
+  for (bool critical : {false, true}) {
+    ClusterState c(GpuNodes({8}));
+    QueueOptions q{Order::kShortestFirst, 0.0};
+    q.critical_first = critical;
+    Scheduler s(&c, Policy::kBestFit, q);
+    ASSERT_TRUE(s.Submit(MakeJob(kLong, 1, 0, 1000)).ok());
+    for (uint64_t i = 1; i <= 40; ++i) ASSERT_TRUE(s.Submit(MakeJob(i, 1, 0, 100)).ok());
+    const auto started = s.Schedule(0);
+    ASSERT_EQ(started.size(), 8u);
+    const bool long_started = std::any_of(started.begin(), started.end(),
+                                          [](const auto& st) { return st.job.id == kLong; });
+    EXPECT_EQ(long_started, critical) << "critical_first " << critical;
+
+    // The same on a machine of 8 CPU slots, trials holding one each: the slots are a pool of
+    // their own.
+    ClusterState cpus({{"laptop", 0, 8}});
+    Scheduler on_cpus(&cpus, Policy::kBestFit, q);
+    auto cpu_job = [](uint64_t id, double estimate) {
+      Job j = MakeJob(id, 0, 0, estimate);
+      j.demand = Demand{1, 0, 1};
+      return j;
+    };
+    ASSERT_TRUE(on_cpus.Submit(cpu_job(kLong, 1000)).ok());
+    for (uint64_t i = 1; i <= 40; ++i) ASSERT_TRUE(on_cpus.Submit(cpu_job(i, 100)).ok());
+    const auto started_on_cpus = on_cpus.Schedule(0);
+    ASSERT_EQ(started_on_cpus.size(), 8u);
+    EXPECT_EQ(std::any_of(started_on_cpus.begin(), started_on_cpus.end(),
+                          [](const auto& st) { return st.job.id == kLong; }),
+              critical)
+        << "on CPU slots, critical_first " << critical;
+
+    std::vector<TraceJob> jobs = {{0, 1000, 1}};
+    for (int i = 0; i < 40; ++i) jobs.push_back({0, 100, 1});
+    SimulationOptions o;
+    o.nodes = 1;
+    o.gpus_per_node = 8;
+    o.queue = q;
+    auto r = Simulate(jobs, o);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_DOUBLE_EQ(r->makespan, critical ? 1000 : 1500) << "critical_first " << critical;
+  }
 }
 
 TEST(SchedulerTest, BackfillTrustsOnlyTheCautiousEstimate) {

@@ -316,6 +316,8 @@ TEST(StudyControllerTest, PredictedRunTimesOrderTheQueueShortestFirst) {
   EXPECT_EQ(q.max_wait, 3600.0);
   EXPECT_EQ(QueueOptionsFor(Spec("resources: {cpus: 1}\n")).max_wait_factor, 6.0)
       << "the default guard: 6x the typical run time";
+  EXPECT_TRUE(QueueOptionsFor(Spec("resources: {cpus: 1}\n")).critical_first)
+      << "a trial that would end last even if started now goes first";
   QueueOptions off = QueueOptionsFor(Spec("queue: {order: sjf, max_wait: none}\n"));
   EXPECT_EQ(off.max_wait, 0.0);
   EXPECT_EQ(off.max_wait_factor, 0.0);

@@ -335,6 +335,8 @@ Status Scheduler::Submit(const Job& job) {
   if (job.estimate > 0 && std::isfinite(job.estimate)) {
     log_estimates_ += std::log(job.estimate);
     ++estimates_;
+    waiting_unit_seconds_[PoolOf(job)] += UnitSeconds(job);
+    if (CriticalFirst()) by_estimate_[PoolOf(job)].emplace(CriticalLength(job), job.id);
   }
   if (job.demand.total_gpus() == 0) ++cpu_only_waiting_;
   Count(job.demand, 1, &waiting_gpus_, &waiting_slots_);
@@ -344,6 +346,10 @@ Status Scheduler::Submit(const Job& job) {
 void Scheduler::Dequeued(const Job& job) {
   key_of_.erase(job.id);
   not_overdue_.erase({job.submit, job.id});
+  if (job.estimate > 0 && std::isfinite(job.estimate)) {
+    waiting_unit_seconds_[PoolOf(job)] -= UnitSeconds(job);
+    by_estimate_[PoolOf(job)].erase({CriticalLength(job), job.id});
+  }
   if (job.demand.total_gpus() == 0) --cpu_only_waiting_;
   Count(job.demand, -1, &waiting_gpus_, &waiting_slots_);
 }
@@ -366,15 +372,49 @@ double Scheduler::MaxWait() const {
 void Scheduler::PromoteOverdue(double now) {
   const double max_wait = MaxWait();
   while (!not_overdue_.empty() && now - not_overdue_.begin()->first >= max_wait) {
-    uint64_t id = not_overdue_.begin()->second;
-    not_overdue_.erase(not_overdue_.begin());
-    Key& key = key_of_.at(id);
-    auto node = queue_.extract(key);
-    key.overdue = true;
-    key.rank = node.mapped().submit;
-    node.key() = key;
-    queue_.insert(std::move(node));
+    Promote(not_overdue_.begin()->second);
   }
+}
+
+double Scheduler::CriticalLength(const Job& job) {
+  return std::max(job.estimate, job.estimate_high);
+}
+
+void Scheduler::PromoteCritical(double now) {
+  int capacity[2] = {0, cluster_->total_gpus()};
+  for (size_t n = 0; n < cluster_->nodes().size(); ++n)
+    if (!cluster_->removed_[n]) capacity[0] += cluster_->nodes()[n].cpus;
+  // When the work running and waiting in each pool would be done at the earliest: no running job
+  // ends before its expected end, and the pool cannot do the rest faster than all of it at once.
+  double running_unit_seconds[2] = {0, 0}, last_end[2] = {now, now};
+  for (const auto& [id, r] : running_) {
+    if (!std::isfinite(r.expected_end)) continue;
+    const Held held = HeldOf(r.demand);
+    running_unit_seconds[held.gpus] += std::max(0.0, r.expected_end - now) * held.units;
+    last_end[held.gpus] = std::max(last_end[held.gpus], r.expected_end);
+  }
+  for (int pool : {0, 1}) {
+    std::set<std::pair<double, uint64_t>>& waiting = by_estimate_[pool];
+    if (capacity[pool] == 0 || waiting.empty()) continue;
+    const double work = std::max(0.0, running_unit_seconds[pool] + waiting_unit_seconds_[pool]);
+    const double drained = std::max(last_end[pool], now + work / capacity[pool]);
+    while (!waiting.empty() && now + waiting.rbegin()->first > drained)
+      Promote(waiting.rbegin()->second);
+  }
+}
+
+void Scheduler::Promote(uint64_t id) {
+  Key& key = key_of_.at(id);
+  auto node = queue_.extract(key);
+  const Job& job = node.mapped();
+  // Out of both promotion lists, whichever promoted it: it is ahead once.
+  not_overdue_.erase({job.submit, id});
+  if (job.estimate > 0 && std::isfinite(job.estimate))
+    by_estimate_[PoolOf(job)].erase({CriticalLength(job), id});
+  key.overdue = true;
+  key.rank = job.submit;
+  node.key() = key;
+  queue_.insert(std::move(node));
 }
 
 void Scheduler::Count(const Demand& d, int sign, int* gpus, int* slots) {
@@ -431,6 +471,7 @@ std::vector<Scheduler::Started> Scheduler::Schedule(double now) {
     return queue_.erase(it);
   };
   if (Guarded()) PromoteOverdue(now);
+  if (CriticalFirst()) PromoteCritical(now);
   bool blocked = false;
   Backfill backfill{now, {}, {}};
   for (auto it = queue_.begin(); it != queue_.end();) {

@@ -149,21 +149,42 @@ Result<Timeline> Replay(const std::vector<TraceJob>& jobs, Scheduler& scheduler,
   return t;
 }
 
+}  // namespace
+
+double MakespanLowerBound(const std::vector<TraceJob>& jobs, double total_gpus) {
+  if (jobs.empty() || total_gpus <= 0) return 0;
+  std::vector<const TraceJob*> by_submit;
+  for (const TraceJob& j : jobs) by_submit.push_back(&j);
+  std::sort(by_submit.begin(), by_submit.end(),
+            [](const TraceJob* a, const TraceJob* b) { return a->submit < b->submit; });
+  const double first = by_submit.front()->submit;
+  double bound = 0, later_work = 0;
+  // From the last submit back: later_work is what was submitted at or after this job's submit.
+  for (size_t i = by_submit.size(); i-- > 0;) {
+    const TraceJob& j = *by_submit[i];
+    later_work += j.duration * j.gpus;
+    bound = std::max(bound, j.submit + j.duration - first);
+    // Only at the first job of a submit time does later_work hold all of that time's work.
+    if (i == 0 || by_submit[i - 1]->submit < j.submit)
+      bound = std::max(bound, j.submit - first + later_work / total_gpus);
+  }
+  return bound;
+}
+
+namespace {
+
 // The figures of a finished replay, against the bound no schedule can beat.
 void Summarise(const std::vector<TraceJob>& jobs, const Timeline& t, double total_gpus,
                SimulationResult& r) {
-  double gpu_seconds = 0, lb_end = 0;
-  for (const TraceJob& j : jobs) {
-    gpu_seconds += j.duration * j.gpus;
-    lb_end = std::max(lb_end, j.submit + j.duration);
-  }
+  double gpu_seconds = 0;
+  for (const TraceJob& j : jobs) gpu_seconds += j.duration * j.gpus;
   std::vector<double> waits, jcts;
   for (size_t i = 0; i < jobs.size(); ++i) {
     waits.push_back(t.start[i] - jobs[i].submit);
     jcts.push_back(t.start[i] + jobs[i].duration - jobs[i].submit);
   }
   r.makespan = t.last_end - t.first_submit;
-  r.lower_bound = std::max(lb_end - t.first_submit, gpu_seconds / total_gpus);
+  r.lower_bound = MakespanLowerBound(jobs, total_gpus);
   r.makespan_ratio = r.makespan / r.lower_bound;
   r.gpu_utilisation = gpu_seconds / (total_gpus * r.makespan);
   r.mean_queueing = Mean(waits);

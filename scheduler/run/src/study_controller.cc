@@ -70,6 +70,10 @@ QueueOptions QueueOptionsFor(const study::StudySpec& spec) {
   } else {
     q.max_wait_factor = kGuardFactor;
   }
+  // A trial that would end after all the work in hand even if it started now goes first: on the
+  // tuning workload this brings the makespan within 1.01 of its bound at the cost model's error,
+  // for 1 point of mean completion time (docs/BENCHMARKS.md).
+  q.critical_first = true;
   return q;
 }
 
@@ -730,8 +734,10 @@ std::string StudyController::Impl::StatusLine() const {
                                     " (trial ", *best_trial_, ")")
                            : "no result yet";
   std::string waiting;
-  if (LiveNodes() == 0 && !stopping_) waiting = WaitingForCapacity() + ", ";
-  else if (!waiting_.empty()) waiting = StrCat(waiting_.size(), " waiting for room, ");
+  if (LiveNodes() == 0 && !stopping_)
+    waiting = WaitingForCapacity() + ", ";
+  else if (!waiting_.empty())
+    waiting = StrCat(waiting_.size(), " waiting for room, ");
   return StrCat(finished_, "/", options_.max_trials, " done (", summary_.completed, " ok, ",
                 summary_.failed + summary_.infeasible, " failed), ", running_.size(), " running, ",
                 waiting, best);

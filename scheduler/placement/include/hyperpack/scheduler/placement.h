@@ -160,6 +160,11 @@ struct QueueOptions {
   // kShortestFirst without max_wait: the guard is this many times the typical estimate (the
   // geometric mean of the estimates submitted so far, the median of log-normal run times); 0: none.
   double max_wait_factor = 0;
+  // kShortestFirst: a job that would end after everything else even if it started now (its
+  // estimate is longer than the time the work already running and waiting needs to drain) goes
+  // ahead of its priority, as an overdue job does: the makespan waits on it, and a shortest-first
+  // order would leave it to the last.
+  bool critical_first = false;
 };
 
 class Scheduler {
@@ -199,8 +204,9 @@ class Scheduler {
  private:
   struct Key {
     int priority;
-    bool overdue;  // waited max_wait: ahead of the rest of its priority, ranked by submit
-    double rank;   // lower first: submit, or estimate + aging x submit
+    // waited max_wait, or on the critical path: ahead of the rest of its priority, ranked by submit
+    bool overdue;
+    double rank;  // lower first: submit, or estimate + aging x submit
     uint64_t id;
     bool operator<(const Key& o) const {
       if (priority != o.priority) return priority > o.priority;
@@ -221,11 +227,21 @@ class Scheduler {
     return queue_options_.order == Order::kShortestFirst &&
            (queue_options_.max_wait > 0 || queue_options_.max_wait_factor > 0);
   }
+  bool CriticalFirst() const {
+    return queue_options_.order == Order::kShortestFirst && queue_options_.critical_first;
+  }
   // The guard's wait now: max_wait, or max_wait_factor x the typical estimate; +inf while
   // neither is known.
   double MaxWait() const;
   // Moves the jobs that have waited max_wait by `now` ahead of their priority.
   void PromoteOverdue(double now);
+  // Moves ahead the waiting jobs that would end last even if they started `now` (critical_first).
+  void PromoteCritical(double now);
+  void Promote(uint64_t id);
+  static double CriticalLength(const Job& job);
+  // The work of a job, for critical_first: the pool it draws on ([1] GPUs) and estimate x units.
+  static int PoolOf(const Job& job) { return HeldOf(job.demand).gpus ? 1 : 0; }
+  static double UnitSeconds(const Job& job) { return job.estimate * HeldOf(job.demand).units; }
   void Dequeued(const Job& job);  // bookkeeping when a job leaves the queue
   bool WithinLimit(const Demand& d) const;
 
@@ -235,6 +251,11 @@ class Scheduler {
   std::map<Key, Job> queue_;
   std::map<uint64_t, Key> key_of_;
   std::set<std::pair<double, uint64_t>> not_overdue_;  // (submit, id), kept only when Guarded()
+  // Per kind of unit a job holds (HeldOf: [0] CPU slots, [1] GPUs): the (cautious estimate, id)
+  // of the waiting jobs not yet ahead, kept only with critical_first; and estimate x units over
+  // the waiting jobs with an estimate.
+  std::set<std::pair<double, uint64_t>> by_estimate_[2];
+  double waiting_unit_seconds_[2] = {0, 0};
   double log_estimates_ = 0;  // the sum of log(estimate) over the submitted jobs that had one
   int estimates_ = 0;
   std::map<uint64_t, Running> running_;

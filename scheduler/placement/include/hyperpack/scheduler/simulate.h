@@ -39,17 +39,23 @@ struct SimulationResult {
   int jobs = 0;
   double gpu_utilisation = 0;  // GPU-seconds used / (GPUs x makespan)
   double makespan = 0;         // last end - first submit
-  double lower_bound =
-      0;  // max(latest submit + duration, total GPU-seconds / GPUs), from the first submit
+  double lower_bound = 0;      // MakespanLowerBound, from the first submit
   double makespan_ratio = 0;
   double mean_queueing = 0, p95_queueing = 0;  // start - submit
   double mean_jct = 0, p95_jct = 0;            // end - submit
   // Waits of the longest tenth of the jobs (by duration): what a shortest-first order may starve.
   double p99_queueing_longest = 0;
-  int passes = 0;                              // scheduling passes run
-  double scheduling_seconds = 0;               // wall-clock time spent in them
+  int passes = 0;                 // scheduling passes run
+  double scheduling_seconds = 0;  // wall-clock time spent in them
   double p99_pass_ms = 0;
 };
+
+// A makespan no schedule of `jobs` on `total_gpus` GPUs can beat, from the first submit: the
+// largest of every job's submit + duration, and, for each submit time s, (s - first submit) + the
+// GPU-seconds submitted at or after s / total_gpus (that work cannot start before s). At s = the
+// first submit the second is the total work over the cluster; the later ones count the idle time
+// that arrivals force. Gangs' packing is not counted, so the bound stays below the best schedule.
+double MakespanLowerBound(const std::vector<TraceJob>& jobs, double total_gpus);
 
 // Runs the workload to completion. The scheduler's estimates are the durations, exact or with
 // estimate_noise. Errors: a job larger than the cluster, an estimate_noise, aging or max_wait
