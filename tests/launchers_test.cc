@@ -51,7 +51,7 @@ TEST(ResolveSetupTest, RolesNamedInTheStudyFileWinAndMayBeFixedValues) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->micro_batch, 16);
   EXPECT_EQ(s->global_batch, 64);
-  EXPECT_EQ(*s->optimizer, "sgd");
+  EXPECT_EQ(*s->optimizer, Optimizer::kSgd);
 }
 
 TEST(ResolveSetupTest, ArithmeticThatDoesNotAddUpIsAnErrorNamingTheNumbers) {

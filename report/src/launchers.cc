@@ -87,10 +87,11 @@ std::optional<TrainPrecision> AsPrecision(const Value& v) {
   return std::nullopt;
 }
 
-std::optional<std::string> AsOptimizer(const Value& v) {
-  std::string s = Normalised(FormatValue(v));
-  if (s == "sgd" || s == "adam" || s == "adamw") return s;
-  if (s == "adamw_torch" || s == "adamw_hf") return std::string("adamw");
+std::optional<Optimizer> AsOptimizer(const Value& v) {
+  const std::string s = Normalised(FormatValue(v));
+  if (s == "sgd") return Optimizer::kSgd;
+  if (s == "adam") return Optimizer::kAdam;
+  if (s == "adamw" || s == "adamw_torch" || s == "adamw_hf") return Optimizer::kAdamW;
   return std::nullopt;
 }
 
@@ -234,9 +235,12 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
     Json params;
     params["lr"] = WholeAsInteger(*s.learning_rate);
     if (s.weight_decay) params["weight_decay"] = WholeAsInteger(*s.weight_decay);
-    if (*s.optimizer == "sgd" && s.momentum) params["momentum"] = WholeAsInteger(*s.momentum);
+    if (*s.optimizer == Optimizer::kSgd && s.momentum)
+      params["momentum"] = WholeAsInteger(*s.momentum);
     // Adam and AdamW are DeepSpeed's own; other names fall through to torch.optim, by class name.
-    const char* type = *s.optimizer == "sgd" ? "SGD" : *s.optimizer == "adam" ? "Adam" : "AdamW";
+    const char* type = *s.optimizer == Optimizer::kSgd    ? "SGD"
+                       : *s.optimizer == Optimizer::kAdam ? "Adam"
+                                                          : "AdamW";
     c["optimizer"] = Json{{"type", type}, {"params", params}};
   } else if (s.learning_rate) {
     out.warnings.push_back(
@@ -274,10 +278,10 @@ LauncherOutput HuggingFaceArguments(const TrainingSetup& s) {
   if (s.warmup_ratio) a["warmup_ratio"] = WholeAsInteger(*s.warmup_ratio);
   if (s.warmup_steps) a["warmup_steps"] = *s.warmup_steps;
   if (s.weight_decay) a["weight_decay"] = WholeAsInteger(*s.weight_decay);
-  if (s.optimizer) a["optim"] = *s.optimizer == "sgd" ? "sgd" : "adamw_torch";
-  if (s.optimizer && *s.optimizer == "adam")
+  if (s.optimizer) a["optim"] = *s.optimizer == Optimizer::kSgd ? "sgd" : "adamw_torch";
+  if (s.optimizer && *s.optimizer == Optimizer::kAdam)
     out.warnings.push_back("Hugging Face's optimizers are AdamW or SGD: adam became adamw_torch");
-  if (s.momentum && s.optimizer && *s.optimizer == "sgd")
+  if (s.momentum && s.optimizer && *s.optimizer == Optimizer::kSgd)
     a["optim_args"] = StrCat("momentum=", FormatDouble(*s.momentum));
   if (s.precision == TrainPrecision::kBf16) a["bf16"] = true;
   if (s.precision == TrainPrecision::kFp16) a["fp16"] = true;

@@ -26,6 +26,9 @@ using Params = std::vector<std::pair<std::string, Value>>;
 
 enum class TrainPrecision { kFp32, kFp16, kBf16 };
 
+// The optimizers the launchers' configurations can name.
+enum class Optimizer { kSgd, kAdam, kAdamW };
+
 struct TrainingSetup {
   std::optional<double> learning_rate;
   int64_t micro_batch = 0, global_batch = 0;  // global = micro x accumulation x data_parallel
@@ -34,7 +37,7 @@ struct TrainingSetup {
   std::optional<double> warmup_ratio;
   std::optional<int64_t> warmup_steps;
   std::optional<double> weight_decay, momentum;
-  std::optional<std::string> optimizer;  // sgd | adam | adamw
+  std::optional<Optimizer> optimizer;
   // Where each role came from, for a comment: "micro_batch = batch_size / (2 x 1)".
   std::vector<std::string> provenance;
 };
