@@ -163,13 +163,10 @@ Status ApplySlurmFlag(const cxxopts::ParseResult& args, const std::string& path,
   return Status::Ok();
 }
 
-// --from: another tool's file format, or nullopt for a study file.
+// --from: another tool's file format, or nullopt for auto (told from the file).
 hyperpack::Result<std::optional<study::SweepFormat>> SweepFormatArg(
     const cxxopts::ParseResult& args) {
-  if (!args.count("from")) return std::optional<study::SweepFormat>();
-  auto format = study::ParseSweepFormat(args["from"].as<std::string>());
-  if (!format.ok()) return format.status();
-  return std::optional<study::SweepFormat>(*format);
+  return study::ParseFromFlag(args.count("from") ? args["from"].as<std::string>() : "auto");
 }
 
 // --max-trials and --max-parallel, each at least 1 where given.
@@ -249,7 +246,9 @@ int CmdRun(int argc, char** argv) {
       "run each trial as a Slurm job, for a study file with no cluster.slurm: its keys as YAML, "
       "e.g. '{partition: gpu, time_limit: 2h}'",
       cxxopts::value<std::string>())(
-      "from", "the file is another tool's: wandb, nni, determined or katib (see import)",
+      "from",
+      "the file is another tool's: wandb, nni, determined or katib (see import); auto, the "
+      "default, tells a study file or the tool from the file's keys",
       cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
@@ -257,8 +256,7 @@ int CmdRun(int argc, char** argv) {
   std::string path = Positional(args)[0];
   auto format = SweepFormatArg(args);
   if (!format.ok()) return Fail(format.status());
-  study::ParseOutcome parsed =
-      *format ? study::LoadSweepFile(path, **format) : study::LoadStudyFile(path);
+  study::ParseOutcome parsed = study::LoadAnyStudyFile(path, *format);
   if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
@@ -358,21 +356,42 @@ int CmdAgent(int argc, char** argv) {
   return s.ok() ? kOk : Fail(s);
 }
 
+// The format `import` reads `text` in: --from's, or the one the file's keys tell.
+hyperpack::Result<study::SweepFormat> ImportFormat(const cxxopts::ParseResult& args,
+                                                   const std::string& text,
+                                                   const std::string& path) {
+  HP_ASSIGN_OR_RETURN(auto format, SweepFormatArg(args));
+  if (format) return *format;
+  HP_ASSIGN_OR_RETURN(format, study::DetectSweepFormat(text, path));
+  if (!format)
+    return Status::Invalid(path,
+                           ":1:1: this is already a hyperpack study file: check it with hyperpack "
+                           "validate, run it with hyperpack run");
+  std::cerr << path << ":1:1: warning: read as a " << study::SweepFormatName(*format)
+            << " file (--from names the tool)\n";
+  return *format;
+}
+
 int CmdImport(int argc, char** argv) {
   cxxopts::Options o("import", "hyperpack import FILE: another tool's sweep as a study file");
-  o.custom_help("FILE [--from wandb|nni|determined|katib] [-o STUDY.yaml]");
-  o.add_options()("from", "the tool: wandb (a sweep), nni, determined or katib (an experiment)",
-                  cxxopts::value<std::string>()->default_value("wandb"))(
+  o.custom_help("FILE [--from auto|wandb|nni|determined|katib] [-o STUDY.yaml]");
+  o.add_options()("from",
+                  "the tool: wandb (a sweep), nni, determined or katib (an experiment); auto "
+                  "tells it from the file's keys",
+                  cxxopts::value<std::string>()->default_value("auto"))(
       "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
-  auto format = study::ParseSweepFormat(args["from"].as<std::string>());
-  if (!format.ok()) return Fail(format.status());
   std::string path = Positional(args)[0];
   std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(Status::Invalid(path, ": cannot read the sweep file (does it exist?)"));
   std::ostringstream text;
   text << in.rdbuf();
+  auto format = ImportFormat(args, text.str(), path);
+  if (!format.ok()) {  // FILE:LINE:COL first, as every diagnostic of a file
+    std::cerr << format.status().message() << "\n";
+    return kUsage;
+  }
   study::ImportOutcome imported = study::ImportSweep(text.str(), path, *format);
   for (const study::Diagnostic& d : imported.warnings) std::cerr << d.ToString() << "\n";
   if (!imported.errors.empty()) {

@@ -107,7 +107,7 @@ TEST(ImportKatibTest, BatchJobWithEveryParameterType) {
   EXPECT_THAT(w, HasSubstr("exp.yaml:45:24: spec.trialTemplate.image: warning: hyperpack runs the "
                            "command on this host"));
   EXPECT_THAT(w, HasSubstr("spec.trialTemplate: warning: hyperpack reads metrics from the "
-                           "program's standard output as name=value or JSON lines"));
+                           "program's output as name=value or JSON lines"));
   EXPECT_EQ(out.warnings.size(), 4u) << w;
   EXPECT_THAT(out.study_yaml, HasSubstr("# Imported from the Katib experiment exp.yaml"));
   EXPECT_THAT(out.study_yaml, HasSubstr("# additionalMetricNames: Train-accuracy"));
@@ -179,20 +179,41 @@ TEST(ImportKatibTest, MedianStopBecomesTheMedianPruner) {
   EXPECT_EQ(d.pruner.warmup_steps, 4);
 }
 
-TEST(ImportKatibTest, MetricsFormatIsAWarning) {
-  ImportOutcome out;
-  Imported(std::string(kJob) + R"y(  metricsCollectorSpec:
+// Katib's StdOut collector reads stdout and stderr (where Python's logging writes); a metricsFormat
+// filter of two groups becomes a pattern per metric with the name written in.
+TEST(ImportKatibTest, TheStdOutCollectorReadsBothStreamsAndMetricsFormatBecomesPatterns) {
+  StudySpec plain = Imported(kJob);
+  EXPECT_EQ(plain.trial.metrics_from, MetricsSource::kOutput);
+  EXPECT_TRUE(plain.metric_patterns.empty());
+  StudySpec s = Imported(std::string(kJob) + R"y(  metricsCollectorSpec:
     collector: {kind: StdOut}
     source:
       filter:
+        metricsFormat: ["{metricName: ([\\w|-]+), metricValue: ((-?\\d+)(\\.\\d+)?)}"]
+)y");
+  EXPECT_EQ(s.trial.metrics_from, MetricsSource::kOutput);
+  ASSERT_EQ(s.metric_patterns.size(), 2u);
+  EXPECT_EQ(s.metric_patterns[0].name, "Validation-accuracy");
+  EXPECT_EQ(s.metric_patterns[0].pattern,
+            "{metricName: (?:Validation\\-accuracy), metricValue: ((?:-?\\d+)(?:\\.\\d+)?)}");
+  EXPECT_EQ(s.metric_patterns[1].name, "Train-accuracy");
+  // A name group at the start may not match inside a longer name.
+  StudySpec d = Imported(std::string(kJob) + R"y(  metricsCollectorSpec:
+    source:
+      filter:
         metricsFormat: ["([\\w|-]+)\\s*=\\s*([+-]?\\d*(\\.\\d+)?([Ee][+-]?\\d+)?)"]
+)y");
+  ASSERT_EQ(d.metric_patterns.size(), 2u);
+  EXPECT_EQ(
+      d.metric_patterns[0].pattern,
+      "(?<![\\w|-])(?:Validation\\-accuracy)\\s*=\\s*([+-]?\\d*(?:\\.\\d+)?(?:[Ee][+-]?\\d+)?)");
+  ImportOutcome bad = ImportSweep(std::string(kJob) + R"y(  metricsCollectorSpec:
+    source: {filter: {metricsFormat: ["accuracy=(\\d+)"]}}
 )y",
-           &out);
-  EXPECT_THAT(Text(out.warnings),
-              HasSubstr("exp.yaml:57:24: spec.metricsCollectorSpec.source.filter.metricsFormat: "
-                        "warning: metricsFormat is not carried over: Katib's filter captures name "
-                        "and value pairs; write hyperpack's objective.regex and trial.metrics "
-                        "patterns by hand"));
+                                  "exp.yaml", SweepFormat::kKatib);
+  EXPECT_THAT(Text(bad.errors), HasSubstr("exp.yaml:54:39: spec.metricsCollectorSpec.source.filter."
+                                          "metricsFormat: 'accuracy=(\\d+)' is not a filter of two "
+                                          "groups"));
   ImportOutcome file;
   Imported(std::string(kJob) + "  metricsCollectorSpec: {collector: {kind: File}}\n", &file);
   EXPECT_THAT(Text(file.warnings), HasSubstr("the File collector is not carried over"));
@@ -265,7 +286,7 @@ TEST(ImportKatibTest, WhatCannotBeCarriedOverIsAnErrorAtItsLine) {
 TEST(ImportKatibTest, TheFormatIsNamedKatib) {
   EXPECT_EQ(*ParseSweepFormat("katib"), SweepFormat::kKatib);
   EXPECT_THAT(ParseSweepFormat("optuna").status().message(),
-              HasSubstr("expected wandb, nni, determined or katib"));
+              HasSubstr("expected auto, wandb, nni, determined or katib"));
 }
 
 }  // namespace

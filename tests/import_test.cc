@@ -180,7 +180,7 @@ TEST(ImportWandbTest, NotASweepIsAClearError) {
   ImportOutcome nometric = ImportSweep("parameters: {x: {values: [1]}}\nprogram: p.py\n",
                                        "sweep.yaml", SweepFormat::kWandb);
   ASSERT_FALSE(nometric.errors.empty());
-  EXPECT_THAT(nometric.errors[0].message, HasSubstr("a sweep needs metric"));
+  EXPECT_THAT(nometric.errors[0].message, HasSubstr("the sweep names no metric"));
   EXPECT_FALSE(ParseSweepFormat("sigopt").ok());
 }
 

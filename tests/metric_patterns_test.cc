@@ -1,11 +1,13 @@
 // Metric patterns end to end: `hyperpack run` of a study whose trial prints its metrics its own way
 // (as PyTorch's MNIST example does) and whose objective comes only from objective.regex.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/study/import.h"
 #include "study_run_fixture.h"
 #include "test_util.h"
 
@@ -75,6 +77,91 @@ echo 'Test set: Average loss: 0.05, Accuracy: 9898/10000 (99%)'
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
   EXPECT_EQ(trials[0].value, 9898.0);
+}
+
+// A Katib Experiment of its own, shaped like Katib's random.yaml, whose trial prints as Katib's
+// pytorch-mnist/mnist.py does: through Python's logging, so on stderr, `name=value` inside a longer
+// line, and the final metrics as {metricName: ..., metricValue: ...}.
+class KatibRunTest : public MetricPatternRunTest {
+ protected:
+  study::StudySpec Katib(const std::string& script, const std::string& collector) {
+    const std::string path = dir_ / "random.yaml";
+    WriteFile(path, R"(apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata: {namespace: kubeflow, name: s}
+spec:
+  objective: {type: minimize, goal: 0.001, objectiveMetricName: loss}
+  algorithm: {algorithmName: random}
+  parallelTrialCount: 1
+  maxTrialCount: 2
+  parameters:
+    - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.05"}}
+  trialTemplate:
+    primaryContainerName: training-container
+    trialParameters: [{name: learningRate, reference: lr}]
+    trialSpec:
+      apiVersion: batch/v1
+      kind: Job
+      spec:
+        template:
+          spec:
+            containers:
+              - name: training-container
+                command: [sh, )" +
+                        script + R"(, "--lr=${trialParameters.learningRate}"]
+)" + collector);
+    study::ParseOutcome parsed = study::LoadAnyStudyFile(path, std::nullopt);
+    EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
+    return parsed.spec ? *parsed.spec : study::StudySpec();
+  }
+
+  std::string MnistLikeScript() {
+    return Script(R"(
+log() { printf '2026-11-26T10:00:00Z INFO     %s\n' "$1" >&2; }
+log "Train Epoch: 1 [0/60000 (0%)]	loss=2.3010"
+log "Train Epoch: 1 [640/60000 (1%)]	train_loss=0.0100"
+log "Train Epoch: 1 [1280/60000 (2%)]	loss=0.5951"
+log "{metricName: accuracy, metricValue: 0.8123};{metricName: loss, metricValue: 0.4567}"
+)");
+  }
+};
+
+TEST_F(KatibRunTest, TheStdOutCollectorReadsNameValueAnywhereInWhatLoggingWritesToStderr) {
+  ASSERT_TRUE(Run(Katib(MnistLikeScript(), "")).ok()) << output_.str();
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, TrialState::kCompleted) << t.error;
+    EXPECT_EQ(t.value, 0.5951);  // Katib's default strategy: the best of loss=... (not train_loss)
+  }
+}
+
+TEST_F(KatibRunTest, AMetricsFormatFilterReadsItsOwnShape) {
+  ASSERT_TRUE(Run(Katib(MnistLikeScript(), R"(  metricsCollectorSpec:
+    collector: {kind: StdOut}
+    source:
+      filter:
+        metricsFormat: ["{metricName: ([\\w|-]+), metricValue: ((-?\\d+)(\\.\\d+)?)}"]
+)"))
+                  .ok())
+      << output_.str();
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
+  EXPECT_EQ(trials[0].value, 0.4567);
+}
+
+// What the collector's streams change: the same program, its metrics read from stdout alone,
+// reports nothing.
+TEST_F(KatibRunTest, FromStdoutAloneTheLoggedMetricsAreNotSeen) {
+  study::StudySpec spec = Katib(MnistLikeScript(), "");
+  spec.trial.metrics_from = study::MetricsSource::kStdout;
+  spec.budget.max_failed = 1;
+  (void)Run(spec);
+  auto trials = Trials();
+  ASSERT_FALSE(trials.empty());
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error, ::testing::HasSubstr("never reported"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "hyperpack/study/spec.h"
+#include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::study {
@@ -788,12 +789,53 @@ TEST(StudyFileTest, RejectsInvalidParameterName) {
 objective: {metric: loss, direction: minimize}
 search_space:
   x: [1, 2]
-  learning-rate: {type: float, low: 0.001, high: 0.1}
+  -lr: {type: float, low: 0.001, high: 0.1}
+  "learning rate": {type: float, low: 0.001, high: 0.1}
 trial:
   command: run {x}
 )");
-  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 3, "search_space.learning-rate",
-                                              "not a valid parameter name")));
+  EXPECT_THAT(
+      out.errors,
+      ElementsAre(IsError(5, 3, "search_space.-lr", "not a valid parameter name"),
+                  IsError(6, 3, "search_space.learning rate", "not a valid parameter name")));
+}
+
+// Names as W&B with Hydra (dotted), Katib (dashed) and NNI (0_1) write them: valid, in placeholders
+// and conditions too, and passed as HP_ variables with every other character made '_'.
+TEST(StudyFileTest, AcceptsDottedDashedAndDigitLeadingParameterNames) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer.config.learning_rate: {type: float, low: 0.001, high: 0.1}
+  num-layers: [2, 4]
+  0_1: {type: int, low: 0, high: 3}
+  head: {type: categorical, values: [a, b], when: num-layers == 4}
+trial:
+  command: run optimizer.config.learning_rate={optimizer.config.learning_rate} {num-layers} {0_1}
+)");
+  ASSERT_TRUE(out.spec) << out.ErrorText();
+  EXPECT_EQ(out.spec->space.params().size(), 4u);
+  EXPECT_EQ(ParamEnvName("optimizer.config.learning_rate"), "HP_OPTIMIZER_CONFIG_LEARNING_RATE");
+  EXPECT_EQ(ParamEnvName("num-layers"), "HP_NUM_LAYERS");
+  EXPECT_EQ(RenderTemplate(out.spec->trial.command,
+                           {{"optimizer.config.learning_rate", 0.01},
+                            {"num-layers", int64_t{4}},
+                            {"0_1", int64_t{2}}},
+                           {}),
+            "run optimizer.config.learning_rate=0.01 4 2");
+}
+
+TEST(StudyFileTest, RejectsTwoParametersPassedAsOneVariable) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  a.b: [1, 2]
+  a_b: [3, 4]
+trial:
+  command: run {a.b}
+)");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(5, 3, "search_space.a_b",
+                                              "'a_b' and 'a.b' would both be passed as HP_A_B")));
 }
 
 TEST(StudyFileTest, RejectsDuplicateParameter) {
@@ -1641,8 +1683,8 @@ search_space: {x: [1, 2]}
 trial:
   command: run {x}
   metrics:
-    val-loss: 'val loss ([0-9.]+)'
-    1st: 'first ([0-9.]+)'
+    -loss: 'val loss ([0-9.]+)'
+    "first loss": 'first ([0-9.]+)'
     lr:
     wd: [1, 2]
 )yaml");
@@ -1652,8 +1694,9 @@ trial:
                           "empty pattern; expected a regular expression with one capture group "
                           "around the number"),
                   IsError(7, 5, "trial.metrics",
-                          "'val-loss' is not a metric name; use letters, digits and '_'"),
-                  IsError(8, 5, "trial.metrics", "'1st' is not a metric name"),
+                          "'-loss' is not a metric name; use letters, digits, '_', '.', '/' and "
+                          "'-'"),
+                  IsError(8, 5, "trial.metrics", "'first loss' is not a metric name"),
                   IsError(9, 5, "trial.metrics.lr", "expected a regular expression"),
                   IsError(10, 9, "trial.metrics.wd",
                           "expected a regular expression with one "

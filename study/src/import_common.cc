@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace hyperpack::study::internal {
 
@@ -20,6 +21,12 @@ std::string YamlScalar(const YAML::Node& node) {
 
 bool IsWholeNumber(const YAML::Node& n) { return n.IsScalar() && ParseInt(n.Scalar()).has_value(); }
 
+std::optional<bool> YamlBool(const YAML::Node& node) {
+  bool value = false;
+  if (!node.IsScalar() || !YAML::convert<bool>::decode(node, value)) return std::nullopt;
+  return value;
+}
+
 ImportOutcome Importer::Run(const std::string& text, const std::string& what) {
   ImportOutcome out;
   YAML::Node root;
@@ -34,11 +41,14 @@ ImportOutcome Importer::Run(const std::string& text, const std::string& what) {
     out.errors.push_back({file_, 1, 1, "", what});
     return out;
   }
+  root_mark_ = root.Mark();
   try {
     Convert(root);
   } catch (const YAML::Exception& e) {  // a node of an unexpected kind, read as another
-    errors_.push_back(
-        {file_, e.mark.line + 1, e.mark.column + 1, "", StrCat("unexpected YAML here: ", e.msg)});
+    const YAML::Mark m = e.mark.is_null() ? root_mark_ : e.mark;
+    errors_.push_back({file_, m.line + 1, m.column + 1, "",
+                       "a value here is not of the kind this format has here (a list where a "
+                       "mapping belongs, or the reverse); check it against the tool's reference"});
   }
   out.errors = std::move(errors_);
   out.warnings = std::move(warnings_);
@@ -47,8 +57,10 @@ ImportOutcome Importer::Run(const std::string& text, const std::string& what) {
 }
 
 Diagnostic Importer::At(const YAML::Node& at, const std::string& key, std::string message) const {
+  // A missing key is said at the start of the mapping it is missing from, or of the file.
   YAML::Mark m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-  return {file_, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1, key,
+  if (m.is_null()) m = root_mark_;
+  return {file_, m.is_null() ? 1 : m.line + 1, m.is_null() ? 1 : m.column + 1, key,
           std::move(message)};
 }
 
@@ -74,13 +86,115 @@ void Importer::WriteName(const std::string& wanted, const std::string& tool) {
 namespace hyperpack::study {
 
 Result<SweepFormat> ParseSweepFormat(const std::string& name) {
-  if (name == "wandb") return SweepFormat::kWandb;
-  if (name == "nni") return SweepFormat::kNni;
-  if (name == "determined") return SweepFormat::kDetermined;
-  if (name == "katib") return SweepFormat::kKatib;
+  static constexpr std::pair<const char*, SweepFormat> kNames[] = {
+      {"wandb", SweepFormat::kWandb},
+      {"nni", SweepFormat::kNni},
+      {"determined", SweepFormat::kDetermined},
+      {"katib", SweepFormat::kKatib}};
+  for (const auto& [text, format] : kNames)
+    if (name == text) return format;
   return Status::Invalid(
       "--from: '", name,
-      "' is not a format hyperpack imports; expected wandb, nni, determined or katib");
+      "' is not a format hyperpack imports; expected auto, wandb, nni, determined or katib");
+}
+
+Result<std::optional<SweepFormat>> ParseFromFlag(const std::string& name) {
+  if (name == "auto") return std::optional<SweepFormat>();
+  HP_ASSIGN_OR_RETURN(SweepFormat format, ParseSweepFormat(name));
+  return std::optional<SweepFormat>(format);
+}
+
+const char* SweepFormatName(SweepFormat format) {
+  switch (format) {
+    case SweepFormat::kNni:
+      return "nni";
+    case SweepFormat::kDetermined:
+      return "determined";
+    case SweepFormat::kKatib:
+      return "katib";
+    case SweepFormat::kWandb:
+      break;
+  }
+  return "wandb";
+}
+
+namespace {
+
+// A top-level key as NNI matches it: lower case, without underscores.
+std::string Folded(const std::string& key) {
+  std::string out;
+  for (char c : key)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// What each format is told by (DetectSweepFormat's table, in the order errors list them).
+struct Signs {
+  bool study = false;
+  std::vector<SweepFormat> tools;
+};
+
+Signs SignsOf(const YAML::Node& root) {
+  std::set<std::string> keys, folded;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    keys.insert(it->first.Scalar());
+    folded.insert(Folded(it->first.Scalar()));
+  }
+  auto has = [&](const char* k) { return keys.count(k) > 0; };
+  auto folds = [&](const char* k) { return folded.count(k) > 0; };
+  const YAML::Node kind = root["kind"], api = root["apiVersion"];
+  Signs s;
+  s.study = has("objective") && has("search_space");
+  if ((kind && kind.IsScalar() && kind.Scalar() == "Experiment") ||
+      (api && api.IsScalar() && api.Scalar().rfind("kubeflow.org", 0) == 0))
+    s.tools.push_back(SweepFormat::kKatib);
+  if (has("searcher") || (has("hyperparameters") && has("entrypoint")))
+    s.tools.push_back(SweepFormat::kDetermined);
+  const YAML::Node trial = root["trial"];
+  if (!s.study && (folds("trialcommand") || folds("searchspace") || folds("searchspacefile") ||
+                   folds("searchspacepath") || folds("trainingservice") ||
+                   folds("trialconcurrency") || folds("maxtrialnumber") ||
+                   (trial && trial.IsMap() && trial["command"] && !has("objective"))))
+    s.tools.push_back(SweepFormat::kNni);
+  if (has("method") || (has("parameters") && (has("metric") || has("program") || has("command"))))
+    s.tools.push_back(SweepFormat::kWandb);
+  return s;
+}
+
+}  // namespace
+
+Result<std::optional<SweepFormat>> DetectSweepFormat(const std::string& text,
+                                                     const std::string& filename) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Status::Invalid(filename, ":", e.mark.line + 1, ":", e.mark.column + 1,
+                           ": invalid YAML: ", e.msg);
+  }
+  static const char* kLookedFor =
+      "looked for a hyperpack study (objective and search_space), a Katib Experiment (kind: "
+      "Experiment), a Determined experiment (searcher), an NNI experiment (trialCommand, "
+      "searchSpace or searchSpaceFile) and a W&B sweep (method, parameters)";
+  if (!root.IsMap())
+    return Status::Invalid(filename,
+                           ":1:1: the file is not a mapping of keys, so its format "
+                           "cannot be told; ",
+                           kLookedFor);
+  const Signs signs = SignsOf(root);
+  if (signs.study && signs.tools.empty()) return std::optional<SweepFormat>();
+  if (signs.tools.size() == 1 && !signs.study) return std::optional<SweepFormat>(signs.tools[0]);
+  const YAML::Mark m = root.Mark();
+  const std::string at = StrCat(filename, ":", m.line + 1, ":", m.column + 1, ": ");
+  if (signs.tools.empty())
+    return Status::Invalid(at, "cannot tell which tool's file this is: ", kLookedFor,
+                           "; name it with --from wandb|nni|determined|katib");
+  std::vector<std::string> names;
+  if (signs.study) names.push_back("a hyperpack study");
+  for (SweepFormat f : signs.tools) names.push_back(SweepFormatName(f));
+  return Status::Invalid(at, "the file's keys fit several formats (", Join(names, ", "),
+                         "): name the tool with --from wandb|nni|determined|katib");
 }
 
 ImportOutcome ImportSweep(const std::string& text, const std::string& filename,
@@ -115,6 +229,23 @@ ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format) {
   }
   out = ParseStudy(imported.study_yaml, path + " (imported)");
   out.warnings.insert(out.warnings.begin(), imported.warnings.begin(), imported.warnings.end());
+  return out;
+}
+
+ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat> format) {
+  if (format) return LoadSweepFile(path, *format);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return LoadStudyFile(path);  // its error names the file
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto detected = DetectSweepFormat(text.str(), path);
+  // A file that is no tool's is read as a study, so its errors are the study file's own.
+  if (!detected.ok() || !*detected) return LoadStudyFile(path);
+  ParseOutcome out = LoadSweepFile(path, **detected);
+  out.warnings.insert(out.warnings.begin(),
+                      {path, 1, 1, "",
+                       StrCat("warning: read as a ", SweepFormatName(**detected),
+                              " file (name the tool with --from to say so)")});
   return out;
 }
 

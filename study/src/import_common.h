@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@ namespace hyperpack::study::internal {
 std::string YamlScalar(const YAML::Node& node);
 // A scalar that reads as a whole number.
 bool IsWholeNumber(const YAML::Node& node);
+// A boolean as YAML 1.1 writes it (true, True, TRUE, yes, on, ...), as the tools' Python loaders
+// read it; nullopt for anything else.
+std::optional<bool> YamlBool(const YAML::Node& node);
 
 class Importer {
  public:
@@ -46,6 +50,7 @@ class Importer {
   void WriteName(const std::string& wanted, const std::string& tool);
 
   std::string file_;
+  YAML::Mark root_mark_ = YAML::Mark::null_mark();  // where a missing key's error points
   std::ostringstream yaml_;
   std::vector<Diagnostic> errors_, warnings_;
 };

@@ -74,8 +74,9 @@ class DeterminedImporter : public Importer {
     yaml_ << "search_space:\n";
     const YAML::Node hps = root["hyperparameters"];
     if (!hps || !hps.IsMap() || hps.size() == 0) {
-      Error(hps ? hps : root, "hyperparameters",
-            "an experiment needs a mapping of hyperparameters");
+      Error(hps ? hps : searcher, "hyperparameters",
+            "nothing to tune: the experiment has no hyperparameters (a single searcher runs its "
+            "program once); add hyperparameters such as {lr: {type: log, minval: -4, maxval: -1}}");
     } else {
       Hyperparameters(hps, "");
     }
@@ -93,11 +94,12 @@ class DeterminedImporter : public Importer {
     }
     bool smaller = true;  // Determined's default
     if (const YAML::Node s = searcher["smaller_is_better"]) {
-      if (!s.IsScalar() || (s.Scalar() != "true" && s.Scalar() != "false")) {
+      std::optional<bool> b = YamlBool(s);
+      if (!b) {
         Error(s, "searcher.smaller_is_better", "expected true or false");
         return;
       }
-      smaller = s.Scalar() == "true";
+      smaller = *b;
     }
     yaml_ << "objective: {metric: " << YamlScalar(metric)
           << ", direction: " << (smaller ? "minimize" : "maximize")
@@ -297,18 +299,18 @@ class DeterminedImporter : public Importer {
     std::string unit, amount;
   };
   std::optional<FullLength> FullLengthOf(const YAML::Node& s, const std::string& n) {
-    FullLength f;
-    f.at = s["max_length"];
-    if (f.at && f.at.IsMap() && f.at.size() == 1) {
+    // Each node is copied, never assigned: yaml-cpp throws when a missing node is assigned.
+    const YAML::Node max_length = s["max_length"], max_time = s["max_time"];
+    FullLength f{max_length ? max_length : max_time, "", ""};
+    if (max_length && f.at.IsMap() && f.at.size() == 1) {
       f.unit = f.at.begin()->first.Scalar();
       f.amount = f.at.begin()->second.IsScalar() ? f.at.begin()->second.Scalar() : "";
-    } else if (f.at && f.at.IsScalar()) {
+    } else if (max_length && f.at.IsScalar()) {
       f.unit = "epochs";
       f.amount = f.at.Scalar();
       Warn(f.at, "searcher.max_length",
            "max_length without a unit: taken as epochs (write {epochs: N} or {batches: N})");
-    } else if (s["max_time"]) {
-      f.at = s["max_time"];
+    } else if (!max_length && max_time) {
       f.amount = f.at.IsScalar() ? f.at.Scalar() : "";
       f.unit = s["time_metric"] && s["time_metric"].IsScalar() ? s["time_metric"].Scalar() : "";
     } else {
@@ -344,8 +346,7 @@ class DeterminedImporter : public Importer {
            " runs several brackets in Determined; hyperpack's asha runs one (as mode aggressive)");
     if (s["bracket_rungs"])
       Warn(s["bracket_rungs"], "searcher.bracket_rungs", "bracket_rungs is not carried over");
-    bool stop_once =
-        s["stop_once"] && s["stop_once"].IsScalar() && s["stop_once"].Scalar() == "true";
+    bool stop_once = s["stop_once"] && YamlBool(s["stop_once"]).value_or(false);
 
     std::optional<FullLength> full = FullLengthOf(s, n);
     if (!full) return;

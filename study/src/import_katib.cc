@@ -107,6 +107,75 @@ std::string ShellWord(const std::string& w) {
   return quoted + "'";
 }
 
+// `text` with every character a regular expression gives a meaning escaped.
+std::string RegexLiteral(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The index of the ']' that closes the character class opening at `open`.
+size_t ClassEnd(const std::string& re, size_t open) {
+  size_t j = open + 1;
+  if (j < re.size() && re[j] == '^') ++j;
+  if (j < re.size() && re[j] == ']') ++j;  // a leading ']' is literal
+  while (j < re.size() && re[j] != ']') j += re[j] == '\\' ? 2 : 1;
+  return std::min(j, re.size() - 1);
+}
+
+// The index of the ')' that closes the group opening at `open`, past escapes and classes; npos
+// when it is not closed.
+size_t GroupEnd(const std::string& re, size_t open) {
+  int depth = 0;
+  for (size_t i = open; i < re.size(); ++i) {
+    if (re[i] == '\\') {
+      ++i;
+    } else if (re[i] == '[') {
+      i = ClassEnd(re, i);
+    } else if (re[i] == '(') {
+      ++depth;
+    } else if (re[i] == ')' && --depth == 0) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+// A Katib metricsFormat filter, whose first group captures a metric's name and second its value,
+// as a pattern for the metric `name` alone: the first group becomes the name itself, the second
+// stays the one capture group, every other group is made non-capturing. A name group at the start
+// may not begin inside a longer name (train_loss is not loss), as Katib's leftmost match ensures.
+std::optional<std::string> FilterForMetric(const std::string& filter, const std::string& name) {
+  std::string out;
+  int captures = 0;
+  for (size_t i = 0; i < filter.size(); ++i) {
+    const char c = filter[i];
+    if (c == '\\' || c == '[') {  // copied whole: an escape, or a class
+      const size_t end = c == '[' ? ClassEnd(filter, i) : std::min(i + 1, filter.size() - 1);
+      out += filter.substr(i, end - i + 1);
+      i = end;
+      continue;
+    }
+    if (c != '(' || (i + 1 < filter.size() && filter[i + 1] == '?')) {
+      out += c;
+      continue;
+    }
+    if (++captures == 1) {
+      const size_t end = GroupEnd(filter, i);
+      if (end == std::string::npos) return std::nullopt;
+      out += (i == 0 ? "(?<![\\w|-])(?:" : "(?:") + RegexLiteral(name) + ")";
+      i = end;
+      continue;
+    }
+    out += captures == 2 ? "(" : "(?:";
+  }
+  if (captures < 2) return std::nullopt;
+  return out;
+}
+
 class KatibImporter : public Importer {
  public:
   explicit KatibImporter(std::string filename) : Importer(std::move(filename)) {}
@@ -164,8 +233,8 @@ class KatibImporter : public Importer {
             "an Experiment needs parameters: a list of {name, parameterType, feasibleSpace}");
     else
       Parameters(params);
+    MetricsCollector(spec["metricsCollectorSpec"]);  // lines of the trial section
     TrialTemplate(spec["trialTemplate"], spec);
-    MetricsCollector(spec["metricsCollectorSpec"]);
     Algorithm(spec["algorithm"], spec);
     Budget(spec);
     EarlyStopping(spec["earlyStopping"]);
@@ -207,6 +276,10 @@ class KatibImporter : public Importer {
         strategy = it->second;
       }
     }
+    metric_names_ = {metric.Scalar()};
+    if (const YAML::Node more = obj["additionalMetricNames"]; more && more.IsSequence())
+      for (const YAML::Node& n : more)
+        if (n.IsScalar()) metric_names_.push_back(n.Scalar());
     yaml_ << "objective: {metric: " << YamlScalar(metric) << ", direction: " << t
           << ", strategy: " << strategy << "}   # spec.objective, " << From(obj) << "\n";
     if (const YAML::Node more = obj["additionalMetricNames"]; more && more.IsSequence()) {
@@ -488,6 +561,7 @@ class KatibImporter : public Importer {
       if (!vars.empty())
         yaml_ << "  env: {" << Join(vars, ", ") << "}   # container env, " << From(env) << "\n";
     }
+    for (const std::string& line : trial_lines_) yaml_ << line << "\n";
     if (const YAML::Node image = Get(c, "image"))
       Warn(image, "spec.trialTemplate.image",
            "hyperpack runs the command on this host, not "
@@ -500,13 +574,19 @@ class KatibImporter : public Importer {
              " is Kubernetes' own: not carried over");
     }
     Warn(at, "spec.trialTemplate",
-         "hyperpack reads metrics from the program's standard output as name=value or JSON lines; "
+         "hyperpack reads metrics from the program's output as name=value or JSON lines; "
          "Katib's StdOut collector reads name=value too, so a program that prints them so works "
          "unchanged");
   }
 
+  // Katib's metrics collector as lines of the trial section (trial_lines_). StdOut, the default,
+  // reads stdout and stderr both; its default filter finds name=value anywhere in a line, as
+  // hyperpack's metric lines do; a metricsFormat filter becomes a pattern per metric.
   void MetricsCollector(const YAML::Node& mc) {
-    if (!mc) return;
+    if (!mc) {
+      trial_lines_.push_back("  metrics_from: output   # Katib's StdOut collector, its default");
+      return;
+    }
     const YAML::Node kind = Get(mc, "collector", "kind");
     std::string k = kind && kind.IsScalar() ? kind.Scalar() : "StdOut";
     std::optional<Collector> collector = LookupCollector(k);
@@ -519,15 +599,42 @@ class KatibImporter : public Importer {
       Warn(kind, "spec.metricsCollectorSpec.collector.kind", "the ", k,
            " collector is not carried over: hyperpack reads metrics from the program's standard "
            "output; the program must print them there");
+    if (*collector == Collector::kStdOut)
+      trial_lines_.push_back(
+          StrCat("  metrics_from: output   # Katib's StdOut collector, ", From(kind ? kind : mc)));
     if (const YAML::Node formats = Get(mc, "source", "filter", "metricsFormat"))
-      Warn(formats, "spec.metricsCollectorSpec.source.filter.metricsFormat",
-           "metricsFormat is not carried over: Katib's filter captures name and value pairs; "
-           "write hyperpack's objective.regex and trial.metrics patterns by hand (one capture "
-           "group around the number, one pattern per metric)");
+      MetricsFormat(formats);
     if (const YAML::Node path = Get(mc, "source", "fileSystemPath");
         path && *collector == Collector::kStdOut)
       Warn(path, "spec.metricsCollectorSpec.source.fileSystemPath",
            "fileSystemPath is not carried over");
+  }
+
+  // metricsFormat: Katib tries each filter (two groups, the name and the value) on every line.
+  // hyperpack's pattern for a metric is the first filter with the name written in.
+  void MetricsFormat(const YAML::Node& formats) {
+    const std::string key = "spec.metricsCollectorSpec.source.filter.metricsFormat";
+    if (!formats.IsSequence() || formats.size() == 0 || !formats[0].IsScalar()) {
+      Error(formats, key, "expected a list of regular expressions");
+      return;
+    }
+    if (formats.size() > 1)
+      Warn(formats[1], key,
+           "only the first filter is carried over (hyperpack reads a metric "
+           "with one pattern)");
+    std::vector<std::string> lines;
+    for (const std::string& name : metric_names_) {
+      std::optional<std::string> pattern = FilterForMetric(formats[0].Scalar(), name);
+      if (!pattern) {
+        Error(formats[0], key, "'", formats[0].Scalar(),
+              "' is not a filter of two groups, the metric's name and then its value");
+        return;
+      }
+      lines.push_back(
+          StrCat("    ", nlohmann::json(name).dump(), ": ", nlohmann::json(*pattern).dump()));
+    }
+    trial_lines_.push_back(StrCat("  metrics:   # metricsFormat, ", From(formats)));
+    trial_lines_.insert(trial_lines_.end(), lines.begin(), lines.end());
   }
 
   void Algorithm(const YAML::Node& alg, const YAML::Node& spec) {
@@ -637,6 +744,8 @@ class KatibImporter : public Importer {
   }
 
   std::map<std::string, std::string> names_;  // Katib's parameter name -> hyperpack's
+  std::vector<std::string> metric_names_;     // the objective's, then additionalMetricNames
+  std::vector<std::string> trial_lines_;      // the collector's lines of the trial section
 };
 
 }  // namespace

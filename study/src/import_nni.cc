@@ -1,5 +1,6 @@
 // NNI experiment configurations (nni.readthedocs.io, "Experiment Config Reference", v2 and the
 // v1 keys) and their search spaces (`_type` / `_value`) as hyperpack study files.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -133,6 +134,12 @@ class NniImporter : public Importer {
 
   void SearchSpace() {
     yaml_ << "search_space:\n";
+    if (YAML::Node a = Key("useannotation"); a && YamlBool(a).value_or(false)) {
+      Error(a, written_["useannotation"],
+            "the search space is written as NNI annotations in the trial's code, which hyperpack "
+            "does not read: write it as searchSpace (or a searchSpaceFile) and import again");
+      return;
+    }
     YAML::Node inline_space = Key("searchspace");
     YAML::Node path = Key("searchspacefile") ? Key("searchspacefile") : Key("searchspacepath");
     if (inline_space) {
@@ -166,6 +173,13 @@ class NniImporter : public Importer {
       Error(space, "searchSpace", "a search space is a mapping of names to {_type, _value}");
       return;
     }
+    if (prefix.empty() && space.size() == 0) {
+      Error(space, "searchSpace",
+            "the search space is empty: NNI's tuner here makes its own candidates (as network "
+            "morphism and customised tuners do), which hyperpack cannot; hyperpack tunes the "
+            "parameters of a search space");
+      return;
+    }
     for (auto it = space.begin(); it != space.end(); ++it) {
       std::string raw = it->first.Scalar();
       if (raw == "_name") continue;  // a nested choice's own label
@@ -183,8 +197,9 @@ class NniImporter : public Importer {
              const std::string& when) {
     names_.push_back(name);
     std::string body = form.substr(0, form.size() - 1);  // without the closing brace
-    yaml_ << "  " << name << ": " << body << (when.empty() ? "" : ", when: " + when) << "}   # "
-          << From(at) << "\n";
+    yaml_ << "  " << name << ": " << body
+          << (when.empty() ? "" : ", when: " + nlohmann::json(when).dump()) << "}   # " << From(at)
+          << "\n";
   }
 
   void Param(const std::string& name, const YAML::Node& s, const std::string& when) {
@@ -299,24 +314,94 @@ class NniImporter : public Importer {
     Warn(s, name, "nested choice: each option's parameters are named ", name,
          "_PARAM and active only when ", name,
          " has that option (NNI passes them nested in one value)");
-    for (const auto& item : v) {
+    // A child of a conditional parameter would need two conditions: hyperpack's `when` takes one.
+    if (!when.empty()) {
+      Error(s, name, "a nested choice inside a nested choice is not carried over");
+      return;
+    }
+    NestedChildren(name, v);
+  }
+
+  // The options' own parameters. A name that several options share with the same range is one
+  // parameter active for all of them (`when: layer in [Max_pool, Avg_pool]`); with different
+  // ranges, each option's is its own parameter, NAME_OPTION_CHILD.
+  void NestedChildren(const std::string& name, const YAML::Node& options) {
+    struct Use {
+      std::string option;
+      YAML::Node spec;
+    };
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<Use>> uses;
+    for (const auto& item : options) {
       if (!item.IsMap()) continue;
-      // A child of a conditional parameter would need two conditions: hyperpack's `when` takes one.
-      if (!when.empty()) {
-        Error(item, name, "a nested choice inside a nested choice is not carried over");
-        return;
+      for (auto it = item.begin(); it != item.end(); ++it) {
+        const std::string child = it->first.Scalar();
+        if (child == "_name") continue;
+        if (!uses.count(child)) order.push_back(child);
+        uses[child].push_back({YamlScalar(item["_name"]), it->second});
       }
-      Params(item, name + "_", name + " == " + YamlScalar(item["_name"]));
+    }
+    for (const std::string& child : order) {
+      const std::vector<Use>& u = uses[child];
+      bool same = std::all_of(u.begin(), u.end(), [&](const Use& x) {
+        return YAML::Dump(x.spec) == YAML::Dump(u.front().spec);
+      });
+      if (same) {
+        std::vector<std::string> opts;
+        for (const Use& x : u) opts.push_back(x.option);
+        ChildParam(
+            name + "_" + child, u.front().spec,
+            opts.size() == 1 ? name + " == " + opts[0] : name + " in [" + Join(opts, ", ") + "]");
+        continue;
+      }
+      for (const Use& x : u)
+        ChildParam(name + "_" + SafeWord(x.option) + "_" + child, x.spec, name + " == " + x.option);
     }
   }
 
-  void Trial() {
-    YAML::Node v1 = Key("trial");
-    YAML::Node command = Key("trialcommand") ? Key("trialcommand") : v1["command"];
-    if (!command || !command.IsScalar()) {
-      Error(command ? command : YAML::Node(), "trialCommand", "an experiment needs trialCommand");
+  void ChildParam(const std::string& name, const YAML::Node& spec, const std::string& when) {
+    if (!spec.IsMap() || !spec["_type"] || !spec["_value"] || !spec["_value"].IsSequence()) {
+      Error(spec, name, "expected {\"_type\": ..., \"_value\": [...]}");
       return;
     }
+    Param(name, spec, when);
+  }
+
+  // An option's name as part of a parameter name: letters, digits and '_'.
+  static std::string SafeWord(std::string word) {
+    if (word.size() >= 2 && word.front() == '"') word = word.substr(1, word.size() - 2);
+    for (char& c : word)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+    return word;
+  }
+
+  // A v1 config's worker on Kubeflow (trial.worker) or FrameworkController (the first of
+  // trial.taskRoles), or a null node.
+  static YAML::Node V1Worker(const YAML::Node& v1) {
+    if (!v1 || !v1.IsMap()) return YAML::Node();
+    if (v1["worker"] && v1["worker"].IsMap()) return v1["worker"];
+    const YAML::Node roles = v1["taskRoles"];
+    if (roles && roles.IsSequence() && roles.size() > 0 && roles[0].IsMap()) return roles[0];
+    return YAML::Node();
+  }
+
+  void Trial() {
+    const YAML::Node v1 = Key("trial");
+    const YAML::Node worker = V1Worker(v1);
+    const YAML::Node command = Key("trialcommand")                             ? Key("trialcommand")
+                               : v1 && v1.IsMap() && v1["command"]             ? v1["command"]
+                               : worker && worker.IsMap() && worker["command"] ? worker["command"]
+                                                                               : YAML::Node();
+    if (!command || !command.IsScalar()) {
+      Error(v1 ? v1 : YAML::Node(), "trialCommand",
+            "an experiment needs trialCommand (or, in v1 configs, trial.command, "
+            "trial.worker.command or trial.taskRoles[0].command)");
+      return;
+    }
+    if (!Key("trialcommand") && !(v1 && v1.IsMap() && v1["command"]))
+      Warn(worker, "trial.worker",
+           "the worker's command runs here as one process; its replicas, image, other roles and "
+           "parameter servers are NNI's training service's own: not carried over");
     std::string escaped;  // literal braces are doubled in hyperpack's templates
     for (char c : command.Scalar())
       escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);

@@ -104,7 +104,9 @@ class WandbImporter : public Importer {
 
   void Objective(const YAML::Node& metric) {
     if (!metric || !metric.IsMap() || !metric["name"]) {
-      Error(metric, "metric", "a sweep needs metric: {name: NAME, goal: minimize|maximize}");
+      Error(metric, "metric",
+            "the sweep names no metric (W&B needs none for grid and random sweeps, which only "
+            "log); hyperpack optimises one: add metric: {name: NAME, goal: minimize|maximize}");
       return;
     }
     std::string goal = metric["goal"] ? metric["goal"].Scalar() : "minimize";

@@ -22,6 +22,10 @@ const char* ResourceName(PrunerResource resource) {
   return resource == PrunerResource::kStep ? "step" : "epoch";
 }
 
+const char* MetricsSourceName(MetricsSource source) {
+  return source == MetricsSource::kOutput ? "output" : "stdout";
+}
+
 const char* TrainingRoleName(TrainingRole role) {
   switch (role) {
     case TrainingRole::kLearningRate:
@@ -106,6 +110,19 @@ namespace {
 bool IsIdentifier(const std::string& s) {
   static const std::regex kIdent("[A-Za-z_][A-Za-z0-9_]*");
   return std::regex_match(s, kIdent);
+}
+
+// A metric's name as a name=value line or a JSON member may carry it (val/loss, Validation-acc).
+bool IsMetricName(const std::string& s) {
+  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_./\\-]*");
+  return std::regex_match(s, kName);
+}
+
+// A parameter's name as other tools' users write them: letters, digits, '_', '.' and '-', not
+// starting with '.' or '-' (optimizer.config.learning_rate from W&B with Hydra, NNI's 0_1).
+bool IsParamName(const std::string& s) {
+  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.\\-]*");
+  return std::regex_match(s, kName);
 }
 
 // A key of a YAML mapping together with its value; both keep their positions.
@@ -519,6 +536,7 @@ class Parser {
     }
     std::vector<ParamSpec> params;
     std::set<std::string> seen;
+    std::map<std::string, std::string> env_names;
     for (auto it = node.begin(); it != node.end(); ++it) {
       if (!it->first.IsScalar()) {
         Error(it->first, "search_space", "parameter names must be plain names");
@@ -526,13 +544,20 @@ class Parser {
       }
       std::string name = it->first.Scalar();
       std::string path = Path("search_space", name);
-      if (!IsIdentifier(name)) {
+      if (!IsParamName(name)) {
         Error(it->first, path,
-              "not a valid parameter name; use letters, digits and '_', not starting with a digit");
+              "not a valid parameter name; use letters, digits, '_', '.' and '-', not starting "
+              "with '.' or '-'");
         continue;
       }
       if (!seen.insert(name).second) {
         Error(it->first, path, "duplicate parameter");
+        continue;
+      }
+      // Each parameter reaches the program as HP_<NAME> too: two names may not share one.
+      if (auto [other, fresh] = env_names.emplace(ParamEnvName(name), name); !fresh) {
+        Error(it->first, path, "'", name, "' and '", other->second, "' would both be passed as ",
+              other->first, "; rename one");
         continue;
       }
       if (auto p = ParseParam(name, Field{it->first, it->second}, params)) params.push_back(*p);
@@ -710,7 +735,8 @@ class Parser {
                       const std::vector<ParamSpec>& earlier, ParamSpec* p) {
     auto text = String(f, path);
     if (!text) return;
-    static const std::regex kCond(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(==|!=|\bin\b)\s*(.+?)\s*$)");
+    static const std::regex kCond(
+        R"(^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(==|!=|\bin\b)\s*(.+?)\s*$)");
     std::smatch m;
     if (!std::regex_match(*text, m, kCond)) {
       Error(f.value, path, "'", *text,
@@ -794,7 +820,8 @@ class Parser {
   void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial,
                   std::vector<MetricPattern>* patterns) {
     auto fields =
-        Fields(field, "trial", {"command", "workdir", "env", "timeout", "metrics", "warm"});
+        Fields(field, "trial",
+               {"command", "workdir", "env", "timeout", "metrics", "warm", "metrics_from"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "command")) {
       if (auto c = String(*f, "trial.command")) {
@@ -838,6 +865,8 @@ class Parser {
     if (auto* f = Get(fields, "metrics")) ParseMetrics(*f, patterns);
     if (auto* f = Get(fields, "warm"))
       if (auto b = Bool(*f, "trial.warm")) trial->warm = *b;
+    OneOf(fields, "trial", "metrics_from", {MetricsSource::kStdout, MetricsSource::kOutput},
+          MetricsSourceName, &trial->metrics_from);
   }
 
   // `trial.metrics: {NAME: PATTERN, ...}`: metrics read from lines the trial prints its own way.
@@ -856,9 +885,10 @@ class Parser {
       YAML::Node key = it->first;
       const std::string name = key.IsScalar() ? key.Scalar() : "";
       const std::string path = Path("trial.metrics", name);
-      if (!IsIdentifier(name)) {
+      if (!IsMetricName(name)) {
         Error(key, "trial.metrics", "'", name,
-              "' is not a metric name; use letters, digits and '_', not starting with a digit");
+              "' is not a metric name; use letters, digits, '_', '.', '/' and '-', not starting "
+              "with '.', '/' or '-'");
         continue;
       }
       if (!seen.insert(name).second) {

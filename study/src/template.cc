@@ -77,7 +77,11 @@ std::string RenderTemplate(const std::string& text, const Config& config,
 
 std::string ParamEnvName(const std::string& param) {
   std::string out = env::kParamPrefix;
-  for (char c : param) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  // A shell's variable name holds letters, digits and '_' only: optimizer.lr is HP_OPTIMIZER_LR.
+  for (char c : param)
+    out += std::isalnum(static_cast<unsigned char>(c))
+               ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+               : '_';
   return out;
 }
 

@@ -235,7 +235,7 @@ class LocalDriver : public StudyRun {
       tail += line;
       tail += '\n';
       if (tail.size() > kStderrTail) tail.erase(0, tail.size() - kStderrTail);
-      return;
+      if (spec_.trial.metrics_from != study::MetricsSource::kOutput) return;
     }
     if (id.rank != 0) return;  // rank 0's metrics are the trial's
     auto m = ParseMetricLine(line, patterns_);
@@ -277,20 +277,20 @@ class LocalDriver : public StudyRun {
   }
 
   void Do(ProposeCmd& c) {
-    asio::post(tuner_strand_, [this, n = c.n, pending = std::move(c.pending),
-                               spent = c.budget_spent] {
-      const auto asked = Clock::now();
-      tuner_->SetBudgetSpent(spent);
-      auto ready =
-          std::make_shared<ProposalsReady>(ProposalsReady{tuner_->Propose(n, pending), {}});
-      const double took = std::chrono::duration<double>(Clock::now() - asked).count();
-      if (ready->configs.ok())
-        for (const Config& c : *ready->configs) ready->costs.push_back(tuner_->PredictCost(c));
-      asio::post(io_, [this, ready, took, n] {
-        if (options_.on_proposed) options_.on_proposed(took, n);
-        Feed(std::move(*ready));
-      });
-    });
+    asio::post(
+        tuner_strand_, [this, n = c.n, pending = std::move(c.pending), spent = c.budget_spent] {
+          const auto asked = Clock::now();
+          tuner_->SetBudgetSpent(spent);
+          auto ready =
+              std::make_shared<ProposalsReady>(ProposalsReady{tuner_->Propose(n, pending), {}});
+          const double took = std::chrono::duration<double>(Clock::now() - asked).count();
+          if (ready->configs.ok())
+            for (const Config& c : *ready->configs) ready->costs.push_back(tuner_->PredictCost(c));
+          asio::post(io_, [this, ready, took, n] {
+            if (options_.on_proposed) options_.on_proposed(took, n);
+            Feed(std::move(*ready));
+          });
+        });
   }
   void Do(ObserveCmd& c) {
     asio::post(tuner_strand_, [this, o = std::move(c.outcome)] { tuner_->Observe(o); });
@@ -402,9 +402,9 @@ class LocalDriver : public StudyRun {
                              ? RankExit::Lost()
                              : RankExit::NeverStarted();
     for (size_t rest = started.started; rest < plan.ranks.size(); ++rest)
-      Feed(RankExited{plan.trial, static_cast<int>(rest), how,
-                      static_cast<int>(rest) == started.started ? started.status.message()
-                                                                : std::string()});
+      Feed(RankExited{
+          plan.trial, static_cast<int>(rest), how,
+          static_cast<int>(rest) == started.started ? started.status.message() : std::string()});
   }
 
   // ---- What people see ----

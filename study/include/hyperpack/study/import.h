@@ -9,6 +9,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,21 @@ namespace hyperpack::study {
 enum class SweepFormat { kWandb, kNni, kDetermined, kKatib };
 // "wandb", "nni", "determined", "katib"; errors list the formats there are.
 Result<SweepFormat> ParseSweepFormat(const std::string& name);
+// --from's value: a format, or nullopt for "auto" (tell the format from the file).
+Result<std::optional<SweepFormat>> ParseFromFlag(const std::string& name);
+const char* SweepFormatName(SweepFormat format);  // "wandb", ...
+
+// Which tool's file `text` is, told from its top-level keys:
+//   a hyperpack study  objective and search_space            -> nullopt
+//   Katib              kind: Experiment, or a kubeflow.org apiVersion
+//   Determined         searcher (or hyperparameters with entrypoint)
+//   NNI                trialCommand, searchSpace(File|Path), trainingService, trialConcurrency,
+//                      maxTrialNumber or trial.command, in any case or with underscores
+//   W&B                method, or parameters with metric, program or command
+// A file that matches none, or several, is an error at FILE:LINE:COL that lists what was looked
+// for and says to name the tool with --from.
+Result<std::optional<SweepFormat>> DetectSweepFormat(const std::string& text,
+                                                     const std::string& filename);
 
 struct ImportOutcome {
   std::string study_yaml;            // set only when errors is empty
@@ -34,5 +50,9 @@ ImportOutcome ImportSweep(const std::string& text, const std::string& filename, 
 // The sweep file at `path` imported and parsed as a study, for `hyperpack run FILE --from ...`:
 // the import's errors and warnings (at the sweep file's lines) come first.
 ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format);
+
+// `hyperpack run FILE`: a hyperpack study file, or another tool's file in `format`, or (nullopt)
+// whichever DetectSweepFormat finds.
+ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat> format);
 
 }  // namespace hyperpack::study

@@ -50,6 +50,11 @@ struct MetricPattern {
   std::string pattern;  // as written, e.g. Accuracy: (\d+)/10000
 };
 
+// Which of a trial's streams carry its metrics: stdout (the default), or stdout and stderr both
+// (`output`), as Katib's StdOut collector reads them and as Python's logging writes (stderr).
+enum class MetricsSource { kStdout, kOutput };
+const char* MetricsSourceName(MetricsSource source);  // "stdout", "output"
+
 struct TrialSpec {
   std::string command;  // with {param} placeholders; run by /bin/sh -c
   std::string workdir;  // absolute, or empty for the directory `hyperpack run` starts in
@@ -60,6 +65,7 @@ struct TrialSpec {
   // after trial with libtorch and the data loaded once (hyperpack/warm.h). Other commands are
   // unaffected.
   bool warm = true;
+  MetricsSource metrics_from = MetricsSource::kStdout;  // `trial.metrics_from`
 };
 
 struct TunerSpec {

@@ -24,7 +24,8 @@ std::string RenderTemplate(const std::string& text, const Config& config,
                            const std::map<std::string, std::string>& builtins);
 
 // The environment variable that carries a parameter to a trial: HP_ and its name in capitals
-// ("learning_rate" -> "HP_LEARNING_RATE").
+// ("learning_rate" -> "HP_LEARNING_RATE"); any character but a letter or digit becomes "_"
+// ("optimizer.lr" -> "HP_OPTIMIZER_LR").
 std::string ParamEnvName(const std::string& param);
 
 }  // namespace hyperpack::study
