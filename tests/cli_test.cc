@@ -567,7 +567,10 @@ parameters:
   EXPECT_THAT(imported.err, HasSubstr("must also print them"));
   EXPECT_EQ(Cli({"validate", dir_ / "study.yaml"}).exit_code, 0);
 
-  auto run = Cli({"run", dir_ / "sweep.yaml", "--from", "wandb", "--storage", db_});
+  EXPECT_THAT(imported.err, HasSubstr("sweep.yaml:1:1: warning: read as a wandb file"));
+
+  // No --from: the format is told from the file's keys.
+  auto run = Cli({"run", dir_ / "sweep.yaml", "--storage", db_});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   Json trials = Json::parse(Cli({"trials", "wb", "--json", "--storage", db_}).out);
   ASSERT_EQ(trials.size(), 4u);
@@ -578,7 +581,27 @@ parameters:
   }
   auto bad = Cli({"run", dir_ / "sweep.yaml", "--from", "sigopt", "--storage", db_});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("expected wandb"));
+  EXPECT_THAT(bad.err, HasSubstr("expected auto, wandb"));
+}
+
+// A file of no tool is refused with what was looked for; a hyperpack study is not imported again.
+TEST_F(CliTest, ImportWithoutFromSaysWhatItLookedFor) {
+  WriteFile(dir_ / "odd.yaml", "steps: 3\n");
+  auto odd = Cli({"import", dir_ / "odd.yaml"});
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_THAT(odd.err, HasSubstr(dir_ / "odd.yaml:1:1: cannot tell which tool's file this is"));
+  EXPECT_THAT(odd.err, HasSubstr("name it with --from wandb|nni|determined|katib"));
+  WriteFile(dir_ / "study.yaml", R"(name: s
+objective: {metric: loss}
+search_space: {x: [1, 2]}
+trial: {command: "echo loss={x}"}
+)");
+  auto study = Cli({"import", dir_ / "study.yaml"});
+  EXPECT_EQ(study.exit_code, 2);
+  EXPECT_THAT(study.err, HasSubstr("study.yaml:1:1: this is already a hyperpack study file"));
+  auto katib = Cli({"import", dir_ / "odd.yaml", "--from", "katib"});
+  EXPECT_EQ(katib.exit_code, 2);
+  EXPECT_THAT(katib.err, HasSubstr("is not a Katib Experiment"));
 }
 
 // README's command-line block and the program agree: the same commands, and every flag the README
