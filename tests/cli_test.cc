@@ -564,7 +564,7 @@ parameters:
 )");
   auto imported = Cli({"import", dir_ / "sweep.yaml", "-o", dir_ / "study.yaml"});
   ASSERT_EQ(imported.exit_code, 0) << imported.err;
-  EXPECT_THAT(imported.err, HasSubstr("must also print them"));
+  EXPECT_THAT(ReadFile(dir_ / "study.yaml"), HasSubstr("shim: wandb"));
   EXPECT_EQ(Cli({"validate", dir_ / "study.yaml"}).exit_code, 0);
 
   EXPECT_THAT(imported.err, HasSubstr("sweep.yaml:1:1: warning: read as a wandb file"));

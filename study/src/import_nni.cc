@@ -127,9 +127,6 @@ class NniImporter : public Importer {
     }
     yaml_ << "objective: {metric: default, direction: " << mode << "}   # tuner.classArgs"
           << (args ? ", " + From(args) : std::string(", NNI's default")) << "\n";
-    Warn(Key("tuner") ? Key("tuner") : YAML::Node(), "objective",
-         "hyperpack reads metrics from the program's output: where it calls "
-         "nni.report_final_result(v), print {\"default\": v} as a JSON line too");
   }
 
   void SearchSpace() {
@@ -327,9 +324,11 @@ class NniImporter : public Importer {
   // ranges, each option's is its own parameter, NAME_OPTION_CHILD.
   void NestedChildren(const std::string& name, const YAML::Node& options) {
     struct Use {
-      std::string option;
+      std::string option;  // as the study file writes it
+      std::string label;   // as NNI's program sees it
       YAML::Node spec;
     };
+    nested_[name] = nlohmann::json::object();  // the shim hands even a bare option back nested
     std::vector<std::string> order;
     std::map<std::string, std::vector<Use>> uses;
     for (const auto& item : options) {
@@ -338,7 +337,7 @@ class NniImporter : public Importer {
         const std::string child = it->first.Scalar();
         if (child == "_name") continue;
         if (!uses.count(child)) order.push_back(child);
-        uses[child].push_back({YamlScalar(item["_name"]), it->second});
+        uses[child].push_back({YamlScalar(item["_name"]), item["_name"].Scalar(), it->second});
       }
     }
     for (const std::string& child : order) {
@@ -348,14 +347,20 @@ class NniImporter : public Importer {
       });
       if (same) {
         std::vector<std::string> opts;
-        for (const Use& x : u) opts.push_back(x.option);
+        for (const Use& x : u) {
+          opts.push_back(x.option);
+          nested_[name][x.label][child] = name + "_" + child;
+        }
         ChildParam(
             name + "_" + child, u.front().spec,
             opts.size() == 1 ? name + " == " + opts[0] : name + " in [" + Join(opts, ", ") + "]");
         continue;
       }
-      for (const Use& x : u)
-        ChildParam(name + "_" + SafeWord(x.option) + "_" + child, x.spec, name + " == " + x.option);
+      for (const Use& x : u) {
+        const std::string flat = name + "_" + SafeWord(x.option) + "_" + child;
+        nested_[name][x.label][child] = flat;
+        ChildParam(flat, x.spec, name + " == " + x.option);
+      }
     }
   }
 
@@ -415,9 +420,15 @@ class NniImporter : public Importer {
     fs::path base = fs::absolute(parent.empty() ? fs::path(".") : parent, ec).lexically_normal();
     fs::path code = dir ? (base / dir.Scalar()).lexically_normal() : base;
     yaml_ << "  workdir: " << nlohmann::json(code.string()).dump() << "   # trialCodeDirectory\n";
-    Warn(command, "trialCommand",
-         "the program must read its parameters from the JSON file named by $HYPERPACK_PARAMS_FILE "
-         "(or HP_<NAME> variables) where it calls nni.get_next_parameter()");
+    // The program's calls of NNI's trial API are served by hyperpack's stand-in (shims/nni).
+    yaml_
+        << "  shim: nni   # nni.get_next_parameter(), nni.report_*_result() served by hyperpack\n";
+    if (!nested_.empty()) {
+      std::string layout;  // braces doubled: env values are templates
+      for (char c : nested_.dump()) layout += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+      yaml_ << "  env: {HYPERPACK_NNI_NESTED: " << nlohmann::json(layout).dump()
+            << "}   # the nested choices, handed to the program nested as NNI does\n";
+    }
   }
 
   void Tuner() {
@@ -481,6 +492,8 @@ class NniImporter : public Importer {
   }
 
   std::vector<std::string> names_;
+  // Each nested choice: option -> child -> the flat parameter (HYPERPACK_NNI_NESTED).
+  nlohmann::json nested_ = nlohmann::json::object();
 };
 
 }  // namespace

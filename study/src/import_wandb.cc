@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "hyperpack/study/import.h"
@@ -126,11 +127,19 @@ class WandbImporter : public Importer {
       std::string name = prefix + it->first.Scalar();
       const YAML::Node spec = it->second;  // a copy: it-> yields a temporary
       if (spec.IsMap() && spec["parameters"]) {
-        Warn(it->first, name, "nested parameters are flattened to ", name,
-             "_*; W&B passes them as one JSON value, hyperpack as separate --", name,
-             "_NAME arguments");
+        Warn(it->first, name, "nested parameters are tuned as ", name,
+             "_*; the program gets them as W&B gives them: one JSON value in ${args} and a "
+             "nested mapping in wandb.config");
+        if (path_.empty()) top_.push_back(name);
+        path_.push_back(it->first.Scalar());
         Parameters(spec["parameters"], name + "_");
+        path_.pop_back();
         continue;
+      }
+      if (!path_.empty()) {
+        std::vector<std::string> full = path_;
+        full.push_back(it->first.Scalar());
+        nested_[name] = full;
       }
       if (!spec.IsMap()) {
         Error(spec, "parameters." + name,
@@ -141,8 +150,51 @@ class WandbImporter : public Importer {
       std::string line = Parameter(name, spec);
       if (line.empty()) continue;
       names_.push_back(name);
+      if (path_.empty()) top_.push_back(name);
+      if (!Numeric(spec)) quoted_.insert(name);
       yaml_ << "  " << name << ": " << line << "   # " << From(spec) << "\n";
     }
+  }
+
+  // Whether every value a parameter takes is a number or a boolean (bare in JSON).
+  static bool Numeric(const YAML::Node& spec) {
+    auto plain = [](const YAML::Node& v) {
+      return v.IsScalar() && (ParseDouble(v.Scalar()) || YamlBool(v).has_value());
+    };
+    if (spec["values"] && spec["values"].IsSequence()) {
+      for (const YAML::Node& v : spec["values"])
+        if (!plain(v)) return false;
+      return true;
+    }
+    return !spec["value"] || plain(spec["value"]);
+  }
+
+  // One argument of ${args}: --NAME={NAME}, or for a nested group the JSON W&B's agent passes,
+  // its leaves as placeholders, in single quotes for the shell.
+  std::string Argument(const std::string& dashes, const std::string& top) const {
+    if (std::find(names_.begin(), names_.end(), top) != names_.end() && !nested_.contains(top))
+      return dashes + top + "={" + top + "}";
+    nlohmann::json tree = nlohmann::json::object();
+    for (const auto& [flat, path] : nested_.items()) {
+      if (path.empty() || path[0] != top) continue;
+      nlohmann::json* at = &tree;
+      for (size_t i = 1; i + 1 < path.size(); ++i) at = &(*at)[path[i].get<std::string>()];
+      (*at)[path.back().get<std::string>()] = flat;
+    }
+    return "'" + dashes + top + "=" + JsonTemplate(tree) + "'";
+  }
+
+  // `tree` as JSON whose leaves are placeholders: literal braces doubled, text values quoted.
+  std::string JsonTemplate(const nlohmann::json& tree) const {
+    std::vector<std::string> members;
+    for (const auto& [key, value] : tree.items()) {
+      const std::string name = value.is_string() ? value.get<std::string>() : "";
+      const std::string inner =
+          value.is_object() ? JsonTemplate(value)
+                            : (quoted_.count(name) ? "\"{" + name + "}\"" : "{" + name + "}");
+      members.push_back(nlohmann::json(key).dump() + ": " + inner);
+    }
+    return "{{" + Join(members, ", ") + "}}";
   }
 
   // A parameter's hyperpack form, or "" after an error.
@@ -289,9 +341,9 @@ class WandbImporter : public Importer {
         }
         out.push_back(program);
       } else if (w == "${args}" || w == "${args_no_boolean_flags}") {
-        for (const std::string& n : names_) out.push_back("--" + n + "={" + n + "}");
+        for (const std::string& n : top_) out.push_back(Argument("--", n));
       } else if (w == "${args_no_hyphens}") {
-        for (const std::string& n : names_) out.push_back(n + "={" + n + "}");
+        for (const std::string& n : top_) out.push_back(Argument("", n));
       } else if (w == "${args_json}") {
         Error(root["command"], "command",
               "${args_json} is not carried over: use ${args}, or read "
@@ -306,12 +358,16 @@ class WandbImporter : public Importer {
     yaml_ << "trial:\n  command: " << nlohmann::json(Join(out, " ")).dump() << "   # "
           << (root["command"] ? "command, " + From(root["command"]) : std::string("W&B's default"))
           << "\n";
-    // wandb.log sends values to W&B, not to standard output, which is where hyperpack reads them.
-    yaml_ << "  env: {WANDB_MODE: disabled}   # no W&B run; print metrics as JSON lines too\n";
-    Warn(root, "",
-         "hyperpack reads metrics from the program's output (JSON lines or name=value); "
-         "a program that only calls wandb.log must also print them, e.g. "
-         "print(json.dumps(metrics), flush=True)");
+    // wandb.init, wandb.config and wandb.log are served by hyperpack's stand-in (shims/wandb),
+    // which prints what is logged; should the real client be used instead, it stays offline.
+    yaml_ << "  shim: wandb   # wandb.init(), wandb.config, wandb.log() served by hyperpack\n";
+    std::string vars = "WANDB_MODE: disabled";
+    if (!nested_.empty()) {
+      std::string layout;  // braces doubled: env values are templates
+      for (char c : nested_.dump()) layout += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+      vars += ", HYPERPACK_WANDB_NESTED: " + nlohmann::json(layout).dump();
+    }
+    yaml_ << "  env: {" << vars << "}\n";
   }
 
   void Method(const YAML::Node& method) {
@@ -363,6 +419,10 @@ class WandbImporter : public Importer {
           << "\n";
   }
 
+  std::vector<std::string> path_;                     // the nested groups being read
+  nlohmann::json nested_ = nlohmann::json::object();  // flat name -> its path in wandb.config
+  std::vector<std::string> top_;  // the sweep's top-level parameters and groups, in order
+  std::set<std::string> quoted_;  // parameters with text values (quoted in JSON)
   std::vector<std::string> names_;
 };
 

@@ -26,6 +26,18 @@ const char* MetricsSourceName(MetricsSource source) {
   return source == MetricsSource::kOutput ? "output" : "stdout";
 }
 
+const char* TrialShimName(TrialShim shim) {
+  switch (shim) {
+    case TrialShim::kNni:
+      return "nni";
+    case TrialShim::kWandb:
+      return "wandb";
+    case TrialShim::kNone:
+      break;
+  }
+  return "none";
+}
+
 const char* TrainingRoleName(TrainingRole role) {
   switch (role) {
     case TrainingRole::kLearningRate:
@@ -821,7 +833,7 @@ class Parser {
                   std::vector<MetricPattern>* patterns) {
     auto fields =
         Fields(field, "trial",
-               {"command", "workdir", "env", "timeout", "metrics", "warm", "metrics_from"});
+               {"command", "workdir", "env", "timeout", "metrics", "warm", "metrics_from", "shim"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "command")) {
       if (auto c = String(*f, "trial.command")) {
@@ -867,6 +879,8 @@ class Parser {
       if (auto b = Bool(*f, "trial.warm")) trial->warm = *b;
     OneOf(fields, "trial", "metrics_from", {MetricsSource::kStdout, MetricsSource::kOutput},
           MetricsSourceName, &trial->metrics_from);
+    OneOf(fields, "trial", "shim", {TrialShim::kNone, TrialShim::kNni, TrialShim::kWandb},
+          TrialShimName, &trial->shim);
   }
 
   // `trial.metrics: {NAME: PATTERN, ...}`: metrics read from lines the trial prints its own way.

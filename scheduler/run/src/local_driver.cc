@@ -78,6 +78,13 @@ class LocalDriver : public StudyRun {
     // Bad pruner settings are refused before anything is stored.
     HP_RETURN_IF_ERROR(tuner::MakePruner(PrunerOptionsFor(spec_)).status());
     HP_ASSIGN_OR_RETURN(patterns_, MetricPatterns::Make(spec_.metric_patterns));
+    if (spec_.trial.shim != study::TrialShim::kNone &&
+        !CompanionShimDir(study::TrialShimName(spec_.trial.shim)))
+      return Status::FailedPrecondition(
+          "trial.shim: ", study::TrialShimName(spec_.trial.shim),
+          ": hyperpack's stand-in for that client is not installed beside this program (looked in "
+          "../share/hyperpack/shims and ../shims); reinstall hyperpack, or remove trial.shim to "
+          "use the real package");
     on_done_ = std::move(on_done);
     start_ = Clock::now();
     wall_start_ = WallNow();
@@ -338,6 +345,15 @@ class LocalDriver : public StudyRun {
   }
   void Do(FinishCmd& c) { Close(c.summary); }
 
+  // The study's stand-in for another tool's client, first on the trial's PYTHONPATH.
+  void AddShim(std::map<std::string, std::string>* env) const {
+    if (spec_.trial.shim == study::TrialShim::kNone) return;
+    const std::optional<std::string> dir = CompanionShimDir(study::TrialShimName(spec_.trial.shim));
+    if (!dir) return;  // refused when the run began
+    std::string& path = (*env)["PYTHONPATH"];
+    path = path.empty() ? *dir : *dir + ":" + path;
+  }
+
   // Its folders, its parameters file and its ranks' logs, then the processes.
   void Launch(const LaunchPlan& plan) {
     std::error_code ec;
@@ -370,6 +386,7 @@ class LocalDriver : public StudyRun {
       std::string& path = base["PATH"];
       path = path.empty() ? *trainer_dir : *trainer_dir + ":" + path;
     }
+    AddShim(&base);
     if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
     GangRequest gang;
     gang.trial = plan.trial;

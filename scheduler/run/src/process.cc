@@ -35,6 +35,17 @@ std::optional<std::string> CompanionTrainerDir() {
   return std::nullopt;
 }
 
+std::optional<std::string> CompanionShimDir(const std::string& tool) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  const fs::path up = self.parent_path().parent_path();
+  for (const fs::path& dir : {up / "share" / "hyperpack" / "shims" / tool, up / "shims" / tool})
+    if (fs::exists(dir / tool / "__init__.py", ec)) return dir.lexically_normal().string();
+  return std::nullopt;
+}
+
 std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>& entries) {
   std::map<std::string, std::string> map;
   for (const std::string& entry : entries) {

@@ -55,6 +55,11 @@ struct MetricPattern {
 enum class MetricsSource { kStdout, kOutput };
 const char* MetricsSourceName(MetricsSource source);  // "stdout", "output"
 
+// `trial.shim`: a stand-in for another tool's Python client put first on the trial's PYTHONPATH,
+// so that a program written for that tool runs unmodified (shims/ in the source tree).
+enum class TrialShim { kNone, kNni, kWandb };
+const char* TrialShimName(TrialShim shim);  // "none", "nni", "wandb"
+
 struct TrialSpec {
   std::string command;  // with {param} placeholders; run by /bin/sh -c
   std::string workdir;  // absolute, or empty for the directory `hyperpack run` starts in
@@ -66,6 +71,7 @@ struct TrialSpec {
   // unaffected.
   bool warm = true;
   MetricsSource metrics_from = MetricsSource::kStdout;  // `trial.metrics_from`
+  TrialShim shim = TrialShim::kNone;                    // `trial.shim`
 };
 
 struct TunerSpec {

@@ -59,4 +59,9 @@ std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>
 // from a checkout and from an installation alike.
 std::optional<std::string> CompanionTrainerDir();
 
+// The folder of the Python stand-in for `tool`'s client that came with this program (a folder
+// holding the package, for PYTHONPATH): ../share/hyperpack/shims/TOOL installed, or
+// ../shims/TOOL in a build tree; nullopt when there is none.
+std::optional<std::string> CompanionShimDir(const std::string& tool);
+
 }  // namespace hyperpack::scheduler
