@@ -29,13 +29,11 @@ raw_fmnist() {
   done
 }
 
-run_study() {  # NAME DIR STUDY_FILE: runs it and prints its trials
-  local name="$1" dir="$2" file="$3" start=$SECONDS
-  (cd "$dir" && "$hyperpack" run "$file" --storage "$scratch/$name.db" --max-trials 2 --progress log)
-  echo "== $name: $((SECONDS - start)) s"
-  "$hyperpack" trials "$("$hyperpack" status --storage "$scratch/$name.db" --json |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["name"])')" \
-    --storage "$scratch/$name.db"
+run_study() {  # LABEL DIR STUDY_FILE STUDY_NAME: runs it and prints its trials
+  local label="$1" dir="$2" file="$3" name="$4" start=$SECONDS
+  (cd "$dir" && "$hyperpack" run "$file" --storage "$scratch/$label.db" --max-trials 2 --progress log)
+  echo "== $label: $((SECONDS - start)) s"
+  "$hyperpack" trials "$name" --storage "$scratch/$label.db"
 }
 
 # NNI: examples/trials/mnist-pytorch (nni.get_next_parameter, merge_parameter,
@@ -44,7 +42,7 @@ d="$scratch/nni-mnist"; cp -r "$nni/examples/trials/mnist-pytorch" "$d"
 raw_fmnist "$d/data/MNIST/raw"
 "$hyperpack" import "$d/config.yml" -o "$d/study.yaml"
 sed -i 's|command: "python3 mnist.py"|command: "python3 mnist.py --epochs 1 --batch_num 300"|' "$d/study.yaml"
-run_study nni "$d" study.yaml
+run_study nni "$d" study.yaml config
 
 # W&B: examples/pytorch/pytorch-cnn-fashion (wandb.init(config=defaults), wandb.config, wandb.watch,
 # wandb.log of tensors, wandb.run.dir), its grid sweep with hyperband imported as it is. Its own
@@ -60,9 +58,9 @@ PY
 )
 "$hyperpack" import "$d/sweep-grid-hyperband.yaml" -o "$d/study.yaml"
 sed -i 's|epochs: {type: fixed, value: 27}|epochs: {type: fixed, value: 1}|' "$d/study.yaml"
-run_study wandb-fashion "$d" study.yaml
+run_study wandb-fashion "$d" study.yaml sweep-grid-hyperband
 
 # W&B: wandb/sweeps examples/nested-params (wandb.init(config=args), nested wandb.config access),
 # its sweep run directly, with no import step.
 d="$scratch/wandb-nested"; cp -r "$wandb_sweeps/examples/nested-params" "$d"
-run_study wandb-nested "$d" sweep-nested-cli.yaml
+run_study wandb-nested "$d" sweep-nested-cli.yaml sweep-nested-cli

@@ -82,15 +82,22 @@ entrypoint: python3 model_def_adaptive.py --epochs 20
   EXPECT_EQ(s.budget.max_trials, 50);
 }
 
-TEST(ImportRealShapesTest, DeterminedWithNothingToTuneIsRefusedAtItsSearcher) {
-  ImportOutcome out = ImportSweep(R"(name: core-api-stage-0
+// Determined's Core API tutorials: a single searcher and no hyperparameters at all.
+TEST(ImportRealShapesTest, DeterminedWithNothingToTuneRunsItsProgramOnce) {
+  StudySpec s = testing::ImportedAs(R"(name: core-api-stage-0
 entrypoint: python3 0_start.py
 searcher:
    name: single
    metric: x
 )",
-                                  "0_start.yaml", SweepFormat::kDetermined);
-  EXPECT_THAT(Text(out.errors), HasSubstr("0_start.yaml:4:4: hyperparameters: nothing to tune"));
+                                    "0_start.yaml", SweepFormat::kDetermined);
+  EXPECT_EQ(s.space.size(), 0u);
+  EXPECT_EQ(s.budget.max_trials, 1);
+  EXPECT_EQ(s.trial.command, "python3 0_start.py");
+  ImportOutcome list = ImportSweep(
+      "hyperparameters: [1, 2]\nsearcher: {name: single, metric: x}\nentrypoint: python3 t.py\n",
+      "list.yaml", SweepFormat::kDetermined);
+  EXPECT_THAT(Text(list.errors), HasSubstr("list.yaml:1:18: hyperparameters: expected a mapping"));
 }
 
 // NNI's mnist-nested-search-space: two options of a choice give their children the same name.

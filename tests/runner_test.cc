@@ -120,6 +120,29 @@ budget: {max_trials: 6, max_parallel: 2}
       EXPECT_NE(trials[i].params_json, trials[j].params_json);
 }
 
+// Nothing to tune (Determined's single searcher, a baseline): the command runs once, as it is,
+// whatever the tuner, and the study ends with its space exhausted.
+TEST_F(RunnerTest, AnEmptySearchSpaceRunsTheCommandOnce) {
+  for (const char* tuner : {"gp", "random", "sobol"}) {
+    auto spec = Spec(std::string(R"(
+name: e-)") + tuner + R"(
+objective: {metric: loss, direction: minimize}
+search_space: {}
+tuner: {algorithm: )" + tuner + R"(}
+trial: {command: "echo loss=2"}
+budget: {max_trials: 3, max_parallel: 2}
+)");
+    ASSERT_EQ(spec.space.size(), 0u);
+    auto summary = Run(spec);
+    ASSERT_TRUE(summary.ok()) << summary.status().message();
+    auto trials = Trials(std::string("e-") + tuner);
+    ASSERT_EQ(trials.size(), 1u) << tuner;
+    EXPECT_EQ(trials[0].value, 2.0);
+    EXPECT_EQ(trials[0].params_json, "{}");
+    EXPECT_THAT(output_.str(), ::testing::HasSubstr("search space exhausted"));
+  }
+}
+
 TEST_F(RunnerTest, NeverRunsMoreTrialsAtOnceThanMaxParallel) {
   std::string script = Script("t.sh", "sleep 0.2\necho '{\"loss\": 1}'\n");
   auto spec = Spec(R"(

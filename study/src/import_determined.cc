@@ -73,10 +73,11 @@ class DeterminedImporter : public Importer {
     Objective(searcher);
     yaml_ << "search_space:\n";
     const YAML::Node hps = root["hyperparameters"];
-    if (!hps || !hps.IsMap() || hps.size() == 0) {
-      Error(hps ? hps : searcher, "hyperparameters",
-            "nothing to tune: the experiment has no hyperparameters (a single searcher runs its "
-            "program once); add hyperparameters such as {lr: {type: log, minval: -4, maxval: -1}}");
+    if (!hps || (hps.IsMap() && hps.size() == 0)) {
+      // Nothing to tune: one configuration, the program as it is (what a single searcher runs).
+      yaml_ << "  {}   # no hyperparameters: the entrypoint runs as it is\n";
+    } else if (!hps.IsMap()) {
+      Error(hps, "hyperparameters", "expected a mapping of names to hyperparameters");
     } else {
       Hyperparameters(hps, "");
     }

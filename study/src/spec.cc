@@ -541,7 +541,9 @@ class Parser {
 
   void ParseSpace(const Field& field, SearchSpace* space) {
     const YAML::Node& node = field.value;
-    if (!node.IsMap() || node.size() == 0) {
+    // `{}`: nothing to tune, one configuration: the command as it is (a baseline, or what
+    // Determined's single searcher runs).
+    if (!node.IsMap()) {
       Error(node.IsNull() ? field.key : node, "search_space",
             "expected a mapping of parameter names to their ranges, got ", Describe(node));
       return;
