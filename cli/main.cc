@@ -169,6 +169,13 @@ hyperpack::Result<std::optional<study::SweepFormat>> SweepFormatArg(
   return study::ParseFromFlag(args.count("from") ? args["from"].as<std::string>() : "auto");
 }
 
+// --command: the trial's command in place of another tool's file's.
+study::ImportOptions ImportOptionsArg(const cxxopts::ParseResult& args) {
+  study::ImportOptions options;
+  if (args.count("command")) options.command = args["command"].as<std::string>();
+  return options;
+}
+
 // --max-trials and --max-parallel, each at least 1 where given.
 Status BudgetArgs(const cxxopts::ParseResult& args, std::optional<int>* max_trials,
                   std::optional<int>* max_parallel) {
@@ -249,6 +256,8 @@ int CmdRun(int argc, char** argv) {
       "from",
       "the file is another tool's: wandb, nni, determined or katib (see import); auto, the "
       "default, tells a study file or the tool from the file's keys",
+      cxxopts::value<std::string>())(
+      "command", "another tool's file: the trial's command in place of the file's (see import)",
       cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
@@ -256,7 +265,7 @@ int CmdRun(int argc, char** argv) {
   std::string path = Positional(args)[0];
   auto format = SweepFormatArg(args);
   if (!format.ok()) return Fail(format.status());
-  study::ParseOutcome parsed = study::LoadAnyStudyFile(path, *format);
+  study::ParseOutcome parsed = study::LoadAnyStudyFile(path, *format, ImportOptionsArg(args));
   if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
   if (!parsed.spec) {
     std::cerr << parsed.ErrorText() << "\n";
@@ -374,12 +383,16 @@ hyperpack::Result<study::SweepFormat> ImportFormat(const cxxopts::ParseResult& a
 
 int CmdImport(int argc, char** argv) {
   cxxopts::Options o("import", "hyperpack import FILE: another tool's sweep as a study file");
-  o.custom_help("FILE [--from auto|wandb|nni|determined|katib] [-o STUDY.yaml]");
+  o.custom_help("FILE [--from auto|wandb|nni|determined|katib] [--command CMD] [-o STUDY.yaml]");
   o.add_options()("from",
                   "the tool: wandb (a sweep), nni, determined or katib (an experiment); auto "
                   "tells it from the file's keys",
                   cxxopts::value<std::string>()->default_value("auto"))(
-      "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>());
+      "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>())(
+      "command",
+      "the trial's command in place of the file's, with {param} placeholders: for a Determined "
+      "Trial class, a container that gives only args, or a Launch sweep",
+      cxxopts::value<std::string>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   std::string path = Positional(args)[0];
@@ -392,7 +405,8 @@ int CmdImport(int argc, char** argv) {
     std::cerr << format.status().message() << "\n";
     return kUsage;
   }
-  study::ImportOutcome imported = study::ImportSweep(text.str(), path, *format);
+  study::ImportOutcome imported =
+      study::ImportSweep(text.str(), path, *format, ImportOptionsArg(args));
   for (const study::Diagnostic& d : imported.warnings) std::cerr << d.ToString() << "\n";
   if (!imported.errors.empty()) {
     for (const study::Diagnostic& d : imported.errors) std::cerr << d.ToString() << "\n";

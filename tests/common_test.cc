@@ -349,9 +349,27 @@ TEST(ConfigJsonTest, WritesKeysInSpaceOrderWhenGivenASpace) {
   EXPECT_EQ(ConfigToJson(config), R"({"alpha":2,"zeta":1})");
 }
 
-TEST(ConfigJsonTest, RejectsTextThatIsNotAFlatObject) {
-  for (const char* json :
-       {"", "[1, 2]", "{", "42", R"({"a": [1]})", R"({"a": {"b": 1}})", R"({"a": null})"}) {
+// A structured parameter's value is JSON text in a Config, and decoded where the program reads it.
+TEST(ConfigJsonTest, StructuredValuesAreHandedOverDecodedAndReadBackAsTheirText) {
+  std::vector<ParamSpec> params(2);
+  params[0].name = "files";
+  params[0].type = ParamType::kFixed;
+  params[0].structured = true;
+  params[0].value = std::string(R"(["a.yml","b.yml"])");
+  params[1].name = "name";
+  params[1].type = ParamType::kFixed;
+  params[1].value = std::string(R"(["not","decoded"])");
+  SearchSpace space(params);
+  Config config = {{"files", params[0].value}, {"name", params[1].value}};
+  const std::string json = ConfigToJson(config, &space);
+  EXPECT_EQ(json, R"({"files":["a.yml","b.yml"],"name":"[\"not\",\"decoded\"]"})");
+  auto back = ConfigFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, config);
+}
+
+TEST(ConfigJsonTest, RejectsTextThatIsNotAnObjectOfValues) {
+  for (const char* json : {"", "[1, 2]", "{", "42", R"({"a": null})"}) {
     auto c = ConfigFromJson(json);
     EXPECT_FALSE(c.ok()) << json;
     if (!c.ok()) {

@@ -169,6 +169,78 @@ TEST(ImportRealShapesTest, NniEmptySpacesAnnotationsAndMissingKeysAreRefusedAtAL
               HasSubstr("sweep-bool.yaml:1:1: metric: the sweep names no metric"));
 }
 
+// Katib's XGBoostJob example: a Master replica whose container gives args to its image's
+// entrypoint, and metrics whose names have spaces (LightGBM's "valid_1 auc").
+TEST(ImportRealShapesTest, KatibTrainingJobKindsArgsOnlyContainersAndSpacedMetricNames) {
+  const std::string job = R"y(apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata: {name: lgbm, namespace: team}
+spec:
+  objective: {type: maximize, objectiveMetricName: valid_1 auc}
+  metricsCollectorSpec:
+    source: {filter: {metricsFormat: ['(\w+\s\w+)\s:\s((-?\d+)(\.\d+)?)']}}
+  algorithm: {algorithmName: random}
+  parameters:
+    - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.1"}}
+  trialTemplate:
+    trialParameters:
+      - {name: learningRate, reference: lr}
+      - {name: ns, reference: "${trialSpec.Namespace}"}
+    trialSpec:
+      apiVersion: kubeflow.org/v1
+      kind: XGBoostJob
+      spec:
+        xgbReplicaSpecs:
+          Master:
+            replicas: 1
+            template:
+              spec:
+                containers:
+                  - name: xgboost
+                    args: ["--learning_rate=${trialParameters.learningRate}", "--ns=${trialParameters.ns}"]
+          Worker: {replicas: 2}
+)y";
+  ImportOutcome refused = ImportSweep(job, "lgbm.yaml", SweepFormat::kKatib);
+  EXPECT_THAT(Text(refused.errors),
+              HasSubstr("lgbm.yaml:26:27: spec.trialTemplate.args: the container gives args but no "
+                        "command"));
+  ImportOptions given;
+  given.command = "python3 main.py --learning_rate={lr}";
+  ImportOutcome out;
+  StudySpec s = testing::ImportedAs(job, "lgbm.yaml", SweepFormat::kKatib, &out, given);
+  EXPECT_EQ(s.trial.command, "python3 main.py --learning_rate={lr}");
+  EXPECT_EQ(s.objective.metric, "valid_1_auc");
+  ASSERT_EQ(s.metric_patterns.size(), 1u);
+  EXPECT_EQ(s.metric_patterns[0].name, "valid_1_auc");
+  EXPECT_THAT(Text(out.warnings),
+              HasSubstr("the XGBoostJob's Worker replicas are not carried over"));
+  // A TFJob's Chief, a metadata substitution.
+  StudySpec tf = testing::ImportedAs(R"(apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata: {name: tf, namespace: team}
+spec:
+  objective: {type: maximize, objectiveMetricName: accuracy}
+  algorithm: {algorithmName: random}
+  parameters:
+    - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.1"}}
+  trialTemplate:
+    trialParameters:
+      - {name: learningRate, reference: lr}
+      - {name: ns, reference: "${trialSpec.Namespace}"}
+      - {name: label, reference: "${trialSpec.Labels[team]}"}
+    trialSpec:
+      kind: TFJob
+      metadata: {labels: {team: vision}}
+      spec:
+        tfReplicaSpecs:
+          Chief:
+            template: {spec: {containers: [{name: tf, command: [python, mnist.py, "--lr=${trialParameters.learningRate}", "--ns=${trialParameters.ns}", "--label=${trialParameters.label}"]}]}}
+          Worker: {replicas: 2}
+)",
+                                     "tf.yaml", SweepFormat::kKatib);
+  EXPECT_EQ(tf.trial.command, "python mnist.py --lr={lr} --ns=team --label=vision");
+}
+
 // W&B with Hydra: dotted keys, passed as Hydra overrides by ${args_no_hyphens}.
 TEST(ImportRealShapesTest, WandbHydraDottedKeysKeepTheirNames) {
   StudySpec s = testing::ImportedAs(R"(program: main.py

@@ -14,8 +14,9 @@ namespace hyperpack::study::testing {
 // `text` imported from `filename` in `format` and parsed; fails the test when either step has
 // errors. The import's outcome (its warnings) goes to `outcome` when given.
 inline StudySpec ImportedAs(const std::string& text, const std::string& filename,
-                            SweepFormat format, ImportOutcome* outcome = nullptr) {
-  ImportOutcome out = ImportSweep(text, filename, format);
+                            SweepFormat format, ImportOutcome* outcome = nullptr,
+                            const ImportOptions& options = {}) {
+  ImportOutcome out = ImportSweep(text, filename, format, options);
   if (outcome) *outcome = out;
   EXPECT_TRUE(out.errors.empty()) << (out.errors.empty() ? "" : out.errors[0].ToString());
   ParseOutcome parsed = ParseStudy(out.study_yaml, "imported.yaml");

@@ -128,7 +128,8 @@ TEST_F(RunnerTest, AnEmptySearchSpaceRunsTheCommandOnce) {
 name: e-)") + tuner + R"(
 objective: {metric: loss, direction: minimize}
 search_space: {}
-tuner: {algorithm: )" + tuner + R"(}
+tuner: {algorithm: )" +
+                     tuner + R"(}
 trial: {command: "echo loss=2"}
 budget: {max_trials: 3, max_parallel: 2}
 )");
@@ -141,6 +142,39 @@ budget: {max_trials: 3, max_parallel: 2}
     EXPECT_EQ(trials[0].params_json, "{}");
     EXPECT_THAT(output_.str(), ::testing::HasSubstr("search space exhausted"));
   }
+}
+
+// Values that are lists or mappings (a Determined constant list, an NNI choice of mappings) reach
+// the program as such in HYPERPACK_PARAMS_FILE, and a resumed study reads them back.
+TEST_F(RunnerTest, StructuredValuesReachTheProgramDecoded) {
+  std::string program = Script("t.py", R"(import json, os
+p = json.load(open(os.environ["HYPERPACK_PARAMS_FILE"]))
+assert p["files"] == ["a.yml", "b.yml"], p
+combo = p["combo"]
+print(json.dumps({"loss": combo["x"] if isinstance(combo, dict) else sum(combo)}))
+)");
+  const std::string yaml = R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  files: {type: fixed, value: [a.yml, b.yml]}
+  combo: [[1, 2], {x: 3, y: [4]}]
+tuner: {algorithm: random}
+trial: {command: "python3 )" +
+                           program + R"("}
+budget: {max_trials: 2}
+)";
+  ASSERT_TRUE(Run(Spec(yaml)).ok()) << output_.str();
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 2u);
+  std::set<double> values;
+  for (const TrialRecord& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    values.insert(t.value.value_or(-1));
+  }
+  EXPECT_EQ(values, (std::set<double>{3.0}));  // 1 + 2, and x: 3
+  // The stored parameters read back as the space's values: the study resumes.
+  ASSERT_TRUE(Run(Spec(yaml)).ok()) << output_.str();
 }
 
 TEST_F(RunnerTest, NeverRunsMoreTrialsAtOnceThanMaxParallel) {

@@ -825,6 +825,32 @@ trial:
             "run optimizer.config.learning_rate=0.01 4 2");
 }
 
+// Lists and mappings as values: each value is its JSON text, keys sorted, and the parameter is
+// marked structured so the program gets them decoded.
+TEST(StudyFileTest, ListsAndMappingsAreStructuredValues) {
+  ParseOutcome out = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  files: {type: fixed, value: [a.yml, 2]}
+  opt: [{optimizer: Adam, lr: 0.001}, {optimizer: SGD, lr: 0.01}]
+  plain: [1, 2]
+  none: {type: fixed, value: null}
+trial:
+  command: run {files}
+)");
+  ASSERT_TRUE(out.spec) << out.ErrorText();
+  const ParamSpec* files = out.spec->space.Find("files");
+  ASSERT_NE(files, nullptr);
+  EXPECT_TRUE(files->structured);
+  EXPECT_EQ(std::get<std::string>(files->value), R"(["a.yml",2])");
+  const ParamSpec* opt = out.spec->space.Find("opt");
+  ASSERT_NE(opt, nullptr);
+  EXPECT_TRUE(opt->structured);
+  EXPECT_EQ(std::get<std::string>(opt->values[0]), R"({"lr":0.001,"optimizer":"Adam"})");
+  EXPECT_FALSE(out.spec->space.Find("plain")->structured);
+  EXPECT_EQ(std::get<std::string>(out.spec->space.Find("none")->value), "null");
+}
+
 TEST(StudyFileTest, RejectsTwoParametersPassedAsOneVariable) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}

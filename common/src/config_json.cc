@@ -19,7 +19,12 @@ std::string ConfigToJson(const Config& config, const SearchSpace* space) {
   if (space != nullptr) {
     for (const ParamSpec& p : space->params()) {
       auto it = config.find(p.name);
-      if (it != config.end()) out[p.name] = ToJson(it->second);
+      if (it == config.end()) continue;
+      const std::string* text = std::get_if<std::string>(&it->second);
+      nlohmann::ordered_json decoded =
+          p.structured && text ? nlohmann::ordered_json::parse(*text, nullptr, false)
+                               : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+      out[p.name] = decoded.is_discarded() ? ToJson(it->second) : decoded;
     }
   }
   for (const auto& [name, value] : config)
@@ -41,6 +46,8 @@ Result<Config> ConfigFromJson(const std::string& json) {
       config[name] = v.get<double>();
     } else if (v.is_string()) {
       config[name] = v.get<std::string>();
+    } else if (v.is_array() || v.is_object()) {
+      config[name] = v.dump();  // a structured parameter's value, as its text
     } else {
       return Status::Invalid("parameter '", name, "' is not a number, string or boolean");
     }

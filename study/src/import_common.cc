@@ -19,6 +19,17 @@ std::string YamlScalar(const YAML::Node& node) {
   return text;
 }
 
+std::string FlowYaml(const YAML::Node& node) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << node;
+  std::string out = e.c_str();
+  for (char& c : out)
+    if (c == '\n') c = ' ';
+  return out;
+}
+
 bool IsWholeNumber(const YAML::Node& n) { return n.IsScalar() && ParseInt(n.Scalar()).has_value(); }
 
 std::optional<bool> YamlBool(const YAML::Node& node) {
@@ -62,6 +73,14 @@ Diagnostic Importer::At(const YAML::Node& at, const std::string& key, std::strin
   if (m.is_null()) m = root_mark_;
   return {file_, m.is_null() ? 1 : m.line + 1, m.is_null() ? 1 : m.column + 1, key,
           std::move(message)};
+}
+
+bool Importer::CommandGiven(const std::string& replaced) {
+  if (!options_.command) return false;
+  yaml_ << "trial:\n  command: " << nlohmann::json(*options_.command).dump()
+        << "   # --command, in "
+        << "place of " << replaced << "\n";
+  return true;
 }
 
 std::string Importer::From(const YAML::Node& at) const {
@@ -197,22 +216,23 @@ Result<std::optional<SweepFormat>> DetectSweepFormat(const std::string& text,
                          "): name the tool with --from wandb|nni|determined|katib");
 }
 
-ImportOutcome ImportSweep(const std::string& text, const std::string& filename,
-                          SweepFormat format) {
+ImportOutcome ImportSweep(const std::string& text, const std::string& filename, SweepFormat format,
+                          const ImportOptions& options) {
   switch (format) {
     case SweepFormat::kNni:
-      return internal::ImportNni(text, filename);
+      return internal::ImportNni(text, filename, options);
     case SweepFormat::kDetermined:
-      return internal::ImportDetermined(text, filename);
+      return internal::ImportDetermined(text, filename, options);
     case SweepFormat::kKatib:
-      return internal::ImportKatib(text, filename);
+      return internal::ImportKatib(text, filename, options);
     case SweepFormat::kWandb:
       break;
   }
-  return internal::ImportWandb(text, filename);
+  return internal::ImportWandb(text, filename, options);
 }
 
-ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format) {
+ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format,
+                           const ImportOptions& options) {
   ParseOutcome out;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -221,7 +241,7 @@ ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format) {
   }
   std::ostringstream text;
   text << in.rdbuf();
-  ImportOutcome imported = ImportSweep(text.str(), path, format);
+  ImportOutcome imported = ImportSweep(text.str(), path, format, options);
   if (!imported.errors.empty()) {
     out.errors = std::move(imported.errors);
     out.warnings = std::move(imported.warnings);
@@ -232,8 +252,9 @@ ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format) {
   return out;
 }
 
-ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat> format) {
-  if (format) return LoadSweepFile(path, *format);
+ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat> format,
+                              const ImportOptions& options) {
+  if (format) return LoadSweepFile(path, *format, options);
   std::ifstream in(path, std::ios::binary);
   if (!in) return LoadStudyFile(path);  // its error names the file
   std::ostringstream text;
@@ -241,7 +262,7 @@ ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat
   auto detected = DetectSweepFormat(text.str(), path);
   // A file that is no tool's is read as a study, so its errors are the study file's own.
   if (!detected.ok() || !*detected) return LoadStudyFile(path);
-  ParseOutcome out = LoadSweepFile(path, **detected);
+  ParseOutcome out = LoadSweepFile(path, **detected, options);
   out.warnings.insert(out.warnings.begin(),
                       {path, 1, 1, "",
                        StrCat("warning: read as a ", SweepFormatName(**detected),

@@ -17,6 +17,8 @@ namespace hyperpack::study::internal {
 
 // A number or text as YAML writes it: strings that YAML would read as something else are quoted.
 std::string YamlScalar(const YAML::Node& node);
+// A list or mapping in YAML's flow style on one line, for a structured value of the study file.
+std::string FlowYaml(const YAML::Node& node);
 // A scalar that reads as a whole number.
 bool IsWholeNumber(const YAML::Node& node);
 // A boolean as YAML 1.1 writes it (true, True, TRUE, yes, on, ...), as the tools' Python loaders
@@ -25,7 +27,8 @@ std::optional<bool> YamlBool(const YAML::Node& node);
 
 class Importer {
  public:
-  explicit Importer(std::string filename) : file_(std::move(filename)) {}
+  Importer(std::string filename, ImportOptions options)
+      : file_(std::move(filename)), options_(std::move(options)) {}
   virtual ~Importer() = default;
 
   // Parses `text` as YAML and hands the root mapping to Convert; `what` names the format in the
@@ -44,21 +47,29 @@ class Importer {
     warnings_.push_back(At(at, key, StrCat("warning: ", args...)));
   }
   Diagnostic At(const YAML::Node& at, const std::string& key, std::string message) const;
+  // Where the user gave --command: writes the trial section's first line with it in place of
+  // what the file says at `replaced` (its key) and returns true.
+  bool CommandGiven(const std::string& replaced);
   // "sweep.yaml:12", for the comment on a line of the study file.
   std::string From(const YAML::Node& at) const;
   // `name:` from `wanted` (or the file's stem), cleaned into a study name, with the header comment.
   void WriteName(const std::string& wanted, const std::string& tool);
 
   std::string file_;
+  ImportOptions options_;
   YAML::Mark root_mark_ = YAML::Mark::null_mark();  // where a missing key's error points
   std::ostringstream yaml_;
   std::vector<Diagnostic> errors_, warnings_;
 };
 
 // One per format, each in its own import_*.cc.
-ImportOutcome ImportWandb(const std::string& text, const std::string& filename);
-ImportOutcome ImportNni(const std::string& text, const std::string& filename);
-ImportOutcome ImportDetermined(const std::string& text, const std::string& filename);
-ImportOutcome ImportKatib(const std::string& text, const std::string& filename);
+ImportOutcome ImportWandb(const std::string& text, const std::string& filename,
+                          const ImportOptions& options);
+ImportOutcome ImportNni(const std::string& text, const std::string& filename,
+                        const ImportOptions& options);
+ImportOutcome ImportDetermined(const std::string& text, const std::string& filename,
+                               const ImportOptions& options);
+ImportOutcome ImportKatib(const std::string& text, const std::string& filename,
+                          const ImportOptions& options);
 
 }  // namespace hyperpack::study::internal

@@ -19,7 +19,8 @@ namespace {
 
 class DeterminedImporter : public Importer {
  public:
-  explicit DeterminedImporter(std::string filename) : Importer(std::move(filename)) {}
+  DeterminedImporter(std::string filename, const ImportOptions& options)
+      : Importer(std::move(filename), options) {}
 
  private:
   void Convert(const YAML::Node& root) override {
@@ -128,10 +129,11 @@ class DeterminedImporter : public Importer {
   std::string Hyperparameter(const std::string& name, const YAML::Node& s) {
     const std::string key = "hyperparameters." + name;
     if (s.IsScalar()) return "{type: fixed, value: " + YamlScalar(s) + "}";  // a constant
+    if (s.IsNull()) return "{type: fixed, value: null}";  // None to the program (structured)
+    // A constant list: a structured value, handed to the program as the list it is.
+    if (s.IsSequence()) return "{type: fixed, value: " + FlowYaml(s) + "}";
     if (!s.IsMap()) {
-      Error(s, key,
-            "a constant that is a list is not carried over; hyperpack's values are numbers, text "
-            "or booleans");
+      Error(s, key, "expected a hyperparameter: a constant or {type: ...}");
       return "";
     }
     std::string type = s["type"].IsScalar() ? s["type"].Scalar() : "";
@@ -145,13 +147,14 @@ class DeterminedImporter : public Importer {
       Warn(s["count"], key,
            "count (the number of grid points) is not carried over: the range is searched whole");
     if (type == "const") {
-      if (!s["val"] || !s["val"].IsScalar()) {
+      if (!s["val"] || !(s["val"].IsScalar() || s["val"].IsSequence() || s["val"].IsMap())) {
         Error(s["val"] ? s["val"] : s, key,
-              "const needs val: a number, text or boolean (a list or mapping is not carried "
-              "over)");
+              "const needs val: a number, text, boolean, list or "
+              "mapping");
         return "";
       }
-      return "{type: fixed, value: " + YamlScalar(s["val"]) + "}";
+      return "{type: fixed, value: " +
+             (s["val"].IsScalar() ? YamlScalar(s["val"]) : FlowYaml(s["val"])) + "}";
     }
     if (type == "categorical") {
       if (!s["vals"].IsSequence() || s["vals"].size() == 0) {
@@ -159,15 +162,8 @@ class DeterminedImporter : public Importer {
         return "";
       }
       std::vector<std::string> values;
-      for (const auto& v : s["vals"]) {
-        if (!v.IsScalar()) {
-          Error(v, key,
-                "a value that is a list or a mapping is not carried over; hyperpack's "
-                "categorical values are numbers, text or booleans");
-          return "";
-        }
-        values.push_back(YamlScalar(v));
-      }
+      for (const auto& v : s["vals"])  // lists and mappings make a structured categorical
+        values.push_back(v.IsScalar() ? YamlScalar(v) : FlowYaml(v));
       return "{type: categorical, values: [" + Join(values, ", ") + "]}";
     }
     if (type == "int" || type == "double" || type == "log") {
@@ -203,6 +199,7 @@ class DeterminedImporter : public Importer {
   }
 
   void Entrypoint(const YAML::Node& ep, const YAML::Node& root) {
+    if (CommandGiven("entrypoint")) return;
     std::string command;
     if (!ep) {
       Error(root, "entrypoint", "an experiment needs an entrypoint: the command that trains");
@@ -222,9 +219,10 @@ class DeterminedImporter : public Importer {
     // runs; hyperpack runs commands.
     if (command.find(' ') == std::string::npos && command.find(':') != std::string::npos) {
       Error(ep, "entrypoint", "'", command,
-            "' is a Determined Trial class, which hyperpack cannot run: the entrypoint must be a "
-            "command (e.g. python3 train.py) that reads its hyperparameters from "
-            "$HYPERPACK_PARAMS_FILE (JSON) and prints its metrics");
+            "' is a Determined Trial class, which hyperpack cannot run: give the command that "
+            "trains with --command '...' (e.g. --command 'python3 train.py --lr {learning_rate}'), "
+            "a program that reads its hyperparameters from $HYPERPACK_PARAMS_FILE (JSON) and "
+            "prints its metrics");
       return;
     }
     if (command.empty()) {
@@ -417,9 +415,11 @@ class DeterminedImporter : public Importer {
 
 }  // namespace
 
-ImportOutcome ImportDetermined(const std::string& text, const std::string& filename) {
-  return DeterminedImporter(filename).Run(
-      text, "a Determined experiment is a mapping with hyperparameters, searcher and entrypoint");
+ImportOutcome ImportDetermined(const std::string& text, const std::string& filename,
+                               const ImportOptions& options) {
+  return DeterminedImporter(filename, options)
+      .Run(text,
+           "a Determined experiment is a mapping with hyperparameters, searcher and entrypoint");
 }
 
 }  // namespace internal

@@ -78,6 +78,28 @@ std::optional<Collector> LookupCollector(const std::string& name) {
   return it->second;
 }
 
+// A trial job's kind: where its replicas are (none: a batch Job's own template; "trainer": a
+// TrainJob's trainer) and which role's command is the trial's, in order of preference.
+struct JobKind {
+  const char* replicas;
+  const char* roles[3];
+};
+std::optional<JobKind> LookupJobKind(const std::string& kind) {
+  static const std::map<std::string, JobKind> kTable = {
+      {"Job", {nullptr, {nullptr, nullptr, nullptr}}},
+      {"PyTorchJob", {"pytorchReplicaSpecs", {"Master", "Worker", nullptr}}},
+      {"TFJob", {"tfReplicaSpecs", {"Chief", "Master", "Worker"}}},
+      {"XGBoostJob", {"xgbReplicaSpecs", {"Master", "Worker", nullptr}}},
+      {"MPIJob", {"mpiReplicaSpecs", {"Launcher", nullptr, nullptr}}},
+      {"PaddleJob", {"paddleReplicaSpecs", {"Master", "Worker", nullptr}}},
+      {"JAXJob", {"jaxReplicaSpecs", {"Worker", nullptr, nullptr}}},
+      {"TrainJob", {"trainer", {nullptr, nullptr, nullptr}}},
+  };
+  auto it = kTable.find(kind);
+  if (it == kTable.end()) return std::nullopt;
+  return it->second;
+}
+
 // `n[key][more]...`, or an undefined node where a step is missing or not a mapping (yaml-cpp throws
 // on a missing node's type).
 YAML::Node Get(const YAML::Node& n, const char* key) {
@@ -89,6 +111,22 @@ template <typename... More>
 YAML::Node Get(const YAML::Node& n, const char* key, const char* next, More... more) {
   return Get(Get(n, key), next, more...);
 }
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A metric's name as hyperpack's may be: letters, digits, '_', '.', '/' and '-'; others are '_'.
+std::string SafeMetric(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    out +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-'
+            ? c
+            : '_';
+  return out;
+}
+
 // A scalar's text, or "".
 std::string Word(const YAML::Node& n) { return n && n.IsScalar() ? n.Scalar() : ""; }
 
@@ -178,7 +216,8 @@ std::optional<std::string> FilterForMetric(const std::string& filter, const std:
 
 class KatibImporter : public Importer {
  public:
-  explicit KatibImporter(std::string filename) : Importer(std::move(filename)) {}
+  KatibImporter(std::string filename, const ImportOptions& options)
+      : Importer(std::move(filename), options) {}
 
  private:
   void Convert(const YAML::Node& root) override {
@@ -201,6 +240,7 @@ class KatibImporter : public Importer {
         Warn(it->first, key, "unknown Experiment key '", key, "' is not carried over");
     }
     WriteName(Word(Get(root, "metadata", "name")), "Katib experiment");
+    namespace_ = Word(Get(root, "metadata", "namespace"));
     const YAML::Node spec = root["spec"];
     if (!spec || !spec.IsMap()) {
       Error(spec ? spec : root, "spec",
@@ -280,7 +320,20 @@ class KatibImporter : public Importer {
     if (const YAML::Node more = obj["additionalMetricNames"]; more && more.IsSequence())
       for (const YAML::Node& n : more)
         if (n.IsScalar()) metric_names_.push_back(n.Scalar());
-    yaml_ << "objective: {metric: " << YamlScalar(metric) << ", direction: " << t
+    const std::string name = SafeMetric(metric.Scalar());
+    if (name != metric.Scalar()) {
+      // A name with spaces ("valid_1 auc", as LightGBM prints it) only a metricsFormat can read.
+      if (!Get(spec, "metricsCollectorSpec", "source", "filter", "metricsFormat")) {
+        Error(metric, "spec.objective.objectiveMetricName", "'", metric.Scalar(),
+              "' cannot be printed as name=value, which is how Katib's default filter and "
+              "hyperpack read metrics; add a metricsFormat filter that reads it");
+        return;
+      }
+      Warn(metric, "spec.objective.objectiveMetricName", "the metric '", metric.Scalar(),
+           "' is named ", name, " in hyperpack (its metricsFormat pattern still reads '",
+           metric.Scalar(), "')");
+    }
+    yaml_ << "objective: {metric: " << YamlScalar(YAML::Node(name)) << ", direction: " << t
           << ", strategy: " << strategy << "}   # spec.objective, " << From(obj) << "\n";
     if (const YAML::Node more = obj["additionalMetricNames"]; more && more.IsSequence()) {
       std::vector<std::string> names;
@@ -435,7 +488,7 @@ class KatibImporter : public Importer {
     const YAML::Node trial_spec = tt["trialSpec"];
     if (!trial_spec || !trial_spec.IsMap()) {
       Error(trial_spec ? trial_spec : tt, "spec.trialTemplate.trialSpec",
-            "the trial template must be written inline as trialSpec (a batch Job or PyTorchJob); "
+            "the trial template must be written inline as trialSpec (a Job or a training job); "
             "a ConfigMap template is not carried over");
       return;
     }
@@ -449,8 +502,8 @@ class KatibImporter : public Importer {
           continue;
         }
         std::string r = ref.Scalar();
-        if (r == "${trialSpec.Name}") {
-          placeholders[name.Scalar()] = "{trial}";
+        if (std::optional<std::string> meta = Metadata(r, trial_spec)) {
+          placeholders[name.Scalar()] = *meta;
         } else if (auto it = names_.find(r); it != names_.end()) {
           placeholders[name.Scalar()] = "{" + it->second + "}";
         } else {
@@ -461,29 +514,19 @@ class KatibImporter : public Importer {
     }
     std::string kind = Word(Get(trial_spec, "kind"));
     if (kind.empty()) kind = "Job";
-    if (kind != "Job" && kind != "PyTorchJob") {
+    kind_name_ = kind;
+    const std::optional<JobKind> job = LookupJobKind(kind);
+    if (!job) {
       Error(Get(trial_spec, "kind"), "spec.trialTemplate.trialSpec.kind", "a trial of kind ", kind,
-            " is not carried over (hyperpack imports a batch Job or a PyTorchJob)");
+            " is not carried over (hyperpack imports a batch Job, a Kubeflow training job "
+            "(PyTorchJob, TFJob, XGBoostJob, MPIJob, PaddleJob, JAXJob) or a TrainJob)");
       return;
     }
-    const YAML::Node containers = kind == "Job"
-                                      ? Get(trial_spec, "spec", "template", "spec", "containers")
-                                      : Get(trial_spec, "spec", "pytorchReplicaSpecs", "Master",
-                                            "template", "spec", "containers");
-    if (const YAML::Node worker = Get(trial_spec, "spec", "pytorchReplicaSpecs", "Worker")) {
-      const YAML::Node n = Get(worker, "replicas");
-      Warn(worker, "spec.trialTemplate.trialSpec",
-           "the PyTorchJob's Worker replicas are not carried over: the Master's command runs as "
-           "one process",
-           n && IsWholeNumber(n)
-               ? StrCat("; with ", n.Scalar(), " workers the gang would be ",
-                        *ParseInt(n.Scalar()) + 1, " ranks (resources: {gpus: N} runs a gang of N)")
-               : "");
-    }
+    YAML::Node containers;
+    std::string where;
+    if (!Replicas(trial_spec, *job, &containers, &where)) return;
     if (!containers || !containers.IsSequence() || containers.size() == 0) {
-      Error(trial_spec, "spec.trialTemplate.trialSpec", "no containers found under ",
-            kind == "Job" ? "spec.template.spec.containers"
-                          : "spec.pytorchReplicaSpecs.Master.template.spec.containers");
+      Error(trial_spec, "spec.trialTemplate.trialSpec", "no containers found under ", where);
       return;
     }
     // The container Katib watches (primaryContainerName), else the first.
@@ -492,6 +535,87 @@ class KatibImporter : public Importer {
     for (size_t i = 0; i < containers.size(); ++i)
       if (!primary.empty() && Word(Get(containers[i], "name")) == primary) chosen = i;
     Container(containers[chosen], placeholders);
+  }
+
+  // The containers of the replica whose command is the trial's (`where` names their path): a Job's
+  // own, a training job's first role that is there (Master before Worker), or a TrainJob's
+  // trainer. The other roles are warned of: hyperpack runs one process (or resources' gang).
+  bool Replicas(const YAML::Node& trial_spec, const JobKind& job, YAML::Node* containers,
+                std::string* where) {
+    const YAML::Node spec = Get(trial_spec, "spec");
+    if (job.replicas == nullptr) {  // a batch Job
+      *where = "spec.template.spec.containers";
+      *containers = Get(spec, "template", "spec", "containers");
+      return true;
+    }
+    if (std::string(job.replicas) == "trainer") return Trainer(spec, containers, where);
+    const YAML::Node roles = Get(spec, job.replicas);
+    std::string chosen;
+    for (const char* role : job.roles)
+      if (role && chosen.empty() && Get(roles, role)) chosen = role;
+    if (chosen.empty()) {
+      Error(roles ? roles : trial_spec, "spec.trialTemplate.trialSpec", "no ", job.roles[0],
+            " replica under spec.", job.replicas);
+      return false;
+    }
+    *where = StrCat("spec.", job.replicas, ".", chosen, ".template.spec.containers");
+    *containers = Get(roles, chosen.c_str(), "template", "spec", "containers");
+    for (auto it = roles.begin(); it != roles.end(); ++it) {
+      if (it->first.Scalar() == chosen) continue;
+      const YAML::Node n = Get(it->second, "replicas");
+      Warn(it->second, "spec.trialTemplate.trialSpec", "the ", kind_name_, "'s ",
+           it->first.Scalar(), " replicas are not carried over: the ", chosen,
+           "'s command runs as one process",
+           n && IsWholeNumber(n) ? StrCat("; with ", n.Scalar(), " ", Lower(it->first.Scalar()),
+                                          "s the gang would be ", *ParseInt(n.Scalar()) + 1,
+                                          " ranks (resources: {gpus: N} runs a gang of N)")
+                                 : "");
+    }
+    return true;
+  }
+
+  // A TrainJob's trainer: its command and args are the container's.
+  bool Trainer(const YAML::Node& spec, YAML::Node* containers, std::string* where) {
+    const YAML::Node trainer = Get(spec, "trainer");
+    *where = "spec.trainer";
+    if (trainer) {
+      YAML::Node list(YAML::NodeType::Sequence);
+      list.push_back(trainer);
+      *containers = list;
+    }
+    if (const YAML::Node n = Get(trainer, "numNodes"); n && IsWholeNumber(n) && n.Scalar() != "1")
+      Warn(n, "spec.trialTemplate.trialSpec.spec.trainer.numNodes",
+           "the trainer runs here as one process, not on ", n.Scalar(),
+           " nodes (resources: {gpus: N} runs a gang of N ranks)");
+    return true;
+  }
+
+  // Katib's metadata substitution in a trialParameter's reference, as hyperpack's placeholder or
+  // the literal value the trialSpec gives; nullopt when `ref` is not one.
+  std::optional<std::string> Metadata(const std::string& ref, const YAML::Node& trial_spec) const {
+    auto literal = [](const std::string& v) {
+      std::string out;  // literal braces doubled: the value goes into a template
+      for (char c : v) out += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+      return out;
+    };
+    if (ref == "${trialSpec.Name}") return "{trial}";
+    if (ref == "${trialSpec.Namespace}")
+      return literal(namespace_.empty() ? "default" : namespace_);
+    if (ref == "${trialSpec.Kind}") return literal(Word(Get(trial_spec, "kind")));
+    if (ref == "${trialSpec.APIVersion}") return literal(Word(Get(trial_spec, "apiVersion")));
+    static constexpr std::pair<const char*, const char*> kMaps[] = {{"Labels", "labels"},
+                                                                    {"Annotations", "annotations"}};
+    for (const auto& [map, field] : kMaps) {
+      const std::string open = StrCat("${trialSpec.", map, "[");
+      if (ref.rfind(open, 0) != 0 || ref.size() < open.size() + 2 ||
+          ref.compare(ref.size() - 2, 2, "]}") != 0)
+        continue;
+      const std::string key = ref.substr(open.size(), ref.size() - open.size() - 2);
+      const YAML::Node values = Get(trial_spec, "metadata", field);
+      const YAML::Node v = values && values.IsMap() ? values[key] : YAML::Node();
+      return literal(v && v.IsScalar() ? v.Scalar() : "");
+    }
+    return std::nullopt;
   }
 
   // `word` with ${trialParameters.NAME} replaced and literal braces doubled; nullopt after an
@@ -521,6 +645,21 @@ class KatibImporter : public Importer {
   }
 
   void Container(const YAML::Node& c, const std::map<std::string, std::string>& placeholders) {
+    if (!CommandGiven("the container's command and args") && !ContainerCommand(c, placeholders))
+      return;
+    ContainerRest(c, placeholders);
+  }
+
+  // The container's command and args as the trial's command; false after an error.
+  bool ContainerCommand(const YAML::Node& c,
+                        const std::map<std::string, std::string>& placeholders) {
+    if (!Get(c, "command") && Get(c, "args")) {
+      Error(Get(c, "args"), "spec.trialTemplate.args",
+            "the container gives args but no command: Kubernetes runs them with its image's "
+            "entrypoint, which hyperpack cannot see; name the program with --command '...' "
+            "(placeholders such as {lr} for the parameters)");
+      return false;
+    }
     std::vector<std::string> words;
     bool ok = true;
     for (const char* field : {"command", "args"}) {
@@ -528,7 +667,7 @@ class KatibImporter : public Importer {
       if (!list) continue;
       if (!list.IsSequence()) {
         Error(list, StrCat("spec.trialTemplate.", field), "expected a list of words");
-        return;
+        return false;
       }
       for (const YAML::Node& w : list) {
         std::optional<std::string> s =
@@ -538,14 +677,19 @@ class KatibImporter : public Importer {
         ok = ok && s.has_value();
       }
     }
-    if (!ok) return;
+    if (!ok) return false;
     const YAML::Node at = Get(c, "command") ? Get(c, "command") : Get(c, "args");
     if (words.empty()) {
       Error(c, "spec.trialTemplate", "the trial container has no command or args");
-      return;
+      return false;
     }
     yaml_ << "trial:\n  command: " << nlohmann::json(Join(words, " ")).dump()
           << "   # trialTemplate container command and args, " << From(at) << "\n";
+    return true;
+  }
+
+  // The rest of the trial section: the container's env, the collector's lines, and warnings.
+  void ContainerRest(const YAML::Node& c, const std::map<std::string, std::string>& placeholders) {
     if (const YAML::Node env = Get(c, "env"); env && env.IsSequence()) {
       std::vector<std::string> vars;
       for (const YAML::Node& e : env) {
@@ -573,7 +717,8 @@ class KatibImporter : public Importer {
         Warn(it->first, "spec.trialTemplate." + key, "the container's ", key,
              " is Kubernetes' own: not carried over");
     }
-    Warn(at, "spec.trialTemplate",
+    Warn(Get(c, "command") ? Get(c, "command") : (Get(c, "args") ? Get(c, "args") : c),
+         "spec.trialTemplate",
          "hyperpack reads metrics from the program's output as name=value or JSON lines; "
          "Katib's StdOut collector reads name=value too, so a program that prints them so works "
          "unchanged");
@@ -630,8 +775,8 @@ class KatibImporter : public Importer {
               "' is not a filter of two groups, the metric's name and then its value");
         return;
       }
-      lines.push_back(
-          StrCat("    ", nlohmann::json(name).dump(), ": ", nlohmann::json(*pattern).dump()));
+      lines.push_back(StrCat("    ", nlohmann::json(SafeMetric(name)).dump(), ": ",
+                             nlohmann::json(*pattern).dump()));
     }
     trial_lines_.push_back(StrCat("  metrics:   # metricsFormat, ", From(formats)));
     trial_lines_.insert(trial_lines_.end(), lines.begin(), lines.end());
@@ -746,13 +891,16 @@ class KatibImporter : public Importer {
   std::map<std::string, std::string> names_;  // Katib's parameter name -> hyperpack's
   std::vector<std::string> metric_names_;     // the objective's, then additionalMetricNames
   std::vector<std::string> trial_lines_;      // the collector's lines of the trial section
+  std::string namespace_;                     // metadata.namespace
+  std::string kind_name_;                     // the trial job's kind
 };
 
 }  // namespace
 
-ImportOutcome ImportKatib(const std::string& text, const std::string& filename) {
-  return KatibImporter(filename).Run(
-      text, "a Katib Experiment is a mapping with apiVersion, kind: Experiment and spec");
+ImportOutcome ImportKatib(const std::string& text, const std::string& filename,
+                          const ImportOptions& options) {
+  return KatibImporter(filename, options)
+      .Run(text, "a Katib Experiment is a mapping with apiVersion, kind: Experiment and spec");
 }
 
 }  // namespace internal

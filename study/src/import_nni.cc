@@ -52,7 +52,8 @@ std::optional<NniType> LookupType(const std::string& name) {
 
 class NniImporter : public Importer {
  public:
-  explicit NniImporter(std::string filename) : Importer(std::move(filename)) {}
+  NniImporter(std::string filename, const ImportOptions& options)
+      : Importer(std::move(filename), options) {}
 
  private:
   // The experiment's keys by their NNI-normalised name, and each as it was written.
@@ -285,23 +286,22 @@ class NniImporter : public Importer {
   // conditional on it, named PARENT_CHILD.
   void Choice(const std::string& name, const YAML::Node& s, const std::string& when) {
     const YAML::Node& v = s["_value"];
-    std::vector<std::string> values;
-    bool nested = false;
+    // Mappings without `_name` (and lists) are values in their own right, as NNI's BatchTuner
+    // hands them to the program: a structured categorical.
+    bool plain_structures = false, nested = false;
     for (const auto& item : v) {
-      if (item.IsMap()) {
-        if (!item["_name"]) {
-          Error(item, name, "a nested choice's mapping needs a \"_name\"");
-          return;
-        }
-        values.push_back(YamlScalar(item["_name"]));
-        nested = true;
-      } else if (item.IsScalar()) {
-        values.push_back(YamlScalar(item));
-      } else {
-        Error(item, name, "a choice of lists is not carried over; values are numbers or text");
-        return;
-      }
+      plain_structures = plain_structures || item.IsSequence() || (item.IsMap() && !item["_name"]);
+      nested = nested || (item.IsMap() && item["_name"]);
     }
+    if (plain_structures && nested) {
+      Error(v, name, "a choice mixes nested options (with \"_name\") and plain mappings or lists");
+      return;
+    }
+    std::vector<std::string> values;
+    for (const auto& item : v)
+      values.push_back(plain_structures ? FlowYaml(item)
+                       : item.IsMap()   ? YamlScalar(item["_name"])
+                                        : YamlScalar(item));
     if (values.empty()) {
       Error(v, name, "choice needs at least one value");
       return;
@@ -392,6 +392,12 @@ class NniImporter : public Importer {
 
   void Trial() {
     const YAML::Node v1 = Key("trial");
+    if (!CommandGiven("trialCommand") && !TrialCommand(v1)) return;
+    TrialRest(v1);
+  }
+
+  // trialCommand (or a v1 config's) as the trial's command; false after an error.
+  bool TrialCommand(const YAML::Node& v1) {
     const YAML::Node worker = V1Worker(v1);
     const YAML::Node command = Key("trialcommand")                             ? Key("trialcommand")
                                : v1 && v1.IsMap() && v1["command"]             ? v1["command"]
@@ -400,8 +406,8 @@ class NniImporter : public Importer {
     if (!command || !command.IsScalar()) {
       Error(v1 ? v1 : YAML::Node(), "trialCommand",
             "an experiment needs trialCommand (or, in v1 configs, trial.command, "
-            "trial.worker.command or trial.taskRoles[0].command)");
-      return;
+            "trial.worker.command or trial.taskRoles[0].command), or give one with --command");
+      return false;
     }
     if (!Key("trialcommand") && !(v1 && v1.IsMap() && v1["command"]))
       Warn(worker, "trial.worker",
@@ -412,6 +418,11 @@ class NniImporter : public Importer {
       escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
     yaml_ << "trial:\n  command: " << nlohmann::json(escaped).dump() << "   # trialCommand, "
           << From(command) << "\n";
+    return true;
+  }
+
+  // The trial's folder and the shim, after its command.
+  void TrialRest(const YAML::Node& v1) {
     YAML::Node dir = Key("trialcodedirectory") ? Key("trialcodedirectory") : v1["codeDir"];
     // Relative to the config file, as NNI reads it; written absolute, so the study file may go
     // anywhere.
@@ -498,9 +509,11 @@ class NniImporter : public Importer {
 
 }  // namespace
 
-ImportOutcome ImportNni(const std::string& text, const std::string& filename) {
-  return NniImporter(filename).Run(
-      text, "an NNI experiment config is a mapping with searchSpace(File), trialCommand, tuner");
+ImportOutcome ImportNni(const std::string& text, const std::string& filename,
+                        const ImportOptions& options) {
+  return NniImporter(filename, options)
+      .Run(text,
+           "an NNI experiment config is a mapping with searchSpace(File), trialCommand, tuner");
 }
 
 }  // namespace hyperpack::study::internal

@@ -57,7 +57,8 @@ using internal::IsWholeNumber;
 
 class WandbImporter : public Importer {
  public:
-  explicit WandbImporter(std::string filename) : Importer(std::move(filename)) {}
+  WandbImporter(std::string filename, const ImportOptions& options)
+      : Importer(std::move(filename), options) {}
 
  private:
   void Convert(const YAML::Node& root) override {
@@ -317,12 +318,18 @@ class WandbImporter : public Importer {
   // W&B's command macros, expanded as its agent does; the default is ${env} ${interpreter}
   // ${program} ${args}.
   void Command(const YAML::Node& root) {
+    if (!CommandGiven("program and command") && !SweepCommand(root)) return;
+    Shim();
+  }
+
+  // The sweep's command, its macros expanded; false after an error.
+  bool SweepCommand(const YAML::Node& root) {
     std::string program = root["program"] ? root["program"].Scalar() : "";
     std::vector<std::string> words = {"${env}", "${interpreter}", "${program}", "${args}"};
     if (root["command"]) {
       if (!root["command"].IsSequence()) {
         Error(root["command"], "command", "expected a list of words");
-        return;
+        return false;
       }
       words.clear();
       for (const auto& w : root["command"]) words.push_back(w.Scalar());
@@ -336,8 +343,9 @@ class WandbImporter : public Importer {
       } else if (w == "${program}") {
         if (program.empty()) {
           Error(root["command"] ? root["command"] : root, "program",
-                "the command uses ${program} but the sweep has no program");
-          return;
+                "the command uses ${program} but the sweep has no program (a Launch sweep's job "
+                "runs elsewhere); give the program's command with --command '...'");
+          return false;
         }
         out.push_back(program);
       } else if (w == "${args}" || w == "${args_no_boolean_flags}") {
@@ -348,7 +356,7 @@ class WandbImporter : public Importer {
         Error(root["command"], "command",
               "${args_json} is not carried over: use ${args}, or read "
               "the parameters from $HYPERPACK_PARAMS_FILE (JSON)");
-        return;
+        return false;
       } else {
         std::string escaped;  // literal braces are doubled in hyperpack's templates
         for (char c : w) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
@@ -358,6 +366,11 @@ class WandbImporter : public Importer {
     yaml_ << "trial:\n  command: " << nlohmann::json(Join(out, " ")).dump() << "   # "
           << (root["command"] ? "command, " + From(root["command"]) : std::string("W&B's default"))
           << "\n";
+    return true;
+  }
+
+  // The W&B client's stand-in and what it is told.
+  void Shim() {
     // wandb.init, wandb.config and wandb.log are served by hyperpack's stand-in (shims/wandb),
     // which prints what is logged; should the real client be used instead, it stays offline.
     yaml_ << "  shim: wandb   # wandb.init(), wandb.config, wandb.log() served by hyperpack\n";
@@ -428,9 +441,10 @@ class WandbImporter : public Importer {
 
 }  // namespace
 
-ImportOutcome ImportWandb(const std::string& text, const std::string& filename) {
-  return WandbImporter(filename).Run(text,
-                                     "a W&B sweep is a mapping with method, metric and parameters");
+ImportOutcome ImportWandb(const std::string& text, const std::string& filename,
+                          const ImportOptions& options) {
+  return WandbImporter(filename, options)
+      .Run(text, "a W&B sweep is a mapping with method, metric and parameters");
 }
 
 }  // namespace internal

@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
 
@@ -370,6 +372,27 @@ class Parser {
     return text;
   }
 
+  // A list or mapping as JSON (keys sorted), its scalars typed as InferValue types them.
+  static nlohmann::json YamlToJson(const YAML::Node& node) {
+    if (node.IsSequence()) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const YAML::Node& item : node) out.push_back(YamlToJson(item));
+      return out;
+    }
+    if (node.IsMap()) {
+      nlohmann::json out = nlohmann::json::object();
+      for (auto it = node.begin(); it != node.end(); ++it)
+        out[it->first.Scalar()] = YamlToJson(it->second);
+      return out;
+    }
+    if (!node.IsScalar()) return nullptr;
+    return std::visit([](const auto& v) { return nlohmann::json(v); },
+                      InferValue(node.Scalar(), node.Tag() == "!"));
+  }
+
+  // A structured parameter's value: the JSON text of `node`.
+  static Value StructuredValue(const YAML::Node& node) { return YamlToJson(node).dump(); }
+
   std::optional<Value> ScalarValue(const YAML::Node& node, const YAML::Node& key,
                                    const std::string& path) {
     if (!node.IsScalar()) {
@@ -643,7 +666,11 @@ class Parser {
       }
     } else {
       if (auto* f = Get(fields, "value")) {
-        if (auto v = ScalarValue(f->value, f->key, Path(path, "value"))) p.value = *v;
+        p.structured = f->value.IsSequence() || f->value.IsMap() || f->value.IsNull();
+        if (p.structured)
+          p.value = StructuredValue(f->value);
+        else if (auto v = ScalarValue(f->value, f->key, Path(path, "value")))
+          p.value = *v;
       } else {
         Missing(field.key, path, "value", "the parameter's one value");
       }
@@ -728,8 +755,11 @@ class Parser {
       return false;
     }
     bool ok = true;
+    // Values that are lists or mappings make every value JSON text (ParamSpec::structured).
+    for (YAML::Node item : list) p->structured = p->structured || item.IsSequence() || item.IsMap();
     for (YAML::Node item : list) {
-      auto v = ScalarValue(item, field.key, path);
+      auto v = p->structured ? std::optional<Value>(StructuredValue(item))
+                             : ScalarValue(item, field.key, path);
       if (!v) {
         ok = false;
         continue;

@@ -56,6 +56,10 @@ struct ParamSpec {
   int64_t step = 1;           // kInt only: values are low, low+step, ... <= high
   std::vector<Value> values;  // kCategorical only
   Value value;                // kFixed only
+  // kCategorical and kFixed: each value is the JSON text of a list, a mapping or a scalar
+  // (compact, keys sorted), handed to the program decoded (ConfigToJson), as other tools' values
+  // may be (a Determined constant list, an NNI choice of mappings).
+  bool structured = false;
   std::optional<Condition> when;
 
   // Number of distinct values for kInt (low..high by step), kCategorical, kFixed (1).

@@ -37,6 +37,14 @@ const char* SweepFormatName(SweepFormat format);  // "wandb", ...
 Result<std::optional<SweepFormat>> DetectSweepFormat(const std::string& text,
                                                      const std::string& filename);
 
+// What the user adds to another tool's file on import.
+struct ImportOptions {
+  // The trial's command, in place of the file's (a hyperpack template: {param} placeholders):
+  // for a Determined Trial class, a container that gives only args to its image's entrypoint, or
+  // any command that should run differently here.
+  std::optional<std::string> command;
+};
+
 struct ImportOutcome {
   std::string study_yaml;            // set only when errors is empty
   std::vector<Diagnostic> errors;    // file:line:column: key: what cannot be carried over
@@ -45,14 +53,17 @@ struct ImportOutcome {
 
 // `text` is the sweep file's contents and `filename` its path (for diagnostics and the study's
 // default name).
-ImportOutcome ImportSweep(const std::string& text, const std::string& filename, SweepFormat format);
+ImportOutcome ImportSweep(const std::string& text, const std::string& filename, SweepFormat format,
+                          const ImportOptions& options = {});
 
 // The sweep file at `path` imported and parsed as a study, for `hyperpack run FILE --from ...`:
 // the import's errors and warnings (at the sweep file's lines) come first.
-ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format);
+ParseOutcome LoadSweepFile(const std::string& path, SweepFormat format,
+                           const ImportOptions& options = {});
 
 // `hyperpack run FILE`: a hyperpack study file, or another tool's file in `format`, or (nullopt)
 // whichever DetectSweepFormat finds.
-ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat> format);
+ParseOutcome LoadAnyStudyFile(const std::string& path, std::optional<SweepFormat> format,
+                              const ImportOptions& options = {});
 
 }  // namespace hyperpack::study
