@@ -553,7 +553,8 @@ int CmdExport(int argc, char** argv) {
   AddStorage(o);
   o.add_options()("format",
                   "yaml | json | env | args, or a launcher's: deepspeed | torchrun | hf | "
-                  "lightning | hydra; or optuna-sqlite (with -o FILE.db)",
+                  "lightning | hydra; or optuna-sqlite (with -o FILE.db), tensorboard (with -o "
+                  "DIR)",
                   cxxopts::value<std::string>()->default_value("yaml"))(
       "top", "the best K trials", cxxopts::value<int>()->default_value("1"))(
       "trial", "trial N instead of the best", cxxopts::value<int>())(
@@ -574,6 +575,13 @@ int CmdExport(int argc, char** argv) {
     if (!s.ok()) return Fail(s);
     std::cerr << "wrote " << target << " (optuna.load_study(study_name='" << Positional(args)[0]
               << "', storage='sqlite:///" << target << "'))\n";
+    return kOk;
+  }
+  if (*format == report::ExportFormat::kTensorboard && args.count("output")) {
+    std::string target = args["output"].as<std::string>();
+    Status s = report::ExportTensorboard(**db, Positional(args)[0], target);
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << target << " (tensorboard --logdir " << target << ")\n";
     return kOk;
   }
   std::ostringstream text;

@@ -398,7 +398,8 @@ Result<ExportFormat> ParseExportFormat(const std::string& name) {
       {"hf", ExportFormat::kHuggingFace},
       {"lightning", ExportFormat::kLightning},
       {"hydra", ExportFormat::kHydra},
-      {"optuna-sqlite", ExportFormat::kOptunaSqlite}};
+      {"optuna-sqlite", ExportFormat::kOptunaSqlite},
+      {"tensorboard", ExportFormat::kTensorboard}};
   std::vector<std::string> names;
   for (const auto& [text, format] : kFormats) {
     if (name == text) return format;
@@ -566,6 +567,8 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
   }
   if (format == ExportFormat::kOptunaSqlite)
     return Status::Invalid("--format optuna-sqlite writes a database file: give -o FILE.db");
+  if (format == ExportFormat::kTensorboard)
+    return Status::Invalid("--format tensorboard writes a directory of logs: give -o DIR");
   if (IsLauncher(format)) {
     if (chosen.size() > 1)
       return Status::Invalid(

@@ -79,6 +79,8 @@ enum class ExportFormat {
   kHydra,
   // Optuna's SQLite schema: a file, not text (ExportOptunaSqlite).
   kOptunaSqlite,
+  // TensorBoard logs: a directory, not text (ExportTensorboard).
+  kTensorboard,
 };
 Result<ExportFormat> ParseExportFormat(const std::string& name);
 // The best `top` configurations, best first, or with `trial` that trial alone (completed or not),
@@ -123,5 +125,11 @@ Result<std::string> StudyPageJson(storage::Storage& db, const std::string& name,
 // exist), for optuna.load_study, `optuna best-trial` and optuna-dashboard. See
 // report/src/optuna_export.cc for what maps onto what.
 Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const std::string& path);
+
+// Every trial of study `name` as TensorBoard logs in `dir` (new or empty): the experiment and its
+// parameters' domains at the top, one run per trial (trial-NNNN/) with its parameters (the HParams
+// plugin's session), its metric points as scalars and its value as `hyperpack/objective`, so
+// `tensorboard --logdir DIR` shows the study's HParams table. See report/src/tensorboard_export.cc.
+Status ExportTensorboard(storage::Storage& db, const std::string& name, const std::string& dir);
 
 }  // namespace hyperpack::report
