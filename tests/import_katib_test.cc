@@ -214,9 +214,24 @@ TEST(ImportKatibTest, TheStdOutCollectorReadsBothStreamsAndMetricsFormatBecomesP
   EXPECT_THAT(Text(bad.errors), HasSubstr("exp.yaml:54:39: spec.metricsCollectorSpec.source.filter."
                                           "metricsFormat: 'accuracy=(\\d+)' is not a filter of two "
                                           "groups"));
-  ImportOutcome file;
-  Imported(std::string(kJob) + "  metricsCollectorSpec: {collector: {kind: File}}\n", &file);
-  EXPECT_THAT(Text(file.warnings), HasSubstr("the File collector is not carried over"));
+  // The File and TensorFlowEvent collectors: the path they read is followed.
+  StudySpec file = Imported(std::string(kJob) + R"y(  metricsCollectorSpec:
+    collector: {kind: File}
+    source: {fileSystemPath: {path: /katib/mnist.json, kind: File, format: JSON}}
+)y");
+  EXPECT_EQ(file.trial.metrics_from, MetricsSource::kFile);
+  EXPECT_EQ(file.trial.metrics_path, "/katib/mnist.json");
+  ASSERT_EQ(file.metric_patterns.size(), 2u);  // JSON values may be strings: a pattern each
+  StudySpec events = Imported(std::string(kJob) + R"y(  metricsCollectorSpec:
+    collector: {kind: TensorFlowEvent}
+    source: {fileSystemPath: {path: /logs/test, kind: Directory}}
+)y");
+  EXPECT_EQ(events.trial.metrics_from, MetricsSource::kTensorboard);
+  EXPECT_EQ(events.trial.metrics_path, "/logs/test");
+  ImportOutcome nopath =
+      ImportSweep(std::string(kJob) + "  metricsCollectorSpec: {collector: {kind: File}}\n",
+                  "exp.yaml", SweepFormat::kKatib);
+  EXPECT_THAT(Text(nopath.errors), HasSubstr("the collector needs fileSystemPath.path"));
 }
 
 std::string Replaced(std::string text, const std::string& from, const std::string& to) {

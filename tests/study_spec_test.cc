@@ -851,6 +851,31 @@ trial:
   EXPECT_EQ(std::get<std::string>(out.spec->space.Find("none")->value), "null");
 }
 
+TEST(StudyFileTest, MetricsFromFilesNeedsAPathAndOnlyThem) {
+  ParseOutcome ok = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial: {command: "run {x}", metrics_from: tensorboard, metrics_path: "{trial_dir}/tb"}
+)");
+  ASSERT_TRUE(ok.spec) << ok.ErrorText();
+  EXPECT_EQ(ok.spec->trial.metrics_from, MetricsSource::kTensorboard);
+  EXPECT_EQ(ok.spec->trial.metrics_path, "{trial_dir}/tb");
+  ParseOutcome missing = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial: {command: "run {x}", metrics_from: file}
+)");
+  EXPECT_THAT(missing.errors, ElementsAre(IsError(4, 1, "trial.metrics_path", "missing")));
+  ParseOutcome stray = Parse(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space: {x: [1, 2]}
+trial: {command: "run {x}", metrics_path: "{nope}/tb"}
+)");
+  EXPECT_THAT(stray.errors,
+              ElementsAre(IsError(4, 29, "trial.metrics_path",
+                                  "is read only with metrics_from: tensorboard or file")));
+}
+
 TEST(StudyFileTest, RejectsTwoParametersPassedAsOneVariable) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}

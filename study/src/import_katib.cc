@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,6 +16,8 @@
 namespace hyperpack::study {
 namespace internal {
 namespace {
+
+namespace fs = std::filesystem;
 
 // What Katib's algorithmName says hyperpack's tuner should be.
 enum class Fit { kModel, kSame, kGrid, kHyperband };
@@ -63,12 +66,12 @@ std::optional<Spread> LookupSpread(const std::string& name) {
 }
 
 // metricsCollectorSpec.collector.kind: where Katib reads a trial's metrics.
-enum class Collector { kStdOut, kElsewhere };
+enum class Collector { kStdOut, kFile, kTensorFlowEvent, kElsewhere };
 std::optional<Collector> LookupCollector(const std::string& name) {
   static const std::map<std::string, Collector> kTable = {
       {"StdOut", Collector::kStdOut},
-      {"File", Collector::kElsewhere},
-      {"TensorFlowEvent", Collector::kElsewhere},
+      {"File", Collector::kFile},
+      {"TensorFlowEvent", Collector::kTensorFlowEvent},
       {"PrometheusMetric", Collector::kElsewhere},
       {"Custom", Collector::kElsewhere},
       {"None", Collector::kElsewhere},
@@ -747,12 +750,49 @@ class KatibImporter : public Importer {
     if (*collector == Collector::kStdOut)
       trial_lines_.push_back(
           StrCat("  metrics_from: output   # Katib's StdOut collector, ", From(kind ? kind : mc)));
-    if (const YAML::Node formats = Get(mc, "source", "filter", "metricsFormat"))
-      MetricsFormat(formats);
-    if (const YAML::Node path = Get(mc, "source", "fileSystemPath");
-        path && *collector == Collector::kStdOut)
+    const YAML::Node path = Get(mc, "source", "fileSystemPath");
+    if (*collector == Collector::kFile || *collector == Collector::kTensorFlowEvent) {
+      if (!FollowedPath(path, *collector)) return;
+    } else if (path) {
       Warn(path, "spec.metricsCollectorSpec.source.fileSystemPath",
            "fileSystemPath is not carried over");
+    }
+    if (const YAML::Node formats = Get(mc, "source", "filter", "metricsFormat"))
+      MetricsFormat(formats);
+    else if (*collector == Collector::kFile && Word(Get(path, "format")) == "JSON")
+      JsonMetrics();
+  }
+
+  // The File and TensorFlowEvent collectors: the path hyperpack follows (metrics_path).
+  bool FollowedPath(const YAML::Node& path, Collector collector) {
+    const std::string key = "spec.metricsCollectorSpec.source.fileSystemPath";
+    const std::string p = Word(Get(path, "path"));
+    if (p.empty()) {
+      Error(path ? path : YAML::Node(), key, "the collector needs fileSystemPath.path: the ",
+            collector == Collector::kFile ? "file" : "folder", " the trial writes its metrics to");
+      return false;
+    }
+    std::string escaped;  // literal braces are doubled in hyperpack's templates
+    for (char c : p) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+    trial_lines_.push_back(StrCat(
+        "  metrics_from: ", collector == Collector::kFile ? "file" : "tensorboard", "   # Katib's ",
+        collector == Collector::kFile ? "File" : "TensorFlowEvent", " collector, ", From(path)));
+    trial_lines_.push_back(StrCat("  metrics_path: ", nlohmann::json(escaped).dump()));
+    Warn(Get(path, "path"), key + ".path", "the trial writes its metrics to ", p,
+         ", a path in Katib's container: on this host it must be writable (or give the program "
+         "and metrics_path another, such as {trial_dir}/",
+         fs::path(p).filename().string(), ")");
+    return true;
+  }
+
+  // A File collector's JSON lines: Katib's values may be strings ("loss": "0.22"), which a
+  // pattern per metric reads as numbers too.
+  void JsonMetrics() {
+    trial_lines_.push_back("  metrics:   # Katib's JSON format: values as numbers or strings");
+    for (const std::string& name : metric_names_)
+      trial_lines_.push_back(StrCat(
+          "    ", nlohmann::json(SafeMetric(name)).dump(), ": ",
+          nlohmann::json(StrCat("\"", RegexLiteral(name), "\"\\s*:\\s*\"?([-+0-9.eE]+)")).dump()));
   }
 
   // metricsFormat: Katib tries each filter (two groups, the name and the value) on every line.

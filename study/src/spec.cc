@@ -25,7 +25,17 @@ const char* ResourceName(PrunerResource resource) {
 }
 
 const char* MetricsSourceName(MetricsSource source) {
-  return source == MetricsSource::kOutput ? "output" : "stdout";
+  switch (source) {
+    case MetricsSource::kOutput:
+      return "output";
+    case MetricsSource::kTensorboard:
+      return "tensorboard";
+    case MetricsSource::kFile:
+      return "file";
+    case MetricsSource::kStdout:
+      break;
+  }
+  return "stdout";
 }
 
 const char* TrialShimName(TrialShim shim) {
@@ -863,9 +873,9 @@ class Parser {
 
   void ParseTrial(const Field& field, const SearchSpace& space, TrialSpec* trial,
                   std::vector<MetricPattern>* patterns) {
-    auto fields =
-        Fields(field, "trial",
-               {"command", "workdir", "env", "timeout", "metrics", "warm", "metrics_from", "shim"});
+    auto fields = Fields(field, "trial",
+                         {"command", "workdir", "env", "timeout", "metrics", "warm", "metrics_from",
+                          "shim", "metrics_path"});
     if (!field.value.IsMap()) return;
     if (auto* f = Get(fields, "command")) {
       if (auto c = String(*f, "trial.command")) {
@@ -909,10 +919,39 @@ class Parser {
     if (auto* f = Get(fields, "metrics")) ParseMetrics(*f, patterns);
     if (auto* f = Get(fields, "warm"))
       if (auto b = Bool(*f, "trial.warm")) trial->warm = *b;
-    OneOf(fields, "trial", "metrics_from", {MetricsSource::kStdout, MetricsSource::kOutput},
+    OneOf(fields, "trial", "metrics_from",
+          {MetricsSource::kStdout, MetricsSource::kOutput, MetricsSource::kTensorboard,
+           MetricsSource::kFile},
           MetricsSourceName, &trial->metrics_from);
+    ParseMetricsPath(field, fields, space, trial);
     OneOf(fields, "trial", "shim", {TrialShim::kNone, TrialShim::kNni, TrialShim::kWandb},
           TrialShimName, &trial->shim);
+  }
+
+  // `trial.metrics_path`: given exactly when metrics come from files.
+  void ParseMetricsPath(const Field& trial_field, const std::map<std::string, Field>& fields,
+                        const SearchSpace& space, TrialSpec* trial) {
+    const bool files = trial->metrics_from == MetricsSource::kTensorboard ||
+                       trial->metrics_from == MetricsSource::kFile;
+    const Field* f = Get(fields, "metrics_path");
+    if (!f) {
+      if (files)
+        Missing(trial_field.key, "trial", "metrics_path",
+                trial->metrics_from == MetricsSource::kFile
+                    ? "the file the trial appends its metrics to, e.g. '{trial_dir}/metrics.log'"
+                    : "the folder the trial's TensorBoard writer logs to, e.g. '{trial_dir}/tb'");
+      return;
+    }
+    if (!files) {
+      Error(f->key, "trial.metrics_path",
+            "is read only with metrics_from: tensorboard or file (metrics_from is ",
+            MetricsSourceName(trial->metrics_from), ")");
+      return;
+    }
+    if (auto text = String(*f, "trial.metrics_path")) {
+      CheckPlaceholders(f->value, "trial.metrics_path", *text, space);
+      trial->metrics_path = *text;
+    }
   }
 
   // `trial.metrics: {NAME: PATTERN, ...}`: metrics read from lines the trial prints its own way.

@@ -157,6 +157,8 @@ LaunchPlan StudyController::Impl::PlanLaunch(const Trial& t, double target, bool
                                                  {"params_file", p.params_file},
                                                  {"trial_dir", p.trial_dir}};
   p.command = study::RenderTemplate(spec_.trial.command, t.config, builtins);
+  if (!spec_.trial.metrics_path.empty())
+    p.metrics_path = study::RenderTemplate(spec_.trial.metrics_path, t.config, builtins);
   for (const ParamSpec& param : spec_.space.params())
     p.clear_env.push_back(study::ParamEnvName(param.name));
   for (const char* v :
@@ -330,8 +332,8 @@ void StudyController::Impl::On(const RankExited& e) {
   if (r.exited) return;
   r.exited = true;
   r.exit = e.exit;
-  r.err_tail = e.exit.kind == RankExit::Kind::kLost && e.err_tail.empty() ? "its node was lost"
-                                                                         : e.err_tail;
+  r.err_tail =
+      e.exit.kind == RankExit::Kind::kLost && e.err_tail.empty() ? "its node was lost" : e.err_tail;
   if (!e.exit.ok() && t.failed_rank < 0 && !t.AllExited()) {
     // One rank failed: the gang cannot finish without it.
     t.failed_rank = e.rank;

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <list>
 #include <map>
+#include <optional>
 
 #include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
@@ -23,6 +24,7 @@
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/text.h"
+#include "metric_files.h"
 #include "storage_writer.h"
 #include "study_store.h"
 
@@ -58,6 +60,7 @@ class LocalDriver : public StudyRun {
         tuner_strand_(asio::make_strand(pool)),
         signals_(io),
         ticker_(io),
+        follow_timer_(io),
         nodes_(std::move(nodes)) {
     Executor::Callbacks cb{
         [this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
@@ -192,6 +195,7 @@ class LocalDriver : public StudyRun {
     wakes_.clear();
     signals_.cancel();
     ticker_.cancel();
+    follow_timer_.cancel();
     if (own_executor_) own_executor_->Shutdown();
     asio::post(tuner_strand_, [this, result = std::move(result)]() mutable {
       writer_->Close();
@@ -206,6 +210,7 @@ class LocalDriver : public StudyRun {
     done_ = true;
     signals_.cancel();
     ticker_.cancel();
+    follow_timer_.cancel();
     if (own_executor_) own_executor_->Shutdown();
     ClearStatusLine();
     if (result.ok()) PrintSummary(*result);
@@ -244,13 +249,20 @@ class LocalDriver : public StudyRun {
       if (tail.size() > kStderrTail) tail.erase(0, tail.size() - kStderrTail);
       if (spec_.trial.metrics_from != study::MetricsSource::kOutput) return;
     }
-    if (id.rank != 0) return;  // rank 0's metrics are the trial's
+    if (id.rank != 0 || MetricsFromFiles()) return;  // rank 0's metrics are the trial's
     auto m = ParseMetricLine(line, patterns_);
     if (!m) return;
+    Report(id.trial, std::move(*m));
+  }
+
+  void Report(int trial, MetricLine line) {
+    auto it = files_.find(trial);
+    if (it == files_.end()) return;
+    TrialFiles& f = it->second;
     if (controller_->pauses() && !f.checkpoint_seen)
       f.checkpoint_seen = FolderHoldsSomething(f.checkpoint_dir);
     const bool checkpoint = controller_->pauses() && f.checkpoint_seen;
-    Feed(MetricReport{id.trial, std::move(*m), checkpoint});
+    Feed(MetricReport{trial, std::move(line), checkpoint});
   }
 
   void OnExit(RankId id, RankExit exit) {
@@ -258,7 +270,72 @@ class LocalDriver : public StudyRun {
     auto it = files_.find(id.trial);
     if (it != files_.end() && id.rank < static_cast<int>(it->second.err_tails.size()))
       tail = it->second.err_tails[id.rank];
-    Feed(RankExited{id.trial, id.rank, exit, tail});
+    RankExited exited{id.trial, id.rank, exit, tail};
+    auto follow = follows_.find(id.trial);
+    if (id.rank != 0 || follow == follows_.end()) return Feed(std::move(exited));
+    // What the trial wrote last is read before its end is told.
+    follow->second.exit = std::move(exited);
+    if (!follow->second.polling) Poll(id.trial, /*last=*/true);
+  }
+
+  // ---- Metrics from files (trial.metrics_from: tensorboard | file) ----
+  bool MetricsFromFiles() const {
+    return spec_.trial.metrics_from == study::MetricsSource::kTensorboard ||
+           spec_.trial.metrics_from == study::MetricsSource::kFile;
+  }
+
+  // Notes what is in the trial's metrics path now (an earlier trial's files are not its own).
+  void Follow(const LaunchPlan& plan) {
+    if (!MetricsFromFiles() || plan.metrics_path.empty()) return;
+    fs::path path(plan.metrics_path);
+    if (path.is_relative())
+      path = (plan.workdir.empty() ? fs::current_path() : fs::path(plan.workdir)) / path;
+    follows_[plan.trial].follower = std::make_shared<MetricFileFollower>(
+        spec_.trial.metrics_from, path.lexically_normal().string(), patterns_);
+    if (!follow_timer_armed_) FollowTick();
+  }
+
+  void FollowTick() {
+    // A trial whose files are closed (it never started, or ended) is followed no more.
+    std::erase_if(follows_, [this](const auto& entry) {
+      return !entry.second.polling && !entry.second.exit && !files_.count(entry.first);
+    });
+    for (auto& [trial, follow] : follows_)
+      if (!follow.polling && !follow.exit) Poll(trial, /*last=*/false);
+    follow_timer_armed_ = !follows_.empty() && !done_;
+    if (!follow_timer_armed_) return;
+    follow_timer_.expires_after(std::chrono::milliseconds(500));
+    follow_timer_.async_wait([this](boost::system::error_code ec) {
+      follow_timer_armed_ = false;
+      if (!ec && !done_) FollowTick();
+    });
+  }
+
+  // Reads the trial's files on the pool and reports what they gained on the io thread; after the
+  // last read, the trial's end.
+  void Poll(int trial, bool last) {
+    Followed& follow = follows_.at(trial);
+    follow.polling = true;
+    asio::post(pool_, [this, trial, last, follower = follow.follower] {
+      auto notes = std::make_shared<std::vector<std::string>>();
+      auto lines = std::make_shared<std::vector<MetricLine>>(follower->Poll(notes.get(), last));
+      asio::post(io_, [this, trial, last, lines, notes] { Polled(trial, last, *lines, *notes); });
+    });
+  }
+
+  void Polled(int trial, bool last, std::vector<MetricLine>& lines,
+              const std::vector<std::string>& notes) {
+    auto it = follows_.find(trial);
+    if (it == follows_.end() || done_) return;
+    it->second.polling = false;
+    if (auto f = files_.find(trial); f != files_.end() && !f->second.logs.empty())
+      for (const std::string& note : notes) f->second.logs[0] << "# hyperpack: " << note << "\n";
+    for (MetricLine& line : lines) Report(trial, std::move(line));
+    if (!it->second.exit) return;
+    if (!last) return Poll(trial, /*last=*/true);
+    RankExited exited = std::move(*it->second.exit);
+    follows_.erase(it);
+    Feed(std::move(exited));
   }
 
   void WaitSignal() {
@@ -411,6 +488,7 @@ class LocalDriver : public StudyRun {
       g.request.warm_argv = plan.warm_argv;
       for (const auto& [k, v] : env) g.request.env.push_back(k + "=" + v);
     }
+    Follow(plan);
     const GangStarted started = executor_->StartGang(gang);
     if (started.started == static_cast<int>(gang.ranks.size())) return;
     // This rank and the ones after it never start; on a node lost meanwhile (between the
@@ -482,6 +560,15 @@ class LocalDriver : public StudyRun {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   asio::signal_set signals_;
   asio::steady_timer ticker_;
+  // trial.metrics_from: tensorboard | file: each running trial's follower, polled every 0.5 s.
+  struct Followed {
+    std::shared_ptr<MetricFileFollower> follower;
+    bool polling = false;            // a Poll is on the pool
+    std::optional<RankExited> exit;  // rank 0 has exited: told after the last read
+  };
+  std::map<int, Followed> follows_;
+  asio::steady_timer follow_timer_;
+  bool follow_timer_armed_ = false;
   std::list<std::shared_ptr<asio::steady_timer>> wakes_;
   std::vector<ClusterNode> nodes_;  // until the controller takes them
   std::unique_ptr<Executor> own_executor_;

@@ -50,10 +50,13 @@ struct MetricPattern {
   std::string pattern;  // as written, e.g. Accuracy: (\d+)/10000
 };
 
-// Which of a trial's streams carry its metrics: stdout (the default), or stdout and stderr both
-// (`output`), as Katib's StdOut collector reads them and as Python's logging writes (stderr).
-enum class MetricsSource { kStdout, kOutput };
-const char* MetricsSourceName(MetricsSource source);  // "stdout", "output"
+// Where a trial's metrics come from: stdout (the default); stdout and stderr both (`output`), as
+// Katib's StdOut collector reads them and as Python's logging writes (stderr); the TensorBoard
+// event files under `metrics_path` (`tensorboard`, as Katib's TensorFlowEvent collector); or the
+// lines appended to the file `metrics_path` (`file`, as Katib's File collector). The last two
+// read no metrics from the output.
+enum class MetricsSource { kStdout, kOutput, kTensorboard, kFile };
+const char* MetricsSourceName(MetricsSource source);  // "stdout", "output", "tensorboard", "file"
 
 // `trial.shim`: a stand-in for another tool's Python client put first on the trial's PYTHONPATH,
 // so that a program written for that tool runs unmodified (shims/ in the source tree).
@@ -71,7 +74,10 @@ struct TrialSpec {
   // unaffected.
   bool warm = true;
   MetricsSource metrics_from = MetricsSource::kStdout;  // `trial.metrics_from`
-  TrialShim shim = TrialShim::kNone;                    // `trial.shim`
+  // `trial.metrics_path`, for tensorboard and file: a template ({trial_dir}, {trial}, params),
+  // relative to the trial's working directory.
+  std::string metrics_path;
+  TrialShim shim = TrialShim::kNone;  // `trial.shim`
 };
 
 struct TunerSpec {

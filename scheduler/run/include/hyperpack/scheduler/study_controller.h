@@ -57,10 +57,10 @@ struct RunSummary {
   int pruned = 0;  // stopped early by the pruner
   int failed = 0;  // failed + timeout
   int infeasible = 0;
-  int interrupted = 0;  // in this run
-  int preempted = 0;    // stopped to give another study its share (requeued)
-  int paused = 0;       // still paused when the run ended
-  int promoted = 0;     // promotions in this run (promote mode)
+  int interrupted = 0;        // in this run
+  int preempted = 0;          // stopped to give another study its share (requeued)
+  int paused = 0;             // still paused when the run ended
+  int promoted = 0;           // promotions in this run (promote mode)
   int promoted_in_place = 0;  // of those, trials that went on without a restart (ContinueCmd)
   int total_finished = 0;
   int max_trials = 0;
@@ -224,6 +224,7 @@ struct LaunchPlan {
   std::string checkpoint_dir;
   std::string params_file;  // the driver writes params_json there before starting anything
   std::string params_json;
+  std::string metrics_path;  // trial.metrics_path rendered ("" when metrics come from output)
   std::vector<std::string> clear_env;  // inherited variables to drop first
   bool needs_master_port = false;      // a gang: set MASTER_PORT to a free port on rank 0's node
   bool control = false;                // each rank gets a control socket (env::kControlFd)
