@@ -75,12 +75,13 @@ TEST(ImportDeterminedTest, EveryHyperparameterTypeBecomesItsHyperpackForm) {
   EXPECT_EQ(s.trial.command, "python3 train.py --tag {{x}}");
   std::string w = Text(out.warnings);
   EXPECT_THAT(w, HasSubstr("exp.yaml:12:3: hyperparameters.net: warning: nested hyperparameters "
-                           "are flattened to net_*"));
+                           "are tuned as net_*; the program gets them nested"));
   EXPECT_THAT(w, HasSubstr("exp.yaml:13:53: hyperparameters.net_depth: warning: count"));
-  EXPECT_THAT(w, HasSubstr("exp.yaml:2:13: entrypoint: warning: Determined hands hyperparameters "
-                           "to the program through its own API: the program must read them from "
-                           "the JSON file named by $HYPERPACK_PARAMS_FILE"));
-  EXPECT_EQ(out.warnings.size(), 3u) << w;
+  EXPECT_EQ(out.warnings.size(), 2u) << w;
+  // The Core API is served by the shim, which hands the group back nested.
+  EXPECT_EQ(s.trial.shim, TrialShim::kDetermined);
+  ASSERT_EQ(s.trial.env.size(), 1u);
+  EXPECT_EQ(s.trial.env[0].first, "HYPERPACK_DETERMINED_NESTED");
   EXPECT_THAT(out.study_yaml, HasSubstr("# Imported from the Determined experiment exp.yaml"));
   EXPECT_THAT(out.study_yaml, HasSubstr("   # exp.yaml:9\n"));
 }

@@ -111,6 +111,64 @@ parameters:
   }
 }
 
+// As Determined's Core API tutorial (stage 3): get_cluster_info's hparams, det.core.init, training
+// and validation metrics, a checkpoint stored and found again, should_preempt; adaptive ASHA over
+// batches as hyperpack's ASHA.
+TEST_F(ShimTest, ADeterminedCoreApiProgramRunsUnmodified) {
+  WriteFile(dir_ / "3_hpsearch.py", R"(import logging, pathlib
+import determined as det
+
+def main(core_context, latest_checkpoint, trial_id, increment_by, opt):
+    x, start = 0, 0
+    if latest_checkpoint is not None:
+        with core_context.checkpoint.restore_path(latest_checkpoint) as path:
+            x, start = [int(v) for v in (path / "state").read_text().split(",")]
+    for batch in range(start, 30):
+        x += increment_by * opt["scale"]
+        steps_completed = batch + 1
+        if steps_completed % 10 == 0:
+            core_context.train.report_training_metrics(steps_completed=steps_completed, metrics={"x": x})
+            core_context.train.report_validation_metrics(steps_completed=steps_completed, metrics={"x": x})
+            with core_context.checkpoint.store_path({"steps_completed": steps_completed}) as (path, uuid):
+                (path / "state").write_text(f"{x},{steps_completed}")
+            if core_context.preempt.should_preempt():
+                return
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format=det.LOG_FORMAT)
+    info = det.get_cluster_info()
+    assert info is not None
+    hparams = info.trial.hparams
+    with det.core.init() as core_context:
+        main(core_context, info.latest_checkpoint, info.trial.trial_id, hparams["increment_by"],
+             hparams["opt"])
+)");
+  study::StudySpec spec = Imported("3_hpsearch.yaml", R"(name: s
+entrypoint: python3 3_hpsearch.py
+hyperparameters:
+  increment_by: {type: int, minval: 1, maxval: 8}
+  opt:
+    scale: {type: categorical, vals: [1, 2]}
+searcher:
+   name: random
+   metric: x
+   max_trials: 3
+max_restarts: 0
+)");
+  ASSERT_EQ(spec.trial.shim, study::TrialShim::kDetermined);
+  spec.trial.workdir = dir_.path().string();
+  ASSERT_TRUE(Run(spec).ok()) << output_.str();
+  ExpectAllCompleted(3);
+  for (const auto& t : Trials()) {
+    const nlohmann::json params = nlohmann::json::parse(t.params_json);
+    const int per_batch = params.at("increment_by").get<int>() * params.at("opt_scale").get<int>();
+    EXPECT_EQ(t.value.value_or(-1), 30.0 * per_batch);  // the last validation x, at 30 batches
+    bool training = false;
+    for (const storage::MetricPoint& m : Metrics(t.number)) training |= m.name == "training/x";
+    EXPECT_TRUE(training);
+  }
+}
+
 // Without the shim, the same program finds no wandb module and fails: the shim is what runs it.
 TEST_F(ShimTest, WithoutTheShimTheProgramDoesNotRun) {
   WriteFile(dir_ / "t.py", "import wandb\nwandb.log({'val_loss': 1})\n");

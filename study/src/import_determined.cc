@@ -82,7 +82,7 @@ class DeterminedImporter : public Importer {
     } else {
       Hyperparameters(hps, "");
     }
-    Entrypoint(root["entrypoint"], root);
+    if (Entrypoint(root["entrypoint"], root)) Shim();
     Searcher(searcher);
     Resources(root["resources"]);
   }
@@ -113,14 +113,20 @@ class DeterminedImporter : public Importer {
       std::string name = prefix + it->first.Scalar();
       const YAML::Node spec = it->second;  // a copy: it-> yields a temporary
       if (spec.IsMap() && !spec["type"]) {
-        Warn(it->first, "hyperparameters." + name, "nested hyperparameters are flattened to ", name,
-             "_*; Determined passes them as one nested mapping, hyperpack as separate ", name,
-             "_NAME parameters");
+        Warn(it->first, "hyperparameters." + name, "nested hyperparameters are tuned as ", name,
+             "_*; the program gets them nested, as Determined gives them");
+        path_.push_back(it->first.Scalar());
         Hyperparameters(spec, name + "_");
+        path_.pop_back();
         continue;
       }
       std::string line = Hyperparameter(name, spec);
       if (line.empty()) continue;
+      if (!path_.empty()) {
+        std::vector<std::string> full = path_;
+        full.push_back(it->first.Scalar());
+        nested_[name] = full;
+      }
       yaml_ << "  " << name << ": " << line << "   # " << From(spec) << "\n";
     }
   }
@@ -198,12 +204,23 @@ class DeterminedImporter : public Importer {
     return "";
   }
 
-  void Entrypoint(const YAML::Node& ep, const YAML::Node& root) {
-    if (CommandGiven("entrypoint")) return;
+  // The Core API's calls (det.get_cluster_info, det.core.init, report_*_metrics, checkpoints) are
+  // served by hyperpack's stand-in (shims/determined), nested groups handed back nested.
+  void Shim() {
+    yaml_ << "  shim: determined   # the Core API served by hyperpack\n";
+    if (nested_.empty()) return;
+    std::string layout;  // braces doubled: env values are templates
+    for (char c : nested_.dump()) layout += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+    yaml_ << "  env: {HYPERPACK_DETERMINED_NESTED: " << nlohmann::json(layout).dump() << "}\n";
+  }
+
+  // The trial section's command; false after an error.
+  bool Entrypoint(const YAML::Node& ep, const YAML::Node& root) {
+    if (CommandGiven("entrypoint")) return true;
     std::string command;
     if (!ep) {
       Error(root, "entrypoint", "an experiment needs an entrypoint: the command that trains");
-      return;
+      return false;
     }
     if (ep.IsSequence()) {
       std::vector<std::string> words;
@@ -213,7 +230,7 @@ class DeterminedImporter : public Importer {
       command = ep.Scalar();
     } else {
       Error(ep, "entrypoint", "expected a command: text or a list of words");
-      return;
+      return false;
     }
     // "model_def:MyTrial" (one word, module:Class) names a Trial class that Determined's harness
     // runs; hyperpack runs commands.
@@ -223,21 +240,17 @@ class DeterminedImporter : public Importer {
             "trains with --command '...' (e.g. --command 'python3 train.py --lr {learning_rate}'), "
             "a program that reads its hyperparameters from $HYPERPACK_PARAMS_FILE (JSON) and "
             "prints its metrics");
-      return;
+      return false;
     }
     if (command.empty()) {
       Error(ep, "entrypoint", "the entrypoint is empty");
-      return;
+      return false;
     }
     std::string escaped;  // literal braces are doubled in hyperpack's templates
     for (char c : command) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
     yaml_ << "trial:\n  command: " << nlohmann::json(escaped).dump() << "   # entrypoint, "
           << From(ep) << "\n";
-    Warn(ep, "entrypoint",
-         "Determined hands hyperparameters to the program through its own API: the program must "
-         "read them from the JSON file named by $HYPERPACK_PARAMS_FILE (or HP_<NAME> environment "
-         "variables) and print its metrics as JSON lines, e.g. print(json.dumps(metrics), "
-         "flush=True)");
+    return true;
   }
 
   void Searcher(const YAML::Node& s) {
@@ -411,6 +424,9 @@ class DeterminedImporter : public Importer {
           << "}   # slots_per_trial: a gang of that many ranks, one GPU each, " << From(slots)
           << "\n";
   }
+
+  std::vector<std::string> path_;                     // the nested groups being read
+  nlohmann::json nested_ = nlohmann::json::object();  // flat name -> its path in hparams
 };
 
 }  // namespace

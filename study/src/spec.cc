@@ -44,6 +44,8 @@ const char* TrialShimName(TrialShim shim) {
       return "nni";
     case TrialShim::kWandb:
       return "wandb";
+    case TrialShim::kDetermined:
+      return "determined";
     case TrialShim::kNone:
       break;
   }
@@ -924,7 +926,8 @@ class Parser {
            MetricsSource::kFile},
           MetricsSourceName, &trial->metrics_from);
     ParseMetricsPath(field, fields, space, trial);
-    OneOf(fields, "trial", "shim", {TrialShim::kNone, TrialShim::kNni, TrialShim::kWandb},
+    OneOf(fields, "trial", "shim",
+          {TrialShim::kNone, TrialShim::kNni, TrialShim::kWandb, TrialShim::kDetermined},
           TrialShimName, &trial->shim);
   }
 

@@ -60,8 +60,8 @@ const char* MetricsSourceName(MetricsSource source);  // "stdout", "output", "te
 
 // `trial.shim`: a stand-in for another tool's Python client put first on the trial's PYTHONPATH,
 // so that a program written for that tool runs unmodified (shims/ in the source tree).
-enum class TrialShim { kNone, kNni, kWandb };
-const char* TrialShimName(TrialShim shim);  // "none", "nni", "wandb"
+enum class TrialShim { kNone, kNni, kWandb, kDetermined };
+const char* TrialShimName(TrialShim shim);  // "none", "nni", "wandb", "determined"
 
 struct TrialSpec {
   std::string command;  // with {param} placeholders; run by /bin/sh -c
