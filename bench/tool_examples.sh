@@ -2,10 +2,12 @@
 # Runs other tools' own example trial programs, unmodified, under hyperpack, on Fashion-MNIST from
 # Debian's dataset-fashion-mnist package (no download), and prints each study's trials.
 #
-# Usage: bench/tool_examples.sh NNI_TREE WANDB_EXAMPLES_TREE WANDB_SWEEPS_TREE [HYPERPACK]
+# Usage: bench/tool_examples.sh NNI_TREE WANDB_EXAMPLES_TREE WANDB_SWEEPS_TREE DETERMINED_TREE
+#                               [HYPERPACK]
 #   NNI_TREE              a checkout of microsoft/nni (examples/trials/mnist-pytorch)
 #   WANDB_EXAMPLES_TREE   a checkout of wandb/examples (examples/pytorch/pytorch-cnn-fashion)
 #   WANDB_SWEEPS_TREE     a checkout of wandb/sweeps (examples/nested-params)
+#   DETERMINED_TREE       a checkout of determined-ai/determined (examples/tutorials/core_api)
 #   HYPERPACK             the hyperpack program (default build/cli/hyperpack)
 # Needs /usr/bin/python3 with torch and torchvision (Debian's python3-torch, python3-torchvision).
 #
@@ -15,7 +17,7 @@
 # shortened: NNI's command gets --epochs 1 --batch_num 300; W&B's fixed `epochs` becomes 1.
 set -euo pipefail
 nni=$(realpath "$1"); wandb_examples=$(realpath "$2"); wandb_sweeps=$(realpath "$3")
-hyperpack=$(realpath "${4:-build/cli/hyperpack}")
+determined=$(realpath "$4"); hyperpack=$(realpath "${5:-build/cli/hyperpack}")
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 export PATH="/usr/bin:$PATH"  # the python3 with torch first
@@ -29,9 +31,10 @@ raw_fmnist() {
   done
 }
 
-run_study() {  # LABEL DIR STUDY_FILE STUDY_NAME: runs it and prints its trials
-  local label="$1" dir="$2" file="$3" name="$4" start=$SECONDS
-  (cd "$dir" && "$hyperpack" run "$file" --storage "$scratch/$label.db" --max-trials 2 --progress log)
+run_study() {  # LABEL DIR STUDY_FILE STUDY_NAME [TRIALS]: runs it and prints its trials
+  local label="$1" dir="$2" file="$3" name="$4" trials="${5:-2}" start=$SECONDS
+  (cd "$dir" && "$hyperpack" run "$file" --storage "$scratch/$label.db" --max-trials "$trials" \
+    --progress log)
   echo "== $label: $((SECONDS - start)) s"
   "$hyperpack" trials "$name" --storage "$scratch/$label.db"
 }
@@ -64,3 +67,10 @@ run_study wandb-fashion "$d" study.yaml sweep-grid-hyperband
 # its sweep run directly, with no import step.
 d="$scratch/wandb-nested"; cp -r "$wandb_sweeps/examples/nested-params" "$d"
 run_study wandb-nested "$d" sweep-nested-cli.yaml sweep-nested-cli
+
+# Determined: examples/tutorials/core_api stage 3 (det.get_cluster_info, det.core.init,
+# report_*_metrics, checkpoint.store_path/restore_path, preempt.should_preempt), its adaptive ASHA
+# experiment run directly: hyperpack's ASHA pauses trials at rungs and resumes them from the
+# checkpoints the program stores.
+d="$scratch/determined-core-api"; cp -r "$determined/examples/tutorials/core_api" "$d"
+run_study determined "$d" 3_hpsearch.yaml core-api-stage-3 4
