@@ -81,26 +81,37 @@ std::optional<Collector> LookupCollector(const std::string& name) {
   return it->second;
 }
 
-// A trial job's kind: where its replicas are (none: a batch Job's own template; "trainer": a
-// TrainJob's trainer) and which role's command is the trial's, in order of preference.
+// A trial job's kind: where its command is (a batch Job's own template, a training job's
+// replicas, a TrainJob's trainer), under which key, and which role's command is the trial's, in
+// order of preference.
 struct JobKind {
+  enum class Layout { kJob, kReplicas, kTrainer } layout;
   const char* replicas;
   const char* roles[3];
 };
 std::optional<JobKind> LookupJobKind(const std::string& kind) {
+  using L = JobKind::Layout;
   static const std::map<std::string, JobKind> kTable = {
-      {"Job", {nullptr, {nullptr, nullptr, nullptr}}},
-      {"PyTorchJob", {"pytorchReplicaSpecs", {"Master", "Worker", nullptr}}},
-      {"TFJob", {"tfReplicaSpecs", {"Chief", "Master", "Worker"}}},
-      {"XGBoostJob", {"xgbReplicaSpecs", {"Master", "Worker", nullptr}}},
-      {"MPIJob", {"mpiReplicaSpecs", {"Launcher", nullptr, nullptr}}},
-      {"PaddleJob", {"paddleReplicaSpecs", {"Master", "Worker", nullptr}}},
-      {"JAXJob", {"jaxReplicaSpecs", {"Worker", nullptr, nullptr}}},
-      {"TrainJob", {"trainer", {nullptr, nullptr, nullptr}}},
+      {"Job", {L::kJob, nullptr, {nullptr, nullptr, nullptr}}},
+      {"PyTorchJob", {L::kReplicas, "pytorchReplicaSpecs", {"Master", "Worker", nullptr}}},
+      {"TFJob", {L::kReplicas, "tfReplicaSpecs", {"Chief", "Master", "Worker"}}},
+      {"XGBoostJob", {L::kReplicas, "xgbReplicaSpecs", {"Master", "Worker", nullptr}}},
+      {"MPIJob", {L::kReplicas, "mpiReplicaSpecs", {"Launcher", nullptr, nullptr}}},
+      {"PaddleJob", {L::kReplicas, "paddleReplicaSpecs", {"Master", "Worker", nullptr}}},
+      {"JAXJob", {L::kReplicas, "jaxReplicaSpecs", {"Worker", nullptr, nullptr}}},
+      {"TrainJob", {L::kTrainer, nullptr, {nullptr, nullptr, nullptr}}},
   };
   auto it = kTable.find(kind);
   if (it == kTable.end()) return std::nullopt;
   return it->second;
+}
+
+// fileSystemPath.format: how a File collector's lines are written (TEXT, Katib's default, or JSON).
+enum class FileFormat { kText, kJson };
+YAML::Node Get(const YAML::Node& n, const char* key);
+FileFormat FileFormatOf(const YAML::Node& path) {
+  const YAML::Node f = Get(path, "format");
+  return f && f.IsScalar() && f.Scalar() == "JSON" ? FileFormat::kJson : FileFormat::kText;
 }
 
 // `n[key][more]...`, or an undefined node where a step is missing or not a mapping (yaml-cpp throws
@@ -323,20 +334,9 @@ class KatibImporter : public Importer {
     if (const YAML::Node more = obj["additionalMetricNames"]; more && more.IsSequence())
       for (const YAML::Node& n : more)
         if (n.IsScalar()) metric_names_.push_back(n.Scalar());
-    const std::string name = SafeMetric(metric.Scalar());
-    if (name != metric.Scalar()) {
-      // A name with spaces ("valid_1 auc", as LightGBM prints it) only a metricsFormat can read.
-      if (!Get(spec, "metricsCollectorSpec", "source", "filter", "metricsFormat")) {
-        Error(metric, "spec.objective.objectiveMetricName", "'", metric.Scalar(),
-              "' cannot be printed as name=value, which is how Katib's default filter and "
-              "hyperpack read metrics; add a metricsFormat filter that reads it");
-        return;
-      }
-      Warn(metric, "spec.objective.objectiveMetricName", "the metric '", metric.Scalar(),
-           "' is named ", name, " in hyperpack (its metricsFormat pattern still reads '",
-           metric.Scalar(), "')");
-    }
-    yaml_ << "objective: {metric: " << YamlScalar(YAML::Node(name)) << ", direction: " << t
+    const std::optional<std::string> name = ObjectiveName(metric, spec);
+    if (!name) return;
+    yaml_ << "objective: {metric: " << YamlScalar(YAML::Node(*name)) << ", direction: " << t
           << ", strategy: " << strategy << "}   # spec.objective, " << From(obj) << "\n";
     if (const YAML::Node more = obj["additionalMetricNames"]; more && more.IsSequence()) {
       std::vector<std::string> names;
@@ -344,6 +344,23 @@ class KatibImporter : public Importer {
       yaml_ << "# additionalMetricNames: " << Join(names, ", ")
             << " (hyperpack records every metric a trial prints)   # " << From(more) << "\n";
     }
+  }
+
+  // The objective metric's hyperpack name: as Katib's, or with spaces made '_' ("valid_1 auc", as
+  // LightGBM prints it), which only a metricsFormat pattern can read; nullopt after an error.
+  std::optional<std::string> ObjectiveName(const YAML::Node& metric, const YAML::Node& spec) {
+    const std::string name = SafeMetric(metric.Scalar());
+    if (name == metric.Scalar()) return name;
+    if (!Get(spec, "metricsCollectorSpec", "source", "filter", "metricsFormat")) {
+      Error(metric, "spec.objective.objectiveMetricName", "'", metric.Scalar(),
+            "' cannot be printed as name=value, which is how Katib's default filter and "
+            "hyperpack read metrics; add a metricsFormat filter that reads it");
+      return std::nullopt;
+    }
+    Warn(metric, "spec.objective.objectiveMetricName", "the metric '", metric.Scalar(),
+         "' is named ", name, " in hyperpack (its metricsFormat pattern still reads '",
+         metric.Scalar(), "')");
+    return name;
   }
 
   void Parameters(const YAML::Node& params) {
@@ -546,12 +563,12 @@ class KatibImporter : public Importer {
   bool Replicas(const YAML::Node& trial_spec, const JobKind& job, YAML::Node* containers,
                 std::string* where) {
     const YAML::Node spec = Get(trial_spec, "spec");
-    if (job.replicas == nullptr) {  // a batch Job
+    if (job.layout == JobKind::Layout::kJob) {
       *where = "spec.template.spec.containers";
       *containers = Get(spec, "template", "spec", "containers");
       return true;
     }
-    if (std::string(job.replicas) == "trainer") return Trainer(spec, containers, where);
+    if (job.layout == JobKind::Layout::kTrainer) return Trainer(spec, containers, where);
     const YAML::Node roles = Get(spec, job.replicas);
     std::string chosen;
     for (const char* role : job.roles)
@@ -759,7 +776,7 @@ class KatibImporter : public Importer {
     }
     if (const YAML::Node formats = Get(mc, "source", "filter", "metricsFormat"))
       MetricsFormat(formats);
-    else if (*collector == Collector::kFile && Word(Get(path, "format")) == "JSON")
+    else if (*collector == Collector::kFile && FileFormatOf(path) == FileFormat::kJson)
       JsonMetrics();
   }
 

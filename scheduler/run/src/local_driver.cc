@@ -82,7 +82,7 @@ class LocalDriver : public StudyRun {
     HP_RETURN_IF_ERROR(tuner::MakePruner(PrunerOptionsFor(spec_)).status());
     HP_ASSIGN_OR_RETURN(patterns_, MetricPatterns::Make(spec_.metric_patterns));
     if (spec_.trial.shim != study::TrialShim::kNone &&
-        !CompanionShimDir(study::TrialShimName(spec_.trial.shim)))
+        !CompanionShimPath(study::TrialShimName(spec_.trial.shim)))
       return Status::FailedPrecondition(
           "trial.shim: ", study::TrialShimName(spec_.trial.shim),
           ": hyperpack's stand-in for that client is not installed beside this program (looked in "
@@ -425,7 +425,8 @@ class LocalDriver : public StudyRun {
   // The study's stand-in for another tool's client, first on the trial's PYTHONPATH.
   void AddShim(std::map<std::string, std::string>* env) const {
     if (spec_.trial.shim == study::TrialShim::kNone) return;
-    const std::optional<std::string> dir = CompanionShimDir(study::TrialShimName(spec_.trial.shim));
+    const std::optional<std::string> dir =
+        CompanionShimPath(study::TrialShimName(spec_.trial.shim));
     if (!dir) return;  // refused when the run began
     std::string& path = (*env)["PYTHONPATH"];
     path = path.empty() ? *dir : *dir + ":" + path;

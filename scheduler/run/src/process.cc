@@ -35,14 +35,18 @@ std::optional<std::string> CompanionTrainerDir() {
   return std::nullopt;
 }
 
-std::optional<std::string> CompanionShimDir(const std::string& tool) {
+std::optional<std::string> CompanionShimPath(const std::string& tool) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return std::nullopt;
   const fs::path up = self.parent_path().parent_path();
-  for (const fs::path& dir : {up / "share" / "hyperpack" / "shims" / tool, up / "shims" / tool})
-    if (fs::exists(dir / tool / "__init__.py", ec)) return dir.lexically_normal().string();
+  for (const fs::path& shims : {up / "share" / "hyperpack" / "shims", up / "shims"}) {
+    if (fs::exists(shims / tool / tool / "__init__.py", ec) &&
+        fs::exists(shims / "_common" / "hyperpack_shim.py", ec))
+      return (shims / tool).lexically_normal().string() + ":" +
+             (shims / "_common").lexically_normal().string();
+  }
   return std::nullopt;
 }
 

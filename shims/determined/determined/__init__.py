@@ -17,8 +17,9 @@ Determined's own Core API examples use:
   distributed                 rank and size from torchrun's variables; one process's collectives
 Not thread-safe, as the Core API's reporting is called from the training loop.
 """
-import json
 import os
+
+import hyperpack_shim
 
 from . import core
 
@@ -26,30 +27,11 @@ __version__ = "0.0.0+hyperpack"
 LOG_FORMAT = "%(levelname)s: [%(process)s] %(name)s: %(message)s"
 
 
-def _params():
-    path = os.environ.get("HYPERPACK_PARAMS_FILE")
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            flat = json.load(f)
-    else:
-        flat = json.loads(os.environ.get("HYPERPACK_PARAMS", "{}"))
-    # Nested hyperparameter groups, flattened by the importer: {"optim_lr": ["optim", "lr"]}.
-    layout = json.loads(os.environ.get("HYPERPACK_DETERMINED_NESTED", "{}"))
-    params = {}
-    for name, value in flat.items():
-        path = layout.get(name, [name])
-        target = params
-        for part in path[:-1]:
-            target = target.setdefault(part, {})
-        target[path[-1]] = value
-    return params
-
-
 class _TrialInfo:
     def __init__(self):
         self.trial_id = int(os.environ.get("HYPERPACK_TRIAL_ID", "0") or 0)
         self.experiment_id = os.environ.get("HYPERPACK_STUDY", "")
-        self.hparams = _params()
+        self.hparams = hyperpack_shim.params("HYPERPACK_DETERMINED_NESTED")
         self.trial_seed = self.trial_id
 
 

@@ -6,6 +6,8 @@ import pathlib
 import signal
 import uuid as _uuid
 
+import hyperpack_shim
+
 _LATEST = "latest"  # a file in the checkpoint folder naming the newest stored checkpoint
 _preempted = False
 
@@ -24,19 +26,11 @@ def _latest_checkpoint():
 
 
 def _emit(line):
-    print(json.dumps(line), flush=True)
+    hyperpack_shim.emit(line)
 
 
 def _numbers(metrics, prefix=""):
-    out = {}
-    for name, value in metrics.items():
-        if isinstance(value, bool):
-            continue
-        try:
-            out[prefix + str(name)] = float(value.item() if hasattr(value, "item") else value)
-        except (TypeError, ValueError):
-            pass
-    return out
+    return hyperpack_shim.numbers(metrics, prefix)
 
 
 class TrainContext:

@@ -13,6 +13,8 @@ HYPERPACK_NNI_NESTED. Not thread-safe, as NNI's own is not meant to be called fr
 import json
 import os
 
+import hyperpack_shim
+
 __version__ = "999.hyperpack"
 
 _params = None
@@ -24,12 +26,7 @@ class NoMoreTrialError(Exception):
 
 
 def _load_params():
-    path = os.environ.get("HYPERPACK_PARAMS_FILE")
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            flat = json.load(f)
-    else:
-        flat = json.loads(os.environ.get("HYPERPACK_PARAMS", "{}"))
+    flat = hyperpack_shim.params()
     return _nest(flat, json.loads(os.environ.get("HYPERPACK_NNI_NESTED", "{}")))
 
 
@@ -79,13 +76,7 @@ def get_sequence_id():
     return int(os.environ.get("HYPERPACK_TRIAL_ID", "0") or 0)
 
 
-def _number(value):
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+_number = hyperpack_shim.number
 
 
 def _line(metric):
@@ -106,9 +97,9 @@ def report_intermediate_result(metric):
     _intermediate_seq += 1
     line = _line(metric)
     line["step"] = _intermediate_seq
-    print(json.dumps(line), flush=True)
+    hyperpack_shim.emit(line)
 
 
 def report_final_result(metric):
     """The trial's result."""
-    print(json.dumps(_line(metric)), flush=True)
+    hyperpack_shim.emit(_line(metric))

@@ -9,52 +9,25 @@ joined with '/', as the charts group them). `wandb.sweep` and `wandb.agent(funct
 once: each hyperpack trial is one run. Media, artifacts, watching and anything else are accepted and
 do nothing: nothing leaves the machine. Not thread-safe.
 """
-import json
 import os
 import sys
+
+import hyperpack_shim
 
 __version__ = "0.0.0+hyperpack"
 
 
-def _numbers(data, prefix=""):
-    out = {}
-    for key, value in data.items():
-        name = prefix + str(key)
-        if isinstance(value, dict):
-            out.update(_numbers(value, name + "/"))
-        elif isinstance(value, bool):
-            continue
-        elif isinstance(value, (int, float)):
-            out[name] = float(value)
-        elif hasattr(value, "item") and callable(value.item):  # numpy and torch scalars
-            try:
-                out[name] = float(value.item())
-            except (TypeError, ValueError):
-                pass
-    return out
+def _numbers(data):
+    return hyperpack_shim.numbers(data)
 
 
 def _emit(line):
-    print(json.dumps(line), flush=True)
+    hyperpack_shim.emit(line)
 
 
 def _trial_params():
-    path = os.environ.get("HYPERPACK_PARAMS_FILE")
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            flat = json.load(f)
-    else:
-        flat = json.loads(os.environ.get("HYPERPACK_PARAMS", "{}"))
-    # Nested sweep parameters, flattened by the importer: {"optimizer_lr": ["optimizer", "lr"]}.
-    layout = json.loads(os.environ.get("HYPERPACK_WANDB_NESTED", "{}"))
-    params = {}
-    for name, value in flat.items():
-        path = layout.get(name, [name])
-        target = params
-        for part in path[:-1]:
-            target = target.setdefault(part, {})
-        target[path[-1]] = value
-    return params
+    # Nested sweep parameters, flattened by the importer, come back nested.
+    return hyperpack_shim.params("HYPERPACK_WANDB_NESTED")
 
 
 class Config(dict):

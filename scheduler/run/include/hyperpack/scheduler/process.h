@@ -59,9 +59,9 @@ std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>
 // from a checkout and from an installation alike.
 std::optional<std::string> CompanionTrainerDir();
 
-// The folder of the Python stand-in for `tool`'s client that came with this program (a folder
-// holding the package, for PYTHONPATH): ../share/hyperpack/shims/TOOL installed, or
-// ../shims/TOOL in a build tree; nullopt when there is none.
-std::optional<std::string> CompanionShimDir(const std::string& tool);
+// The PYTHONPATH entries of the Python stand-in for `tool`'s client that came with this program:
+// its folder and the one of what the stand-ins share (_common), under ../share/hyperpack/shims/
+// installed or ../shims/ in a build tree, as "TOOL_DIR:COMMON_DIR"; nullopt when there is none.
+std::optional<std::string> CompanionShimPath(const std::string& tool);
 
 }  // namespace hyperpack::scheduler
