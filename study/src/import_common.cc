@@ -19,6 +19,19 @@ std::string YamlScalar(const YAML::Node& node) {
   return text;
 }
 
+std::string TemplateLiteral(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+  return out;
+}
+
+std::string FoldedKey(const std::string& key) {
+  std::string out;
+  for (char c : key)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 std::string FlowYaml(const YAML::Node& node) {
   YAML::Emitter e;
   e.SetMapFormat(YAML::Flow);
@@ -139,14 +152,6 @@ const char* SweepFormatName(SweepFormat format) {
 
 namespace {
 
-// A top-level key as NNI matches it: lower case, without underscores.
-std::string Folded(const std::string& key) {
-  std::string out;
-  for (char c : key)
-    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // What each format is told by (DetectSweepFormat's table, in the order errors list them).
 struct Signs {
   bool study = false;
@@ -158,7 +163,7 @@ Signs SignsOf(const YAML::Node& root) {
   for (auto it = root.begin(); it != root.end(); ++it) {
     if (!it->first.IsScalar()) continue;
     keys.insert(it->first.Scalar());
-    folded.insert(Folded(it->first.Scalar()));
+    folded.insert(internal::FoldedKey(it->first.Scalar()));
   }
   auto has = [&](const char* k) { return keys.count(k) > 0; };
   auto folds = [&](const char* k) { return folded.count(k) > 0; };

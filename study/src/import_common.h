@@ -19,6 +19,10 @@ namespace hyperpack::study::internal {
 std::string YamlScalar(const YAML::Node& node);
 // A list or mapping in YAML's flow style on one line, for a structured value of the study file.
 std::string FlowYaml(const YAML::Node& node);
+// `text` as a literal in a hyperpack template (a command, an env value): braces doubled.
+std::string TemplateLiteral(const std::string& text);
+// A key as NNI matches it: lower case, without underscores (trialCommand, trial_command).
+std::string FoldedKey(const std::string& key);
 // A scalar that reads as a whole number.
 bool IsWholeNumber(const YAML::Node& node);
 // A boolean as YAML 1.1 writes it (true, True, TRUE, yes, on, ...), as the tools' Python loaders

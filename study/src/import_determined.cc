@@ -209,8 +209,8 @@ class DeterminedImporter : public Importer {
   void Shim() {
     yaml_ << "  shim: determined   # the Core API served by hyperpack\n";
     if (nested_.empty()) return;
-    std::string layout;  // braces doubled: env values are templates
-    for (char c : nested_.dump()) layout += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+    // Braces doubled: env values are templates.
+    const std::string layout = TemplateLiteral(nested_.dump());
     yaml_ << "  env: {HYPERPACK_DETERMINED_NESTED: " << nlohmann::json(layout).dump() << "}\n";
   }
 
@@ -246,8 +246,7 @@ class DeterminedImporter : public Importer {
       Error(ep, "entrypoint", "the entrypoint is empty");
       return false;
     }
-    std::string escaped;  // literal braces are doubled in hyperpack's templates
-    for (char c : command) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+    const std::string escaped = TemplateLiteral(command);
     yaml_ << "trial:\n  command: " << nlohmann::json(escaped).dump() << "   # entrypoint, "
           << From(ep) << "\n";
     return true;

@@ -613,11 +613,7 @@ class KatibImporter : public Importer {
   // Katib's metadata substitution in a trialParameter's reference, as hyperpack's placeholder or
   // the literal value the trialSpec gives; nullopt when `ref` is not one.
   std::optional<std::string> Metadata(const std::string& ref, const YAML::Node& trial_spec) const {
-    auto literal = [](const std::string& v) {
-      std::string out;  // literal braces doubled: the value goes into a template
-      for (char c : v) out += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
-      return out;
-    };
+    auto literal = [](const std::string& v) { return TemplateLiteral(v); };
     if (ref == "${trialSpec.Name}") return "{trial}";
     if (ref == "${trialSpec.Namespace}")
       return literal(namespace_.empty() ? "default" : namespace_);
@@ -789,8 +785,7 @@ class KatibImporter : public Importer {
             collector == Collector::kFile ? "file" : "folder", " the trial writes its metrics to");
       return false;
     }
-    std::string escaped;  // literal braces are doubled in hyperpack's templates
-    for (char c : p) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+    const std::string escaped = TemplateLiteral(p);
     trial_lines_.push_back(StrCat(
         "  metrics_from: ", collector == Collector::kFile ? "file" : "tensorboard", "   # Katib's ",
         collector == Collector::kFile ? "File" : "TensorFlowEvent", " collector, ", From(path)));

@@ -17,12 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // NNI matches its keys ignoring case and underscores: trialCommand, trial_command, TrialCommand.
-std::string KeyOf(const std::string& key) {
-  std::string out;
-  for (char c : key)
-    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+std::string KeyOf(const std::string& key) { return FoldedKey(key); }
 
 // What an NNI `_type` says about the values it gives.
 enum class NniShape { kChoice, kRandint, kUniform, kNormal };
@@ -413,11 +408,8 @@ class NniImporter : public Importer {
       Warn(worker, "trial.worker",
            "the worker's command runs here as one process; its replicas, image, other roles and "
            "parameter servers are NNI's training service's own: not carried over");
-    std::string escaped;  // literal braces are doubled in hyperpack's templates
-    for (char c : command.Scalar())
-      escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
-    yaml_ << "trial:\n  command: " << nlohmann::json(escaped).dump() << "   # trialCommand, "
-          << From(command) << "\n";
+    yaml_ << "trial:\n  command: " << nlohmann::json(TemplateLiteral(command.Scalar())).dump()
+          << "   # trialCommand, " << From(command) << "\n";
     return true;
   }
 
@@ -435,8 +427,8 @@ class NniImporter : public Importer {
     yaml_
         << "  shim: nni   # nni.get_next_parameter(), nni.report_*_result() served by hyperpack\n";
     if (!nested_.empty()) {
-      std::string layout;  // braces doubled: env values are templates
-      for (char c : nested_.dump()) layout += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+      // Braces doubled: env values are templates.
+      const std::string layout = TemplateLiteral(nested_.dump());
       yaml_ << "  env: {HYPERPACK_NNI_NESTED: " << nlohmann::json(layout).dump()
             << "}   # the nested choices, handed to the program nested as NNI does\n";
     }

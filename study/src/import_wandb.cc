@@ -358,9 +358,7 @@ class WandbImporter : public Importer {
               "the parameters from $HYPERPACK_PARAMS_FILE (JSON)");
         return false;
       } else {
-        std::string escaped;  // literal braces are doubled in hyperpack's templates
-        for (char c : w) escaped += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
-        out.push_back(escaped);
+        out.push_back(TemplateLiteral(w));
       }
     }
     yaml_ << "trial:\n  command: " << nlohmann::json(Join(out, " ")).dump() << "   # "
@@ -376,8 +374,8 @@ class WandbImporter : public Importer {
     yaml_ << "  shim: wandb   # wandb.init(), wandb.config, wandb.log() served by hyperpack\n";
     std::string vars = "WANDB_MODE: disabled";
     if (!nested_.empty()) {
-      std::string layout;  // braces doubled: env values are templates
-      for (char c : nested_.dump()) layout += c == '{' ? "{{" : c == '}' ? "}}" : std::string(1, c);
+      // Braces doubled: env values are templates.
+      const std::string layout = TemplateLiteral(nested_.dump());
       vars += ", HYPERPACK_WANDB_NESTED: " + nlohmann::json(layout).dump();
     }
     yaml_ << "  env: {" << vars << "}\n";
