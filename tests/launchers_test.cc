@@ -132,7 +132,7 @@ TEST(HuggingFaceArgumentsTest, PerDeviceBatchAccumulationPrecisionAndTheLauncher
   EXPECT_EQ(a["bf16"], true);
   EXPECT_FALSE(a.contains("fp16"));
   ASSERT_EQ(out.warnings.size(), 1u);
-  EXPECT_THAT(out.warnings[0], HasSubstr("torchrun --nproc-per-node 4"));
+  EXPECT_THAT(out.warnings[0], HasSubstr("torchrun --nproc_per_node 4"));
 }
 
 TEST(LightningTrainerTest, DevicesStrategyMixedPrecisionAndAccumulation) {
@@ -154,14 +154,33 @@ TEST(LightningTrainerTest, DevicesStrategyMixedPrecisionAndAccumulation) {
 TEST(TorchrunCommandTest, APythonScriptRunsUnderTorchrunAndAProgramWithNoPython) {
   TrainingSetup s = Resolved({{"batch_size", int64_t{64}}, {"nproc", int64_t{4}}});
   auto py = TorchrunCommand(s, "python3 train.py --lr 0.1");
-  EXPECT_THAT(py.text, HasSubstr("torchrun --nnodes=1 --nproc-per-node=4 --rdzv-backend=c10d"));
+  // Spelled as torchrun 1.13 reads them; 2.x reads these too.
+  EXPECT_THAT(py.text, HasSubstr("torchrun --nnodes=1 --nproc_per_node=4 --rdzv_backend=c10d "
+                                 "--rdzv_endpoint="));
   EXPECT_THAT(py.text, HasSubstr(" train.py --lr 0.1\n"));
-  EXPECT_THAT(py.text, Not(HasSubstr("--no-python")));
+  EXPECT_THAT(py.text, Not(HasSubstr("--no_python")));
   EXPECT_THAT(py.text, HasSubstr("# micro_batch = 16 (global batch / 4)\n"));
   auto binary = TorchrunCommand(s, "build/trainer/hyperpack-trainer --model cnn");
-  EXPECT_THAT(binary.text, HasSubstr("--no-python build/trainer/hyperpack-trainer --model cnn"));
+  EXPECT_THAT(binary.text, HasSubstr("--no_python build/trainer/hyperpack-trainer --model cnn"));
   auto pipe = TorchrunCommand(s, "python3 train.py | tee log");
   ASSERT_EQ(pipe.warnings.size(), 1u);
+}
+
+// A command that reads its parameters from the environment (the quickstart's hyperpack-trainer
+// reads HYPERPACK_PARAMS_FILE, the softmax example ${HP_MOMENTUM:-0}): the values travel.
+TEST(TorchrunCommandTest, WhatTheTrialReadFromItsEnvironmentTravelsWithTheLine) {
+  TrainingSetup s = Resolved({{"batch_size", int64_t{64}}});
+  auto out = TorchrunCommand(s, "hyperpack-trainer --model mlp",
+                             {{"lr", 0.01}, {"optimizer", std::string("sgd")}});
+  EXPECT_THAT(out.text, HasSubstr("env HYPERPACK_PARAMS='{\"lr\":0.01,\"optimizer\":\"sgd\"}' "
+                                  "HP_LR=0.01 HP_OPTIMIZER=sgd torchrun "));
+  const std::vector<std::string> names = {"momentum", "lr"};
+  EXPECT_EQ(ResolveParamVariables("t.py --m ${HP_MOMENTUM:-0} --lr $HP_LR --x $HP_LRX",
+                                  {{"momentum", 0.9}, {"lr", 0.1}}, names),
+            "t.py --m 0.9 --lr 0.1 --x $HP_LRX");
+  // Inactive (absent): the default, or nothing.
+  EXPECT_EQ(ResolveParamVariables("t.py --m ${HP_MOMENTUM:-0} --n ${HP_MOMENTUM}", {}, names),
+            "t.py --m 0 --n ''");
 }
 
 TEST(HydraOverridesTest, EveryParameterAsKeyEqualsValueQuotedWhereNeeded) {

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hyperpack/env_vars.h"
+#include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::report {
@@ -289,7 +291,7 @@ LauncherOutput HuggingFaceArguments(const TrainingSetup& s) {
     out.warnings.push_back(
         StrCat("the data-parallel degree is the launcher's, not "
                "TrainingArguments': start ",
-               s.data_parallel, " processes (torchrun --nproc-per-node ", s.data_parallel, ")"));
+               s.data_parallel, " processes (torchrun --nproc_per_node ", s.data_parallel, ")"));
   out.text = a.dump(2) + "\n";
   return out;
 }
@@ -320,7 +322,48 @@ LauncherOutput LightningTrainer(const TrainingSetup& s) {
   return out;
 }
 
-LauncherOutput TorchrunCommand(const TrainingSetup& s, const std::string& command) {
+std::string ResolveParamVariables(const std::string& command, const Params& params,
+                                  const std::vector<std::string>& all_names) {
+  std::string out = command;
+  for (const std::string& name : all_names) {
+    const std::string var = study::ParamEnvName(name);
+    auto it =
+        std::find_if(params.begin(), params.end(), [&](const auto& p) { return p.first == name; });
+    const std::optional<std::string> value =
+        it == params.end() ? std::nullopt : std::optional<std::string>(FormatValue(it->second));
+    // ${VAR:-default}, ${VAR}, then $VAR not followed by a name character.
+    for (size_t at = 0; (at = out.find("${" + var, at)) != std::string::npos;) {
+      const size_t close = out.find('}', at);
+      if (close == std::string::npos) break;
+      const std::string inside = out.substr(at + 2, close - at - 2);
+      std::string replacement;
+      if (inside == var) {
+        replacement = value.value_or("");
+      } else if (inside.rfind(var + ":-", 0) == 0) {
+        replacement = value.value_or(inside.substr(var.size() + 2));
+      } else {
+        at = close;  // another variable whose name starts with this one's
+        continue;
+      }
+      out.replace(at, close - at + 1, ShellQuote(replacement));
+      at += ShellQuote(replacement).size();
+    }
+    for (size_t at = 0; (at = out.find("$" + var, at)) != std::string::npos;) {
+      const size_t end = at + 1 + var.size();
+      if (end < out.size() &&
+          (std::isalnum(static_cast<unsigned char>(out[end])) || out[end] == '_')) {
+        at = end;
+        continue;
+      }
+      out.replace(at, end - at, ShellQuote(value.value_or("")));
+      at += ShellQuote(value.value_or("")).size();
+    }
+  }
+  return out;
+}
+
+LauncherOutput TorchrunCommand(const TrainingSetup& s, const std::string& command,
+                               const Params& params) {
   LauncherOutput out;
   std::istringstream words(command);
   std::string program, rest;
@@ -338,9 +381,23 @@ LauncherOutput TorchrunCommand(const TrainingSetup& s, const std::string& comman
   }
   std::ostringstream c;
   for (const std::string& line : s.provenance) c << "# " << line << "\n";
-  c << "torchrun --nnodes=1 --nproc-per-node=" << s.data_parallel
-    << " --rdzv-backend=c10d --rdzv-endpoint=\"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}\"";
-  if (!python) c << " --no-python";
+  if (!params.empty()) {
+    // What the trial read from its environment: the parameters as JSON and one HP_ each.
+    nlohmann::ordered_json json = nlohmann::ordered_json::object();
+    std::vector<std::string> vars;
+    for (const auto& [name, value] : params) {
+      std::visit([&](const auto& v) { json[name] = v; }, value);
+      vars.push_back(study::ParamEnvName(name) + "=" + ShellQuote(FormatValue(value)));
+    }
+    c << "env " << env::kParams << "=" << ShellQuote(json.dump()) << " " << Join(vars, " ") << " ";
+  }
+  // Underscores: torchrun 1.13 knows no other spelling, 2.x reads both. --redirects and --tee:
+  // torchrun 1.13 under Python 3.11 (Debian bookworm's) cannot read their default, 0 (an IntFlag's
+  // zero member), and fails before starting a rank; 1 tees each rank's stdout to its log folder.
+  c << "torchrun --nnodes=1 --nproc_per_node=" << s.data_parallel
+    << " --rdzv_backend=c10d --rdzv_endpoint=\"${MASTER_ADDR:-localhost}:${MASTER_PORT:-29500}\""
+    << " --redirects=1 --tee=1";
+  if (!python) c << " --no_python";
   c << " " << program << rest << "\n";
   if (command.find('|') != std::string::npos || command.find(';') != std::string::npos ||
       command.find("&&") != std::string::npos)

@@ -56,8 +56,18 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& setup);
 LauncherOutput HuggingFaceArguments(const TrainingSetup& setup);
 LauncherOutput LightningTrainer(const TrainingSetup& setup);
 // `command`: the trial's command with the trial's values in it; a program not ending in .py is
-// run with --no-python.
-LauncherOutput TorchrunCommand(const TrainingSetup& setup, const std::string& command);
+// run with --no_python. The flags are spelled as torchrun 1.13 reads them (2.x reads both
+// spellings), with --redirects=1 --tee=1, without which Debian's torchrun (1.13 on Python 3.11)
+// fails. What the trial read from its environment travels with the line: `params` as
+// HYPERPACK_PARAMS (JSON) and HP_<NAME> in an `env` prefix, and the command's own ${HP_NAME},
+// ${HP_NAME:-default} and $HP_NAME resolved to the trial's values (the default where the
+// parameter was inactive).
+LauncherOutput TorchrunCommand(const TrainingSetup& setup, const std::string& command,
+                               const Params& params = {});
+// `command` with ${HP_NAME}, ${HP_NAME:-default} and $HP_NAME of `params` resolved; a variable of
+// a parameter not in `params` (inactive) takes its default, or nothing.
+std::string ResolveParamVariables(const std::string& command, const Params& params,
+                                  const std::vector<std::string>& all_names);
 // Every parameter as key=value, quoted for the shell where needed.
 LauncherOutput HydraOverrides(const Params& params);
 

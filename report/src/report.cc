@@ -486,7 +486,10 @@ Status ExportLauncher(const Loaded& l, const TrialRecord& t, ExportFormat format
         Config config(params.begin(), params.end());
         std::string command = study::RenderTemplate(l.spec->trial.command, config,
                                                     {{"trial_id", std::to_string(t.number)}});
-        result = TorchrunCommand(*setup, command);
+        std::vector<std::string> names;
+        for (const ParamSpec& p : l.spec->space.params()) names.push_back(p.name);
+        command = ResolveParamVariables(command, params, names);
+        result = TorchrunCommand(*setup, command, params);
       }
     }
   }

@@ -305,7 +305,8 @@ Status ParseArgs(cxxopts::Options& o, int argc, char** argv, cxxopts::ParseResul
   return Status::Ok();
 }
 
-// The parameter file: --params-file, else the one the scheduler names in the environment.
+// The parameters: --params-file, else the file the scheduler names in the environment, else the
+// JSON it (or an exported launcher line, which has no file to name) puts in HYPERPACK_PARAMS.
 Status ApplyParamsFile(const cxxopts::ParseResult& args, TrainerConfig& c) {
   std::string params_file;
   if (args.count("params-file")) {
@@ -313,10 +314,17 @@ Status ApplyParamsFile(const cxxopts::ParseResult& args, TrainerConfig& c) {
   } else if (const char* value = std::getenv(env::kParamsFile); value && *value) {
     params_file = value;
   }
-  if (params_file.empty()) return Status::Ok();
-  std::ifstream in(params_file);
-  if (!in) return Status::Invalid("cannot read the parameter file ", params_file);
-  Json params = Json::parse(in, nullptr, false);
+  Json params;
+  if (!params_file.empty()) {
+    std::ifstream in(params_file);
+    if (!in) return Status::Invalid("cannot read the parameter file ", params_file);
+    params = Json::parse(in, nullptr, false);
+  } else if (const char* inline_json = std::getenv(env::kParams); inline_json && *inline_json) {
+    params_file = std::string("$") + env::kParams;
+    params = Json::parse(inline_json, nullptr, false);
+  } else {
+    return Status::Ok();
+  }
   if (params.is_discarded() || !params.is_object())
     return Status::Invalid(params_file, ": expected a JSON object of parameters");
   for (const auto& [key, value] : params.items()) {
