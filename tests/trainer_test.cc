@@ -328,6 +328,28 @@ TEST_F(TrainerTest, BadInputGetsAClearErrorAndTheRightExitCode) {
   }
 }
 
+// An exported launcher line (export --format torchrun) names no file: the JSON travels in
+// HYPERPACK_PARAMS; a parameters file, where one is named, goes first.
+TEST_F(TrainerTest, ReadsParametersFromHyperpackParamsWhereNoFileIsNamed) {
+  setenv("HYPERPACK_PARAMS", R"({"batch_size": 8, "epochs": 1})", 1);
+  auto r = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = MetricLines(r.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["global_batch"], 8);
+  WriteFile(dir_ / "params.json", R"({"batch_size": 16, "epochs": 1})");
+  setenv("HYPERPACK_PARAMS_FILE", (dir_ / "params.json").c_str(), 1);
+  auto from_file = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--threads", "1"});
+  unsetenv("HYPERPACK_PARAMS_FILE");
+  setenv("HYPERPACK_PARAMS", "[not json", 1);
+  auto bad = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--threads", "1"});
+  unsetenv("HYPERPACK_PARAMS");
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  EXPECT_EQ(MetricLines(from_file.out)[0]["global_batch"], 16);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_THAT(bad.err, HasSubstr("$HYPERPACK_PARAMS: expected a JSON object of parameters"));
+}
+
 TEST_F(TrainerTest, ReadsParametersFromTheTrialsParameterFile) {
   WriteFile(dir_ / "params.json",
             R"({"learning_rate": 0.02, "batch_size": 16, "optimizer": "adamw",
