@@ -32,6 +32,8 @@ HYPERPACK_TEST_PACKAGES=(
   # Peers the tests check against: Optuna opens the Optuna export; the trainer is compared with
   # PyTorch.
   python3-torch python3-optuna
+  # The launchers' exports are read by their consumers' own parsers: OmegaConf (Hydra, Lightning).
+  python3-omegaconf
   # The study page's tests load it in headless chromium.
   chromium
   # The Slurm tests start a real one-node cluster (tests/local_slurm.h).

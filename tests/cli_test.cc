@@ -632,109 +632,157 @@ budget: {max_trials: 4}
                            "export EXPORT_OUT=" + out + " MASTER_PORT=" +
                                std::to_string(testing::FreeLoopbackPort()) + "\n" + exported.out},
                           dir_.path().string());
-      ASSERT_EQ(ran.exit_code, 0) << exported.out << ran.err;
-      for (int rank = 0; rank < nproc; ++rank) {
-        Json got = Json::parse(testing::ReadFile(out + "." + std::to_string(rank)));
-        EXPECT_DOUBLE_EQ(got["lr"].get<double>(), best["params"]["lr"].get<double>());
-        EXPECT_DOUBLE_EQ(got["momentum"].get<double>(),
-                         best["params"].value("momentum", 0.0));  // 0: adam, momentum inactive
-        EXPECT_EQ(got["batch"], best["params"]["batch_size"]);
-        EXPECT_EQ(got["params"], best["params"]);
-        EXPECT_EQ(got["world"], nproc);
-      }
+    ASSERT_EQ(ran.exit_code, 0) << exported.out << ran.err;
+    for (int rank = 0; rank < nproc; ++rank) {
+      Json got = Json::parse(testing::ReadFile(out + "." + std::to_string(rank)));
+      EXPECT_DOUBLE_EQ(got["lr"].get<double>(), best["params"]["lr"].get<double>());
+      EXPECT_DOUBLE_EQ(got["momentum"].get<double>(),
+                       best["params"].value("momentum", 0.0));  // 0: adam, momentum inactive
+      EXPECT_EQ(got["batch"], best["params"]["batch_size"]);
+      EXPECT_EQ(got["params"], best["params"]);
+      EXPECT_EQ(got["world"], nproc);
+    }
   }
-  }
+}
 
-  // A file of no tool is refused with what was looked for; a hyperpack study is not imported again.
-  TEST_F(CliTest, ImportWithoutFromSaysWhatItLookedFor) {
-    WriteFile(dir_ / "odd.yaml", "steps: 3\n");
-    auto odd = Cli({"import", dir_ / "odd.yaml"});
-    EXPECT_EQ(odd.exit_code, 2);
-    EXPECT_THAT(odd.err, HasSubstr(dir_ / "odd.yaml:1:1: cannot tell which tool's file this is"));
-    EXPECT_THAT(odd.err, HasSubstr("name it with --from wandb|nni|determined|katib"));
-    WriteFile(dir_ / "study.yaml", R"(name: s
+// The Hydra overrides and the Lightning config read by the consumers' own parser, OmegaConf
+// (python3-omegaconf, which Hydra and LightningCLI's YAML both go through): every value is the
+// best trial's, with its type.
+TEST_F(CliTest, HydraAndLightningExportsParseWithOmegaConfToTheBestTrialsValues) {
+  if (RunCommand({"/usr/bin/python3", "-c", "import omegaconf"}).exit_code != 0)
+    GTEST_SKIP() << "no python3-omegaconf";
+  ASSERT_EQ(Cli({"run", WriteStudy("om.yaml", R"(
+name: om
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.00001, high: 0.1, log: true}
+  mbs: [8, 16]
+  ranks: [1, 2]
+  opt: [adam, "sgd nesterov"]
+trial: {command: "echo '{{\"loss\": {lr}}}'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 4}
+export:
+  roles: {micro_batch: mbs, data_parallel: ranks}
+)"),
+                 "--storage", db_})
+                .exit_code,
+            0);
+  Json best = Json::parse(Cli({"best", "om", "--json", "--storage", db_}).out)["params"];
+  auto hydra = Cli({"export", "om", "--format", "hydra", "--storage", db_});
+  ASSERT_EQ(hydra.exit_code, 0) << hydra.err;
+  auto parsed = RunCommand(
+      {"/bin/sh", "-c",
+       "/usr/bin/python3 -c 'import json, sys; from omegaconf import OmegaConf; "
+       "print(json.dumps(OmegaConf.to_container(OmegaConf.from_dotlist(sys.argv[1:]))))' " +
+           hydra.out});
+  ASSERT_EQ(parsed.exit_code, 0) << hydra.out << parsed.err;
+  EXPECT_EQ(Json::parse(parsed.out), best) << hydra.out;
+  auto light = Cli({"export", "om", "--format", "lightning", "--storage", db_});
+  ASSERT_EQ(light.exit_code, 0) << light.err;
+  WriteFile(dir_ / "light.yaml", light.out);
+  auto config =
+      RunCommand({"/usr/bin/python3", "-c",
+                  "import json, sys; from omegaconf import OmegaConf; "
+                  "print(json.dumps(OmegaConf.to_container(OmegaConf.load(sys.argv[1]))))",
+                  dir_ / "light.yaml"});
+  ASSERT_EQ(config.exit_code, 0) << light.out << config.err;
+  Json l = Json::parse(config.out);
+  EXPECT_EQ(l["trainer"]["devices"], best["ranks"]);
+  EXPECT_EQ(l["data"]["batch_size"], best["mbs"]);
+  EXPECT_DOUBLE_EQ(l["model"]["learning_rate"].get<double>(), best["lr"].get<double>());
+}
+
+// A file of no tool is refused with what was looked for; a hyperpack study is not imported again.
+TEST_F(CliTest, ImportWithoutFromSaysWhatItLookedFor) {
+  WriteFile(dir_ / "odd.yaml", "steps: 3\n");
+  auto odd = Cli({"import", dir_ / "odd.yaml"});
+  EXPECT_EQ(odd.exit_code, 2);
+  EXPECT_THAT(odd.err, HasSubstr(dir_ / "odd.yaml:1:1: cannot tell which tool's file this is"));
+  EXPECT_THAT(odd.err, HasSubstr("name it with --from wandb|nni|determined|katib"));
+  WriteFile(dir_ / "study.yaml", R"(name: s
 objective: {metric: loss}
 search_space: {x: [1, 2]}
 trial: {command: "echo loss={x}"}
 )");
-    auto study = Cli({"import", dir_ / "study.yaml"});
-    EXPECT_EQ(study.exit_code, 2);
-    EXPECT_THAT(study.err, HasSubstr("study.yaml:1:1: this is already a hyperpack study file"));
-    auto katib = Cli({"import", dir_ / "odd.yaml", "--from", "katib"});
-    EXPECT_EQ(katib.exit_code, 2);
-    EXPECT_THAT(katib.err, HasSubstr("is not a Katib Experiment"));
-  }
+  auto study = Cli({"import", dir_ / "study.yaml"});
+  EXPECT_EQ(study.exit_code, 2);
+  EXPECT_THAT(study.err, HasSubstr("study.yaml:1:1: this is already a hyperpack study file"));
+  auto katib = Cli({"import", dir_ / "odd.yaml", "--from", "katib"});
+  EXPECT_EQ(katib.exit_code, 2);
+  EXPECT_THAT(katib.err, HasSubstr("is not a Katib Experiment"));
+}
 
-  // README's command-line block and the program agree: the same commands, and every flag the README
-  // shows for a command is one that command's --help lists.
-  TEST_F(CliTest, TheReadmesCommandLineMatchesHelp) {
-    std::istringstream readme(ReadFile(std::string(HYPERPACK_SOURCE_DIR) + "/README.md"));
-    std::map<std::string, std::string> documented;  // command -> its README lines
-    std::string last;                               // the command a continued line belongs to
-    bool in_section = false, in_block = false;
-    for (std::string line; std::getline(readme, line);) {
-      if (line.rfind("## ", 0) == 0) in_section = line == "## The command line";
-      if (!in_section) continue;
-      if (line.rfind("```", 0) == 0) {
-        if (in_block) break;
-        in_block = true;
-        continue;
-      }
-      if (in_block && line.rfind("hyperpack ", 0) == 0) {
-        last = line.substr(10, line.find(' ', 10) - 10);
-        documented[last] += line + "\n";
-      } else if (in_block && !last.empty() && line.rfind("  ", 0) == 0) {
-        documented[last] += line + "\n";  // a continued line
-      }
+// README's command-line block and the program agree: the same commands, and every flag the README
+// shows for a command is one that command's --help lists.
+TEST_F(CliTest, TheReadmesCommandLineMatchesHelp) {
+  std::istringstream readme(ReadFile(std::string(HYPERPACK_SOURCE_DIR) + "/README.md"));
+  std::map<std::string, std::string> documented;  // command -> its README lines
+  std::string last;                               // the command a continued line belongs to
+  bool in_section = false, in_block = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## The command line";
+    if (!in_section) continue;
+    if (line.rfind("```", 0) == 0) {
+      if (in_block) break;
+      in_block = true;
+      continue;
     }
-    ASSERT_FALSE(documented.empty());
-
-    auto help = Cli({"--help"});
-    ASSERT_EQ(help.exit_code, 0);
-    std::set<std::string> listed;
-    std::istringstream lines(help.out);
-    bool in_commands = false;
-    for (std::string line; std::getline(lines, line);) {
-      if (line == "commands:") in_commands = true;
-      if (!in_commands || line.size() < 3 || line.rfind("  ", 0) != 0 || line[2] == ' ') continue;
-      listed.insert(line.substr(2, line.find(' ', 2) - 2));
-    }
-    std::set<std::string> in_readme;
-    for (const auto& [command, text] : documented) in_readme.insert(command);
-    EXPECT_EQ(in_readme, listed);
-
-    for (const auto& [command, text] : documented) {
-      auto options = Cli({command, "--help"});
-      EXPECT_EQ(options.exit_code, 0) << command;
-      std::istringstream words(text);
-      for (std::string word; words >> word;) {
-        size_t at = word.find("--");
-        if (at == std::string::npos) continue;
-        std::string flag = word.substr(at);
-        flag = flag.substr(0, flag.find_first_not_of("abcdefghijklmnopqrstuvwxyz-", 2));
-        EXPECT_THAT(options.out, HasSubstr(flag)) << "README shows " << flag << " for " << command;
-      }
+    if (in_block && line.rfind("hyperpack ", 0) == 0) {
+      last = line.substr(10, line.find(' ', 10) - 10);
+      documented[last] += line + "\n";
+    } else if (in_block && !last.empty() && line.rfind("  ", 0) == 0) {
+      documented[last] += line + "\n";  // a continued line
     }
   }
+  ASSERT_FALSE(documented.empty());
 
-  TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {
-    auto nodb = Cli({"status", "--storage", dir_ / "nothing.db"});
-    EXPECT_EQ(nodb.exit_code, 2);
-    EXPECT_THAT(nodb.err, HasSubstr("no hyperpack database"));
-    ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
-    auto typo = Cli({"best", "z", "--storage", db_});
-    EXPECT_EQ(typo.exit_code, 2);
-    EXPECT_THAT(typo.err, HasSubstr("no study named 'z'"));
-    // The storage can come from the environment.
-    setenv("HYPERPACK_STORAGE", db_.c_str(), 1);
-    auto from_env = Cli({"best", "s"});
-    unsetenv("HYPERPACK_STORAGE");
-    EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+  auto help = Cli({"--help"});
+  ASSERT_EQ(help.exit_code, 0);
+  std::set<std::string> listed;
+  std::istringstream lines(help.out);
+  bool in_commands = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "commands:") in_commands = true;
+    if (!in_commands || line.size() < 3 || line.rfind("  ", 0) != 0 || line[2] == ' ') continue;
+    listed.insert(line.substr(2, line.find(' ', 2) - 2));
   }
+  std::set<std::string> in_readme;
+  for (const auto& [command, text] : documented) in_readme.insert(command);
+  EXPECT_EQ(in_readme, listed);
 
-  // A study whose trials, once `block` exists, announce themselves on a FIFO and then wait.
-  std::string BlockingStudy(const std::string& dir, int max_trials) {
-    return R"(
+  for (const auto& [command, text] : documented) {
+    auto options = Cli({command, "--help"});
+    EXPECT_EQ(options.exit_code, 0) << command;
+    std::istringstream words(text);
+    for (std::string word; words >> word;) {
+      size_t at = word.find("--");
+      if (at == std::string::npos) continue;
+      std::string flag = word.substr(at);
+      flag = flag.substr(0, flag.find_first_not_of("abcdefghijklmnopqrstuvwxyz-", 2));
+      EXPECT_THAT(options.out, HasSubstr(flag)) << "README shows " << flag << " for " << command;
+    }
+  }
+}
+
+TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {
+  auto nodb = Cli({"status", "--storage", dir_ / "nothing.db"});
+  EXPECT_EQ(nodb.exit_code, 2);
+  EXPECT_THAT(nodb.err, HasSubstr("no hyperpack database"));
+  ASSERT_EQ(Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_}).exit_code, 0);
+  auto typo = Cli({"best", "z", "--storage", db_});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("no study named 'z'"));
+  // The storage can come from the environment.
+  setenv("HYPERPACK_STORAGE", db_.c_str(), 1);
+  auto from_env = Cli({"best", "s"});
+  unsetenv("HYPERPACK_STORAGE");
+  EXPECT_EQ(from_env.exit_code, 0) << from_env.err;
+}
+
+// A study whose trials, once `block` exists, announce themselves on a FIFO and then wait.
+std::string BlockingStudy(const std::string& dir, int max_trials) {
+  return R"(
 name: s
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
@@ -742,162 +790,162 @@ trial:
   command: >-
     echo '{{"step": 1, "loss": {x}}}';
     if [ -e )" +
-           dir + R"(/block ]; then sleep 60 & echo {trial} $$ $! > )" + dir +
-           R"(/fifo; wait; fi
+         dir + R"(/block ]; then sleep 60 & echo {trial} $$ $! > )" + dir +
+         R"(/fifo; wait; fi
 tuner: {algorithm: sobol, seed: 1}
 budget: {max_trials: )" +
-           std::to_string(max_trials) + R"(, max_parallel: 2}
+         std::to_string(max_trials) + R"(, max_parallel: 2}
 )";
+}
+
+TEST_F(CliTest, StatusAnswersWhileARunGoesAndCtrlCInterruptsTrialsForLater) {
+  std::string dir = dir_.path().string();
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  WriteFile(dir_ / "block", "");
+  std::string study = WriteStudy("s.yaml", BlockingStudy(dir, 4));
+  pid_t run = Start({"run", study, "--storage", db_});
+  auto started = AwaitStarts(dir_ / "fifo", 2);
+  ASSERT_EQ(started.size(), 2u);
+
+  // Both trials are running now; another process reads the study meanwhile.
+  auto status = Cli({"status", "s", "--json", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  Json sj = Json::parse(status.out);
+  EXPECT_EQ(sj["state"], "running");
+  EXPECT_EQ(sj["trials"]["running"], 2);
+
+  kill(run, SIGINT);
+  EXPECT_EQ(Wait(run), 130);
+  EXPECT_THAT(ReadFile(dir_ / "bg.out"), HasSubstr("resume with the same command"));
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kInterrupted) << t.error;
+
+  // Resumed without the block, the interrupted configurations run again and the budget is met.
+  std::filesystem::remove(dir_ / "block");
+  auto again = Cli({"run", study, "--storage", db_});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  trials = Trials();
+  ASSERT_EQ(trials.size(), 6u);
+  EXPECT_EQ(trials[2].retry_of, 0);
+  EXPECT_EQ(trials[3].retry_of, 1);
+  EXPECT_EQ(trials[2].params_json, trials[0].params_json);
+  int completed = 0;
+  for (const auto& t : trials) completed += t.state == storage::TrialState::kCompleted;
+  EXPECT_EQ(completed, 4);
+}
+
+TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
+  std::string dir = dir_.path().string();
+  ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  std::string study = WriteStudy("s.yaml", BlockingStudy(dir, 8));
+  // Four trials complete, then the block appears and the next two wait.
+  std::string gate = WriteStudy("gate.yaml", BlockingStudy(dir, 4));
+  ASSERT_EQ(Cli({"run", gate, "--storage", db_}).exit_code, 0);
+  WriteFile(dir_ / "block", "");
+  pid_t run = Start({"run", study, "--storage", db_});
+  auto started = AwaitStarts(dir_ / "fifo", 2);
+  ASSERT_EQ(started.size(), 2u);
+  // Trials 4 and 5 are running ("NUMBER SHELL SLEEP"): the trial's shell and the sleep it started
+  // in the background must die with the runner, the sleep though PR_SET_PDEATHSIG does not reach
+  // it (the executor's fence kills the trial's group).
+  std::vector<pid_t> pids;
+  for (const std::string& s : started) {
+    EXPECT_TRUE(s.rfind("4 ", 0) == 0 || s.rfind("5 ", 0) == 0) << s;
+    std::istringstream words(s);
+    int number;
+    pid_t shell, sleeper;
+    ASSERT_TRUE(words >> number >> shell >> sleeper) << s;
+    pids.push_back(shell);
+    pids.push_back(sleeper);
   }
+  kill(run, SIGKILL);
+  EXPECT_EQ(Wait(run), 128 + SIGKILL);
+  for (pid_t pid : pids) EXPECT_TRUE(ExitsWithin(pid, 20000)) << pid << " outlived its runner";
 
-  TEST_F(CliTest, StatusAnswersWhileARunGoesAndCtrlCInterruptsTrialsForLater) {
-    std::string dir = dir_.path().string();
-    ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
-    WriteFile(dir_ / "block", "");
-    std::string study = WriteStudy("s.yaml", BlockingStudy(dir, 4));
-    pid_t run = Start({"run", study, "--storage", db_});
-    auto started = AwaitStarts(dir_ / "fifo", 2);
-    ASSERT_EQ(started.size(), 2u);
-
-    // Both trials are running now; another process reads the study meanwhile.
-    auto status = Cli({"status", "s", "--json", "--storage", db_});
-    ASSERT_EQ(status.exit_code, 0) << status.err;
-    Json sj = Json::parse(status.out);
-    EXPECT_EQ(sj["state"], "running");
-    EXPECT_EQ(sj["trials"]["running"], 2);
-
-    kill(run, SIGINT);
-    EXPECT_EQ(Wait(run), 130);
-    EXPECT_THAT(ReadFile(dir_ / "bg.out"), HasSubstr("resume with the same command"));
-    auto trials = Trials();
-    ASSERT_EQ(trials.size(), 2u);
-    for (const auto& t : trials) EXPECT_EQ(t.state, storage::TrialState::kInterrupted) << t.error;
-
-    // Resumed without the block, the interrupted configurations run again and the budget is met.
-    std::filesystem::remove(dir_ / "block");
-    auto again = Cli({"run", study, "--storage", db_});
-    ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
-    trials = Trials();
-    ASSERT_EQ(trials.size(), 6u);
-    EXPECT_EQ(trials[2].retry_of, 0);
-    EXPECT_EQ(trials[3].retry_of, 1);
-    EXPECT_EQ(trials[2].params_json, trials[0].params_json);
-    int completed = 0;
-    for (const auto& t : trials) completed += t.state == storage::TrialState::kCompleted;
-    EXPECT_EQ(completed, 4);
-  }
-
-  TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
-    std::string dir = dir_.path().string();
-    ASSERT_EQ(mkfifo((dir_ / "fifo").c_str(), 0600), 0);
-    std::string study = WriteStudy("s.yaml", BlockingStudy(dir, 8));
-    // Four trials complete, then the block appears and the next two wait.
-    std::string gate = WriteStudy("gate.yaml", BlockingStudy(dir, 4));
-    ASSERT_EQ(Cli({"run", gate, "--storage", db_}).exit_code, 0);
-    WriteFile(dir_ / "block", "");
-    pid_t run = Start({"run", study, "--storage", db_});
-    auto started = AwaitStarts(dir_ / "fifo", 2);
-    ASSERT_EQ(started.size(), 2u);
-    // Trials 4 and 5 are running ("NUMBER SHELL SLEEP"): the trial's shell and the sleep it started
-    // in the background must die with the runner, the sleep though PR_SET_PDEATHSIG does not reach
-    // it (the executor's fence kills the trial's group).
-    std::vector<pid_t> pids;
-    for (const std::string& s : started) {
-      EXPECT_TRUE(s.rfind("4 ", 0) == 0 || s.rfind("5 ", 0) == 0) << s;
-      std::istringstream words(s);
-      int number;
-      pid_t shell, sleeper;
-      ASSERT_TRUE(words >> number >> shell >> sleeper) << s;
-      pids.push_back(shell);
-      pids.push_back(sleeper);
-    }
-    kill(run, SIGKILL);
-    EXPECT_EQ(Wait(run), 128 + SIGKILL);
-    for (pid_t pid : pids) EXPECT_TRUE(ExitsWithin(pid, 20000)) << pid << " outlived its runner";
-
-    // What had been stored before the kill.
-    auto snapshot = Trials();
-    ASSERT_EQ(snapshot.size(), 6u);
-    std::map<int, std::vector<storage::MetricPoint>> metrics;
-    {
-      auto db = storage::Storage::Open(db_).value();
-      int64_t id = db->FindStudy("s").value()->id;
-      for (const auto& t : snapshot) metrics[t.number] = db->TrialMetrics(id, t.number).value();
-    }
-    for (int n = 0; n < 4; ++n) EXPECT_EQ(snapshot[n].state, storage::TrialState::kCompleted);
-    EXPECT_EQ(snapshot[4].state, storage::TrialState::kRunning);
-    EXPECT_EQ(snapshot[5].state, storage::TrialState::kRunning);
-
-    std::filesystem::remove(dir_ / "block");
-    auto again = Cli({"run", study, "--storage", db_});
-    ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
-    EXPECT_THAT(again.out, HasSubstr("resuming study 's'"));
-
-    auto trials = Trials();
+  // What had been stored before the kill.
+  auto snapshot = Trials();
+  ASSERT_EQ(snapshot.size(), 6u);
+  std::map<int, std::vector<storage::MetricPoint>> metrics;
+  {
     auto db = storage::Storage::Open(db_).value();
     int64_t id = db->FindStudy("s").value()->id;
-    for (int n = 0; n < 4; ++n) {
-      EXPECT_EQ(trials[n].state, storage::TrialState::kCompleted);
-      EXPECT_EQ(trials[n].value, snapshot[n].value);
-      EXPECT_EQ(trials[n].params_json, snapshot[n].params_json);
-      auto m = db->TrialMetrics(id, n).value();
-      ASSERT_EQ(m.size(), metrics[n].size());
-      for (size_t k = 0; k < m.size(); ++k) EXPECT_EQ(m[k].value, metrics[n][k].value);
-    }
-    EXPECT_EQ(trials[4].state, storage::TrialState::kInterrupted);
-    EXPECT_EQ(trials[5].state, storage::TrialState::kInterrupted);
-    int finished = 0;
-    std::set<int> reruns;
-    for (const auto& t : trials) {
-      finished += storage::IsFinished(t.state);
-      if (t.retry_of) {
-        reruns.insert(*t.retry_of);
-        EXPECT_EQ(t.params_json, trials[*t.retry_of].params_json);
-        EXPECT_EQ(t.state, storage::TrialState::kCompleted);
-      }
-    }
-    EXPECT_EQ(finished, 8);
-    EXPECT_EQ(reruns, (std::set<int>{4, 5}));
+    for (const auto& t : snapshot) metrics[t.number] = db->TrialMetrics(id, t.number).value();
   }
+  for (int n = 0; n < 4; ++n) EXPECT_EQ(snapshot[n].state, storage::TrialState::kCompleted);
+  EXPECT_EQ(snapshot[4].state, storage::TrialState::kRunning);
+  EXPECT_EQ(snapshot[5].state, storage::TrialState::kRunning);
 
-  TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
-    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
-    std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist_softmax/study.yaml";
-    std::vector<std::string> args = {HYPERPACK_CLI, "run",          example, "--storage",
-                                     db_,           "--max-trials", "2"};
-    auto r = RunCommand(args, HYPERPACK_SOURCE_DIR);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    auto trials = Trials("fmnist-softmax");
-    ASSERT_EQ(trials.size(), 2u);
-    for (const auto& t : trials) {
-      EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
-      // Softmax regression on Fashion-MNIST: better than chance whatever the configuration.
-      EXPECT_GT(*t.value, 0.3);
-      EXPECT_LE(*t.value, 1.0);
-    }
-  }
+  std::filesystem::remove(dir_ / "block");
+  auto again = Cli({"run", study, "--storage", db_});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_THAT(again.out, HasSubstr("resuming study 's'"));
 
-  TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
-    // The examples name the trainer as hyperpack-trainer: the one built beside this hyperpack
-    // (build/trainer/, where scripts/ build it) comes first on a trial's PATH.
-    std::string trainer = std::string(HYPERPACK_SOURCE_DIR) + "/build/trainer/hyperpack-trainer";
-    if (!std::filesystem::exists(trainer))
-      GTEST_SKIP() << "hyperpack-trainer is not built (no libtorch): " << trainer;
-    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
-      GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
-    std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist/quickstart.yaml";
-    auto r = RunCommand({HYPERPACK_CLI, "run", example, "--storage", db_, "--max-trials", "2"},
-                        dir_.path().string());  // anywhere: nothing in it is relative
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    auto trials = Trials("fmnist-quickstart");
-    ASSERT_EQ(trials.size(), 2u);
-    for (const auto& t : trials) {
-      EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
-      EXPECT_GE(*t.value, 0.0);
-      EXPECT_LE(*t.value, 1.0);
+  auto trials = Trials();
+  auto db = storage::Storage::Open(db_).value();
+  int64_t id = db->FindStudy("s").value()->id;
+  for (int n = 0; n < 4; ++n) {
+    EXPECT_EQ(trials[n].state, storage::TrialState::kCompleted);
+    EXPECT_EQ(trials[n].value, snapshot[n].value);
+    EXPECT_EQ(trials[n].params_json, snapshot[n].params_json);
+    auto m = db->TrialMetrics(id, n).value();
+    ASSERT_EQ(m.size(), metrics[n].size());
+    for (size_t k = 0; k < m.size(); ++k) EXPECT_EQ(m[k].value, metrics[n][k].value);
+  }
+  EXPECT_EQ(trials[4].state, storage::TrialState::kInterrupted);
+  EXPECT_EQ(trials[5].state, storage::TrialState::kInterrupted);
+  int finished = 0;
+  std::set<int> reruns;
+  for (const auto& t : trials) {
+    finished += storage::IsFinished(t.state);
+    if (t.retry_of) {
+      reruns.insert(*t.retry_of);
+      EXPECT_EQ(t.params_json, trials[*t.retry_of].params_json);
+      EXPECT_EQ(t.state, storage::TrialState::kCompleted);
     }
   }
+  EXPECT_EQ(finished, 8);
+  EXPECT_EQ(reruns, (std::set<int>{4, 5}));
+}
+
+TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
+  std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist_softmax/study.yaml";
+  std::vector<std::string> args = {HYPERPACK_CLI, "run",          example, "--storage",
+                                   db_,           "--max-trials", "2"};
+  auto r = RunCommand(args, HYPERPACK_SOURCE_DIR);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("fmnist-softmax");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    // Softmax regression on Fashion-MNIST: better than chance whatever the configuration.
+    EXPECT_GT(*t.value, 0.3);
+    EXPECT_LE(*t.value, 1.0);
+  }
+}
+
+TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
+  // The examples name the trainer as hyperpack-trainer: the one built beside this hyperpack
+  // (build/trainer/, where scripts/ build it) comes first on a trial's PATH.
+  std::string trainer = std::string(HYPERPACK_SOURCE_DIR) + "/build/trainer/hyperpack-trainer";
+  if (!std::filesystem::exists(trainer))
+    GTEST_SKIP() << "hyperpack-trainer is not built (no libtorch): " << trainer;
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/test installs it)";
+  std::string example = std::string(HYPERPACK_SOURCE_DIR) + "/examples/fmnist/quickstart.yaml";
+  auto r = RunCommand({HYPERPACK_CLI, "run", example, "--storage", db_, "--max-trials", "2"},
+                      dir_.path().string());  // anywhere: nothing in it is relative
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("fmnist-quickstart");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    EXPECT_GE(*t.value, 0.0);
+    EXPECT_LE(*t.value, 1.0);
+  }
+}
 
 }  // namespace
 }  // namespace hyperpack
