@@ -693,6 +693,29 @@ export:
   EXPECT_DOUBLE_EQ(l["model"]["learning_rate"].get<double>(), best["lr"].get<double>());
 }
 
+// --format args prints --NAME VALUE: a parameter the command took from its environment instead of
+// a placeholder is named in a warning, with the formats that carry it.
+TEST_F(CliTest, ArgsExportNamesWhatTheCommandTookFromItsEnvironment) {
+  ASSERT_EQ(Cli({"run", WriteStudy("ar.yaml", R"(
+name: ar
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.01, high: 0.1}
+  opt: [sgd, adam]
+trial: {command: "echo loss={lr} opt=$HP_OPT"}
+budget: {max_trials: 2}
+)"),
+                 "--storage", db_})
+                .exit_code,
+            0);
+  auto args = Cli({"export", "ar", "--format", "args", "--storage", db_});
+  ASSERT_EQ(args.exit_code, 0) << args.err;
+  EXPECT_THAT(args.out, HasSubstr("--opt "));
+  EXPECT_THAT(args.err, HasSubstr("warning: the study's command took opt from its environment, "
+                                  "not as arguments"));
+  EXPECT_THAT(args.err, ::testing::Not(HasSubstr("took lr")));
+}
+
 // A file of no tool is refused with what was looked for; a hyperpack study is not imported again.
 TEST_F(CliTest, ImportWithoutFromSaysWhatItLookedFor) {
   WriteFile(dir_ / "odd.yaml", "steps: 3\n");

@@ -498,6 +498,22 @@ Status ExportLauncher(const Loaded& l, const TrialRecord& t, ExportFormat format
   return Status::Ok();
 }
 
+// `--format args` prints --NAME VALUE; a study whose command took a parameter from its environment
+// (HP_<NAME>, HYPERPACK_PARAMS_FILE: hyperpack-trainer, ${HP_X:-0}) and not as a placeholder may
+// have a program that reads no such argument: said by name, with the formats that carry it.
+void WarnUnplacedArgs(const Loaded& l, const std::vector<Params>& configs, std::ostream& warnings) {
+  if (!l.spec || configs.empty()) return;
+  auto placed = study::TemplatePlaceholders(l.spec->trial.command);
+  if (!placed.ok()) return;
+  std::vector<std::string> unplaced;
+  for (const auto& [name, value] : configs.front())
+    if (std::find(placed->begin(), placed->end(), name) == placed->end()) unplaced.push_back(name);
+  if (unplaced.empty()) return;
+  warnings << "warning: the study's command took " << Join(unplaced, ", ")
+           << " from its environment, not as arguments: the program may read no --NAME for "
+              "them; --format env or torchrun carries them as it got them\n";
+}
+
 // The plain formats: the configuration alone (`single`), or one entry per trial.
 void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
                  const std::vector<Params>& configs, ExportFormat format, bool single,
@@ -585,6 +601,7 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
     configs.push_back(std::move(p));
   }
   ExportPlain(l, chosen, configs, format, /*single=*/top == 1 || trial.has_value(), out);
+  if (format == ExportFormat::kArgs) WarnUnplacedArgs(l, configs, warnings);
   return Status::Ok();
 }
 
