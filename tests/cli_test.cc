@@ -645,6 +645,31 @@ budget: {max_trials: 4}
   }
 }
 
+// The softmax example's torchrun export, run as it prints from the repository root: its
+// ${HP_MOMENTUM:-0} resolved, it trains to the best trial's accuracy.
+TEST_F(CliTest, TheSoftmaxExamplesTorchrunExportTrainsToTheBestTrialsAccuracy) {
+  if (!std::filesystem::exists("/usr/bin/torchrun")) GTEST_SKIP() << "no torchrun (python3-torch)";
+  const std::string root = HYPERPACK_SOURCE_DIR;
+  auto run = RunCommand({HYPERPACK_CLI, "run", "examples/fmnist_softmax/study.yaml", "--storage",
+                         db_, "--max-trials", "3", "--progress", "quiet"},
+                        root);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  Json best = Json::parse(Cli({"best", "fmnist-softmax", "--json", "--storage", db_}).out);
+  auto line = Cli({"export", "fmnist-softmax", "--format", "torchrun", "--storage", db_});
+  ASSERT_EQ(line.exit_code, 0) << line.err;
+  EXPECT_THAT(line.out, ::testing::Not(HasSubstr("HP_MOMENTUM:-")));
+  auto trained = RunCommand(
+      {"/bin/sh", "-c",
+       "export MASTER_PORT=" + std::to_string(testing::FreeLoopbackPort()) + "\n" + line.out},
+      root);
+  ASSERT_EQ(trained.exit_code, 0) << line.out << trained.err;
+  // torchrun --tee prefixes each line with its rank: the last JSON line is the final epoch's.
+  const size_t at = trained.out.rfind("{\"epoch\"");
+  ASSERT_NE(at, std::string::npos) << trained.out;
+  Json last = Json::parse(trained.out.substr(at, trained.out.find('\n', at) - at));
+  EXPECT_DOUBLE_EQ(last["val_accuracy"].get<double>(), best["value"].get<double>());
+}
+
 // The Hydra overrides and the Lightning config read by the consumers' own parser, OmegaConf
 // (python3-omegaconf, which Hydra and LightningCLI's YAML both go through): every value is the
 // best trial's, with its type.
