@@ -58,6 +58,7 @@ class LocalDriver : public StudyRun {
         io_(io),
         pool_(pool),
         tuner_strand_(asio::make_strand(pool)),
+        follow_strand_(asio::make_strand(pool)),
         signals_(io),
         ticker_(io),
         follow_timer_(io),
@@ -188,7 +189,9 @@ class LocalDriver : public StudyRun {
   }
 
   // The controller has finished: the writer is closed on the tuner's strand (after every
-  // observation still queued there), and the run's result is handed back on the io thread.
+  // observation still queued there, and after every read of a trial's metric files, which run on
+  // their own strand), and the run's result is handed back on the io thread, after what those
+  // reads posted: nothing reaches this driver once its owner has been told.
   void Close(Result<RunSummary> result) {
     done_ = true;
     for (auto& timer : wakes_) timer->cancel();
@@ -197,11 +200,13 @@ class LocalDriver : public StudyRun {
     ticker_.cancel();
     follow_timer_.cancel();
     if (own_executor_) own_executor_->Shutdown();
-    asio::post(tuner_strand_, [this, result = std::move(result)]() mutable {
-      writer_->Close();
-      asio::post(io_, [this, result = std::move(result)]() mutable {
-        if (result.ok() && !storage_error_.ok()) result = storage_error_;
-        Done(std::move(result));
+    asio::post(follow_strand_, [this, result = std::move(result)]() mutable {
+      asio::post(tuner_strand_, [this, result = std::move(result)]() mutable {
+        writer_->Close();
+        asio::post(io_, [this, result = std::move(result)]() mutable {
+          if (result.ok() && !storage_error_.ok()) result = storage_error_;
+          Done(std::move(result));
+        });
       });
     });
   }
@@ -311,12 +316,12 @@ class LocalDriver : public StudyRun {
     });
   }
 
-  // Reads the trial's files on the pool and reports what they gained on the io thread; after the
-  // last read, the trial's end.
+  // Reads the trial's files on the pool (the follow strand) and reports what they gained on the io
+  // thread; after the last read, the trial's end.
   void Poll(int trial, bool last) {
     Followed& follow = follows_.at(trial);
     follow.polling = true;
-    asio::post(pool_, [this, trial, last, follower = follow.follower] {
+    asio::post(follow_strand_, [this, trial, last, follower = follow.follower] {
       auto notes = std::make_shared<std::vector<std::string>>();
       auto lines = std::make_shared<std::vector<MetricLine>>(follower->Poll(notes.get(), last));
       asio::post(io_, [this, trial, last, lines, notes] { Polled(trial, last, *lines, *notes); });
@@ -558,6 +563,8 @@ class LocalDriver : public StudyRun {
   asio::io_context& io_;
   asio::thread_pool& pool_;
   asio::strand<asio::thread_pool::executor_type> tuner_strand_;
+  // Reads of trials' metric files (trial.metrics_from), one at a time, apart from the tuner's.
+  asio::strand<asio::thread_pool::executor_type> follow_strand_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   asio::signal_set signals_;
   asio::steady_timer ticker_;
