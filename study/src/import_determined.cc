@@ -72,8 +72,14 @@ class DeterminedImporter : public Importer {
       return;
     }
     Objective(searcher);
+    SearchSpace(root["hyperparameters"]);
+    if (Entrypoint(root["entrypoint"], root)) Shim();
+    Searcher(searcher);
+    Resources(root["resources"]);
+  }
+
+  void SearchSpace(const YAML::Node& hps) {
     yaml_ << "search_space:\n";
-    const YAML::Node hps = root["hyperparameters"];
     if (!hps || (hps.IsMap() && hps.size() == 0)) {
       // Nothing to tune: one configuration, the program as it is (what a single searcher runs).
       yaml_ << "  {}   # no hyperparameters: the entrypoint runs as it is\n";
@@ -82,9 +88,6 @@ class DeterminedImporter : public Importer {
     } else {
       Hyperparameters(hps, "");
     }
-    if (Entrypoint(root["entrypoint"], root)) Shim();
-    Searcher(searcher);
-    Resources(root["resources"]);
   }
 
   void Objective(const YAML::Node& searcher) {
