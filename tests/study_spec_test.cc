@@ -876,6 +876,16 @@ trial: {command: "run {x}", metrics_path: "{nope}/tb"}
                                   "is read only with metrics_from: tensorboard or file")));
 }
 
+// Found by the study parser's fuzzer: a structured value with bytes that are not UTF-8.
+TEST(StudyFileTest, AStructuredValueThatIsNotUtf8NeitherThrowsNorCrashes) {
+  ParseOutcome out =
+      Parse(std::string("name: demo\nobjective: {metric: loss, direction: minimize}\n"
+                        "search_space:\n  x: [[a, \"\xff\xfe\"], [b]]\n"
+                        "trial: {command: run {x}}\n"));
+  for (const Diagnostic& d : out.errors) EXPECT_FALSE(d.message.empty());
+  if (out.spec) EXPECT_TRUE(out.spec->space.Find("x")->structured);
+}
+
 TEST(StudyFileTest, RejectsTwoParametersPassedAsOneVariable) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}

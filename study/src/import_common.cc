@@ -73,6 +73,9 @@ ImportOutcome Importer::Run(const std::string& text, const std::string& what) {
     errors_.push_back({file_, m.line + 1, m.column + 1, "",
                        "a value here is not of the kind this format has here (a list where a "
                        "mapping belongs, or the reverse); check it against the tool's reference"});
+  } catch (const nlohmann::json::exception&) {  // text that is not UTF-8, written out as JSON
+    errors_.push_back({file_, root_mark_.line + 1, root_mark_.column + 1, "",
+                       "the file holds bytes that are not UTF-8 text; save it as UTF-8"});
   }
   out.errors = std::move(errors_);
   out.warnings = std::move(warnings_);

@@ -403,7 +403,10 @@ class Parser {
   }
 
   // A structured parameter's value: the JSON text of `node`.
-  static Value StructuredValue(const YAML::Node& node) { return YamlToJson(node).dump(); }
+  // Bytes that are not UTF-8 (the file is untrusted) become U+FFFD rather than an exception.
+  static Value StructuredValue(const YAML::Node& node) {
+    return YamlToJson(node).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
 
   std::optional<Value> ScalarValue(const YAML::Node& node, const YAML::Node& key,
                                    const std::string& path) {
