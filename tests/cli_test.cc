@@ -974,7 +974,10 @@ TEST_F(CliTest, TheExampleStudyRunsAsWritten) {
   }
 }
 
-TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
+// And each trial's torchrun export (trial 0 has one rank, trial 1 two, with seed 1), run as printed
+// under Debian's torchrun with the trial's CPU slots, trains to that trial's accuracy: every value
+// the trainer read from its parameters file travelled in the line.
+TEST_F(CliTest, TheTrainerStudyRunsAsWrittenAndItsTorchrunExportsTrainToEachTrialsAccuracy) {
   // The examples name the trainer as hyperpack-trainer: the one built beside this hyperpack
   // (build/trainer/, where scripts/ build it) comes first on a trial's PATH.
   std::string trainer = std::string(HYPERPACK_SOURCE_DIR) + "/build/trainer/hyperpack-trainer";
@@ -993,6 +996,31 @@ TEST_F(CliTest, TheTrainerStudyRunsAsWritten) {
     EXPECT_GE(*t.value, 0.0);
     EXPECT_LE(*t.value, 1.0);
   }
+  if (!std::filesystem::exists("/usr/bin/torchrun")) GTEST_SKIP() << "no torchrun (python3-torch)";
+  std::set<int64_t> ranks;
+  for (const auto& t : trials) {
+    const Json params = Json::parse(t.params_json);
+    ranks.insert(params["data_parallel"].get<int64_t>());
+    auto line = Cli({"export", "fmnist-quickstart", "--format", "torchrun", "--trial",
+                     std::to_string(t.number), "--storage", db_});
+    ASSERT_EQ(line.exit_code, 0) << line.err;
+    const std::string dir = std::filesystem::path(trainer).parent_path().string();
+    auto trained = RunCommand(
+        {"/bin/sh", "-c",
+         "export PATH=" + dir + ":$PATH MASTER_PORT=" +
+             std::to_string(testing::FreeLoopbackPort()) +
+             " HYPERPACK_CPUS=" + params["data_parallel"].dump() + "\n" + line.out},
+        dir_.path().string());
+    ASSERT_EQ(trained.exit_code, 0) << line.out << trained.err;
+    // Rank 0's last epoch (torchrun --tee prefixes each line with its rank).
+    const size_t at = trained.out.rfind("[default0]:{\"epoch\"");
+    ASSERT_NE(at, std::string::npos) << trained.out;
+    const size_t from = trained.out.find('{', at);
+    Json last = Json::parse(trained.out.substr(from, trained.out.find('\n', from) - from));
+    EXPECT_DOUBLE_EQ(last["val_accuracy"].get<double>(), *t.value) << line.out;
+    EXPECT_EQ(last["global_batch"], params["batch_size"]);
+  }
+  EXPECT_EQ(ranks, (std::set<int64_t>{1, 2})) << "seed 1 no longer gives one trial of each";
 }
 
 }  // namespace

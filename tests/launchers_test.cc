@@ -107,32 +107,58 @@ TEST(DeepSpeedConfigTest, HoldsTheBatchTripleOptimizerSchedulerAndPrecisionBlock
   EXPECT_TRUE(out.warnings.empty());
 }
 
-TEST(DeepSpeedConfigTest, WhatItCannotSayIsAWarningNotASilentGuess) {
-  auto out =
-      DeepSpeedConfig(Resolved({{"lr", 0.1}, {"batch_size", int64_t{64}}, {"warmup_ratio", 0.05}}));
+TEST(DeepSpeedConfigTest, WhatItCannotSayIsAWarningNamingTheParameterNotASilentGuess) {
+  Params p = {{"lr", 0.1}, {"batch_size", int64_t{64}}, {"warmup_ratio", 0.05}, {"seed", int64_t{3}}};
+  TrainingSetup s = Resolved(p);
+  auto out = DeepSpeedConfig(s);
   Json c = Json::parse(out.text);
   EXPECT_FALSE(c.contains("optimizer"));
   EXPECT_FALSE(c.contains("scheduler"));
-  ASSERT_EQ(out.warnings.size(), 2u);
-  EXPECT_THAT(out.warnings[0], HasSubstr("no optimizer role"));
-  EXPECT_THAT(out.warnings[1], HasSubstr("warmup_ratio 0.05 has no DeepSpeed form"));
+  EXPECT_TRUE(out.warnings.empty());
+  NameWhatIsNotCarried(p, s, "--format deepspeed", &out);
+  ASSERT_EQ(out.warnings.size(), 3u) << ::testing::PrintToString(out.warnings);
+  EXPECT_THAT(out.warnings[0], HasSubstr("does not carry lr = 0.1: no optimizer role"));
+  EXPECT_THAT(out.warnings[1], HasSubstr("does not carry warmup_ratio = 0.05: DeepSpeed has no"));
+  EXPECT_THAT(out.warnings[2], HasSubstr("--format deepspeed does not carry seed = 3: none of"));
 }
 
 TEST(HuggingFaceArgumentsTest, PerDeviceBatchAccumulationPrecisionAndTheLaunchersPart) {
-  auto out = HuggingFaceArguments(Resolved({{"learning_rate", 5e-5},
-                                            {"batch_size", int64_t{64}},
-                                            {"world_size", int64_t{4}},
-                                            {"warmup_ratio", 0.1},
-                                            {"precision", "bf16"}}));
+  Params p = {{"learning_rate", 5e-5},
+              {"batch_size", int64_t{64}},
+              {"world_size", int64_t{4}},
+              {"warmup_ratio", 0.1},
+              {"precision", "bf16"}};
+  TrainingSetup s = Resolved(p);
+  auto out = HuggingFaceArguments(s);
   Json a = Json::parse(out.text);
   EXPECT_EQ(a["per_device_train_batch_size"], 16);
   EXPECT_EQ(a["gradient_accumulation_steps"], 1);
   EXPECT_EQ(a["learning_rate"], 5e-5);
-  EXPECT_EQ(a["warmup_ratio"], 0.1);
+  // transformers 5's spelling of a fraction (warmup_ratio is gone from 5.2), said in a warning.
+  EXPECT_EQ(a["warmup_steps"], 0.1);
+  EXPECT_FALSE(a.contains("warmup_ratio"));
   EXPECT_EQ(a["bf16"], true);
   EXPECT_FALSE(a.contains("fp16"));
   ASSERT_EQ(out.warnings.size(), 1u);
-  EXPECT_THAT(out.warnings[0], HasSubstr("torchrun --nproc_per_node 4"));
+  EXPECT_THAT(out.warnings[0], HasSubstr("under transformers 4 name it warmup_ratio"));
+  NameWhatIsNotCarried(p, s, "--format hf", &out);
+  ASSERT_EQ(out.warnings.size(), 2u);
+  EXPECT_THAT(out.warnings[1], HasSubstr("does not carry world_size = 4: "));
+  EXPECT_THAT(out.warnings[1], HasSubstr("torchrun --nproc_per_node 4"));
+}
+
+// The Trainer builds SGD from the learning rate alone (optim_args reaches other optimizers): a
+// momentum is named as not carried rather than written where nothing reads it.
+TEST(HuggingFaceArgumentsTest, SgdMomentumIsNamedAsNotCarried) {
+  Params p = {{"lr", 0.1}, {"batch_size", int64_t{32}}, {"optimizer", "sgd"}, {"momentum", 0.9}};
+  TrainingSetup s = Resolved(p);
+  auto out = HuggingFaceArguments(s);
+  Json a = Json::parse(out.text);
+  EXPECT_EQ(a["optim"], "sgd");
+  EXPECT_FALSE(a.contains("optim_args"));
+  NameWhatIsNotCarried(p, s, "--format hf", &out);
+  ASSERT_EQ(out.warnings.size(), 1u);
+  EXPECT_THAT(out.warnings[0], HasSubstr("does not carry momentum = 0.9: the Trainer's \"sgd\""));
 }
 
 TEST(LightningTrainerTest, DevicesStrategyMixedPrecisionAndAccumulation) {
@@ -146,7 +172,13 @@ TEST(LightningTrainerTest, DevicesStrategyMixedPrecisionAndAccumulation) {
   EXPECT_THAT(out.text, HasSubstr("  precision: \"bf16-mixed\"\n"));
   EXPECT_THAT(out.text, HasSubstr("  accumulate_grad_batches: 2\n"));
   EXPECT_THAT(out.text, HasSubstr("  batch_size: 64"));
-  auto one = LightningTrainer(Resolved({{"batch_size", int64_t{32}}}));
+  Params p = {{"batch_size", int64_t{32}}, {"optimizer", "adamw"}, {"dropout", 0.1}};
+  TrainingSetup s = Resolved(p);
+  auto one = LightningTrainer(s);
+  NameWhatIsNotCarried(p, s, "--format lightning", &one);
+  ASSERT_EQ(one.warnings.size(), 2u);
+  EXPECT_THAT(one.warnings[0], HasSubstr("does not carry optimizer = adamw: the LightningModule"));
+  EXPECT_THAT(one.warnings[1], HasSubstr("does not carry dropout = 0.1: none of its fields"));
   EXPECT_THAT(one.text, HasSubstr("  strategy: auto\n"));
   EXPECT_THAT(one.text, HasSubstr("  precision: \"32-true\"\n"));
 }

@@ -224,11 +224,53 @@ Result<TrainingSetup> ResolveSetup(const Params& params, const study::ExportSpec
     s.optimizer = AsOptimizer(f->value);
     if (!s.optimizer) return WrongKind(TrainingRole::kOptimizer, *f, "sgd, adam or adamw");
   }
+  for (TrainingRole role : study::kAllTrainingRoles)
+    if (auto f = FindRole(role, params, spec))
+      s.played[role] = {f->from == "export.roles" ? "" : f->from, f->value};
   return s;
+}
+
+void NameWhatIsNotCarried(const Params& params, const TrainingSetup& setup,
+                          const std::string& format, LauncherOutput* out) {
+  auto carried = [&](TrainingRole r) {
+    return std::find(out->carried.begin(), out->carried.end(), r) != out->carried.end();
+  };
+  auto named = [](const std::string& name, const Value& v) {
+    return StrCat(name, " = ", FormatValue(v));
+  };
+  // A role the format could not write, with its reason.
+  for (const auto& [role, reason] : out->not_carried) {
+    auto it = setup.played.find(role);
+    if (it == setup.played.end()) continue;
+    const std::string who = it->second.param.empty()
+                                ? StrCat(TrainingRoleName(role), " (export.roles)")
+                                : it->second.param;
+    out->warnings.push_back(
+        StrCat(format, " does not carry ", named(who, it->second.value), ": ", reason));
+  }
+  // Parameters that play no role the format writes.
+  std::vector<std::string> rest;
+  for (const auto& [name, value] : params) {
+    bool placed = false, explained = false;
+    for (const auto& [role, player] : setup.played) {
+      if (player.param != name) continue;
+      placed = placed || carried(role);
+      explained = explained || out->not_carried.count(role) > 0;
+    }
+    if (!placed && !explained) rest.push_back(named(name, value));
+  }
+  if (!rest.empty())
+    out->warnings.push_back(StrCat(format, " does not carry ", Join(rest, ", "),
+                                   ": none of its fields holds them; hand them to your program "
+                                   "yourself (--format env or torchrun carries every parameter)"));
 }
 
 LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
   LauncherOutput out;
+  // train_batch_size = micro x accumulation x world size: DeepSpeed checks it against the ranks.
+  out.carried = {TrainingRole::kGlobalBatch, TrainingRole::kMicroBatch,
+                 TrainingRole::kAccumulation, TrainingRole::kDataParallel,
+                 TrainingRole::kPrecision};
   Json c;
   c["train_batch_size"] = s.global_batch;
   c["train_micro_batch_size_per_gpu"] = s.micro_batch;
@@ -239,15 +281,24 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
     if (s.weight_decay) params["weight_decay"] = WholeAsInteger(*s.weight_decay);
     if (*s.optimizer == Optimizer::kSgd && s.momentum)
       params["momentum"] = WholeAsInteger(*s.momentum);
+    else
+      out.not_carried[TrainingRole::kMomentum] = "DeepSpeed's Adam and AdamW take betas, not momentum";
     // Adam and AdamW are DeepSpeed's own; other names fall through to torch.optim, by class name.
     const char* type = *s.optimizer == Optimizer::kSgd    ? "SGD"
                        : *s.optimizer == Optimizer::kAdam ? "Adam"
                                                           : "AdamW";
     c["optimizer"] = Json{{"type", type}, {"params", params}};
-  } else if (s.learning_rate) {
-    out.warnings.push_back(
-        StrCat("no optimizer role, so no \"optimizer\" block: give your own optimizer lr ",
-               FormatDouble(*s.learning_rate), ", or ", RoleHint(TrainingRole::kOptimizer)));
+    out.carried.insert(out.carried.end(), {TrainingRole::kOptimizer, TrainingRole::kLearningRate,
+                                           TrainingRole::kWeightDecay, TrainingRole::kMomentum});
+  } else {
+    const TrainingRole missing =
+        s.optimizer ? TrainingRole::kLearningRate : TrainingRole::kOptimizer;
+    const std::string why =
+        StrCat("no ", TrainingRoleName(missing), " role, so no \"optimizer\" block: give it to "
+               "your own optimizer, or ", RoleHint(missing));
+    for (TrainingRole r : {TrainingRole::kLearningRate, TrainingRole::kWeightDecay,
+                           TrainingRole::kMomentum, TrainingRole::kOptimizer})
+      out.not_carried[r] = why;
   }
   if (s.warmup_steps && s.learning_rate) {
     c["scheduler"] = Json{{"type", "WarmupLR"},
@@ -255,11 +306,13 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
                            {{"warmup_min_lr", 0},
                             {"warmup_max_lr", WholeAsInteger(*s.learning_rate)},
                             {"warmup_num_steps", *s.warmup_steps}}}};
-  } else if (s.warmup_ratio) {
-    out.warnings.push_back(StrCat("warmup_ratio ", FormatDouble(*s.warmup_ratio),
-                                  " has no DeepSpeed form without the run's total steps: set "
-                                  "scheduler.params.warmup_num_steps to that fraction of them"));
+    out.carried.push_back(TrainingRole::kWarmupSteps);
+  } else {
+    out.not_carried[TrainingRole::kWarmupSteps] = "WarmupLR needs a learning rate to warm up to";
   }
+  out.not_carried[TrainingRole::kWarmupRatio] =
+      "DeepSpeed has no form for it without the run's total steps: set "
+      "scheduler.params.warmup_num_steps to that fraction of them";
   if (s.precision == TrainPrecision::kFp16) {
     // Dynamic loss scaling (loss_scale 0), starting at 2^16 like hyperpack-trainer's.
     c["fp16"] = Json{{"enabled", true},           {"loss_scale", 0}, {"initial_scale_power", 16},
@@ -273,31 +326,56 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
 
 LauncherOutput HuggingFaceArguments(const TrainingSetup& s) {
   LauncherOutput out;
+  out.carried = {TrainingRole::kMicroBatch,   TrainingRole::kGlobalBatch,
+                 TrainingRole::kAccumulation, TrainingRole::kLearningRate,
+                 TrainingRole::kWarmupRatio,  TrainingRole::kWarmupSteps,
+                 TrainingRole::kWeightDecay,  TrainingRole::kOptimizer,
+                 TrainingRole::kPrecision};
   Json a;
   a["per_device_train_batch_size"] = s.micro_batch;
   a["gradient_accumulation_steps"] = s.accumulation;
   if (s.learning_rate) a["learning_rate"] = WholeAsInteger(*s.learning_rate);
-  if (s.warmup_ratio) a["warmup_ratio"] = WholeAsInteger(*s.warmup_ratio);
-  if (s.warmup_steps) a["warmup_steps"] = *s.warmup_steps;
+  // transformers 5 reads a warmup_steps in [0, 1) as a fraction of the steps and deprecates
+  // warmup_ratio (removed in 5.2); 4.x reads only warmup_ratio as a fraction.
+  if (s.warmup_steps) {
+    a["warmup_steps"] = *s.warmup_steps;
+  } else if (s.warmup_ratio) {
+    a["warmup_steps"] = WholeAsInteger(*s.warmup_ratio);
+    out.warnings.push_back(
+        StrCat("warmup_steps ", FormatDouble(*s.warmup_ratio),
+               " is a fraction of the steps as transformers 5 reads it; under transformers 4 "
+               "name it warmup_ratio"));
+  }
   if (s.weight_decay) a["weight_decay"] = WholeAsInteger(*s.weight_decay);
   if (s.optimizer) a["optim"] = *s.optimizer == Optimizer::kSgd ? "sgd" : "adamw_torch";
   if (s.optimizer && *s.optimizer == Optimizer::kAdam)
     out.warnings.push_back("Hugging Face's optimizers are AdamW or SGD: adam became adamw_torch");
-  if (s.momentum && s.optimizer && *s.optimizer == Optimizer::kSgd)
-    a["optim_args"] = StrCat("momentum=", FormatDouble(*s.momentum));
+  // The Trainer builds torch.optim.SGD from the learning rate alone: optim_args reaches only
+  // some other optimizers, so a momentum written there would be dropped without a word.
+  out.not_carried[TrainingRole::kMomentum] =
+      "the Trainer's \"sgd\" takes no momentum (optim_args reaches other optimizers only): "
+      "pass Trainer(optimizers=(torch.optim.SGD(params, lr, momentum=...), None))";
   if (s.precision == TrainPrecision::kBf16) a["bf16"] = true;
   if (s.precision == TrainPrecision::kFp16) a["fp16"] = true;
-  if (s.data_parallel > 1)
-    out.warnings.push_back(
-        StrCat("the data-parallel degree is the launcher's, not "
-               "TrainingArguments': start ",
-               s.data_parallel, " processes (torchrun --nproc_per_node ", s.data_parallel, ")"));
+  out.not_carried[TrainingRole::kDataParallel] =
+      StrCat("the data-parallel degree is the launcher's, not TrainingArguments': start ",
+             s.data_parallel, " processes (torchrun --nproc_per_node ", s.data_parallel, ")");
   out.text = a.dump(2) + "\n";
   return out;
 }
 
 LauncherOutput LightningTrainer(const TrainingSetup& s) {
   LauncherOutput out;
+  out.carried = {TrainingRole::kDataParallel, TrainingRole::kPrecision,
+                 TrainingRole::kAccumulation, TrainingRole::kMicroBatch,
+                 TrainingRole::kGlobalBatch,  TrainingRole::kLearningRate,
+                 TrainingRole::kWeightDecay};
+  const std::string why =
+      "the LightningModule's configure_optimizers chooses it: add it under model: where your "
+      "module takes it";
+  for (TrainingRole r : {TrainingRole::kOptimizer, TrainingRole::kMomentum,
+                         TrainingRole::kWarmupRatio, TrainingRole::kWarmupSteps})
+    out.not_carried[r] = why;
   const char* precision = s.precision == TrainPrecision::kBf16   ? "bf16-mixed"
                           : s.precision == TrainPrecision::kFp16 ? "16-mixed"
                                                                  : "32-true";

@@ -10,6 +10,7 @@
 // Thread-safety: pure functions over values.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,13 @@ struct TrainingSetup {
   std::optional<Optimizer> optimizer;
   // Where each role came from, for a comment: "micro_batch = batch_size / (2 x 1)".
   std::vector<std::string> provenance;
+  // Who plays each role that someone plays: a parameter (with its value), or export.roles' fixed
+  // value (`param` empty).
+  struct Player {
+    std::string param;
+    Value value;
+  };
+  std::map<study::TrainingRole, Player> played;
 };
 
 // The roles of `params`, with the batch arithmetic checked. Errors: no batch size at all, a global
@@ -50,6 +58,9 @@ Result<TrainingSetup> ResolveSetup(const Params& params, const study::ExportSpec
 struct LauncherOutput {
   std::string text;
   std::vector<std::string> warnings;
+  // The roles whose values the text holds, and why it could not hold others'.
+  std::vector<study::TrainingRole> carried;
+  std::map<study::TrainingRole, std::string> not_carried;
 };
 
 LauncherOutput DeepSpeedConfig(const TrainingSetup& setup);
@@ -68,6 +79,11 @@ LauncherOutput TorchrunCommand(const TrainingSetup& setup, const std::string& co
 // a parameter not in `params` (inactive) takes its default, or nothing.
 std::string ResolveParamVariables(const std::string& command, const Params& params,
                                   const std::vector<std::string>& all_names);
+// Appends one warning per reason to `out`, naming each parameter (NAME = VALUE) whose value the
+// format's text does not hold: those whose role it could not write (with its reason), and those
+// that play no role it writes. `format` names it in the warning ("--format hf").
+void NameWhatIsNotCarried(const Params& params, const TrainingSetup& setup,
+                          const std::string& format, LauncherOutput* out);
 // Every parameter as key=value, quoted for the shell where needed.
 LauncherOutput HydraOverrides(const Params& params);
 

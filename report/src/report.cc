@@ -8,6 +8,7 @@
 
 #include "costs.h"
 #include "hyperpack/config_json.h"
+#include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/study/template.h"
@@ -475,12 +476,15 @@ Status ExportLauncher(const Loaded& l, const TrialRecord& t, ExportFormat format
     switch (format) {
       case ExportFormat::kDeepSpeed:
         result = DeepSpeedConfig(*setup);
+        NameWhatIsNotCarried(params, *setup, "--format deepspeed", &result);
         break;
       case ExportFormat::kHuggingFace:
         result = HuggingFaceArguments(*setup);
+        NameWhatIsNotCarried(params, *setup, "--format hf", &result);
         break;
       case ExportFormat::kLightning:
         result = LightningTrainer(*setup);
+        NameWhatIsNotCarried(params, *setup, "--format lightning", &result);
         break;
       default: {
         Config config(params.begin(), params.end());
@@ -550,6 +554,9 @@ void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
             << ChosenValueText(*chosen[i]) << "\n";
         for (const auto& [k, v] : configs[i])
           out << ParamEnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
+        // As a trial gets them: a program that reads the parameters file's JSON (hyperpack-trainer)
+        // reads this where it is given no file.
+        out << env::kParams << "=" << ShellQuote(ParamsJson(*chosen[i]).dump()) << "\n";
       }
       break;
     case ExportFormat::kArgs:
