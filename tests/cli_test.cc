@@ -1005,12 +1005,12 @@ TEST_F(CliTest, TheTrainerStudyRunsAsWrittenAndItsTorchrunExportsTrainToEachTria
                      std::to_string(t.number), "--storage", db_});
     ASSERT_EQ(line.exit_code, 0) << line.err;
     const std::string dir = std::filesystem::path(trainer).parent_path().string();
-    auto trained = RunCommand(
-        {"/bin/sh", "-c",
-         "export PATH=" + dir + ":$PATH MASTER_PORT=" +
-             std::to_string(testing::FreeLoopbackPort()) +
-             " HYPERPACK_CPUS=" + params["data_parallel"].dump() + "\n" + line.out},
-        dir_.path().string());
+    auto trained =
+        RunCommand({"/bin/sh", "-c",
+                    "export PATH=" + dir +
+                        ":$PATH MASTER_PORT=" + std::to_string(testing::FreeLoopbackPort()) +
+                        " HYPERPACK_CPUS=" + params["data_parallel"].dump() + "\n" + line.out},
+                   dir_.path().string());
     ASSERT_EQ(trained.exit_code, 0) << line.out << trained.err;
     // Rank 0's last epoch (torchrun --tee prefixes each line with its rank).
     const size_t at = trained.out.rfind("[default0]:{\"epoch\"");

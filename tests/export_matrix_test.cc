@@ -102,7 +102,10 @@ double Num(const Json& j) { return j.is_number() ? j.get<double>() : NAN; }
 // (Hugging Face's data-parallel degree is the launcher's) for the batch arithmetic.
 Json LauncherValue(const std::string& format, const std::string& text, const std::string& name,
                    const Config& c) {
-  auto dp = [&] { return ValueAsNumber(c.count("data_parallel") ? c.at("data_parallel") : Value(int64_t{1})).value(); };
+  auto dp = [&] {
+    return ValueAsNumber(c.count("data_parallel") ? c.at("data_parallel") : Value(int64_t{1}))
+        .value();
+  };
   if (format == "deepspeed") {
     Json j = Json::parse(text);
     Json opt = j.value("optimizer", Json::object());
@@ -113,7 +116,8 @@ Json LauncherValue(const std::string& format, const std::string& text, const std
     if (name == "batch_size") return j["train_batch_size"];
     if (name == "grad_accumulation") return j["gradient_accumulation_steps"];
     if (name == "data_parallel") return Num(j["train_batch_size"]) / (micro * accum);
-    if (name == "precision") return j.contains("bf16") ? "bf16" : j.contains("fp16") ? "fp16" : "fp32";
+    if (name == "precision")
+      return j.contains("bf16") ? "bf16" : j.contains("fp16") ? "fp16" : "fp32";
     if (name == "optimizer" && opt.contains("type")) {
       std::string type = opt["type"];
       std::transform(type.begin(), type.end(), type.begin(), ::tolower);
@@ -129,7 +133,8 @@ Json LauncherValue(const std::string& format, const std::string& text, const std
     if (name == "batch_size")
       return Num(j["per_device_train_batch_size"]) * Num(j["gradient_accumulation_steps"]) * dp();
     if (name == "grad_accumulation") return j["gradient_accumulation_steps"];
-    if (name == "precision") return j.value("bf16", false) ? "bf16" : j.value("fp16", false) ? "fp16" : "fp32";
+    if (name == "precision")
+      return j.value("bf16", false) ? "bf16" : j.value("fp16", false) ? "fp16" : "fp32";
     if (name == "optimizer" && j.contains("optim")) return j["optim"] == "sgd" ? "sgd" : "adamw";
     if (name == "weight_decay") return j.value("weight_decay", Json());
     return Json();
@@ -142,7 +147,9 @@ Json LauncherValue(const std::string& format, const std::string& text, const std
   if (name == "batch_size")
     return number("batch_size") * number("devices") * number("accumulate_grad_batches");
   if (name == "precision")
-    return field("precision") == "\"bf16-mixed\"" ? "bf16" : field("precision") == "\"16-mixed\"" ? "fp16" : "fp32";
+    return field("precision") == "\"bf16-mixed\"" ? "bf16"
+           : field("precision") == "\"16-mixed\"" ? "fp16"
+                                                  : "fp32";
   if (name == "learning_rate" && text.find("\n  learning_rate: ") != std::string::npos)
     return field("learning_rate");
   if (name == "weight_decay" && text.find("\n  weight_decay: ") != std::string::npos)
@@ -169,8 +176,7 @@ bool Carries(const std::string& format, const std::string& text, const std::stri
 class ExportMatrixTest : public ::testing::Test {
  protected:
   // A study of `file` with one completed trial of configuration `c`, as a run would store it.
-  std::string Store(const std::string& file, const study::StudySpec& spec, const Config& c,
-                    int n) {
+  std::string Store(const std::string& file, const study::StudySpec& spec, const Config& c, int n) {
     auto db = storage::Storage::Open(db_).value();
     storage::StudyRecord s;
     s.name = spec.name + "-" + std::to_string(n);

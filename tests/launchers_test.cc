@@ -108,7 +108,8 @@ TEST(DeepSpeedConfigTest, HoldsTheBatchTripleOptimizerSchedulerAndPrecisionBlock
 }
 
 TEST(DeepSpeedConfigTest, WhatItCannotSayIsAWarningNamingTheParameterNotASilentGuess) {
-  Params p = {{"lr", 0.1}, {"batch_size", int64_t{64}}, {"warmup_ratio", 0.05}, {"seed", int64_t{3}}};
+  Params p = {
+      {"lr", 0.1}, {"batch_size", int64_t{64}}, {"warmup_ratio", 0.05}, {"seed", int64_t{3}}};
   TrainingSetup s = Resolved(p);
   auto out = DeepSpeedConfig(s);
   Json c = Json::parse(out.text);

@@ -268,9 +268,8 @@ void NameWhatIsNotCarried(const Params& params, const TrainingSetup& setup,
 LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
   LauncherOutput out;
   // train_batch_size = micro x accumulation x world size: DeepSpeed checks it against the ranks.
-  out.carried = {TrainingRole::kGlobalBatch, TrainingRole::kMicroBatch,
-                 TrainingRole::kAccumulation, TrainingRole::kDataParallel,
-                 TrainingRole::kPrecision};
+  out.carried = {TrainingRole::kGlobalBatch, TrainingRole::kMicroBatch, TrainingRole::kAccumulation,
+                 TrainingRole::kDataParallel, TrainingRole::kPrecision};
   Json c;
   c["train_batch_size"] = s.global_batch;
   c["train_micro_batch_size_per_gpu"] = s.micro_batch;
@@ -282,7 +281,8 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
     if (*s.optimizer == Optimizer::kSgd && s.momentum)
       params["momentum"] = WholeAsInteger(*s.momentum);
     else
-      out.not_carried[TrainingRole::kMomentum] = "DeepSpeed's Adam and AdamW take betas, not momentum";
+      out.not_carried[TrainingRole::kMomentum] =
+          "DeepSpeed's Adam and AdamW take betas, not momentum";
     // Adam and AdamW are DeepSpeed's own; other names fall through to torch.optim, by class name.
     const char* type = *s.optimizer == Optimizer::kSgd    ? "SGD"
                        : *s.optimizer == Optimizer::kAdam ? "Adam"
@@ -293,9 +293,10 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
   } else {
     const TrainingRole missing =
         s.optimizer ? TrainingRole::kLearningRate : TrainingRole::kOptimizer;
-    const std::string why =
-        StrCat("no ", TrainingRoleName(missing), " role, so no \"optimizer\" block: give it to "
-               "your own optimizer, or ", RoleHint(missing));
+    const std::string why = StrCat("no ", TrainingRoleName(missing),
+                                   " role, so no \"optimizer\" block: give it to "
+                                   "your own optimizer, or ",
+                                   RoleHint(missing));
     for (TrainingRole r : {TrainingRole::kLearningRate, TrainingRole::kWeightDecay,
                            TrainingRole::kMomentum, TrainingRole::kOptimizer})
       out.not_carried[r] = why;
@@ -326,11 +327,10 @@ LauncherOutput DeepSpeedConfig(const TrainingSetup& s) {
 
 LauncherOutput HuggingFaceArguments(const TrainingSetup& s) {
   LauncherOutput out;
-  out.carried = {TrainingRole::kMicroBatch,   TrainingRole::kGlobalBatch,
-                 TrainingRole::kAccumulation, TrainingRole::kLearningRate,
-                 TrainingRole::kWarmupRatio,  TrainingRole::kWarmupSteps,
-                 TrainingRole::kWeightDecay,  TrainingRole::kOptimizer,
-                 TrainingRole::kPrecision};
+  out.carried = {
+      TrainingRole::kMicroBatch,   TrainingRole::kGlobalBatch, TrainingRole::kAccumulation,
+      TrainingRole::kLearningRate, TrainingRole::kWarmupRatio, TrainingRole::kWarmupSteps,
+      TrainingRole::kWeightDecay,  TrainingRole::kOptimizer,   TrainingRole::kPrecision};
   Json a;
   a["per_device_train_batch_size"] = s.micro_batch;
   a["gradient_accumulation_steps"] = s.accumulation;
