@@ -1,10 +1,12 @@
 // tuner_latency: how long a hyperpack tuner takes to propose once it has seen n trials.
 //
-//   tuner_latency [--algorithm gp] [--dims 6] [--n 100,300,1000,3000] [--repeats 5] [--batch 1]
-//                 [--json]
+//   tuner_latency [--algorithm gp] [--dims 6] [--int-dims 0] [--n 100,300,1000,3000]
+//                 [--repeats 5] [--batch 1] [--json]
 //
 // For each n, the data are n random points of [0, 1]^dims (the same for every algorithm and run)
-// with values from a smooth function: a random convex quadratic plus sine terms. Each repeat builds
+// with values from a smooth function: a random convex quadratic plus sine terms. With --int-dims
+// K, the first K dimensions are integers 0..100 (the function sees k / 100), the shape of the
+// discrete parameters real studies have. Each repeat builds
 // a fresh tuner (seed = the repeat's index) and Observes the first n - 1 points; its first
 // Propose(batch) is timed as the cold call; then Observe(the n-th point) + Propose(batch), the step
 // a running study takes each time a trial ends, is timed as the warm call. The table shows, over
@@ -96,21 +98,23 @@ std::string VarName(size_t i) {
   return name;
 }
 
-SearchSpace UnitCube(int d) {
+constexpr int kIntSteps = 100;
+
+SearchSpace UnitCube(int d, int ints) {
   std::vector<ParamSpec> params;
   for (int i = 0; i < d; ++i) {
     ParamSpec p;
     p.name = VarName(i + 1);
-    p.type = ParamType::kFloat;
+    p.type = i < ints ? ParamType::kInt : ParamType::kFloat;
     p.low = 0.0;
-    p.high = 1.0;
+    p.high = i < ints ? kIntSteps : 1.0;
     params.push_back(std::move(p));
   }
   return SearchSpace(std::move(params));
 }
 
 // n completed trials at random points of the cube.
-std::vector<tuner::TrialOutcome> MakeTrials(int d, int n) {
+std::vector<tuner::TrialOutcome> MakeTrials(int d, int ints, int n) {
   SmoothFunction f(d);
   std::mt19937_64 rng(7 + static_cast<uint64_t>(n));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -120,7 +124,13 @@ std::vector<tuner::TrialOutcome> MakeTrials(int d, int n) {
     tuner::TrialOutcome outcome;
     for (int i = 0; i < d; ++i) {
       x[i] = unit(rng);
-      outcome.config[VarName(i + 1)] = x[i];
+      if (i < ints) {
+        const auto k = static_cast<int64_t>(std::lround(x[i] * kIntSteps));
+        x[i] = static_cast<double>(k) / kIntSteps;
+        outcome.config[VarName(i + 1)] = k;
+      } else {
+        outcome.config[VarName(i + 1)] = x[i];
+      }
     }
     outcome.kind = tuner::TrialOutcome::Kind::kCompleted;
     outcome.value = f(x);
@@ -166,13 +176,15 @@ int Main(int argc, char** argv) {
   options.add_options()("algorithm", "tuner algorithm, as MakeTuner names it",
                         cxxopts::value<std::string>()->default_value("gp"))(
       "dims", "dimensions of the [0, 1]^d float space", cxxopts::value<int>()->default_value("6"))(
+      "int-dims", "of those, how many are integers 0..100",
+      cxxopts::value<int>()->default_value("0"))(
       "n", "comma-separated numbers of observed trials (also --n)",
       cxxopts::value<std::vector<int>>()->default_value("100,300,1000,3000"))(
       "repeats", "fresh tuners per n", cxxopts::value<int>()->default_value("5"))(
       "batch", "configurations per Propose call", cxxopts::value<int>()->default_value("1"))(
       "json", "one JSON object per n")("h,help", "this help");
   std::string algorithm;
-  int dims = 0, repeats = 0, batch = 0;
+  int dims = 0, int_dims = 0, repeats = 0, batch = 0;
   std::vector<int> ns;
   bool json = false;
   // cxxopts takes one-letter names as short options only: read "--n X" and "--n=X" as "-n X".
@@ -191,6 +203,7 @@ int Main(int argc, char** argv) {
     }
     algorithm = args["algorithm"].as<std::string>();
     dims = args["dims"].as<int>();
+    int_dims = args["int-dims"].as<int>();
     ns = args["n"].as<std::vector<int>>();
     repeats = args["repeats"].as<int>();
     batch = args["batch"].as<int>();
@@ -199,12 +212,13 @@ int Main(int argc, char** argv) {
     std::cerr << "tuner_latency: " << e.what() << "\n";
     return 2;
   }
-  if (dims < 1 || repeats < 1 || batch < 1 || ns.empty() ||
+  if (dims < 1 || repeats < 1 || batch < 1 || ns.empty() || int_dims < 0 || int_dims > dims ||
       std::any_of(ns.begin(), ns.end(), [](int n) { return n < 1; })) {
-    std::cerr << "tuner_latency: --dims, --repeats, --batch and every --n must be >= 1\n";
+    std::cerr << "tuner_latency: --dims, --repeats, --batch and every --n must be >= 1, and "
+                 "--int-dims in [0, --dims]\n";
     return 2;
   }
-  const SearchSpace space = UnitCube(dims);
+  const SearchSpace space = UnitCube(dims, int_dims);
   {
     tuner::TunerOptions o;
     auto parsed = tuner::ParseTunerAlgorithm(algorithm);
@@ -220,7 +234,7 @@ int Main(int argc, char** argv) {
 
   Table table({"n", "observe n-1 ms", "cold propose ms", "warm median ms", "warm p90 ms"});
   for (int n : ns) {
-    const std::vector<tuner::TrialOutcome> trials = MakeTrials(dims, n);
+    const std::vector<tuner::TrialOutcome> trials = MakeTrials(dims, int_dims, n);
     Timings timings;
     for (int r = 0; r < repeats; ++r) {
       if (Status s = TimeOne(space, algorithm, n, batch, r, trials, &timings); !s.ok()) {

@@ -7,7 +7,10 @@
 // believer"), appended to the Cholesky factor without refitting, so that a batch spreads out.
 // The acquisition is maximised over a quasi-random candidate set plus perturbations of the best
 // trials, and the best candidates are refined by L-BFGS-B on their continuous dimensions; integer
-// and categorical values come only from real configurations, never from a relaxation.
+// and categorical values come only from real configurations, never from a relaxation: each of
+// those starts then has its discrete parameters set in turn to their best value (every value of a
+// small range, a spread and the neighbours of a large one) and its continuous ones refined again,
+// for the best start.
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 
@@ -40,6 +43,11 @@ constexpr double kFeasibilityLink = 0.04;
 // Members of one batch (and pending trials) closer than this in the unit cube would measure the
 // same thing twice; such candidates are skipped.
 constexpr double kMinBatchDistance = 0.025;
+// A discrete parameter with at most kSweepAll values has each tried in a sweep; a larger one
+// kSweepSpread spread over its range and its value's neighbours.
+constexpr int64_t kSweepAll = 64;
+constexpr int kSweepSpread = 24;
+constexpr int kSweepRounds = 1;
 // Cost-aware proposals start once this many configurations have a cost.
 constexpr int kMinCosts = 3;
 
@@ -69,6 +77,8 @@ class GpTuner : public Tuner {
       const ParamSpec& p = space.params()[encoder_.param_of_dim(d)];
       continuous_.push_back(p.type == ParamType::kFloat);
     }
+    for (const ParamSpec& p : space.params())
+      if (p.when) parents_.push_back(p.when->parent);
   }
 
   std::string name() const override { return "gp"; }
@@ -505,6 +515,67 @@ class GpTuner : public Tuner {
     return {Acquisition(model, snapped, nullptr), snapped};
   }
 
+  // Values to try for discrete parameter `spec`: every one when there are few, else a spread over
+  // the range and the three neighbours of `now` on each side.
+  std::vector<Value> Alternatives(const ParamSpec& spec, const Value& now) const {
+    std::vector<Value> out;
+    if (spec.type == ParamType::kCategorical) return spec.values;
+    const int64_t n = spec.Cardinality();
+    const int64_t lo = static_cast<int64_t>(spec.low);
+    if (n <= kSweepAll) {
+      for (int64_t k = 0; k < n; ++k) out.push_back(lo + k * spec.step);
+      return out;
+    }
+    const double a = spec.log ? std::log(spec.low) : spec.low;
+    const double b = spec.log ? std::log(spec.high) : spec.high;
+    for (int i = 0; i < kSweepSpread; ++i) {
+      double t = a + (i + 0.5) / kSweepSpread * (b - a);
+      double v = spec.log ? std::exp(t) : t;
+      int64_t k = std::llround((v - spec.low) / static_cast<double>(spec.step));
+      out.push_back(lo + std::clamp<int64_t>(k, 0, n - 1) * spec.step);
+    }
+    const int64_t cur = std::get<int64_t>(now);
+    for (int64_t d = -3; d <= 3; ++d) {
+      int64_t v = cur + d * spec.step;
+      if (v >= lo && v <= static_cast<int64_t>(spec.high)) out.push_back(v);
+    }
+    return out;
+  }
+
+  // Coordinate sweeps over the discrete parameters of `start`: each int and each categorical on
+  // which no condition depends is set in turn to its value of highest acquisition, then the
+  // continuous dimensions are refined again; up to two rounds.
+  Scored SweepDiscrete(const GaussianProcess& model, Scored start) const {
+    const SearchSpace& space = encoder_.space();
+    for (int round = 0; round < kSweepRounds; ++round) {
+      bool moved = false;
+      for (const ParamSpec& spec : space.params()) {
+        if (spec.type != ParamType::kInt && spec.type != ParamType::kCategorical) continue;
+        if (std::find(parents_.begin(), parents_.end(), spec.name) != parents_.end()) continue;
+        Config c =
+            encoder_.Decode(std::vector<double>(start.x.data(), start.x.data() + start.x.size()));
+        auto it = c.find(spec.name);
+        if (it == c.end()) continue;
+        std::vector<Value> values = Alternatives(spec, it->second);
+        Eigen::MatrixXd xs(values.size(), encoder_.dims());
+        for (size_t i = 0; i < values.size(); ++i) {
+          it->second = values[i];
+          xs.row(i) = ToEigen(encoder_.Encode(c).x).transpose();
+        }
+        Eigen::VectorXd acq = AcquisitionBatch(model, xs);
+        Eigen::Index best = 0;
+        acq.maxCoeff(&best);
+        if (acq(best) > start.acq + 1e-9) {
+          start = {acq(best), xs.row(best).transpose()};
+          moved = true;
+        }
+      }
+      if (!moved) break;
+      start = Refine(model, start);
+    }
+    return start;
+  }
+
   // Already observed, or (nearly) the same as a pending trial or an earlier member of the batch.
   bool Taken(const Config& c, const Eigen::VectorXd& x, const std::vector<Config>& pending,
              const std::vector<Eigen::VectorXd>& pending_x) const {
@@ -544,7 +615,11 @@ class GpTuner : public Tuner {
            ++j) {
         bool distinct = true;
         for (const Scored& r : refined) distinct = distinct && (r.x - scored[j].x).norm() > 1e-6;
-        if (distinct) refined.push_back(Refine(model, scored[j]));
+        // The discrete sweep for the best start only: it costs a batch of predictions per
+        // discrete parameter and round.
+        if (distinct)
+          refined.push_back(refined.empty() ? SweepDiscrete(model, Refine(model, scored[j]))
+                                            : Refine(model, scored[j]));
       }
       refined.insert(refined.end(), scored.begin(), scored.end());
       std::stable_sort(refined.begin(), refined.end(),
@@ -584,6 +659,7 @@ class GpTuner : public Tuner {
   int initial_;
   SobolSampler sobol_;
   std::vector<bool> continuous_;
+  std::vector<std::string> parents_;  // parameters that a condition depends on
   std::vector<Observation> observed_;
   std::unique_ptr<GaussianProcess> gp_;
   std::unique_ptr<GaussianProcess> feasibility_;
@@ -603,7 +679,7 @@ class GpTuner : public Tuner {
   int cost_fitted_n_ = 0;
   double cost_mean_ = 0, cost_scale_ = 1;   // the log costs' mean and sd: the GP's units
   int costs_seen_ = 0, cost_version_ = -1;  // costs observed, and when the cost GP was updated
-  double alpha_ = 1;       // CostExponent(the budget spent)
+  double alpha_ = 1;                        // CostExponent(the budget spent)
 };
 
 }  // namespace

@@ -1,0 +1,342 @@
+#!/usr/bin/python3
+"""Real model-tuning tasks: hyperpack's tuner against Optuna 3.1's TPE and random search.
+
+Eight scikit-learn tasks in the setting of the NeurIPS 2020 black-box optimisation challenge
+(Bayesmark): an estimator, its documented hyperparameters over the ranges that challenge used,
+one of scikit-learn's bundled data sets, and as loss 1 - the mean 5-fold stratified
+cross-validated accuracy (folds shuffled with a fixed seed, the estimator's own seed fixed, so a
+configuration always gets the same loss). Data are standardised first (the trees do not care).
+
+Each trial is a real process. A resident evaluator (`serve`) imports scikit-learn and loads the
+data once, and forks per request, so that a trial costs its fitting and not Python's imports;
+the trial program (`eval`) only connects to it and prints {"loss": ...}. hyperpack runs each study
+through its CLI (`hyperpack run`, the default tuner `gp` with `tuner.seed`); Optuna's TPE and
+random search ask and tell in this process, evaluating through the same evaluator. One at a time:
+budget.max_parallel 1, and Optuna sequentially. In batches of 8: max_parallel 8 (hyperpack keeps 8
+trials running, proposing as each one ends) against TPE with constant_liar asking 8 at a time.
+
+Score (the challenge's normalised score): per task, 100 x (1 - (best - opt) / (median - opt)) of
+the best loss found within the first N evaluations, where opt is the best loss any method found
+on that task in this run and median the median loss of the random-search draws (a median random
+configuration: 0; the best known: 100), averaged over tasks and seeds.
+
+Usage (PY: a python with scikit-learn and Optuna, e.g. PY=$(../shared/tools/sklearn-python)):
+  $PY bench/sklearn_tasks.py run [--tasks all] [--seeds 3] [--budget 64] [--modes 1,8]
+                                  [--methods hyperpack,tpe,random] [--out FILE.json]
+                                  [--hyperpack build/cli/hyperpack] [--jobs 2]
+  $PY bench/sklearn_tasks.py table FILE.json [FILE.json ...]   # merged, scored, printed
+  $PY bench/sklearn_tasks.py serve SOCKET | eval SOCKET TASK NAME=VALUE ...
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+# name: (estimator, data set, fixed arguments, space); a space entry is
+# (kind, low, high, log) with kind float or int.
+TASKS = {
+    "dt-digits": ("DecisionTreeClassifier", "digits", {"random_state": 0}, {
+        "max_depth": ("int", 1, 15, False),
+        "min_samples_split": ("float", 0.01, 0.99, False),
+        "min_samples_leaf": ("float", 0.01, 0.49, False),
+        "min_weight_fraction_leaf": ("float", 0.01, 0.49, False),
+        "max_features": ("float", 0.01, 0.99, False),
+        "min_impurity_decrease": ("float", 0.0, 0.5, False)}),
+    "rf-wine": ("RandomForestClassifier", "wine", {"n_estimators": 10, "random_state": 0}, {
+        "max_depth": ("int", 1, 15, False),
+        "max_features": ("float", 0.01, 0.99, False),
+        "min_samples_split": ("float", 0.01, 0.99, False),
+        "min_samples_leaf": ("float", 0.01, 0.49, False),
+        "min_weight_fraction_leaf": ("float", 0.01, 0.49, False),
+        "min_impurity_decrease": ("float", 0.0, 0.5, False)}),
+    "svm-breast": ("SVC", "breast", {"random_state": 0}, {
+        "C": ("float", 1.0, 1e3, True),
+        "gamma": ("float", 1e-4, 1e-3, True),
+        "tol": ("float", 1e-5, 1e-1, True)}),
+    "knn-wine": ("KNeighborsClassifier", "wine", {}, {
+        "n_neighbors": ("int", 1, 25, False),
+        "p": ("int", 1, 4, False)}),
+    "mlp-wine": ("MLPClassifier", "wine", {"solver": "adam", "random_state": 0, "max_iter": 100}, {
+        "hidden_layer_sizes": ("int", 50, 200, False),
+        "alpha": ("float", 1e-5, 1e1, True),
+        "batch_size": ("int", 10, 250, False),
+        "learning_rate_init": ("float", 1e-5, 1e-1, True),
+        "tol": ("float", 1e-5, 1e-1, True),
+        "validation_fraction": ("float", 0.1, 0.9, False),
+        "beta_1": ("float", 0.5, 0.99, False),
+        "beta_2": ("float", 0.9, 1 - 1e-6, False),
+        "epsilon": ("float", 1e-9, 1e-6, True)}),
+    "ada-wine": ("AdaBoostClassifier", "wine", {"random_state": 0}, {
+        "n_estimators": ("int", 10, 100, False),
+        "learning_rate": ("float", 1e-4, 1e1, True)}),
+    "l1logreg-breast": ("LogisticRegression", "breast",
+                        {"penalty": "l1", "solver": "liblinear", "random_state": 0}, {
+        "C": ("float", 1e-2, 1e2, True),
+        "intercept_scaling": ("float", 1e-2, 1e2, True)}),
+    "hgb-wine": ("HistGradientBoostingClassifier", "wine", {"random_state": 0, "max_iter": 50}, {
+        "learning_rate": ("float", 1e-3, 1.0, True),
+        "max_leaf_nodes": ("int", 2, 64, False),
+        "min_samples_leaf": ("int", 1, 50, False),
+        "l2_regularization": ("float", 1e-6, 10.0, True)}),
+}
+
+
+# ---- the evaluator -------------------------------------------------------------------------
+
+def _loss(task, params, cache={}):
+    import warnings
+    import numpy as np
+    from sklearn import datasets, ensemble, linear_model, neighbors, neural_network, svm, tree
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    estimator, data, fixed, space = TASKS[task]
+    if data not in cache:
+        load = {"digits": datasets.load_digits, "wine": datasets.load_wine,
+                "breast": datasets.load_breast_cancer}[data]
+        cache[data] = load(return_X_y=True)
+    x, y = cache[data]
+    classes = {m: getattr(mod, m) for mod in (tree, ensemble, svm, neighbors, neural_network,
+                                               linear_model) for m in dir(mod)}
+    args = dict(fixed)
+    for name, (kind, _, _, _) in space.items():
+        args[name] = int(params[name]) if kind == "int" else float(params[name])
+    model = make_pipeline(StandardScaler(), classes[estimator](**args))
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        score = cross_val_score(model, x, y, cv=folds, scoring="accuracy", error_score=0.0)
+    return float(1.0 - np.mean(score))
+
+
+def serve(path):
+    import socketserver
+    import sklearn.ensemble  # noqa: F401  (imported once, before the forks)
+    for task in TASKS:
+        _loss(task, {k: (lo if kind == "int" else (lo + hi) / 2)
+                     for k, (kind, lo, hi, _) in TASKS[task][3].items()})
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            request = json.loads(self.rfile.readline())
+            try:
+                reply = {"loss": _loss(request["task"], request["params"])}
+            except Exception as e:  # a configuration the estimator refuses
+                reply = {"error": f"{type(e).__name__}: {e}"}
+            self.wfile.write((json.dumps(reply) + "\n").encode())
+
+    class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
+        pass
+
+    if os.path.exists(path):
+        os.unlink(path)
+    with Server(path, Handler) as s:
+        print("ready", flush=True)
+        s.serve_forever()
+
+
+def ask(path, task, params):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        s.sendall((json.dumps({"task": task, "params": params}) + "\n").encode())
+        reply = json.loads(s.makefile().readline())
+    if "error" in reply:
+        raise RuntimeError(reply["error"])
+    return reply["loss"]
+
+
+# ---- the methods ---------------------------------------------------------------------------
+
+def study_yaml(task, seed, budget, parallel, sock):
+    _, _, _, space = TASKS[task]
+    lines = [f"name: {task}-s{seed}-p{parallel}",
+             "objective: {metric: loss, direction: minimize}", "search_space:"]
+    for name, (kind, lo, hi, log) in space.items():
+        bounds = f"low: {lo}, high: {hi}" if kind == "int" else f"low: {lo!r}, high: {hi!r}"
+        lines.append(f"  {name}: {{type: {kind}, {bounds}{', log: true' if log else ''}}}")
+    args = " ".join(f"{n}={{{n}}}" for n in space)
+    lines += [f"trial: {{command: \"/usr/bin/python3 {os.path.abspath(__file__)} eval {sock} "
+              f"{task} {args}\"}}",
+              f"tuner: {{seed: {seed}}}",
+              f"budget: {{max_trials: {budget}, max_parallel: {parallel}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def run_hyperpack(hyperpack, task, seed, budget, parallel, sock, work):
+    path = os.path.join(work, f"{task}-{seed}-{parallel}.yaml")
+    with open(path, "w") as f:
+        f.write(study_yaml(task, seed, budget, parallel, sock))
+    db = os.path.join(work, f"{task}-{seed}-{parallel}.db")
+    subprocess.run([hyperpack, "run", path, "--storage", db, "--progress", "quiet"], check=True,
+                   stdout=subprocess.DEVNULL)
+    out = subprocess.run([hyperpack, "trials", f"{task}-s{seed}-p{parallel}", "--json",
+                          "--storage", db], check=True, capture_output=True, text=True).stdout
+    trials = sorted(json.loads(out), key=lambda t: t["trial"])
+    return [t["value"] if t.get("value") is not None else math.inf for t in trials]
+
+
+def optuna_distributions(task):
+    import optuna
+    out = {}
+    for name, (kind, lo, hi, log) in TASKS[task][3].items():
+        out[name] = (optuna.distributions.IntDistribution(lo, hi, log=log) if kind == "int"
+                     else optuna.distributions.FloatDistribution(lo, hi, log=log))
+    return out
+
+
+def run_optuna(method, task, seed, budget, parallel, sock):
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    import warnings
+    warnings.simplefilter("ignore")
+    if method == "tpe":
+        sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=parallel > 1)
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    study = optuna.create_study(sampler=sampler)
+    dists = optuna_distributions(task)
+    losses = []
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(parallel) as pool:
+        while len(losses) < budget:
+            k = min(parallel, budget - len(losses))
+            trials = [study.ask(dists) for _ in range(k)]
+            results = list(pool.map(lambda t: ask(sock, task, t.params), trials))
+            for t, loss in zip(trials, results):
+                study.tell(t, loss)
+                losses.append(loss)
+    return losses
+
+
+def run(args):
+    tasks = list(TASKS) if args.tasks == "all" else args.tasks.split(",")
+    modes = [int(m) for m in args.modes.split(",")]
+    methods = args.methods.split(",")
+    work = tempfile.mkdtemp(prefix="sklearn-tasks-")
+    sock = os.path.join(work, "evaluator.sock")
+    server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", sock],
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
+    results = []
+    jobs = [(m, t, s, p) for p in modes for t in tasks for s in range(args.seeds) for m in methods]
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job):
+        method, task, seed, parallel = job
+        start = time.time()
+        if method == "hyperpack":
+            losses = run_hyperpack(args.hyperpack, task, seed, args.budget, parallel, sock, work)
+        else:
+            losses = run_optuna(method, task, seed, args.budget, parallel, sock)
+        label = args.label if method == "hyperpack" and args.label else method
+        return {"method": label, "task": task, "seed": seed, "parallel": parallel,
+                "losses": losses, "seconds": time.time() - start}
+
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for i, r in enumerate(pool.map(one, jobs)):
+                results.append(r)
+                best = min(r["losses"])
+                print(f"[{i + 1}/{len(jobs)}] {r['method']:9s} {r['task']:16s} seed {r['seed']} "
+                      f"x{r['parallel']}: best {best:.4f} ({r['seconds']:.0f} s)", flush=True)
+    finally:
+        server.terminate()
+    with open(args.out, "w") as f:
+        json.dump({"budget": args.budget, "results": results}, f)
+    print(f"wrote {args.out}")
+
+
+# ---- scoring -------------------------------------------------------------------------------
+
+def score_table(files, checkpoints=(16, 32, 64), label=None):
+    results = []
+    for path in files:
+        with open(path) as f:
+            for r in json.load(f)["results"]:
+                r = dict(r)
+                if label:
+                    r["method"] = label.get(path, {}).get(r["method"], r["method"])
+                results.append(r)
+    tasks = sorted({r["task"] for r in results})
+    opt = {t: min(min(r["losses"]) for r in results if r["task"] == t) for t in tasks}
+    median = {}
+    for t in tasks:
+        draws = sorted(l for r in results if r["task"] == t and r["method"] == "random"
+                       for l in r["losses"] if math.isfinite(l))
+        median[t] = draws[len(draws) // 2] if draws else None
+
+    def score(r, n):
+        best = min(r["losses"][:n])
+        span = median[r["task"]] - opt[r["task"]]
+        return 100.0 * (1.0 - (best - opt[r["task"]]) / span) if span > 0 else 100.0
+
+    methods = sorted({r["method"] for r in results})
+    out = {}
+    for parallel in sorted({r["parallel"] for r in results}):
+        print(f"\nmax_parallel {parallel}: mean normalised score (100 = best known, "
+              f"0 = median random draw)")
+        print(f"{'method':24s}" + "".join(f"{n:>8d}" for n in checkpoints))
+        for m in methods:
+            rs = [r for r in results if r["method"] == m and r["parallel"] == parallel]
+            if not rs:
+                continue
+            row = [sum(score(r, n) for r in rs) / len(rs) for n in checkpoints]
+            out[(m, parallel)] = row
+            print(f"{m:24s}" + "".join(f"{v:8.1f}" for v in row))
+        print(f"\nper task, at {checkpoints[0]} / {checkpoints[-1]} (mean over seeds)")
+        print(f"{'task':18s}" + "".join(f"{m:>22s}" for m in methods))
+        for t in tasks:
+            cells = []
+            for m in methods:
+                rs = [r for r in results if r["method"] == m and r["parallel"] == parallel
+                      and r["task"] == t]
+                if not rs:
+                    cells.append(f"{'':>22s}")
+                    continue
+                a = sum(score(r, checkpoints[0]) for r in rs) / len(rs)
+                b = sum(score(r, checkpoints[-1]) for r in rs) / len(rs)
+                cells.append(f"{a:13.1f} / {b:6.1f}")
+            print(f"{t:18s}" + "".join(cells))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--tasks", default="all")
+    r.add_argument("--seeds", type=int, default=3)
+    r.add_argument("--budget", type=int, default=64)
+    r.add_argument("--modes", default="1,8")
+    r.add_argument("--methods", default="hyperpack,tpe,random")
+    r.add_argument("--hyperpack", default=os.path.abspath("build/cli/hyperpack"))
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--out", default="sklearn_tasks.json")
+    r.add_argument("--label", help="the name hyperpack's results go by (comparing builds)")
+    t = sub.add_parser("table")
+    t.add_argument("files", nargs="+")
+    s = sub.add_parser("serve")
+    s.add_argument("socket")
+    e = sub.add_parser("eval")
+    e.add_argument("socket")
+    e.add_argument("task")
+    e.add_argument("params", nargs="*")
+    a = p.parse_args()
+    if a.command == "run":
+        run(a)
+    elif a.command == "table":
+        score_table(a.files)
+    elif a.command == "serve":
+        serve(a.socket)
+    else:
+        params = dict(kv.split("=", 1) for kv in a.params)
+        print(json.dumps({"loss": ask(a.socket, a.task, params)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
