@@ -586,6 +586,34 @@ class GpTuner : public Tuner {
     return false;
   }
 
+  // Candidates under `model` by acquisition, best first: the best few distinct ones refined (the
+  // best also swept over its discrete values) ahead of all of them unrefined, as fallbacks.
+  std::vector<Scored> RankedCandidates(const GaussianProcess& model, uint64_t salt) const {
+    std::mt19937_64 rng(Mix64(options_.seed ^ Mix64(0xac0 + salt)));
+    std::vector<Eigen::VectorXd> cands = Candidates(rng, salt);
+    Eigen::MatrixXd xs(cands.size(), encoder_.dims());
+    for (size_t j = 0; j < cands.size(); ++j) xs.row(j) = cands[j].transpose();
+    Eigen::VectorXd acq = AcquisitionBatch(model, xs);
+    std::vector<Scored> scored;
+    for (size_t j = 0; j < cands.size(); ++j) scored.push_back({acq(j), cands[j]});
+    std::sort(scored.begin(), scored.end(),
+              [](const Scored& a, const Scored& b) { return a.acq > b.acq; });
+    std::vector<Scored> refined;
+    for (size_t j = 0; j < scored.size() && static_cast<int>(refined.size()) < kRefineStarts; ++j) {
+      bool distinct = true;
+      for (const Scored& r : refined) distinct = distinct && (r.x - scored[j].x).norm() > 1e-6;
+      // The discrete sweep for the best start only: it costs a batch of predictions per
+      // discrete parameter and round.
+      if (distinct)
+        refined.push_back(refined.empty() ? SweepDiscrete(model, Refine(model, scored[j]))
+                                          : Refine(model, scored[j]));
+    }
+    refined.insert(refined.end(), scored.begin(), scored.end());
+    std::stable_sort(refined.begin(), refined.end(),
+                     [](const Scored& a, const Scored& b) { return a.acq > b.acq; });
+    return refined;
+  }
+
   Result<std::vector<Config>> ProposeFromModel(int n, std::vector<Config> pending, int seen) {
     // Fantasies: pending configurations as if they had returned the posterior mean.
     GaussianProcess model = *gp_;
@@ -600,30 +628,7 @@ class GpTuner : public Tuner {
     }
     std::vector<Config> out;
     for (int i = 0; i < n; ++i) {
-      std::mt19937_64 rng(Mix64(options_.seed ^ Mix64(0xac0 + static_cast<uint64_t>(seen + i))));
-      std::vector<Eigen::VectorXd> cands = Candidates(rng, static_cast<uint64_t>(seen + i));
-      Eigen::MatrixXd xs(cands.size(), encoder_.dims());
-      for (size_t j = 0; j < cands.size(); ++j) xs.row(j) = cands[j].transpose();
-      Eigen::VectorXd acq = AcquisitionBatch(model, xs);
-      std::vector<Scored> scored;
-      for (size_t j = 0; j < cands.size(); ++j) scored.push_back({acq(j), cands[j]});
-      std::sort(scored.begin(), scored.end(),
-                [](const Scored& a, const Scored& b) { return a.acq > b.acq; });
-      // Refine the best few distinct starts; keep everything as fallbacks.
-      std::vector<Scored> refined;
-      for (size_t j = 0; j < scored.size() && static_cast<int>(refined.size()) < kRefineStarts;
-           ++j) {
-        bool distinct = true;
-        for (const Scored& r : refined) distinct = distinct && (r.x - scored[j].x).norm() > 1e-6;
-        // The discrete sweep for the best start only: it costs a batch of predictions per
-        // discrete parameter and round.
-        if (distinct)
-          refined.push_back(refined.empty() ? SweepDiscrete(model, Refine(model, scored[j]))
-                                            : Refine(model, scored[j]));
-      }
-      refined.insert(refined.end(), scored.begin(), scored.end());
-      std::stable_sort(refined.begin(), refined.end(),
-                       [](const Scored& a, const Scored& b) { return a.acq > b.acq; });
+      const std::vector<Scored> refined = RankedCandidates(model, static_cast<uint64_t>(seen + i));
       std::optional<Config> chosen;
       Eigen::VectorXd chosen_x;
       for (const Scored& s : refined) {
