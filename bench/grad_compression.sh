@@ -10,8 +10,11 @@
 # repository). For each seed 1..S and each model it runs, alternately (A B A B ...), with
 # --nproc 2 --batch-size B (the global batch: B/2 samples per rank per step) --threads T:
 #   hyperpack none, PyTorch none, hyperpack fp16, PyTorch fp16, hyperpack bf16, PyTorch bf16.
+#   hyperpack int8 (PyTorch 1.13 has no int8 path on a CPU: its quantization hooks call .cuda()).
 # hyperpack-trainer --grad-compression fp16|bf16 sends each bucket in that type (an all-to-all of
-# chunks) and sums it in fp32 (then an all-gather); PyTorch's fp16_compress_hook /
+# chunks) and sums it in fp32 (then an all-gather); int8 sends 8-bit integers with a scale per block
+# of up to 256 and carries what rounding lost to the next step (error feedback); PyTorch's
+# fp16_compress_hook /
 # bf16_compress_hook cast the bucket, divide it by the ranks and all-reduce it in fp16 / bf16, so
 # the sum itself is taken in half precision. PyTorch 1.13 refuses bf16 on Gloo (pytorch_fmnist.py
 # exits 2 before starting any rank): that row is then reported as not available and not retried.
@@ -19,7 +22,9 @@
 # Tables, one per model: median [min, max] over the seeds of the final test accuracy, of the final
 # val accuracy and of samples/s (the last epoch's metric line: optimizer steps x global batch /
 # seconds of its training loop), and the median test accuracy minus that of the same
-# implementation's `none` row. The commands are printed exactly as they ran. Progress goes to
+# implementation's `none` row. Bytes: what the loopback interface carried during each run
+# (/proc/net/dev, both ranks and their rendezvous; other traffic on loopback counts too) per
+# optimizer step, and hyperpack-trainer's own count of what a rank sends (sent_bytes_per_step). The commands are printed exactly as they ran. Progress goes to
 # stderr. A run that fails is reported and left out, and the exit status is 1.
 #
 # Threads: as in bench/trainer_throughput.sh, every run is given OPENBLAS_NUM_THREADS (default:
@@ -158,6 +163,13 @@ command_for() {
   fi
 }
 
+# Bytes the loopback interface has sent since boot (/proc/net/dev: the 9th field after 'lo:').
+loopback_bytes() {
+  awk -F'[: ]+' '$2 == "lo" { print $11 }' /proc/net/dev
+}
+[[ "$(loopback_bytes)" =~ ^[0-9]+$ ]] ||
+  { echo "grad_compression.sh: no 'lo' interface in /proc/net/dev" >&2; exit 2; }
+
 # What the commands run with, for the printed form.
 env_words=()
 if [[ -n "${OPENBLAS_NUM_THREADS:-}" ]]; then
@@ -169,11 +181,12 @@ start_s=$SECONDS
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 for ((seed = 1; seed <= seeds; ++seed)); do
   for model in $models; do
-    for compression in none fp16 bf16; do
+    for compression in none fp16 bf16 int8; do
       for impl in hyperpack pytorch; do
         if [[ "$impl" == pytorch && "$compression" == bf16 && $pytorch_bf16 -eq 0 ]]; then
           continue
         fi
+        [[ "$impl" == pytorch && "$compression" == int8 ]] && continue
         command_for "$impl" "$model" "$compression" "$seed"
         line="$(shell_words "${env_words[@]}" "${cmd[@]}")"
         if [[ $seed -eq 1 ]]; then echo "$line" >>"$commands"; fi
@@ -181,7 +194,9 @@ for ((seed = 1; seed <= seeds; ++seed)); do
              "($((SECONDS - start_s)) s so far)" >&2
         out="$work/out.txt"
         status=0
+        lo_before="$(loopback_bytes)"
         "${cmd[@]}" >"$out" 2>"$work/err.txt" || status=$?
+        lo_after="$(loopback_bytes)"
         if [[ $status -eq 2 && "$impl" == pytorch && "$compression" == bf16 ]]; then
           why="$(grep -m 1 'grad-compression bf16' "$work/err.txt" || true)"
           if [[ -n "$why" ]]; then
@@ -203,8 +218,8 @@ for ((seed = 1; seed <= seeds; ++seed)); do
           failed=1
           continue
         fi
-        printf '%s\t%s\t%s\t%s\t%s\n' "$impl" "$model" "$compression" "$seed" "$metrics" \
-          >>"$results"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$impl" "$model" "$compression" "$seed" \
+          "$((lo_after - lo_before))" "$metrics" >>"$results"
       done
     done
   done
@@ -224,14 +239,21 @@ import sys
  load_before, load_after, cores, blas_note, ranks) = sys.argv[1:]
 runs = {}
 for row in open(path):
-    impl, model, compression, seed, metrics = row.rstrip("\n").split("\t", 4)
-    runs.setdefault((impl, model, compression), []).append(json.loads(metrics))
+    impl, model, compression, seed, lo_bytes, metrics = row.rstrip("\n").split("\t", 5)
+    line = json.loads(metrics)
+    if line.get("step"):
+        line["lo_kb_per_step"] = int(lo_bytes) / 1000 / line["step"]
+    if "sent_bytes_per_step" in line:
+        line["sent_kb_per_step"] = line["sent_bytes_per_step"] / 1000
+    runs.setdefault((impl, model, compression), []).append(line)
 missing = {}
 for row in open(unavailable):
     impl, compression, why = row.rstrip("\n").split("\t", 2)
     missing[(impl, compression)] = why
 models = models.split()
-COMPRESSIONS = ("none", "fp16", "bf16")
+COMPRESSIONS = ("none", "fp16", "bf16", "int8")
+missing[("pytorch", "int8")] = ("PyTorch %s has no int8 gradient path on a CPU (its DDP "
+                                "quantization hooks call .cuda())" % torch_version)
 NAMES = {"hyperpack": "hyperpack", "pytorch": "pytorch DDP"}
 
 
@@ -272,7 +294,8 @@ def table(header, body):
 
 b, r = int(batch), int(ranks)
 print("Gradient compression with %d ranks (Gloo on loopback): hyperpack-trainer --grad-compression "
-      "(fp16 / bf16 on the wire, summed in fp32) vs PyTorch %s DDP's fp16_compress_hook / "
+      "(fp16 / bf16 / int8 with error feedback on the wire, summed in fp32) vs PyTorch %s DDP's "
+      "fp16_compress_hook / "
       "bf16_compress_hook (summed in fp16 / bf16), bench/pytorch_fmnist.py. Fashion-MNIST: %s "
       "epoch(s) of %s training samples, global batch %d (%d per rank), %s thread(s) per rank (%s), "
       "fp32 training; median [min, max] over seeds 1..%s, runs taken alternately (A B A B). "
@@ -285,14 +308,16 @@ for m in models:
     for impl in ("hyperpack", "pytorch"):
         for c in COMPRESSIONS:
             if (impl, c) in missing:
-                body.append([NAMES[impl], c, "not available", "-", "-", "-"])
+                body.append([NAMES[impl], c, "not available", "-", "-", "-", "-", "-"])
                 continue
             body.append([NAMES[impl], c, cell(impl, m, c, "test_accuracy", "%.4f"),
                          cell(impl, m, c, "val_accuracy", "%.4f"),
                          cell(impl, m, c, "samples_per_s", "%.0f"),
-                         "" if c == "none" else delta(impl, m, c)])
+                         "" if c == "none" else delta(impl, m, c),
+                         cell(impl, m, c, "lo_kb_per_step", "%.1f"),
+                         cell(impl, m, c, "sent_kb_per_step", "%.1f")])
     table(["implementation", "compression", "test accuracy", "val accuracy", "samples/s",
-           "test accuracy - none"], body)
+           "test accuracy - none", "loopback KB/step", "sent KB/step (rank 0's count)"], body)
 for (impl, c), why in sorted(missing.items()):
     print("\n%s %s not available: %s" % (NAMES[impl], c, why))
 print("\nCommands of seed 1, in this order for every seed (--seed S for seed S; %s; WORLD_SIZE, "

@@ -266,14 +266,22 @@ TEST_F(TrainerTest, TheLossScaleIsCheckpointedWithTheEpoch) {
   EXPECT_LT(MaxDifference(Params(dir_ / "through.bin"), Params(dir_ / "rest.bin")), 1e-6);
 }
 
-// Buckets sent as bf16 or fp16 and summed in fp32: the run trains as the full-width one does, to
-// within the wire's rounding, and not bit-identically (it did travel compressed).
+// Buckets sent as bf16, fp16 or int8 and summed in fp32: the run trains as the full-width one
+// does, to within the wire's rounding, and not bit-identically (it did travel compressed), sending
+// half (or about a quarter) of the bytes each step.
 TEST_F(TrainerTest, CompressedGradientsTrainLikeFullWidthOnes) {
   std::vector<std::string> common = {"--batch-size", "32", "--epochs", "2", "--nproc", "2"};
   auto full = Run(Base(dir_ / "full.bin"), common);
   ASSERT_EQ(full.exit_code, 0) << full.err;
   double full_acc = MetricLines(full.out).at(1)["val_accuracy"].get<double>();
-  for (const char* wire : {"bf16", "fp16"}) {
+  double full_bytes = MetricLines(full.out).at(1)["sent_bytes_per_step"].get<double>();
+  EXPECT_GT(full_bytes, 0);
+  struct Wire {
+    const char* name;
+    double bytes_low, bytes_high;  // sent per step, as a fraction of fp32's
+  };
+  for (Wire w : {Wire{"bf16", 0.49, 0.51}, Wire{"fp16", 0.49, 0.51}, Wire{"int8", 0.25, 0.28}}) {
+    const char* wire = w.name;
     std::string out = dir_ / (std::string(wire) + ".bin");
     std::vector<std::string> args = common;
     args.insert(args.end(), {"--grad-compression", wire});
@@ -283,6 +291,9 @@ TEST_F(TrainerTest, CompressedGradientsTrainLikeFullWidthOnes) {
     EXPECT_GT(diff, 0.0f) << wire;
     EXPECT_LT(diff, 0.05f) << wire;
     EXPECT_NEAR(MetricLines(r.out).at(1)["val_accuracy"].get<double>(), full_acc, 0.05) << wire;
+    double bytes = MetricLines(r.out).at(1)["sent_bytes_per_step"].get<double>();
+    EXPECT_GT(bytes, w.bytes_low * full_bytes) << wire;
+    EXPECT_LT(bytes, w.bytes_high * full_bytes) << wire;
   }
 }
 
@@ -300,7 +311,7 @@ TEST_F(TrainerTest, BadInputGetsAClearErrorAndTheRightExitCode) {
   EXPECT_THAT(value.err, HasSubstr("'adam' is not one of adamw, sgd"));
   auto wire = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--grad-compression", "zip"});
   EXPECT_EQ(wire.exit_code, 1);
-  EXPECT_THAT(wire.err, HasSubstr("grad_compression: 'zip' is not one of none, fp16, bf16"));
+  EXPECT_THAT(wire.err, HasSubstr("grad_compression: 'zip' is not one of none, fp16, bf16, int8"));
   auto scale = Run({kTrainer, "--data", "csv", "--data-path", csv_, "--loss-scale", "-4"});
   EXPECT_EQ(scale.exit_code, 1);
   EXPECT_THAT(scale.err, HasSubstr("loss_scale: a static loss scale must be a number > 0"));

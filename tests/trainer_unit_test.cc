@@ -1,6 +1,6 @@
 // The trainer's parts that need no training run: the loss scaler's policy with injected
-// overflows, unscaling on tensors, and compressed gradient all-reduce between two ranks that
-// meet over real Gloo on loopback (two threads of this process).
+// overflows, unscaling on tensors, int8 rounding, and compressed gradient all-reduce between two
+// ranks that meet over real Gloo on loopback (two threads of this process).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "ddp.h"
+#include "int8_wire.h"
 #include "loss_scaler.h"
 #include "test_util.h"
 
@@ -122,12 +123,19 @@ TEST(UnscaleGradientsTest, FindsAnInfOrANaNInAnyParameter) {
   }
 }
 
-// Each of two ranks has two parameters (odd sizes, so that buckets need padding) whose gradients
-// are rank-specific; returns each rank's gradients after GradientSync::Finish.
-std::vector<std::vector<torch::Tensor>> SyncTwoRanks(GradCompression compression, double magnitude,
-                                                     size_t bucket_bytes) {
+// What two ranks end with after `steps` optimizer steps in which rank r's parameters get the
+// gradients grads[r] (the same each step), synced by GradientSync over real Gloo.
+struct TwoRanks {
+  std::vector<std::vector<torch::Tensor>> first;  // [rank][param]: after the first step
+  std::vector<std::vector<torch::Tensor>> sum;    // [rank][param]: summed over the steps, in fp64
+  std::vector<double> bytes_sent;                 // [rank], over all the steps
+};
+
+TwoRanks SyncStepsOnTwoRanks(GradCompression compression,
+                             const std::vector<std::vector<torch::Tensor>>& grads,
+                             size_t bucket_bytes, int steps) {
   const int port = hyperpack::testing::FreeLoopbackPort();
-  std::vector<std::vector<torch::Tensor>> out(2);
+  TwoRanks out{{{}, {}}, {{}, {}}, {0, 0}};
   std::vector<std::string> errors(2);
   auto rank_main = [&](int rank) {
     try {
@@ -136,15 +144,28 @@ std::vector<std::vector<torch::Tensor>> SyncTwoRanks(GradCompression compression
       rdv.world_size = 2;
       rdv.master_port = port;
       auto comm = MakeC10dCommunicator(rdv);
-      std::vector<torch::Tensor> params = {torch::zeros({7}, torch::requires_grad()),
-                                           torch::zeros({13}, torch::requires_grad())};
+      std::vector<torch::Tensor> params;
+      for (const torch::Tensor& g : grads[rank])
+        params.push_back(torch::zeros_like(g).requires_grad_());
       GradientSync sync(params, comm.get(), bucket_bytes, /*overlap=*/true, compression);
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + rank);
-      torch::Tensor a = torch::randn({7}, gen) * magnitude, b = torch::randn({13}, gen) * magnitude;
-      sync.BeginMicroStep(true);
-      ((params[0] * a).sum() + (params[1] * b).sum()).backward();
-      sync.Finish();
-      out[rank] = {params[0].grad().clone(), params[1].grad().clone()};
+      for (int step = 0; step < steps; ++step) {
+        for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
+        sync.BeginMicroStep(true);
+        torch::Tensor loss = torch::zeros({});
+        for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * grads[rank][i]).sum();
+        loss.backward();
+        sync.Finish();
+        for (size_t i = 0; i < params.size(); ++i) {
+          torch::Tensor g = params[i].grad().to(torch::kFloat64);
+          if (step == 0) {
+            out.first[rank].push_back(params[i].grad().clone());
+            out.sum[rank].push_back(g);
+          } else {
+            out.sum[rank][i] += g;
+          }
+        }
+      }
+      out.bytes_sent[rank] = sync.bytes_sent();
     } catch (const std::exception& e) {
       errors[rank] = e.what();
     }
@@ -157,15 +178,29 @@ std::vector<std::vector<torch::Tensor>> SyncTwoRanks(GradCompression compression
   return out;
 }
 
+// Rank r's gradients for SyncTwoRanks: two parameters of odd sizes (so that buckets need padding).
+std::vector<torch::Tensor> RankGradients(int rank, double magnitude) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + rank);
+  torch::Tensor a = torch::randn({7}, gen) * magnitude, b = torch::randn({13}, gen) * magnitude;
+  return {a, b};
+}
+
+// Each rank's gradients after one step of GradientSync.
+std::vector<std::vector<torch::Tensor>> SyncTwoRanks(GradCompression compression, double magnitude,
+                                                     size_t bucket_bytes) {
+  return SyncStepsOnTwoRanks(compression, {RankGradients(0, magnitude), RankGradients(1, magnitude)},
+                             bucket_bytes, 1)
+      .first;
+}
+
 // The mean over the two ranks of what SyncTwoRanks gives each, computed here in fp64.
 std::vector<torch::Tensor> ExactMean(double magnitude) {
   std::vector<torch::Tensor> mean = {torch::zeros({7}, torch::kFloat64),
                                      torch::zeros({13}, torch::kFloat64)};
   for (int rank = 0; rank < 2; ++rank) {
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + rank);
-    torch::Tensor a = torch::randn({7}, gen) * magnitude, b = torch::randn({13}, gen) * magnitude;
-    mean[0] += a.to(torch::kFloat64) / 2;
-    mean[1] += b.to(torch::kFloat64) / 2;
+    std::vector<torch::Tensor> g = RankGradients(rank, magnitude);
+    mean[0] += g[0].to(torch::kFloat64) / 2;
+    mean[1] += g[1].to(torch::kFloat64) / 2;
   }
   return mean;
 }
@@ -225,6 +260,87 @@ TEST(CompressedAllReduceTest, Fp16OverflowArrivesAsAnInfThatTheScalerCatchesButB
   std::vector<torch::Tensor> pb = {WithGrad(torch::zeros({7}), bf16[0][0]),
                                    WithGrad(torch::zeros({13}), bf16[0][1])};
   EXPECT_TRUE(UnscaleGradients(pb, 1));
+}
+
+TEST(Int8WireTest, RoundsEachValueToWithinHalfItsBlocksStepAndKeepsWhatItLost) {
+  Int8Layout l = Int8Layout::For(500);
+  EXPECT_EQ(l.blocks, 2);
+  EXPECT_EQ(l.block, 252);  // 250 rounded up to a multiple of 4
+  EXPECT_GE(l.values(), 500);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+  torch::Tensor x = torch::randn({l.values()}, gen);
+  x.narrow(0, l.block, l.block) *= 1e-3;  // the second block is a thousand times smaller
+  torch::Tensor residual = torch::zeros_like(x), segment = torch::empty({l.bytes()}, torch::kInt8);
+  QuantizeInt8(x, residual, l, segment);
+  torch::Tensor y = DequantizeInt8(segment, l);
+  for (int64_t k = 0; k < l.blocks; ++k) {
+    torch::Tensor xs = x.narrow(0, k * l.block, l.block), ys = y.narrow(0, k * l.block, l.block);
+    double step = xs.abs().max().item<double>() / 127;
+    EXPECT_LE((xs - ys).abs().max().item<double>(), step / 2 * (1 + 1e-5)) << "block " << k;
+    EXPECT_GT((xs - ys).abs().max().item<double>(), 0) << "block " << k;
+  }
+  EXPECT_TRUE(torch::allclose(residual, x - y, 0, 1e-7));
+}
+
+TEST(Int8WireTest, ANonFiniteValueSpoilsItsBlockAsNaNAndNotTheResidual) {
+  Int8Layout l = Int8Layout::For(16, /*max_block=*/8);
+  ASSERT_EQ(l.blocks, 2);
+  torch::Tensor x = torch::ones({l.values()});
+  x[3] = std::numeric_limits<float>::infinity();
+  torch::Tensor residual = torch::zeros_like(x), segment = torch::empty({l.bytes()}, torch::kInt8);
+  QuantizeInt8(x, residual, l, segment);
+  torch::Tensor y = DequantizeInt8(segment, l);
+  EXPECT_TRUE(torch::isnan(y.narrow(0, 0, l.block)).all().item<bool>());
+  EXPECT_TRUE(torch::equal(y.narrow(0, l.block, l.block), torch::ones({l.block})));
+  EXPECT_TRUE(torch::isfinite(residual).all().item<bool>());
+}
+
+// int8 on the wire: both ranks get the same gradients, within a few of int8's steps of the mean
+// and not equal to it; and about a quarter of fp32's bytes are sent.
+TEST(CompressedAllReduceTest, Int8BucketsArriveWithinTheirStepsInAQuarterOfTheBytes) {
+  for (size_t bucket_bytes : {size_t{0}, size_t{1} << 20}) {
+    auto got = SyncTwoRanks(GradCompression::kInt8, 1.0, bucket_bytes);
+    auto want = ExactMean(1.0);
+    for (int i = 0; i < 2; ++i) EXPECT_TRUE(torch::equal(got[0][i], got[1][i]));
+    auto got_flat = torch::cat({got[0][0], got[0][1]}).to(torch::kFloat64);
+    auto want_flat = torch::cat({want[0], want[1]});
+    double abs_err = (got_flat - want_flat).abs().max().item<double>();
+    EXPECT_GT(abs_err, 0);
+    // Each addend (|g|/2 < 2 here) and the sum rounded once: half a step of 2/127 each, loosely.
+    EXPECT_LT(abs_err, 3 * (2.0 / 127)) << "bucket_bytes " << bucket_bytes;
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  std::vector<std::vector<torch::Tensor>> big = {{torch::randn({1000}, gen)},
+                                                 {torch::randn({1000}, gen)}};
+  auto full = SyncStepsOnTwoRanks(GradCompression::kNone, big, 1 << 20, 1);
+  auto int8 = SyncStepsOnTwoRanks(GradCompression::kInt8, big, 1 << 20, 1);
+  EXPECT_EQ(full.bytes_sent[0], 4000);  // a ring all-reduce of 2 ranks sends its tensor once
+  EXPECT_GT(int8.bytes_sent[0], 0.25 * 4000);
+  EXPECT_LT(int8.bytes_sent[0], 0.27 * 4000);
+}
+
+// Error feedback: the same gradients every step, with small values beside a large one in each
+// block, so that rounding to nearest loses the same amount every step. Each step is off by that
+// amount, but what was lost is carried to the next step, so the sum over 100 steps is off only by
+// the residuals left at the end (under two of int8's steps); without them it would be off by 100
+// times one step's error.
+TEST(CompressedAllReduceTest, Int8ErrorFeedbackKeepsTheLongRunSumExact) {
+  std::vector<std::vector<torch::Tensor>> grads(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    torch::Tensor g = torch::linspace(0.0005, 0.004, 40) * (rank + 1);
+    g[0] = 1.0;
+    g[39] = -1.0;
+    grads[rank] = {g};
+  }
+  torch::Tensor mean = (grads[0][0].to(torch::kFloat64) + grads[1][0].to(torch::kFloat64)) / 2;
+  const int steps = 100;
+  auto got = SyncStepsOnTwoRanks(GradCompression::kInt8, grads, 1 << 20, steps);
+  EXPECT_TRUE(torch::equal(got.sum[0][0], got.sum[1][0]));
+  double one_step = (got.first[0][0].to(torch::kFloat64) - mean).abs().max().item<double>();
+  double long_run = (got.sum[0][0] - steps * mean).abs().max().item<double>();
+  EXPECT_GT(one_step, 1e-4);
+  EXPECT_LT(long_run, 2.0 / 127) << "one step's error " << one_step;
+  EXPECT_LT(long_run, steps * one_step / 10);
 }
 
 }  // namespace

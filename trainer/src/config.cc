@@ -80,7 +80,8 @@ constexpr Name<Precision> kPrecisions[] = {
     {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}};
 constexpr Name<GradCompression> kCompressions[] = {{"none", GradCompression::kNone},
                                                    {"fp16", GradCompression::kFp16},
-                                                   {"bf16", GradCompression::kBf16}};
+                                                   {"bf16", GradCompression::kBf16},
+                                                   {"int8", GradCompression::kInt8}};
 constexpr Name<DeviceChoice> kDevices[] = {
     {"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}};
 

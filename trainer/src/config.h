@@ -13,8 +13,9 @@
 namespace hyperpack::trainer {
 
 enum class Precision { kFp32, kBf16, kFp16 };
-// How gradient buckets travel between ranks (ddp.h): at full width, or as fp16 or bf16.
-enum class GradCompression { kNone, kFp16, kBf16 };
+// How gradient buckets travel between ranks (ddp.h): at full width, as fp16 or bf16, or as int8
+// with a scale per block and error feedback.
+enum class GradCompression { kNone, kFp16, kBf16, kInt8 };
 enum class DeviceChoice { kAuto, kCpu, kCuda };  // auto: CUDA when this libtorch sees a GPU
 // kAuto: dynamic with fp16, none otherwise.
 enum class LossScaleMode { kAuto, kNone, kDynamic, kStatic };

@@ -39,17 +39,27 @@ GradientSync::GradientSync(std::vector<torch::Tensor> params, Communicator* comm
   for (Bucket& b : buckets_) {
     int64_t total = b.offsets.back() + params_[b.params.back()].numel();
     b.flat = torch::zeros({total}, params_[b.params.front()].options());
-    if (compression_ != GradCompression::kNone && comm_->world_size() > 1) {
-      const int64_t w = comm_->world_size();
-      auto type = compression_ == GradCompression::kBf16 ? torch::kBFloat16 : torch::kHalf;
-      b.wire = torch::zeros({(total + w - 1) / w * w}, b.flat.options().dtype(type));
-      b.received = torch::zeros_like(b.wire);
-    }
+    if (compression_ != GradCompression::kNone && comm_->world_size() > 1) AllocateWire(b, total);
   }
   for (int i = 0; i < n; ++i) {
     if (bucket_of_[i] < 0) continue;
     params_[i].register_hook([this, i](torch::Tensor grad) { OnGrad(i, grad); });
   }
+}
+
+void GradientSync::AllocateWire(Bucket& b, int64_t total) {
+  const int64_t w = comm_->world_size();
+  if (compression_ == GradCompression::kInt8) {
+    b.layout = Int8Layout::For((total + w - 1) / w);
+    b.wire = torch::zeros({w * b.layout.bytes()}, b.flat.options().dtype(torch::kInt8));
+    b.padded = torch::zeros({w * b.layout.values()}, b.flat.options());
+    b.residual = torch::zeros_like(b.padded);
+    b.sum_residual = torch::zeros({b.layout.values()}, b.flat.options());
+  } else {
+    auto type = compression_ == GradCompression::kBf16 ? torch::kBFloat16 : torch::kHalf;
+    b.wire = torch::zeros({(total + w - 1) / w * w}, b.flat.options().dtype(type));
+  }
+  b.received = torch::zeros_like(b.wire);
 }
 
 void GradientSync::BeginMicroStep(bool sync) {
@@ -88,21 +98,67 @@ void GradientSync::OnGrad(int i, const torch::Tensor& grad) {
 
 void GradientSync::Launch(Bucket& b) {
   if (b.pending) return;
+  const double w = comm_->world_size();
   if (!b.wire.defined()) {
+    bytes_sent_ += 2 * (w - 1) / w * b.flat.nbytes();
     b.pending = comm_->AllReduceSum(b.flat);
     return;
   }
-  b.wire.narrow(0, 0, b.flat.numel()).copy_(b.flat);  // rounded once, here; the padding stays 0
+  if (compression_ == GradCompression::kInt8) {
+    QuantizeAndSend(b);
+  } else {
+    b.wire.narrow(0, 0, b.flat.numel()).copy_(b.flat);  // rounded once, here; the padding stays 0
+  }
+  bytes_sent_ += (w - 1) / w * b.wire.nbytes();
   b.pending = comm_->AllToAll(OnTheWire(b.wire), OnTheWire(b.received));
+}
+
+void GradientSync::QuantizeAndSend(Bucket& b) {
+  const Int8Layout& l = b.layout;
+  b.padded.narrow(0, 0, b.flat.numel()).copy_(b.flat);  // the padding stays 0
+  for (int64_t i = 0; i < comm_->world_size(); ++i) {
+    QuantizeInt8(b.padded.narrow(0, i * l.values(), l.values()),
+                 b.residual.narrow(0, i * l.values(), l.values()), l,
+                 b.wire.narrow(0, i * l.bytes(), l.bytes()));
+  }
+}
+
+torch::Tensor GradientSync::SumInt8(Bucket& b) {
+  const Int8Layout& l = b.layout;
+  torch::Tensor sum = torch::zeros({l.values()}, b.flat.options());
+  for (int64_t i = 0; i < comm_->world_size(); ++i)
+    sum += DequantizeInt8(b.received.narrow(0, i * l.bytes(), l.bytes()), l);
+  torch::Tensor out = b.wire.narrow(0, comm_->rank() * l.bytes(), l.bytes());
+  QuantizeInt8(sum, b.sum_residual, l, out);
+  return out;
+}
+
+void GradientSync::Unwire(Bucket& b) {
+  if (compression_ != GradCompression::kInt8) {
+    b.flat.copy_(b.wire.narrow(0, 0, b.flat.numel()));
+    return;
+  }
+  const Int8Layout& l = b.layout;
+  for (int64_t i = 0; i < comm_->world_size(); ++i) {
+    b.padded.narrow(0, i * l.values(), l.values())
+        .copy_(DequantizeInt8(b.wire.narrow(0, i * l.bytes(), l.bytes()), l));
+  }
+  b.flat.copy_(b.padded.narrow(0, 0, b.flat.numel()));
 }
 
 void GradientSync::SumAndGather(Bucket& b) {
   b.pending->Wait();
   const int64_t w = comm_->world_size(), chunk = b.wire.numel() / w;
-  // This rank's chunk of the sum, in fp32, then rounded once more to travel back.
-  torch::Tensor mine = b.received.view({w, chunk}).to(torch::kFloat32).sum(0);
-  torch::Tensor out = b.wire.narrow(0, comm_->rank() * chunk, chunk);
-  out.copy_(mine);
+  torch::Tensor out;
+  if (compression_ == GradCompression::kInt8) {
+    out = SumInt8(b);
+  } else {
+    // This rank's chunk of the sum, in fp32, then rounded once more to travel back.
+    torch::Tensor mine = b.received.view({w, chunk}).to(torch::kFloat32).sum(0);
+    out = b.wire.narrow(0, comm_->rank() * chunk, chunk);
+    out.copy_(mine);
+  }
+  bytes_sent_ += static_cast<double>(w - 1) * out.nbytes();
   std::vector<torch::Tensor> chunks;
   for (int64_t i = 0; i < w; ++i) chunks.push_back(OnTheWire(b.wire.narrow(0, i * chunk, chunk)));
   b.pending = comm_->AllGather(OnTheWire(out).clone(), std::move(chunks));
@@ -134,7 +190,7 @@ void GradientSync::Finish() {
     if (b.wire.defined()) SumAndGather(b);
   for (Bucket& b : buckets_) {
     b.pending->Wait();
-    if (b.wire.defined()) b.flat.copy_(b.wire.narrow(0, 0, b.flat.numel()));
+    if (b.wire.defined()) Unwire(b);
     for (size_t s = 0; s < b.params.size(); ++s) {
       torch::Tensor& p = params_[b.params[s]];
       auto view = b.flat.narrow(0, b.offsets[s], p.numel()).view_as(p);

@@ -10,6 +10,12 @@
 // an all-gather then gives every rank every summed chunk. Each gradient is rounded twice (once
 // sent, once its sum), never summed in half precision. fp16 overflows above 65504: with loss
 // scaling on, such a step is skipped like any other overflow.
+//
+// int8 sends the same two phases as 8-bit integers with an fp32 scale per block of up to 256
+// (int8_wire.h): about a quarter of fp32's bytes. Each rank keeps what rounding lost, of its whole
+// bucket before the all-to-all and of its own chunk of the sum before the all-gather, and adds it to
+// the next step's values (error feedback), so that the error of the sum over many steps stays
+// within one rounding step. The residuals live in memory only: a resumed run starts them at zero.
 // Thread-safety: one training thread; the hooks run inside its backward().
 #pragma once
 
@@ -21,6 +27,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "int8_wire.h"
 
 namespace hyperpack::trainer {
 
@@ -43,7 +50,13 @@ class GradientSync {
   // Seconds spent waiting for all-reduce after backward had finished: communication that did not
   // overlap computation.
   double exposed_comm_seconds() const { return exposed_seconds_; }
-  void ResetTimers() { exposed_seconds_ = 0; }
+  // Bytes this rank has sent since ResetTimers, as the collectives' algorithms move them (a ring
+  // all-reduce sends 2(W-1)/W of its tensor; an all-to-all (W-1)/W; an all-gather W-1 copies).
+  double bytes_sent() const { return bytes_sent_; }
+  void ResetTimers() {
+    exposed_seconds_ = 0;
+    bytes_sent_ = 0;
+  }
 
  private:
   struct Bucket {
@@ -53,6 +66,10 @@ class GradientSync {
     // Compressed: the bucket at the wire's width, padded to a multiple of the world size, and
     // what the all-to-all brings (row i from rank i).
     torch::Tensor wire, received;
+    // int8: one rank's segment of the wire; the bucket padded to W segments' values; what
+    // rounding lost of it, and of this rank's chunk of the sum.
+    Int8Layout layout;
+    torch::Tensor padded, residual, sum_residual;
     int ready = 0;
     std::unique_ptr<Pending> pending;
   };
@@ -60,6 +77,12 @@ class GradientSync {
   void Launch(Bucket& b);
   // The second phase of a compressed bucket, once its all-to-all is done.
   void SumAndGather(Bucket& b);
+  void AllocateWire(Bucket& b, int64_t total);
+  void QuantizeAndSend(Bucket& b);
+  // int8's SumAndGather: this rank's chunk of the sum, rounded again with its own residual.
+  torch::Tensor SumInt8(Bucket& b);
+  // The summed bucket, back from the wire into b.flat.
+  void Unwire(Bucket& b);
 
   std::vector<torch::Tensor> params_;
   Communicator* comm_;
@@ -72,6 +95,7 @@ class GradientSync {
   std::vector<int> slot_of_;    // param -> index in its bucket
   std::vector<bool> seen_;      // param's gradient copied in this step
   double exposed_seconds_ = 0;
+  double bytes_sent_ = 0;
 };
 
 }  // namespace hyperpack::trainer

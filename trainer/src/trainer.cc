@@ -477,6 +477,8 @@ class Trainer {
     line["step_time_ms"] = epoch_steps_ > 0 ? 1000.0 * epoch_seconds_ / epoch_steps_ : 0.0;
     line["comm_fraction"] =
         epoch_seconds_ > 0 ? sync_->exposed_comm_seconds() / epoch_seconds_ : 0.0;
+    // What this rank sent per optimizer step, as the collectives move it (0 with one rank).
+    line["sent_bytes_per_step"] = epoch_steps_ > 0 ? sync_->bytes_sent() / epoch_steps_ : 0.0;
     line["lr"] = LearningRate(c_, base_lr_, std::max<int64_t>(0, step_ - 1), total_steps_);
     line["global_batch"] = global_batch_;
     if (scaler_) {
