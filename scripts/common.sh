@@ -61,10 +61,13 @@ hp_install_missing() {
 
 # The builds' optimisation and debug flags. -g1 (line tables: a backtrace or a sanitizer's report
 # still names file and line) rather than -g, whose full debug information made every compile take
-# about half as long again; the sanitizer and fuzzer builds use -O1, which halves their compiles
-# again. Set HYPERPACK_CXX_FLAGS to build otherwise (e.g. "-O0 -g" to step through in a debugger).
+# about half as long again; the fuzzer build uses -O1, which halves its compiles again, and the
+# sanitizer build -O0 (UBSan's checks at -O1 doubled some compiles; tuner/ keeps -O1 there, as its
+# Eigen loops run 20 times slower at -O0 under ASan). Set HYPERPACK_CXX_FLAGS to build otherwise
+# (e.g. "-O0 -g" to step through in a debugger).
 HYPERPACK_CXX_FLAGS="${HYPERPACK_CXX_FLAGS:--O2 -g1 -DNDEBUG}"
 HYPERPACK_CHECK_FLAGS="-O1 -g1 -DNDEBUG"
+HYPERPACK_SANITIZE_FLAGS="-O0 -g1 -DNDEBUG"
 
 # The generator for build folder DIR: the one it was configured with, else Ninja (else make).
 hp_generator() {

@@ -883,7 +883,9 @@ TEST(StudyFileTest, AStructuredValueThatIsNotUtf8NeitherThrowsNorCrashes) {
                         "search_space:\n  x: [[a, \"\xff\xfe\"], [b]]\n"
                         "trial: {command: run {x}}\n"));
   for (const Diagnostic& d : out.errors) EXPECT_FALSE(d.message.empty());
-  if (out.spec) EXPECT_TRUE(out.spec->space.Find("x")->structured);
+  if (out.spec) {
+    EXPECT_TRUE(out.spec->space.Find("x")->structured);
+  }
 }
 
 TEST(StudyFileTest, RejectsTwoParametersPassedAsOneVariable) {
