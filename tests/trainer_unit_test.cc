@@ -188,7 +188,8 @@ std::vector<torch::Tensor> RankGradients(int rank, double magnitude) {
 // Each rank's gradients after one step of GradientSync.
 std::vector<std::vector<torch::Tensor>> SyncTwoRanks(GradCompression compression, double magnitude,
                                                      size_t bucket_bytes) {
-  return SyncStepsOnTwoRanks(compression, {RankGradients(0, magnitude), RankGradients(1, magnitude)},
+  return SyncStepsOnTwoRanks(compression,
+                             {RankGradients(0, magnitude), RankGradients(1, magnitude)},
                              bucket_bytes, 1)
       .first;
 }

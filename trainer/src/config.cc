@@ -5,7 +5,6 @@
 #include <cxxopts.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "hyperpack/env_vars.h"
@@ -45,28 +44,23 @@ Status SetNumber(const std::string& key, const Json& v, T* out) {
   return Status::Invalid(key, ": expected a number, got ", v.dump());
 }
 
-Status SetString(const std::string& key, const Json& v, std::string* out,
-                 const std::set<std::string>& allowed) {
-  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-  if (!allowed.empty() && !allowed.count(s)) {
-    std::vector<std::string> names(allowed.begin(), allowed.end());
-    return Status::Invalid(key, ": '", s, "' is not one of ", Join(names, ", "));
-  }
-  *out = s;
+// Any text: a path or a column name. A number or list is taken as its JSON text.
+Status SetString(const Json& v, std::string* out) {
+  *out = v.is_string() ? v.get<std::string>() : v.dump();
   return Status::Ok();
 }
 
 // One of a closed set of names, each standing for an enum value.
 template <typename E>
-struct Name {
+struct Choice {
   const char* text;
   E value;
 };
 template <typename E, size_t N>
-Status SetChoice(const std::string& key, const Json& v, E* out, const Name<E> (&names)[N]) {
+Status SetChoice(const std::string& key, const Json& v, E* out, const Choice<E> (&names)[N]) {
   std::string s = v.is_string() ? v.get<std::string>() : v.dump();
   std::vector<std::string> all;
-  for (const Name<E>& n : names) {
+  for (const Choice<E>& n : names) {
     if (s == n.text) {
       *out = n.value;
       return Status::Ok();
@@ -76,20 +70,36 @@ Status SetChoice(const std::string& key, const Json& v, E* out, const Name<E> (&
   return Status::Invalid(key, ": '", s, "' is not one of ", Join(all, ", "));
 }
 
-constexpr Name<Precision> kPrecisions[] = {
+constexpr Choice<ModelKind> kModels[] = {
+    {"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}, {"charlm", ModelKind::kCharLm}};
+constexpr Choice<DataKind> kData[] = {
+    {"fmnist", DataKind::kFmnist}, {"csv", DataKind::kCsv}, {"text", DataKind::kText}};
+constexpr Choice<LrScaling> kLrScalings[] = {
+    {"none", LrScaling::kNone}, {"linear", LrScaling::kLinear}, {"sqrt", LrScaling::kSqrt}};
+constexpr Choice<Schedule> kSchedules[] = {
+    {"cosine", Schedule::kCosine}, {"constant", Schedule::kConstant}, {"step", Schedule::kStep}};
+constexpr Choice<OptimizerKind> kOptimizers[] = {{"sgd", OptimizerKind::kSgd},
+                                                 {"adamw", OptimizerKind::kAdamW}};
+template <typename E, size_t N>
+const char* NameOf(E value, const Choice<E> (&names)[N]) {
+  for (const Choice<E>& n : names)
+    if (n.value == value) return n.text;
+  return "?";
+}
+constexpr Choice<Precision> kPrecisions[] = {
     {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}};
-constexpr Name<GradCompression> kCompressions[] = {{"none", GradCompression::kNone},
-                                                   {"fp16", GradCompression::kFp16},
-                                                   {"bf16", GradCompression::kBf16},
-                                                   {"int8", GradCompression::kInt8}};
-constexpr Name<DeviceChoice> kDevices[] = {
+constexpr Choice<GradCompression> kCompressions[] = {{"none", GradCompression::kNone},
+                                                     {"fp16", GradCompression::kFp16},
+                                                     {"bf16", GradCompression::kBf16},
+                                                     {"int8", GradCompression::kInt8}};
+constexpr Choice<DeviceChoice> kDevices[] = {
     {"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}};
 
 // auto, none, dynamic, or a number > 0: a static scale.
 Status SetLossScale(TrainerConfig& c, const std::string& key, const Json& v) {
-  constexpr Name<LossScaleMode> kModes[] = {{"auto", LossScaleMode::kAuto},
-                                            {"none", LossScaleMode::kNone},
-                                            {"dynamic", LossScaleMode::kDynamic}};
+  constexpr Choice<LossScaleMode> kModes[] = {{"auto", LossScaleMode::kAuto},
+                                              {"none", LossScaleMode::kNone},
+                                              {"dynamic", LossScaleMode::kDynamic}};
   double scale = 0;
   if (SetNumber(key, v, &scale).ok()) {
     if (!(scale > 0) || !std::isfinite(scale))
@@ -139,7 +149,7 @@ Status Number(TrainerConfig& c, const std::string& key, const Json& v) {
 }
 template <auto M>
 Status Text(TrainerConfig& c, const std::string& key, const Json& v) {
-  return SetString(key, v, &(c.*M), {});
+  return SetString(v, &(c.*M));
 }
 template <auto M>
 Status Flag(TrainerConfig& c, const std::string& key, const Json& v) {
@@ -160,9 +170,7 @@ struct Key {
 using C = TrainerConfig;
 const Key kKeys[] = {
     {"model",
-     [](C& c, const std::string& k, const Json& v) {
-       return SetString(k, v, &c.model, {"mlp", "cnn", "charlm"});
-     }},
+     [](C& c, const std::string& k, const Json& v) { return SetChoice(k, v, &c.model, kModels); }},
     {"model_file", Text<&C::model_file>},
     {"mlp_widths", List<&C::mlp_widths>},
     {"dropout", Number<&C::dropout>},
@@ -173,9 +181,7 @@ const Key kKeys[] = {
     {"layers", Number<&C::layers>},
     {"heads", Number<&C::heads>},
     {"data",
-     [](C& c, const std::string& k, const Json& v) {
-       return SetString(k, v, &c.data, {"fmnist", "csv", "text"});
-     }},
+     [](C& c, const std::string& k, const Json& v) { return SetChoice(k, v, &c.data, kData); }},
     {"data_path", Text<&C::data_path>},
     {"label_column", Text<&C::label_column>},
     {"train_samples", Number<&C::train_samples>},
@@ -189,20 +195,14 @@ const Key kKeys[] = {
     {"overlap", Flag<&C::overlap>, true},
     {"learning_rate", Number<&C::learning_rate>},
     {"lr", Number<&C::learning_rate>},
-    {"lr_scaling",
-     [](C& c, const std::string& k, const Json& v) {
-       return SetString(k, v, &c.lr_scaling, {"linear", "sqrt", "none"});
-     }},
+    {"lr_scaling", [](C& c, const std::string& k,
+                      const Json& v) { return SetChoice(k, v, &c.lr_scaling, kLrScalings); }},
     {"base_batch", Number<&C::base_batch>},
     {"warmup_fraction", Number<&C::warmup_fraction>},
-    {"schedule",
-     [](C& c, const std::string& k, const Json& v) {
-       return SetString(k, v, &c.schedule, {"cosine", "constant", "step"});
-     }},
-    {"optimizer",
-     [](C& c, const std::string& k, const Json& v) {
-       return SetString(k, v, &c.optimizer, {"sgd", "adamw"});
-     }},
+    {"schedule", [](C& c, const std::string& k,
+                    const Json& v) { return SetChoice(k, v, &c.schedule, kSchedules); }},
+    {"optimizer", [](C& c, const std::string& k,
+                     const Json& v) { return SetChoice(k, v, &c.optimizer, kOptimizers); }},
     {"momentum", Number<&C::momentum>},
     {"nesterov", Flag<&C::nesterov>, true},
     {"weight_decay", Number<&C::weight_decay>},
@@ -261,9 +261,9 @@ Status Validate(const TrainerConfig& c) {
   if (c.bucket_mb < 0) return Status::Invalid("bucket_mb must be >= 0");
   if (c.loss_scale_window < 1)
     return Status::Invalid("loss_scale_window must be >= 1 (got ", c.loss_scale_window, ")");
-  if (c.model == "charlm" && c.data != "text")
+  if (c.model == ModelKind::kCharLm && c.data != DataKind::kText)
     return Status::Invalid("model charlm trains on --data text");
-  if (c.data == "text" && c.model != "charlm" && c.model_file.empty())
+  if (c.data == DataKind::kText && c.model != ModelKind::kCharLm && c.model_file.empty())
     return Status::Invalid("--data text needs --model charlm");
   if (c.d_model % c.heads != 0) return Status::Invalid("d_model must be a multiple of heads");
   return Status::Ok();
@@ -386,10 +386,15 @@ Result<TrainerConfig> ParseConfig(int argc, char** argv) {
   HP_RETURN_IF_ERROR(ApplyParamsFile(args, c));
   HP_RETURN_IF_ERROR(ApplyFlags(args, c));
   HP_RETURN_IF_ERROR(ApplyEnvironment(c));
-  if (c.data_path.empty() && c.data == "fmnist") c.data_path = "/usr/share/datasets/fashion-mnist";
-  if (c.data_path.empty()) return Status::Invalid("--data-path is required for --data ", c.data);
+  if (c.data_path.empty() && c.data == DataKind::kFmnist)
+    c.data_path = "/usr/share/datasets/fashion-mnist";
+  if (c.data_path.empty())
+    return Status::Invalid("--data-path is required for --data ", Name(c.data));
   HP_RETURN_IF_ERROR(Validate(c));
   return c;
 }
+
+const char* Name(ModelKind model) { return NameOf(model, kModels); }
+const char* Name(DataKind data) { return NameOf(data, kData); }
 
 }  // namespace hyperpack::trainer

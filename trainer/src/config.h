@@ -12,6 +12,13 @@
 
 namespace hyperpack::trainer {
 
+// The names each choice has in a parameter file and on the command line: config.cc's tables, parsed
+// there once; Name() gives them back for messages.
+enum class ModelKind { kMlp, kCnn, kCharLm };
+enum class DataKind { kFmnist, kCsv, kText };
+enum class LrScaling { kNone, kLinear, kSqrt };  // against base_batch
+enum class Schedule { kCosine, kConstant, kStep };
+enum class OptimizerKind { kSgd, kAdamW };
 enum class Precision { kFp32, kBf16, kFp16 };
 // How gradient buckets travel between ranks (ddp.h): at full width, as fp16 or bf16, or as int8
 // with a scale per block and error feedback.
@@ -22,8 +29,8 @@ enum class LossScaleMode { kAuto, kNone, kDynamic, kStatic };
 
 struct TrainerConfig {
   // Model.
-  std::string model = "mlp";  // mlp | cnn | charlm
-  std::string model_file;     // a TorchScript module to train instead
+  ModelKind model = ModelKind::kMlp;
+  std::string model_file;  // a TorchScript module to train instead
   std::vector<int64_t> mlp_widths = {256, 128};
   double dropout = 0.0;
   std::vector<int64_t> cnn_channels = {32, 64};
@@ -31,12 +38,12 @@ struct TrainerConfig {
   int64_t seq_len = 64, d_model = 128, layers = 2, heads = 4;  // charlm
 
   // Data.
-  std::string data = "fmnist";  // fmnist | csv | text
-  std::string data_path;        // default for fmnist: /usr/share/datasets/fashion-mnist
-  std::string label_column;     // csv: default the last column
-  int64_t train_samples = 0;    // 0: all
-  double val_fraction = 0.1;    // held out of the training data
-  bool test = true;             // fmnist: test accuracy on the test set at the end
+  DataKind data = DataKind::kFmnist;
+  std::string data_path;      // default for fmnist: /usr/share/datasets/fashion-mnist
+  std::string label_column;   // csv: default the last column
+  int64_t train_samples = 0;  // 0: all
+  double val_fraction = 0.1;  // held out of the training data
+  bool test = true;           // fmnist: test accuracy on the test set at the end
 
   // Parallelism and batch.
   int data_parallel = 0;         // world size; 0: WORLD_SIZE, or 1
@@ -48,11 +55,11 @@ struct TrainerConfig {
 
   // Optimisation.
   double learning_rate = 0.01;
-  std::string lr_scaling = "none";  // linear | sqrt | none, against base_batch
+  LrScaling lr_scaling = LrScaling::kNone;
   int64_t base_batch = 256;
   double warmup_fraction = 0.05;
-  std::string schedule = "cosine";  // cosine | constant | step
-  std::string optimizer = "sgd";    // sgd | adamw
+  Schedule schedule = Schedule::kCosine;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
   double momentum = 0.9;
   bool nesterov = false;
   double weight_decay = 0.0;
@@ -82,5 +89,9 @@ struct TrainerConfig {
 // which flag or key and what was expected; "help" is returned as a Status with code kCancelled and
 // the help text as its message.
 Result<TrainerConfig> ParseConfig(int argc, char** argv);
+
+// A choice's name as a parameter file spells it.
+const char* Name(ModelKind model);
+const char* Name(DataKind data);
 
 }  // namespace hyperpack::trainer

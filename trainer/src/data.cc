@@ -240,15 +240,15 @@ Result<DataSplits> LoadData(const TrainerConfig& config) {
   static std::optional<DataSplits> cached;
   std::error_code ec;
   const auto modified = std::filesystem::last_write_time(config.data_path, ec);
-  const std::string key =
-      StrCat(config.data, "|", config.data_path, "|", ec ? 0 : modified.time_since_epoch().count(),
-             "|", config.label_column, "|", config.train_samples, "|", config.val_fraction, "|",
-             config.test, "|", config.seq_len, "|", config.data == "csv" ? config.seed : 0);
+  const std::string key = StrCat(
+      Name(config.data), "|", config.data_path, "|", ec ? 0 : modified.time_since_epoch().count(),
+      "|", config.label_column, "|", config.train_samples, "|", config.val_fraction, "|",
+      config.test, "|", config.seq_len, "|", config.data == DataKind::kCsv ? config.seed : 0);
   if (cached && key == cached_key) return *cached;
   cached.reset();  // the old data's memory goes before the new data's comes
-  Result<DataSplits> loaded = config.data == "fmnist" ? LoadFashionMnist(config)
-                              : config.data == "csv"  ? LoadCsv(config)
-                                                      : LoadText(config);
+  Result<DataSplits> loaded = config.data == DataKind::kFmnist ? LoadFashionMnist(config)
+                              : config.data == DataKind::kCsv  ? LoadCsv(config)
+                                                               : LoadText(config);
   if (loaded.ok()) {
     cached = *loaded;
     cached_key = key;

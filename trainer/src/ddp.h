@@ -13,9 +13,10 @@
 //
 // int8 sends the same two phases as 8-bit integers with an fp32 scale per block of up to 256
 // (int8_wire.h): about a quarter of fp32's bytes. Each rank keeps what rounding lost, of its whole
-// bucket before the all-to-all and of its own chunk of the sum before the all-gather, and adds it to
-// the next step's values (error feedback), so that the error of the sum over many steps stays
-// within one rounding step. The residuals live in memory only: a resumed run starts them at zero.
+// bucket before the all-to-all and of its own chunk of the sum before the all-gather, and adds it
+// to the next step's values (error feedback), so that the error of the sum over many steps stays
+// within a rounding step of each phase. The residuals live in memory only: a resumed run starts
+// them at zero.
 // Thread-safety: one training thread; the hooks run inside its backward().
 #pragma once
 

@@ -130,12 +130,12 @@ Result<std::unique_ptr<Model>> MakeModel(const TrainerConfig& c, const DataSplit
                              std::string(e.what()).substr(0, 300));
     }
   }
-  if (c.model == "charlm") {
+  if (c.model == ModelKind::kCharLm) {
     return std::unique_ptr<Model>(new NnModel<CharLm>(
         CharLm(data.classes, c.seq_len, c.d_model, c.layers, c.heads, c.dropout)));
   }
-  if (data.sequence) return Status::Invalid("model ", c.model, " cannot train on text");
-  if (c.model == "cnn") {
+  if (data.sequence) return Status::Invalid("model ", Name(c.model), " cannot train on text");
+  if (c.model == ModelKind::kCnn) {
     if (data.input_shape.size() != 3)
       return Status::Invalid("model cnn needs images (--data fmnist), not a table");
     return std::unique_ptr<Model>(

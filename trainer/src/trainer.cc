@@ -116,8 +116,8 @@ uint64_t Mix(uint64_t a, uint64_t b) {
 double LearningRate(const TrainerConfig& c, double base, int64_t step, int64_t total) {
   int64_t warmup = static_cast<int64_t>(c.warmup_fraction * static_cast<double>(total));
   if (step < warmup) return base * static_cast<double>(step + 1) / static_cast<double>(warmup);
-  if (c.schedule == "constant") return base;
-  if (c.schedule == "step") {
+  if (c.schedule == Schedule::kConstant) return base;
+  if (c.schedule == Schedule::kStep) {
     double f = static_cast<double>(step) / static_cast<double>(total);
     return base * (f >= 0.75 ? 0.01 : f >= 0.5 ? 0.1 : 1.0);
   }
@@ -260,8 +260,25 @@ class Trainer {
     rdv_.use_cuda = device_.is_cuda();
     SetupLossScaling();
     poisoned_steps_ = StepsToPoison();
-    // The CPU slots the scheduler gave this process (HYPERPACK_CPUS), else every core; shared by
-    // the local ranks.
+    SetThreads();
+    torch::manual_seed(c_.seed);
+    auto data = LoadData(c_);
+    if (!data.ok()) throw std::runtime_error(data.status().message());
+    data_ = std::move(*data);
+    if (device_.is_cuda()) data_ = data_.To(device_);  // once, rather than a copy per batch
+
+    comm_ = rdv_.world_size > 1 ? MakeC10dCommunicator(rdv_) : MakeSoloCommunicator();
+    if (c_.data_parallel > 0 && c_.data_parallel != world())
+      throw std::runtime_error(
+          StrCat("data_parallel is ", c_.data_parallel, " but ", world(), " ranks were started"));
+    SetupBatches();
+    SetupModel();
+    if (c_.resume) LoadCheckpoint();
+  }
+
+  // The CPU slots the scheduler gave this process (HYPERPACK_CPUS), else every core; shared by
+  // the local ranks.
+  void SetThreads() {
     int cores = static_cast<int>(std::thread::hardware_concurrency());
     if (const char* value = std::getenv(env::kCpus); value && std::atoi(value) > 0)
       cores = std::atoi(value);
@@ -273,18 +290,10 @@ class Trainer {
     if (auto set_blas =
             reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
       set_blas(threads);
-    torch::manual_seed(c_.seed);
-    auto data = LoadData(c_);
-    if (!data.ok()) throw std::runtime_error(data.status().message());
-    data_ = std::move(*data);
-    if (device_.is_cuda()) data_ = data_.To(device_);  // once, rather than a copy per batch
+  }
 
-    comm_ = rdv_.world_size > 1 ? MakeC10dCommunicator(rdv_) : MakeSoloCommunicator();
-    if (c_.data_parallel > 0 && c_.data_parallel != world())
-      throw std::runtime_error(
-          StrCat("data_parallel is ", c_.data_parallel, " but ", world(), " ranks were started"));
-
-    // Batch geometry: global = micro x accumulation x ranks.
+  // Batch geometry (global = micro x accumulation x ranks), steps, and the scaled learning rate.
+  void SetupBatches() {
     micro_ = c_.micro_batch_size;
     if (micro_ == 0) {
       int64_t per = static_cast<int64_t>(c_.grad_accumulation) * world();
@@ -302,9 +311,12 @@ class Trainer {
     total_steps_ = c_.max_steps > 0 ? c_.max_steps : steps_per_epoch_ * c_.epochs;
     base_lr_ = c_.learning_rate;
     double ratio = static_cast<double>(global_batch_) / static_cast<double>(c_.base_batch);
-    if (c_.lr_scaling == "linear") base_lr_ *= ratio;
-    if (c_.lr_scaling == "sqrt") base_lr_ *= std::sqrt(ratio);
+    if (c_.lr_scaling == LrScaling::kLinear) base_lr_ *= ratio;
+    if (c_.lr_scaling == LrScaling::kSqrt) base_lr_ *= std::sqrt(ratio);
+  }
 
+  // The model on its device with rank 0's weights, its gradient sync and its optimizer.
+  void SetupModel() {
     auto model = MakeModel(c_, data_);
     if (!model.ok()) throw std::runtime_error(model.status().message());
     model_ = std::move(*model);
@@ -319,7 +331,7 @@ class Trainer {
     sync_ = std::make_unique<GradientSync>(params_, comm_.get(),
                                            static_cast<size_t>(c_.bucket_mb * 1024 * 1024),
                                            c_.overlap, c_.grad_compression);
-    if (c_.optimizer == "adamw") {
+    if (c_.optimizer == OptimizerKind::kAdamW) {
       optimizer_ = std::make_unique<torch::optim::AdamW>(
           params_, torch::optim::AdamWOptions(base_lr_).weight_decay(c_.weight_decay));
     } else {
@@ -329,7 +341,6 @@ class Trainer {
                                                            .nesterov(c_.nesterov && c_.momentum > 0)
                                                            .weight_decay(c_.weight_decay));
     }
-    if (c_.resume) LoadCheckpoint();
   }
 
   torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& y) {
