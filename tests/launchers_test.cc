@@ -162,6 +162,24 @@ TEST(HuggingFaceArgumentsTest, SgdMomentumIsNamedAsNotCarried) {
   EXPECT_THAT(out.warnings[0], HasSubstr("does not carry momentum = 0.9: the Trainer's \"sgd\""));
 }
 
+// The Trainer has one warm-up: with both a count and a ratio, the count is written and the ratio
+// named as not carried.
+TEST(HuggingFaceArgumentsTest, AWarmupRatioBesideWarmupStepsIsNamedAsNotCarried) {
+  Params p = {{"lr", 0.1},
+              {"batch_size", int64_t{32}},
+              {"warmup_steps", int64_t{50}},
+              {"warmup_ratio", 0.1}};
+  TrainingSetup s = Resolved(p);
+  auto out = HuggingFaceArguments(s);
+  Json a = Json::parse(out.text);
+  EXPECT_EQ(a["warmup_steps"], 50);
+  EXPECT_FALSE(a.contains("warmup_ratio"));
+  NameWhatIsNotCarried(p, s, "--format hf", &out);
+  ASSERT_EQ(out.warnings.size(), 1u) << ::testing::PrintToString(out.warnings);
+  EXPECT_THAT(out.warnings[0],
+              HasSubstr("does not carry warmup_ratio = 0.1: warmup_steps 50 is written"));
+}
+
 TEST(LightningTrainerTest, DevicesStrategyMixedPrecisionAndAccumulation) {
   auto out = LightningTrainer(Resolved({{"lr", 0.01},
                                         {"batch_size", int64_t{256}},

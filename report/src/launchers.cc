@@ -339,6 +339,10 @@ LauncherOutput HuggingFaceArguments(const TrainingSetup& s) {
   // warmup_ratio (removed in 5.2); 4.x reads only warmup_ratio as a fraction.
   if (s.warmup_steps) {
     a["warmup_steps"] = *s.warmup_steps;
+    // One warm-up only: a ratio beside a count would be dropped without a word.
+    if (s.warmup_ratio)
+      out.not_carried[TrainingRole::kWarmupRatio] = StrCat(
+          "warmup_steps ", *s.warmup_steps, " is written and the Trainer warms up once; drop one");
   } else if (s.warmup_ratio) {
     a["warmup_steps"] = WholeAsInteger(*s.warmup_ratio);
     out.warnings.push_back(
