@@ -251,46 +251,49 @@ std::string CostText(const TrialCost& c) {
                 " for ", FormatDuration(c.seconds), ")");
 }
 
-}  // namespace
-
-Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  HP_ASSIGN_OR_RETURN(const auto costs, LoadCosts(db, l));
-  auto cost_of = [&](const TrialRecord& t) -> const TrialCost* {
-    auto it = costs.find(t.number);
-    return it == costs.end() ? nullptr : &it->second;
-  };
+// What each trial cost and what the cost model predicted for it, by trial number.
+struct CostsOfTrials {
+  std::map<int, TrialCost> measured;
+  std::map<int, tuner::CostPrediction> predicted;
   bool predicted_gpu = false;
-  const std::map<int, tuner::CostPrediction> predicted =
-      l.spec ? PredictedCosts(*l.spec, l.trials, costs, &predicted_gpu)
-             : std::map<int, tuner::CostPrediction>{};
-  auto prediction_of = [&](const TrialRecord& t) -> const tuner::CostPrediction* {
+  const TrialCost* Measured(const TrialRecord& t) const {
+    auto it = measured.find(t.number);
+    return it == measured.end() ? nullptr : &it->second;
+  }
+  const tuner::CostPrediction* Predicted(const TrialRecord& t) const {
     auto it = predicted.find(t.number);
     return it == predicted.end() ? nullptr : &it->second;
-  };
-  if (format == OutputFormat::kJson) {
-    Json all = Json::array();
-    for (const TrialRecord& t : l.trials) {
-      Json j = TrialJson(t);
-      const TrialCost* c = cost_of(t);
-      j["cost"] = c ? Json(c->cost) : Json(nullptr);
-      j["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
-      const tuner::CostPrediction* p = prediction_of(t);
-      j["predicted_cost"] = p ? Json({{"median", p->median},
-                                      {"low", p->Low()},
-                                      {"high", p->High()},
-                                      {"unit", predicted_gpu ? "GPU-s" : "CPU-s"}})
-                              : Json(nullptr);
-      all.push_back(std::move(j));
-    }
-    out << all.dump(2) << "\n";
-    return Status::Ok();
   }
-  if (l.trials.empty()) {
-    out << "study '" << name << "' has no trials yet\n";
-    return Status::Ok();
+};
+
+Json TrialsJson(const Loaded& l, const CostsOfTrials& costs) {
+  Json all = Json::array();
+  for (const TrialRecord& t : l.trials) {
+    Json j = TrialJson(t);
+    const TrialCost* c = costs.Measured(t);
+    j["cost"] = c ? Json(c->cost) : Json(nullptr);
+    j["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
+    const tuner::CostPrediction* p = costs.Predicted(t);
+    j["predicted_cost"] = p ? Json({{"median", p->median},
+                                    {"low", p->Low()},
+                                    {"high", p->High()},
+                                    {"unit", costs.predicted_gpu ? "GPU-s" : "CPU-s"}})
+                            : Json(nullptr);
+    all.push_back(std::move(j));
   }
-  // One column per parameter, in the space's order.
+  return all;
+}
+
+// The first line of a trial's error, after what it re-runs.
+std::string TrialNote(const TrialRecord& t) {
+  std::string note = t.error;
+  if (t.retry_of) note = StrCat("re-run of ", *t.retry_of, note.empty() ? "" : "; ", note);
+  auto nl = note.find('\n');
+  return nl == std::string::npos ? note : note.substr(0, nl);
+}
+
+// One row a trial, one column a parameter in the space's order.
+void PrintTrialsTable(const Loaded& l, const CostsOfTrials& costs, std::ostream& out) {
   std::vector<std::string> params;
   if (l.spec) {
     for (const ParamSpec& p : l.spec->space.params())
@@ -310,21 +313,36 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
     }
     auto d = Duration(t);
     row.push_back(d ? FormatDuration(*d) : "-");
-    const TrialCost* c = cost_of(t);
+    const TrialCost* c = costs.Measured(t);
     row.push_back(c ? CostShort(*c) : "-");
     // The median, and the factor of one standard deviation either side.
-    const tuner::CostPrediction* p = prediction_of(t);
-    row.push_back(p ? StrCat(CostShort({0, predicted_gpu ? 1 : 0, 1, p->median}), " (x",
+    const tuner::CostPrediction* p = costs.Predicted(t);
+    row.push_back(p ? StrCat(CostShort({0, costs.predicted_gpu ? 1 : 0, 1, p->median}), " (x",
                              FormatShort(std::exp(p->log_sd), 2), ")")
                     : "-");
-    std::string note = t.error;
-    if (t.retry_of) note = StrCat("re-run of ", *t.retry_of, note.empty() ? "" : "; ", note);
-    auto nl = note.find('\n');
-    if (nl != std::string::npos) note = note.substr(0, nl);
-    row.push_back(note);
+    row.push_back(TrialNote(t));
     table.AddRow(row);
   }
   table.Print(out, 48);
+}
+
+}  // namespace
+
+Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  CostsOfTrials costs;
+  HP_ASSIGN_OR_RETURN(costs.measured, LoadCosts(db, l));
+  if (l.spec)
+    costs.predicted = PredictedCosts(*l.spec, l.trials, costs.measured, &costs.predicted_gpu);
+  if (format == OutputFormat::kJson) {
+    out << TrialsJson(l, costs).dump(2) << "\n";
+    return Status::Ok();
+  }
+  if (l.trials.empty()) {
+    out << "study '" << name << "' has no trials yet\n";
+    return Status::Ok();
+  }
+  PrintTrialsTable(l, costs, out);
   return Status::Ok();
 }
 

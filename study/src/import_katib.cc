@@ -417,22 +417,9 @@ class KatibImporter : public Importer {
       Error(space, key, t, ": min must be below max");
       return "";
     }
-    Spread spread = Spread::kUniform;
-    if (const YAML::Node d = space["distribution"]) {
-      std::optional<Spread> s = LookupSpread(d.IsScalar() ? d.Scalar() : "");
-      if (!s) {
-        Error(d, key, "distribution '", d.IsScalar() ? d.Scalar() : "",
-              "' is not uniform, logUniform, normal or logNormal");
-        return "";
-      }
-      spread = *s;
-      if (spread == Spread::kNormal || spread == Spread::kLogNormal) {
-        Warn(d, key, d.Scalar(), " has no hyperpack form: min..max is searched uniformly",
-             spread == Spread::kLogNormal ? " in log space" : "");
-        spread = spread == Spread::kLogNormal ? Spread::kLogUniform : Spread::kUniform;
-      }
-    }
-    const bool log = spread == Spread::kLogUniform;
+    std::optional<Spread> spread = RangeSpread(key, space);
+    if (!spread) return "";
+    const bool log = *spread == Spread::kLogUniform;
     if (log && *lo <= 0) {
       Error(space, key, t, " logUniform: min must be above 0");
       return "";
@@ -446,10 +433,36 @@ class KatibImporter : public Importer {
       return StrCat("{type: float, low: ", FormatDouble(*lo), ", high: ", FormatDouble(*hi),
                     log ? ", log: true" : "", "}");
     }
+    return IntRange(key, space, log);
+  }
+
+  // feasibleSpace.distribution as uniform or log-uniform (the normal ones searched as those, with
+  // a warning), or nullopt after an error.
+  std::optional<Spread> RangeSpread(const std::string& key, const YAML::Node& space) {
+    const YAML::Node d = space["distribution"];
+    if (!d) return Spread::kUniform;
+    std::optional<Spread> spread = LookupSpread(d.IsScalar() ? d.Scalar() : "");
+    if (!spread) {
+      Error(d, key, "distribution '", d.IsScalar() ? d.Scalar() : "",
+            "' is not uniform, logUniform, normal or logNormal");
+      return std::nullopt;
+    }
+    if (*spread == Spread::kNormal || *spread == Spread::kLogNormal) {
+      Warn(d, key, d.Scalar(), " has no hyperpack form: min..max is searched uniformly",
+           *spread == Spread::kLogNormal ? " in log space" : "");
+      return *spread == Spread::kLogNormal ? Spread::kLogUniform : Spread::kUniform;
+    }
+    return spread;
+  }
+
+  // An int range's form: whole bounds, and its step where hyperpack can carry one; "" after an
+  // error.
+  std::string IntRange(const std::string& key, const YAML::Node& space, bool log) {
     if (!IsWholeNumber(space["min"]) || !IsWholeNumber(space["max"])) {
       Error(space, key, "int needs whole numbers for min and max");
       return "";
     }
+    const YAML::Node step = space["step"];
     std::string s;
     if (step) {
       if (!IsWholeNumber(step) || *ParseInt(step.Scalar()) < 1) {
