@@ -142,39 +142,85 @@ Result<TradeOff> FindTradeOff(Storage& db, const Loaded& l,
 }
 }  // namespace
 
-Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  auto ranked = Ranked(l.study, l.trials);
-  HP_ASSIGN_OR_RETURN(const TradeOff trade_off, FindTradeOff(db, l, ranked));
-  auto counts = CountStates(l.trials);
-  std::string state = RunnerStateName(RunnerStateOf(l.study, &l));
+namespace {
+
+// Seconds from the first trial's start to the last one's end (or now, while one runs).
+std::optional<double> Elapsed(const std::vector<TrialRecord>& trials) {
   std::optional<double> first_start, last_end;
-  for (const TrialRecord& t : l.trials) {
+  for (const TrialRecord& t : trials) {
     if (t.started && (!first_start || *t.started < *first_start)) first_start = t.started;
     double end = t.ended ? *t.ended : WallNow();
     if (t.started && (!last_end || end > *last_end)) last_end = end;
   }
+  if (!first_start) return std::nullopt;
+  return *last_end - *first_start;
+}
+
+Json StudyJson(const Loaded& l, const std::string& state,
+               const std::vector<const TrialRecord*>& ranked, const TradeOff& trade_off) {
+  Json j;
+  j["study"] = l.study.name;
+  j["state"] = state;
+  j["metric"] = l.study.metric;
+  j["direction"] = DirectionName(l.study.direction);
+  j["trials"] = CountStates(l.trials);
+  j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
+  j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
+  j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front());
+  j["cheaper_within_1%"] = trade_off.trial
+                               ? Json{{"trial", trade_off.trial->number},
+                                      {"value", *trade_off.trial->value},
+                                      {"cost", trade_off.cost.cost},
+                                      {"best_cost", trade_off.best_cost.cost},
+                                      {"cost_unit", trade_off.cost.gpu() ? "GPU-s" : "CPU-s"}}
+                               : Json(nullptr);
+  std::optional<double> elapsed = Elapsed(l.trials);
+  j["elapsed_s"] = elapsed ? Json(*elapsed) : Json(nullptr);
+  j["runner_pid"] = l.study.runner_pid ? Json(*l.study.runner_pid) : Json(nullptr);
+  return j;
+}
+
+// The best trial's line and, when there is one, the cheaper trial within 1% of it.
+void PrintBest(const Loaded& l, const std::vector<const TrialRecord*>& ranked,
+               const TradeOff& trade_off, std::ostream& out) {
+  if (ranked.empty()) {
+    out << "best       - (no completed trial yet)\n";
+    return;
+  }
+  const TrialRecord& b = *ranked.front();
+  out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
+      << ParamsText(b) << "\n";
+  const TrialRecord* c = trade_off.trial;
+  if (!c) return;
+  out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
+      << "), within 1% of the best: " << CostShort(trade_off.cost) << " against "
+      << CostShort(trade_off.best_cost);
+  if (trade_off.cost.gpu() == trade_off.best_cost.gpu() && trade_off.cost.cost > 0)
+    out << " (" << FormatShort(trade_off.best_cost.cost / trade_off.cost.cost, 3) << "x less)";
+  out << "; hyperpack best " << l.study.name << " --within 1%\n";
+}
+
+void PrintEvents(const std::vector<storage::EventRecord>& events, std::ostream& out) {
+  if (events.empty()) return;
+  out << "\nrecent events\n";
+  for (const auto& e : events) {
+    out << "  " << FormatTimestamp(e.time) << "  " << e.kind;
+    if (e.trial) out << " trial " << *e.trial;
+    if (!e.message.empty()) out << ": " << e.message;
+    out << "\n";
+  }
+}
+
+}  // namespace
+
+Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  auto ranked = Ranked(l.study, l.trials);
+  HP_ASSIGN_OR_RETURN(const TradeOff trade_off, FindTradeOff(db, l, ranked));
+  std::string state = RunnerStateName(RunnerStateOf(l.study, &l));
   HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(l.study.id, 8));
   if (format == OutputFormat::kJson) {
-    Json j;
-    j["study"] = l.study.name;
-    j["state"] = state;
-    j["metric"] = l.study.metric;
-    j["direction"] = DirectionName(l.study.direction);
-    j["trials"] = counts;
-    j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
-    j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
-    j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front());
-    j["cheaper_within_1%"] = trade_off.trial
-                                 ? Json{{"trial", trade_off.trial->number},
-                                        {"value", *trade_off.trial->value},
-                                        {"cost", trade_off.cost.cost},
-                                        {"best_cost", trade_off.best_cost.cost},
-                                        {"cost_unit", trade_off.cost.gpu() ? "GPU-s" : "CPU-s"}}
-                                 : Json(nullptr);
-    j["elapsed_s"] = first_start ? Json(*last_end - *first_start) : Json(nullptr);
-    j["runner_pid"] = l.study.runner_pid ? Json(*l.study.runner_pid) : Json(nullptr);
-    out << j.dump(2) << "\n";
+    out << StudyJson(l, state, ranked, trade_off).dump(2) << "\n";
     return Status::Ok();
   }
   out << "study      " << l.study.name << " (" << state << ")\n";
@@ -185,34 +231,12 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
         << " (its weight in the share of a server that runs several studies)\n";
   int finished = 0;
   for (const TrialRecord& t : l.trials) finished += storage::IsFinished(t.state);
-  out << "trials     " << CountsText(counts);
+  out << "trials     " << CountsText(CountStates(l.trials));
   if (l.spec) out << "  [" << finished << "/" << l.spec->budget.max_trials << " of the budget]";
   out << "\n";
-  if (first_start) out << "elapsed    " << FormatDuration(*last_end - *first_start) << "\n";
-  if (!ranked.empty()) {
-    const TrialRecord& b = *ranked.front();
-    out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
-        << ParamsText(b) << "\n";
-    if (const TrialRecord* c = trade_off.trial) {
-      out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
-          << "), within 1% of the best: " << CostShort(trade_off.cost) << " against "
-          << CostShort(trade_off.best_cost);
-      if (trade_off.cost.gpu() == trade_off.best_cost.gpu() && trade_off.cost.cost > 0)
-        out << " (" << FormatShort(trade_off.best_cost.cost / trade_off.cost.cost, 3) << "x less)";
-      out << "; hyperpack best " << l.study.name << " --within 1%\n";
-    }
-  } else {
-    out << "best       - (no completed trial yet)\n";
-  }
-  if (!events.empty()) {
-    out << "\nrecent events\n";
-    for (const auto& e : events) {
-      out << "  " << FormatTimestamp(e.time) << "  " << e.kind;
-      if (e.trial) out << " trial " << *e.trial;
-      if (!e.message.empty()) out << ": " << e.message;
-      out << "\n";
-    }
-  }
+  if (auto elapsed = Elapsed(l.trials)) out << "elapsed    " << FormatDuration(*elapsed) << "\n";
+  PrintBest(l, ranked, trade_off, out);
+  PrintEvents(events, out);
   return Status::Ok();
 }
 

@@ -525,26 +525,7 @@ class KatibImporter : public Importer {
             "a ConfigMap template is not carried over");
       return;
     }
-    // ${trialParameters.NAME} -> {the hyperpack parameter it references}
-    std::map<std::string, std::string> placeholders;
-    if (const YAML::Node tps = tt["trialParameters"]; tps && tps.IsSequence()) {
-      for (const YAML::Node& tp : tps) {
-        const YAML::Node name = Get(tp, "name"), ref = Get(tp, "reference");
-        if (Word(name).empty() || Word(ref).empty()) {
-          Error(tp, "spec.trialTemplate.trialParameters", "expected {name, reference}");
-          continue;
-        }
-        std::string r = ref.Scalar();
-        if (std::optional<std::string> meta = Metadata(r, trial_spec)) {
-          placeholders[name.Scalar()] = *meta;
-        } else if (auto it = names_.find(r); it != names_.end()) {
-          placeholders[name.Scalar()] = "{" + it->second + "}";
-        } else {
-          Error(ref, "spec.trialTemplate.trialParameters", "reference '", r,
-                "' is not a parameter of spec.parameters");
-        }
-      }
-    }
+    const std::map<std::string, std::string> placeholders = Placeholders(tt, trial_spec);
     std::string kind = Word(Get(trial_spec, "kind"));
     if (kind.empty()) kind = "Job";
     kind_name_ = kind;
@@ -568,6 +549,31 @@ class KatibImporter : public Importer {
     for (size_t i = 0; i < containers.size(); ++i)
       if (!primary.empty() && Word(Get(containers[i], "name")) == primary) chosen = i;
     Container(containers[chosen], placeholders);
+  }
+
+  // ${trialParameters.NAME} -> {the hyperpack parameter it references}, or the trial's metadata.
+  std::map<std::string, std::string> Placeholders(const YAML::Node& tt,
+                                                  const YAML::Node& trial_spec) {
+    std::map<std::string, std::string> placeholders;
+    const YAML::Node tps = tt["trialParameters"];
+    if (!tps || !tps.IsSequence()) return placeholders;
+    for (const YAML::Node& tp : tps) {
+      const YAML::Node name = Get(tp, "name"), ref = Get(tp, "reference");
+      if (Word(name).empty() || Word(ref).empty()) {
+        Error(tp, "spec.trialTemplate.trialParameters", "expected {name, reference}");
+        continue;
+      }
+      std::string r = ref.Scalar();
+      if (std::optional<std::string> meta = Metadata(r, trial_spec)) {
+        placeholders[name.Scalar()] = *meta;
+      } else if (auto it = names_.find(r); it != names_.end()) {
+        placeholders[name.Scalar()] = "{" + it->second + "}";
+      } else {
+        Error(ref, "spec.trialTemplate.trialParameters", "reference '", r,
+              "' is not a parameter of spec.parameters");
+      }
+    }
+    return placeholders;
   }
 
   // The containers of the replica whose command is the trial's (`where` names their path): a Job's

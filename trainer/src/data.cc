@@ -85,8 +85,15 @@ Result<DataSplits> LoadFashionMnist(const TrainerConfig& c) {
   return s;
 }
 
-Result<DataSplits> LoadCsv(const TrainerConfig& c) {
-  HP_ASSIGN_OR_RETURN(std::string text, ReadAll(c.data_path));
+// A CSV file's cells: the header, which column is the label, the features row by row.
+struct CsvTable {
+  std::vector<std::string> header;
+  size_t label = 0;
+  std::vector<float> features;
+  std::vector<std::string> labels;
+};
+
+Result<CsvTable> ParseCsv(const TrainerConfig& c, const std::string& text) {
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line))
@@ -106,8 +113,9 @@ Result<DataSplits> LoadCsv(const TrainerConfig& c) {
   }
   if (header.size() < 2)
     return Status::Invalid(c.data_path, ": expected feature columns and a label");
-  std::vector<float> features;
-  std::vector<std::string> labels;
+  CsvTable t;
+  std::vector<float>& features = t.features;
+  std::vector<std::string>& labels = t.labels;
   int64_t row = 1;
   while (std::getline(in, line)) {
     ++row;
@@ -131,15 +139,24 @@ Result<DataSplits> LoadCsv(const TrainerConfig& c) {
     }
   }
   if (labels.empty()) return Status::Invalid(c.data_path, ": no data rows");
+  t.header = std::move(header);
+  t.label = label;
+  return t;
+}
+
+Result<DataSplits> LoadCsv(const TrainerConfig& c) {
+  HP_ASSIGN_OR_RETURN(std::string text, ReadAll(c.data_path));
+  HP_ASSIGN_OR_RETURN(CsvTable table, ParseCsv(c, text));
+  const std::vector<std::string>& labels = table.labels;
   // Labels: every distinct value is a class, numbered in sorted order.
   std::map<std::string, int64_t> classes;
   for (const auto& l : labels) classes.emplace(l, 0);
   int64_t k = 0;
   for (auto& [name, id] : classes) id = k++;
   auto n = static_cast<int64_t>(labels.size());
-  int64_t f = static_cast<int64_t>(header.size()) - 1;
+  int64_t f = static_cast<int64_t>(table.header.size()) - 1;
   Dataset all;
-  all.x = torch::from_blob(features.data(), {n, f}, torch::kFloat32).clone();
+  all.x = torch::from_blob(table.features.data(), {n, f}, torch::kFloat32).clone();
   std::vector<int64_t> y;
   for (const auto& l : labels) y.push_back(classes[l]);
   all.y = torch::tensor(y, torch::kInt64);
