@@ -5,7 +5,10 @@
         [--lr 0.01] [--threads N] [--train-samples N] [--batch-norm] [--seed 0]
         [--optimizer sgd|adamw] [--momentum 0.9] [--weight-decay 0] [--nproc N]
         [--bucket-mb 4] [--grad-compression none|fp16|bf16]
-        [--data-path /usr/share/datasets/fashion-mnist]
+        [--data-path /usr/share/datasets/fashion-mnist] [--device cpu|cuda]
+        [--precision fp32|bf16|fp16]
+    /usr/bin/python3 bench/pytorch_fmnist.py --model charlm --data-path TEXT [--seq-len 64]
+        [--d-model 128] [--layers 2] [--heads 4] ...
 
 The counterpart of `hyperpack-trainer --data fmnist` (trainer/src/*.cc), with its defaults:
 
@@ -20,6 +23,15 @@ The counterpart of `hyperpack-trainer --data fmnist` (trainer/src/*.cc), with it
   dropped); mini-batches are index_select from the in-memory tensors; cross-entropy; SGD with
   momentum (or AdamW); the learning rate set before every step: linear warm-up over the first 5%
   of the steps, then cosine to zero; torch.set_num_threads(--threads) (default: cores / ranks).
+
+--device cuda puts the model and the whole data set on the GPU once (as the trainer does);
+--precision bf16 runs the forward pass under torch.autocast, fp16 the same with
+torch.amp.GradScaler (the trainer's dynamic loss scaling); the weights stay fp32. --model charlm
+is the trainer's character transformer (token and position embeddings, a causal
+nn.TransformerEncoder of --layers post-norm layers with feed-forward 4 x --d-model, a LayerNorm
+and a linear head) on the bytes of the text file --data-path, cut into sequences of --seq-len as
+the trainer cuts them; it reports val_perplexity instead of accuracy. The training loss is summed
+as a tensor and read once per epoch, as the trainer does, so that no step waits for the GPU.
 
 --nproc N (N > 1) starts N copies of this program as ranks (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT for the env:// rendezvous, on loopback) that train with PyTorch's own
@@ -77,7 +89,7 @@ class Infeasible(Exception):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--model", choices=["mlp", "cnn", "charlm"], default="mlp")
     p.add_argument("--batch-size", type=int, default=64, help="global batch")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=0.01)
@@ -97,6 +109,13 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds, rendezvous and collectives")
     p.add_argument("--data-path", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--val-fraction", type=float, default=0.1)
     a = p.parse_args(argv)
     for name in ("batch_size", "epochs", "nproc"):
         if getattr(a, name) < 1:
@@ -140,6 +159,22 @@ def load_split(directory, prefix):
     y = read_idx(find(directory, prefix + "-labels-idx1-ubyte"))
     x = ((x.to(torch.float32) / 255.0 - PIXEL_MEAN) / PIXEL_STD).unsqueeze(1).contiguous()
     return x, y.to(torch.int64)
+
+
+def load_text(args):
+    """(train, val, None): the trainer's LoadText, byte ids in sequences of seq_len."""
+    with open(args.data_path, "rb") as f:
+        text = f.read()
+    vocab = {b: i for i, b in enumerate(sorted(set(text)))}
+    ids = torch.tensor([vocab[b] for b in text], dtype=torch.int64)
+    length = args.seq_len
+    n = (ids.numel() - 1) // length
+    x, y = ids[:n * length].view(n, length), ids[1:n * length + 1].view(n, length)
+    n_val = int(n * max(args.val_fraction, 1.0 / n))
+    n_train = n - n_val
+    if args.train_samples > 0:
+        n_train = min(n_train, args.train_samples)
+    return (x[:n_train], y[:n_train]), (x[n - n_val:], y[n - n_val:]), None, len(vocab)
 
 
 def load_data(args):
@@ -190,6 +225,37 @@ class Cnn(nn.Module):
         return self.head(self.features(x))
 
 
+class CharLm(nn.Module):
+    def __init__(self, vocab, seq_len, d, layers, heads):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d)
+        self.positions = nn.Embedding(seq_len, d)
+        self.encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(d, heads, dim_feedforward=4 * d, dropout=0.0), layers,
+            enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, x):  # x: [N, L] token ids
+        length = x.size(1)
+        h = self.tokens(x) + self.positions(torch.arange(length, device=x.device)).unsqueeze(0)
+        mask = torch.triu(torch.full((length, length), float("-inf"), device=x.device), 1)
+        h = self.encoder(h.transpose(0, 1), mask).transpose(0, 1)
+        return self.out(self.norm(h))
+
+
+def flat(logits, y):
+    """Logits and targets as cross_entropy takes them (a sequence's positions as rows), in fp32."""
+    if logits.dim() == 3:
+        return logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1)
+    return logits.float(), y
+
+
+def autocast(args):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    return torch.autocast(args.device, dtype=dtype, enabled=dtype is not None)
+
+
 # ---- training --------------------------------------------------------------------------------
 
 
@@ -217,16 +283,17 @@ def all_reduce_sum(values, world):
     return t.tolist()
 
 
-def measure(model, x, y, rank, world):
+def measure(model, x, y, rank, world, args):
     """Mean loss and accuracy, each rank taking every W-th row in chunks of 1024, summed."""
     model.train(False)
     loss = correct = count = 0.0
-    rows = torch.arange(rank, x.size(0), world, dtype=torch.int64)
+    rows = torch.arange(rank, x.size(0), world, dtype=torch.int64, device=x.device)
     with torch.no_grad():
         for at in range(0, rows.size(0), 1024):
             idx = rows[at:at + 1024]
-            by = y.index_select(0, idx)
-            logits = model(x.index_select(0, idx))
+            with autocast(args):
+                logits = model(x.index_select(0, idx))
+            logits, by = flat(logits, y.index_select(0, idx))
             loss += F.cross_entropy(logits, by, reduction="sum").item()
             correct += logits.argmax(1).eq(by).sum().item()
             count += by.size(0)
@@ -242,7 +309,15 @@ def train(args, rank, world, local_world, data=None, on_epoch=None):
     threads = args.threads if args.threads > 0 else max(1, (os.cpu_count() or 1) // local_world)
     torch.set_num_threads(threads)
     torch.manual_seed(args.seed)
-    (train_x, train_y), (val_x, val_y), (test_x, test_y) = data or load_data(args)
+    if args.model == "charlm":
+        (train_x, train_y), (val_x, val_y), test, vocab = load_text(args)
+    else:
+        (train_x, train_y), (val_x, val_y), test = data or load_data(args)
+    device = torch.device(args.device)
+    if device.type == "cuda":  # once, rather than a copy per batch
+        train_x, train_y, val_x, val_y = (t.to(device) for t in (train_x, train_y, val_x, val_y))
+        test = tuple(t.to(device) for t in test) if test else None
+        torch.cuda.reset_peak_memory_stats(device)
 
     if world > 1:
         dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
@@ -257,7 +332,15 @@ def train(args, rank, world, local_world, data=None, on_epoch=None):
                          % (args.batch_size, train_x.size(0)))
     total_steps = steps_per_epoch * args.epochs
 
-    model = Mlp() if args.model == "mlp" else Cnn(args.batch_norm)
+    if args.model == "charlm":
+        model = CharLm(vocab, args.seq_len, args.d_model, args.layers, args.heads)
+    else:
+        model = Mlp() if args.model == "mlp" else Cnn(args.batch_norm)
+    model = model.to(device)
+    scaler = None
+    if args.precision == "fp16":  # torch.amp's since 2.3; torch.cuda.amp's before
+        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") \
+            else torch.cuda.amp.GradScaler()
     net = model
     if world > 1:
         # The constructor broadcasts rank 0's parameters and buffers, as the trainer does.
@@ -279,39 +362,51 @@ def train(args, rank, world, local_world, data=None, on_epoch=None):
         gen = torch.Generator()
         gen.manual_seed(mix(args.seed, epoch))
         perm = torch.randperm(train_x.size(0), generator=gen, dtype=torch.int64)
-        mine = perm[rank:shard * world:world]
-        loss_sum, loss_count = 0.0, 0
+        mine = perm[rank:shard * world:world].to(device)
+        loss_sum, loss_count = torch.zeros((), dtype=torch.float64, device=device), 0
         start = time.perf_counter()
         for s in range(steps_per_epoch):
             lr = learning_rate(args.lr, step, total_steps, args.warmup_fraction)
             for group in opt.param_groups:
                 group["lr"] = lr
             idx = mine[s * micro:(s + 1) * micro]
-            loss = F.cross_entropy(net(train_x.index_select(0, idx)), train_y.index_select(0, idx))
-            loss.backward()
-            loss_sum += loss.item()
+            with autocast(args):
+                logits = net(train_x.index_select(0, idx))
+            loss = F.cross_entropy(*flat(logits, train_y.index_select(0, idx)))
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+            loss_sum += loss.detach()
             loss_count += 1
-            opt.step()
             opt.zero_grad()
             step += 1
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         seconds = time.perf_counter() - start
 
-        loss_sum, loss_count = all_reduce_sum([loss_sum, float(loss_count)], world)
-        val_loss, val_acc = measure(model, val_x, val_y, rank, world)
+        loss_sum, loss_count = all_reduce_sum([loss_sum.item(), float(loss_count)], world)
+        val_loss, val_acc = measure(model, val_x, val_y, rank, world, args)
         line = {
             "epoch": epoch + 1,
             "step": step,
             "train_loss": loss_sum / max(1.0, loss_count),
             "val_loss": val_loss,
-            "val_accuracy": val_acc,
+            ("val_perplexity" if args.model == "charlm" else "val_accuracy"):
+                math.exp(val_loss) if args.model == "charlm" else val_acc,
             "samples_per_s": steps_per_epoch * args.batch_size / seconds if seconds > 0 else 0.0,
             "step_time_ms": 1000.0 * seconds / steps_per_epoch,
             "lr": learning_rate(args.lr, max(0, step - 1), total_steps, args.warmup_fraction),
             "global_batch": args.batch_size,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         }
-        if epoch + 1 == args.epochs:
-            line["test_accuracy"] = measure(model, test_x, test_y, rank, world)[1]
+        if device.type == "cuda":
+            line["peak_gpu_mb"] = torch.cuda.max_memory_allocated(device) / 2.0**20
+        if epoch + 1 == args.epochs and test:
+            line["test_accuracy"] = measure(model, test[0], test[1], rank, world, args)[1]
         if rank == 0 and on_epoch is not None:
             on_epoch(line)
         elif rank == 0:

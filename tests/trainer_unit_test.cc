@@ -9,6 +9,7 @@
 
 #include "comm.h"
 #include "ddp.h"
+#include "gpu.h"
 #include "int8_wire.h"
 #include "loss_scaler.h"
 #include "test_util.h"
@@ -131,9 +132,11 @@ struct TwoRanks {
   std::vector<double> bytes_sent;                 // [rank], over all the steps
 };
 
+// On a GPU both ranks share it, as Gloo on its CUDA tensors (NCCL refuses a shared device).
 TwoRanks SyncStepsOnTwoRanks(GradCompression compression,
                              const std::vector<std::vector<torch::Tensor>>& grads,
-                             size_t bucket_bytes, int steps) {
+                             size_t bucket_bytes, int steps,
+                             torch::Device device = torch::Device(torch::kCPU)) {
   const int port = hyperpack::testing::FreeLoopbackPort();
   TwoRanks out{{{}, {}}, {{}, {}}, {0, 0}};
   std::vector<std::string> errors(2);
@@ -145,20 +148,23 @@ TwoRanks SyncStepsOnTwoRanks(GradCompression compression,
       rdv.master_port = port;
       auto comm = MakeC10dCommunicator(rdv);
       std::vector<torch::Tensor> params;
-      for (const torch::Tensor& g : grads[rank])
-        params.push_back(torch::zeros_like(g).requires_grad_());
+      std::vector<torch::Tensor> mine;
+      for (const torch::Tensor& g : grads[rank]) {
+        mine.push_back(g.to(device));
+        params.push_back(torch::zeros_like(mine.back()).requires_grad_());
+      }
       GradientSync sync(params, comm.get(), bucket_bytes, /*overlap=*/true, compression);
       for (int step = 0; step < steps; ++step) {
         for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
         sync.BeginMicroStep(true);
-        torch::Tensor loss = torch::zeros({});
-        for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * grads[rank][i]).sum();
+        torch::Tensor loss = torch::zeros({}, torch::TensorOptions().device(device));
+        for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * mine[i]).sum();
         loss.backward();
         sync.Finish();
         for (size_t i = 0; i < params.size(); ++i) {
-          torch::Tensor g = params[i].grad().to(torch::kFloat64);
+          torch::Tensor g = params[i].grad().cpu().to(torch::kFloat64);
           if (step == 0) {
-            out.first[rank].push_back(params[i].grad().clone());
+            out.first[rank].push_back(params[i].grad().cpu().clone());
             out.sum[rank].push_back(g);
           } else {
             out.sum[rank][i] += g;
@@ -342,6 +348,70 @@ TEST(CompressedAllReduceTest, Int8ErrorFeedbackKeepsTheLongRunSumExact) {
   EXPECT_GT(one_step, 1e-4);
   EXPECT_LT(long_run, 2.0 / 127) << "one step's error " << one_step;
   EXPECT_LT(long_run, steps * one_step / 10);
+}
+
+// ---- On a GPU (skipped where this libtorch sees none) ----------------------------------------
+
+// Two ranks sharing one GPU sync every wire format through Gloo on CUDA tensors to what the same
+// two ranks reach on the CPU: the same algorithm, so within each format's rounding (the GPU's
+// kernels may round the sum's last bit differently), and identical on both ranks.
+TEST(GpuTest, TwoRanksSharingAGpuSyncEveryFormatAsOnTheCpu) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
+  const std::vector<std::vector<torch::Tensor>> grads = {RankGradients(0, 1.0),
+                                                         RankGradients(1, 1.0)};
+  struct Case {
+    GradCompression compression;
+    double tolerance;
+  };
+  for (Case c : {Case{GradCompression::kNone, 1e-6}, Case{GradCompression::kFp16, 1e-3},
+                 Case{GradCompression::kBf16, 1e-2}, Case{GradCompression::kInt8, 2e-2}}) {
+    SCOPED_TRACE(static_cast<int>(c.compression));
+    auto cpu = SyncStepsOnTwoRanks(c.compression, grads, 1 << 20, 3);
+    auto gpu = SyncStepsOnTwoRanks(c.compression, grads, 1 << 20, 3, torch::Device(torch::kCUDA));
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(torch::equal(gpu.sum[0][i], gpu.sum[1][i]));
+      EXPECT_LT((gpu.sum[0][i] - cpu.sum[0][i]).abs().max().item<double>(), c.tolerance);
+    }
+    EXPECT_EQ(gpu.bytes_sent[0], cpu.bytes_sent[0]);
+  }
+}
+
+// A one-rank c10d group on the GPU (NCCL where this libtorch has it) leaves every bucket's
+// gradient as backward made it: the mean over one rank, through the real collectives.
+TEST(GpuTest, AOneRankGroupOnTheGpuLeavesTheGradientsAsBackwardMadeThem) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
+  Rendezvous rdv;
+  rdv.master_port = hyperpack::testing::FreeLoopbackPort();
+  rdv.use_cuda = true;
+  auto comm = MakeC10dCommunicator(rdv);
+  const torch::Device gpu(torch::kCUDA);
+  std::vector<torch::Tensor> want = RankGradients(0, 1.0), params;
+  for (const torch::Tensor& g : want) params.push_back(torch::zeros_like(g, gpu).requires_grad_());
+  GradientSync sync(params, comm.get(), /*bucket_bytes=*/32, /*overlap=*/true);
+  sync.BeginMicroStep(true);
+  torch::Tensor loss = torch::zeros({}, gpu);
+  for (size_t i = 0; i < params.size(); ++i) loss = loss + (params[i] * want[i].to(gpu)).sum();
+  loss.backward();
+  sync.Finish();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(params[i].grad().is_cuda());
+    EXPECT_TRUE(torch::allclose(params[i].grad().cpu(), want[i], 1e-6, 1e-7));
+  }
+}
+
+// The peak the allocator saw is what was held at most since the reset, in MiB.
+TEST(GpuTest, PeakGpuMemoryCountsWhatWasHeld) {
+  if (GpuCount() == 0) GTEST_SKIP() << "no GPU";
+  const torch::Device gpu(torch::kCUDA);
+  ResetPeakGpu(gpu);
+  double before = PeakGpuMb(gpu).value();
+  {
+    torch::Tensor big = torch::empty({64 << 20}, torch::TensorOptions().device(gpu));  // 256 MiB
+    SynchronizeDevice(gpu);
+  }
+  double after = PeakGpuMb(gpu).value();
+  EXPECT_GE(after - before, 255.0);
+  EXPECT_FALSE(PeakGpuMb(torch::Device(torch::kCPU)).has_value());
 }
 
 }  // namespace

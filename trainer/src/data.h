@@ -3,6 +3,7 @@
 // Errors name the file and what was expected. Thread-safety: plain values after loading.
 #pragma once
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <optional>

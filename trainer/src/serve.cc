@@ -13,10 +13,7 @@
 #include <string>
 #include <vector>
 
-#ifdef HYPERPACK_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
-
+#include "gpu.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 #include "hyperpack/warm.h"
@@ -103,10 +100,8 @@ warm::TrialEnd RunOne(const warm::RunRequest& request, int out, int err, int dev
     code = RunTrial(static_cast<int>(args.size()), argv.data());
   }
   FlushAll();
-#ifdef HYPERPACK_WITH_CUDA
   // The blocks the trial freed go back to the GPU, for whatever runs on it next in another process.
-  c10::cuda::CUDACachingAllocator::emptyCache();
-#endif
+  EmptyGpuCache();
   // The trial's output ends here: the runner reads end of file before it reads the end message.
   dup2(devnull, STDOUT_FILENO);
   dup2(devnull, STDERR_FILENO);

@@ -1,6 +1,5 @@
 #include "hyperpack/trainer/trainer.h"
 
-#include <ATen/autocast_mode.h>
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -24,6 +23,7 @@
 #include "config.h"
 #include "data.h"
 #include "ddp.h"
+#include "gpu.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 #include "hyperpack/warm.h"
@@ -140,31 +140,21 @@ std::set<int64_t> StepsToPoison() {
 class AutocastScope {
  public:
   AutocastScope(Precision precision, const torch::Device& device)
-      : on_(precision != Precision::kFp32), cuda_(device.is_cuda()) {
-    if (!on_) return;
-    auto type = precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf;
-    if (cuda_) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(type);
-    } else {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(type);
-    }
+      : on_(precision != Precision::kFp32),
+        device_(device),
+        type_(precision == Precision::kBf16 ? at::kBFloat16 : at::kHalf) {
+    if (on_) SetAutocast(device_, true, type_);
   }
   ~AutocastScope() {
-    if (!on_) return;
-    if (cuda_) {
-      at::autocast::set_enabled(false);
-    } else {
-      at::autocast::set_cpu_enabled(false);
-    }
-    at::autocast::clear_cache();
+    if (on_) SetAutocast(device_, false, type_);
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-  bool on_, cuda_;
+  bool on_;
+  torch::Device device_;
+  at::ScalarType type_;
 };
 
 Rendezvous FromEnvironment(double timeout_s) {
@@ -257,7 +247,10 @@ class Trainer {
     device_ = ResolveDevice();
     if (c_.precision == Precision::kFp16 && !device_.is_cuda())
       throw Infeasible("precision fp16 needs a GPU (a CPU has no fp16 autocast); use bf16 or fp32");
-    rdv_.use_cuda = device_.is_cuda();
+    // NCCL between ranks on GPUs of their own; ranks that share a GPU (more local ranks than
+    // visible GPUs) use Gloo on its CUDA tensors instead, since NCCL refuses a shared device.
+    rdv_.use_cuda = device_.is_cuda() && rdv_.local_world_size <= GpuCount();
+    ResetPeakGpu(device_);
     SetupLossScaling();
     poisoned_steps_ = StepsToPoison();
     SetThreads();
@@ -432,9 +425,11 @@ class Trainer {
         line["epoch"] = epoch + 1;
         line["train_loss"] = loss_total.item<double>() / static_cast<double>(loss_count);
         line["lr"] = lr;
+        if (scaler_) line["loss_scale"] = scaler_->scale();
         std::cout << line.dump() << std::endl;
       }
     }
+    SynchronizeDevice(device_);  // the GPU's queued work belongs to this epoch's time
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     // Mean training loss over every rank's micro-batches.
     double loss_sum = loss_total.defined() ? loss_total.item<double>() : 0.0;
@@ -497,6 +492,7 @@ class Trainer {
       line["skipped_steps"] = scaler_->state().skipped_steps;
     }
     line["peak_rss_mb"] = PeakRssMb();
+    if (auto gpu_mb = PeakGpuMb(device_)) line["peak_gpu_mb"] = *gpu_mb;
     return line;
   }
 
