@@ -5,6 +5,7 @@
 
 #ifdef HYPERPACK_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 // libtorch 2.4 deprecated the autocast setters without a device type (and later ones drop them).
@@ -38,16 +39,26 @@ void SynchronizeDevice(const torch::Device& device) {
 int GpuCount() { return static_cast<int>(torch::cuda::device_count()); }
 
 #ifdef HYPERPACK_WITH_CUDA
+namespace {
+// The caching allocator knows a device only once libtorch has initialised CUDA, which it does at
+// the first CUDA tensor (before that it answers "Invalid device argument"); a device without an
+// index is the current one.
+c10::DeviceIndex Initialised(const torch::Device& device) {
+  torch::empty({1}, torch::TensorOptions().device(device));
+  return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+}  // namespace
+
 std::optional<double> PeakGpuMb(const torch::Device& device) {
   if (!device.is_cuda()) return std::nullopt;
   // allocated_bytes[0]: the aggregate over small and large pools (StatType::AGGREGATE), whose
   // enum moved namespaces between libtorch 1.13 and 2.x.
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(Initialised(device));
   return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
 }
 
 void ResetPeakGpu(const torch::Device& device) {
-  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(Initialised(device));
 }
 
 void EmptyGpuCache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
