@@ -529,6 +529,7 @@ void WriteSmallTable(const std::string& path, int rows) {
 // Trials served one after another by one warm hyperpack-trainer end with exactly the weights their
 // own processes would have (nothing of one trial is left to the next: seeds, threads, data); with
 // `trial.warm: false` each has its own process.
+// On the CPU: the study's trials ask for no GPU, so they see none, and the runs alone must match.
 TEST(TrainerStudyTest, TrialsServedByOneWarmProcessEndExactlyAsTheirOwnProcessesWould) {
   if (std::string(HYPERPACK_CLI).empty()) GTEST_SKIP() << "this build has no hyperpack CLI";
   for (bool warm : {true, false}) {
@@ -537,7 +538,7 @@ TEST(TrainerStudyTest, TrialsServedByOneWarmProcessEndExactlyAsTheirOwnProcesses
     WriteSmallTable(dir / "t.csv", 300);
     const std::string flags = StrCat(" --data csv --data-path ", dir / "t.csv",
                                      " --model mlp --mlp-widths 8 --epochs 2 --batch-size 30"
-                                     " --seed 2 --threads 1");
+                                     " --seed 2 --threads 1 --device cpu");
     WriteFile(
         dir / "s.yaml",
         StrCat("name: s\nobjective: {metric: val_loss, direction: minimize}\n",

@@ -36,6 +36,15 @@ void SynchronizeDevice(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
+torch::Tensor GpuRngState(const torch::Device& device) {
+  return at::globalContext().defaultGenerator(device).get_state();
+}
+
+void SetGpuRngState(const torch::Device& device, const torch::Tensor& state) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);  // a handle to the global one
+  gen.set_state(state);
+}
+
 int GpuCount() { return static_cast<int>(torch::cuda::device_count()); }
 
 #ifdef HYPERPACK_WITH_CUDA

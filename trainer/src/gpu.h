@@ -25,6 +25,11 @@ void SynchronizeDevice(const torch::Device& device);
 std::optional<double> PeakGpuMb(const torch::Device& device);
 void ResetPeakGpu(const torch::Device& device);
 
+// The state of a CUDA device's default random generator (what dropout draws from there), to
+// checkpoint beside the CPU's; and setting it back.
+torch::Tensor GpuRngState(const torch::Device& device);
+void SetGpuRngState(const torch::Device& device, const torch::Tensor& state);
+
 // How many GPUs this libtorch sees (0 with a CPU libtorch).
 int GpuCount();
 

@@ -518,6 +518,8 @@ class Trainer {
     archive.write("epochs_done", torch::tensor(static_cast<int64_t>(epochs_done)), true);
     archive.write("step", torch::tensor(step_), true);
     archive.write("rng", at::detail::getDefaultCPUGenerator().get_state(), true);
+    // On a GPU, dropout draws from the device's own generator.
+    if (device_.is_cuda()) archive.write("rng_gpu", GpuRngState(device_), true);
     if (scaler_) {
       const LossScalePolicy::State& st = scaler_->state();
       archive.write("loss_scale",
@@ -564,6 +566,9 @@ class Trainer {
       step_ = s.item<int64_t>();
       at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
       gen.set_state(rng);
+      torch::Tensor rng_gpu;  // absent where the checkpoint was written on a CPU
+      if (device_.is_cuda() && archive.try_read("rng_gpu", rng_gpu, true))
+        SetGpuRngState(device_, rng_gpu);
       // Absent from checkpoints written without loss scaling: the scale then starts afresh.
       torch::Tensor ls;
       if (scaler_ && archive.try_read("loss_scale", ls, true) && ls.numel() == 4) {
