@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "hyperpack/scheduler/placement.h"
-#include "hyperpack/scheduler/simulate.h"
+#include "hyperpack/placement/placement.h"
+#include "hyperpack/placement/simulate.h"
 
 namespace hs = hyperpack::scheduler;
 

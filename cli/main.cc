@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cxxopts.hpp>
@@ -15,10 +16,10 @@
 
 #include "hyperpack/dashboard/dashboard.h"
 #include "hyperpack/env_vars.h"
+#include "hyperpack/placement/simulate.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/serve.h"
-#include "hyperpack/scheduler/simulate.h"
 #include "hyperpack/scheduler/slurm.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
@@ -75,6 +76,15 @@ int ExitCodeFor(const Status& s) {
     default:
       return kFailure;
   }
+}
+
+// A whole file, or why it cannot be read; `what` names it for the message.
+Result<std::string> ReadFileText(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path, ": cannot read ", what, " (does it exist?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 int Fail(const Status& s) {
@@ -396,17 +406,14 @@ int CmdImport(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   std::string path = Positional(args)[0];
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(Status::Invalid(path, ": cannot read the sweep file (does it exist?)"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto format = ImportFormat(args, text.str(), path);
+  auto text = ReadFileText(path, "the sweep file");
+  if (!text.ok()) return Fail(text.status());
+  auto format = ImportFormat(args, *text, path);
   if (!format.ok()) {  // FILE:LINE:COL first, as every diagnostic of a file
     std::cerr << format.status().message() << "\n";
     return kUsage;
   }
-  study::ImportOutcome imported =
-      study::ImportSweep(text.str(), path, *format, ImportOptionsArg(args));
+  study::ImportOutcome imported = study::ImportSweep(*text, path, *format, ImportOptionsArg(args));
   for (const study::Diagnostic& d : imported.warnings) std::cerr << d.ToString() << "\n";
   if (!imported.errors.empty()) {
     for (const study::Diagnostic& d : imported.errors) std::cerr << d.ToString() << "\n";
@@ -814,10 +821,18 @@ int CmdSimulate(int argc, char** argv) {
   if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
   if (args.count("generate")) return GenerateWorkload(args);
   if (!args.count("trace")) return Fail(Status::Invalid("give --trace FILE.csv or --generate"));
-  auto trace = sched::ReadTrace(args["trace"].as<std::string>());
+  const std::string path = args["trace"].as<std::string>();
+  auto text = ReadFileText(path, "the trace");
+  if (!text.ok()) return Fail(text.status());
+  auto trace = sched::ParseTrace(*text, path);
   if (!trace.ok()) return Fail(trace.status());
   auto so = SimulationOptionsFrom(args);
   if (!so.ok()) return Fail(so.status());
+  so->clock_ms = [] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   auto r = sched::Simulate(*trace, *so);
   if (!r.ok()) return Fail(r.status());
   if (args.count("json")) {

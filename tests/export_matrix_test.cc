@@ -230,8 +230,9 @@ TEST_F(ExportMatrixTest, EveryExampleInEveryFormatCarriesEachParameterOrNamesIt)
           // --NAME VALUE reaches a program that reads it: one whose command took the parameter
           // from its environment is told so by name.
           if (std::string(format) == "args" &&
-              std::find(placed->begin(), placed->end(), param) == placed->end())
+              std::find(placed->begin(), placed->end(), param) == placed->end()) {
             EXPECT_THAT(out.err, ::testing::HasSubstr(param)) << out.err;
+          }
         }
       }
     }

@@ -1,5 +1,5 @@
 // Placement and the queue policies, on hand-worked examples.
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/placement/placement.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <set>
 
-#include "hyperpack/scheduler/fair_share.h"
-#include "hyperpack/scheduler/simulate.h"
+#include "hyperpack/placement/fair_share.h"
+#include "hyperpack/placement/simulate.h"
 
 namespace hyperpack::scheduler {
 namespace {

@@ -22,8 +22,8 @@
 #include <map>
 
 #include "hyperpack/host.h"
+#include "hyperpack/placement/fair_share.h"
 #include "hyperpack/scheduler/executor.h"
-#include "hyperpack/scheduler/fair_share.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/study_run.h"
 #include "hyperpack/storage/storage.h"
@@ -410,8 +410,8 @@ class Server {
     s->followers.push_back(c);
     c->Send(protocol::Accepted{id}.ToJson());
     const bool running = active_.count(id) > 0;
-    c->Send(protocol::Progress{StrCat("following study ", s->spec.name, " again (",
-                                      running ? "running" : "queued", ")")}
+    c->Send(protocol::Progress{
+        StrCat("following study ", s->spec.name, " again (", running ? "running" : "queued", ")")}
                 .ToJson());
     return id;
   }
@@ -442,7 +442,8 @@ class Server {
       asio::post(io_, [this, r, spec, weak, id, added]() mutable {
         auto client = weak.lock();
         if (!added->ok()) {
-          if (client) client->Send(protocol::Done{1, "storage: " + added->status().message()}.ToJson());
+          if (client)
+            client->Send(protocol::Done{1, "storage: " + added->status().message()}.ToJson());
           return;
         }
         r.id = **added;
@@ -661,7 +662,7 @@ class Server {
   std::deque<Submission> queue_;      // submitted, not started (only while recovering)
   std::map<int64_t, Active> active_;  // by submission id
   std::map<int64_t, std::pair<int, std::string>> done_;  // exit code and message
-  std::unique_ptr<ServerMetrics> metrics_;  // with --metrics
+  std::unique_ptr<ServerMetrics> metrics_;               // with --metrics
   bool recovering_ = false;
   bool stopping_ = false;
   bool arbitrating_ = false, rearbitrate_ = false;

@@ -398,7 +398,7 @@ class LocalExecutor : public Executor {
     p->reported = true;
     p->drain.cancel();
     procs_.erase(id);
-    cb_.on_exit(id, RankExit::FromWaitStatus(p->status));
+    cb_.on_exit(id, RankExitFromWaitStatus(p->status));
   }
 
   asio::io_context& io_;

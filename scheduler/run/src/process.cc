@@ -14,6 +14,7 @@
 #include <initializer_list>
 
 #include "hyperpack/env_vars.h"
+#include "hyperpack/scheduler/study_controller.h"
 
 extern char** environ;
 
@@ -244,6 +245,11 @@ Result<Spawned> Spawn(const SpawnRequest& request, const std::function<void(pid_
   }
   if (pid == 0) RunChild(p, plan);
   return AwaitExec(request, pid, p, plan.devnull, before_run);
+}
+
+RankExit RankExitFromWaitStatus(int status) {
+  if (WIFSIGNALED(status)) return RankExit::Signaled(WTERMSIG(status));
+  return RankExit::Exited(WEXITSTATUS(status));
 }
 
 }  // namespace hyperpack::scheduler

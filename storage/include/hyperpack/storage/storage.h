@@ -1,4 +1,5 @@
 // Storage: a study's whole history in one SQLite file.
+// (What it stores, as plain records, is in records.h, which links nothing that does I/O.)
 //
 // Schema (v2): studies, trials, metrics (intermediate values), events, the journal (v2: what each
 // study's controller fed its pruner, so a resume can replay it), and schema_version. Writes
@@ -20,144 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "hyperpack/direction.h"
 #include "hyperpack/status.h"
+#include "hyperpack/storage/records.h"
 
 namespace hyperpack::storage {
-
-enum class TrialState {
-  kPending,      // created, not started
-  kRunning,      // its process is (or was, if the runner died) running
-  kCompleted,    // exited 0 and reported the objective
-  kPruned,       // stopped early by a pruner; its value is the last one reported
-  kFailed,       // exited non-zero, or never reported the objective
-  kInterrupted,  // stopped by Ctrl-C or lost with its runner; run again on resume
-  kTimeout,      // killed for passing trial.timeout
-  kInfeasible,   // exited with code 3: this configuration cannot run (e.g. out of memory)
-  kNodeLost,     // its node (an agent) was lost; run again, up to budget.max_attempts
-  kPaused,       // trained to its rung (ASHA promote mode) and stopped, keeping its checkpoint;
-                 // promoted later, it runs again under the same number
-};
-const char* TrialStateName(TrialState state);
-std::optional<TrialState> ParseTrialState(const std::string& name);
-// Completed, pruned, failed, timeout and infeasible trials are finished: they count against the
-// budget and are never run again. Interrupted ones are run again. Paused ones count against the
-// budget but are not finished: they may be promoted.
-bool IsFinished(TrialState state);
-
-// What a study's controller fed its pruner, in order: replaying these entries through a fresh
-// controller rebuilds every rung, pause and promotion exactly as the live run made them.
-enum class JournalKind {
-  kBegin,        // a trial (its root number) started or resumed: Pruner::Begin
-  kReport,       // an objective report at a resource: Pruner::Report
-  kCannotPause,  // it was told to pause but has no checkpoint: Pruner::CannotPause
-  kPromoted,     // a paused trial was promoted (resource: the target)
-  kEnd,          // it ended for good (completed or not): Pruner::End
-};
-// "begin", "report", "cannot_pause", "promoted", "end": the names stored in the journal table.
-const char* JournalKindName(JournalKind kind);
-std::optional<JournalKind> ParseJournalKind(const std::string& name);
-
-struct JournalEntry {
-  int64_t seq = 0;  // set by storage when read: the order the entries were written
-  int trial = 0;    // the trial's root number
-  JournalKind kind = JournalKind::kReport;
-  double time = 0;      // seconds since the epoch
-  double resource = 0;  // kReport: the report's resource; kPromoted: the target
-  double value = 0;     // kReport: the objective as the pruner saw it; NaN is kept (stored as NULL)
-  bool completed = false;  // kEnd
-};
-
-// A study submitted to `hyperpack serve`, kept so that a server started again on the same storage
-// carries on with the studies it had, and a client that reconnects can follow its own.
-enum class SubmissionState { kQueued, kRunning, kDone };
-// "queued", "running", "done".
-const char* SubmissionStateName(SubmissionState state);
-
-struct SubmissionRecord {
-  int64_t id = 0;  // set by storage; also the run's fencing key on the agents
-  std::string study_name;
-  std::string spec_text;
-  std::string spec_path;
-  std::optional<int> max_trials, max_parallel;
-  SubmissionState state = SubmissionState::kQueued;
-  int exit_code = 0;    // kDone: the run's exit code
-  std::string message;  // kDone: why it could not run, if it could not
-  double submitted = 0;  // seconds since the epoch
-};
-
-// What an event in a study's log is about.
-enum class EventKind {
-  kRunStarted,
-  kRunResumed,
-  kRunStopped,
-  kTrialStarted,
-  kTrialResumed,
-  kTrialFinished,
-  kTrialPaused,
-  kTimeLimit,
-  kPruning,
-  kPausing,
-  kCannotPause,
-  kPromoted,
-  kTrialRunning,  // a cluster (Slurm) started it after it waited in its queue
-  kPreempted,     // stopped to give another study on the server its share
-  kShare,         // what the study may hold of a server it shares with other studies
-};
-// "run_started", "run_resumed", "run_stopped", "trial_started", "trial_resumed", "trial_finished",
-// "trial_paused", "time_limit", "pruning", "pausing", "cannot_pause", "promoted",
-// "trial_running".
-const char* EventKindName(EventKind kind);
-std::optional<EventKind> ParseEventKind(const std::string& name);
-
-struct StudyRecord {
-  int64_t id = 0;
-  std::string name;
-  std::string spec_text;  // the study file, verbatim
-  std::string spec_path;
-  Direction direction = Direction::kMinimize;
-  std::string metric;
-  uint64_t seed = 0;
-  double created = 0;  // seconds since the epoch
-  // The process running this study, if any (cleared on a clean exit).
-  std::optional<int64_t> runner_pid;
-  std::string runner_host;
-};
-
-struct TrialRecord {
-  int64_t study_id = 0;
-  int number = 0;  // 0, 1, 2, ... within a study
-  TrialState state = TrialState::kPending;
-  std::string params_json;
-  std::optional<double> value;
-  std::optional<double> started;
-  std::optional<double> ended;
-  std::optional<int> exit_status;  // exit code, or 128 + signal
-  std::string error;               // why it failed: the tail of stderr, or a reason
-  std::string host;
-  int attempt = 1;              // 2 for the first re-run of an interrupted trial, ...
-  std::optional<int> retry_of;  // the trial number this one re-runs
-  std::string log_path;
-  // Where its ranks ran, as JSON: [{"host": "node1", "gpus": [0, 1], "cpus": 1}, ...], one per
-  // rank (its latest run's, for a promoted trial); "" where not recorded (before schema 4).
-  std::string placement_json;
-};
-
-struct MetricPoint {
-  int64_t step = 0;
-  std::string name;
-  double value = 0;
-  double time = 0;
-};
-
-struct EventRecord {
-  double time = 0;
-  std::optional<int> trial;  // trial number, when the event is about one
-  // EventKindName of an EventKind. A string, not the enum, because readers print it and a
-  // database may hold kinds written by an older or newer hyperpack.
-  std::string kind;
-  std::string message;
-};
 
 // One forward step of the schema: brings a database from version - 1 to version.
 struct Migration {

@@ -16,7 +16,7 @@
 
 #include "hyperpack/direction.h"
 #include "hyperpack/expression.h"
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/placement/placement.h"
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
 #include "hyperpack/tuner/pruner.h"

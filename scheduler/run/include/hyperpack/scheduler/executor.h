@@ -12,10 +12,10 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/placement/placement.h"
+#include "hyperpack/scheduler/process.h"
 #include "hyperpack/scheduler/study_controller.h"
 #include "hyperpack/status.h"
-#include "hyperpack/scheduler/process.h"
 
 namespace hyperpack::scheduler {
 

@@ -21,6 +21,11 @@
 
 namespace hyperpack::scheduler {
 
+struct RankExit;  // study_controller.h
+
+// How a child ended, from waitpid's status: its exit code, or the signal that killed it.
+RankExit RankExitFromWaitStatus(int status);
+
 struct SpawnRequest {
   std::string command;           // for /bin/sh -c
   std::string workdir;           // empty: the runner's

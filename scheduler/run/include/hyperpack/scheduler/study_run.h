@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "hyperpack/placement/fair_share.h"
 #include "hyperpack/scheduler/executor.h"
-#include "hyperpack/scheduler/fair_share.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/study_controller.h"
 

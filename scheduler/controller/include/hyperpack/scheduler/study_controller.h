@@ -26,12 +26,12 @@
 #include <variant>
 #include <vector>
 
-#include "hyperpack/scheduler/fair_share.h"
+#include "hyperpack/placement/fair_share.h"
+#include "hyperpack/placement/placement.h"
 #include "hyperpack/scheduler/metrics.h"
-#include "hyperpack/scheduler/placement.h"
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
-#include "hyperpack/storage/storage.h"
+#include "hyperpack/storage/records.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/tuner/pruner.h"
 #include "hyperpack/tuner/tuner.h"
@@ -92,7 +92,6 @@ struct RankExit {
   static RankExit Preempted() { return {Kind::kPreempted, 0}; }
   static RankExit Refused() { return {Kind::kRefused, 0}; }
   // From a wait status as waitpid gives it.
-  static RankExit FromWaitStatus(int status);
 };
 
 // A node trials can be placed on, as the launch plans name it.

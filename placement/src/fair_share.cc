@@ -1,4 +1,4 @@
-#include "hyperpack/scheduler/fair_share.h"
+#include "hyperpack/placement/fair_share.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/placement/placement.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,14 +1,17 @@
 // Simulation with the real placement code: a workload (submit time, duration, GPUs per job)
 // replayed in virtual time on a cluster of identical GPU nodes, and the figures that say how well
-// it was packed. Also the synthetic workloads used by tests and benchmarks. Thread-safety: pure
-// functions over values.
+// it was packed. Also the synthetic workloads used by tests and benchmarks. Pure: the trace comes
+// as text and the clock that times the passes from the caller. Thread-safety: pure functions over
+// values.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/placement/placement.h"
 #include "hyperpack/status.h"
 
 namespace hyperpack::scheduler {
@@ -19,8 +22,9 @@ struct TraceJob {
   int gpus = 1;         // one rank per GPU; jobs larger than a node span nodes
 };
 
-// CSV with the header `submit_time,duration,gpus`; errors name the line and column.
-Result<std::vector<TraceJob>> ReadTrace(const std::string& path);
+// CSV text with the header `submit_time,duration,gpus`; errors name `path` (where the text was
+// read from), the line and the column.
+Result<std::vector<TraceJob>> ParseTrace(std::string_view text, const std::string& path);
 std::string TraceCsv(const std::vector<TraceJob>& jobs);
 
 struct SimulationOptions {
@@ -33,6 +37,9 @@ struct SimulationOptions {
   // cautious estimate is then the estimate x exp(this), a prediction's one-sd upper end.
   double estimate_noise = 0;
   uint64_t noise_seed = 0;
+  // A monotonic clock in milliseconds that times the scheduling passes (the caller's: this code
+  // reads none); without one, the passes' times are reported as 0.
+  std::function<double()> clock_ms;
 };
 
 struct SimulationResult {
@@ -46,7 +53,7 @@ struct SimulationResult {
   // Waits of the longest tenth of the jobs (by duration): what a shortest-first order may starve.
   double p99_queueing_longest = 0;
   int passes = 0;                 // scheduling passes run
-  double scheduling_seconds = 0;  // wall-clock time spent in them
+  double scheduling_seconds = 0;  // time spent in them, by SimulationOptions::clock_ms
   double p99_pass_ms = 0;
 };
 

@@ -249,10 +249,10 @@ class StudyController::Impl {
   std::vector<double> ladder_;  // the first bracket's rungs: the levels the tuner learns
   ClusterState cluster_;
   Scheduler scheduler_;
-  std::vector<ClusterNode> nodes_;  // every node that ever joined, as it joined
-  std::vector<bool> lost_;          // by node
-  bool said_waiting_ = false;       // the wait for capacity was told (once per wait)
-  std::optional<ShareGrant> share_;  // set by ShareChanged; a node that joins is withheld by it
+  std::vector<ClusterNode> nodes_;    // every node that ever joined, as it joined
+  std::vector<bool> lost_;            // by node
+  bool said_waiting_ = false;         // the wait for capacity was told (once per wait)
+  std::optional<ShareGrant> share_;   // set by ShareChanged; a node that joins is withheld by it
   std::optional<double> preempt_at_;  // over its share: when what is still over is preempted
   Demand typical_demand_;  // the latest trial's, for what a proposal not made yet will hold
 
@@ -270,7 +270,7 @@ class StudyController::Impl {
   std::map<int, double> promoted_early_;  // promoted while still stopping: root -> target
   std::set<int> announced_early_;         // of those, the ones whose promotion was logged already
   std::map<int, RootState> roots_;
-  std::vector<double> durations_;  // of this run's completed trials
+  std::vector<double> durations_;        // of this run's completed trials
   std::vector<double> final_resources_;  // ... and the resource of their last report
   std::map<uint64_t, tuner::CostPrediction> predicted_by_job_;  // new proposals, until launched
   // GPU-seconds and CPU-slot-seconds of the runs that ended (this run's, and stored ones').

@@ -1,9 +1,7 @@
-#include "hyperpack/scheduler/simulate.h"
+#include "hyperpack/placement/simulate.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <fstream>
 #include <queue>
 #include <random>
 #include <sstream>
@@ -33,9 +31,8 @@ double LogNormal(std::mt19937_64& rng, double median, double sigma, double lo, d
 
 }  // namespace
 
-Result<std::vector<TraceJob>> ReadTrace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(path, ": cannot read the trace");
+Result<std::vector<TraceJob>> ParseTrace(std::string_view text, const std::string& path) {
+  std::istringstream in{std::string(text)};
   std::string line;
   if (!std::getline(in, line)) return Status::Invalid(path, ": empty; expected a header row");
   if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -133,10 +130,9 @@ Result<Timeline> Replay(const std::vector<TraceJob>& jobs, Scheduler& scheduler,
     while (next < order.size() && jobs[order[next]].submit <= now) {
       HP_RETURN_IF_ERROR(scheduler.Submit(ToJob(jobs, order[next++], o)));
     }
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = o.clock_ms ? o.clock_ms() : 0;
     auto started = scheduler.Schedule(now);
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms = o.clock_ms ? o.clock_ms() - t0 : 0;
     t.pass_ms.push_back(ms);
     t.scheduling_seconds += ms / 1000.0;
     for (const auto& s : started) {

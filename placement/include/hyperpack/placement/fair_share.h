@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hyperpack/scheduler/placement.h"
+#include "hyperpack/placement/placement.h"
 
 namespace hyperpack::scheduler {
 

@@ -1,7 +1,5 @@
 // Events in, scheduling (budget, proposals, placement) and how a run ends. A trial's own life is in
 // controller_trials.cc; reports, the pruner and the replay in controller_pruning.cc.
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -33,11 +31,6 @@ const char* StopReasonName(StopReason reason) {
       return "storage error";
   }
   return "";
-}
-
-RankExit RankExit::FromWaitStatus(int status) {
-  if (WIFSIGNALED(status)) return Signaled(WTERMSIG(status));
-  return Exited(WEXITSTATUS(status));
 }
 
 tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed) {

@@ -1,0 +1,164 @@
+#include "hyperpack/storage/records.h"
+
+#include <map>
+
+namespace hyperpack::storage {
+
+const char* TrialStateName(TrialState state) {
+  switch (state) {
+    case TrialState::kPending:
+      return "pending";
+    case TrialState::kRunning:
+      return "running";
+    case TrialState::kCompleted:
+      return "completed";
+    case TrialState::kPruned:
+      return "pruned";
+    case TrialState::kFailed:
+      return "failed";
+    case TrialState::kInterrupted:
+      return "interrupted";
+    case TrialState::kTimeout:
+      return "timeout";
+    case TrialState::kInfeasible:
+      return "infeasible";
+    case TrialState::kNodeLost:
+      return "node_lost";
+    case TrialState::kPaused:
+      return "paused";
+  }
+  return "?";
+}
+
+std::optional<TrialState> ParseTrialState(const std::string& name) {
+  static const std::map<std::string, TrialState> kStates = {
+      {"pending", TrialState::kPending},     {"running", TrialState::kRunning},
+      {"completed", TrialState::kCompleted}, {"pruned", TrialState::kPruned},
+      {"failed", TrialState::kFailed},       {"interrupted", TrialState::kInterrupted},
+      {"timeout", TrialState::kTimeout},     {"infeasible", TrialState::kInfeasible},
+      {"node_lost", TrialState::kNodeLost},  {"paused", TrialState::kPaused}};
+  auto it = kStates.find(name);
+  if (it == kStates.end()) return std::nullopt;
+  return it->second;
+}
+
+bool IsFinished(TrialState state) {
+  switch (state) {
+    case TrialState::kCompleted:
+    case TrialState::kPruned:
+    case TrialState::kFailed:
+    case TrialState::kTimeout:
+    case TrialState::kInfeasible:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* JournalKindName(JournalKind kind) {
+  switch (kind) {
+    case JournalKind::kBegin:
+      return "begin";
+    case JournalKind::kReport:
+      return "report";
+    case JournalKind::kCannotPause:
+      return "cannot_pause";
+    case JournalKind::kPromoted:
+      return "promoted";
+    case JournalKind::kEnd:
+      return "end";
+  }
+  return "?";
+}
+
+std::optional<JournalKind> ParseJournalKind(const std::string& name) {
+  static const std::map<std::string, JournalKind> kKinds = {
+      {"begin", JournalKind::kBegin},
+      {"report", JournalKind::kReport},
+      {"cannot_pause", JournalKind::kCannotPause},
+      {"promoted", JournalKind::kPromoted},
+      {"end", JournalKind::kEnd}};
+  auto it = kKinds.find(name);
+  if (it == kKinds.end()) return std::nullopt;
+  return it->second;
+}
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kRunStarted:
+      return "run_started";
+    case EventKind::kRunResumed:
+      return "run_resumed";
+    case EventKind::kRunStopped:
+      return "run_stopped";
+    case EventKind::kTrialStarted:
+      return "trial_started";
+    case EventKind::kTrialResumed:
+      return "trial_resumed";
+    case EventKind::kTrialFinished:
+      return "trial_finished";
+    case EventKind::kTrialPaused:
+      return "trial_paused";
+    case EventKind::kTimeLimit:
+      return "time_limit";
+    case EventKind::kPruning:
+      return "pruning";
+    case EventKind::kPausing:
+      return "pausing";
+    case EventKind::kCannotPause:
+      return "cannot_pause";
+    case EventKind::kPromoted:
+      return "promoted";
+    case EventKind::kTrialRunning:
+      return "trial_running";
+    case EventKind::kPreempted:
+      return "preempted";
+    case EventKind::kShare:
+      return "share";
+  }
+  return "?";
+}
+
+std::optional<EventKind> ParseEventKind(const std::string& name) {
+  static const std::map<std::string, EventKind> kKinds = {
+      {"run_started", EventKind::kRunStarted},
+      {"run_resumed", EventKind::kRunResumed},
+      {"run_stopped", EventKind::kRunStopped},
+      {"trial_started", EventKind::kTrialStarted},
+      {"trial_resumed", EventKind::kTrialResumed},
+      {"trial_finished", EventKind::kTrialFinished},
+      {"trial_paused", EventKind::kTrialPaused},
+      {"time_limit", EventKind::kTimeLimit},
+      {"pruning", EventKind::kPruning},
+      {"pausing", EventKind::kPausing},
+      {"cannot_pause", EventKind::kCannotPause},
+      {"promoted", EventKind::kPromoted},
+      {"trial_running", EventKind::kTrialRunning},
+      {"preempted", EventKind::kPreempted},
+      {"share", EventKind::kShare}};
+  auto it = kKinds.find(name);
+  if (it == kKinds.end()) return std::nullopt;
+  return it->second;
+}
+
+namespace {
+constexpr std::pair<SubmissionState, const char*> kSubmissionStates[] = {
+    {SubmissionState::kQueued, "queued"},
+    {SubmissionState::kRunning, "running"},
+    {SubmissionState::kDone, "done"},
+};
+}  // namespace
+
+const char* SubmissionStateName(SubmissionState state) {
+  for (const auto& [s, name] : kSubmissionStates)
+    if (s == state) return name;
+  return "?";
+}
+
+std::optional<SubmissionState> ParseSubmissionState(const std::string& name) {
+  for (const auto& [s, n] : kSubmissionStates)
+    if (name == n) return s;
+  return std::nullopt;
+}
+
+}  // namespace hyperpack::storage
