@@ -1,0 +1,225 @@
+// cluster and its Slurm keys (spec_parser.h).
+#include "spec_parser.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <boost/regex.hpp>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "hyperpack/study/template.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::study::internal {
+
+void Parser::ParseCluster(const Field& field, ClusterSpec* cluster) {
+  auto fields = Fields(field, "cluster", {"slurm"}, /*list_allowed=*/true);
+  const Field* f = Get(fields, "slurm");
+  if (!f) return;
+  if (f->value.IsNull()) {
+    Error(f->key, "cluster.slurm",
+          "expected a mapping of keys to values, got nothing; for the cluster's defaults write "
+          "slurm: {}");
+    return;
+  }
+  SlurmSpec slurm;
+  slurm.positions.push_back(Position(f->key, "cluster.slurm"));
+  ParseSlurm(*f, "cluster.slurm", &slurm);
+  cluster->slurm = std::move(slurm);
+}
+
+void Parser::ParseSlurm(const Field& field, const std::string& path, SlurmSpec* slurm) {
+  static const std::vector<std::string> kKeys = {
+      "partition",  "account",       "qos",           "constraint", "time_limit",
+      "mem",        "cpus_per_task", "gpus_per_node", "gres",       "signal",
+      "extra_args", "poll_interval", "pending_limit"};
+  auto fields = Fields(field, path, kKeys, /*list_allowed=*/true);
+  for (const std::string& name : kKeys) {
+    if (const Field* f = Get(fields, name))
+      slurm->positions.push_back(
+          Position(f->value.IsNull() ? f->key : f->value, "cluster.slurm." + name));
+  }
+  auto text = [&](const char* key, std::string* out) {
+    if (const Field* f = Get(fields, key)) {
+      if (auto v = String(*f, Path(path, key))) *out = *v;
+    }
+  };
+  text("partition", &slurm->partition);
+  text("account", &slurm->account);
+  text("qos", &slurm->qos);
+  text("constraint", &slurm->constraint);
+  if (const Field* f = Get(fields, "time_limit"))
+    slurm->time_limit_s = TimeLimit(*f, Path(path, "time_limit"));
+  if (const Field* f = Get(fields, "mem")) {
+    if (auto m = Memory(*f, Path(path, "mem"))) slurm->mem = *m;
+  }
+  auto count = [&](const char* key, int* out) {
+    const Field* f = Get(fields, key);
+    if (!f) return;
+    std::string key_path = Path(path, key);
+    auto v = Integer(*f, key_path);
+    if (!v) return;
+    if (*v < 1 || *v > 1000000) {
+      Error(f->value, key_path, "must be between 1 and 1000000 (got ", *v, ")");
+      return;
+    }
+    *out = static_cast<int>(*v);
+  };
+  count("cpus_per_task", &slurm->cpus_per_task);
+  count("gpus_per_node", &slurm->gpus_per_node);
+  if (const Field* f = Get(fields, "gres")) {
+    if (auto g = Bool(*f, Path(path, "gres"))) slurm->gres = *g;
+  }
+  if (const Field* f = Get(fields, "signal")) {
+    if (auto s = Signal(*f, Path(path, "signal"))) slurm->signal = *s;
+  }
+  if (const Field* f = Get(fields, "extra_args"))
+    slurm->extra_args = ExtraArgs(*f, Path(path, "extra_args"));
+  if (const Field* f = Get(fields, "poll_interval")) {
+    std::string key = Path(path, "poll_interval");
+    if (auto d = Duration(*f, key)) {
+      if (*d < 0.2) {
+        Error(f->value, key, "must be at least 0.2s (got ", FormatDouble(*d), "s)");
+      } else {
+        slurm->poll_s = *d;
+      }
+    }
+  }
+  if (const Field* f = Get(fields, "pending_limit")) {
+    if (auto d = Duration(*f, Path(path, "pending_limit"))) slurm->pending_limit_s = *d;
+  }
+}
+
+std::optional<std::string> Parser::Memory(const Field& f, const std::string& key) {
+  bool ok = f.value.IsScalar();
+  if (ok) {
+    const std::string& v = f.value.Scalar();
+    size_t digits = 0;
+    while (digits < v.size() && std::isdigit(static_cast<unsigned char>(v[digits]))) ++digits;
+    const size_t rest = v.size() - digits;
+    ok = digits > 0 && (rest == 0 || (rest == 1 && std::strchr("KMGT", v.back()) != nullptr));
+  }
+  if (ok) return f.value.Scalar();
+  Error(f.value.IsNull() ? f.key : f.value, key,
+        f.value.IsScalar() ? "'" + f.value.Scalar() + "' is not an amount of memory"
+                           : "expected an amount of memory, got " + Describe(f.value),
+        "; write it as Slurm does, e.g. 16G, 512M or 4000 (megabytes)");
+  return std::nullopt;
+}
+
+std::vector<std::string> Parser::ExtraArgs(const Field& f, const std::string& key) {
+  std::vector<std::string> args;
+  if (!f.value.IsSequence()) {
+    Error(f.value.IsNull() ? f.key : f.value, key,
+          "expected a list of sbatch options such as [--exclusive], got ", Describe(f.value));
+    return args;
+  }
+  for (YAML::Node item : f.value) {
+    if (!item.IsScalar() || item.Scalar().empty() || item.Scalar()[0] != '-') {
+      Error(item, key, Describe(item),
+            " is not an sbatch option; each item starts with '-' and holds its value too, "
+            "e.g. --exclusive or --nodelist=n01");
+      continue;
+    }
+    args.push_back(item.Scalar());
+  }
+  return args;
+}
+
+std::optional<double> Parser::TimeLimit(const Field& f, const std::string& path) {
+  static const std::string kExpected =
+      "expected e.g. 2h, 90m or 1h30m, or as Slurm writes it: 90 (minutes), 1:30:00 or "
+      "1-12:00:00";
+  if (!f.value.IsScalar()) {
+    Error(f.value.IsNull() ? f.key : f.value, path, kExpected, ", got ", Describe(f.value));
+    return std::nullopt;
+  }
+  const std::string& text = f.value.Scalar();
+  static const std::regex kSlurm(R"((?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?)");
+  std::smatch m;
+  if (std::regex_match(text, m, kSlurm)) {
+    std::vector<double> parts;  // the numbers after the days, in order
+    for (int i = 2; i <= 4; ++i) {
+      if (!m[i].matched) continue;
+      auto n = ParseInt(m[i].str());
+      if (!n) {
+        Error(f.value, path, "'", text, "' is too long a time limit");
+        return std::nullopt;
+      }
+      parts.push_back(static_cast<double>(*n));
+    }
+    double seconds = 0;
+    if (m[1].matched) {  // D-HH, D-HH:MM, D-HH:MM:SS
+      auto days = ParseInt(m[1].str());
+      if (!days) {
+        Error(f.value, path, "'", text, "' is too long a time limit");
+        return std::nullopt;
+      }
+      static const double kUnits[] = {3600, 60, 1};
+      seconds = static_cast<double>(*days) * 86400;
+      for (size_t i = 0; i < parts.size(); ++i) seconds += parts[i] * kUnits[i];
+    } else if (parts.size() == 1) {  // MM
+      seconds = parts[0] * 60;
+    } else if (parts.size() == 2) {  // MM:SS
+      seconds = parts[0] * 60 + parts[1];
+    } else {  // HH:MM:SS
+      seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+    }
+    if (seconds <= 0) {
+      Error(f.value, path, "must be > 0 (got ", text,
+            "); leave time_limit out for the partition's default");
+      return std::nullopt;
+    }
+    return seconds;
+  }
+  if (auto x = ParseDouble(text)) {
+    if (*x <= 0) {
+      Error(f.value, path, "must be > 0 (got ", text,
+            "); leave time_limit out for the partition's default");
+    } else {
+      Error(f.value, path, "'", text,
+            "' is not a time limit: a bare number is whole minutes, as Slurm reads it; ",
+            kExpected);
+    }
+    return std::nullopt;
+  }
+  auto d = ParseDuration(text);
+  if (!d.ok()) {
+    Error(f.value, path, "'", text, "' is not a time limit; ", kExpected);
+    return std::nullopt;
+  }
+  return *d;
+}
+
+std::optional<std::string> Parser::Signal(const Field& f, const std::string& path) {
+  static const std::string kExpected =
+      "expected [B:]NAME@SECONDS such as USR1@90 or B:SIGUSR1@120, or false for no signal";
+  if (!f.value.IsScalar()) {
+    Error(f.value.IsNull() ? f.key : f.value, path, kExpected, ", got ", Describe(f.value));
+    return std::nullopt;
+  }
+  const std::string& text = f.value.Scalar();
+  if (text.empty() || text == "none" || text == "false" || text == "False" || text == "FALSE")
+    return std::string();
+  static const std::regex kSignal("(B:)?([A-Z][A-Z0-9]*|[0-9]+)@([0-9]+)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kSignal)) {
+    Error(f.value, path, "'", text, "' is not a signal; ", kExpected);
+    return std::nullopt;
+  }
+  auto seconds = ParseInt(m[3].str());
+  if (!seconds || *seconds > 65535) {
+    Error(f.value, path, "the warning must come at most 65535 seconds ahead (got ", m[3].str(),
+          ")");
+    return std::nullopt;
+  }
+  return text;
+}
+
+}  // namespace hyperpack::study::internal

@@ -1,0 +1,181 @@
+// tuner, queue, pruner and budget (spec_parser.h).
+#include "spec_parser.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <boost/regex.hpp>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "hyperpack/study/template.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::study::internal {
+
+void Parser::ParseTuner(const Field& field, TunerSpec* tuner) {
+  auto fields =
+      Fields(field, "tuner",
+             {"algorithm", "seed", "initial_trials", "acquisition", "warm_start", "cost_aware"});
+  using tuner::Acquisition;
+  using tuner::TunerAlgorithm;
+  OneOf(fields, "tuner", "algorithm",
+        {TunerAlgorithm::kGp, TunerAlgorithm::kRandom, TunerAlgorithm::kSobol},
+        tuner::TunerAlgorithmName, &tuner->algorithm);
+  OneOf(fields, "tuner", "acquisition", {Acquisition::kEi, Acquisition::kUcb},
+        tuner::AcquisitionName, &tuner->acquisition);
+  if (auto* f = Get(fields, "seed")) {
+    if (auto s = Integer(*f, "tuner.seed")) {
+      if (*s < 0) {
+        Error(f->value, "tuner.seed", "must be >= 0 (got ", *s, ")");
+      } else {
+        tuner->seed = static_cast<uint64_t>(*s);
+      }
+    }
+  }
+  if (auto* f = Get(fields, "initial_trials")) {
+    if (auto n = Integer(*f, "tuner.initial_trials")) {
+      if (*n < 1 || *n > 100000) {
+        Error(f->value, "tuner.initial_trials", "must be between 1 and 100000 (got ", *n, ")");
+      } else {
+        tuner->initial_trials = static_cast<int>(*n);
+      }
+    }
+  }
+  if (auto* f = Get(fields, "warm_start")) {
+    if (auto w = String(*f, "tuner.warm_start")) tuner->warm_start = *w;
+  }
+  if (auto* f = Get(fields, "cost_aware")) tuner->cost_aware = Bool(*f, "tuner.cost_aware");
+}
+
+void Parser::ParseQueue(const Field& field, QueueSpec* queue) {
+  auto fields = Fields(field, "queue", {"order", "aging", "max_wait"});
+  if (!field.value.IsMap()) return;
+  using scheduler::Order;
+  if (Get(fields, "order")) {
+    Order order = Order::kShortestFirst;  // overwritten, or the file has an error
+    OneOf(fields, "queue", "order", {Order::kArrival, Order::kShortestFirst}, scheduler::OrderName,
+          &order);
+    queue->order = order;
+  }
+  if (auto* f = Get(fields, "aging")) {
+    if (auto v = Number(*f, "queue.aging")) {
+      if (!std::isfinite(*v) || *v < 0 || *v > 1e6) {
+        Error(f->value, "queue.aging",
+              "must be a number >= 0, the seconds of predicted run time forgiven per second "
+              "waited, e.g. 1 (got ",
+              FormatDouble(*v), ")");
+      } else {
+        queue->aging = *v;
+      }
+    }
+  }
+  if (auto* f = Get(fields, "max_wait")) {
+    // 0 or none turns the starvation guard off.
+    if (f->value.IsScalar() && (f->value.Scalar() == "0" || f->value.Scalar() == "none")) {
+      queue->max_wait_s = 0;
+    } else {
+      queue->max_wait_s = Duration(*f, "queue.max_wait");
+    }
+  }
+}
+
+void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
+  auto fields = Fields(field, "pruner",
+                       {"algorithm", "resource", "min_resource", "max_resource", "reduction_factor",
+                        "mode", "warmup_steps", "startup_trials", "in_place"});
+  if (!field.value.IsMap()) return;
+  using tuner::PrunerAlgorithm;
+  using tuner::PrunerMode;
+  OneOf(fields, "pruner", "algorithm",
+        {PrunerAlgorithm::kNone, PrunerAlgorithm::kMedian, PrunerAlgorithm::kAsha,
+         PrunerAlgorithm::kHyperband},
+        tuner::PrunerAlgorithmName, &pruner->algorithm);
+  OneOf(fields, "pruner", "resource", {PrunerResource::kEpoch, PrunerResource::kStep}, ResourceName,
+        &pruner->resource);
+  OneOf(fields, "pruner", "mode", {PrunerMode::kStop, PrunerMode::kPromote}, tuner::PrunerModeName,
+        &pruner->mode);
+  auto number = [&](const char* key, double low, bool inclusive, const char* expected,
+                    double* out) -> const Field* {
+    const Field* f = Get(fields, key);
+    if (!f) return nullptr;
+    std::string path = Path("pruner", key);
+    auto v = Number(*f, path);
+    if (!v) return nullptr;
+    if (!std::isfinite(*v) || (inclusive ? *v < low : *v <= low)) {
+      Error(f->value, path, "must be ", expected, " (got ", FormatDouble(*v), ")");
+      return nullptr;
+    }
+    *out = *v;
+    return f;
+  };
+  number("min_resource", 0, false, "> 0", &pruner->min_resource);
+  const Field* max = number("max_resource", 0, false, "> 0", &pruner->max_resource);
+  number("reduction_factor", 1, false, "> 1, e.g. 3", &pruner->reduction_factor);
+  number("warmup_steps", 0, true, ">= 0", &pruner->warmup_steps);
+  if (const Field* f = Get(fields, "startup_trials")) {
+    if (auto n = Integer(*f, "pruner.startup_trials")) {
+      if (*n < 0 || *n > 1000000) {
+        Error(f->value, "pruner.startup_trials", "must be between 0 and 1000000 (got ", *n, ")");
+      } else {
+        pruner->startup_trials = static_cast<int>(*n);
+      }
+    }
+  }
+  if (const Field* f = Get(fields, "in_place")) {
+    if (auto b = Bool(*f, "pruner.in_place")) pruner->in_place = *b;
+  }
+  bool rungs = pruner->algorithm == tuner::PrunerAlgorithm::kAsha ||
+               pruner->algorithm == tuner::PrunerAlgorithm::kHyperband;
+  if (rungs && !Get(fields, "max_resource")) {
+    Missing(field.key, "pruner", "max_resource",
+            "the epochs (or steps) a full trial trains, e.g. max_resource: 27");
+  } else if (rungs && max && pruner->max_resource <= pruner->min_resource) {
+    Error(max->value, "pruner.max_resource", "must be greater than min_resource (",
+          FormatDouble(pruner->min_resource), ")");
+  }
+}
+
+void Parser::ParseBudget(const Field& field, BudgetSpec* budget) {
+  auto fields = Fields(field, "budget",
+                       {"max_trials", "max_parallel", "max_failed", "max_attempts", "time_limit",
+                        "gpu_hours", "core_hours"});
+  auto positive = [&](const char* key, int* out) {
+    const Field* f = Get(fields, key);
+    if (!f) return;
+    std::string path = Path("budget", key);
+    auto v = Integer(*f, path);
+    if (!v) return;
+    if (*v < 1 || *v > 1000000) {
+      Error(f->value, path, "must be between 1 and 1000000 (got ", *v, ")");
+      return;
+    }
+    *out = static_cast<int>(*v);
+  };
+  positive("max_trials", &budget->max_trials);
+  positive("max_parallel", &budget->max_parallel);
+  positive("max_failed", &budget->max_failed);
+  positive("max_attempts", &budget->max_attempts);
+  if (auto* f = Get(fields, "time_limit")) budget->time_limit_s = Duration(*f, "budget.time_limit");
+  auto hours = [&](const char* key, std::optional<double>* out) {
+    const Field* f = Get(fields, key);
+    if (!f) return;
+    std::string path = Path("budget", key);
+    auto v = Number(*f, path);
+    if (!v) return;
+    if (!std::isfinite(*v) || *v <= 0 || *v > 1e9) {
+      Error(f->value, path, "must be a number of hours > 0, e.g. 40 (got ", FormatDouble(*v), ")");
+      return;
+    }
+    *out = *v;
+  };
+  hours("gpu_hours", &budget->gpu_hours);
+  hours("core_hours", &budget->core_hours);
+}
+
+}  // namespace hyperpack::study::internal
