@@ -1657,6 +1657,16 @@ TEST(StudyFileTest, ExportRolesNameParametersOrFixValues) {
               ElementsAre(IsError(5, 29, "export.roles.precision",
                                   "'int8' is not a parameter of search_space (x) nor a precision: "
                                   "fp32, fp16 or bf16")));
+  // The spellings other tools write, as the launcher exports read them (study/training.h).
+  ParseOutcome spelled = Parse(std::string(kClusterBase) +
+                               "export: {roles: {precision: 16-mixed, optimizer: adamw_torch}}\n");
+  EXPECT_TRUE(spelled.errors.empty()) << spelled.ErrorText();
+  ParseOutcome optimizer =
+      Parse(std::string(kClusterBase) + "export: {roles: {optimizer: lion}}\n");
+  EXPECT_THAT(optimizer.errors,
+              ElementsAre(IsError(5, 29, "export.roles.optimizer",
+                                  "'lion' is not a parameter of search_space (x) nor an optimizer: "
+                                  "sgd, adam or adamw")));
 }
 
 // ---- metric patterns: objective.regex and trial.metrics

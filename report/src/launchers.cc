@@ -79,24 +79,6 @@ std::optional<double> AsNumber(const Value& v) {
   return std::nullopt;
 }
 
-std::optional<TrainPrecision> AsPrecision(const Value& v) {
-  std::string s = Normalised(FormatValue(v));
-  if (s == "fp32" || s == "32" || s == "32_true" || s == "float32" || s == "no" || s == "full")
-    return TrainPrecision::kFp32;
-  if (s == "fp16" || s == "16" || s == "16_mixed" || s == "float16" || s == "half" || s == "amp")
-    return TrainPrecision::kFp16;
-  if (s == "bf16" || s == "bf16_mixed" || s == "bfloat16") return TrainPrecision::kBf16;
-  return std::nullopt;
-}
-
-std::optional<Optimizer> AsOptimizer(const Value& v) {
-  const std::string s = Normalised(FormatValue(v));
-  if (s == "sgd") return Optimizer::kSgd;
-  if (s == "adam") return Optimizer::kAdam;
-  if (s == "adamw" || s == "adamw_torch" || s == "adamw_hf") return Optimizer::kAdamW;
-  return std::nullopt;
-}
-
 std::string RoleHint(TrainingRole role) {
   return StrCat("name it in the study file: export: {roles: {", TrainingRoleName(role),
                 ": PARAMETER}} (or a fixed value)");
@@ -216,12 +198,12 @@ Result<TrainingSetup> ResolveSetup(const Params& params, const study::ExportSpec
                            "): ", *s.warmup_ratio, " is not a fraction in [0, 1)");
   HP_ASSIGN_OR_RETURN(s.warmup_steps, WholeRole(TrainingRole::kWarmupSteps, params, spec, 0));
   if (auto f = FindRole(TrainingRole::kPrecision, params, spec)) {
-    auto p = AsPrecision(f->value);
+    auto p = study::ParsePrecision(f->value);
     if (!p) return WrongKind(TrainingRole::kPrecision, *f, "a precision: fp32, fp16 or bf16");
     s.precision = *p;
   }
   if (auto f = FindRole(TrainingRole::kOptimizer, params, spec)) {
-    s.optimizer = AsOptimizer(f->value);
+    s.optimizer = study::ParseOptimizer(f->value);
     if (!s.optimizer) return WrongKind(TrainingRole::kOptimizer, *f, "sgd, adam or adamw");
   }
   for (TrainingRole role : study::kAllTrainingRoles)

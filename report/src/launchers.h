@@ -19,16 +19,15 @@
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
 #include "hyperpack/study/spec.h"
+#include "hyperpack/study/training.h"
 
 namespace hyperpack::report {
 
 // A trial's parameters in the search space's order.
 using Params = std::vector<std::pair<std::string, Value>>;
 
-enum class TrainPrecision { kFp32, kFp16, kBf16 };
-
-// The optimizers the launchers' configurations can name.
-enum class Optimizer { kSgd, kAdam, kAdamW };
+using study::Optimizer;
+using study::TrainPrecision;
 
 struct TrainingSetup {
   std::optional<double> learning_rate;

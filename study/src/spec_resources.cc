@@ -1,6 +1,8 @@
 // resources and export: what a trial holds, and the roles its parameters play (spec_parser.h).
 #include "spec_parser.h"
 
+#include "hyperpack/study/training.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -98,7 +100,6 @@ void Parser::ParseExport(const Field& field, const SearchSpace& space, ExportSpe
 std::string Parser::FixedRoleProblem(TrainingRole role, const Value& value) {
   const double* d = std::get_if<double>(&value);
   const int64_t* i = std::get_if<int64_t>(&value);
-  const std::string* text = std::get_if<std::string>(&value);
   double number = d ? *d : i ? static_cast<double>(*i) : std::nan("");
   switch (role) {
     case TrainingRole::kMicroBatch:
@@ -115,13 +116,9 @@ std::string Parser::FixedRoleProblem(TrainingRole role, const Value& value) {
     case TrainingRole::kMomentum:
       return number >= 0 ? "" : "a number >= 0";
     case TrainingRole::kPrecision:
-      return text && (*text == "fp32" || *text == "fp16" || *text == "bf16")
-                 ? ""
-                 : "a precision: fp32, fp16 or bf16";
+      return ParsePrecision(value) ? "" : "a precision: fp32, fp16 or bf16";
     case TrainingRole::kOptimizer:
-      return text && (*text == "sgd" || *text == "adam" || *text == "adamw")
-                 ? ""
-                 : "an optimizer: sgd, adam or adamw";
+      return ParseOptimizer(value) ? "" : "an optimizer: sgd, adam or adamw";
   }
   return "a valid value";
 }

@@ -207,7 +207,7 @@ struct RoleSource {
 
 // `export: {roles: {micro_batch: mbs, data_parallel: 4}}`: the roles that inference would not find.
 // A value that names a parameter is that parameter; any other is fixed (a number, or for precision
-// fp32|fp16|bf16, for optimizer sgd|adam|adamw).
+// fp32|fp16|bf16, for optimizer sgd|adam|adamw, in the spellings training.h reads).
 struct ExportSpec {
   std::map<TrainingRole, RoleSource> roles;
 };
