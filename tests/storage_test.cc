@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "test_util.h"
 
@@ -411,12 +412,16 @@ TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
   EXPECT_TRUE(db->InsertTrial(NewTrial(id, 1)).ok());
 }
 
+// Every state once in the order people read them (kPaused is the enum's last), each named so that
+// the name reads back.
 TEST(StorageTest, TrialStateNamesRoundTrip) {
-  for (TrialState s : {TrialState::kPending, TrialState::kRunning, TrialState::kCompleted,
-                       TrialState::kPruned, TrialState::kFailed, TrialState::kInterrupted,
-                       TrialState::kTimeout, TrialState::kInfeasible}) {
+  std::set<std::string> names;
+  for (TrialState s : storage::kTrialStatesForPeople) {
     EXPECT_EQ(ParseTrialState(TrialStateName(s)), s);
+    names.insert(TrialStateName(s));
   }
+  EXPECT_EQ(names.size(), static_cast<size_t>(TrialState::kPaused) + 1);
+  EXPECT_EQ(std::size(storage::kTrialStatesForPeople), names.size());
   EXPECT_FALSE(ParseTrialState("done").has_value());
   EXPECT_TRUE(IsFinished(TrialState::kInfeasible));
   EXPECT_FALSE(IsFinished(TrialState::kInterrupted));

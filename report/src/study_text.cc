@@ -67,11 +67,12 @@ std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
 }
 
 std::string CountsText(const std::map<std::string, int>& counts) {
-  static const char* kOrder[] = {"completed", "running",    "paused",      "pruned",    "failed",
-                                 "timeout",   "infeasible", "interrupted", "node_lost", "pending"};
   std::vector<std::string> parts;
-  for (const char* s : kOrder)
-    if (auto it = counts.find(s); it != counts.end()) parts.push_back(StrCat(it->second, " ", s));
+  for (storage::TrialState state : storage::kTrialStatesForPeople) {
+    const char* name = storage::TrialStateName(state);
+    if (auto it = counts.find(name); it != counts.end())
+      parts.push_back(StrCat(it->second, " ", name));
+  }
   return parts.empty() ? "no trials yet" : Join(parts, ", ");
 }
 

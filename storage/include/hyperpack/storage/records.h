@@ -27,6 +27,11 @@ enum class TrialState {
   kPaused,       // trained to its rung (ASHA promote mode) and stopped, keeping its checkpoint;
                  // promoted later, it runs again under the same number
 };
+// Every state, in the order people read a study's counts: done well, under way, then the rest.
+inline constexpr TrialState kTrialStatesForPeople[] = {
+    TrialState::kCompleted, TrialState::kRunning, TrialState::kPaused,     TrialState::kPruned,
+    TrialState::kFailed,    TrialState::kTimeout, TrialState::kInfeasible, TrialState::kInterrupted,
+    TrialState::kNodeLost,  TrialState::kPending};
 const char* TrialStateName(TrialState state);
 std::optional<TrialState> ParseTrialState(const std::string& name);
 // Completed, pruned, failed, timeout and infeasible trials are finished: they count against the
