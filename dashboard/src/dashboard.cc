@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "hyperpack/net/accept.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
@@ -105,16 +106,9 @@ class Server {
 
  private:
   asio::awaitable<void> Accept() {
-    while (acceptor_.is_open()) {
-      boost::system::error_code ec;
-      tcp::socket socket =
-          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (ec == asio::error::operation_aborted) co_return;
-        continue;  // a connection that failed before it was ours (too many files, reset)
-      }
+    return net::AcceptLoop(acceptor_, [this](tcp::socket socket) {
       asio::co_spawn(io_, Session(std::move(socket)), asio::detached);
-    }
+    });
   }
 
   // One connection: requests in turn (keep-alive), each bounded in size and time.

@@ -22,6 +22,7 @@
 #include <map>
 
 #include "hyperpack/host.h"
+#include "hyperpack/net/accept.h"
 #include "hyperpack/placement/fair_share.h"
 #include "hyperpack/scheduler/executor.h"
 #include "hyperpack/scheduler/serve.h"
@@ -207,17 +208,9 @@ class Server {
   }
 
   asio::awaitable<void> Accept() {
-    while (acceptor_.is_open()) {
-      boost::system::error_code ec;
-      tcp::socket socket =
-          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) {
-        if (!acceptor_.is_open()) co_return;
-        continue;
-      }
-      auto c = std::make_shared<Connection>(std::move(socket));
-      asio::co_spawn(io_, Session(c), asio::detached);
-    }
+    return net::AcceptLoop(acceptor_, [this](tcp::socket socket) {
+      asio::co_spawn(io_, Session(std::make_shared<Connection>(std::move(socket))), asio::detached);
+    });
   }
 
   // One connection. Whatever goes wrong in it (a bad frame, a bug) ends it, and only it.
