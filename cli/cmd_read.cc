@@ -1,0 +1,200 @@
+#include "cli.h"
+
+namespace hyperpack::cli {
+
+namespace {
+
+// --within X, when given.
+Result<std::optional<report::Tolerance>> Within(const cxxopts::ParseResult& args) {
+  if (!args.count("within")) return std::optional<report::Tolerance>();
+  HP_ASSIGN_OR_RETURN(report::Tolerance t,
+                      report::ParseTolerance(args["within"].as<std::string>()));
+  return std::optional<report::Tolerance>(t);
+}
+
+// Writes `text` beside `target` and renames it there, so a reader never sees half a file.
+Status WriteWhole(const std::string& target, const std::string& text) {
+  std::string tmp = target + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << text;
+    if (!out.good()) return Status::Io("cannot write ", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) return Status::Io("cannot write ", target, ": ", ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
+int CmdStatus(int argc, char** argv) {
+  cxxopts::Options o("status", "hyperpack status [STUDY]: all studies, or one study's progress");
+  o.custom_help("[STUDY] [--watch [--interval S]] [options]");
+  AddStorage(o);
+  o.add_options()("json", "print JSON (with --watch: one object a line, when it changes)")(
+      "watch", "with STUDY: redraw a live view until no runner is on the study (Ctrl-C stops)")(
+      "interval", "with --watch: seconds between frames, in (0, 3600]",
+      cxxopts::value<double>()->default_value("2"));
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 1)) return *rc;
+  auto names = Positional(args);
+  if (args.count("watch") && names.empty())
+    return Fail(Status::Invalid("--watch follows one study: hyperpack status STUDY --watch"));
+  if (args.count("interval") && !args.count("watch"))
+    return Fail(
+        Status::Invalid("--interval goes with --watch: hyperpack status STUDY --watch "
+                        "--interval S"));
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  if (args.count("watch")) {
+    // Ctrl-C ends the watch between frames, cleanly: the handler only sets what `stop` reads.
+    static volatile std::sig_atomic_t interrupted = 0;
+    std::signal(SIGINT, [](int) { interrupted = 1; });
+    report::WatchOptions w;
+    w.interval_s = args["interval"].as<double>();
+    w.format = Format(args);
+    w.redraw = isatty(STDOUT_FILENO);
+    w.stop = [] { return interrupted != 0; };
+    Status s = report::WatchStudy(**db, names[0], w, std::cout);
+    return s.ok() ? kOk : Fail(s);
+  }
+  Status s = names.empty() ? report::ReportStudies(**db, Format(args), std::cout)
+                           : report::ReportStudy(**db, names[0], Format(args), std::cout);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdTrials(int argc, char** argv) {
+  cxxopts::Options o("trials", "hyperpack trials STUDY: one row per trial");
+  o.custom_help("STUDY [options]");
+  AddStorage(o);
+  o.add_options()("json", "print JSON");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  Status s = report::ReportTrials(**db, Positional(args)[0], Format(args), std::cout);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdBest(int argc, char** argv) {
+  cxxopts::Options o("best", "hyperpack best STUDY: the best completed trial");
+  o.custom_help("STUDY [--within X] [options]");
+  AddStorage(o);
+  o.add_options()("json", "print JSON: {trial, value, params, ...}")(
+      "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
+      cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto within = Within(args);
+  if (!within.ok()) return Fail(within.status());
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  Status s = report::ReportBest(**db, Positional(args)[0], Format(args), *within, std::cout);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdExport(int argc, char** argv) {
+  cxxopts::Options o("export", "hyperpack export STUDY: the best configuration(s)");
+  o.custom_help("STUDY [options]");
+  AddStorage(o);
+  o.add_options()("format",
+                  "yaml | json | env | args, or a launcher's: deepspeed | torchrun | hf | "
+                  "lightning | hydra; or optuna-sqlite (with -o FILE.db), tensorboard (with -o "
+                  "DIR)",
+                  cxxopts::value<std::string>()->default_value("yaml"))(
+      "top", "the best K trials", cxxopts::value<int>()->default_value("1"))(
+      "trial", "trial N instead of the best", cxxopts::value<int>())(
+      "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
+      cxxopts::value<std::string>())("o,output", "write to FILE instead of standard output",
+                                     cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  auto format = report::ParseExportFormat(args["format"].as<std::string>());
+  if (!format.ok()) return Fail(format.status());
+  auto within = Within(args);
+  if (!within.ok()) return Fail(within.status());
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  if (*format == report::ExportFormat::kOptunaSqlite && args.count("output")) {
+    std::string target = args["output"].as<std::string>();
+    Status s = report::ExportOptunaSqlite(**db, Positional(args)[0], target);
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << target << " (optuna.load_study(study_name='" << Positional(args)[0]
+              << "', storage='sqlite:///" << target << "'))\n";
+    return kOk;
+  }
+  if (*format == report::ExportFormat::kTensorboard && args.count("output")) {
+    std::string target = args["output"].as<std::string>();
+    Status s = report::ExportTensorboard(**db, Positional(args)[0], target);
+    if (!s.ok()) return Fail(s);
+    std::cerr << "wrote " << target << " (tensorboard --logdir " << target << ")\n";
+    return kOk;
+  }
+  std::ostringstream text;
+  std::optional<int> trial;
+  if (args.count("trial")) trial = args["trial"].as<int>();
+  Status s = report::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), trial,
+                                *within, text, std::cerr);
+  if (!s.ok()) return Fail(s);
+  if (!args.count("output")) {
+    std::cout << text.str();
+    return kOk;
+  }
+  std::string target = args["output"].as<std::string>();
+  if (Status w = WriteWhole(target, text.str()); !w.ok()) return Fail(w);
+  std::cerr << "wrote " << target << "\n";
+  return kOk;
+}
+
+int CmdDashboard(int argc, char** argv) {
+  cxxopts::Options o("dashboard",
+                     "hyperpack dashboard: every study's page, live, over HTTP (read-only)");
+  o.custom_help("[--listen 127.0.0.1:8080] [--token-file FILE] [options]");
+  AddStorage(o);
+  o.add_options()("listen", "IP:PORT (port 0 picks one); beyond loopback it needs --token-file",
+                  cxxopts::value<std::string>()->default_value("127.0.0.1:8080"))(
+      "token-file", "a file holding the token every request must carry (?token= or Bearer)",
+      cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
+  hyperpack::dashboard::DashboardOptions d;
+  d.listen = args["listen"].as<std::string>();
+  d.storage_path = StoragePath(args);
+  if (args.count("token-file")) {
+    auto token = Token(args);
+    if (!token.ok()) return Fail(token.status());
+    d.token = *token;
+  }
+  d.on_listening = [&](const std::string& url) {
+    std::cout << "hyperpack dashboard of " << d.storage_path << " on " << url
+              << (d.token.empty() ? "" : " (add ?token=YOUR_TOKEN)") << "\n"
+              << std::flush;
+  };
+  d.log = [](const std::string& line) { std::cout << line << "\n" << std::flush; };
+  Status s = hyperpack::dashboard::RunDashboard(d);
+  return s.ok() ? kOk : Fail(s);
+}
+
+int CmdReport(int argc, char** argv) {
+  cxxopts::Options o("report",
+                     "hyperpack report STUDY -o FILE.html: the study's charts, trials and events "
+                     "in one HTML file that opens with no network");
+  o.custom_help("STUDY -o FILE.html [options]");
+  AddStorage(o);
+  o.add_options()("o,output", "the HTML file to write", cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  if (!args.count("output"))
+    return Fail(Status::Invalid("report: say where to write the page: -o FILE.html"));
+  auto db = OpenForReading(args);
+  if (!db.ok()) return Fail(db.status());
+  std::ostringstream page;
+  if (Status s = report::WriteStudyPage(**db, Positional(args)[0], page); !s.ok()) return Fail(s);
+  std::string target = args["output"].as<std::string>();
+  if (Status w = WriteWhole(target, page.str()); !w.ok()) return Fail(w);
+  std::cerr << "wrote " << target << " (open it in a browser)\n";
+  return kOk;
+}
+
+}  // namespace hyperpack::cli

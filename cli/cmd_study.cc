@@ -1,0 +1,100 @@
+#include "cli.h"
+
+namespace hyperpack::cli {
+
+namespace {
+
+// The format `import` reads `text` in: --from's, or the one the file's keys tell.
+hyperpack::Result<study::SweepFormat> ImportFormat(const cxxopts::ParseResult& args,
+                                                   const std::string& text,
+                                                   const std::string& path) {
+  HP_ASSIGN_OR_RETURN(auto format, SweepFormatArg(args));
+  if (format) return *format;
+  HP_ASSIGN_OR_RETURN(format, study::DetectSweepFormat(text, path));
+  if (!format)
+    return Status::Invalid(path,
+                           ":1:1: this is already a hyperpack study file: check it with hyperpack "
+                           "validate, run it with hyperpack run");
+  std::cerr << path << ":1:1: warning: read as a " << study::SweepFormatName(*format)
+            << " file (--from names the tool)\n";
+  return *format;
+}
+
+}  // namespace
+
+int CmdImport(int argc, char** argv) {
+  cxxopts::Options o("import", "hyperpack import FILE: another tool's sweep as a study file");
+  o.custom_help("FILE [--from auto|wandb|nni|determined|katib] [--command CMD] [-o STUDY.yaml]");
+  o.add_options()("from",
+                  "the tool: wandb (a sweep), nni, determined or katib (an experiment); auto "
+                  "tells it from the file's keys",
+                  cxxopts::value<std::string>()->default_value("auto"))(
+      "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>())(
+      "command",
+      "the trial's command in place of the file's, with {param} placeholders: for a Determined "
+      "Trial class, a container that gives only args, or a Launch sweep",
+      cxxopts::value<std::string>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  std::string path = Positional(args)[0];
+  auto text = ReadFileText(path, "the sweep file");
+  if (!text.ok()) return Fail(text.status());
+  auto format = ImportFormat(args, *text, path);
+  if (!format.ok()) {  // FILE:LINE:COL first, as every diagnostic of a file
+    std::cerr << format.status().message() << "\n";
+    return kUsage;
+  }
+  study::ImportOutcome imported = study::ImportSweep(*text, path, *format, ImportOptionsArg(args));
+  for (const study::Diagnostic& d : imported.warnings) std::cerr << d.ToString() << "\n";
+  if (!imported.errors.empty()) {
+    for (const study::Diagnostic& d : imported.errors) std::cerr << d.ToString() << "\n";
+    return kUsage;
+  }
+  if (!args.count("output")) {
+    std::cout << imported.study_yaml;
+    return kOk;
+  }
+  std::string target = args["output"].as<std::string>();
+  std::ofstream out(target, std::ios::trunc);
+  out << imported.study_yaml;
+  if (!out.good()) return Fail(Status::Io("cannot write ", target));
+  std::cerr << "wrote " << target << " (check it with: hyperpack validate " << target << ")\n";
+  return kOk;
+}
+
+int CmdValidate(int argc, char** argv) {
+  cxxopts::Options o("validate", "hyperpack validate STUDY.yaml: check a study file");
+  o.custom_help("STUDY.yaml");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  std::string path = Positional(args)[0];
+  study::ParseOutcome parsed = study::LoadStudyFile(path);
+  if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
+  if (!parsed.spec) {
+    std::cerr << parsed.ErrorText() << "\n";
+    std::cerr << parsed.errors.size() << (parsed.errors.size() == 1 ? " error" : " errors")
+              << " in " << path << "\n";
+    return kUsage;
+  }
+  const study::StudySpec& s = *parsed.spec;
+  std::cout << path << ": ok\n\n";
+  std::cout << "study       " << s.name << "\n";
+  std::cout << "objective   " << study::DirectionName(s.objective.direction) << " "
+            << s.objective.metric << " (" << study::StrategyName(s.objective.strategy)
+            << " reported value)\n";
+  std::cout << "tuner       " << tuner::TunerAlgorithmName(s.tuner.algorithm);
+  if (s.tuner.seed) std::cout << ", seed " << *s.tuner.seed;
+  std::cout << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
+            << " at a time, stop after " << s.budget.max_failed << " failures";
+  if (s.budget.time_limit_s) std::cout << ", time limit " << *s.budget.time_limit_s << "s";
+  std::cout << "\ncommand     " << s.trial.command << "\n";
+  if (s.trial.timeout_s) std::cout << "timeout     " << *s.trial.timeout_s << "s\n";
+  if (s.resources.gpus) std::cout << "gpus        " << s.resources.gpus->text() << "\n";
+  if (s.resources.cpus) std::cout << "cpus        " << s.resources.cpus->text() << "\n";
+  std::cout << "\nsearch space (" << s.space.size() << " parameters)\n";
+  std::istringstream lines(s.space.Describe());
+  for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
+  return kOk;
+}
+
+}  // namespace hyperpack::cli
