@@ -18,6 +18,40 @@
 
 namespace hyperpack::study::internal {
 
+namespace {
+
+enum class SlurmTime { kNotSlurm, kTooLong, kRead };
+
+// A time as Slurm writes it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, into `seconds`.
+SlurmTime ReadSlurmTime(const std::string& text, double* seconds) {
+  static const std::regex kSlurm(R"((?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kSlurm)) return SlurmTime::kNotSlurm;
+  std::vector<double> parts;  // the numbers after the days, in order
+  for (int i = 2; i <= 4; ++i) {
+    if (!m[i].matched) continue;
+    auto n = ParseInt(m[i].str());
+    if (!n) return SlurmTime::kTooLong;
+    parts.push_back(static_cast<double>(*n));
+  }
+  if (m[1].matched) {  // D-HH, D-HH:MM, D-HH:MM:SS
+    auto days = ParseInt(m[1].str());
+    if (!days) return SlurmTime::kTooLong;
+    static const double kUnits[] = {3600, 60, 1};
+    *seconds = static_cast<double>(*days) * 86400;
+    for (size_t i = 0; i < parts.size(); ++i) *seconds += parts[i] * kUnits[i];
+  } else if (parts.size() == 1) {  // MM
+    *seconds = parts[0] * 60;
+  } else if (parts.size() == 2) {  // MM:SS
+    *seconds = parts[0] * 60 + parts[1];
+  } else {  // HH:MM:SS
+    *seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  }
+  return SlurmTime::kRead;
+}
+
+}  // namespace
+
 void Parser::ParseCluster(const Field& field, ClusterSpec* cluster) {
   auto fields = Fields(field, "cluster", {"slurm"}, /*list_allowed=*/true);
   const Field* f = Get(fields, "slurm");
@@ -81,6 +115,11 @@ void Parser::ParseSlurm(const Field& field, const std::string& path, SlurmSpec* 
   }
   if (const Field* f = Get(fields, "extra_args"))
     slurm->extra_args = ExtraArgs(*f, Path(path, "extra_args"));
+  ParseSlurmWaits(fields, path, slurm);
+}
+
+void Parser::ParseSlurmWaits(const std::map<std::string, Field>& fields, const std::string& path,
+                             SlurmSpec* slurm) {
   if (const Field* f = Get(fields, "poll_interval")) {
     std::string key = Path(path, "poll_interval");
     if (auto d = Duration(*f, key)) {
@@ -141,42 +180,18 @@ std::optional<double> Parser::TimeLimit(const Field& f, const std::string& path)
     return std::nullopt;
   }
   const std::string& text = f.value.Scalar();
-  static const std::regex kSlurm(R"((?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?)");
-  std::smatch m;
-  if (std::regex_match(text, m, kSlurm)) {
-    std::vector<double> parts;  // the numbers after the days, in order
-    for (int i = 2; i <= 4; ++i) {
-      if (!m[i].matched) continue;
-      auto n = ParseInt(m[i].str());
-      if (!n) {
-        Error(f.value, path, "'", text, "' is too long a time limit");
-        return std::nullopt;
-      }
-      parts.push_back(static_cast<double>(*n));
-    }
-    double seconds = 0;
-    if (m[1].matched) {  // D-HH, D-HH:MM, D-HH:MM:SS
-      auto days = ParseInt(m[1].str());
-      if (!days) {
-        Error(f.value, path, "'", text, "' is too long a time limit");
-        return std::nullopt;
-      }
-      static const double kUnits[] = {3600, 60, 1};
-      seconds = static_cast<double>(*days) * 86400;
-      for (size_t i = 0; i < parts.size(); ++i) seconds += parts[i] * kUnits[i];
-    } else if (parts.size() == 1) {  // MM
-      seconds = parts[0] * 60;
-    } else if (parts.size() == 2) {  // MM:SS
-      seconds = parts[0] * 60 + parts[1];
-    } else {  // HH:MM:SS
-      seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
-    }
-    if (seconds <= 0) {
+  double seconds = 0;
+  switch (ReadSlurmTime(text, &seconds)) {
+    case SlurmTime::kTooLong:
+      Error(f.value, path, "'", text, "' is too long a time limit");
+      return std::nullopt;
+    case SlurmTime::kRead:
+      if (seconds > 0) return seconds;
       Error(f.value, path, "must be > 0 (got ", text,
             "); leave time_limit out for the partition's default");
       return std::nullopt;
-    }
-    return seconds;
+    case SlurmTime::kNotSlurm:
+      break;
   }
   if (auto x = ParseDouble(text)) {
     if (*x <= 0) {

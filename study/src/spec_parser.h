@@ -203,6 +203,9 @@ class Parser {
   // The keys of `cluster.slurm` (and of `--slurm`, where `path` is empty). Each key present gets a
   // SourcePos at its value, keyed "cluster.slurm.NAME" whatever `path` is.
   void ParseSlurm(const Field& field, const std::string& path, SlurmSpec* slurm);
+  // cluster.slurm's poll_interval and pending_limit: how often and how long to wait on Slurm.
+  void ParseSlurmWaits(const std::map<std::string, Field>& fields, const std::string& path,
+                       SlurmSpec* slurm);
 
   // An amount of memory as Slurm writes it: digits, then K, M, G or T (megabytes without one).
   // Checked by hand, not with std::regex, whose recursion a long value would overflow.
