@@ -9,7 +9,7 @@ namespace hyperpack::report::assets {
 
 std::string_view Body();     // report/page/body.html
 std::string_view Styles();   // report/page/page.css
-std::string_view Script();   // report/page/page.js
+std::string_view Script();   // report/page/js/*.js, in report/CMakeLists.txt's order
 std::string_view ChartJs();  // chart.min.js
 
 }  // namespace hyperpack::report::assets
