@@ -169,16 +169,8 @@ std::vector<Diagnostic> Parser::ParseSlurmOnly(const std::string& text, SlurmSpe
   return std::move(errors_);
 }
 
-void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
-  if (!root.IsMap()) {
-    Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
-    return;
-  }
-  static const std::vector<std::string> kKeys = {
-      "name",  "description", "objective", "search_space", "trial",  "tuner",   "budget",
-      "queue", "resources",   "pruner",    "cluster",      "export", "priority"};
-  auto fields = Fields(root, "", kKeys);
-
+void Parser::ParseHeader(const YAML::Node& root, const std::map<std::string, Field>& fields,
+                         StudySpec* spec) {
   if (auto* f = Get(fields, "name")) {
     if (auto name = String(*f, "name")) {
       static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]*");
@@ -207,6 +199,19 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
       }
     }
   }
+}
+
+void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
+  if (!root.IsMap()) {
+    Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
+    return;
+  }
+  static const std::vector<std::string> kKeys = {
+      "name",  "description", "objective", "search_space", "trial",  "tuner",   "budget",
+      "queue", "resources",   "pruner",    "cluster",      "export", "priority"};
+  auto fields = Fields(root, "", kKeys);
+
+  ParseHeader(root, fields, spec);
 
   if (auto* f = Get(fields, "objective")) {
     ParseObjective(*f, &spec->objective, &spec->metric_patterns);

@@ -118,6 +118,10 @@ class Parser {
                                    const std::string& path);
 
   // ---- sections ---------------------------------------------------------------------------
+  // The study's name, description and priority (the root's `fields`).
+  void ParseHeader(const YAML::Node& root, const std::map<std::string, Field>& fields,
+                   StudySpec* spec);
+
   void ParseRoot(const YAML::Node& root, StudySpec* spec);
 
   void ParseObjective(const Field& field, Objective* objective,
