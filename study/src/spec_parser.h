@@ -136,6 +136,10 @@ class Parser {
   std::optional<ParamSpec> ParseParam(const std::string& name, const Field& field,
                                       const std::vector<ParamSpec>& earlier);
 
+  // A `type: fixed` parameter's `value`: a scalar, or a list or mapping kept as JSON.
+  void ParseFixedValue(const Field& field, const std::string& path,
+                       const std::map<std::string, Field>& fields, ParamSpec* p);
+
   void ParseRange(const YAML::Node& owner, const std::string& path,
                   const std::map<std::string, Field>& fields, ParamSpec* p);
 

@@ -18,6 +18,28 @@
 
 namespace hyperpack::study::internal {
 
+namespace {
+
+// A parameter's `type:` and the keys its mapping may hold.
+struct ParamTypeKeys {
+  const char* name;
+  ParamType type;
+  std::vector<std::string> keys;
+};
+
+const ParamTypeKeys* FindParamType(const std::string& name) {
+  static const ParamTypeKeys kTypes[] = {
+      {"float", ParamType::kFloat, {"type", "low", "high", "log", "when"}},
+      {"int", ParamType::kInt, {"type", "low", "high", "log", "step", "when"}},
+      {"categorical", ParamType::kCategorical, {"type", "values", "when"}},
+      {"fixed", ParamType::kFixed, {"type", "value", "when"}}};
+  for (const ParamTypeKeys& t : kTypes)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
 void Parser::ParseSpace(const Field& field, SearchSpace* space) {
   const YAML::Node& node = field.value;
   // `{}`: nothing to tune, one configuration: the command as it is (a baseline, or what
@@ -88,27 +110,17 @@ std::optional<ParamSpec> Parser::ParseParam(const std::string& name, const Field
     Error(field.key, Path(path, "type"), "missing; expected float, int, categorical or fixed");
     return std::nullopt;
   }
-  std::string type = type_node.IsScalar() ? type_node.Scalar() : "";
-  std::vector<std::string> keys;
-  if (type == "float") {
-    p.type = ParamType::kFloat;
-    keys = {"type", "low", "high", "log", "when"};
-  } else if (type == "int") {
-    p.type = ParamType::kInt;
-    keys = {"type", "low", "high", "log", "step", "when"};
-  } else if (type == "categorical") {
-    p.type = ParamType::kCategorical;
-    keys = {"type", "values", "when"};
-  } else if (type == "fixed") {
-    p.type = ParamType::kFixed;
-    keys = {"type", "value", "when"};
-  } else {
+  const std::string type = type_node.IsScalar() ? type_node.Scalar() : "";
+  const ParamTypeKeys* known = FindParamType(type);
+  if (!known) {
     auto guess = DidYouMean(type, {"float", "int", "categorical", "fixed"});
     Error(type_node.IsNull() ? field.key : type_node, Path(path, "type"), "'", type,
           "' is not a parameter type; expected ",
           guess ? "'" + *guess + "'" : std::string("float, int, categorical or fixed"));
     return std::nullopt;
   }
+  p.type = known->type;
+  const std::vector<std::string>& keys = known->keys;
   size_t errors_before = errors_.size();
   auto fields = Fields(node, path, keys);
 
@@ -121,19 +133,24 @@ std::optional<ParamSpec> Parser::ParseParam(const std::string& name, const Field
       Missing(field.key, path, "values", "a list such as [sgd, adamw]");
     }
   } else {
-    if (auto* f = Get(fields, "value")) {
-      p.structured = f->value.IsSequence() || f->value.IsMap() || f->value.IsNull();
-      if (p.structured)
-        p.value = StructuredValue(f->value);
-      else if (auto v = ScalarValue(f->value, f->key, Path(path, "value")))
-        p.value = *v;
-    } else {
-      Missing(field.key, path, "value", "the parameter's one value");
-    }
+    ParseFixedValue(field, path, fields, &p);
   }
   if (auto* f = Get(fields, "when")) ParseCondition(*f, Path(path, "when"), earlier, &p);
   if (errors_.size() != errors_before) return std::nullopt;
   return p;
+}
+
+void Parser::ParseFixedValue(const Field& field, const std::string& path,
+                             const std::map<std::string, Field>& fields, ParamSpec* p) {
+  if (auto* f = Get(fields, "value")) {
+    p->structured = f->value.IsSequence() || f->value.IsMap() || f->value.IsNull();
+    if (p->structured)
+      p->value = StructuredValue(f->value);
+    else if (auto v = ScalarValue(f->value, f->key, Path(path, "value")))
+      p->value = *v;
+  } else {
+    Missing(field.key, path, "value", "the parameter's one value");
+  }
 }
 
 void Parser::ParseRange(const YAML::Node& owner, const std::string& path,
