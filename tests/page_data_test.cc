@@ -50,8 +50,8 @@ TrialRecord Trial(int number, TrialState state, double started, std::optional<do
   return t;
 }
 
-PageInput Input() {
-  PageInput in;
+StudyView Input() {
+  StudyView in;
   in.study.name = "s";
   in.study.metric = "loss";
   in.study.direction = Direction::kMinimize;
@@ -70,7 +70,7 @@ std::vector<std::string> BarsOf(const Timeline& t, int trial) {
 }
 
 TEST(PageDataTest, CpuTrialsTakeTheLowestFreeSlotsAndGpuTrialsTheirDevices) {
-  PageInput in = Input();
+  StudyView in = Input();
   const std::string cpu = R"([{"host":"h","gpus":[],"cpus":1}])";
   in.trials = {Trial(0, TrialState::kCompleted, 10, 20, cpu),
                Trial(1, TrialState::kCompleted, 12, 30, cpu),
@@ -101,7 +101,7 @@ TEST(PageDataTest, CpuTrialsTakeTheLowestFreeSlotsAndGpuTrialsTheirDevices) {
 }
 
 TEST(PageDataTest, APausedTrialIsCutAtItsPauseAndARunningOneEndsNow) {
-  PageInput in = Input();
+  StudyView in = Input();
   in.trials = {Trial(0, TrialState::kRunning, 100, std::nullopt),
                Trial(1, TrialState::kRunning, 100, std::nullopt)};
   in.events = {{150, 0, "trial_paused", "rung 1"},
@@ -118,7 +118,7 @@ TEST(PageDataTest, APausedTrialIsCutAtItsPauseAndARunningOneEndsNow) {
 }
 
 TEST(TrialCostsTest, RunTimeLessPausesTimesTheGpusOrElseTheCpuSlots) {
-  PageInput in = Input();
+  StudyView in = Input();
   in.trials = {
       Trial(0, TrialState::kCompleted, 100, 400, R"([{"host":"g","gpus":[0,1],"cpus":1}])"),
       Trial(1, TrialState::kCompleted, 100, 130, R"([{"host":"h","gpus":[],"cpus":3}])"),
@@ -202,7 +202,7 @@ TEST(CheapestWithinTest, WhenMinimizingWorseMeansHigher) {
 }
 
 TEST(PageDataTest, CurvesFollowTheJournalAndMarkPromotionsPausesAndPrunes) {
-  PageInput in = Input();
+  StudyView in = Input();
   in.trials = {Trial(0, TrialState::kPruned, 1, 2), Trial(1, TrialState::kPaused, 1, 2),
                Trial(2, TrialState::kNodeLost, 1, 2), Trial(3, TrialState::kCompleted, 3, 4)};
   in.trials[3].retry_of = 2;  // trial 3 re-runs trial 2: the same curve
@@ -232,7 +232,7 @@ TEST(PageDataTest, CurvesFollowTheJournalAndMarkPromotionsPausesAndPrunes) {
 }
 
 TEST(PageDataTest, ImportanceNeedsEnoughCompletedTrialsAndSaysWhy) {
-  PageInput in = Input();
+  StudyView in = Input();
   in.trials = {Trial(0, TrialState::kCompleted, 1, 2)};
   in.trials[0].value = 0.3;
   json d = PageData(in);
@@ -256,7 +256,7 @@ TEST(PageDataTest, ImportanceNeedsEnoughCompletedTrialsAndSaysWhy) {
 }
 
 TEST(PageDataTest, TrialBytesCannotBreakOutOfThePageOrItsJson) {
-  PageInput in = Input();
+  StudyView in = Input();
   in.study.name = "<b>s</b>";
   in.trials = {Trial(0, TrialState::kFailed, 1, 2)};
   in.trials[0].error = "boom </script><script>alert(1)</script> \xff\xfe not UTF-8";

@@ -1,7 +1,7 @@
 // What trials cost and will cost: the cheapest completed trial whose value is within X of the
 // best's (`hyperpack best STUDY --within X`, `export --within X`), and each trial's cost as the
 // cost model (hyperpack/tuner/cost_model.h) predicts it (`hyperpack trials`). What a trial cost
-// is TrialCosts' (page_data.h): the time it ran x the GPUs it held, or x its CPU slots where it
+// is TrialCosts' (study_view.h): the time it ran x the GPUs it held, or x its CPU slots where it
 // held none. Pure: no I/O, no clock.
 // Thread-safety: pure functions.
 #pragma once
@@ -13,7 +13,7 @@
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/tuner/cost_model.h"
-#include "page_data.h"
+#include "study_view.h"
 
 namespace hyperpack::report {
 

@@ -21,7 +21,7 @@
 #include "hyperpack/report/report.h"
 #include "hyperpack/text.h"
 #include "json_values.h"
-#include "loaded.h"
+#include "study_view.h"
 
 namespace hyperpack::report {
 namespace {
@@ -229,7 +229,7 @@ class Writer {
 constexpr char kUserAttr[] =
     "INSERT INTO trial_user_attributes (trial_id, key, value_json) VALUES (?, ?, ?)";
 
-Status WriteTrial(Writer& w, storage::Storage& db, const Loaded& l, const TrialRecord& t) {
+Status WriteTrial(Writer& w, storage::Storage& db, const StudyView& l, const TrialRecord& t) {
   const int64_t id = t.number + 1;
   const OptunaState state = ToOptuna(t);
   HP_RETURN_IF_ERROR(w.Insert(
@@ -280,7 +280,7 @@ Status WriteTrial(Writer& w, storage::Storage& db, const Loaded& l, const TrialR
   return Status::Ok();
 }
 
-Status WriteStudy(Writer& w, storage::Storage& db, const Loaded& l) {
+Status WriteStudy(Writer& w, storage::Storage& db, const StudyView& l) {
   HP_RETURN_IF_ERROR(w.Exec(kSchema));
   HP_RETURN_IF_ERROR(
       w.Insert("INSERT INTO studies (study_id, study_name) VALUES (1, ?)", {l.study.name}));
@@ -303,7 +303,7 @@ Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const s
     return Status::AlreadyExists(path,
                                  " exists; hyperpack writes an Optuna database only to a "
                                  "new file (remove it or choose another path)");
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kTrials));
   if (!l.spec)
     return Status::Invalid("study '", name,
                            "': its stored study file no longer parses, so the "

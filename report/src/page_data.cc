@@ -17,7 +17,6 @@ namespace hyperpack::report {
 namespace {
 
 using nlohmann::json;
-using storage::EventKind;
 using storage::JournalEntry;
 using storage::JournalKind;
 using storage::TrialRecord;
@@ -26,35 +25,7 @@ using storage::TrialState;
 // The GP behind the importance is fitted on at most this many trials (its cost grows as n^3).
 constexpr int kImportanceTrials = 200;
 
-// Each trial's stretches of running: [start, end] pairs, by trial number.
-using Segments = std::map<int, std::vector<std::pair<double, double>>>;
-
-Segments RunSegments(const PageInput& in) {
-  std::map<int, std::vector<const storage::EventRecord*>> by_trial;
-  for (const storage::EventRecord& e : in.events)
-    if (e.trial) by_trial[*e.trial].push_back(&e);
-  Segments out;
-  for (const TrialRecord& t : in.trials) {
-    if (!t.started) continue;
-    std::vector<std::pair<double, double>>& segments = out[t.number];
-    double open = *t.started;
-    bool running = true;
-    for (const storage::EventRecord* e : by_trial[t.number]) {
-      const std::optional<EventKind> kind = storage::ParseEventKind(e->kind);
-      if (kind == EventKind::kTrialPaused && running) {
-        segments.emplace_back(open, std::max(open, e->time));
-        running = false;
-      } else if (kind == EventKind::kTrialResumed && !running) {
-        open = e->time;
-        running = true;
-      }
-    }
-    if (running) segments.emplace_back(open, std::max(open, t.ended.value_or(in.now)));
-  }
-  return out;
-}
-
-json StudyJson(const PageInput& in) {
+json StudyJson(const StudyView& in) {
   json s = {{"name", in.study.name},
             {"metric", in.study.metric},
             {"direction", DirectionName(in.study.direction)},
@@ -71,7 +42,7 @@ json StudyJson(const PageInput& in) {
   return s;
 }
 
-json SpaceJson(const PageInput& in) {
+json SpaceJson(const StudyView& in) {
   json out = json::array();
   if (!in.spec) return out;
   for (const ParamSpec& p : in.spec->space.params()) {
@@ -89,24 +60,8 @@ json SpaceJson(const PageInput& in) {
   return out;
 }
 
-std::map<int, TrialCost> CostsOf(const PageInput& in, const Segments& segments) {
-  std::map<int, TrialCost> out;
-  for (const TrialRecord& t : in.trials) {
-    auto it = segments.find(t.number);
-    if (it == segments.end()) continue;
-    TrialCost& c = out[t.number];
-    for (const auto& [start, end] : it->second) c.seconds += end - start;
-    for (const RankUse& r : ParsePlacement(t.placement_json)) {
-      c.gpus += static_cast<int>(r.gpus.size());
-      c.cpus += r.cpus;
-    }
-    c.cost = c.seconds * (c.gpu() ? c.gpus : std::max(c.cpus, 1));
-  }
-  return out;
-}
-
-json TrialsJson(const PageInput& in, const Segments& segments) {
-  const std::map<int, TrialCost> costs = CostsOf(in, segments);
+json TrialsJson(const StudyView& in, const Segments& segments) {
+  const std::map<int, TrialCost> costs = TrialCosts(in, segments);
   json out = json::array();
   for (const TrialRecord& t : in.trials) {
     json params = json::parse(t.params_json, nullptr, /*allow_exceptions=*/false);
@@ -138,7 +93,7 @@ json TrialsJson(const PageInput& in, const Segments& segments) {
 
 // The pruner's view, one curve per root trial (a re-run continues its first attempt's curve),
 // marked where it was promoted and where its latest attempt was pruned or paused.
-json CurvesJson(const PageInput& in) {
+json CurvesJson(const StudyView& in) {
   std::map<int, int> root_of, latest;  // trial -> root; root -> its latest attempt
   std::map<int, const TrialRecord*> by_number;
   for (const TrialRecord& t : in.trials) {
@@ -185,7 +140,7 @@ bool Scored(const TrialRecord& t) {
 }
 
 // {"method", "values"}, or null with the reason in data["importance_note"].
-json ImportanceJson(const PageInput& in, json* note) {
+json ImportanceJson(const StudyView& in, json* note) {
   if (!in.spec) {
     *note = "the stored study file no longer parses";
     return nullptr;
@@ -235,7 +190,7 @@ json ImportanceJson(const PageInput& in, json* note) {
           {"values", std::move(items)}};
 }
 
-json TimelineJson(const Timeline& timeline, const PageInput& in) {
+json TimelineJson(const Timeline& timeline, const StudyView& in) {
   std::map<int, TrialState> state;
   for (const TrialRecord& t : in.trials) state[t.number] = t.state;
   json lanes = json::array(), bars = json::array();
@@ -251,7 +206,7 @@ json TimelineJson(const Timeline& timeline, const PageInput& in) {
   return {{"lanes", std::move(lanes)}, {"bars", std::move(bars)}};
 }
 
-json EventsJson(const PageInput& in) {
+json EventsJson(const StudyView& in) {
   json out = json::array();
   const size_t from = in.events.size() > static_cast<size_t>(kPageEvents)
                           ? in.events.size() - static_cast<size_t>(kPageEvents)
@@ -268,37 +223,7 @@ json EventsJson(const PageInput& in) {
 
 }  // namespace
 
-std::vector<RankUse> ParsePlacement(const std::string& placement_json) {
-  const json ranks = json::parse(placement_json, nullptr, /*allow_exceptions=*/false);
-  if (!ranks.is_array()) return {};
-  std::vector<RankUse> out;
-  for (const json& r : ranks) {
-    if (!r.is_object()) return {};
-    RankUse use;
-    auto host = r.find("host");
-    auto gpus = r.find("gpus");
-    auto cpus = r.find("cpus");
-    if (host == r.end() || !host->is_string()) return {};
-    use.host = host->get<std::string>();
-    if (gpus != r.end()) {
-      if (!gpus->is_array()) return {};
-      for (const json& g : *gpus) {
-        if (!g.is_number_integer()) return {};
-        use.gpus.push_back(g.get<int>());
-      }
-    }
-    if (cpus != r.end()) {
-      if (!cpus->is_number_integer()) return {};
-      use.cpus = std::max(0, cpus->get<int>());
-    }
-    out.push_back(std::move(use));
-  }
-  return out;
-}
-
-std::map<int, TrialCost> TrialCosts(const PageInput& in) { return CostsOf(in, RunSegments(in)); }
-
-Timeline BuildTimeline(const PageInput& in) {
+Timeline BuildTimeline(const StudyView& in) {
   const Segments segments = RunSegments(in);
   struct Use {
     double start, end;
@@ -352,17 +277,17 @@ Timeline BuildTimeline(const PageInput& in) {
   return out;
 }
 
-int ScoredTrials(const PageInput& in) {
+int ScoredTrials(const StudyView& in) {
   return static_cast<int>(std::count_if(in.trials.begin(), in.trials.end(), Scored));
 }
 
-nlohmann::json PageImportance(const PageInput& in) {
+nlohmann::json PageImportance(const StudyView& in) {
   json note = nullptr;
   json importance = ImportanceJson(in, &note);
   return {{"importance", std::move(importance)}, {"importance_note", std::move(note)}};
 }
 
-nlohmann::json PageData(const PageInput& in) {
+nlohmann::json PageData(const StudyView& in) {
   const Segments segments = RunSegments(in);
   const json importance = in.importance ? *in.importance : PageImportance(in);
   return {{"generated", in.now},

@@ -1,3 +1,5 @@
+// The read commands: `hyperpack studies`, `status STUDY`, `trials STUDY` and `best STUDY`, each a
+// StudyView (study_view.h) read once and rendered as a table or text for people, or JSON.
 #include "hyperpack/report/report.h"
 
 #include <algorithm>
@@ -8,16 +10,13 @@
 
 #include "costs.h"
 #include "hyperpack/config_json.h"
-#include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
 #include "hyperpack/study/spec.h"
-#include "hyperpack/study/template.h"
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
 #include "hyperpack/tuner/cost_model.h"
-#include "launchers.h"
-#include "loaded.h"
 #include "study_text.h"
+#include "study_view.h"
 
 namespace hyperpack::report {
 
@@ -25,29 +24,7 @@ using storage::Storage;
 using storage::StudyRecord;
 using storage::TrialRecord;
 using storage::TrialState;
-using study::ParamEnvName;
-using study::ParseOutcome;
-using study::ParseStudy;
-using study::StudySpec;
 using Json = nlohmann::ordered_json;
-
-Result<Loaded> Load(Storage& db, const std::string& name) {
-  HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
-  if (!found) {
-    HP_ASSIGN_OR_RETURN(auto all, db.ListStudies());
-    std::vector<std::string> names;
-    for (const auto& s : all) names.push_back(s.name);
-    auto guess = DidYouMean(name, names);
-    return Status::NotFound("no study named '", name, "' in ", db.path(),
-                            guess ? "; did you mean '" + *guess + "'?" : std::string(""));
-  }
-  Loaded l;
-  l.study = *found;
-  HP_ASSIGN_OR_RETURN(l.trials, db.ListTrials(l.study.id));
-  ParseOutcome parsed = ParseStudy(l.study.spec_text, l.study.spec_path);
-  l.spec = parsed.spec;
-  return l;
-}
 
 namespace {
 
@@ -83,11 +60,11 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
   Json all = Json::array();
   Table table({"study", "state", "trials", "best", "metric", "created"});
   for (const StudyRecord& s : studies) {
-    HP_ASSIGN_OR_RETURN(Loaded l, Load(db, s.name));
-    auto ranked = Ranked(l.study, l.trials);
+    HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, s.name, ViewParts::kTrials));
+    auto ranked = Ranked(l);
     std::optional<double> best;
     if (!ranked.empty()) best = ranked.front()->value;
-    std::string state = RunnerStateName(RunnerStateOf(s, &l));
+    std::string state = RunnerStateName(RunnerStateOf(l));
     if (format == OutputFormat::kJson) {
       Json j;
       j["study"] = s.name;
@@ -116,7 +93,6 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
 }
 
 namespace {
-Result<std::map<int, TrialCost>> LoadCosts(Storage& db, const Loaded& l);
 std::string CostShort(const TrialCost& c);
 
 // `status` shows the trade-off at this tolerance: the cheapest trial within 1% of the best.
@@ -127,11 +103,10 @@ struct TradeOff {
   TrialCost cost, best_cost;
 };
 
-Result<TradeOff> FindTradeOff(Storage& db, const Loaded& l,
-                              const std::vector<const TrialRecord*>& ranked) {
+TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>& ranked) {
   TradeOff t;
   if (ranked.size() < 2) return t;
-  HP_ASSIGN_OR_RETURN(const auto costs, LoadCosts(db, l));
+  const auto costs = TrialCosts(l);
   const TrialRecord* pick = CheapestWithin(ranked, costs, kTradeOff, Maximize(l.study));
   auto c = costs.find(pick->number), b = costs.find(ranked.front()->number);
   if (pick == ranked.front() || c == costs.end() || b == costs.end()) return t;
@@ -156,7 +131,7 @@ std::optional<double> Elapsed(const std::vector<TrialRecord>& trials) {
   return *last_end - *first_start;
 }
 
-Json StudyJson(const Loaded& l, const std::string& state,
+Json StudyJson(const StudyView& l, const std::string& state,
                const std::vector<const TrialRecord*>& ranked, const TradeOff& trade_off) {
   Json j;
   j["study"] = l.study.name;
@@ -181,7 +156,7 @@ Json StudyJson(const Loaded& l, const std::string& state,
 }
 
 // The best trial's line and, when there is one, the cheaper trial within 1% of it.
-void PrintBest(const Loaded& l, const std::vector<const TrialRecord*>& ranked,
+void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked,
                const TradeOff& trade_off, std::ostream& out) {
   if (ranked.empty()) {
     out << "best       - (no completed trial yet)\n";
@@ -214,10 +189,10 @@ void PrintEvents(const std::vector<storage::EventRecord>& events, std::ostream& 
 }  // namespace
 
 Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  auto ranked = Ranked(l.study, l.trials);
-  HP_ASSIGN_OR_RETURN(const TradeOff trade_off, FindTradeOff(db, l, ranked));
-  std::string state = RunnerStateName(RunnerStateOf(l.study, &l));
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kCosts));
+  auto ranked = Ranked(l);
+  const TradeOff trade_off = FindTradeOff(l, ranked);
+  std::string state = RunnerStateName(RunnerStateOf(l));
   HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(l.study.id, 8));
   if (format == OutputFormat::kJson) {
     out << StudyJson(l, state, ranked, trade_off).dump(2) << "\n";
@@ -241,18 +216,6 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
 }
 
 namespace {
-
-// Each trial's cost (TrialCosts): its runs' times, which its pauses and resumes split.
-Result<std::map<int, TrialCost>> LoadCosts(Storage& db, const Loaded& l) {
-  PageInput in;
-  in.study = l.study;
-  in.trials = l.trials;
-  constexpr storage::EventKind kRuns[] = {storage::EventKind::kTrialPaused,
-                                          storage::EventKind::kTrialResumed};
-  HP_ASSIGN_OR_RETURN(in.events, db.ListEventsOfKinds(l.study.id, kRuns));
-  in.now = WallNow();
-  return TrialCosts(in);
-}
 
 // "0.002", "0.2%".
 std::string WithinText(const Tolerance& t) {
@@ -290,7 +253,7 @@ struct CostsOfTrials {
   }
 };
 
-Json TrialsJson(const Loaded& l, const CostsOfTrials& costs) {
+Json TrialsJson(const StudyView& l, const CostsOfTrials& costs) {
   Json all = Json::array();
   for (const TrialRecord& t : l.trials) {
     Json j = TrialJson(t);
@@ -317,7 +280,7 @@ std::string TrialNote(const TrialRecord& t) {
 }
 
 // One row a trial, one column a parameter in the space's order.
-void PrintTrialsTable(const Loaded& l, const CostsOfTrials& costs, std::ostream& out) {
+void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostream& out) {
   std::vector<std::string> params;
   if (l.spec) {
     for (const ParamSpec& p : l.spec->space.params())
@@ -353,9 +316,9 @@ void PrintTrialsTable(const Loaded& l, const CostsOfTrials& costs, std::ostream&
 }  // namespace
 
 Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kCosts));
   CostsOfTrials costs;
-  HP_ASSIGN_OR_RETURN(costs.measured, LoadCosts(db, l));
+  costs.measured = TrialCosts(l);
   if (l.spec)
     costs.predicted = PredictedCosts(*l.spec, l.trials, costs.measured, &costs.predicted_gpu);
   if (format == OutputFormat::kJson) {
@@ -372,14 +335,15 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
 
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
                   const std::optional<Tolerance>& within, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  auto ranked = Ranked(l.study, l.trials);
+  HP_ASSIGN_OR_RETURN(StudyView l,
+                      ReadStudyView(db, name, within ? ViewParts::kCosts : ViewParts::kTrials));
+  auto ranked = Ranked(l);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   const TrialRecord& top = *ranked.front();
   const TrialRecord* pick = &top;
   std::map<int, TrialCost> costs;
   if (within) {
-    HP_ASSIGN_OR_RETURN(costs, LoadCosts(db, l));
+    costs = TrialCosts(l);
     pick = CheapestWithin(ranked, costs, *within, Maximize(l.study));
   }
   const TrialRecord& b = *pick;
@@ -427,230 +391,6 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
     out << "the best: " << l.study.metric << " = " << FormatShort(*top.value, 6) << " (trial "
         << top.number << ")" << (bc ? ", cost " + CostText(*bc) : std::string()) << "\n";
   }
-  return Status::Ok();
-}
-
-Result<ExportFormat> ParseExportFormat(const std::string& name) {
-  static const std::pair<const char*, ExportFormat> kFormats[] = {
-      {"yaml", ExportFormat::kYaml},
-      {"json", ExportFormat::kJson},
-      {"env", ExportFormat::kEnv},
-      {"args", ExportFormat::kArgs},
-      {"deepspeed", ExportFormat::kDeepSpeed},
-      {"torchrun", ExportFormat::kTorchrun},
-      {"hf", ExportFormat::kHuggingFace},
-      {"lightning", ExportFormat::kLightning},
-      {"hydra", ExportFormat::kHydra},
-      {"optuna-sqlite", ExportFormat::kOptunaSqlite},
-      {"tensorboard", ExportFormat::kTensorboard}};
-  std::vector<std::string> names;
-  for (const auto& [text, format] : kFormats) {
-    if (name == text) return format;
-    names.push_back(text);
-  }
-  return Status::Invalid("--format: '", name, "' is not a format; expected ", Join(names, ", "));
-}
-
-namespace {
-
-std::string YamlScalar(const Value& v) {
-  std::string text = FormatValue(v);
-  if (!std::holds_alternative<std::string>(v)) return text;
-  // A string that YAML would read as something else (a number, a boolean, null) is quoted.
-  nlohmann::json as_json = std::get<std::string>(v);
-  bool plain = !text.empty() && !ParseDouble(text) &&
-               text.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && text != "true" &&
-               text != "false" && text != "null" && text != "~" && text.front() != ' ' &&
-               text.back() != ' ' && text.front() != '-';
-  return plain ? text : as_json.dump();
-}
-
-// What `export` writes out: `trial` alone, or the best `top` completed trials.
-Result<std::vector<const TrialRecord*>> ChosenTrials(const Loaded& l, const std::string& name,
-                                                     int top, std::optional<int> trial) {
-  if (trial) {
-    for (const TrialRecord& t : l.trials)
-      if (t.number == *trial) return std::vector<const TrialRecord*>{&t};
-    return Status::NotFound("study '", name, "' has no trial ", *trial, " (it has ",
-                            l.trials.size(), ")");
-  }
-  if (top < 1) return Status::Invalid("--top must be >= 1 (got ", top, ")");
-  auto ranked = Ranked(l.study, l.trials);
-  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-  if (static_cast<int>(ranked.size()) > top) ranked.resize(top);
-  return ranked;
-}
-
-// A trial's parameters in the space's order.
-Result<Params> OrderedParams(const TrialRecord& t) {
-  HP_ASSIGN_OR_RETURN(Config c, ConfigFromJson(t.params_json));
-  Params ordered;
-  Json params = ParamsJson(t);
-  for (const auto& [k, v] : params.items())
-    if (auto it = c.find(k); it != c.end()) ordered.emplace_back(k, it->second);
-  return ordered;
-}
-
-std::string ChosenValueText(const TrialRecord& t) {
-  return t.value ? FormatDouble(*t.value) : StrCat("none (", TrialStateName(t.state), ")");
-}
-
-bool IsLauncher(ExportFormat f) {
-  return f == ExportFormat::kDeepSpeed || f == ExportFormat::kTorchrun ||
-         f == ExportFormat::kHuggingFace || f == ExportFormat::kLightning ||
-         f == ExportFormat::kHydra;
-}
-
-// One trial in a launcher's format.
-Status ExportLauncher(const Loaded& l, const TrialRecord& t, ExportFormat format, std::ostream& out,
-                      std::ostream& warnings) {
-  HP_ASSIGN_OR_RETURN(Params params, OrderedParams(t));
-  LauncherOutput result;
-  if (format == ExportFormat::kHydra) {
-    result = HydraOverrides(params);
-  } else {
-    if (!l.spec)
-      return Status::Invalid(
-          "the stored study file no longer parses, so its export.roles are "
-          "unknown; run the study once with this version");
-    auto setup = ResolveSetup(params, l.spec->exports);
-    if (!setup.ok()) return setup.status().WithContext(StrCat("trial ", t.number));
-    switch (format) {
-      case ExportFormat::kDeepSpeed:
-        result = DeepSpeedConfig(*setup);
-        NameWhatIsNotCarried(params, *setup, "--format deepspeed", &result);
-        break;
-      case ExportFormat::kHuggingFace:
-        result = HuggingFaceArguments(*setup);
-        NameWhatIsNotCarried(params, *setup, "--format hf", &result);
-        break;
-      case ExportFormat::kLightning:
-        result = LightningTrainer(*setup);
-        NameWhatIsNotCarried(params, *setup, "--format lightning", &result);
-        break;
-      default: {
-        Config config(params.begin(), params.end());
-        std::string command = study::RenderTemplate(l.spec->trial.command, config,
-                                                    {{"trial_id", std::to_string(t.number)}});
-        std::vector<std::string> names;
-        for (const ParamSpec& p : l.spec->space.params()) names.push_back(p.name);
-        command = ResolveParamVariables(command, params, names);
-        result = TorchrunCommand(*setup, command, params);
-      }
-    }
-  }
-  out << result.text;
-  for (const std::string& w : result.warnings) warnings << "warning: " << w << "\n";
-  return Status::Ok();
-}
-
-// `--format args` prints --NAME VALUE; a study whose command took a parameter from its environment
-// (HP_<NAME>, HYPERPACK_PARAMS_FILE: hyperpack-trainer, ${HP_X:-0}) and not as a placeholder may
-// have a program that reads no such argument: said by name, with the formats that carry it.
-void WarnUnplacedArgs(const Loaded& l, const std::vector<Params>& configs, std::ostream& warnings) {
-  if (!l.spec || configs.empty()) return;
-  auto placed = study::TemplatePlaceholders(l.spec->trial.command);
-  if (!placed.ok()) return;
-  std::vector<std::string> unplaced;
-  for (const auto& [name, value] : configs.front())
-    if (std::find(placed->begin(), placed->end(), name) == placed->end()) unplaced.push_back(name);
-  if (unplaced.empty()) return;
-  warnings << "warning: the study's command took " << Join(unplaced, ", ")
-           << " from its environment, not as arguments: the program may read no --NAME for "
-              "them; --format env or torchrun carries them as it got them\n";
-}
-
-// The plain formats: the configuration alone (`single`), or one entry per trial.
-void ExportPlain(const Loaded& l, const std::vector<const TrialRecord*>& chosen,
-                 const std::vector<Params>& configs, ExportFormat format, bool single,
-                 std::ostream& out) {
-  switch (format) {
-    case ExportFormat::kJson: {
-      if (single) {
-        out << ParamsJson(*chosen.front()).dump(2) << "\n";
-        break;
-      }
-      Json all = Json::array();
-      for (const TrialRecord* t : chosen)
-        all.push_back(Json{{"trial", t->number}, {"value", *t->value}, {"params", ParamsJson(*t)}});
-      out << all.dump(2) << "\n";
-      break;
-    }
-    case ExportFormat::kYaml:
-      for (size_t i = 0; i < chosen.size(); ++i) {
-        if (single) {
-          out << "# study " << l.study.name << ", trial " << chosen[i]->number << ": "
-              << l.study.metric << " = " << ChosenValueText(*chosen[i]) << "\n";
-          for (const auto& [k, v] : configs[i]) out << k << ": " << YamlScalar(v) << "\n";
-          continue;
-        }
-        out << "- trial: " << chosen[i]->number << "\n  value: " << ChosenValueText(*chosen[i])
-            << "\n  params:\n";
-        for (const auto& [k, v] : configs[i]) out << "    " << k << ": " << YamlScalar(v) << "\n";
-      }
-      break;
-    case ExportFormat::kEnv:
-      for (size_t i = 0; i < chosen.size(); ++i) {
-        if (i) out << "\n";
-        out << "# trial " << chosen[i]->number << ": " << l.study.metric << " = "
-            << ChosenValueText(*chosen[i]) << "\n";
-        for (const auto& [k, v] : configs[i])
-          out << ParamEnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
-        // As a trial gets them: a program that reads the parameters file's JSON (hyperpack-trainer)
-        // reads this where it is given no file.
-        out << env::kParams << "=" << ShellQuote(ParamsJson(*chosen[i]).dump()) << "\n";
-      }
-      break;
-    case ExportFormat::kArgs:
-      for (size_t i = 0; i < chosen.size(); ++i) {
-        std::vector<std::string> parts;
-        for (const auto& [k, v] : configs[i])
-          parts.push_back("--" + k + " " + ShellQuote(FormatValue(v)));
-        out << Join(parts, " ") << "\n";
-      }
-      break;
-    default:
-      break;  // the launchers' formats: ExportLauncher
-  }
-}
-
-}  // namespace
-
-Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::optional<int> trial, const std::optional<Tolerance>& within,
-                  std::ostream& out, std::ostream& warnings) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
-  std::vector<const TrialRecord*> chosen;
-  if (within) {
-    if (trial || top != 1)
-      return Status::Invalid(
-          "--within picks one trial, the cheapest good one: it goes with "
-          "neither --top nor --trial");
-    auto ranked = Ranked(l.study, l.trials);
-    if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-    HP_ASSIGN_OR_RETURN(auto costs, LoadCosts(db, l));
-    chosen = {CheapestWithin(ranked, costs, *within, Maximize(l.study))};
-  } else {
-    HP_ASSIGN_OR_RETURN(chosen, ChosenTrials(l, name, top, trial));
-  }
-  if (format == ExportFormat::kOptunaSqlite)
-    return Status::Invalid("--format optuna-sqlite writes a database file: give -o FILE.db");
-  if (format == ExportFormat::kTensorboard)
-    return Status::Invalid("--format tensorboard writes a directory of logs: give -o DIR");
-  if (IsLauncher(format)) {
-    if (chosen.size() > 1)
-      return Status::Invalid(
-          "a launcher's format holds one configuration: use --top 1 (the "
-          "default) or --trial N");
-    return ExportLauncher(l, *chosen.front(), format, out, warnings);
-  }
-  std::vector<Params> configs;
-  for (const TrialRecord* t : chosen) {
-    HP_ASSIGN_OR_RETURN(Params p, OrderedParams(*t));
-    configs.push_back(std::move(p));
-  }
-  ExportPlain(l, chosen, configs, format, /*single=*/top == 1 || trial.has_value(), out);
-  if (format == ExportFormat::kArgs) WarnUnplacedArgs(l, configs, warnings);
   return Status::Ok();
 }
 

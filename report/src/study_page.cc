@@ -1,13 +1,11 @@
 // The study page from storage (report.h): WriteStudyPage, and the dashboard's StudyPage and
 // StudyPageJson with their cache.
-#include <limits>
 #include <map>
 #include <mutex>
 #include <utility>
 
 #include "hyperpack/host.h"
 #include "hyperpack/report/report.h"
-#include "loaded.h"
 #include "page.h"
 #include "page_data.h"
 
@@ -24,7 +22,7 @@ PageCache::~PageCache() = default;
 struct PageCacheAccess {
   // in.importance from the cache when no trial has completed since; else fitted and kept. The fit
   // runs outside the lock: two requests may both fit, and the later result stays.
-  static void Fill(PageCache& cache, PageInput& in) {
+  static void Fill(PageCache& cache, StudyView& in) {
     const int scored = ScoredTrials(in);
     {
       std::lock_guard<std::mutex> lock(cache.impl_->mu);
@@ -40,25 +38,8 @@ struct PageCacheAccess {
   }
 };
 
-namespace {
-
-Result<PageInput> ReadPageInput(storage::Storage& db, const std::string& name) {
-  HP_ASSIGN_OR_RETURN(Loaded loaded, Load(db, name));
-  PageInput in;
-  in.study = std::move(loaded.study);
-  in.trials = std::move(loaded.trials);
-  in.spec = std::move(loaded.spec);
-  HP_ASSIGN_OR_RETURN(in.journal, db.ListJournal(in.study.id));
-  // Every event: the timeline cuts trials at their pauses. The page itself shows the newest.
-  HP_ASSIGN_OR_RETURN(in.events, db.ListEvents(in.study.id, std::numeric_limits<int>::max()));
-  in.now = WallNow();
-  return in;
-}
-
-}  // namespace
-
 Status WriteStudyPage(storage::Storage& db, const std::string& name, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(PageInput in, ReadPageInput(db, name));
+  HP_ASSIGN_OR_RETURN(StudyView in, ReadStudyView(db, name, ViewParts::kEverything));
   out << StudyPageHtml(PageData(in), in.study.name, /*source=*/"");
   if (!out.good()) return Status::Io("cannot write the study page");
   return Status::Ok();
@@ -66,14 +47,14 @@ Status WriteStudyPage(storage::Storage& db, const std::string& name, std::ostrea
 
 Result<std::string> StudyPage(storage::Storage& db, const std::string& name,
                               const std::string& source, PageCache& cache) {
-  HP_ASSIGN_OR_RETURN(PageInput in, ReadPageInput(db, name));
+  HP_ASSIGN_OR_RETURN(StudyView in, ReadStudyView(db, name, ViewParts::kEverything));
   in.live = true;
   PageCacheAccess::Fill(cache, in);
   return StudyPageHtml(PageData(in), in.study.name, source);
 }
 
 Result<std::string> StudyPageJson(storage::Storage& db, const std::string& name, PageCache& cache) {
-  HP_ASSIGN_OR_RETURN(PageInput in, ReadPageInput(db, name));
+  HP_ASSIGN_OR_RETURN(StudyView in, ReadStudyView(db, name, ViewParts::kEverything));
   in.live = true;
   PageCacheAccess::Fill(cache, in);
   return PageData(in).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

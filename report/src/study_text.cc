@@ -13,30 +13,17 @@ using storage::TrialRecord;
 using storage::TrialState;
 using Json = nlohmann::ordered_json;
 
-bool Maximize(const StudyRecord& s) { return s.direction == Direction::kMaximize; }
-
-std::vector<const TrialRecord*> Ranked(const StudyRecord& study,
-                                       const std::vector<TrialRecord>& trials) {
-  std::vector<const TrialRecord*> out;
-  for (const TrialRecord& t : trials)
-    if (t.state == TrialState::kCompleted && t.value) out.push_back(&t);
-  bool max = Maximize(study);
-  std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
-    return max ? *a->value > *b->value : *a->value < *b->value;
-  });
-  return out;
-}
-
-RunnerState RunnerStateOf(const StudyRecord& s, const Loaded* l) {
+RunnerState RunnerStateOf(const StudyView& v) {
+  const StudyRecord& s = v.study;
   if (s.runner_pid) {
     if (s.runner_host == HostName() && !ProcessAlive(*s.runner_pid))
       return RunnerState::kRunnerDied;
     return RunnerState::kRunning;
   }
-  if (l && l->spec) {
+  if (v.spec) {
     int finished = 0;
-    for (const TrialRecord& t : l->trials) finished += storage::IsFinished(t.state);
-    if (finished >= l->spec->budget.max_trials) return RunnerState::kDone;
+    for (const TrialRecord& t : v.trials) finished += storage::IsFinished(t.state);
+    if (finished >= v.spec->budget.max_trials) return RunnerState::kDone;
   }
   return RunnerState::kStopped;
 }

@@ -1,5 +1,5 @@
 // How the read commands describe a study and its trials in words: the runner's state, trials by
-// state, the ranking of completed trials, a trial's parameters. Shared by report.cc (status,
+// state, a trial's parameters (the ranking is study_view.h's). Shared by report.cc (status,
 // trials, best, export) and watch.cc (status --watch), so that both say the same thing.
 // Thread-safety: pure functions over values, except RunnerState (see there).
 #pragma once
@@ -13,22 +13,15 @@
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
-#include "loaded.h"
+#include "study_view.h"
 
 namespace hyperpack::report {
-
-bool Maximize(const storage::StudyRecord& s);
-
-// Completed trials with a value, best first (ties: the earlier trial). The pointers point into
-// `trials`.
-std::vector<const storage::TrialRecord*> Ranked(const storage::StudyRecord& study,
-                                                const std::vector<storage::TrialRecord>& trials);
 
 // Whether a runner is on the study: kDone when none is and the budget is spent, kRunnerDied when
 // the recorded runner on this host is gone. Asks the system whether that runner still lives, so
 // it is not pure.
 enum class RunnerState { kRunning, kRunnerDied, kDone, kStopped };
-RunnerState RunnerStateOf(const storage::StudyRecord& s, const Loaded* l);
+RunnerState RunnerStateOf(const StudyView& view);
 // "running", "stopped (runner died)", "done", "stopped".
 const char* RunnerStateName(RunnerState state);
 

@@ -17,7 +17,7 @@
 #include "hyperpack/report/report.h"
 #include "hyperpack/tensorboard/events.h"
 #include "hyperpack/text.h"
-#include "loaded.h"
+#include "study_view.h"
 
 namespace hyperpack::report {
 namespace {
@@ -114,7 +114,7 @@ Status WriteEventFile(const fs::path& dir, double wall_time,
 }
 
 // One trial's run: its session start, scalars by step, value and session end.
-Result<std::vector<std::string>> TrialEvents(storage::Storage& db, const Loaded& l,
+Result<std::vector<std::string>> TrialEvents(storage::Storage& db, const StudyView& l,
                                              const storage::TrialRecord& t,
                                              std::set<std::string>* metrics) {
   HP_ASSIGN_OR_RETURN(Config config, ConfigFromJson(t.params_json));
@@ -150,7 +150,7 @@ Result<std::vector<std::string>> TrialEvents(storage::Storage& db, const Loaded&
 }  // namespace
 
 Status ExportTensorboard(storage::Storage& db, const std::string& name, const std::string& dir) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kTrials));
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     return Status::AlreadyExists(dir,

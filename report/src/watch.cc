@@ -15,9 +15,9 @@
 #include "hyperpack/table.h"
 #include "hyperpack/text.h"
 #include "json_values.h"
-#include "loaded.h"
 #include "page_data.h"
 #include "study_text.h"
+#include "study_view.h"
 
 namespace hyperpack::report {
 namespace {
@@ -163,7 +163,7 @@ std::string WatchText(const WatchInput& in) {
   out << head << std::string(used + 2 < kHeaderWidth ? kHeaderWidth - used : 2, ' ') << clock
       << "\n";
   out << "trials   " << CountsText(CountStates(in.trials)) << BudgetText(in) << "\n";
-  auto ranked = Ranked(in.study, in.trials);
+  auto ranked = Ranked(in);
   if (ranked.empty()) {
     out << "best     - (no completed trial yet)\n";
   } else {
@@ -209,7 +209,7 @@ Json WatchJson(const WatchInput& in) {
   j["elapsed_s"] = FiniteOrNull<Json>(StudyElapsed(in));
   j["trials"] = CountStates(in.trials);
   j["max_trials"] = in.spec ? Json(in.spec->budget.max_trials) : Json(nullptr);
-  auto ranked = Ranked(in.study, in.trials);
+  auto ranked = Ranked(in);
   if (ranked.empty()) {
     j["best"] = nullptr;
   } else {
@@ -249,22 +249,19 @@ namespace {
 
 // The frame's input as storage holds it now.
 Result<WatchInput> LoadWatchInput(storage::Storage& db, const std::string& name, double now) {
-  HP_ASSIGN_OR_RETURN(Loaded l, Load(db, name));
   WatchInput in;
-  in.state = RunnerStateOf(l.study, &l);
-  for (const TrialRecord& t : l.trials) {
+  HP_ASSIGN_OR_RETURN(static_cast<StudyView&>(in), ReadStudyView(db, name, ViewParts::kTrials));
+  in.state = RunnerStateOf(in);
+  for (const TrialRecord& t : in.trials) {
     if (t.state != TrialState::kRunning) continue;
-    HP_ASSIGN_OR_RETURN(auto points, db.TrialMetrics(l.study.id, t.number));
+    HP_ASSIGN_OR_RETURN(auto points, db.TrialMetrics(in.study.id, t.number));
     // In the order written: the last one is the latest report.
     for (auto p = points.rbegin(); p != points.rend(); ++p) {
-      if (p->name != l.study.metric) continue;
+      if (p->name != in.study.metric) continue;
       in.last_report[t.number] = *p;
       break;
     }
   }
-  in.study = std::move(l.study);
-  in.spec = std::move(l.spec);
-  in.trials = std::move(l.trials);
   in.now = now;
   return in;
 }

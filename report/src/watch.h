@@ -16,17 +16,15 @@
 
 namespace hyperpack::report {
 
-struct WatchInput {
-  storage::StudyRecord study;
-  std::optional<study::StudySpec> spec;  // absent if the stored file no longer parses
-  std::vector<storage::TrialRecord> trials;
+// The study as read with ViewParts::kTrials (its `now`: when the frame is made), and what the frame
+// adds.
+struct WatchInput : StudyView {
   // The last report of the objective metric of each running trial that has made one, by trial
   // number.
   std::map<int, storage::MetricPoint> last_report;
   // The caller's (RunnerStateOf), because finding it out asks the system whether the runner
   // still lives.
   RunnerState state = RunnerState::kStopped;
-  double now = 0;  // seconds since the epoch: when the frame is made
 };
 
 // The view for people: a header (study, state, elapsed, clock), trials by state, the best so far,

@@ -1,0 +1,77 @@
+// One study as a report command sees it: read from storage once per command (ReadStudyView), then
+// rendered by the files beside it: the read commands' text and JSON (report.cc), exports
+// (export.cc, optuna_export.cc, tensorboard_export.cc, launchers.cc), the study page's data
+// (page_data.cc) and `status --watch` (watch.cc). What is derived from it (the ranking, each
+// trial's runs, placement and cost) is computed here, from the view alone: no I/O, no clock (the
+// reader sets `now`), so it is tested on records written by hand.
+// Thread-safety: ReadStudyView as Storage, one thread per Storage; the rest are pure functions.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hyperpack/status.h"
+#include "hyperpack/storage/storage.h"
+#include "hyperpack/study/spec.h"
+
+namespace hyperpack::report {
+
+struct StudyView {
+  storage::StudyRecord study;
+  std::vector<storage::TrialRecord> trials;
+  std::optional<study::StudySpec> spec;        // absent if the stored file no longer parses
+  std::vector<storage::JournalEntry> journal;  // ViewParts::kEverything only
+  // Oldest first: the pauses and resumes that cut trials' runs (ViewParts::kCosts), or every event
+  // (kEverything).
+  std::vector<storage::EventRecord> events;
+  double now = 0;     // seconds since the epoch: when it was read; running trials end here
+  bool live = false;  // the dashboard serves it, and the page polls for more
+  // PageImportance(*this) when a caller kept it from before (a GP fit takes a while); computed
+  // when absent.
+  std::optional<nlohmann::json> importance;
+};
+
+// How much of a study a command reads: its record, trials and parsed file; with the events that
+// its trials' costs need; or with the journal and every event as well (the study page).
+enum class ViewParts { kTrials, kCosts, kEverything };
+
+// Study `name` as `parts` says, at this moment; kNotFound naming the closest study there is.
+Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, ViewParts parts);
+
+bool Maximize(const storage::StudyRecord& s);
+// Completed trials with a value, best first (ties: the earlier trial). The pointers point into
+// view.trials.
+std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
+
+// Each trial's stretches of running: [start, end] pairs, by trial number. A trial runs from its
+// start until it pauses (a trial_paused event), again from each trial_resumed event, and finally
+// until it ended (or `now`).
+using Segments = std::map<int, std::vector<std::pair<double, double>>>;
+Segments RunSegments(const StudyView& view);
+
+// A trial's ranks as its placement_json recorded them; empty when it was not recorded or does not
+// parse (a row written before schema 4).
+struct RankUse {
+  std::string host;
+  std::vector<int> gpus;
+  int cpus = 0;
+};
+std::vector<RankUse> ParsePlacement(const std::string& placement_json);
+
+// What a trial cost: the time it ran (its segments) x the GPUs it held, or x its CPU slots where
+// it held no GPU (one slot where no placement was recorded). By trial number; a trial that never
+// started has none.
+struct TrialCost {
+  double seconds = 0;
+  int gpus = 0, cpus = 0;
+  double cost = 0;  // GPU-seconds when gpus > 0, else CPU-seconds
+  bool gpu() const { return gpus > 0; }
+};
+std::map<int, TrialCost> TrialCosts(const StudyView& view);
+std::map<int, TrialCost> TrialCosts(const StudyView& view, const Segments& segments);
+
+}  // namespace hyperpack::report
