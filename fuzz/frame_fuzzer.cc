@@ -1,8 +1,8 @@
 // Fuzzes the cluster protocol's decoder: a frame body from the network, through ParseFrame, TypeOf
-// and its type's FromJson. The only exception allowed out of them is ProtocolError (the server
-// closes that one connection and goes on); anything else escaping would take the server down, so
-// it is left to abort here and libFuzzer reports it. A frame that decodes must also survive a
-// round trip: encoded again, it decodes to the same message.
+// and its type's FromJson. They answer a malformed frame with an error value (the server closes
+// that one connection and goes on); an exception escaping them would take the server down, so it
+// is left to abort here and libFuzzer reports it. A frame that decodes must also survive a round
+// trip: encoded again, it decodes to the same message.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,45 +15,39 @@ namespace {
 
 namespace protocol = hyperpack::scheduler::protocol;
 using protocol::Json;
-using protocol::ProtocolError;
 
 template <typename Message>
 void CheckMessage(const Json& frame) {
-  std::optional<Message> message;
-  try {
-    message = Message::FromJson(frame);
-  } catch (const ProtocolError&) {
-    return;
-  }
+  const hyperpack::Result<Message> message = Message::FromJson(frame);
+  if (!message.ok()) return;
   const Json wire = message->ToJson();
-  std::string encoded;
-  try {
-    encoded = protocol::EncodeFrame(wire);
-  } catch (const ProtocolError&) {
+  const hyperpack::Result<std::string> encoded = protocol::EncodeFrame(wire);
+  if (!encoded.ok()) {
     // Being over the limit is the only reason EncodeFrame may refuse.
     const std::string body = wire.dump(-1, ' ', false, Json::error_handler_t::replace);
     if (body.size() <= protocol::kMaxFrame) __builtin_trap();
     return;
   }
-  if (encoded.size() < 4) __builtin_trap();
-  // What we encoded must decode, so no try here: a ProtocolError now is a bug and aborts.
-  const Json again = protocol::ParseFrame(std::string_view(encoded).substr(4));
-  if (protocol::TypeOf(again) != protocol::TypeOf(wire)) __builtin_trap();
-  if (Message::FromJson(again).ToJson() != wire) __builtin_trap();
+  if (encoded->size() < 4) __builtin_trap();
+  // What we encoded must decode: an error now is a bug and aborts.
+  const hyperpack::Result<Json> again = protocol::ParseFrame(std::string_view(*encoded).substr(4));
+  if (!again.ok()) __builtin_trap();
+  const auto type_again = protocol::TypeOf(*again), type = protocol::TypeOf(wire);
+  if (!type_again.ok() || !type.ok() || *type_again != *type) __builtin_trap();
+  const hyperpack::Result<Message> back = Message::FromJson(*again);
+  if (!back.ok() || back->ToJson() != wire) __builtin_trap();
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  Json frame;
-  protocol::FrameType type;
-  try {
-    frame = protocol::ParseFrame(body);
-    type = protocol::TypeOf(frame);
-  } catch (const ProtocolError&) {
-    return 0;
-  }
+  const hyperpack::Result<Json> parsed = protocol::ParseFrame(body);
+  if (!parsed.ok()) return 0;
+  const Json& frame = *parsed;
+  const hyperpack::Result<protocol::FrameType> decoded = protocol::TypeOf(frame);
+  if (!decoded.ok()) return 0;
+  const protocol::FrameType type = *decoded;
   using protocol::FrameType;
   switch (type) {
     case FrameType::kChallenge:

@@ -1,5 +1,5 @@
 // The typed messages of the serve/agent/client protocol: each one's wire format, its round trip,
-// and the ProtocolError a malformed frame raises.
+// and the error a malformed frame is read as (a value, never an exception).
 #include "protocol.h"
 
 #include <gmock/gmock.h>
@@ -12,16 +12,20 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The message ProtocolError gives for decoding `frame` with `decode`; fails when none is thrown.
+// The error message of decoding `frame` with `decode`; fails when it decodes.
 template <typename Decode>
 std::string ErrorOf(Decode decode, const Json& frame) {
-  try {
-    decode(frame);
-  } catch (const ProtocolError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ProtocolError for " << frame.dump();
+  auto decoded = decode(frame);
+  if (!decoded.ok()) return decoded.status().message();
+  ADD_FAILURE() << "no error for " << frame.dump();
   return "";
+}
+
+// The value of `r`; fails (and gives T{}) when it is an error.
+template <typename T>
+T Ok(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? std::move(r).value() : T{};
 }
 
 // Encodes `message`, checks the frame is `wire` exactly, and returns the frame read back.
@@ -29,7 +33,7 @@ template <typename M>
 M RoundTrip(const M& message, const Json& wire) {
   const Json frame = message.ToJson();
   EXPECT_EQ(frame, wire);
-  return M::FromJson(frame);
+  return Ok(M::FromJson(frame));
 }
 
 TEST(FrameTypeTest, EveryTypeIsReadBackFromTheNameItIsSentAs) {
@@ -38,7 +42,7 @@ TEST(FrameTypeTest, EveryTypeIsReadBackFromTheNameItIsSentAs) {
                            FrameType::kKill,      FrameType::kLine,      FrameType::kExit,
                            FrameType::kSubmit,    FrameType::kProgress,  FrameType::kDone};
   for (FrameType type : all)
-    EXPECT_EQ(TypeOf({{"type", FrameTypeName(type)}}), type) << FrameTypeName(type);
+    EXPECT_EQ(Ok(TypeOf({{"type", FrameTypeName(type)}})), type) << FrameTypeName(type);
 }
 
 TEST(FrameTypeTest, AnUnknownTypeIsAnErrorThatNamesIt) {
@@ -64,21 +68,20 @@ TEST(HandshakeMessagesTest, RoundTripInTheirVersionOneWireFormat) {
   }
   EXPECT_EQ(std::string(RoleName(Role::kAgent)), "agent");
   EXPECT_EQ(std::string(RoleName(Role::kClient)), "client");
-  EXPECT_EQ(RoundTrip(Welcome{7.5}, {{"type", "welcome"}, {"version", 1},
-                                     {"heartbeat_timeout_s", 7.5}})
-                .heartbeat_timeout_s,
-            7.5);
+  EXPECT_EQ(
+      RoundTrip(Welcome{7.5}, {{"type", "welcome"}, {"version", 1}, {"heartbeat_timeout_s", 7.5}})
+          .heartbeat_timeout_s,
+      7.5);
 }
 
 TEST(AgentMessagesTest, RegisterAndHeartbeatRoundTripInTheirWireFormat) {
-  const Register reg =
-      RoundTrip(Register{"node-a", {"0", "3"}, 16, "10.0.0.2", {{9, {4, 1}}}},
-                {{"type", "register"},
-                 {"name", "node-a"},
-                 {"gpus", {"0", "3"}},
-                 {"cpus", 16},
-                 {"address", "10.0.0.2"},
-                 {"running", {{{"run", 9}, {"trial", 4}, {"rank", 1}}}}});
+  const Register reg = RoundTrip(Register{"node-a", {"0", "3"}, 16, "10.0.0.2", {{9, {4, 1}}}},
+                                 {{"type", "register"},
+                                  {"name", "node-a"},
+                                  {"gpus", {"0", "3"}},
+                                  {"cpus", 16},
+                                  {"address", "10.0.0.2"},
+                                  {"running", {{{"run", 9}, {"trial", 4}, {"rank", 1}}}}});
   EXPECT_EQ(reg.name, "node-a");
   EXPECT_EQ(reg.gpus, (std::vector<std::string>{"0", "3"}));
   EXPECT_EQ(reg.cpus, 16);
@@ -123,10 +126,12 @@ TEST(AgentMessagesTest, LaunchAndKillRoundTripInTheirWireFormat) {
 
 TEST(AgentMessagesTest, LinesOfBothStreamsRoundTripInTheirWireFormat) {
   for (auto [stream, name] : {std::pair{Stream::kOut, "out"}, std::pair{Stream::kErr, "err"}}) {
-    const Line line = RoundTrip(
-        Line{{5, {2, 3}}, stream, "loss=0.5"},
-        {{"type", "line"}, {"run", 5}, {"trial", 2}, {"rank", 3}, {"stream", name},
-         {"text", "loss=0.5"}});
+    const Line line = RoundTrip(Line{{5, {2, 3}}, stream, "loss=0.5"}, {{"type", "line"},
+                                                                        {"run", 5},
+                                                                        {"trial", 2},
+                                                                        {"rank", 3},
+                                                                        {"stream", name},
+                                                                        {"text", "loss=0.5"}});
     EXPECT_EQ(line.ref, (RankRef{5, {2, 3}}));
     EXPECT_EQ(line.stream, stream);
     EXPECT_EQ(line.text, "loss=0.5");
@@ -139,9 +144,12 @@ TEST(AgentMessagesTest, EveryKindOfExitRoundTripsInItsWireFormat) {
                                                     {RankExit::Lost(), "lost"},
                                                     {RankExit::NeverStarted(), "never_started"}};
   for (const auto& [exit, how] : exits) {
-    const Exit back =
-        RoundTrip(Exit{{1, {7, 0}}, exit}, {{"type", "exit"}, {"run", 1}, {"trial", 7},
-                                            {"rank", 0}, {"how", how}, {"code", exit.code}});
+    const Exit back = RoundTrip(Exit{{1, {7, 0}}, exit}, {{"type", "exit"},
+                                                          {"run", 1},
+                                                          {"trial", 7},
+                                                          {"rank", 0},
+                                                          {"how", how},
+                                                          {"code", exit.code}});
     EXPECT_EQ(back.ref, (RankRef{1, {7, 0}}));
     EXPECT_EQ(back.exit.kind, exit.kind) << how;
     EXPECT_EQ(back.exit.code, exit.code) << how;
@@ -149,13 +157,13 @@ TEST(AgentMessagesTest, EveryKindOfExitRoundTripsInItsWireFormat) {
 }
 
 TEST(ClientMessagesTest, SubmitRoundTripsWithAndWithoutItsLimits) {
-  const Submit full = RoundTrip(Submit{"name: s\n", "s.yaml", 10, 2, 12},
-                                {{"type", "submit"},
-                                 {"study_text", "name: s\n"},
-                                 {"study_path", "s.yaml"},
-                                 {"max_trials", 10},
-                                 {"max_parallel", 2},
-                                 {"submission", 12}});
+  const Submit full =
+      RoundTrip(Submit{"name: s\n", "s.yaml", 10, 2, 12}, {{"type", "submit"},
+                                                           {"study_text", "name: s\n"},
+                                                           {"study_path", "s.yaml"},
+                                                           {"max_trials", 10},
+                                                           {"max_parallel", 2},
+                                                           {"submission", 12}});
   EXPECT_EQ(full.submission, 12);
   EXPECT_EQ(full.study_text, "name: s\n");
   EXPECT_EQ(full.study_path, "s.yaml");
@@ -178,8 +186,8 @@ TEST(ClientMessagesTest, AcceptedAndCancelRoundTripInTheirWireFormat) {
 // A trial's output is bytes: invalid UTF-8 goes out replaced, never as an exception from a send.
 TEST(FramesTest, TextThatIsNotUtf8IsEncodedWithReplacementCharacters) {
   const std::string bytes = "loss=\xff\xfe 0.5 \xc3";
-  const std::string frame = EncodeFrame(Line{{1, {0, 0}}, Stream::kOut, bytes}.ToJson());
-  const Line back = Line::FromJson(ParseFrame(std::string_view(frame).substr(4)));
+  const std::string frame = Ok(EncodeFrame(Line{{1, {0, 0}}, Stream::kOut, bytes}.ToJson()));
+  const Line back = Ok(Line::FromJson(Ok(ParseFrame(std::string_view(frame).substr(4)))));
   EXPECT_EQ(back.text, "loss=\xef\xbf\xbd\xef\xbf\xbd 0.5 \xef\xbf\xbd");
   const uint32_t n = (uint8_t(frame[0]) << 24) | (uint8_t(frame[1]) << 16) |
                      (uint8_t(frame[2]) << 8) | uint8_t(frame[3]);
@@ -189,26 +197,31 @@ TEST(FramesTest, TextThatIsNotUtf8IsEncodedWithReplacementCharacters) {
 // Found by the frame fuzzer: a float, or an integer out of range, read as an int was undefined
 // behaviour or a silent wrap.
 TEST(FramesTest, NumbersThatAreNotWholeOrOutOfRangeAreRefusedNotConverted) {
-  EXPECT_THROW(Kill::FromJson(ParseFrame(R"({"type": "kill", "trial": 1e30, "rank": 0,
-                                             "signal": 9})")),
-               ProtocolError);
-  EXPECT_THROW(Kill::FromJson(ParseFrame(R"({"type": "kill", "trial": 1.5, "rank": 0,
-                                             "signal": 9})")),
-               ProtocolError);
-  EXPECT_THROW(Hello::FromJson(ParseFrame(R"({"type": "hello", "version": 4294967297,
-                                              "role": "agent", "mac": "x"})")),
-               ProtocolError);
-  EXPECT_EQ(Kill::FromJson(ParseFrame(R"({"type": "kill", "trial": 3, "rank": 0, "signal": 9})"))
-                .ref.id.trial,
-            3);
+  EXPECT_THAT(ErrorOf(Kill::FromJson, Ok(ParseFrame(R"({"type": "kill", "trial": 1e30, "rank": 0,
+                                                        "signal": 9})"))),
+              HasSubstr("'trial' is not a whole number in range"));
+  EXPECT_THAT(ErrorOf(Kill::FromJson, Ok(ParseFrame(R"({"type": "kill", "trial": 1.5, "rank": 0,
+                                                        "signal": 9})"))),
+              HasSubstr("'trial' is not a whole number in range"));
+  EXPECT_THAT(ErrorOf(Hello::FromJson, Ok(ParseFrame(R"({"type": "hello", "version": 4294967297,
+                                                         "role": "agent", "mac": "x"})"))),
+              HasSubstr("'version' is not a whole number in range"));
+  EXPECT_EQ(
+      Ok(Kill::FromJson(Ok(ParseFrame(R"({"type": "kill", "trial": 3, "rank": 0, "signal": 9})"))))
+          .ref.id.trial,
+      3);
 }
 
 TEST(FramesTest, AFrameOverTheLimitIsRefusedWhenEncodedAndWhenDecoded) {
   const Json big = Progress{std::string(2000, 'x')}.ToJson();
-  EXPECT_THROW(EncodeFrame(big, 1000), ProtocolError);
-  EXPECT_NO_THROW(EncodeFrame(big, 4000));
-  for (const char* body : {"", "{", "[1]", "{\"type\": 3}", "\xff", "{\"no\": \"type\"}"})
-    EXPECT_THROW(ParseFrame(body), ProtocolError) << body;
+  EXPECT_THAT(ErrorOf([](const Json& m) { return EncodeFrame(m, 1000); }, big),
+              HasSubstr("bytes is over the limit of 1000"));
+  EXPECT_TRUE(EncodeFrame(big, 4000).ok());
+  for (const char* body : {"", "{", "[1]", "{\"type\": 3}", "\xff", "{\"no\": \"type\"}"}) {
+    const Result<Json> parsed = ParseFrame(body);
+    ASSERT_FALSE(parsed.ok()) << body;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("malformed frame")) << body;
+  }
 }
 
 TEST(ClientMessagesTest, ProgressAndDoneRoundTripInTheirWireFormat) {
@@ -223,18 +236,21 @@ TEST(ClientMessagesTest, ProgressAndDoneRoundTripInTheirWireFormat) {
 }
 
 TEST(MessagesTest, OptionalFieldsReadAsTheirDefaultsWhenAbsent) {
-  EXPECT_EQ(Register::FromJson(
-                {{"type", "register"}, {"name", "n"}, {"gpus", Json::array()}, {"cpus", 1}})
+  EXPECT_EQ(Ok(Register::FromJson(
+                   {{"type", "register"}, {"name", "n"}, {"gpus", Json::array()}, {"cpus", 1}}))
                 .address,
             "");
-  EXPECT_EQ(
-      Launch::FromJson(
-          {{"type", "launch"}, {"trial", 0}, {"rank", 0}, {"command", "c"}, {"env", Json::array()}})
-          .workdir,
-      "");
-  EXPECT_EQ(Submit::FromJson({{"type", "submit"}, {"study_text", "x"}}).study_path, "study.yaml");
-  EXPECT_EQ(Progress::FromJson({{"type", "progress"}}).text, "");
-  const Done done = Done::FromJson({{"type", "done"}});
+  EXPECT_EQ(Ok(Launch::FromJson({{"type", "launch"},
+                                 {"trial", 0},
+                                 {"rank", 0},
+                                 {"command", "c"},
+                                 {"env", Json::array()}}))
+                .workdir,
+            "");
+  EXPECT_EQ(Ok(Submit::FromJson({{"type", "submit"}, {"study_text", "x"}})).study_path,
+            "study.yaml");
+  EXPECT_EQ(Ok(Progress::FromJson({{"type", "progress"}})).text, "");
+  const Done done = Ok(Done::FromJson({{"type", "done"}}));
   EXPECT_EQ(done.exit_code, 1);
   EXPECT_EQ(done.message, "");
 }
@@ -285,6 +301,21 @@ TEST(MessagesTest, AHelloOfAnotherVersionIsRefusedBeforeItsOtherFieldsAreRead) {
               HasSubstr("protocol version 2 is not 1"));
   EXPECT_THAT(ErrorOf(Hello::FromJson, {{"type", "hello"}, {"role", "agent"}, {"mac", "m"}}),
               HasSubstr("protocol version 0 is not 1"));
+}
+
+// A frame with several faults is refused for the first one read, as a decoder that stops there
+// would: the type, then the fields in the struct's order, then a running rank's.
+TEST(MessagesTest, AFrameWithSeveralFaultsIsRefusedForTheFirst) {
+  EXPECT_THAT(ErrorOf(Kill::FromJson, {{"type", "kill"}, {"rank", "0"}, {"signal", "9"}}),
+              HasSubstr("a 'kill' frame without 'trial'"));
+  EXPECT_THAT(ErrorOf(Launch::FromJson, {{"type", "kill"}}),
+              HasSubstr("expected a 'launch' frame, not a 'kill' one"));
+  EXPECT_THAT(ErrorOf(Register::FromJson, {{"type", "register"},
+                                           {"name", "n"},
+                                           {"gpus", Json::array()},
+                                           {"cpus", 1},
+                                           {"running", {{{"trial", 1}}, {{"rank", "x"}}}}}),
+              HasSubstr("without 'rank'"));
 }
 
 TEST(MessagesTest, AFrameReadAsAnotherTypeIsAnErrorThatNamesBoth) {

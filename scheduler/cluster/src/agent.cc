@@ -30,7 +30,6 @@ namespace asio = boost::asio;
 using protocol::Connection;
 using protocol::FrameType;
 using protocol::Json;
-using protocol::ProtocolError;
 using protocol::RankRef;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
@@ -85,18 +84,19 @@ class Agent {
     int failures = 0;
     while (!stopping_) {
       bool served = false;
+      Status ended;
       try {
-        co_await Connect();
-        served = true;
-        while (true) FromServer(co_await conn_->Receive());
-      } catch (const std::exception& e) {
-        if (stopping_) co_return;
-        if (served) {
-          Log("lost the server ", options_.connect, ": ", protocol::ErrorText(e), "; reconnecting");
-        } else if (failures++ % 10 == 0) {
-          Log("cannot reach the server ", options_.connect, ": ", protocol::ErrorText(e),
-              "; retrying");
-        }
+        ended = co_await Connect();
+        served = ended.ok();
+        while (ended.ok()) ended = co_await ServeOnce();
+      } catch (const std::exception& e) {  // the connect's system errors
+        ended = Status::Unavailable(protocol::ErrorText(e));
+      }
+      if (stopping_) co_return;
+      if (served) {
+        Log("lost the server ", options_.connect, ": ", ended.message(), "; reconnecting");
+      } else if (failures++ % 10 == 0) {
+        Log("cannot reach the server ", options_.connect, ": ", ended.message(), "; retrying");
       }
       if (conn_) conn_->Close();
       conn_.reset();
@@ -116,28 +116,37 @@ class Agent {
     }
   }
 
-  asio::awaitable<void> Connect() {
+  // The next frame from the server, handled; an error ends the connection.
+  asio::awaitable<Status> ServeOnce() {
+    Result<Json> m = co_await conn_->Receive();
+    if (!m.ok()) co_return m.status();
+    co_return FromServer(*m);
+  }
+
+  // Connects and registers; throws only the connect's system errors.
+  asio::awaitable<Status> Connect() {
     tcp::socket socket(io_);
     co_await socket.async_connect(endpoint_, asio::use_awaitable);
     conn_ = std::make_shared<Connection>(std::move(socket));
-    protocol::Welcome welcome;
-    try {
-      welcome = co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
-    } catch (const ProtocolError& e) {
+    Result<protocol::Welcome> welcomed =
+        co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
+    if (!welcomed.ok()) {
       // Refused the first time: a wrong token or version, which trying again will not mend.
-      if (!welcomed_once_) refused_ = Status::Invalid(e.what());
-      throw;
+      if (!welcomed_once_) refused_ = Status::Invalid(welcomed.status().message());
+      co_return welcomed.status();
     }
+    const protocol::Welcome& welcome = *welcomed;
     welcomed_once_ = true;
     // The fence stops the ranks before the server would declare this node lost: a margin of two
     // heartbeats for the last one's travel and the server's check.
     if (welcome.heartbeat_timeout_s > 0) {
-      lease_s_ = std::max(options_.heartbeat_s,
-                          welcome.heartbeat_timeout_s - 2 * options_.heartbeat_s);
+      lease_s_ =
+          std::max(options_.heartbeat_s, welcome.heartbeat_timeout_s - 2 * options_.heartbeat_s);
       if (welcome.heartbeat_timeout_s < 3 * options_.heartbeat_s && !warned_lease_) {
         warned_lease_ = true;
-        Log("warning: the server's heartbeat timeout (", FormatDuration(welcome.heartbeat_timeout_s),
-            ") is under three heartbeats (", FormatDuration(options_.heartbeat_s),
+        Log("warning: the server's heartbeat timeout (",
+            FormatDuration(welcome.heartbeat_timeout_s), ") is under three heartbeats (",
+            FormatDuration(options_.heartbeat_s),
             " each): a trial of a silent agent could run again before this one stops it; use a "
             "shorter --heartbeat");
       }
@@ -149,8 +158,9 @@ class Agent {
     conn_->Send(reg.ToJson());
     Heard(sent);
     Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
-        node_.cpus, " CPU slots", running_.empty() ? "" : StrCat("; still running ", running_.size(),
-                                                                  " ranks"));
+        node_.cpus, " CPU slots",
+        running_.empty() ? "" : StrCat("; still running ", running_.size(), " ranks"));
+    co_return Status::Ok();
   }
 
   // The server heard this agent at or after `at` (when the frame it answered was sent): the lease
@@ -162,32 +172,36 @@ class Agent {
     fence_->RenewUntil(deadline_);
   }
 
-  // A frame from the server after registration.
-  void FromServer(const Json& m) {
-    switch (const FrameType type = protocol::TypeOf(m)) {
+  // A frame from the server after registration; an error ends the connection.
+  Status FromServer(const Json& m) {
+    HP_ASSIGN_OR_RETURN(const FrameType type, protocol::TypeOf(m));
+    switch (type) {
       case FrameType::kHeartbeat: {
         // The answer to heartbeat `seq`; those before it went unanswered only if lost, and
         // answers come in order.
-        const int64_t seq = protocol::Heartbeat::FromJson(m).seq;
+        HP_ASSIGN_OR_RETURN(const protocol::Heartbeat beat, protocol::Heartbeat::FromJson(m));
+        const int64_t seq = beat.seq;
         while (!sent_.empty() && sent_.front().first < seq) sent_.pop_front();
         if (!sent_.empty() && sent_.front().first == seq) {
           Heard(sent_.front().second);
           sent_.pop_front();
         }
-        return;
+        return Status::Ok();
       }
-      case FrameType::kLaunch:
-        Start(protocol::Launch::FromJson(m));
-        return;
+      case FrameType::kLaunch: {
+        HP_ASSIGN_OR_RETURN(const protocol::Launch launch, protocol::Launch::FromJson(m));
+        Start(launch);
+        return Status::Ok();
+      }
       case FrameType::kKill: {
-        const protocol::Kill kill = protocol::Kill::FromJson(m);
+        HP_ASSIGN_OR_RETURN(const protocol::Kill kill, protocol::Kill::FromJson(m));
         for (const auto& [id, r] : running_)
           if (r.ref == kill.ref) executor_->Signal(id, kill.signal);
-        return;
+        return Status::Ok();
       }
       default:
-        throw ProtocolError(std::string("unexpected '") + protocol::FrameTypeName(type) +
-                            "' frame from the server");
+        return Status::Invalid("unexpected '", protocol::FrameTypeName(type),
+                               "' frame from the server");
     }
   }
 
@@ -257,8 +271,8 @@ class Agent {
         conn_->Send(protocol::Heartbeat{seq_}.ToJson());
       }
       if (!running_.empty() && Clock::now() > deadline_) {
-        Log("the server has not answered for the lease (", FormatDuration(lease_s_),
-            "): stopping ", running_.size(), " ranks (it runs their trials elsewhere)");
+        Log("the server has not answered for the lease (", FormatDuration(lease_s_), "): stopping ",
+            running_.size(), " ranks (it runs their trials elsewhere)");
         for (const auto& [id, r] : running_) executor_->Signal(id, SIGKILL);
         if (conn_) conn_->Close();
       }
@@ -294,7 +308,7 @@ class Agent {
   std::map<RankId, Running> running_;  // by the executor's id for it
   int next_local_ = 0;
   double lease_s_ = 15;
-  Clock::time_point deadline_ = Clock::now();    // the fence's: ranks die then unless renewed
+  Clock::time_point deadline_ = Clock::now();  // the fence's: ranks die then unless renewed
   std::deque<std::pair<int64_t, Clock::time_point>> sent_;  // heartbeats not answered yet
   int64_t seq_ = 0;
   bool stopping_ = false;

@@ -66,18 +66,18 @@ std::string ReadTokenFile(const std::string& path, std::string* error) {
   return token;
 }
 
-Json ParseFrame(std::string_view body) {
+Result<Json> ParseFrame(std::string_view body) {
   Json j = Json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string())
-    throw ProtocolError("malformed frame (not a JSON object with a \"type\")");
+    return Status::Invalid("malformed frame (not a JSON object with a \"type\")");
   return j;
 }
 
-std::string EncodeFrame(const Json& message, size_t max_frame) {
+Result<std::string> EncodeFrame(const Json& message, size_t max_frame) {
   const std::string body = message.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (body.size() > max_frame)
-    throw ProtocolError("a '" + TypeText(message) + "' frame of " + std::to_string(body.size()) +
-                        " bytes is over the limit of " + std::to_string(max_frame));
+    return Status::Invalid("a '", TypeText(message), "' frame of ", body.size(),
+                           " bytes is over the limit of ", max_frame);
   const uint32_t n = static_cast<uint32_t>(body.size());
   std::string frame(4, '\0');
   frame[0] = static_cast<char>(n >> 24);
@@ -103,33 +103,31 @@ std::string Connection::local_address() const {
   return ec ? "127.0.0.1" : ep.address().to_string();
 }
 
-asio::awaitable<Json> Connection::Receive() {
+asio::awaitable<Result<Json>> Connection::Receive() {
   unsigned char header[4];
   boost::system::error_code ec;
   co_await asio::async_read(socket_, asio::buffer(header),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) throw ProtocolError(ec == asio::error::eof ? "closed by the peer" : ec.message());
+  if (ec)
+    co_return Status::Unavailable(ec == asio::error::eof ? "closed by the peer" : ec.message());
   uint32_t n = (uint32_t(header[0]) << 24) | (uint32_t(header[1]) << 16) |
                (uint32_t(header[2]) << 8) | uint32_t(header[3]);
   if (n > max_frame_)
-    throw ProtocolError("oversized frame (" + std::to_string(n) + " bytes; at most " +
-                        std::to_string(max_frame_) + ")");
+    co_return Status::Invalid("oversized frame (", n, " bytes; at most ", max_frame_, ")");
   std::string body(n, '\0');
   co_await asio::async_read(socket_, asio::buffer(body),
                             asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) throw ProtocolError("truncated frame: " + ec.message());
+  if (ec) co_return Status::Unavailable("truncated frame: ", ec.message());
   co_return ParseFrame(body);
 }
 
 void Connection::Send(const Json& message) {
-  std::string frame;
-  try {
-    frame = EncodeFrame(message, max_frame_);
-  } catch (const std::exception&) {
+  Result<std::string> frame = EncodeFrame(message, max_frame_);
+  if (!frame.ok()) {
     Close();
     return;
   }
-  outgoing_.push_back(std::move(frame));
+  outgoing_.push_back(std::move(frame).value());
   if (!writing_) WriteNext();
 }
 
@@ -176,12 +174,9 @@ constexpr Names<FrameType> kFrameTypeNames[] = {
 constexpr Names<Role> kRoleNames[] = {{Role::kAgent, "agent"}, {Role::kClient, "client"}};
 constexpr Names<Stream> kStreamNames[] = {{Stream::kOut, "out"}, {Stream::kErr, "err"}};
 constexpr Names<RankExit::Kind> kExitNames[] = {
-    {RankExit::Kind::kExited, "exited"},
-    {RankExit::Kind::kSignaled, "signaled"},
-    {RankExit::Kind::kLost, "lost"},
-    {RankExit::Kind::kNeverStarted, "never_started"},
-    {RankExit::Kind::kTimedOut, "timed_out"},
-    {RankExit::Kind::kPreempted, "preempted"},
+    {RankExit::Kind::kExited, "exited"},      {RankExit::Kind::kSignaled, "signaled"},
+    {RankExit::Kind::kLost, "lost"},          {RankExit::Kind::kNeverStarted, "never_started"},
+    {RankExit::Kind::kTimedOut, "timed_out"}, {RankExit::Kind::kPreempted, "preempted"},
     {RankExit::Kind::kRefused, "refused"},
 };
 
@@ -192,27 +187,30 @@ const char* NameIn(const Names<E> (&names)[N], E value) {
   return "?";  // unreachable: every table lists every value
 }
 
-// The value named `name`, or ProtocolError saying where and what was allowed.
+// The value named `name`, or an error saying where and what was allowed.
 template <typename E, size_t N>
-E ValueIn(const Names<E> (&names)[N], const std::string& name, const std::string& what) {
+Result<E> ValueIn(const Names<E> (&names)[N], const std::string& name, const std::string& what) {
   std::string allowed;
   for (const auto& [v, n] : names) {
     if (name == n) return v;
     allowed += (allowed.empty() ? "" : ", ") + std::string(n);
   }
-  throw ProtocolError(what + " '" + name + "'; expected one of " + allowed);
+  return Status::Invalid(what, " '", name, "'; expected one of ", allowed);
+}
+
+// The value named by field `key` of the frame `r` reads; the first value after an error.
+template <typename E, size_t N>
+E NamedField(FrameReader& r, const Names<E> (&names)[N], const char* key, const std::string& what) {
+  const std::string name = r.Field<std::string>(key);
+  if (!r.ok()) return names[0].first;
+  Result<E> value = ValueIn(names, name, what);
+  if (value.ok()) return *value;
+  r.Fail(value.status());
+  return names[0].first;
 }
 
 // A frame of `type` with nothing else yet.
 Json Frame(FrameType type) { return {{"type", FrameTypeName(type)}}; }
-
-// Throws unless `frame` is of `type`: decoding one type as another is a bug, and the error should
-// say so rather than name whichever field happens to be missing.
-void Expect(const Json& frame, FrameType type) {
-  if (TypeOf(frame) != type)
-    throw ProtocolError(std::string("expected a '") + FrameTypeName(type) + "' frame, not a '" +
-                        TypeText(frame) + "' one");
-}
 
 Json WithRank(FrameType type, const RankRef& ref) {
   Json j = Frame(type);
@@ -222,9 +220,9 @@ Json WithRank(FrameType type, const RankRef& ref) {
   return j;
 }
 
-RankRef RankOf(const Json& frame) {
-  return {OptionalField<int64_t>(frame, "run", 0),
-          {Field<int>(frame, "trial"), Field<int>(frame, "rank")}};
+// Braced initialisers run left to right: the fields are read in this order.
+RankRef RankOf(FrameReader& r) {
+  return {r.Optional<int64_t>("run", 0), {r.Field<int>("trial"), r.Field<int>("rank")}};
 }
 
 }  // namespace
@@ -238,11 +236,21 @@ std::string TypeText(const Json& message) {
   return it != message.end() && it->is_string() ? it->get<std::string>() : "?";
 }
 
-FrameType TypeOf(const Json& frame) {
+Result<FrameType> TypeOf(const Json& frame) {
   if (!frame.is_object() || !frame.contains("type"))
-    throw ProtocolError("a frame without a 'type'");
-  if (!frame["type"].is_string()) throw ProtocolError("'type' is not a string in a frame");
+    return Status::Invalid("a frame without a 'type'");
+  if (!frame["type"].is_string()) return Status::Invalid("'type' is not a string in a frame");
   return ValueIn(kFrameTypeNames, frame["type"].get<std::string>(), "unknown frame type");
+}
+
+FrameReader::FrameReader(const Json& frame, FrameType type) : frame_(frame) {
+  Result<FrameType> actual = TypeOf(frame);
+  if (!actual.ok()) {
+    Fail(actual.status());
+  } else if (*actual != type) {
+    Fail(Status::Invalid("expected a '", FrameTypeName(type), "' frame, not a '", TypeText(frame),
+                         "' one"));
+  }
 }
 
 Json Challenge::ToJson() const {
@@ -252,9 +260,9 @@ Json Challenge::ToJson() const {
   return j;
 }
 
-Challenge Challenge::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kChallenge);
-  return {Field<std::string>(frame, "nonce")};
+Result<Challenge> Challenge::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kChallenge);
+  return r.Finish(Challenge{r.Field<std::string>("nonce")});
 }
 
 Json Hello::ToJson() const {
@@ -265,16 +273,15 @@ Json Hello::ToJson() const {
   return j;
 }
 
-Hello Hello::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kHello);
-  const int version = OptionalField<int>(frame, "version", 0);
-  if (version != kVersion)
-    throw ProtocolError("protocol version " + std::to_string(version) + " is not " +
-                        std::to_string(kVersion));
+Result<Hello> Hello::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kHello);
+  const int version = r.Optional<int>("version", 0);
+  if (r.ok() && version != kVersion)
+    r.Fail(Status::Invalid("protocol version ", version, " is not ", kVersion));
   Hello h;
-  h.role = ValueIn(kRoleNames, Field<std::string>(frame, "role"), "unknown role");
-  h.mac = Field<std::string>(frame, "mac");
-  return h;
+  h.role = NamedField(r, kRoleNames, "role", "unknown role");
+  h.mac = r.Field<std::string>("mac");
+  return r.Finish(std::move(h));
 }
 
 Json Welcome::ToJson() const {
@@ -284,13 +291,13 @@ Json Welcome::ToJson() const {
   return j;
 }
 
-Welcome Welcome::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kWelcome);
+Result<Welcome> Welcome::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kWelcome);
   Welcome w;
-  w.heartbeat_timeout_s = OptionalField<double>(frame, "heartbeat_timeout_s", 0.0);
-  if (!(w.heartbeat_timeout_s >= 0) || w.heartbeat_timeout_s > 1e6)
-    throw ProtocolError("'heartbeat_timeout_s' is out of range in a 'welcome' frame");
-  return w;
+  w.heartbeat_timeout_s = r.Optional<double>("heartbeat_timeout_s", 0.0);
+  if (r.ok() && (!(w.heartbeat_timeout_s >= 0) || w.heartbeat_timeout_s > 1e6))
+    r.Fail(Status::Invalid("'heartbeat_timeout_s' is out of range in a 'welcome' frame"));
+  return r.Finish(w);
 }
 
 Json Register::ToJson() const {
@@ -306,20 +313,27 @@ Json Register::ToJson() const {
   return j;
 }
 
-Register Register::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kRegister);
-  Register r;
-  r.name = Field<std::string>(frame, "name");
-  r.gpus = Field<std::vector<std::string>>(frame, "gpus");
-  r.cpus = Field<int>(frame, "cpus");
-  r.address = OptionalField<std::string>(frame, "address", "");
-  const Json running = OptionalField<Json>(frame, "running", Json::array());
-  if (!running.is_array()) throw ProtocolError("'running' is not a list in a 'register' frame");
+Result<Register> Register::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kRegister);
+  Register reg;
+  reg.name = r.Field<std::string>("name");
+  reg.gpus = r.Field<std::vector<std::string>>("gpus");
+  reg.cpus = r.Field<int>("cpus");
+  reg.address = r.Optional<std::string>("address", "");
+  const Json running = r.Optional<Json>("running", Json::array());
+  if (r.ok() && !running.is_array())
+    r.Fail(Status::Invalid("'running' is not a list in a 'register' frame"));
   for (const Json& entry : running) {
-    if (!entry.is_object()) throw ProtocolError("a 'running' entry is not an object");
-    r.running.push_back(RankOf(entry));
+    if (!r.ok()) break;
+    if (!entry.is_object()) {
+      r.Fail(Status::Invalid("a 'running' entry is not an object"));
+      break;
+    }
+    FrameReader e(entry);
+    reg.running.push_back(RankOf(e));
+    if (!e.ok()) r.Fail(e.status());
   }
-  return r;
+  return r.Finish(std::move(reg));
 }
 
 Json Heartbeat::ToJson() const {
@@ -328,9 +342,9 @@ Json Heartbeat::ToJson() const {
   return j;
 }
 
-Heartbeat Heartbeat::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kHeartbeat);
-  return {OptionalField<int64_t>(frame, "seq", 0)};
+Result<Heartbeat> Heartbeat::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kHeartbeat);
+  return r.Finish(Heartbeat{r.Optional<int64_t>("seq", 0)});
 }
 
 Json Launch::ToJson() const {
@@ -342,15 +356,15 @@ Json Launch::ToJson() const {
   return j;
 }
 
-Launch Launch::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kLaunch);
+Result<Launch> Launch::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kLaunch);
   Launch l;
-  l.ref = RankOf(frame);
-  l.command = Field<std::string>(frame, "command");
-  l.workdir = OptionalField<std::string>(frame, "workdir", "");
-  l.env = Field<std::vector<std::string>>(frame, "env");
-  l.warm_argv = OptionalField<std::vector<std::string>>(frame, "warm_argv", {});
-  return l;
+  l.ref = RankOf(r);
+  l.command = r.Field<std::string>("command");
+  l.workdir = r.Optional<std::string>("workdir", "");
+  l.env = r.Field<std::vector<std::string>>("env");
+  l.warm_argv = r.Optional<std::vector<std::string>>("warm_argv", {});
+  return r.Finish(std::move(l));
 }
 
 Json Kill::ToJson() const {
@@ -359,9 +373,9 @@ Json Kill::ToJson() const {
   return j;
 }
 
-Kill Kill::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kKill);
-  return {RankOf(frame), Field<int>(frame, "signal")};
+Result<Kill> Kill::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kKill);
+  return r.Finish(Kill{RankOf(r), r.Field<int>("signal")});
 }
 
 Json Line::ToJson() const {
@@ -371,13 +385,13 @@ Json Line::ToJson() const {
   return j;
 }
 
-Line Line::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kLine);
+Result<Line> Line::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kLine);
   Line l;
-  l.ref = RankOf(frame);
-  l.stream = ValueIn(kStreamNames, Field<std::string>(frame, "stream"), "a 'line' frame's stream");
-  l.text = Field<std::string>(frame, "text");
-  return l;
+  l.ref = RankOf(r);
+  l.stream = NamedField(r, kStreamNames, "stream", "a 'line' frame's stream");
+  l.text = r.Field<std::string>("text");
+  return r.Finish(std::move(l));
 }
 
 Json Exit::ToJson() const {
@@ -387,13 +401,13 @@ Json Exit::ToJson() const {
   return j;
 }
 
-Exit Exit::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kExit);
+Result<Exit> Exit::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kExit);
   Exit e;
-  e.ref = RankOf(frame);
-  e.exit.kind = ValueIn(kExitNames, Field<std::string>(frame, "how"), "an 'exit' frame's how");
-  e.exit.code = Field<int>(frame, "code");
-  return e;
+  e.ref = RankOf(r);
+  e.exit.kind = NamedField(r, kExitNames, "how", "an 'exit' frame's how");
+  e.exit.code = r.Field<int>("code");
+  return r.Finish(e);
 }
 
 Json Submit::ToJson() const {
@@ -406,15 +420,15 @@ Json Submit::ToJson() const {
   return j;
 }
 
-Submit Submit::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kSubmit);
+Result<Submit> Submit::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kSubmit);
   Submit s;
-  s.study_text = Field<std::string>(frame, "study_text");
-  s.study_path = OptionalField<std::string>(frame, "study_path", "study.yaml");
-  if (frame.contains("max_trials")) s.max_trials = Field<int>(frame, "max_trials");
-  if (frame.contains("max_parallel")) s.max_parallel = Field<int>(frame, "max_parallel");
-  if (frame.contains("submission")) s.submission = Field<int64_t>(frame, "submission");
-  return s;
+  s.study_text = r.Field<std::string>("study_text");
+  s.study_path = r.Optional<std::string>("study_path", "study.yaml");
+  if (r.Has("max_trials")) s.max_trials = r.Field<int>("max_trials");
+  if (r.Has("max_parallel")) s.max_parallel = r.Field<int>("max_parallel");
+  if (r.Has("submission")) s.submission = r.Field<int64_t>("submission");
+  return r.Finish(std::move(s));
 }
 
 Json Progress::ToJson() const {
@@ -423,9 +437,9 @@ Json Progress::ToJson() const {
   return j;
 }
 
-Progress Progress::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kProgress);
-  return {OptionalField<std::string>(frame, "text", "")};
+Result<Progress> Progress::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kProgress);
+  return r.Finish(Progress{r.Optional<std::string>("text", "")});
 }
 
 Json Done::ToJson() const {
@@ -435,10 +449,9 @@ Json Done::ToJson() const {
   return j;
 }
 
-Done Done::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kDone);
-  return {OptionalField<int>(frame, "exit_code", 1),
-          OptionalField<std::string>(frame, "message", "")};
+Result<Done> Done::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kDone);
+  return r.Finish(Done{r.Optional<int>("exit_code", 1), r.Optional<std::string>("message", "")});
 }
 
 Json Accepted::ToJson() const {
@@ -447,45 +460,53 @@ Json Accepted::ToJson() const {
   return j;
 }
 
-Accepted Accepted::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kAccepted);
-  return {Field<int64_t>(frame, "submission")};
+Result<Accepted> Accepted::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kAccepted);
+  return r.Finish(Accepted{r.Field<int64_t>("submission")});
 }
 
 Json Cancel::ToJson() const { return Frame(FrameType::kCancel); }
 
-Cancel Cancel::FromJson(const Json& frame) {
-  Expect(frame, FrameType::kCancel);
-  return {};
+Result<Cancel> Cancel::FromJson(const Json& frame) {
+  return FrameReader(frame, FrameType::kCancel).Finish(Cancel{});
 }
 
-asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token,
-                                      double heartbeat_timeout_s) {
+asio::awaitable<Result<Role>> ServerHandshake(Connection& c, const std::string& token,
+                                              double heartbeat_timeout_s) {
   const std::string nonce = RandomHex(32);
   c.Send(Challenge{nonce}.ToJson());
-  const Json frame = co_await c.Receive();
-  if (TypeOf(frame) != FrameType::kHello) throw ProtocolError("expected a hello frame first");
-  const Hello hello = Hello::FromJson(frame);
-  if (!SameSecret(hello.mac, Hmac(token, nonce + RoleName(hello.role))))
-    throw ProtocolError("authentication failed: wrong token");
+  Result<Json> frame = co_await c.Receive();
+  if (!frame.ok()) co_return frame.status();
+  Result<FrameType> frame_type = TypeOf(*frame);
+  if (!frame_type.ok()) co_return frame_type.status();
+  if (*frame_type != FrameType::kHello) co_return Status::Invalid("expected a hello frame first");
+  Result<Hello> hello = Hello::FromJson(*frame);
+  if (!hello.ok()) co_return hello.status();
+  if (!SameSecret(hello->mac, Hmac(token, nonce + RoleName(hello->role))))
+    co_return Status::Invalid("authentication failed: wrong token");
   c.Send(Welcome{heartbeat_timeout_s}.ToJson());
-  co_return hello.role;
+  co_return hello->role;
 }
 
-asio::awaitable<Welcome> ClientHandshake(Connection& c, const std::string& token, Role role) {
-  const Json challenge = co_await c.Receive();
-  if (TypeOf(challenge) != FrameType::kChallenge)
-    throw ProtocolError("expected a challenge from the server");
-  const std::string nonce = Challenge::FromJson(challenge).nonce;
-  c.Send(Hello{role, Hmac(token, nonce + RoleName(role))}.ToJson());
-  Json welcome;
-  try {
-    welcome = co_await c.Receive();
-  } catch (const ProtocolError&) {
-    throw ProtocolError("the server closed the connection: wrong token or version");
-  }
-  if (TypeOf(welcome) != FrameType::kWelcome) throw ProtocolError("the server did not welcome us");
-  co_return Welcome::FromJson(welcome);
+asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, const std::string& token,
+                                                 Role role) {
+  Result<Json> challenge = co_await c.Receive();
+  if (!challenge.ok()) co_return challenge.status();
+  Result<FrameType> challenge_type = TypeOf(*challenge);
+  if (!challenge_type.ok()) co_return challenge_type.status();
+  if (*challenge_type != FrameType::kChallenge)
+    co_return Status::Invalid("expected a challenge from the server");
+  Result<Challenge> nonce = Challenge::FromJson(*challenge);
+  if (!nonce.ok()) co_return nonce.status();
+  c.Send(Hello{role, Hmac(token, nonce->nonce + RoleName(role))}.ToJson());
+  Result<Json> welcome = co_await c.Receive();
+  if (!welcome.ok())
+    co_return Status::Unavailable("the server closed the connection: wrong token or version");
+  Result<FrameType> welcome_type = TypeOf(*welcome);
+  if (!welcome_type.ok()) co_return welcome_type.status();
+  if (*welcome_type != FrameType::kWelcome)
+    co_return Status::Invalid("the server did not welcome us");
+  co_return Welcome::FromJson(*welcome);
 }
 
 }  // namespace hyperpack::scheduler::protocol

@@ -6,12 +6,13 @@
 // {"type": "challenge", "version": 1, "nonce": HEX}, the peer answers {"type": "hello",
 // "version": 1, "role": "agent"|"client", "mac": HEX(HMAC-SHA256(token, nonce + role))}, and the
 // server answers {"type": "welcome", "version": 1} or closes the connection. A frame that is too
-// large, not JSON, or not expected closes that connection (ProtocolError says why) and nothing
-// else.
+// large, not JSON, or not expected closes that connection (a Status says why) and nothing else.
 //
 // Every frame type is a FrameType and every frame a struct below: programs switch on TypeOf(frame)
-// and read a frame only through its struct's FromJson, so a malformed one is a ProtocolError that
-// names the frame and the field, never a JSON exception or a silent default.
+// and read a frame only through its struct's FromJson, so a malformed one is an error value
+// (kInvalidArgument) that names the frame and the field, never an exception or a silent default.
+// Nothing here throws for what arrives from a peer: decoders return Result, and Receive and the
+// handshakes return the Status of a closed or broken connection.
 // Thread-safety: a Connection belongs to one io_context thread; the rest is pure.
 #pragma once
 
@@ -20,7 +21,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "hyperpack/scheduler/executor.h"
+#include "hyperpack/status.h"
 
 namespace hyperpack::scheduler::protocol {
 
@@ -37,11 +38,6 @@ using tcp = asio::ip::tcp;
 
 constexpr int kVersion = 1;
 constexpr size_t kMaxFrame = 1 << 20;
-
-class ProtocolError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // What went wrong, for people: a system error's message without Boost's source location.
 std::string ErrorText(const std::exception& e);
@@ -56,22 +52,23 @@ bool SameSecret(const std::string& a, const std::string& b);
 // others than its owner would be a warning the caller prints.
 std::string ReadTokenFile(const std::string& path, std::string* error);
 
-// A frame's body (what follows the length) as JSON: an object with a string "type". Throws
-// ProtocolError, and only that, for anything else: not JSON, not an object, no type. Pure: the
-// decoder the fuzzer drives.
-Json ParseFrame(std::string_view body);
+// A frame's body (what follows the length) as JSON: an object with a string "type";
+// kInvalidArgument for anything else: not JSON, not an object, no type. Pure: the decoder the
+// fuzzer drives.
+Result<Json> ParseFrame(std::string_view body);
 // A frame's bytes for `message`: the 4-byte length and the JSON. Text that is not UTF-8 is sent
 // with U+FFFD in place of each invalid byte rather than refused (a trial's output is bytes).
-// Throws ProtocolError when the frame would be larger than `max_frame`.
-std::string EncodeFrame(const Json& message, size_t max_frame = kMaxFrame);
+// kInvalidArgument when the frame would be larger than `max_frame`.
+Result<std::string> EncodeFrame(const Json& message, size_t max_frame = kMaxFrame);
 
 // One TCP connection carrying frames.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, size_t max_frame = kMaxFrame);
 
-  // The next frame; throws ProtocolError when the peer closed, the frame is oversized or malformed.
-  asio::awaitable<Json> Receive();
+  // The next frame; kUnavailable when the peer closed or the connection broke, kInvalidArgument
+  // when the frame is oversized or malformed. Never throws.
+  asio::awaitable<Result<Json>> Receive();
   // Queues a frame; frames are written in order. Never throws: a frame that cannot be encoded
   // (over the limit) closes the connection, as the peer could not read it either.
   void Send(const Json& message);
@@ -111,8 +108,8 @@ enum class FrameType {
 };
 // The "type" string of `type`.
 const char* FrameTypeName(FrameType type);
-// The type of `frame`; ProtocolError naming it when "type" is missing, not a string or unknown.
-FrameType TypeOf(const Json& frame);
+// The type of `frame`; kInvalidArgument naming it when "type" is missing, not a string or unknown.
+Result<FrameType> TypeOf(const Json& frame);
 
 // Who is at the other end of a connection, as the hello frame says: "agent" or "client".
 enum class Role { kAgent, kClient };
@@ -121,39 +118,79 @@ const char* RoleName(Role role);
 // The "type" of `message` when it is a string, else "?": for error messages about any JSON.
 std::string TypeText(const Json& message);
 
-// The value of `key` in `message` as a T, or ProtocolError naming what was wrong.
+// Reads the fields of one frame (or of an object inside one) in order, and keeps the first error:
+// a struct's FromJson reads every field it needs and returns Finish(value). After an error, reads
+// return T{} and do nothing, so the error is the one a reader stopping at it would give.
+class FrameReader {
+ public:
+  // A reader of `frame` as a frame of `type`: an error first unless it is one (decoding one type as
+  // another is a bug, and the error should say so rather than name whichever field is missing).
+  FrameReader(const Json& frame, FrameType type);
+  // A reader of an object inside a frame (a register frame's running ranks).
+  explicit FrameReader(const Json& object) : frame_(object) {}
+
+  // The value of `key` as a T; an error naming the field and the frame when it is absent or of
+  // another type, or, for integers, not a whole number in T's range.
+  template <typename T>
+  T Field(const char* key);
+  // Like Field, but `fallback` when `key` is absent: the fields version 1 peers may leave out.
+  template <typename T>
+  T Optional(const char* key, T fallback) {
+    return Has(key) ? Field<T>(key) : fallback;
+  }
+  bool Has(const char* key) const { return frame_.is_object() && frame_.contains(key); }
+
+  // Records `error` unless one is recorded already.
+  void Fail(Status error) {
+    if (status_.ok()) status_ = std::move(error);
+  }
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  template <typename T>
+  Result<T> Finish(T value) const {
+    if (!status_.ok()) return status_;
+    return value;
+  }
+
+ private:
+  const Json& frame_;
+  Status status_;
+};
+
 template <typename T>
-T Field(const Json& message, const char* key) {
-  auto it = message.is_object() ? message.find(key) : message.end();
-  if (it == message.end())
-    throw ProtocolError("a '" + TypeText(message) + "' frame without '" + key + "'");
+T FrameReader::Field(const char* key) {
+  if (!ok()) return T{};
+  auto it = frame_.is_object() ? frame_.find(key) : frame_.end();
+  if (it == frame_.end()) {
+    Fail(Status::Invalid("a '", TypeText(frame_), "' frame without '", key, "'"));
+    return T{};
+  }
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     // nlohmann::json converts a float or an out-of-range integer to T unchecked: undefined
     // behaviour for 1e30, a silent wrap to 1 for 4294967297.
     const bool fits = it->is_number_unsigned()  ? std::in_range<T>(it->template get<uint64_t>())
                       : it->is_number_integer() ? std::in_range<T>(it->template get<int64_t>())
                                                 : !it->is_number_float();
-    if (!fits)
-      throw ProtocolError(std::string("'") + key + "' is not a whole number in range in a '" +
-                          TypeText(message) + "' frame");
+    if (!fits) {
+      Fail(Status::Invalid("'", key, "' is not a whole number in range in a '", TypeText(frame_),
+                           "' frame"));
+      return T{};
+    }
   }
+  // get<T>() throws for a value of another type (a string for an int, a list with a number for
+  // strings): caught here, the one place a frame's value is converted.
+  T value{};
   try {
-    return it->get<T>();
+    value = it->template get<T>();
   } catch (const std::exception&) {
-    throw ProtocolError(std::string("'") + key + "' has the wrong type in a '" + TypeText(message) +
-                        "' frame");
+    Fail(Status::Invalid("'", key, "' has the wrong type in a '", TypeText(frame_), "' frame"));
   }
-}
-
-// Like Field, but `fallback` when `key` is absent: the fields version 1 peers may leave out.
-template <typename T>
-T OptionalField(const Json& message, const char* key, T fallback) {
-  return message.is_object() && message.contains(key) ? Field<T>(message, key) : fallback;
+  return value;
 }
 
 // ---- Messages ----------------------------------------------------------------------------------
 // One struct per frame type. ToJson() gives the frame with its "type"; FromJson(frame) reads one,
-// throwing ProtocolError that names the frame and field when a field is missing or of the wrong
+// or returns kInvalidArgument naming the frame and field when a field is missing or of the wrong
 // type, or when the frame is of another type. Fields marked "optional" may be absent on the wire,
 // and read as the default shown.
 
@@ -162,7 +199,7 @@ T OptionalField(const Json& message, const char* key, T fallback) {
 struct Challenge {
   std::string nonce;
   Json ToJson() const;
-  static Challenge FromJson(const Json& frame);
+  static Result<Challenge> FromJson(const Json& frame);
 };
 
 // {"type": "hello", "version", "role", "mac": HEX(HMAC-SHA256(token, nonce + role))}. FromJson
@@ -172,7 +209,7 @@ struct Hello {
   Role role = Role::kClient;
   std::string mac;
   Json ToJson() const;
-  static Hello FromJson(const Json& frame);
+  static Result<Hello> FromJson(const Json& frame);
 };
 
 // {"type": "welcome", "version", "heartbeat_timeout_s" (optional, 0)}: how long the server waits
@@ -181,7 +218,7 @@ struct Hello {
 struct Welcome {
   double heartbeat_timeout_s = 0;
   Json ToJson() const;
-  static Welcome FromJson(const Json& frame);
+  static Result<Welcome> FromJson(const Json& frame);
 };
 
 // Which launch a rank is: the run (the server's submission) and the trial and rank. A trial number
@@ -191,9 +228,7 @@ struct Welcome {
 struct RankRef {
   int64_t run = 0;
   RankId id;
-  bool operator<(const RankRef& o) const {
-    return run != o.run ? run < o.run : id < o.id;
-  }
+  bool operator<(const RankRef& o) const { return run != o.run ? run < o.run : id < o.id; }
   bool operator==(const RankRef& o) const { return run == o.run && id == o.id; }
 };
 
@@ -207,7 +242,7 @@ struct Register {
   std::string address;
   std::vector<RankRef> running;
   Json ToJson() const;
-  static Register FromJson(const Json& frame);
+  static Result<Register> FromJson(const Json& frame);
 };
 
 // {"type": "heartbeat", "seq" (optional, 0)}: an agent's, every few seconds; the server answers
@@ -215,7 +250,7 @@ struct Register {
 struct Heartbeat {
   int64_t seq = 0;
   Json ToJson() const;
-  static Heartbeat FromJson(const Json& frame);
+  static Result<Heartbeat> FromJson(const Json& frame);
 };
 
 // {"type": "launch", "run" (optional, 0), "trial", "rank", "command", "workdir" (optional, ""),
@@ -229,7 +264,7 @@ struct Launch {
   std::vector<std::string> env;
   std::vector<std::string> warm_argv;
   Json ToJson() const;
-  static Launch FromJson(const Json& frame);
+  static Result<Launch> FromJson(const Json& frame);
 };
 
 // {"type": "kill", "run" (optional, 0), "trial", "rank", "signal"}.
@@ -237,7 +272,7 @@ struct Kill {
   RankRef ref;
   int signal = 0;
   Json ToJson() const;
-  static Kill FromJson(const Json& frame);
+  static Result<Kill> FromJson(const Json& frame);
 };
 
 // Which of a rank's outputs a line came from: "out" or "err".
@@ -250,7 +285,7 @@ struct Line {
   Stream stream = Stream::kOut;
   std::string text;
   Json ToJson() const;
-  static Line FromJson(const Json& frame);
+  static Result<Line> FromJson(const Json& frame);
 };
 
 // {"type": "exit", "run" (optional, 0), "trial", "rank", "how": exited | signaled | lost |
@@ -259,7 +294,7 @@ struct Exit {
   RankRef ref;
   RankExit exit;
   Json ToJson() const;
-  static Exit FromJson(const Json& frame);
+  static Result<Exit> FromJson(const Json& frame);
 };
 
 // {"type": "submit", "study_text", "study_path" (optional, "study.yaml"), "max_trials" (optional),
@@ -272,14 +307,14 @@ struct Submit {
   std::optional<int> max_parallel;
   std::optional<int64_t> submission;
   Json ToJson() const;
-  static Submit FromJson(const Json& frame);
+  static Result<Submit> FromJson(const Json& frame);
 };
 
 // {"type": "progress", "text" (optional, "")}.
 struct Progress {
   std::string text;
   Json ToJson() const;
-  static Progress FromJson(const Json& frame);
+  static Result<Progress> FromJson(const Json& frame);
 };
 
 // {"type": "done", "exit_code" (optional, 1), "message" (optional, "")}: the study's exit code as
@@ -288,28 +323,30 @@ struct Done {
   int exit_code = 1;
   std::string message;
   Json ToJson() const;
-  static Done FromJson(const Json& frame);
+  static Result<Done> FromJson(const Json& frame);
 };
 
 // {"type": "accepted", "submission"}: the id under which the server keeps a submitted study.
 struct Accepted {
   int64_t submission = 0;
   Json ToJson() const;
-  static Accepted FromJson(const Json& frame);
+  static Result<Accepted> FromJson(const Json& frame);
 };
 
 // {"type": "cancel"}: the client's user wants the study stopped (as Ctrl-C would stop `run`).
 struct Cancel {
   Json ToJson() const;
-  static Cancel FromJson(const Json& frame);
+  static Result<Cancel> FromJson(const Json& frame);
 };
 
 // ---- Handshake ---------------------------------------------------------------------------------
-// The server's side of the handshake; returns the peer's role or throws ProtocolError. The
+// The server's side of the handshake; returns the peer's role, or why the peer was refused. The
 // welcome tells the peer `heartbeat_timeout_s`.
-asio::awaitable<Role> ServerHandshake(Connection& c, const std::string& token,
-                                      double heartbeat_timeout_s = 0);
-// A peer's side; returns the server's welcome, or throws ProtocolError when the server refuses.
-asio::awaitable<Welcome> ClientHandshake(Connection& c, const std::string& token, Role role);
+asio::awaitable<Result<Role>> ServerHandshake(Connection& c, const std::string& token,
+                                              double heartbeat_timeout_s = 0);
+// A peer's side; returns the server's welcome, or why there is none (the server refused us or went
+// away).
+asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, const std::string& token,
+                                                 Role role);
 
 }  // namespace hyperpack::scheduler::protocol

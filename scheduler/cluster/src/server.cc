@@ -41,7 +41,6 @@ namespace asio = boost::asio;
 using protocol::Connection;
 using protocol::FrameType;
 using protocol::Json;
-using protocol::ProtocolError;
 using protocol::RankRef;
 using storage::SubmissionRecord;
 using storage::SubmissionState;
@@ -213,42 +212,57 @@ class Server {
     });
   }
 
-  // One connection. Whatever goes wrong in it (a bad frame, a bug) ends it, and only it.
+  // One connection. Whatever goes wrong in it (a bad frame, a closed socket, a bug that throws)
+  // ends it, and only it.
   asio::awaitable<void> Session(std::shared_ptr<Connection> c) {
-    protocol::Role role;
+    Result<protocol::Role> role = Status::Internal("no handshake");
     try {
       role = co_await protocol::ServerHandshake(*c, options_.token, options_.heartbeat_timeout_s);
     } catch (const std::exception& e) {
-      Log("rejected ", c->peer(), ": ", e.what());
+      role = Status::Internal(e.what());
+    }
+    if (!role.ok()) {
+      Log("rejected ", c->peer(), ": ", role.status().message());
       c->Close();
       co_return;
     }
     int node = -1;
+    Status ended;
     try {
-      switch (role) {
+      switch (*role) {
         case protocol::Role::kAgent:
-          co_await AgentSession(c, &node);
+          ended = co_await AgentSession(c, &node);
           break;
         case protocol::Role::kClient:
-          co_await ClientSession(c);
+          ended = co_await ClientSession(c);
           break;
       }
     } catch (const std::exception& e) {
+      ended = Status::Internal(e.what());
+    }
+    if (!ended.ok()) {
       if (node >= 0) {
-        NodeLost(node, e.what());
+        NodeLost(node, ended.message());
       } else {
-        Log("closed ", c->peer(), ": ", e.what());
+        Log("closed ", c->peer(), ": ", ended.message());
       }
     }
     c->Close();
   }
 
-  asio::awaitable<void> AgentSession(std::shared_ptr<Connection> c, int* node) {
-    const Json first = co_await c->Receive();
-    if (protocol::TypeOf(first) != FrameType::kRegister)
-      throw ProtocolError("an agent must register first");
-    const protocol::Register reg = protocol::Register::FromJson(first);
-    *node = Join(c, reg);
+  // An agent's connection until it breaks: the status that ended it.
+  asio::awaitable<Status> AgentSession(std::shared_ptr<Connection> c, int* node) {
+    Result<Json> first = co_await c->Receive();
+    if (!first.ok()) co_return first.status();
+    Result<FrameType> type = protocol::TypeOf(*first);
+    if (!type.ok()) co_return type.status();
+    if (*type != FrameType::kRegister) co_return Status::Invalid("an agent must register first");
+    Result<protocol::Register> reg_read = protocol::Register::FromJson(*first);
+    if (!reg_read.ok()) co_return reg_read.status();
+    const protocol::Register& reg = *reg_read;
+    Result<int> joined = Join(c, reg);
+    if (!joined.ok()) co_return joined.status();
+    *node = *joined;
     // What it still runs from before is no attempt of this server's: killed (its trials were
     // requeued when its node was lost, or when the server restarted).
     for (const RankRef& ref : reg.running) {
@@ -257,14 +271,15 @@ class Server {
       c->Send(protocol::Kill{ref, SIGKILL}.ToJson());
     }
     while (true) {
-      const Json m = co_await c->Receive();
+      Result<Json> m = co_await c->Receive();
+      if (!m.ok()) co_return m.status();
       links_[*node].last_seen = Clock::now();
-      FromAgent(*node, m);
+      if (Status s = FromAgent(*node, *m); !s.ok()) co_return s;
     }
   }
 
   // A registered agent's node joins the cluster (and the running study); returns its index.
-  int Join(const std::shared_ptr<Connection>& c, const protocol::Register& reg) {
+  Result<int> Join(const std::shared_ptr<Connection>& c, const protocol::Register& reg) {
     ClusterNode n;
     n.node.name = reg.name;
     n.gpu_names = reg.gpus;
@@ -273,7 +288,7 @@ class Server {
     n.address = reg.address;
     if (n.address.empty()) n.address = c->peer().substr(0, c->peer().rfind(':'));
     if (n.node.gpus > 64 || n.node.cpus < 0 || n.node.cpus > 1 << 20)
-      throw ProtocolError("impossible node description");
+      return Status::Invalid("impossible node description");
     const int node = static_cast<int>(nodes_.size());
     nodes_.push_back(n);
     links_[node] = {c, n.node.name, Clock::now(), false};
@@ -287,26 +302,29 @@ class Server {
     return node;
   }
 
-  // A frame from a registered agent.
-  void FromAgent(int node, const Json& m) {
-    switch (const FrameType type = protocol::TypeOf(m)) {
-      case FrameType::kHeartbeat:
-        links_[node].conn->Send(protocol::Heartbeat::FromJson(m).ToJson());
-        return;
+  // A frame from a registered agent; an error ends its connection.
+  Status FromAgent(int node, const Json& m) {
+    HP_ASSIGN_OR_RETURN(const FrameType type, protocol::TypeOf(m));
+    switch (type) {
+      case FrameType::kHeartbeat: {
+        HP_ASSIGN_OR_RETURN(const protocol::Heartbeat beat, protocol::Heartbeat::FromJson(m));
+        links_[node].conn->Send(beat.ToJson());
+        return Status::Ok();
+      }
       case FrameType::kLine: {
-        const protocol::Line line = protocol::Line::FromJson(m);
+        HP_ASSIGN_OR_RETURN(const protocol::Line line, protocol::Line::FromJson(m));
         if (AgentExecutor* e = ExecutorOf(node, line.ref))
           e->Line(line.ref.id, line.stream == protocol::Stream::kErr, line.text);
-        return;
+        return Status::Ok();
       }
       case FrameType::kExit: {
-        const protocol::Exit exit = protocol::Exit::FromJson(m);
+        HP_ASSIGN_OR_RETURN(const protocol::Exit exit, protocol::Exit::FromJson(m));
         if (AgentExecutor* e = ExecutorOf(node, exit.ref)) e->Exit(exit.ref.id, exit.exit);
-        return;
+        return Status::Ok();
       }
       default:
-        throw ProtocolError(std::string("unexpected '") + protocol::FrameTypeName(type) +
-                            "' frame from an agent");
+        return Status::Invalid("unexpected '", protocol::FrameTypeName(type),
+                               "' frame from an agent");
     }
   }
 
@@ -374,20 +392,27 @@ class Server {
   }
 
   // ---- Clients ----
-  asio::awaitable<void> ClientSession(std::shared_ptr<Connection> c) {
-    const Json m = co_await c->Receive();
-    if (protocol::TypeOf(m) != FrameType::kSubmit)
-      throw ProtocolError("a client must submit a study");
-    const protocol::Submit submit = protocol::Submit::FromJson(m);
+  // A client's connection until it breaks (the status that ended it) or its study is refused (OK).
+  asio::awaitable<Status> ClientSession(std::shared_ptr<Connection> c) {
+    Result<Json> m = co_await c->Receive();
+    if (!m.ok()) co_return m.status();
+    Result<FrameType> type = protocol::TypeOf(*m);
+    if (!type.ok()) co_return type.status();
+    if (*type != FrameType::kSubmit) co_return Status::Invalid("a client must submit a study");
+    Result<protocol::Submit> submit = protocol::Submit::FromJson(*m);
+    if (!submit.ok()) co_return submit.status();
     // Set once the submission is known (stored, for a new one).
     auto id = std::make_shared<int64_t>(0);
-    if (submit.submission) *id = Follow(c, *submit.submission);
-    if (*id == 0 && !Enqueue(c, submit, id)) co_return;
+    if (submit->submission) *id = Follow(c, *submit->submission);
+    if (*id == 0 && !Enqueue(c, *submit, id)) co_return Status::Ok();
     // The client follows until its study is done. If it goes away, the study goes on (it may
     // reconnect); a cancel frame stops it.
     while (true) {
-      const Json next = co_await c->Receive();
-      if (protocol::TypeOf(next) == FrameType::kCancel && *id != 0) Cancel(*id, c);
+      Result<Json> next = co_await c->Receive();
+      if (!next.ok()) co_return next.status();
+      Result<FrameType> next_type = protocol::TypeOf(*next);
+      if (!next_type.ok()) co_return next_type.status();
+      if (*next_type == FrameType::kCancel && *id != 0) Cancel(*id, c);
     }
   }
 

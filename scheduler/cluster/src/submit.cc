@@ -80,39 +80,60 @@ class Follower {
   // (nullopt) or the connection is lost (why).
   asio::awaitable<std::optional<std::string>> FollowOnce() {
     try {
-      if (co_await Follow()) co_return std::nullopt;
-      co_return "closed by the server";  // it is stopping
-    } catch (const std::exception& e) {
+      const Status followed = co_await Follow();
+      if (followed.ok()) co_return std::nullopt;
+      co_return followed.message();
+    } catch (const std::exception& e) {  // the connect's system errors
       co_return protocol::ErrorText(e);
     }
   }
 
-  // True once the done frame came; false when the server closed the connection first.
-  asio::awaitable<bool> Follow() {
+  // OK once the done frame came; else why the connection ended first. Throws only the connect's
+  // system errors.
+  asio::awaitable<Status> Follow() {
     tcp::socket socket(io_);
     co_await socket.async_connect(ep_, asio::use_awaitable);
     conn_ = std::make_shared<Connection>(std::move(socket));
-    co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kClient);
+    Result<protocol::Welcome> welcome =
+        co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kClient);
+    if (!welcome.ok()) co_return welcome.status();
     conn_->Send(protocol::Submit{options_.study_text, options_.study_path, options_.max_trials,
                                  options_.max_parallel, submission_}
                     .ToJson());
     if (cancelled_) conn_->Send(protocol::Cancel{}.ToJson());
     while (true) {
-      const Json m = co_await conn_->Receive();
-      switch (protocol::TypeOf(m)) {
-        case FrameType::kAccepted:
-          submission_ = protocol::Accepted::FromJson(m).submission;
-          break;
-        case FrameType::kProgress:
-          out_ << protocol::Progress::FromJson(m).text << std::endl;
-          break;
-        case FrameType::kDone:
-          result_ = ResultOf(protocol::Done::FromJson(m));
-          co_return true;
-        default:
-          break;  // nothing else is meant for a client; ignored, as it always was
-      }
+      Result<Json> m = co_await conn_->Receive();
+      if (!m.ok()) co_return m.status();
+      Result<bool> done = FromServer(*m);
+      if (!done.ok()) co_return done.status();
+      if (*done) co_return Status::Ok();
     }
+  }
+
+  // A frame from the server: the submission's id, a line of progress, or the end (true; result_
+  // set).
+  Result<bool> FromServer(const Json& m) {
+    HP_ASSIGN_OR_RETURN(const FrameType type, protocol::TypeOf(m));
+    switch (type) {
+      case FrameType::kAccepted: {
+        HP_ASSIGN_OR_RETURN(const protocol::Accepted accepted, protocol::Accepted::FromJson(m));
+        submission_ = accepted.submission;
+        break;
+      }
+      case FrameType::kProgress: {
+        HP_ASSIGN_OR_RETURN(const protocol::Progress progress, protocol::Progress::FromJson(m));
+        out_ << progress.text << std::endl;
+        break;
+      }
+      case FrameType::kDone: {
+        HP_ASSIGN_OR_RETURN(const protocol::Done done, protocol::Done::FromJson(m));
+        result_ = ResultOf(done);
+        return true;
+      }
+      default:
+        break;  // nothing else is meant for a client; ignored, as it always was
+    }
+    return false;
   }
 
   void WaitSignal() {
