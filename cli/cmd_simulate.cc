@@ -106,58 +106,6 @@ hyperpack::Result<sched::SimulationOptions> SimulationOptionsFrom(
   return so;
 }
 
-void PrintSimulationJson(const sched::SimulationResult& r, const sched::SimulationOptions& so) {
-  nlohmann::ordered_json j;
-  j["jobs"] = r.jobs;
-  j["policy"] = sched::PolicyName(so.policy);
-  j["order"] = sched::OrderName(so.queue.order);
-  j["max_wait"] = so.queue.max_wait;
-  j["guard_factor"] = so.queue.max_wait_factor;
-  j["critical_first"] = so.queue.critical_first;
-  j["estimate_noise"] = so.estimate_noise;
-  j["gpus"] = so.nodes * so.gpus_per_node;
-  j["gpu_utilisation"] = r.gpu_utilisation;
-  j["makespan"] = r.makespan;
-  j["lower_bound"] = r.lower_bound;
-  j["makespan_ratio"] = r.makespan_ratio;
-  j["mean_queueing_delay"] = r.mean_queueing;
-  j["p95_queueing_delay"] = r.p95_queueing;
-  j["mean_jct"] = r.mean_jct;
-  j["p95_jct"] = r.p95_jct;
-  j["p99_queueing_delay_longest_tenth"] = r.p99_queueing_longest;
-  j["scheduling_passes"] = r.passes;
-  j["p99_pass_ms"] = r.p99_pass_ms;
-  std::cout << j.dump(2) << "\n";
-}
-
-void PrintSimulationTable(const sched::SimulationResult& r, const sched::SimulationOptions& so) {
-  std::cout << r.jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
-            << sched::PolicyName(so.policy) << ", queue " << sched::OrderName(so.queue.order)
-            << (so.queue.max_wait > 0 ? ", max wait " + hyperpack::FormatDuration(so.queue.max_wait)
-                : so.queue.max_wait_factor > 0
-                    ? ", max wait " + hyperpack::FormatShort(so.queue.max_wait_factor, 3) +
-                          "x the typical run time"
-                    : std::string())
-            << (so.queue.critical_first ? ", critical jobs first" : "")
-            << (so.estimate_noise > 0 ? ", estimates off by a factor exp(N(0, " +
-                                            hyperpack::FormatShort(so.estimate_noise, 3) + "))"
-                                      : std::string())
-            << "\n"
-            << "GPU utilisation      " << hyperpack::FormatShort(100 * r.gpu_utilisation, 4)
-            << "%\n"
-            << "makespan             " << hyperpack::FormatDuration(r.makespan) << " ("
-            << hyperpack::FormatShort(r.makespan_ratio, 4) << " x the lower bound "
-            << hyperpack::FormatDuration(r.lower_bound) << ")\n"
-            << "queueing delay       mean " << hyperpack::FormatDuration(r.mean_queueing)
-            << ", p95 " << hyperpack::FormatDuration(r.p95_queueing)
-            << ", p99 of the longest tenth " << hyperpack::FormatDuration(r.p99_queueing_longest)
-            << "\n"
-            << "job completion time  mean " << hyperpack::FormatDuration(r.mean_jct) << ", p95 "
-            << hyperpack::FormatDuration(r.p95_jct) << "\n"
-            << "scheduling           " << r.passes << " passes, p99 "
-            << hyperpack::FormatShort(r.p99_pass_ms, 3) << " ms\n";
-}
-
 }  // namespace
 
 int CmdSimulate(int argc, char** argv) {
@@ -184,11 +132,8 @@ int CmdSimulate(int argc, char** argv) {
   };
   auto r = sched::Simulate(*trace, *so);
   if (!r.ok()) return Fail(r.status());
-  if (args.count("json")) {
-    PrintSimulationJson(*r, *so);
-  } else {
-    PrintSimulationTable(*r, *so);
-  }
+  std::cout << (args.count("json") ? sched::SimulationJson(*r, *so) + "\n"
+                                   : sched::SimulationText(*r, *so));
   return kOk;
 }
 

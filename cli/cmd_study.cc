@@ -76,24 +76,7 @@ int CmdValidate(int argc, char** argv) {
               << " in " << path << "\n";
     return kUsage;
   }
-  const study::StudySpec& s = *parsed.spec;
-  std::cout << path << ": ok\n\n";
-  std::cout << "study       " << s.name << "\n";
-  std::cout << "objective   " << study::DirectionName(s.objective.direction) << " "
-            << s.objective.metric << " (" << study::StrategyName(s.objective.strategy)
-            << " reported value)\n";
-  std::cout << "tuner       " << tuner::TunerAlgorithmName(s.tuner.algorithm);
-  if (s.tuner.seed) std::cout << ", seed " << *s.tuner.seed;
-  std::cout << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
-            << " at a time, stop after " << s.budget.max_failed << " failures";
-  if (s.budget.time_limit_s) std::cout << ", time limit " << *s.budget.time_limit_s << "s";
-  std::cout << "\ncommand     " << s.trial.command << "\n";
-  if (s.trial.timeout_s) std::cout << "timeout     " << *s.trial.timeout_s << "s\n";
-  if (s.resources.gpus) std::cout << "gpus        " << s.resources.gpus->text() << "\n";
-  if (s.resources.cpus) std::cout << "cpus        " << s.resources.cpus->text() << "\n";
-  std::cout << "\nsearch space (" << s.space.size() << " parameters)\n";
-  std::istringstream lines(s.space.Describe());
-  for (std::string line; std::getline(lines, line);) std::cout << "  " << line << "\n";
+  std::cout << path << ": ok\n\n" << study::DescribeStudy(*parsed.spec);
   return kOk;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "hyperpack/placement/fair_share.h"
@@ -202,6 +203,30 @@ TEST(SimulationTest, AllJobsRunAndTheFiguresAreConsistent) {
     EXPECT_GE(r->mean_jct, r->mean_queueing);
     EXPECT_GE(r->p95_queueing, 0.0);
   }
+}
+
+// What `hyperpack simulate` prints: the text names what ran on what, and the JSON carries the
+// result's figures and the options that shaped them.
+TEST(SimulationTest, TheTextAndTheJsonSayWhatRanAndWhatItGave) {
+  SimulationOptions o;
+  o.nodes = 2;
+  o.gpus_per_node = 4;
+  o.queue.order = Order::kShortestFirst;
+  o.estimate_noise = 0.5;
+  auto r = Simulate(TuningWorkload(40, 3, 60), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string text = SimulationText(*r, o);
+  const std::string head = StrCat(r->jobs, " jobs on 2 nodes x 4 GPUs, ", PolicyName(o.policy),
+                                  ", queue ", OrderName(o.queue.order));
+  EXPECT_EQ(text.substr(0, head.size()), head) << text;
+  EXPECT_NE(text.find("estimates off by a factor exp(N(0, 0.5))"), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+  const nlohmann::json j = nlohmann::json::parse(SimulationJson(*r, o));
+  EXPECT_EQ(j["jobs"], r->jobs);
+  EXPECT_EQ(j["gpus"], 8);
+  EXPECT_EQ(j["order"], OrderName(o.queue.order));
+  EXPECT_DOUBLE_EQ(j["makespan"].get<double>(), r->makespan);
+  EXPECT_DOUBLE_EQ(j["estimate_noise"].get<double>(), 0.5);
 }
 
 // The bound counts the idle time that arrivals force: a cluster idle for most of 100 s, then given

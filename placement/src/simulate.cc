@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <random>
 #include <sstream>
@@ -248,6 +249,57 @@ std::vector<TraceJob> SharedClusterWorkload(int jobs, uint64_t seed, double mean
     t += gap(rng);
   }
   return out;
+}
+
+std::string SimulationJson(const SimulationResult& r, const SimulationOptions& so) {
+  nlohmann::ordered_json j;
+  j["jobs"] = r.jobs;
+  j["policy"] = PolicyName(so.policy);
+  j["order"] = OrderName(so.queue.order);
+  j["max_wait"] = so.queue.max_wait;
+  j["guard_factor"] = so.queue.max_wait_factor;
+  j["critical_first"] = so.queue.critical_first;
+  j["estimate_noise"] = so.estimate_noise;
+  j["gpus"] = so.nodes * so.gpus_per_node;
+  j["gpu_utilisation"] = r.gpu_utilisation;
+  j["makespan"] = r.makespan;
+  j["lower_bound"] = r.lower_bound;
+  j["makespan_ratio"] = r.makespan_ratio;
+  j["mean_queueing_delay"] = r.mean_queueing;
+  j["p95_queueing_delay"] = r.p95_queueing;
+  j["mean_jct"] = r.mean_jct;
+  j["p95_jct"] = r.p95_jct;
+  j["p99_queueing_delay_longest_tenth"] = r.p99_queueing_longest;
+  j["scheduling_passes"] = r.passes;
+  j["p99_pass_ms"] = r.p99_pass_ms;
+  return j.dump(2);
+}
+
+std::string SimulationText(const SimulationResult& r, const SimulationOptions& so) {
+  std::ostringstream out;
+  out << r.jobs << " jobs on " << so.nodes << " nodes x " << so.gpus_per_node << " GPUs, "
+      << PolicyName(so.policy) << ", queue " << OrderName(so.queue.order)
+      << (so.queue.max_wait > 0 ? ", max wait " + FormatDuration(so.queue.max_wait)
+          : so.queue.max_wait_factor > 0
+              ? ", max wait " + FormatShort(so.queue.max_wait_factor, 3) + "x the typical run time"
+              : std::string())
+      << (so.queue.critical_first ? ", critical jobs first" : "")
+      << (so.estimate_noise > 0
+              ? ", estimates off by a factor exp(N(0, " + FormatShort(so.estimate_noise, 3) + "))"
+              : std::string())
+      << "\n"
+      << "GPU utilisation      " << FormatShort(100 * r.gpu_utilisation, 4) << "%\n"
+      << "makespan             " << FormatDuration(r.makespan) << " ("
+      << FormatShort(r.makespan_ratio, 4) << " x the lower bound " << FormatDuration(r.lower_bound)
+      << ")\n"
+      << "queueing delay       mean " << FormatDuration(r.mean_queueing) << ", p95 "
+      << FormatDuration(r.p95_queueing) << ", p99 of the longest tenth "
+      << FormatDuration(r.p99_queueing_longest) << "\n"
+      << "job completion time  mean " << FormatDuration(r.mean_jct) << ", p95 "
+      << FormatDuration(r.p95_jct) << "\n"
+      << "scheduling           " << r.passes << " passes, p99 " << FormatShort(r.p99_pass_ms, 3)
+      << " ms\n";
+  return out.str();
 }
 
 }  // namespace hyperpack::scheduler

@@ -276,6 +276,26 @@ Result<SlurmSpec> ParseSlurmFlag(const std::string& text) {
   return slurm;
 }
 
+std::string DescribeStudy(const StudySpec& s) {
+  std::ostringstream out;
+  out << "study       " << s.name << "\n";
+  out << "objective   " << DirectionName(s.objective.direction) << " " << s.objective.metric << " ("
+      << StrategyName(s.objective.strategy) << " reported value)\n";
+  out << "tuner       " << tuner::TunerAlgorithmName(s.tuner.algorithm);
+  if (s.tuner.seed) out << ", seed " << *s.tuner.seed;
+  out << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
+      << " at a time, stop after " << s.budget.max_failed << " failures";
+  if (s.budget.time_limit_s) out << ", time limit " << *s.budget.time_limit_s << "s";
+  out << "\ncommand     " << s.trial.command << "\n";
+  if (s.trial.timeout_s) out << "timeout     " << *s.trial.timeout_s << "s\n";
+  if (s.resources.gpus) out << "gpus        " << s.resources.gpus->text() << "\n";
+  if (s.resources.cpus) out << "cpus        " << s.resources.cpus->text() << "\n";
+  out << "\nsearch space (" << s.space.size() << " parameters)\n";
+  std::istringstream lines(s.space.Describe());
+  for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+  return out.str();
+}
+
 ParseOutcome LoadStudyFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -69,6 +69,13 @@ double MakespanLowerBound(const std::vector<TraceJob>& jobs, double total_gpus);
 // below 0.
 Result<SimulationResult> Simulate(const std::vector<TraceJob>& jobs, const SimulationOptions& o);
 
+// A simulation's result for people: a line saying what ran on what (cluster, policy, queue order,
+// guard, noise) and one line each for utilisation, makespan, queueing, completion times and the
+// scheduling passes. Ends with a newline.
+std::string SimulationText(const SimulationResult& r, const SimulationOptions& o);
+// The same for programs: one JSON object (indented), with the options that shaped it.
+std::string SimulationJson(const SimulationResult& r, const SimulationOptions& o);
+
 // A tuning workload: bursts (a tuner proposing a batch when capacity frees) of 4-16 trials that ask
 // 1, 2, 4 or 8 GPUs (40/30/20/10%), log-normal durations (median 30 min, sigma 1, 1 min to 8 h),
 // bursts arriving as a Poisson process (the default gap loads a 64 x 8 cluster at about 1.5).

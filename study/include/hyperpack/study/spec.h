@@ -266,6 +266,10 @@ ParseOutcome ParseStudy(const std::string& text, const std::string& filename);
 // Reads and parses a file.
 ParseOutcome LoadStudyFile(const std::string& path);
 
+// A parsed study for people, as `hyperpack validate` prints it: name, objective, tuner, budget,
+// command, timeout and resources, then the search space, a line a parameter. Ends with a newline.
+std::string DescribeStudy(const StudySpec& spec);
+
 // `hyperpack run --slurm '{partition: gpu, time_limit: 2h}'`: the same keys as the study file's
 // `cluster.slurm`, for a study file that has none. Errors name the flag and the column.
 Result<SlurmSpec> ParseSlurmFlag(const std::string& text);
