@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "yaml_diagnostics.h"
+
 namespace hyperpack::study::internal {
 
 std::string YamlScalar(const YAML::Node& node) {
@@ -53,14 +55,9 @@ std::optional<bool> YamlBool(const YAML::Node& node) {
 
 ImportOutcome Importer::Run(const std::string& text, const std::string& what) {
   ImportOutcome out;
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    out.errors.push_back(
-        {file_, e.mark.line + 1, e.mark.column + 1, "", StrCat("invalid YAML: ", e.msg)});
-    return out;
-  }
+  std::optional<YAML::Node> loaded = LoadYaml(text, file_, &out.errors);
+  if (!loaded) return out;
+  const YAML::Node& root = *loaded;
   if (!root.IsMap()) {
     out.errors.push_back({file_, 1, 1, "", what});
     return out;
@@ -84,11 +81,8 @@ ImportOutcome Importer::Run(const std::string& text, const std::string& what) {
 }
 
 Diagnostic Importer::At(const YAML::Node& at, const std::string& key, std::string message) const {
-  // A missing key is said at the start of the mapping it is missing from, or of the file.
-  YAML::Mark m = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-  if (m.is_null()) m = root_mark_;
-  return {file_, m.is_null() ? 1 : m.line + 1, m.is_null() ? 1 : m.column + 1, key,
-          std::move(message)};
+  // A missing key is said at the start of the file (Run sets the root's mark before Convert).
+  return DiagnosticAt(file_, at, root_mark_, key, std::move(message));
 }
 
 bool Importer::CommandGiven(const std::string& replaced) {

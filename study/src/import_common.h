@@ -1,5 +1,6 @@
-// What every sweep importer (import_*.cc) shares: reading the file as YAML, diagnostics at a node's
-// line and column, and the study file being written. Internal to hyperpack::study.
+// What every sweep importer (import_*.cc) shares: reading the file as YAML and diagnostics at a
+// node's line and column (both yaml_diagnostics.h's, as the study file's parser has them), and the
+// study file being written. Internal to hyperpack::study.
 // Thread-safety: one importer per thread.
 #pragma once
 

@@ -15,6 +15,7 @@
 
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
+#include "yaml_diagnostics.h"
 
 namespace hyperpack::study::internal {
 
@@ -34,32 +35,14 @@ bool IsParamName(const std::string& s) {
 }
 
 bool Parser::Load(const std::string& text, YAML::Node* root) {
-  try {
-    *root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    errors_.push_back({file_, e.mark.line + 1, e.mark.column + 1, "", "invalid YAML: " + e.msg});
-    return false;
-  } catch (const YAML::Exception& e) {
-    errors_.push_back({file_, 0, 0, "", std::string("invalid YAML: ") + e.what()});
-    return false;
-  }
+  std::optional<YAML::Node> loaded = LoadYaml(text, file_, &errors_);
+  if (!loaded) return false;
+  *root = std::move(*loaded);
   return true;
 }
 
 Diagnostic Parser::At(const YAML::Node& at, const std::string& key, std::string message) const {
-  Diagnostic d;
-  d.file = file_;
-  YAML::Mark mark = at.IsDefined() ? at.Mark() : YAML::Mark::null_mark();
-  if (!mark.is_null()) {
-    d.line = mark.line + 1;
-    d.column = mark.column + 1;
-  } else if (!last_mark_.is_null()) {
-    d.line = last_mark_.line + 1;
-    d.column = last_mark_.column + 1;
-  }
-  d.key = key;
-  d.message = std::move(message);
-  return d;
+  return DiagnosticAt(file_, at, last_mark_, key, std::move(message));
 }
 
 std::string Parser::Describe(const YAML::Node& node) {
