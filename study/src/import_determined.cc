@@ -134,6 +134,41 @@ class DeterminedImporter : public Importer {
     }
   }
 
+  // An int, double or log hyperparameter (`type`) as a hyperpack range, or "" after an error.
+  std::string Range(const std::string& key, const std::string& type, const YAML::Node& s) {
+    auto need = [&](const char* field) {
+      if (s[field] && s[field].IsScalar() && ParseDouble(s[field].Scalar())) return true;
+      Error(s[field] ? s[field] : s, key, type, " needs a number '", field, "'");
+      return false;
+    };
+    auto num = [&](const char* field) { return *ParseDouble(s[field].Scalar()); };
+    if (!need("minval") || !need("maxval")) return "";
+    double lo = num("minval"), hi = num("maxval");
+    if (type == "int" && !(IsWholeNumber(s["minval"]) && IsWholeNumber(s["maxval"]))) {
+      Error(s, key, "int needs whole numbers for minval and maxval");
+      return "";
+    }
+    if (type == "log") {  // minval and maxval are exponents of base (10 by default)
+      double base = 10;
+      if (s["base"]) {
+        if (!need("base")) return "";
+        base = num("base");
+      }
+      if (!(base > 0) || base == 1) {
+        Error(s["base"], key, "log: base must be above 0 and not 1");
+        return "";
+      }
+      lo = std::pow(base, lo);
+      hi = std::pow(base, hi);
+    }
+    if (!(lo < hi)) {
+      Error(s, key, type, ": minval must be below maxval");
+      return "";
+    }
+    return StrCat("{type: ", type == "int" ? "int" : "float", ", low: ", FormatDouble(lo),
+                  ", high: ", FormatDouble(hi), type == "log" ? ", log: true" : "", "}");
+  }
+
   // A hyperparameter's hyperpack form, or "" after an error.
   std::string Hyperparameter(const std::string& name, const YAML::Node& s) {
     const std::string key = "hyperparameters." + name;
@@ -146,12 +181,6 @@ class DeterminedImporter : public Importer {
       return "";
     }
     std::string type = s["type"].IsScalar() ? s["type"].Scalar() : "";
-    auto need = [&](const char* field) {
-      if (s[field] && s[field].IsScalar() && ParseDouble(s[field].Scalar())) return true;
-      Error(s[field] ? s[field] : s, key, type, " needs a number '", field, "'");
-      return false;
-    };
-    auto num = [&](const char* field) { return *ParseDouble(s[field].Scalar()); };
     if (s["count"] && type != "const" && type != "categorical")
       Warn(s["count"], key,
            "count (the number of grid points) is not carried over: the range is searched whole");
@@ -175,33 +204,7 @@ class DeterminedImporter : public Importer {
         values.push_back(v.IsScalar() ? YamlScalar(v) : FlowYaml(v));
       return "{type: categorical, values: [" + Join(values, ", ") + "]}";
     }
-    if (type == "int" || type == "double" || type == "log") {
-      if (!need("minval") || !need("maxval")) return "";
-      double lo = num("minval"), hi = num("maxval");
-      if (type == "int" && !(IsWholeNumber(s["minval"]) && IsWholeNumber(s["maxval"]))) {
-        Error(s, key, "int needs whole numbers for minval and maxval");
-        return "";
-      }
-      if (type == "log") {  // minval and maxval are exponents of base (10 by default)
-        double base = 10;
-        if (s["base"]) {
-          if (!need("base")) return "";
-          base = num("base");
-        }
-        if (!(base > 0) || base == 1) {
-          Error(s["base"], key, "log: base must be above 0 and not 1");
-          return "";
-        }
-        lo = std::pow(base, lo);
-        hi = std::pow(base, hi);
-      }
-      if (!(lo < hi)) {
-        Error(s, key, type, ": minval must be below maxval");
-        return "";
-      }
-      return StrCat("{type: ", type == "int" ? "int" : "float", ", low: ", FormatDouble(lo),
-                    ", high: ", FormatDouble(hi), type == "log" ? ", log: true" : "", "}");
-    }
+    if (type == "int" || type == "double" || type == "log") return Range(key, type, s);
     Error(s["type"] ? s["type"] : s, key, "type '", type,
           "' is not a Determined hyperparameter type (const, int, double, log, categorical)");
     return "";
@@ -336,13 +339,15 @@ class DeterminedImporter : public Importer {
   }
 
   // adaptive_asha and async_halving: rungs at max_length / divisor^k, k < the number of rungs.
-  void Asha(const YAML::Node& s, const std::string& n) {
+  // The searcher's divisor and its most rungs, Determined's defaults where absent; nullopt after
+  // an error.
+  std::optional<std::pair<double, int>> DivisorAndRungs(const YAML::Node& s, const std::string& n) {
     double divisor = 4;  // Determined's default
     if (const YAML::Node d = s["divisor"]) {
       auto v = d.IsScalar() ? ParseDouble(d.Scalar()) : std::nullopt;
       if (!v || *v <= 1) {
         Error(d, "searcher.divisor", "expected a number above 1");
-        return;
+        return std::nullopt;
       }
       divisor = *v;
     }
@@ -351,10 +356,17 @@ class DeterminedImporter : public Importer {
     if (const YAML::Node r = s[rungs_key]) {
       if (!IsWholeNumber(r) || *ParseInt(r.Scalar()) < 1) {
         Error(r, StrCat("searcher.", rungs_key), "expected a whole number above 0");
-        return;
+        return std::nullopt;
       }
       rungs = static_cast<int>(*ParseInt(r.Scalar()));
     }
+    return std::make_pair(divisor, rungs);
+  }
+
+  void Asha(const YAML::Node& s, const std::string& n) {
+    const auto shape = DivisorAndRungs(s, n);
+    if (!shape) return;
+    const auto [divisor, rungs] = *shape;
     if (const YAML::Node m = s["mode"]; m && m.IsScalar() && m.Scalar() != "aggressive")
       Warn(m, "searcher.mode", "mode ", m.Scalar(),
            " runs several brackets in Determined; hyperpack's asha runs one (as mode aggressive)");

@@ -152,6 +152,10 @@ class Parser {
 
   void ParseCondition(const Field& f, const std::string& path,
                       const std::vector<ParamSpec>& earlier, ParamSpec* p);
+  // The values a condition on `parent` names after its operator (`rhs`: one value, or a list
+  // for `in`), each one of the parent's; false after an error.
+  bool ParseConditionValues(const Field& f, const std::string& path, const ParamSpec& parent,
+                            const std::string& rhs, Condition* c);
 
   void CheckPlaceholders(const YAML::Node& node, const std::string& path, const std::string& text,
                          const SearchSpace& space);

@@ -246,6 +246,40 @@ bool Parser::ParseValues(const Field& field, const std::string& path, ParamSpec*
   return ok;
 }
 
+bool Parser::ParseConditionValues(const Field& f, const std::string& path, const ParamSpec& parent,
+                                  const std::string& rhs, Condition* c) {
+  std::vector<std::string> items;
+  if (c->op == Condition::Op::kIn) {
+    if (rhs.size() < 2 || rhs.front() != '[' || rhs.back() != ']') {
+      Error(f.value, path, "expected a list after 'in', e.g. ", c->parent, " in [a, b]");
+      return false;
+    }
+    std::stringstream ss(rhs.substr(1, rhs.size() - 2));
+    for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
+  } else {
+    items.push_back(rhs);
+  }
+  for (std::string item : items) {
+    item = std::regex_replace(item, std::regex(R"(^\s+|\s+$)"), "");
+    bool quoted = item.size() >= 2 && (item.front() == '\'' || item.front() == '"') &&
+                  item.back() == item.front();
+    if (quoted) item = item.substr(1, item.size() - 2);
+    Value v = InferValue(item, quoted);
+    if (!parent.Contains(v)) {
+      std::vector<std::string> options;
+      for (const Value& o : parent.values) options.push_back(FormatValue(o));
+      auto guess = DidYouMean(item, options);
+      Error(f.value, path, "'", item, "' is not a value of '", c->parent, "'",
+            guess             ? "; did you mean '" + *guess + "'?"
+            : options.empty() ? std::string("")
+                              : "; expected one of: " + Join(options, ", "));
+      return false;
+    }
+    c->values.push_back(v);
+  }
+  return true;
+}
+
 void Parser::ParseCondition(const Field& f, const std::string& path,
                             const std::vector<ParamSpec>& earlier, ParamSpec* p) {
   auto text = String(f, path);
@@ -281,35 +315,7 @@ void Parser::ParseCondition(const Field& f, const std::string& path,
           "') are not supported; use a categorical, int or fixed parent");
     return;
   }
-  std::vector<std::string> items;
-  if (c.op == Condition::Op::kIn) {
-    if (rhs.size() < 2 || rhs.front() != '[' || rhs.back() != ']') {
-      Error(f.value, path, "expected a list after 'in', e.g. ", c.parent, " in [a, b]");
-      return;
-    }
-    std::stringstream ss(rhs.substr(1, rhs.size() - 2));
-    for (std::string item; std::getline(ss, item, ',');) items.push_back(item);
-  } else {
-    items.push_back(rhs);
-  }
-  for (std::string item : items) {
-    item = std::regex_replace(item, std::regex(R"(^\s+|\s+$)"), "");
-    bool quoted = item.size() >= 2 && (item.front() == '\'' || item.front() == '"') &&
-                  item.back() == item.front();
-    if (quoted) item = item.substr(1, item.size() - 2);
-    Value v = InferValue(item, quoted);
-    if (!parent->Contains(v)) {
-      std::vector<std::string> options;
-      for (const Value& o : parent->values) options.push_back(FormatValue(o));
-      auto guess = DidYouMean(item, options);
-      Error(f.value, path, "'", item, "' is not a value of '", c.parent, "'",
-            guess             ? "; did you mean '" + *guess + "'?"
-            : options.empty() ? std::string("")
-                              : "; expected one of: " + Join(options, ", "));
-      return;
-    }
-    c.values.push_back(v);
-  }
+  if (!ParseConditionValues(f, path, *parent, rhs, &c)) return;
   p->when = std::move(c);
 }
 

@@ -54,6 +54,24 @@ double CholeskyWithJitter(const Eigen::MatrixXd& k, double scale, Eigen::MatrixX
   return -1.0;
 }
 
+// -log p(theta) up to a constant, and its gradient in *grad: independent normals on the log
+// length scales, the log signal and noise variances and the mean.
+double NegLogPrior(const GpPrior& prior, int d, const Eigen::VectorXd& theta,
+                   Eigen::VectorXd* grad) {
+  double neg_log_prior = 0.0;
+  *grad = Eigen::VectorXd::Zero(theta.size());
+  auto normal = [&](int i, double mu, double sigma) {
+    double z = (theta(i) - mu) / sigma;
+    neg_log_prior += 0.5 * z * z;
+    (*grad)(i) = z / sigma;
+  };
+  for (int i = 0; i < d; ++i) normal(i, prior.log_lengthscale_mu, prior.log_lengthscale_sigma);
+  normal(d, prior.log_signal_mu, prior.log_signal_sigma);
+  normal(d + 1, prior.log_noise_mu, prior.log_noise_sigma);
+  normal(d + 2, 0.0, prior.mean_sigma);
+  return neg_log_prior;
+}
+
 }  // namespace
 
 Eigen::VectorXd GpHyper::Pack() const {
@@ -183,18 +201,8 @@ double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::Vec
   const double noise = std::exp(h.log_noise_var);
   Eigen::VectorXd inv_ls = (-h.log_lengthscale).array().exp();
 
-  // Log prior (up to a constant) and its gradient.
-  double neg_log_prior = 0.0;
-  Eigen::VectorXd prior_grad = Eigen::VectorXd::Zero(theta.size());
-  auto normal = [&](int i, double mu, double sigma) {
-    double z = (theta(i) - mu) / sigma;
-    neg_log_prior += 0.5 * z * z;
-    prior_grad(i) = z / sigma;
-  };
-  for (int i = 0; i < d; ++i) normal(i, prior_.log_lengthscale_mu, prior_.log_lengthscale_sigma);
-  normal(d, prior_.log_signal_mu, prior_.log_signal_sigma);
-  normal(d + 1, prior_.log_noise_mu, prior_.log_noise_sigma);
-  normal(d + 2, 0.0, prior_.mean_sigma);
+  Eigen::VectorXd prior_grad;
+  const double neg_log_prior = NegLogPrior(prior_, d, theta, &prior_grad);
   if (n == 0) {
     if (grad) *grad = prior_grad;
     return neg_log_prior;
@@ -301,8 +309,8 @@ Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
 void GaussianProcess::LeaveOneOut(Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
   const Eigen::Index n = x_.rows();
   // Column i of L^-1 is L \ e_i; [K^-1]_ii = ||L^-1 e_i||^2 sums column i of (L^-1)^T L^-1.
-  const Eigen::MatrixXd l_inv = chol_.triangularView<Eigen::Lower>().solve(
-      Eigen::MatrixXd::Identity(n, n));
+  const Eigen::MatrixXd l_inv =
+      chol_.triangularView<Eigen::Lower>().solve(Eigen::MatrixXd::Identity(n, n));
   const Eigen::VectorXd k_inv_diag = l_inv.colwise().squaredNorm().transpose();
   *var = k_inv_diag.cwiseInverse();
   *mean = y_.array() - alpha_.array() * var->array();

@@ -210,6 +210,8 @@ class StudyController::Impl {
   void KillAll();
   void Complete(int number);
   Ending Classify(const Trial& t) const;
+  // A trial whose node was lost or that was preempted: requeued while it has attempts left.
+  void Requeued(const Trial& t, RankExit::Kind kind, Ending* e) const;
   int DescribeExit(const Trial& t, Ending* e) const;
   void Account(const Trial& t, const Ending& e, double elapsed);
   std::string LearnFinished(const Trial& t, const Ending& e);

@@ -440,6 +440,17 @@ int StudyController::Impl::DescribeExit(const Trial& t, Ending* e) const {
   return -1;
 }
 
+// A preempted trial is requeued like one whose node was lost: it resumes from its checkpoint.
+void StudyController::Impl::Requeued(const Trial& t, RankExit::Kind kind, Ending* e) const {
+  const bool again = t.attempt < spec_.budget.max_attempts;
+  const char* what = kind == RankExit::Kind::kLost ? "node lost" : "preempted";
+  e->record.state = again ? TrialState::kNodeLost : TrialState::kFailed;
+  e->record.error = again ? StrCat(what, "; it runs again (attempt ", t.attempt + 1, " of ",
+                                   spec_.budget.max_attempts, ")")
+                          : StrCat(what, " on each of its ", t.attempt, " attempts");
+  e->how = what;
+}
+
 // How the trial ended, from its deciding rank and what the controller did to it.
 StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) const {
   Ending e;
@@ -462,14 +473,7 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
     rec.error = t.prune_reason;
   } else if ((d.exit.kind == RankExit::Kind::kLost || d.exit.kind == RankExit::Kind::kPreempted) &&
              !t.interrupted) {
-    // A preempted trial is requeued like one whose node was lost: it resumes from its checkpoint.
-    const bool again = t.attempt < spec_.budget.max_attempts;
-    const char* what = d.exit.kind == RankExit::Kind::kLost ? "node lost" : "preempted";
-    rec.state = again ? TrialState::kNodeLost : TrialState::kFailed;
-    rec.error = again ? StrCat(what, "; it runs again (attempt ", t.attempt + 1, " of ",
-                               spec_.budget.max_attempts, ")")
-                      : StrCat(what, " on each of its ", t.attempt, " attempts");
-    e.how = what;
+    Requeued(t, d.exit.kind, &e);
   } else if (t.interrupted) {
     rec.state = TrialState::kInterrupted;
     rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";

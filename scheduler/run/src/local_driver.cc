@@ -437,6 +437,34 @@ class LocalDriver : public StudyRun {
     path = path.empty() ? *dir : *dir + ":" + path;
   }
 
+  // Every rank of `plan` ends before it starts, for `why`, which rank 0's log says.
+  void NeverStarted(const LaunchPlan& plan, TrialFiles& f, const std::string& why) {
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+      if (r == 0) {
+        f.logs.emplace_back(plan.ranks[0].log_path, std::ios::app);
+        f.logs.back() << plan.ranks[0].log_header << why << "\n";
+      }
+      Feed(RankExited{plan.trial, static_cast<int>(r), RankExit::NeverStarted(),
+                      r == 0 ? why : std::string()});
+    }
+  }
+
+  // What every rank of `plan` inherits: this process's environment less plan.clear_env, with the
+  // companion trainer first on PATH, the shim, and a free rendezvous port where one is needed.
+  std::map<std::string, std::string> BaseEnvironment(const LaunchPlan& plan) const {
+    std::map<std::string, std::string> base = EnvironmentMap(CurrentEnvironment());
+    for (const std::string& name : plan.clear_env) base.erase(name);
+    // The trainer that came with this hyperpack, first on the trial's PATH.
+    static const std::optional<std::string> trainer_dir = CompanionTrainerDir();
+    if (trainer_dir) {
+      std::string& path = base["PATH"];
+      path = path.empty() ? *trainer_dir : *trainer_dir + ":" + path;
+    }
+    AddShim(&base);
+    if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
+    return base;
+  }
+
   // Its folders, its parameters file and its ranks' logs, then the processes.
   void Launch(const LaunchPlan& plan) {
     std::error_code ec;
@@ -449,28 +477,12 @@ class LocalDriver : public StudyRun {
     // trial cannot run as meant: no rank starts, and rank 0's log says why.
     fs::create_directories(plan.checkpoint_dir, ec);
     if (ec) {
-      std::string why = StrCat("cannot create the checkpoint directory ", plan.checkpoint_dir, ": ",
-                               ec.message());
-      for (size_t r = 0; r < plan.ranks.size(); ++r) {
-        if (r == 0) {
-          f.logs.emplace_back(plan.ranks[0].log_path, std::ios::app);
-          f.logs.back() << plan.ranks[0].log_header << why << "\n";
-        }
-        Feed(RankExited{plan.trial, static_cast<int>(r), RankExit::NeverStarted(),
-                        r == 0 ? why : std::string()});
-      }
+      NeverStarted(plan, f,
+                   StrCat("cannot create the checkpoint directory ", plan.checkpoint_dir, ": ",
+                          ec.message()));
       return;
     }
-    std::map<std::string, std::string> base = EnvironmentMap(CurrentEnvironment());
-    for (const std::string& name : plan.clear_env) base.erase(name);
-    // The trainer that came with this hyperpack, first on the trial's PATH.
-    static const std::optional<std::string> trainer_dir = CompanionTrainerDir();
-    if (trainer_dir) {
-      std::string& path = base["PATH"];
-      path = path.empty() ? *trainer_dir : *trainer_dir + ":" + path;
-    }
-    AddShim(&base);
-    if (plan.needs_master_port) base[env::kMasterPort] = std::to_string(FreeLoopbackPort());
+    const std::map<std::string, std::string> base = BaseEnvironment(plan);
     GangRequest gang;
     gang.trial = plan.trial;
     gang.root = plan.root;

@@ -26,6 +26,39 @@ struct Pipe {
   }
 };
 
+// Reads the two pipes into result's out and err (each to kMaxCommandOutput; the rest is read and
+// dropped) until both close; false when `timeout_s` passed first.
+bool ReadUntil(int out_fd, int err_fd, double timeout_s, CommandOutput* result) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s));
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  std::string* sinks[2] = {&result->out, &result->err};
+  int open_fds = 2;
+  char buf[65536];
+  while (open_fds > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    const int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t got = read(fds[i].fd, buf, sizeof(buf));
+      if (got > 0) {
+        // Past the limit the rest is read and dropped, so the command never blocks on its pipe.
+        const size_t room = kMaxCommandOutput - std::min(kMaxCommandOutput, sinks[i]->size());
+        sinks[i]->append(buf, std::min(room, static_cast<size_t>(got)));
+        if (static_cast<size_t>(got) > room) result->truncated = true;
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, double timeout_s) {
@@ -53,37 +86,7 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, double ti
   err.fd[1] = -1;
 
   CommandOutput result;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(timeout_s));
-  bool timed_out = false;
-  pollfd fds[2] = {{out.fd[0], POLLIN, 0}, {err.fd[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_fds = 2;
-  char buf[65536];
-  while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    const int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const ssize_t got = read(fds[i].fd, buf, sizeof(buf));
-      if (got > 0) {
-        // Past the limit the rest is read and dropped, so the command never blocks on its pipe.
-        const size_t room = kMaxCommandOutput - std::min(kMaxCommandOutput, sinks[i]->size());
-        sinks[i]->append(buf, std::min(room, static_cast<size_t>(got)));
-        if (static_cast<size_t>(got) > room) result.truncated = true;
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
+  const bool timed_out = !ReadUntil(out.fd[0], err.fd[0], timeout_s, &result);
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
