@@ -16,6 +16,7 @@ namespace hyperpack::scheduler {
 namespace {
 
 namespace tb = hyperpack::tensorboard;
+using hyperpack::testing::StudyYaml;
 using hyperpack::testing::WriteFile;
 using storage::TrialState;
 
@@ -51,12 +52,9 @@ TEST_F(MetricFilesTest, TensorboardEventFilesAreTheTrialsMetrics) {
             "head -c 100 " +
                 events + " > \"$f\"\ntail -c +101 " + events +
                 " >> \"$f\"\necho 'loss=999 (printed, not read)'\n");
-  study::StudySpec spec = Spec(R"(name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: "sh t.sh {trial_dir}/tb"
-  metrics_from: tensorboard
+  study::StudySpec spec =
+      Spec(StudyYaml("s").Space("{x: [1, 2]}").TrialBlock(R"("sh t.sh {trial_dir}/tb")").str() +
+           R"(  metrics_from: tensorboard
   metrics_path: "{trial_dir}/tb"
 budget: {max_trials: 2}
 )");
@@ -105,12 +103,12 @@ TEST_F(MetricFilesTest, LinesAppendedToAMetricsFileAreTheTrialsMetrics) {
             R"(for e in 1 2 3; do echo "{\"epoch\": $e, \"accuracy\": 0.$e}" >> "$1"; done
 printf 'accuracy=0.95' >> "$1"
 )");
-  study::StudySpec spec = Spec(R"(name: s
-objective: {metric: accuracy, direction: maximize}
-search_space: {x: [1, 2]}
-trial:
-  command: "sh t.sh {trial_dir}/metrics.log"
-  metrics_from: file
+  study::StudySpec spec = Spec(StudyYaml("s")
+                                   .Objective("accuracy", "maximize")
+                                   .Space("{x: [1, 2]}")
+                                   .TrialBlock(R"("sh t.sh {trial_dir}/metrics.log")")
+                                   .str() +
+                               R"(  metrics_from: file
   metrics_path: "{trial_dir}/metrics.log"
 budget: {max_trials: 1}
 )");

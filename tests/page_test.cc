@@ -39,6 +39,7 @@ using storage::TrialRecord;
 using storage::TrialState;
 using testing::Ran;
 using testing::RunCommand;
+using testing::StudyYaml;
 using testing::TempDir;
 using testing::WriteFile;
 
@@ -271,13 +272,12 @@ TEST_F(PageTest, AnAshaStudysPageShowsEveryCurveAndEveryStretchOfItsPromotedTria
 }
 
 TEST_F(PageTest, AStudyWhoseEveryTrialFailedStillRenders) {
-  const std::string page = RunAndReport("failing", R"(name: failing
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh score.sh {x} 0.01 4"}
-budget: {max_trials: 2, max_parallel: 1}
+  const std::string page =
+      RunAndReport("failing",
+                   StudyYaml("failing").Command("sh score.sh {x} 0.01 4").str() +
+                       R"(budget: {max_trials: 2, max_parallel: 1}
 )",
-                                        /*exit_code=*/1);
+                   /*exit_code=*/1);
   std::map<std::string, std::string> body = Render(page);
   json points = json::parse(body["data-points"], nullptr, false);
   ASSERT_TRUE(points.is_object()) << body["data-points"];
@@ -389,11 +389,8 @@ echo "{\"loss\": $1}"
             true);
   ASSERT_EQ(mkfifo((dir_ / "started").c_str(), 0600), 0);
   ASSERT_EQ(mkfifo((dir_ / "release").c_str(), 0600), 0);
-  WriteFile(dir_ / "live.yaml", R"(name: live
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh gate.sh {x}"}
-tuner: {algorithm: sobol, seed: 2}
+  WriteFile(dir_ / "live.yaml", StudyYaml("live").Command("sh gate.sh {x}").str() +
+                                    R"(tuner: {algorithm: sobol, seed: 2}
 budget: {max_trials: 3, max_parallel: 1}
 )");
   testing::Child run({HYPERPACK_CLI, "run", dir_ / "live.yaml", "--storage", db_},

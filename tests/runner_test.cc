@@ -34,6 +34,7 @@ namespace {
 
 using hyperpack::testing::ExitsWithin;
 using hyperpack::testing::ReadFile;
+using hyperpack::testing::StudyYaml;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
 using storage::Storage;
@@ -179,13 +180,8 @@ budget: {max_trials: 2}
 
 TEST_F(RunnerTest, NeverRunsMoreTrialsAtOnceThanMaxParallel) {
   std::string script = Script("t.sh", "sleep 0.2\necho '{\"loss\": 1}'\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 7, max_parallel: 3}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() +
+                   R"(budget: {max_trials: 7, max_parallel: 3}
 )");
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
@@ -204,13 +200,7 @@ budget: {max_trials: 7, max_parallel: 3}
 
 TEST_F(RunnerTest, NonZeroExitFailsTheTrialAndKeepsTheTailOfStderr) {
   std::string script = Script("t.sh", "echo 'Traceback: something broke' >&2\nexit 1\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 2}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 2}
 )");
   auto summary = Run(spec);
   ASSERT_TRUE(summary.ok());
@@ -225,13 +215,7 @@ budget: {max_trials: 2}
 
 TEST_F(RunnerTest, ExitCodeThreeMarksTheConfigurationInfeasible) {
   std::string script = Script("t.sh", "echo 'CUDA out of memory' >&2\nexit 3\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 1}
 )");
   auto summary = Run(spec);
   ASSERT_TRUE(summary.ok());
@@ -243,13 +227,8 @@ budget: {max_trials: 1}
 
 TEST_F(RunnerTest, ExitZeroWithoutTheObjectiveIsAFailureThatSaysWhatWasMissing) {
   std::string script = Script("t.sh", "echo '{\"accuracy\": 0.9}'\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: val_loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Objective("val_loss").Command("sh " + script).str() +
+                   R"(budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
@@ -258,12 +237,7 @@ budget: {max_trials: 1}
 }
 
 TEST_F(RunnerTest, ATrialKilledByASignalRecordsTheSignal) {
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "kill -9 $$"}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("kill -9 $$").str() + R"(budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
@@ -333,13 +307,8 @@ budget: {max_trials: 1}
 
 TEST_F(RunnerTest, StopsLaunchingAfterMaxFailedAndExitsWithOne) {
   std::string script = Script("t.sh", "exit 1\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 10, max_failed: 3}
+  auto spec =
+      Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 10, max_failed: 3}
 )");
   auto summary = Run(spec);
   ASSERT_TRUE(summary.ok());
@@ -369,13 +338,7 @@ TEST_F(RunnerTest, TheCheckpointDirectoryExistsWhenTheTrialsCommandStarts) {
 echo weights > "$HYPERPACK_CHECKPOINT_DIR/model.pt" || exit 1
 echo '{"loss": 1}'
 )");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
@@ -392,13 +355,7 @@ TEST_F(RunnerTest, ACheckpointDirectoryThatCannotBeCreatedFailsTheTrialNamingThe
   WriteFile(blocked.string(), "not a directory");
   std::string ran = dir_ / "ran";
   std::string script = Script("t.sh", "touch " + ran + "\necho '{\"loss\": 1}'\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
@@ -411,13 +368,8 @@ budget: {max_trials: 1}
 
 TEST_F(RunnerTest, RunningAgainContinuesTheStudyWithNewConfigurations) {
   std::string script = Script("t.sh", "echo \"{\\\"loss\\\": $1}\"\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"( {x}"}
-tuner: {algorithm: random, seed: 11}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script + " {x}").str() +
+                   R"(tuner: {algorithm: random, seed: 11}
 budget: {max_trials: 3}
 )");
   ASSERT_TRUE(Run(spec).ok());
@@ -442,13 +394,8 @@ budget: {max_trials: 3}
 
 TEST_F(RunnerTest, ATrialLeftRunningByADeadRunnerIsInterruptedAndRunAgain) {
   std::string script = Script("t.sh", "echo \"{\\\"loss\\\": $1}\"\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"( {x}"}
-budget: {max_trials: 2}
+  auto spec =
+      Spec(StudyYaml("s").Command("sh " + script + " {x}").str() + R"(budget: {max_trials: 2}
 )");
   ASSERT_TRUE(Run(spec).ok());
   // As if a runner had died with trial 2 running.
@@ -500,13 +447,7 @@ budget: {max_trials: 1}
 
 TEST_F(RunnerTest, RefusesAStudyThatALiveRunnerHolds) {
   std::string script = Script("t.sh", "echo '{\"loss\": 1}'\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 1}
 )");
   ASSERT_TRUE(Run(spec).ok());
   int hold[2];
@@ -656,13 +597,7 @@ TEST_F(RunnerTest, WhenOneRankFailsTheWholeGangIsStopped) {
 if [ "$RANK" = 1 ]; then echo "rank one broke" >&2; exit 1; fi
 exec sleep 60
 )");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 1}
 resources: {gpus: 2}
 )");
   RunOptions o;
@@ -677,12 +612,11 @@ resources: {gpus: 2}
 }
 
 TEST_F(RunnerTest, ATrialLargerThanTheMachineIsInfeasibleWithoutRunning) {
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {g: {type: categorical, values: [8]}}
-trial: {command: "echo ran > ran.txt"}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s")
+                       .Space("{g: {type: categorical, values: [8]}}")
+                       .Command("echo ran > ran.txt")
+                       .str() +
+                   R"(budget: {max_trials: 1}
 resources: {gpus: "{g}"}
 )");
   RunOptions o;
@@ -699,13 +633,8 @@ resources: {gpus: "{g}"}
 
 TEST_F(RunnerTest, CpuSlotsBoundHowManyTrialsRunAtOnce) {
   std::string script = Script("t.sh", "sleep 0.3\necho '{\"loss\": 1}'\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 4, max_parallel: 4}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() +
+                   R"(budget: {max_trials: 4, max_parallel: 4}
 resources: {cpus: 2}
 )");
   RunOptions o;
@@ -726,13 +655,8 @@ TEST_F(RunnerTest, TheTimeLimitDropsTrialsWaitingForRoomAndTheRunEnds) {
   // One slot, two trials proposed: the second waits in the queue when the limit passes. (The
   // runner once waited for it for ever.)
   std::string script = Script("t.sh", "sleep 1.5\necho '{\"loss\": 1}'\n");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 4, max_parallel: 2, time_limit: 0.5}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() +
+                   R"(budget: {max_trials: 4, max_parallel: 2, time_limit: 0.5}
 resources: {cpus: 1}
 )");
   RunOptions o;
@@ -748,13 +672,7 @@ resources: {cpus: 1}
 
 TEST_F(RunnerTest, ARerunSharesTheFirstAttemptsCheckpointsAndIsAskedToResume) {
   std::string script = Script("ranks.sh", kRankScript);
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() + R"(budget: {max_trials: 1}
 resources: {gpus: 1}
 )");
   RunOptions o;

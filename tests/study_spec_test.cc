@@ -16,6 +16,7 @@
 #include "hyperpack/study/spec.h"
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
+#include "test_util.h"
 
 namespace hyperpack::study {
 
@@ -27,6 +28,7 @@ void PrintTo(const SourcePos& p, std::ostream* os) {
 
 namespace {
 
+using hyperpack::testing::StudyYaml;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::Field;
@@ -230,6 +232,23 @@ TEST(StudyFileTest, ParsesAFullExampleWithEveryField) {
   EXPECT_EQ(*cpus, 3.0 * 2 + 1);
 }
 
+// The tests' study builder (test_util.h) writes what it is told, in both trial forms.
+TEST(StudyYamlTest, WritesAStudyFileThatParsesAsWritten) {
+  ParseOutcome flow =
+      Parse(StudyYaml("b").Objective("acc", "maximize").Command("echo \"{x}\"").str());
+  ASSERT_THAT(flow.errors, IsEmpty()) << flow.ErrorText();
+  EXPECT_EQ(flow.spec->name, "b");
+  EXPECT_EQ(flow.spec->objective.metric, "acc");
+  EXPECT_EQ(flow.spec->objective.direction, Direction::kMaximize);
+  EXPECT_EQ(flow.spec->trial.command, "echo \"{x}\"");
+  ParseOutcome block =
+      Parse(StudyYaml().Space("{y: [1, 2]}").TrialBlock("run {y}").str() + "  timeout: 5s\n");
+  ASSERT_THAT(block.errors, IsEmpty()) << block.ErrorText();
+  EXPECT_EQ(block.spec->trial.command, "run {y}");
+  EXPECT_EQ(block.spec->trial.timeout_s, std::optional<double>(5));
+  EXPECT_EQ(block.spec->space.params().front().name, "y");
+}
+
 TEST(StudyFileTest, FillsDefaultsForOptionalSections) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: maximize}
@@ -256,11 +275,9 @@ trial:
 }
 
 TEST(StudyFileTest, ReadsCostBudgetsAndCostAwareness) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-tuner: {cost_aware: false}
+  ParseOutcome out = Parse(
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +
+      R"(tuner: {cost_aware: false}
 budget: {gpu_hours: 40, core_hours: 2.5}
 )");
   ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
@@ -268,11 +285,9 @@ budget: {gpu_hours: 40, core_hours: 2.5}
   EXPECT_EQ(out.spec->budget.gpu_hours, std::optional<double>(40));
   EXPECT_EQ(out.spec->budget.core_hours, std::optional<double>(2.5));
 
-  ParseOutcome bad = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-tuner: {cost_aware: sometimes}
+  ParseOutcome bad = Parse(
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +
+      R"(tuner: {cost_aware: sometimes}
 budget: {gpu_hours: 0, core_hours: lots}
 )");
   EXPECT_THAT(
@@ -284,39 +299,30 @@ budget: {gpu_hours: 0, core_hours: lots}
 }
 
 TEST(StudyFileTest, ReadsTheQueueAndRejectsWhatItCannotUse) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-queue: {order: fifo, aging: 0.5, max_wait: 2h}
+  ParseOutcome out = Parse(
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +
+      R"(queue: {order: fifo, aging: 0.5, max_wait: 2h}
 )");
   ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
   EXPECT_EQ(out.spec->queue.order, std::optional<scheduler::Order>(scheduler::Order::kArrival));
   EXPECT_EQ(out.spec->queue.aging, 0.5);
   EXPECT_EQ(out.spec->queue.max_wait_s, std::optional<double>(7200));
 
-  ParseOutcome none = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-)");
+  ParseOutcome none = Parse(
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str());
   ASSERT_THAT(none.errors, IsEmpty()) << none.ErrorText();
   EXPECT_FALSE(none.spec->queue.order.has_value()) << "the default follows resources";
   EXPECT_FALSE(none.spec->queue.max_wait_s.has_value());
-  ParseOutcome off = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-queue: {max_wait: none}
+  ParseOutcome off = Parse(
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +
+      R"(queue: {max_wait: none}
 )");
   ASSERT_THAT(off.errors, IsEmpty()) << off.ErrorText();
   EXPECT_EQ(off.spec->queue.max_wait_s, std::optional<double>(0)) << "no starvation guard";
 
-  ParseOutcome bad = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {lr: {type: float, low: 0.001, high: 0.1}}
-trial: {command: "run {lr}"}
-queue: {order: sjff, aging: -1, max_wait: soon}
+  ParseOutcome bad = Parse(
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +
+      R"(queue: {order: sjff, aging: -1, max_wait: soon}
 )");
   EXPECT_THAT(
       bad.errors,
@@ -354,26 +360,18 @@ TEST(StudyFileTest, ReadsThePriorityAServerSharesBy) {
 }
 
 TEST(StudyFileTest, DefaultMaxFailedIsAtLeastFive) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-budget: {max_trials: 8}
+  ParseOutcome out = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() +
+                           R"(budget: {max_trials: 8}
 )");
   ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
   EXPECT_EQ(out.spec->budget.max_failed, 5);
 }
 
 TEST(StudyFileTest, ResolvesRelativeWorkdirAgainstTheStudyFilesDirectory) {
-  ParseOutcome out = ParseStudy(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-  workdir: ../runs
+  ParseOutcome out = ParseStudy(
+      StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(  workdir: ../runs
 )",
-                                "/data/exp/study.yaml");
+      "/data/exp/study.yaml");
   ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
   EXPECT_EQ(out.spec->trial.workdir, "/data/runs");
 }
@@ -467,12 +465,8 @@ trial:
 }
 
 TEST(StudyFileTest, RejectsMisspelledDirectionAndSuggestsTheRightOne) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: maximise}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-)");
+  ParseOutcome out = Parse(
+      StudyYaml().Objective("loss", "maximise").Space("{x: [1, 2]}").TrialBlock("run {x}").str());
   EXPECT_THAT(out.errors,
               ElementsAre(IsError(2, 38, "objective.direction",
                                   "'maximise' is not a direction; expected 'maximize'")));
@@ -532,12 +526,8 @@ trial:
 }
 
 TEST(StudyFileTest, RejectsDuplicateTopLevelKey) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-name: other
+  ParseOutcome out =
+      Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(name: other
 )");
   EXPECT_THAT(out.errors, ElementsAre(IsError(6, 1, "name", "duplicate key")));
 }
@@ -1059,23 +1049,15 @@ trial:
 }
 
 TEST(StudyFileTest, RejectsMalformedTimeout) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-  timeout: 10x
+  ParseOutcome out =
+      Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(  timeout: 10x
 )");
   EXPECT_THAT(out.errors, ElementsAre(IsError(6, 12, "trial.timeout", "'10x' is not a duration")));
 }
 
 TEST(StudyFileTest, RejectsEnvThatIsNotAMapping) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-  env: [A=1, B=2]
+  ParseOutcome out =
+      Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(  env: [A=1, B=2]
 )");
   EXPECT_THAT(out.errors, ElementsAre(IsError(6, 8, "trial.env",
                                               "expected a mapping of variable names to values, got "
@@ -1083,12 +1065,7 @@ trial:
 }
 
 TEST(StudyFileTest, RejectsEnvVariableWithAnInvalidNameOrUnknownPlaceholder) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-  env:
+  ParseOutcome out = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(  env:
     1BAD: "1"
     GOOD: "{y}"
 )");
@@ -1101,12 +1078,8 @@ trial:
 // ---- tuner, budget, resources -------------------------------------------------------------------
 
 TEST(StudyFileTest, RejectsUnknownTunerAlgorithmAndSuggestsOne) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-tuner: {algorithm: sobel}
+  ParseOutcome out = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() +
+                           R"(tuner: {algorithm: sobel}
 )");
   EXPECT_THAT(out.errors, ElementsAre(IsError(
                               6, 20, "tuner.algorithm",
@@ -1114,12 +1087,7 @@ tuner: {algorithm: sobel}
 }
 
 TEST(StudyFileTest, RejectsNegativeSeed) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-tuner:
+  ParseOutcome out = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(tuner:
   algorithm: random
   seed: -1
 )");
@@ -1127,12 +1095,7 @@ tuner:
 }
 
 TEST(StudyFileTest, RejectsZeroMaxParallel) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-budget:
+  ParseOutcome out = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(budget:
   max_trials: 10
   max_parallel: 0
 )");
@@ -1172,12 +1135,8 @@ resources:
 }
 
 TEST(StudyFileTest, RejectsMalformedResourceExpression) {
-  ParseOutcome out = Parse(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-resources: {cpus: 2 *}
+  ParseOutcome out =
+      Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() + R"(resources: {cpus: 2 *}
 )");
   EXPECT_THAT(out.errors, ElementsAre(IsError(6, 19, "resources.cpus", "at character 4")));
 }
@@ -1271,12 +1230,12 @@ TEST(LoadStudyFileTest, ParsesARealFileAndResolvesWorkdirNextToIt) {
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   std::filesystem::path file = dir.path() / "study.yaml";
-  const std::string text = R"(name: from-disk
-objective: {metric: acc, direction: maximize}
-search_space: {x: [1, 2]}
-trial:
-  command: run {x}
-  workdir: work
+  const std::string text = StudyYaml("from-disk")
+                               .Objective("acc", "maximize")
+                               .Space("{x: [1, 2]}")
+                               .TrialBlock("run {x}")
+                               .str() +
+                           R"(  workdir: work
 )";
   {
     std::ofstream out(file);
@@ -1321,11 +1280,7 @@ TEST(StudyFileTest, TrialWarmIsOnUnlessTurnedOffAndMustBeABoolean) {
 
 // ---- pruner ------------------------------------------------------------------------------------
 
-constexpr char kPrunerBase[] = R"(name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "run {x}"}
-)";
+const std::string kPrunerBase = StudyYaml("s").Command("run {x}").str();
 
 TEST(StudyFileTest, PrunerDefaultsToNoneAndParsesEveryField) {
   auto none = Parse(kPrunerBase);
@@ -1369,11 +1324,7 @@ TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
 
 // ---- cluster.slurm ------------------------------------------------------------------------------
 
-constexpr char kClusterBase[] = R"(name: s
-objective: {metric: loss, direction: minimize}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "run {x}"}
-)";
+const std::string kClusterBase = StudyYaml("s").Command("run {x}").str();
 
 // A SourcePos in `file` at `line`:`column` under `key`.
 ::testing::Matcher<const SourcePos&> IsPos(const std::string& file, int line, int column,

@@ -55,6 +55,59 @@ inline int FreeLoopbackPort() {
   return port;
 }
 
+// A study file for a test, from the parts the test is about, so that tests do not each write the
+// same header by hand. StudyYaml("s").Command("sh " + script).str() is
+//   name: s
+//   objective: {metric: loss, direction: minimize}
+//   search_space: {x: {type: float, low: 0, high: 1}}
+//   trial: {command: "sh /tmp/.../trial.sh"}
+// four lines, each with a newline, to which a test appends its own sections. With TrialBlock() the
+// trial is a block, "trial:\n  command: CMD\n" (CMD as given), that a test may go on with keys of
+// its own ("  workdir: ../runs\n").
+class StudyYaml {
+ public:
+  explicit StudyYaml(std::string name = "demo") : name_(std::move(name)) {}
+  StudyYaml& Objective(std::string metric, std::string direction = "minimize") {
+    metric_ = std::move(metric);
+    direction_ = std::move(direction);
+    return *this;
+  }
+  // The search space in YAML's flow style: "{lr: {type: float, low: 0.001, high: 0.1}}".
+  StudyYaml& Space(std::string flow) {
+    space_ = std::move(flow);
+    return *this;
+  }
+  // The trial's command, written double-quoted (backslashes and quotes escaped).
+  StudyYaml& Command(const std::string& command) {
+    block_ = false;
+    command_.clear();
+    for (char c : command) {
+      if (c == '"' || c == '\\') command_ += '\\';
+      command_ += c;
+    }
+    return *this;
+  }
+  // The trial as a block with `command` as written (a plain or quoted YAML scalar).
+  StudyYaml& TrialBlock(std::string command) {
+    block_ = true;
+    command_ = std::move(command);
+    return *this;
+  }
+  std::string str() const {
+    return "name: " + name_ + "\nobjective: {metric: " + metric_ + ", direction: " + direction_ +
+           "}\nsearch_space: " + space_ +
+           (block_ ? "\ntrial:\n  command: " + command_ + "\n"
+                   : "\ntrial: {command: \"" + command_ + "\"}\n");
+  }
+
+ private:
+  std::string name_;
+  std::string metric_ = "loss", direction_ = "minimize";
+  std::string space_ = "{x: {type: float, low: 0, high: 1}}";
+  std::string command_ = "true";
+  bool block_ = false;
+};
+
 inline void WriteFile(const std::string& path, const std::string& text, bool executable = false) {
   std::ofstream(path, std::ios::trunc) << text;
   if (executable) std::filesystem::permissions(path, std::filesystem::perms::owner_all);
