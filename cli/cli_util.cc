@@ -52,7 +52,9 @@ std::string StoragePath(const cxxopts::ParseResult& args) {
 }
 
 void AddStorage(cxxopts::Options& o) {
-  o.add_options()("storage", "SQLite file (default $HYPERPACK_STORAGE or ./hyperpack.db)",
+  o.add_options()("storage",
+                  "a SQLite file, sqlite:///PATH or memory://NAME (default $HYPERPACK_STORAGE or "
+                  "./hyperpack.db)",
                   cxxopts::value<std::string>());
 }
 

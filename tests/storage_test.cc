@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "test_util.h"
 
@@ -47,9 +49,28 @@ std::unique_ptr<Storage> OpenOrDie(const std::string& path, Storage::Options o =
   return db.ok() ? std::move(db).value() : nullptr;
 }
 
-TEST(StorageTest, CreatesSchemaAndFindsStudiesByName) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+// The contract of storage.h, run once per backend: StorageContractTest.X/sqlite, .../memory.
+// Each test has a store of its own; Open() gives another handle on it.
+class StorageContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Storage> Open(Storage::Options o = {}) { return OpenOrDie(Url(), o); }
+  std::string Url() const {
+    if (GetParam() == "sqlite") return "sqlite://" + (dir_ / "h.db");
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    return StrCat("memory://", test->test_suite_name(), ".", test->name());
+  }
+
+ private:
+  TempDir dir_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, StorageContractTest, ::testing::Values("sqlite", "memory"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+TEST_P(StorageContractTest, CreatesSchemaAndFindsStudiesByName) {
+  auto db = Open();
   EXPECT_EQ(db->schema_version(), DefaultMigrations().back().version);
   auto created = db->CreateStudy(NewStudy("a"));
   ASSERT_TRUE(created.ok()) << created.status().message();
@@ -72,9 +93,8 @@ TEST(StorageTest, CreatesSchemaAndFindsStudiesByName) {
   EXPECT_EQ((*found_up)->direction, Direction::kMaximize);
 }
 
-TEST(StorageTest, RejectsADuplicateStudyName) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, RejectsADuplicateStudyName) {
+  auto db = Open();
   ASSERT_TRUE(db->CreateStudy(NewStudy("a")).ok());
   auto again = db->CreateStudy(NewStudy("a"));
   ASSERT_FALSE(again.ok());
@@ -84,9 +104,8 @@ TEST(StorageTest, RejectsADuplicateStudyName) {
   EXPECT_EQ(all->size(), 1u);
 }
 
-TEST(StorageTest, TrialsMetricsAndEventsRoundTrip) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, TrialsMetricsAndEventsRoundTrip) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
   TrialRecord placed = NewTrial(id, 1);
@@ -123,9 +142,8 @@ TEST(StorageTest, TrialsMetricsAndEventsRoundTrip) {
   EXPECT_EQ(db->NextTrialNumber(id).value(), 2);
 }
 
-TEST(StorageTest, EventsOfSomeKindsComeAloneInTheirOrder) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, EventsOfSomeKindsComeAloneInTheirOrder) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   int64_t other = db->CreateStudy(NewStudy("b"))->id;
   const char* kinds[] = {"trial_started", "trial_paused", "promoted",
@@ -141,9 +159,8 @@ TEST(StorageTest, EventsOfSomeKindsComeAloneInTheirOrder) {
   EXPECT_TRUE(db->ListEventsOfKinds(id, {}).value().empty());
 }
 
-TEST(StorageTest, FinishingAnUnknownTrialIsAnError) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, FinishingAnUnknownTrialIsAnError) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   TrialRecord ghost = NewTrial(id, 7, TrialState::kCompleted);
   Status s = db->FinishTrial(ghost);
@@ -152,9 +169,8 @@ TEST(StorageTest, FinishingAnUnknownTrialIsAnError) {
             StatusCode::kNotFound);
 }
 
-TEST(StorageTest, InterruptUnfinishedMarksOnlyRunningAndPendingTrials) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, InterruptUnfinishedMarksOnlyRunningAndPendingTrials) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
   ASSERT_TRUE(db->InsertTrial(NewTrial(id, 1, TrialState::kRunning)).ok());
@@ -169,9 +185,8 @@ TEST(StorageTest, InterruptUnfinishedMarksOnlyRunningAndPendingTrials) {
   EXPECT_EQ(trials[2].state, TrialState::kInterrupted);
 }
 
-TEST(StorageTest, APausedTrialSurvivesARunnersDeathAndResumesUnderItsNumber) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, APausedTrialSurvivesARunnersDeathAndResumesUnderItsNumber) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   TrialRecord t = NewTrial(id, 0, TrialState::kRunning);
   ASSERT_TRUE(db->InsertTrial(t).ok());
@@ -197,9 +212,8 @@ TEST(StorageTest, APausedTrialSurvivesARunnersDeathAndResumesUnderItsNumber) {
   EXPECT_EQ(db->ResumeTrial(id, 0, moved).code(), StatusCode::kNotFound);
 }
 
-TEST(StorageTest, TransactionRollsBackEverythingWhenTheBodyFails) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, TransactionRollsBackEverythingWhenTheBodyFails) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   Status s = db->Transaction([&]() -> Status {
     HP_RETURN_IF_ERROR(db->InsertTrial(NewTrial(id, 0)));
@@ -210,6 +224,75 @@ TEST(StorageTest, TransactionRollsBackEverythingWhenTheBodyFails) {
   EXPECT_TRUE(db->ListTrials(id)->empty());
   // The connection is usable afterwards.
   EXPECT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
+}
+
+// A reader on another handle, on another thread, sees each of the writer's transactions whole or
+// not at all: the writer adds trials two at a time, so every count read is even. Before each
+// transaction the writer waits for the reader to begin another read, so the two interleave.
+TEST_P(StorageContractTest, AReaderOnAnotherThreadSeesEachTransactionWholeOrNotAtAll) {
+  auto writer = Open();
+  const int64_t id = writer->CreateStudy(NewStudy("a"))->id;
+  constexpr int kPairs = 200;
+  std::atomic<bool> done{false};
+  std::atomic<int> attempts{0};
+  std::vector<size_t> odd;
+  int reads = 0;
+  std::thread reader_thread([&] {
+    auto reader = Open();
+    while (!done.load()) {
+      attempts.fetch_add(1);
+      auto trials = reader->ListTrials(id);
+      if (!trials.ok()) continue;  // SQLite: busy for a moment
+      ++reads;
+      if (trials->size() % 2) odd.push_back(trials->size());
+    }
+  });
+  for (int p = 0; p < kPairs; ++p) {
+    const int seen = attempts.load();
+    while (attempts.load() == seen) std::this_thread::yield();
+    ASSERT_TRUE(writer
+                    ->Transaction([&]() -> Status {
+                      HP_RETURN_IF_ERROR(writer->InsertTrial(NewTrial(id, 2 * p)));
+                      return writer->InsertTrial(NewTrial(id, 2 * p + 1));
+                    })
+                    .ok());
+  }
+  done = true;
+  reader_thread.join();
+  EXPECT_TRUE(odd.empty()) << odd.size() << " of " << reads << " reads saw half a transaction";
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(Open()->ListTrials(id)->size(), 2u * kPairs);
+}
+
+TEST(StorageUrlTest, APathAndItsSqliteUrlAreTheSameFile) {
+  TempDir dir;
+  OpenOrDie(dir / "h.db")->CreateStudy(NewStudy("a")).value();
+  auto found = OpenOrDie("sqlite://" + (dir / "h.db"))->FindStudy("a");
+  ASSERT_TRUE(found.ok());
+  EXPECT_TRUE(found->has_value());
+}
+
+TEST(StorageUrlTest, AnUnknownSchemeIsRefusedByName) {
+  auto db = OpenStorage("postgresql://localhost/hp");
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(db.status().message().find("'postgresql' is not a backend"), std::string::npos)
+      << db.status().message();
+}
+
+// A named memory store lives while a handle is open on it; "memory:" is a store of its own.
+TEST(StorageUrlTest, AMemoryStoreIsSharedByNameAndGoneWithItsLastHandle) {
+  Storage::Options read_only;
+  read_only.read_only = true;
+  {
+    auto first = OpenOrDie("memory://shared");
+    first->CreateStudy(NewStudy("a")).value();
+    EXPECT_TRUE(OpenOrDie("memory://shared", read_only)->FindStudy("a")->has_value());
+    EXPECT_TRUE(OpenOrDie("memory:")->ListStudies()->empty());
+  }
+  auto gone = OpenStorage("memory://shared", read_only);
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(OpenOrDie("memory://shared")->ListStudies()->empty());
 }
 
 TEST(StorageTest, ReadOnlyOpenOfAMissingFileIsNotFoundAndCreatesNothing) {
@@ -223,12 +306,12 @@ TEST(StorageTest, ReadOnlyOpenOfAMissingFileIsNotFoundAndCreatesNothing) {
   EXPECT_FALSE(std::filesystem::exists(dir / "nope.db"));
 }
 
-TEST(StorageTest, ReadOnlyConnectionCannotWrite) {
-  TempDir dir;
-  { OpenOrDie(dir / "h.db")->CreateStudy(NewStudy("a")).value(); }
+TEST_P(StorageContractTest, AReadOnlyHandleReadsButCannotWrite) {
+  auto writer = Open();
+  writer->CreateStudy(NewStudy("a")).value();
   Storage::Options o;
   o.read_only = true;
-  auto reader = OpenOrDie(dir / "h.db", o);
+  auto reader = Open(o);
   EXPECT_FALSE(reader->CreateStudy(NewStudy("b")).ok());
   EXPECT_EQ(reader->ListStudies()->size(), 1u);
 }
@@ -449,9 +532,8 @@ void ExecRaw(const std::string& path, const std::string& sql) {
   sqlite3_close(raw);
 }
 
-TEST(StorageTest, JournalComesBackInTheOrderWrittenWithEveryField) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, JournalComesBackInTheOrderWrittenWithEveryField) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   int64_t other = db->CreateStudy(NewStudy("b"))->id;
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -532,9 +614,8 @@ TEST(StorageTest, AJournalRowOfAnUnknownKindIsAnErrorNamingTheStudyAndRow) {
   EXPECT_NE(message.find("'rewind'"), std::string::npos) << message;
 }
 
-TEST(StorageTest, AddJournalInsideAFailedTransactionIsRolledBack) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, AddJournalInsideAFailedTransactionIsRolledBack) {
+  auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
   Status s = db->Transaction([&]() -> Status {
@@ -597,9 +678,8 @@ TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
   EXPECT_TRUE(journal[0].completed);
 }
 
-TEST(StorageTest, SubmissionsKeepTheirOrderStateAndEnd) {
-  TempDir dir;
-  auto db = OpenOrDie(dir / "h.db");
+TEST_P(StorageContractTest, SubmissionsKeepTheirOrderStateAndEnd) {
+  auto db = Open();
   SubmissionRecord a;
   a.study_name = "a";
   a.spec_text = "name: a\n";

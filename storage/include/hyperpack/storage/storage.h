@@ -1,16 +1,17 @@
-// Storage: a study's whole history in one SQLite file.
-// (What it stores, as plain records, is in records.h, which links nothing that does I/O.)
+// Storage: a study's whole history behind one interface, with backends chosen by URL (OpenStorage):
+// SQLite, the embedded default, and a process's memory. What it stores, as plain records, is in
+// records.h, which links nothing that does I/O; no backend's library is seen through this header.
 //
-// Schema (v2): studies, trials, metrics (intermediate values), events, the journal (v2: what each
-// study's controller fed its pruner, so a resume can replay it), and schema_version. Writes
-// run in transactions (one per call, or one around a batch with Transaction()); the database is in
-// WAL mode with a busy timeout, so other processes can read (`hyperpack status`) while a run
-// writes. Opening a database applies any forward migrations it lacks; a database written by a newer
-// hyperpack is refused, untouched.
-//
-// Thread-safety: a Storage is one SQLite connection and must be used by one thread at a time.
-// Open one per thread or process. The connection is defined in storage.cc, so that code including
-// this header sees nothing of SQLite.
+// The contract every backend keeps (tests/storage_test.cc runs one suite over each):
+// - Writes are atomic: each call is one transaction, or joins the one Transaction() has open;
+//   a transaction whose body fails leaves nothing of itself behind.
+// - What a committed write wrote is what every later read, from any handle on the same store,
+//   gets back: the same records, in the orders each method states.
+// - Errors: kNotFound for a study, trial or submission that is not there (as each method says);
+//   kAlreadyExists for a name or number taken; kFailedPrecondition for a store this hyperpack
+//   cannot read (a newer schema), left untouched; kIo when the backend itself fails.
+// Thread-safety: a Storage handle is used by one thread at a time; open one per thread or
+// process. Handles on the same store may be used from different threads or processes at once.
 #pragma once
 
 #include <cstdint>
@@ -43,72 +44,92 @@ class Storage {
     const std::vector<Migration>* migrations = nullptr;
   };
 
-  // Opens (creating when absent and not read_only) the database at `path`.
-  static Result<std::unique_ptr<Storage>> Open(const std::string& path, const Options& options);
-  static Result<std::unique_ptr<Storage>> Open(const std::string& path) {
-    return Open(path, Options());
+  // OpenStorage(url, options): kept for the callers that say Storage::Open.
+  static Result<std::unique_ptr<Storage>> Open(const std::string& url, const Options& options);
+  static Result<std::unique_ptr<Storage>> Open(const std::string& url) {
+    return Open(url, Options());
   }
-  ~Storage();
+  virtual ~Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  const std::string& path() const;
-  int schema_version() const;
+  // Where the store is, as it was given: what messages name.
+  virtual const std::string& path() const = 0;
+  virtual int schema_version() const = 0;
 
   // Runs `body` in one transaction: committed when it returns OK, rolled back otherwise. The
   // single-call writes below join an enclosing transaction instead of starting their own.
-  Status Transaction(const std::function<Status()>& body);
+  virtual Status Transaction(const std::function<Status()>& body) = 0;
 
   // ---- studies ----
-  // Fails with kAlreadyExists when the name is taken.
-  Result<StudyRecord> CreateStudy(const StudyRecord& study);
-  Result<std::optional<StudyRecord>> FindStudy(const std::string& name);
-  Result<std::vector<StudyRecord>> ListStudies();
+  // Fails with kAlreadyExists when the name is taken; the record returned carries its new id.
+  virtual Result<StudyRecord> CreateStudy(const StudyRecord& study) = 0;
+  virtual Result<std::optional<StudyRecord>> FindStudy(const std::string& name) = 0;
+  // Every study, by id (the order they were created).
+  virtual Result<std::vector<StudyRecord>> ListStudies() = 0;
   // Records which process runs the study; clears it when pid is nullopt.
-  Status SetRunner(int64_t study_id, std::optional<int64_t> pid, const std::string& host);
+  virtual Status SetRunner(int64_t study_id, std::optional<int64_t> pid,
+                           const std::string& host) = 0;
 
   // ---- trials ----
-  Status InsertTrial(const TrialRecord& trial);
-  // Writes state, value, end time, exit status and error of a trial that ended.
-  Status FinishTrial(const TrialRecord& trial);
+  // kAlreadyExists when the study has a trial of that number.
+  virtual Status InsertTrial(const TrialRecord& trial) = 0;
+  // Writes state, value, end time, exit status and error of a trial that ended; kNotFound when
+  // there is no such trial.
+  virtual Status FinishTrial(const TrialRecord& trial) = 0;
   // A paused trial runs again (promoted), placed at `placement_json`: its state becomes running
   // and its end, exit status and error are cleared. NotFound when the trial is not paused.
-  Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json);
-  // Marks every running or pending trial of the study interrupted; returns their numbers.
-  Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
-                                               const std::string& reason);
-  Result<std::vector<TrialRecord>> ListTrials(int64_t study_id);
-  Result<int> NextTrialNumber(int64_t study_id);
+  virtual Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json) = 0;
+  // Marks every running or pending trial of the study interrupted (its end `now` unless it has
+  // one, its error `reason`); returns their numbers, ascending.
+  virtual Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
+                                                       const std::string& reason) = 0;
+  // The study's trials by number.
+  virtual Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) = 0;
+  // One more than the highest trial number; 0 for a study without trials.
+  virtual Result<int> NextTrialNumber(int64_t study_id) = 0;
 
   // ---- metrics and events ----
-  Status AddMetrics(int64_t study_id, int trial_number, std::span<const MetricPoint> points);
-  Result<std::vector<MetricPoint>> TrialMetrics(int64_t study_id, int trial_number);
-  Status AddEvent(int64_t study_id, const EventRecord& event);
+  // kNotFound when the trial is not there.
+  virtual Status AddMetrics(int64_t study_id, int trial_number,
+                            std::span<const MetricPoint> points) = 0;
+  // A trial's points in the order written.
+  virtual Result<std::vector<MetricPoint>> TrialMetrics(int64_t study_id, int trial_number) = 0;
+  virtual Status AddEvent(int64_t study_id, const EventRecord& event) = 0;
   // The newest `limit` events, oldest first.
-  Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit);
+  virtual Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit) = 0;
   // Every event of these kinds, oldest first (a study's pauses and resumes without the rest).
-  Result<std::vector<EventRecord>> ListEventsOfKinds(int64_t study_id,
-                                                     std::span<const EventKind> kinds);
+  virtual Result<std::vector<EventRecord>> ListEventsOfKinds(int64_t study_id,
+                                                             std::span<const EventKind> kinds) = 0;
 
   // ---- the journal ----
-  Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries);
+  virtual Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries) = 0;
   // Every entry of the study, in the order written (seq ascending).
-  Result<std::vector<JournalEntry>> ListJournal(int64_t study_id);
+  virtual Result<std::vector<JournalEntry>> ListJournal(int64_t study_id) = 0;
 
   // ---- the server's submissions ----
   // Stores a new submission (its id is ignored) and returns its id.
-  Result<int64_t> AddSubmission(const SubmissionRecord& submission);
-  // Sets a submission's state, and its exit code and message (kept only for kDone).
-  Status SetSubmissionState(int64_t id, SubmissionState state, int exit_code = 0,
-                            const std::string& message = "");
+  virtual Result<int64_t> AddSubmission(const SubmissionRecord& submission) = 0;
+  // Sets a submission's state, and its exit code and message (kept only for kDone); kNotFound
+  // for an unknown id.
+  virtual Status SetSubmissionState(int64_t id, SubmissionState state, int exit_code = 0,
+                                    const std::string& message = "") = 0;
   // Those in `states`, oldest first; every one when `states` is empty.
-  Result<std::vector<SubmissionRecord>> ListSubmissions(std::vector<SubmissionState> states = {});
+  virtual Result<std::vector<SubmissionRecord>> ListSubmissions(
+      std::vector<SubmissionState> states = {}) = 0;
 
- private:
-  class Connection;
-  explicit Storage(std::unique_ptr<Connection> db);
-
-  std::unique_ptr<Connection> db_;
+ protected:
+  Storage() = default;
 };
+
+// The store at `url`:
+//   PATH or sqlite:///PATH  the SQLite file at PATH (created unless read_only), the default;
+//   memory:                 a fresh store in this process's memory, gone with its last handle;
+//   memory://NAME           the store NAME in this process's memory, shared by every handle
+//                           opened on it while one is open (a read_only open of one that is not
+//                           open is kNotFound, as for a missing file).
+// Any other scheme (postgresql://, mysql://) is kInvalidArgument naming the ones there are.
+Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
+                                             const Storage::Options& options = {});
 
 }  // namespace hyperpack::storage

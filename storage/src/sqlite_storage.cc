@@ -1,4 +1,4 @@
-#include "hyperpack/storage/storage.h"
+#include "sqlite_storage.h"
 
 #include <sqlite3.h>
 
@@ -10,7 +10,7 @@
 
 namespace hyperpack::storage {
 
-// Each version's SQL, applied in order by Storage::Open; a version is never edited once released.
+// Each version's SQL, applied in order by OpenSqlite; a version is never edited once released.
 
 // Version 1: the studies, their trials, metrics and events.
 constexpr char kSchemaV1Tables[] = R"sql(
@@ -180,7 +180,7 @@ bool StepEvents(Statement& stmt, std::vector<EventRecord>* out) {
 
 // The SQLite connection behind a Storage: the handle, its cached statements and the transaction
 // in progress. Storage's methods are its only users.
-class Storage::Connection {
+class SqliteStorage::Connection {
  public:
   Connection(sqlite3* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
   ~Connection() {
@@ -211,19 +211,20 @@ class Storage::Connection {
   std::vector<std::pair<std::string, sqlite3_stmt*>> statements_;
 };
 
-Storage::Storage(std::unique_ptr<Connection> db) : db_(std::move(db)) {}
+SqliteStorage::SqliteStorage(std::unique_ptr<Connection> db) : db_(std::move(db)) {}
 
-Storage::~Storage() = default;
+SqliteStorage::~SqliteStorage() = default;
 
-const std::string& Storage::path() const { return db_->path(); }
+const std::string& SqliteStorage::path() const { return db_->path(); }
 
-int Storage::schema_version() const { return db_->schema_version(); }
+int SqliteStorage::schema_version() const { return db_->schema_version(); }
 
-Status Storage::Connection::Error(const std::string& what) const {
+Status SqliteStorage::Connection::Error(const std::string& what) const {
   return Status::Io(what, " (", path_, "): ", sqlite3_errmsg(handle_));
 }
 
-Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Options& options) {
+Result<std::unique_ptr<Storage>> OpenSqlite(const std::string& path,
+                                            const Storage::Options& options) {
   if (options.read_only && !std::filesystem::exists(path))
     return Status::NotFound("no hyperpack database at ", path,
                             " (give --storage PATH or set HYPERPACK_STORAGE)");
@@ -235,8 +236,9 @@ Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Op
     sqlite3_close_v2(db);
     return Status::Io("cannot open database ", path, ": ", msg);
   }
-  std::unique_ptr<Storage> storage(new Storage(std::make_unique<Connection>(db, path)));
-  Connection& connection = *storage->db_;
+  std::unique_ptr<SqliteStorage> storage(
+      new SqliteStorage(std::make_unique<SqliteStorage::Connection>(db, path)));
+  SqliteStorage::Connection& connection = *storage->db_;
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
   sqlite3_extended_result_codes(db, 1);
   if (!options.read_only) {
@@ -262,13 +264,13 @@ Result<std::unique_ptr<Storage>> Storage::Open(const std::string& path, const Op
     if (connection.schema_version() != latest)
       return Status::FailedPrecondition(path, " has schema version ", connection.schema_version(),
                                         " but this hyperpack reads version ", latest);
-    return storage;
+    return std::unique_ptr<Storage>(std::move(storage));
   }
   HP_RETURN_IF_ERROR(connection.Migrate(migrations));
-  return storage;
+  return std::unique_ptr<Storage>(std::move(storage));
 }
 
-Status Storage::Connection::Exec(const std::string& sql) {
+Status SqliteStorage::Connection::Exec(const std::string& sql) {
   char* err = nullptr;
   if (sqlite3_exec(handle_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
@@ -278,7 +280,7 @@ Status Storage::Connection::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
-Status Storage::Connection::Migrate(const std::vector<Migration>& migrations) {
+Status SqliteStorage::Connection::Migrate(const std::vector<Migration>& migrations) {
   return Transaction([&]() -> Status {
     HP_RETURN_IF_ERROR(
         Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
@@ -308,9 +310,11 @@ Status Storage::Connection::Migrate(const std::vector<Migration>& migrations) {
   });
 }
 
-Status Storage::Transaction(const std::function<Status()>& body) { return db_->Transaction(body); }
+Status SqliteStorage::Transaction(const std::function<Status()>& body) {
+  return db_->Transaction(body);
+}
 
-Status Storage::Connection::Transaction(const std::function<Status()>& body) {
+Status SqliteStorage::Connection::Transaction(const std::function<Status()>& body) {
   if (transaction_depth_ > 0) {
     ++transaction_depth_;
     Status s = body();
@@ -332,7 +336,7 @@ Status Storage::Connection::Transaction(const std::function<Status()>& body) {
   return c;
 }
 
-Result<sqlite3_stmt*> Storage::Connection::Prepare(const std::string& sql) {
+Result<sqlite3_stmt*> SqliteStorage::Connection::Prepare(const std::string& sql) {
   for (auto& [text, stmt] : statements_)
     if (text == sql) return stmt;
   sqlite3_stmt* stmt = nullptr;
@@ -369,7 +373,7 @@ StudyRecord ReadStudy(sqlite3_stmt* s) {
 
 }  // namespace
 
-Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
+Result<StudyRecord> SqliteStorage::CreateStudy(const StudyRecord& study) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("INSERT INTO studies(name, spec_text, spec_path, direction, metric, "
@@ -391,7 +395,7 @@ Result<StudyRecord> Storage::CreateStudy(const StudyRecord& study) {
   return out;
 }
 
-Result<std::optional<StudyRecord>> Storage::FindStudy(const std::string& name) {
+Result<std::optional<StudyRecord>> SqliteStorage::FindStudy(const std::string& name) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(StrCat("SELECT ", kStudyColumns,
                                                               " FROM studies WHERE name = ?")));
   Statement stmt(raw);
@@ -403,7 +407,7 @@ Result<std::optional<StudyRecord>> Storage::FindStudy(const std::string& name) {
   return std::optional<StudyRecord>(std::move(r));
 }
 
-Result<std::vector<StudyRecord>> Storage::ListStudies() {
+Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
                       db_->Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies ORDER BY id")));
   Statement stmt(raw);
@@ -417,7 +421,8 @@ Result<std::vector<StudyRecord>> Storage::ListStudies() {
   return out;
 }
 
-Status Storage::SetRunner(int64_t study_id, std::optional<int64_t> pid, const std::string& host) {
+Status SqliteStorage::SetRunner(int64_t study_id, std::optional<int64_t> pid,
+                                const std::string& host) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE studies SET runner_pid = ?, runner_host = ? WHERE id = ?"));
@@ -429,7 +434,7 @@ Status Storage::SetRunner(int64_t study_id, std::optional<int64_t> pid, const st
   });
 }
 
-Status Storage::InsertTrial(const TrialRecord& t) {
+Status SqliteStorage::InsertTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("INSERT INTO trials(study_id, number, state, params, value, started, ended, "
@@ -449,7 +454,7 @@ Status Storage::InsertTrial(const TrialRecord& t) {
   });
 }
 
-Status Storage::FinishTrial(const TrialRecord& t) {
+Status SqliteStorage::FinishTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE trials SET state = ?, value = ?, ended = ?, exit_status = ?, "
@@ -465,7 +470,7 @@ Status Storage::FinishTrial(const TrialRecord& t) {
   });
 }
 
-Status Storage::ResumeTrial(int64_t study_id, int number, const std::string& placement_json) {
+Status SqliteStorage::ResumeTrial(int64_t study_id, int number, const std::string& placement_json) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
@@ -480,8 +485,8 @@ Status Storage::ResumeTrial(int64_t study_id, int number, const std::string& pla
   });
 }
 
-Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double now,
-                                                      const std::string& reason) {
+Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, double now,
+                                                            const std::string& reason) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * select,
                       db_->Prepare("SELECT number FROM trials WHERE study_id = ? AND state IN "
                                    "('running', 'pending') ORDER BY number"));
@@ -507,7 +512,7 @@ Result<std::vector<int>> Storage::InterruptUnfinished(int64_t study_id, double n
   return numbers;
 }
 
-Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
+Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare(
@@ -541,7 +546,7 @@ Result<std::vector<TrialRecord>> Storage::ListTrials(int64_t study_id) {
   return out;
 }
 
-Result<int> Storage::NextTrialNumber(int64_t study_id) {
+Result<int> SqliteStorage::NextTrialNumber(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
@@ -551,8 +556,8 @@ Result<int> Storage::NextTrialNumber(int64_t study_id) {
   return sqlite3_column_int(raw, 0);
 }
 
-Status Storage::AddMetrics(int64_t study_id, int trial_number,
-                           std::span<const MetricPoint> points) {
+Status SqliteStorage::AddMetrics(int64_t study_id, int trial_number,
+                                 std::span<const MetricPoint> points) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * find,
                       db_->Prepare("SELECT id FROM trials WHERE study_id = ? AND number = ?"));
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert,
@@ -576,7 +581,7 @@ Status Storage::AddMetrics(int64_t study_id, int trial_number,
   });
 }
 
-Result<std::vector<MetricPoint>> Storage::TrialMetrics(int64_t study_id, int trial_number) {
+Result<std::vector<MetricPoint>> SqliteStorage::TrialMetrics(int64_t study_id, int trial_number) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON "
@@ -593,7 +598,7 @@ Result<std::vector<MetricPoint>> Storage::TrialMetrics(int64_t study_id, int tri
   return out;
 }
 
-Status Storage::AddEvent(int64_t study_id, const EventRecord& e) {
+Status SqliteStorage::AddEvent(int64_t study_id, const EventRecord& e) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("INSERT INTO events(study_id, trial_number, time, kind, message) "
@@ -606,7 +611,7 @@ Status Storage::AddEvent(int64_t study_id, const EventRecord& e) {
   });
 }
 
-Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit) {
+Result<std::vector<EventRecord>> SqliteStorage::ListEvents(int64_t study_id, int limit) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("SELECT trial_number, time, kind, message FROM (SELECT * FROM events "
@@ -618,8 +623,8 @@ Result<std::vector<EventRecord>> Storage::ListEvents(int64_t study_id, int limit
   return out;
 }
 
-Result<std::vector<EventRecord>> Storage::ListEventsOfKinds(int64_t study_id,
-                                                            std::span<const EventKind> kinds) {
+Result<std::vector<EventRecord>> SqliteStorage::ListEventsOfKinds(
+    int64_t study_id, std::span<const EventKind> kinds) {
   std::vector<EventRecord> out;
   if (kinds.empty()) return out;
   std::string marks = "?";
@@ -635,7 +640,7 @@ Result<std::vector<EventRecord>> Storage::ListEventsOfKinds(int64_t study_id,
   return out;
 }
 
-Status Storage::AddJournal(int64_t study_id, std::span<const JournalEntry> entries) {
+Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry> entries) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * insert,
       db_->Prepare("INSERT INTO journal(study_id, trial, kind, time, resource, value, "
@@ -654,7 +659,7 @@ Status Storage::AddJournal(int64_t study_id, std::span<const JournalEntry> entri
   });
 }
 
-Result<std::vector<JournalEntry>> Storage::ListJournal(int64_t study_id) {
+Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
                       db_->Prepare("SELECT id, trial, kind, time, resource, value, completed FROM "
                                    "journal WHERE study_id = ? ORDER BY id"));
@@ -681,7 +686,7 @@ Result<std::vector<JournalEntry>> Storage::ListJournal(int64_t study_id) {
   return out;
 }
 
-Result<int64_t> Storage::AddSubmission(const SubmissionRecord& r) {
+Result<int64_t> SqliteStorage::AddSubmission(const SubmissionRecord& r) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("INSERT INTO submissions(study_name, spec_text, spec_path, max_trials, "
@@ -695,8 +700,8 @@ Result<int64_t> Storage::AddSubmission(const SubmissionRecord& r) {
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_->handle()));
 }
 
-Status Storage::SetSubmissionState(int64_t id, SubmissionState state, int exit_code,
-                                   const std::string& message) {
+Status SqliteStorage::SetSubmissionState(int64_t id, SubmissionState state, int exit_code,
+                                         const std::string& message) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE submissions SET state = ?, exit_code = ?, message = ? WHERE id = ?"));
@@ -707,7 +712,7 @@ Status Storage::SetSubmissionState(int64_t id, SubmissionState state, int exit_c
   return Status::Ok();
 }
 
-Result<std::vector<SubmissionRecord>> Storage::ListSubmissions(
+Result<std::vector<SubmissionRecord>> SqliteStorage::ListSubmissions(
     std::vector<SubmissionState> states) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
                       db_->Prepare("SELECT id, study_name, spec_text, spec_path, max_trials, "

@@ -1,0 +1,37 @@
+// OpenStorage: a store's URL to its backend.
+#include <string_view>
+
+#include "hyperpack/storage/storage.h"
+#include "memory_storage.h"
+#include "sqlite_storage.h"
+
+namespace hyperpack::storage {
+
+Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
+                                             const Storage::Options& options) {
+  constexpr std::string_view kSqlite = "sqlite://", kMemory = "memory:";
+  const std::string_view u(url);
+  if (u.starts_with(kSqlite)) {
+    const std::string path(u.substr(kSqlite.size()));  // sqlite:///abs or sqlite://rel
+    if (path.empty()) return Status::Invalid("storage URL ", url, " names no file");
+    return OpenSqlite(path, options);
+  }
+  if (u.starts_with(kMemory)) {
+    std::string_view name = u.substr(kMemory.size());
+    if (name.starts_with("//")) name.remove_prefix(2);
+    return OpenMemory(std::string(name), url, options);
+  }
+  const size_t scheme = u.find("://");
+  if (scheme != std::string_view::npos && scheme > 0 &&
+      u.substr(0, scheme).find('/') == std::string_view::npos)
+    return Status::Invalid("storage URL ", url, ": '", u.substr(0, scheme),
+                           "' is not a backend this hyperpack has; give a file path, "
+                           "sqlite:///PATH or memory://NAME");
+  return OpenSqlite(url, options);
+}
+
+Result<std::unique_ptr<Storage>> Storage::Open(const std::string& url, const Options& options) {
+  return OpenStorage(url, options);
+}
+
+}  // namespace hyperpack::storage
