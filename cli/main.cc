@@ -32,7 +32,8 @@ std::string UsageText() {
     for (bool first = true; std::getline(summary, line); first = false)
       out << "  " << (first ? usage : std::string(22, ' ')) << line << "\n";
   }
-  out << "\nStorage: --storage PATH or URL (sqlite:///PATH, memory://NAME), else "
+  out << "\nStorage: --storage PATH or URL (sqlite:///PATH, postgresql://USER@HOST/DB, "
+         "memory://NAME), else "
          "$HYPERPACK_STORAGE, else ./hyperpack.db.\n"
       << "Run 'hyperpack COMMAND --help' for a command's options.\n";
   return out.str();

@@ -10,6 +10,8 @@ HYPERPACK_PACKAGES=(
   # the libraries it links are linked).
   g++ cmake make ninja-build pkg-config
   libyaml-cpp-dev libsqlite3-dev libcxxopts-dev nlohmann-json3-dev libboost1.81-dev
+  # --storage postgresql://...
+  libpq-dev
   libeigen3-dev liblbfgspp-dev libssl-dev
   # hyperpack serve --metrics.
   prometheus-cpp-dev
@@ -38,6 +40,8 @@ HYPERPACK_TEST_PACKAGES=(
   chromium
   # The Slurm tests start a real one-node cluster (tests/local_slurm.h).
   slurmctld slurmd slurm-client munge
+  # The storage tests start a throwaway PostgreSQL server (tests/local_postgres.h).
+  postgresql-15
 )
 
 hp_log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

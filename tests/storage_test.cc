@@ -12,11 +12,13 @@
 #include <set>
 #include <thread>
 
+#include "local_postgres.h"
 #include "test_util.h"
 
 namespace hyperpack::storage {
 namespace {
 
+using hyperpack::testing::LocalPostgres;
 using hyperpack::testing::ReadFile;
 using hyperpack::testing::TempDir;
 
@@ -49,22 +51,50 @@ std::unique_ptr<Storage> OpenOrDie(const std::string& path, Storage::Options o =
   return db.ok() ? std::move(db).value() : nullptr;
 }
 
-// The contract of storage.h, run once per backend: StorageContractTest.X/sqlite, .../memory.
-// Each test has a store of its own; Open() gives another handle on it.
+// The contract of storage.h, run once per backend: StorageContractTest.X/sqlite, .../memory and,
+// where hyperpack is built with libpq, .../postgresql on a throwaway server (local_postgres.h)
+// that this test process starts. Each test has a store of its own; Open() gives another handle on
+// it.
 class StorageContractTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override {
+    if (GetParam() != "postgresql") return;
+    std::string error;
+    LocalPostgres* server = Server(&error);
+    if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+    ASSERT_NE(server, nullptr) << error;
+    static int databases = 0;  // one per test, in this process's server
+    url_ = server->NewDatabase(StrCat("contract", databases++), &error);
+    ASSERT_FALSE(url_.empty()) << error;
+  }
+
   std::unique_ptr<Storage> Open(Storage::Options o = {}) { return OpenOrDie(Url(), o); }
   std::string Url() const {
     if (GetParam() == "sqlite") return "sqlite://" + (dir_ / "h.db");
+    if (GetParam() == "postgresql") return url_;
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
     return StrCat("memory://", test->test_suite_name(), ".", test->name());
   }
 
  private:
+  // One server for this process (ctest runs each test in a process of its own), stopped at exit.
+  static LocalPostgres* Server(std::string* error) {
+    static std::string start_error;
+    static std::unique_ptr<LocalPostgres> server = LocalPostgres::Start(&start_error);
+    *error = start_error;
+    return server.get();
+  }
+
   TempDir dir_;
+  std::string url_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, StorageContractTest, ::testing::Values("sqlite", "memory"),
+#ifdef HYPERPACK_WITH_POSTGRES
+#define HP_STORAGE_BACKENDS "sqlite", "memory", "postgresql"
+#else
+#define HP_STORAGE_BACKENDS "sqlite", "memory"
+#endif
+INSTANTIATE_TEST_SUITE_P(Backends, StorageContractTest, ::testing::Values(HP_STORAGE_BACKENDS),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
@@ -273,10 +303,10 @@ TEST(StorageUrlTest, APathAndItsSqliteUrlAreTheSameFile) {
 }
 
 TEST(StorageUrlTest, AnUnknownSchemeIsRefusedByName) {
-  auto db = OpenStorage("postgresql://localhost/hp");
+  auto db = OpenStorage("mysql://localhost/hp");
   ASSERT_FALSE(db.ok());
   EXPECT_EQ(db.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(db.status().message().find("'postgresql' is not a backend"), std::string::npos)
+  EXPECT_NE(db.status().message().find("'mysql' is not a backend"), std::string::npos)
       << db.status().message();
 }
 

@@ -3,6 +3,9 @@
 
 #include "hyperpack/storage/storage.h"
 #include "memory_storage.h"
+#ifdef HYPERPACK_WITH_POSTGRES
+#include "postgres_storage.h"
+#endif
 #include "sqlite_storage.h"
 
 namespace hyperpack::storage {
@@ -21,12 +24,21 @@ Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
     if (name.starts_with("//")) name.remove_prefix(2);
     return OpenMemory(std::string(name), url, options);
   }
+  if (u.starts_with("postgresql://") || u.starts_with("postgres://")) {
+#ifdef HYPERPACK_WITH_POSTGRES
+    return OpenPostgres(url, options);
+#else
+    return Status::Invalid("storage URL ", u.substr(0, u.find("://")),
+                           "://...: this hyperpack was built without libpq (install libpq-dev and "
+                           "build again)");
+#endif
+  }
   const size_t scheme = u.find("://");
   if (scheme != std::string_view::npos && scheme > 0 &&
       u.substr(0, scheme).find('/') == std::string_view::npos)
     return Status::Invalid("storage URL ", url, ": '", u.substr(0, scheme),
                            "' is not a backend this hyperpack has; give a file path, "
-                           "sqlite:///PATH or memory://NAME");
+                           "sqlite:///PATH, postgresql://USER@HOST/DB or memory://NAME");
   return OpenSqlite(url, options);
 }
 

@@ -1,6 +1,7 @@
 // Storage: a study's whole history behind one interface, with backends chosen by URL (OpenStorage):
-// SQLite, the embedded default, and a process's memory. What it stores, as plain records, is in
-// records.h, which links nothing that does I/O; no backend's library is seen through this header.
+// SQLite, the embedded default; PostgreSQL, for a team's shared database; and a process's memory.
+// What it stores, as plain records, is in records.h, which links nothing that does I/O; no
+// backend's library is seen through this header.
 //
 // The contract every backend keeps (tests/storage_test.cc runs one suite over each):
 // - Writes are atomic: each call is one transaction, or joins the one Transaction() has open;
@@ -124,11 +125,13 @@ class Storage {
 
 // The store at `url`:
 //   PATH or sqlite:///PATH  the SQLite file at PATH (created unless read_only), the default;
+//   postgresql://USER@HOST:PORT/DB (or postgres://) a PostgreSQL database, as libpq reads the URL;
+//                           path() shows it without its password
 //   memory:                 a fresh store in this process's memory, gone with its last handle;
 //   memory://NAME           the store NAME in this process's memory, shared by every handle
 //                           opened on it while one is open (a read_only open of one that is not
 //                           open is kNotFound, as for a missing file).
-// Any other scheme (postgresql://, mysql://) is kInvalidArgument naming the ones there are.
+// Any other scheme (mysql://) is kInvalidArgument naming the ones there are.
 Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
                                              const Storage::Options& options = {});
 
