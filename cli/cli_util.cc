@@ -52,10 +52,12 @@ std::string StoragePath(const cxxopts::ParseResult& args) {
 }
 
 void AddStorage(cxxopts::Options& o) {
-  o.add_options()("storage",
-                  "a SQLite file, sqlite:///PATH or memory://NAME (default $HYPERPACK_STORAGE or "
-                  "./hyperpack.db)",
-                  cxxopts::value<std::string>());
+  o.add_options()(
+      "storage",
+      "a SQLite file, sqlite:///PATH, postgresql://USER@HOST/DB or memory://NAME (default "
+      "$HYPERPACK_STORAGE or "
+      "./hyperpack.db)",
+      cxxopts::value<std::string>());
 }
 
 std::optional<int> Parse(cxxopts::Options& options, int argc, char** argv,
