@@ -527,6 +527,21 @@ TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
 
 // Every state once in the order people read them (kPaused is the enum's last), each named so that
 // the name reads back.
+// The one codec of a trial's placement: what the controller writes, the reports and a resumed
+// controller read back; rows it cannot read give no ranks, never an error.
+TEST(StorageTest, PlacementsRoundTripAndMalformedOnesReadAsNone) {
+  const std::vector<RankRecord> ranks = {{"node1", {0, 1}, 2}, {"node2", {}, 1}};
+  const std::string text = EncodePlacement(ranks);
+  EXPECT_EQ(text,
+            R"([{"cpus":2,"gpus":[0,1],"host":"node1"},{"cpus":1,"gpus":[],"host":"node2"}])");
+  EXPECT_EQ(DecodePlacement(text), ranks);
+  EXPECT_EQ(DecodePlacement(EncodePlacement({{"bad\xff", {}, 1}}))[0].host, "bad\xef\xbf\xbd");
+  EXPECT_EQ(DecodePlacement(R"([{"host": "n", "cpus": -3}])")[0].cpus, 0);
+  for (const char* bad : {"", "{", "{}", R"([{"gpus": [0]}])", R"([{"host": "n", "gpus": [0.5]}])",
+                          R"([{"host": "n"}, 7])"})
+    EXPECT_TRUE(DecodePlacement(bad).empty()) << bad;
+}
+
 TEST(StorageTest, TrialStateNamesRoundTrip) {
   std::set<std::string> names;
   for (TrialState s : storage::kTrialStatesForPeople) {

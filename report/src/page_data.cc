@@ -238,9 +238,9 @@ Timeline BuildTimeline(const StudyView& in) {
   for (const TrialRecord& t : in.trials) {
     auto it = segments.find(t.number);
     if (it == segments.end()) continue;
-    std::vector<RankUse> ranks = ParsePlacement(t.placement_json);
+    std::vector<storage::RankRecord> ranks = storage::DecodePlacement(t.placement_json);
     if (ranks.empty()) ranks.push_back({t.host.empty() ? "local" : t.host, {}, 1});
-    for (const RankUse& r : ranks) {
+    for (const storage::RankRecord& r : ranks) {
       if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
       gpus_of[r.host].insert(r.gpus.begin(), r.gpus.end());
       // A GPU rank is drawn on its GPUs; its CPU slots are not a lane of their own.

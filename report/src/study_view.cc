@@ -77,34 +77,6 @@ Segments RunSegments(const StudyView& view) {
   return out;
 }
 
-std::vector<RankUse> ParsePlacement(const std::string& placement_json) {
-  const json ranks = json::parse(placement_json, nullptr, /*allow_exceptions=*/false);
-  if (!ranks.is_array()) return {};
-  std::vector<RankUse> out;
-  for (const json& r : ranks) {
-    if (!r.is_object()) return {};
-    RankUse use;
-    auto host = r.find("host");
-    auto gpus = r.find("gpus");
-    auto cpus = r.find("cpus");
-    if (host == r.end() || !host->is_string()) return {};
-    use.host = host->get<std::string>();
-    if (gpus != r.end()) {
-      if (!gpus->is_array()) return {};
-      for (const json& g : *gpus) {
-        if (!g.is_number_integer()) return {};
-        use.gpus.push_back(g.get<int>());
-      }
-    }
-    if (cpus != r.end()) {
-      if (!cpus->is_number_integer()) return {};
-      use.cpus = std::max(0, cpus->get<int>());
-    }
-    out.push_back(std::move(use));
-  }
-  return out;
-}
-
 std::map<int, TrialCost> TrialCosts(const StudyView& view, const Segments& segments) {
   std::map<int, TrialCost> out;
   for (const TrialRecord& t : view.trials) {
@@ -112,7 +84,7 @@ std::map<int, TrialCost> TrialCosts(const StudyView& view, const Segments& segme
     if (it == segments.end()) continue;
     TrialCost& c = out[t.number];
     for (const auto& [start, end] : it->second) c.seconds += end - start;
-    for (const RankUse& r : ParsePlacement(t.placement_json)) {
+    for (const storage::RankRecord& r : storage::DecodePlacement(t.placement_json)) {
       c.gpus += static_cast<int>(r.gpus.size());
       c.cpus += r.cpus;
     }

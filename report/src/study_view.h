@@ -53,15 +53,6 @@ std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
 using Segments = std::map<int, std::vector<std::pair<double, double>>>;
 Segments RunSegments(const StudyView& view);
 
-// A trial's ranks as its placement_json recorded them; empty when it was not recorded or does not
-// parse (a row written before schema 4).
-struct RankUse {
-  std::string host;
-  std::vector<int> gpus;
-  int cpus = 0;
-};
-std::vector<RankUse> ParsePlacement(const std::string& placement_json);
-
 // What a trial cost: the time it ran (its segments) x the GPUs it held, or x its CPU slots where
 // it held no GPU (one slot where no placement was recorded). By trial number; a trial that never
 // started has none.

@@ -102,7 +102,7 @@ Busy BusyOf(const std::vector<const TrialRecord*>& running) {
   Busy busy;
   for (const TrialRecord* t : running) {
     ++busy.trials;
-    for (const RankUse& r : ParsePlacement(t->placement_json)) {
+    for (const storage::RankRecord& r : storage::DecodePlacement(t->placement_json)) {
       busy.gpus += static_cast<int>(r.gpus.size());
       busy.cpus += r.cpus;
     }
@@ -113,11 +113,12 @@ Busy BusyOf(const std::vector<const TrialRecord*>& running) {
 // Where a trial runs, a host at a time: "localhost gpus 0,1", "localhost 2 cpus", "localhost" (it
 // holds no slot), "node1 gpus 0,1 (2 cpus); node2 gpus 0,1 (2 cpus)"; "-" when it was not recorded.
 std::string WhereText(const std::string& placement_json) {
-  std::vector<std::pair<std::string, RankUse>> hosts;  // in order of first use
-  for (const RankUse& r : ParsePlacement(placement_json)) {
+  std::vector<std::pair<std::string, storage::RankRecord>> hosts;  // in order of first use
+  for (const storage::RankRecord& r : storage::DecodePlacement(placement_json)) {
     auto it =
         std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == r.host; });
-    if (it == hosts.end()) it = hosts.insert(hosts.end(), std::make_pair(r.host, RankUse{}));
+    if (it == hosts.end())
+      it = hosts.insert(hosts.end(), std::make_pair(r.host, storage::RankRecord{}));
     it->second.gpus.insert(it->second.gpus.end(), r.gpus.begin(), r.gpus.end());
     it->second.cpus += r.cpus;
   }
@@ -137,10 +138,10 @@ std::string WhereText(const std::string& placement_json) {
 }
 
 Json PlacementJson(const std::string& placement_json) {
-  std::vector<RankUse> ranks = ParsePlacement(placement_json);
+  std::vector<storage::RankRecord> ranks = storage::DecodePlacement(placement_json);
   if (ranks.empty()) return nullptr;
   Json out = Json::array();
-  for (const RankUse& r : ranks)
+  for (const storage::RankRecord& r : ranks)
     out.push_back({{"host", r.host}, {"gpus", r.gpus}, {"cpus", r.cpus}});
   return out;
 }

@@ -1,6 +1,8 @@
 #include "hyperpack/storage/records.h"
 
+#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace hyperpack::storage {
 
@@ -159,6 +161,42 @@ std::optional<SubmissionState> ParseSubmissionState(const std::string& name) {
   for (const auto& [s, n] : kSubmissionStates)
     if (name == n) return s;
   return std::nullopt;
+}
+
+std::string EncodePlacement(const std::vector<RankRecord>& ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RankRecord& r : ranks)
+    out.push_back({{"host", r.host}, {"gpus", r.gpus}, {"cpus", r.cpus}});
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::vector<RankRecord> DecodePlacement(const std::string& placement_json) {
+  using nlohmann::json;
+  const json ranks = json::parse(placement_json, nullptr, /*allow_exceptions=*/false);
+  if (!ranks.is_array()) return {};
+  std::vector<RankRecord> out;
+  for (const json& r : ranks) {
+    if (!r.is_object()) return {};
+    RankRecord rank;
+    auto host = r.find("host");
+    auto gpus = r.find("gpus");
+    auto cpus = r.find("cpus");
+    if (host == r.end() || !host->is_string()) return {};
+    rank.host = host->get<std::string>();
+    if (gpus != r.end()) {
+      if (!gpus->is_array()) return {};
+      for (const json& g : *gpus) {
+        if (!g.is_number_integer()) return {};
+        rank.gpus.push_back(g.get<int>());
+      }
+    }
+    if (cpus != r.end()) {
+      if (!cpus->is_number_integer()) return {};
+      rank.cpus = std::max(0, cpus->get<int>());
+    }
+    out.push_back(std::move(rank));
+  }
+  return out;
 }
 
 }  // namespace hyperpack::storage

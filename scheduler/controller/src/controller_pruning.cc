@@ -4,7 +4,6 @@
 // at a resource, could not pause, was promoted, ended), and a resumed study tells a fresh pruner
 // the same things in the same order. Nothing is inferred from metric lines after the fact: a line
 // printed after a decision, or a NaN that a chart cannot show, changes nothing on replay.
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -26,16 +25,10 @@ namespace {
 // What a stored trial held (as Launch counts it) from its placement_json; 1 CPU slot where that
 // is missing or malformed (schema 3 and older wrote none).
 Held StoredUnits(const std::string& placement_json) {
-  const nlohmann::json ranks = nlohmann::json::parse(placement_json, nullptr, false);
   int gpus = 0, cpus = 0;
-  if (ranks.is_array()) {
-    for (const nlohmann::json& r : ranks) {
-      if (!r.is_object()) continue;
-      if (auto g = r.find("gpus"); g != r.end() && g->is_array())
-        gpus += static_cast<int>(g->size());
-      if (auto c = r.find("cpus"); c != r.end() && c->is_number_integer())
-        cpus += std::max(0, c->get<int>());
-    }
+  for (const storage::RankRecord& r : storage::DecodePlacement(placement_json)) {
+    gpus += static_cast<int>(r.gpus.size());
+    cpus += r.cpus;
   }
   return HeldOf(gpus, cpus);
 }

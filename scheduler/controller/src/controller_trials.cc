@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "controller_impl.h"
 #include "hyperpack/config_json.h"
@@ -65,12 +64,11 @@ std::string StudyController::Impl::TrialDir(int number) const {
 }
 
 std::string StudyController::Impl::PlacementJson(const Placement& placement) const {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (const RankPlacement& r : placement.ranks) {
-    ranks.push_back({{"host", cluster_.nodes()[r.node].name}, {"gpus", r.gpus}, {"cpus", r.cpus}});
-  }
-  // An agent names its own node: bytes that are not UTF-8 are replaced, not thrown on.
-  return ranks.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::vector<storage::RankRecord> ranks;
+  for (const RankPlacement& r : placement.ranks)
+    ranks.push_back({cluster_.nodes()[r.node].name, r.gpus, r.cpus});
+  // An agent names its own node: EncodePlacement replaces bytes that are not UTF-8.
+  return storage::EncodePlacement(ranks);
 }
 
 // ---- Placed: its row first ----------------------------------------------------------------------

@@ -138,6 +138,22 @@ struct TrialRecord {
   std::string placement_json;
 };
 
+// Where one rank of a trial ran: its node, its GPUs there (as the node numbers them) and its CPU
+// slots.
+struct RankRecord {
+  std::string host;
+  std::vector<int> gpus;
+  int cpus = 0;
+  bool operator==(const RankRecord&) const = default;
+};
+// The one codec between a trial's ranks and TrialRecord::placement_json:
+// [{"host": "node1", "gpus": [0, 1], "cpus": 1}, ...]. Bytes of a host name that are not UTF-8
+// are replaced. Decoding gives no ranks for "" (a row written before schema 4) or for text that is
+// not that shape (a rank without a host, a GPU that is not a whole number); negative CPU counts
+// read as 0.
+std::string EncodePlacement(const std::vector<RankRecord>& ranks);
+std::vector<RankRecord> DecodePlacement(const std::string& placement_json);
+
 struct MetricPoint {
   int64_t step = 0;
   std::string name;
