@@ -172,6 +172,27 @@ TEST_P(StorageContractTest, TrialsMetricsAndEventsRoundTrip) {
   EXPECT_EQ(db->NextTrialNumber(id).value(), 2);
 }
 
+TEST_P(StorageContractTest, TheLatestPointOfAMetricIsTheLastWrittenForItsName) {
+  auto db = Open();
+  int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
+  ASSERT_TRUE(db->InsertTrial(NewTrial(id, 1)).ok());
+  EXPECT_FALSE(db->LatestMetric(id, 0, "loss").value().has_value());
+  // Steps out of order (a resumed trial reports again from its checkpoint): the last written wins.
+  const std::vector<MetricPoint> points = {
+      {1, "loss", 0.9, 10}, {5, "loss", 0.5, 11}, {3, "loss", 0.7, 12}, {4, "acc", 0.6, 13}};
+  ASSERT_TRUE(db->AddMetrics(id, 0, points).ok());
+  ASSERT_TRUE(db->AddMetrics(id, 1, std::vector<MetricPoint>{{9, "loss", 0.1, 14}}).ok());
+  const auto loss = db->LatestMetric(id, 0, "loss").value();
+  ASSERT_TRUE(loss.has_value());
+  EXPECT_EQ(loss->step, 3);
+  EXPECT_EQ(loss->value, 0.7);
+  EXPECT_EQ(loss->time, 12);
+  EXPECT_EQ(db->LatestMetric(id, 0, "acc").value()->value, 0.6);
+  EXPECT_FALSE(db->LatestMetric(id, 0, "lr").value().has_value());
+  EXPECT_FALSE(db->LatestMetric(id, 7, "loss").value().has_value());
+}
+
 TEST_P(StorageContractTest, EventsOfSomeKindsComeAloneInTheirOrder) {
   auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;

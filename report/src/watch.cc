@@ -255,13 +255,8 @@ Result<WatchInput> LoadWatchInput(storage::Storage& db, const std::string& name,
   in.state = RunnerStateOf(in);
   for (const TrialRecord& t : in.trials) {
     if (t.state != TrialState::kRunning) continue;
-    HP_ASSIGN_OR_RETURN(auto points, db.TrialMetrics(in.study.id, t.number));
-    // In the order written: the last one is the latest report.
-    for (auto p = points.rbegin(); p != points.rend(); ++p) {
-      if (p->name != in.study.metric) continue;
-      in.last_report[t.number] = *p;
-      break;
-    }
+    HP_ASSIGN_OR_RETURN(auto last, db.LatestMetric(in.study.id, t.number, in.study.metric));
+    if (last) in.last_report[t.number] = *last;
   }
   in.now = now;
   return in;

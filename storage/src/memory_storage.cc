@@ -189,6 +189,17 @@ class MemoryStorage final : public Storage {
     });
   }
 
+  Result<std::optional<MetricPoint>> LatestMetric(int64_t study_id, int trial_number,
+                                                  const std::string& name) override {
+    return Read([&](const Data& d) -> Result<std::optional<MetricPoint>> {
+      auto it = d.metrics.find({study_id, trial_number});
+      if (it == d.metrics.end()) return std::optional<MetricPoint>();
+      for (auto p = it->second.rbegin(); p != it->second.rend(); ++p)
+        if (p->name == name) return std::optional<MetricPoint>(*p);
+      return std::optional<MetricPoint>();
+    });
+  }
+
   Status AddEvent(int64_t study_id, const EventRecord& event) override {
     return Write([&](Data& d) -> Status {
       if (!HasStudy(d, study_id)) return Status::NotFound("no study ", study_id, " for an event");

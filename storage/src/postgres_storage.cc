@@ -405,6 +405,20 @@ class PostgresStorage final : public Storage {
     return out;
   }
 
+  Result<std::optional<MetricPoint>> LatestMetric(int64_t study_id, int trial_number,
+                                                  const std::string& name) override {
+    HP_ASSIGN_OR_RETURN(
+        PgResult res,
+        Query("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON m.trial_id "
+              "= t.id WHERE t.study_id = $1 AND t.number = $2 AND m.name = $3 ORDER BY m.id DESC "
+              "LIMIT 1",
+              Params().Add(study_id).Add(trial_number).Add(name), "reading the latest metric"));
+    if (PQntuples(res.get()) == 0) return std::optional<MetricPoint>();
+    return std::optional<MetricPoint>(MetricPoint{Int(res.get(), 0, 0), Text(res.get(), 0, 1),
+                                                  Double(res.get(), 0, 2),
+                                                  Double(res.get(), 0, 3)});
+  }
+
   Status AddEvent(int64_t study_id, const EventRecord& e) override {
     return Query(
                "INSERT INTO events(study_id, trial_number, time, kind, message) VALUES ($1, $2, "

@@ -598,6 +598,23 @@ Result<std::vector<MetricPoint>> SqliteStorage::TrialMetrics(int64_t study_id, i
   return out;
 }
 
+Result<std::optional<MetricPoint>> SqliteStorage::LatestMetric(int64_t study_id, int trial_number,
+                                                               const std::string& name) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON "
+                   "m.trial_id = t.id WHERE t.study_id = ? AND t.number = ? AND m.name = ? ORDER "
+                   "BY m.rowid DESC LIMIT 1"));
+  Statement stmt(raw);
+  stmt.Bind(study_id).Bind(trial_number).Bind(name);
+  const int rc = stmt.Step();
+  if (rc == SQLITE_DONE) return std::optional<MetricPoint>();
+  if (rc != SQLITE_ROW) return db_->Error("reading the latest metric");
+  return std::optional<MetricPoint>(MetricPoint{sqlite3_column_int64(raw, 0), Text(raw, 1),
+                                                sqlite3_column_double(raw, 2),
+                                                sqlite3_column_double(raw, 3)});
+}
+
 Status SqliteStorage::AddEvent(int64_t study_id, const EventRecord& e) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,

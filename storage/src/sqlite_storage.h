@@ -45,6 +45,8 @@ class SqliteStorage final : public Storage {
   Status AddMetrics(int64_t study_id, int trial_number,
                     std::span<const MetricPoint> points) override;
   Result<std::vector<MetricPoint>> TrialMetrics(int64_t study_id, int trial_number) override;
+  Result<std::optional<MetricPoint>> LatestMetric(int64_t study_id, int trial_number,
+                                                  const std::string& name) override;
   Status AddEvent(int64_t study_id, const EventRecord& event) override;
   Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit) override;
   Result<std::vector<EventRecord>> ListEventsOfKinds(int64_t study_id,

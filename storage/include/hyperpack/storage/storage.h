@@ -96,6 +96,10 @@ class Storage {
                             std::span<const MetricPoint> points) = 0;
   // A trial's points in the order written.
   virtual Result<std::vector<MetricPoint>> TrialMetrics(int64_t study_id, int trial_number) = 0;
+  // The point of metric `name` written last for the trial; nullopt when it has none. One row read,
+  // however many the trial wrote (`status --watch` asks it of every running trial).
+  virtual Result<std::optional<MetricPoint>> LatestMetric(int64_t study_id, int trial_number,
+                                                          const std::string& name) = 0;
   virtual Status AddEvent(int64_t study_id, const EventRecord& event) = 0;
   // The newest `limit` events, oldest first.
   virtual Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit) = 0;
