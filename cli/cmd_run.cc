@@ -66,7 +66,10 @@ int CmdRun(int argc, char** argv) {
       "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>())(
-      "server", "submit to hyperpack serve at HOST:PORT and follow the run",
+      "server",
+      "submit to hyperpack serve at HOST:PORT and follow the run; HOST:PORT,HOST:PORT: a server "
+      "and "
+      "its standbys, tried in turn",
       cxxopts::value<std::string>())("token-file", "with --server: the shared token",
                                      cxxopts::value<std::string>())(
       "slurm",
@@ -161,8 +164,10 @@ int CmdServe(int argc, char** argv) {
 int CmdAgent(int argc, char** argv) {
   cxxopts::Options o("agent", "hyperpack agent: run the ranks the server places on this node");
   o.custom_help("--connect HOST:PORT --token-file FILE [options]");
-  o.add_options()("connect", "the server, HOST:PORT", cxxopts::value<std::string>())(
-      "token-file", "the shared token", cxxopts::value<std::string>())(
+  o.add_options()("connect",
+                  "the server, HOST:PORT; or HOST:PORT,HOST:PORT: a server and its standbys",
+                  cxxopts::value<std::string>())("token-file", "the shared token",
+                                                 cxxopts::value<std::string>())(
       "name", "this node's name (default: the host name)", cxxopts::value<std::string>())(
       "fake-gpus", "pretend to have N GPUs (tests and demos)", cxxopts::value<int>())(
       "heartbeat", "seconds between heartbeats", cxxopts::value<double>()->default_value("5"));

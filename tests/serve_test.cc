@@ -23,6 +23,7 @@
 #include "hyperpack/config_json.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
+#include "local_postgres.h"
 #include "test_util.h"
 
 namespace hyperpack {
@@ -133,10 +134,10 @@ class ServeTest : public ::testing::Test {
 
   // Starts an agent; waits for the server to say it joined unless `wait` is false.
   void StartAgent(const std::string& name, int gpus, bool wait = true) {
-    agents_.push_back(Start({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
-                             "--name", name, "--fake-gpus", std::to_string(gpus), "--heartbeat",
-                             FormatDouble(agent_heartbeat_)},
-                            dir_.path().string()));
+    agents_.push_back(Start(
+        {HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_, "--name", name,
+         "--fake-gpus", std::to_string(gpus), "--heartbeat", FormatDouble(agent_heartbeat_)},
+        dir_.path().string()));
     if (!wait) return;
     ASSERT_THAT(server_.Until("agent " + name + " joined"), HasSubstr("joined"));
   }
@@ -520,7 +521,8 @@ TEST_F(ServeTest, TheServerKeepsServingWhileAStudyWaitsForItsDatabase) {
 name: waits
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" + (dir_ / "trial.sh") + R"( {x}"}
+trial: {command: "sh )" +
+                      (dir_ / "trial.sh") + R"( {x}"}
 tuner: {algorithm: random, seed: 5}
 budget: {max_trials: 2, max_parallel: 1}
 resources: {gpus: 1}
@@ -793,6 +795,89 @@ echo "{\"loss\": $1}"
     EXPECT_EQ(trials[number].state, storage::TrialState::kCompleted) << number;
   }
 }
+
+#ifdef HYPERPACK_WITH_POSTGRES
+// Two servers on one PostgreSQL database (local_postgres.h starts a throwaway one): the first
+// leads, the second waits as its standby, and agents and clients are given both addresses.
+class FailoverTest : public ResilienceTest {
+ protected:
+  void SetUp() override {
+    std::string error;
+    postgres_ = testing::LocalPostgres::Start(&error);
+    if (!postgres_ && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+    ASSERT_NE(postgres_, nullptr) << error;
+    db_ = postgres_->NewDatabase("failover", &error);
+    ASSERT_FALSE(db_.empty()) << error;
+    ResilienceTest::SetUp();
+  }
+  void TearDown() override {
+    standby_.Stop();
+    ResilienceTest::TearDown();
+  }
+
+  // Starts a server on `listen` that is to wait as the standby; returns once it says so.
+  void StartStandby(const std::string& listen) {
+    standby_ = Start({HYPERPACK_CLI, "serve", "--listen", listen, "--token-file", token_,
+                      "--storage", db_, "--heartbeat-timeout", FormatDouble(heartbeat_timeout_)},
+                     dir_.path().string());
+    ASSERT_THAT(standby_.Until("standby"), HasSubstr("another server leads"));
+  }
+
+  std::unique_ptr<testing::LocalPostgres> postgres_;
+  Child standby_;
+};
+
+// The leader is killed with SIGKILL mid-study: its database session ends, the standby takes the
+// lease, listens, and the agents and the client move to it; the study completes with every trial
+// ended once and nothing completed before lost; the old leader, started again, stays standby.
+TEST_F(FailoverTest, AStandbyTakesOverAKilledLeaderAndItsStudyCompletes) {
+  const std::string leader = address_;
+  const std::string standby = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  StartStandby(standby);
+  address_ = leader + "," + standby;  // what agents and the client are given
+  StartAgent("f1", 1);
+  StartAgent("f2", 1);
+  WriteFile(dir_ / "slow.sh", R"(#!/bin/sh
+sleep 0.4
+echo "{\"loss\": $1}"
+)",
+            true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, StudyText("failover", "sh " + (dir_ / "slow.sh") + " {x}", 6, 2));
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  ASSERT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
+  server_.Stop(SIGKILL);
+  std::map<int, double> before;
+  for (const auto& t : Trials("failover"))
+    if (t.state == storage::TrialState::kCompleted) before[t.number] = *t.value;
+  ASSERT_FALSE(before.empty());
+
+  EXPECT_THAT(standby_.Until("listening on"), HasSubstr("taking over"));
+  EXPECT_THAT(standby_.Until("joined"), HasSubstr("joined"));
+  EXPECT_THAT(standby_.Until("joined"), HasSubstr("joined"));
+  EXPECT_THAT(client.Until("budget reached"), HasSubstr("6 completed"));
+  const int status = client.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  int completed = 0;
+  for (const auto& t : Trials("failover")) {
+    EXPECT_TRUE(t.state == storage::TrialState::kCompleted ||
+                t.state == storage::TrialState::kInterrupted)
+        << t.number << " " << storage::TrialStateName(t.state);
+    if (t.state != storage::TrialState::kCompleted) continue;
+    ++completed;
+    if (before.count(t.number)) EXPECT_EQ(*t.value, before[t.number]) << t.number;
+  }
+  EXPECT_EQ(completed, 6);
+
+  // The old leader comes back: the new one holds the lease, so it waits.
+  Child back =
+      Start({HYPERPACK_CLI, "serve", "--listen", leader, "--token-file", token_, "--storage", db_},
+            dir_.path().string());
+  EXPECT_THAT(back.Until("standby"), HasSubstr("another server leads"));
+  back.Stop();
+}
+#endif
 
 }  // namespace
 }  // namespace hyperpack

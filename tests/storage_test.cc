@@ -323,6 +323,14 @@ TEST(StorageUrlTest, APathAndItsSqliteUrlAreTheSameFile) {
   EXPECT_TRUE(found->has_value());
 }
 
+TEST(StorageUrlTest, OnlyAPathOrASqliteUrlNamesAFile) {
+  EXPECT_EQ(StorageFile("runs/h.db"), std::optional<std::string>("runs/h.db"));
+  EXPECT_EQ(StorageFile("sqlite:///data/h.db"), std::optional<std::string>("/data/h.db"));
+  EXPECT_EQ(StorageFile("postgresql://hp@db:5432/hp"), std::nullopt);
+  EXPECT_EQ(StorageFile("memory://x"), std::nullopt);
+  EXPECT_EQ(StorageFile("memory:"), std::nullopt);
+}
+
 TEST(StorageUrlTest, AnUnknownSchemeIsRefusedByName) {
   auto db = OpenStorage("mysql://localhost/hp");
   ASSERT_FALSE(db.ok());
@@ -355,6 +363,18 @@ TEST(StorageTest, ReadOnlyOpenOfAMissingFileIsNotFoundAndCreatesNothing) {
   EXPECT_EQ(db.status().code(), StatusCode::kNotFound);
   EXPECT_NE(db.status().message().find("nope.db"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir / "nope.db"));
+}
+
+// The leader lease of `hyperpack serve`: one handle on a store holds it at a time, and it is free
+// again when that handle is closed.
+TEST_P(StorageContractTest, OneHandleLeadsAtATimeAndTheLeaseEndsWithIt) {
+  auto first = Open();
+  auto second = Open();
+  EXPECT_TRUE(first->TryLead().value());
+  EXPECT_TRUE(first->TryLead().value()) << "it still holds it";
+  EXPECT_FALSE(second->TryLead().value());
+  first.reset();
+  EXPECT_TRUE(second->TryLead().value());
 }
 
 TEST_P(StorageContractTest, AReadOnlyHandleReadsButCannotWrite) {

@@ -25,6 +25,7 @@ struct Data {
 struct Store {
   std::mutex mu;
   Data data;
+  const void* leader = nullptr;  // the handle that leads, if one does
 };
 
 // The named stores that have a handle open.
@@ -39,8 +40,19 @@ class MemoryStorage final : public Storage {
   MemoryStorage(std::shared_ptr<Store> store, std::string url, bool read_only)
       : store_(std::move(store)), url_(std::move(url)), read_only_(read_only) {}
 
+  ~MemoryStorage() override {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    if (store_->leader == this) store_->leader = nullptr;
+  }
+
   const std::string& path() const override { return url_; }
   int schema_version() const override { return DefaultMigrations().back().version; }
+
+  Result<bool> TryLead() override {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    if (!store_->leader) store_->leader = this;
+    return store_->leader == this;
+  }
 
   Status Transaction(const std::function<Status()>& body) override {
     if (depth_ > 0) {

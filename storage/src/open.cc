@@ -42,6 +42,14 @@ Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
   return OpenSqlite(url, options);
 }
 
+std::optional<std::string> StorageFile(const std::string& url) {
+  constexpr std::string_view kSqlite = "sqlite://";
+  const std::string_view u(url);
+  if (u.starts_with(kSqlite)) return std::string(u.substr(kSqlite.size()));
+  if (u.starts_with("memory:") || u.find("://") != std::string_view::npos) return std::nullopt;
+  return url;
+}
+
 Result<std::unique_ptr<Storage>> Storage::Open(const std::string& url, const Options& options) {
   return OpenStorage(url, options);
 }

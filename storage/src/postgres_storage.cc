@@ -98,6 +98,8 @@ const std::vector<Migration>& PostgresMigrations() {
 
 // Serialises the schema's creation between processes (pg_advisory_xact_lock's key).
 constexpr int64_t kMigrationLock = 0x6879706572706b;  // "hyperpk"
+// The leader lease of `hyperpack serve` (TryLead): a session lock, released when the session ends.
+constexpr int64_t kLeaderLock = 0x6879706c656164;  // "hyplead"
 
 // A statement's parameters as libpq takes them: text, or NULL.
 class Params {
@@ -216,6 +218,12 @@ class PostgresStorage final : public Storage {
     Status c = Exec("COMMIT");
     if (!c.ok()) (void)Exec("ROLLBACK");
     return c;
+  }
+
+  Result<bool> TryLead() override {
+    HP_ASSIGN_OR_RETURN(PgResult res, Query("SELECT pg_try_advisory_lock($1)",
+                                            Params().Add(kLeaderLock), "taking the leader lease"));
+    return Text(res.get(), 0, 0) == "t";
   }
 
   // Connects, then checks or creates the schema.

@@ -1,9 +1,14 @@
 #include "sqlite_storage.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -213,7 +218,24 @@ class SqliteStorage::Connection {
 
 SqliteStorage::SqliteStorage(std::unique_ptr<Connection> db) : db_(std::move(db)) {}
 
-SqliteStorage::~SqliteStorage() = default;
+SqliteStorage::~SqliteStorage() {
+  if (lead_fd_ >= 0) close(lead_fd_);  // the lock goes with the descriptor
+}
+
+Result<bool> SqliteStorage::TryLead() {
+  if (lead_fd_ >= 0) return true;
+  const std::string lock = db_->path() + "-leader";
+  const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Io("cannot open ", lock, ": ", std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) return false;
+    return Status::Io("cannot lock ", lock, ": ", std::strerror(err));
+  }
+  lead_fd_ = fd;
+  return true;
+}
 
 const std::string& SqliteStorage::path() const { return db_->path(); }
 

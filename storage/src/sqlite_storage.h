@@ -28,6 +28,7 @@ class SqliteStorage final : public Storage {
   const std::string& path() const override;
   int schema_version() const override;
   Status Transaction(const std::function<Status()>& body) override;
+  Result<bool> TryLead() override;
 
   Result<StudyRecord> CreateStudy(const StudyRecord& study) override;
   Result<std::optional<StudyRecord>> FindStudy(const std::string& name) override;
@@ -69,6 +70,7 @@ class SqliteStorage final : public Storage {
   explicit SqliteStorage(std::unique_ptr<Connection> db);
 
   std::unique_ptr<Connection> db_;
+  int lead_fd_ = -1;  // PATH-leader, locked while this handle leads
 };
 
 }  // namespace hyperpack::storage

@@ -50,7 +50,7 @@ class Agent {
   }
 
   Status Run() {
-    HP_ASSIGN_OR_RETURN(endpoint_, Resolve(io_, options_.connect));
+    HP_ASSIGN_OR_RETURN(servers_, ResolveAll(io_, options_.connect));
     HP_ASSIGN_OR_RETURN(fence_, Fence::Start());
     // The executor tells the fence of every process group it starts and reaps.
     executor_ = MakeLocalExecutor(
@@ -94,15 +94,17 @@ class Agent {
       }
       if (stopping_) co_return;
       if (served) {
-        Log("lost the server ", options_.connect, ": ", ended.message(), "; reconnecting");
+        Log("lost the server ", Server(), ": ", ended.message(), "; reconnecting");
       } else if (failures++ % 10 == 0) {
-        Log("cannot reach the server ", options_.connect, ": ", ended.message(), "; retrying");
+        Log("cannot reach the server ", Server(), ": ", ended.message(), "; retrying");
       }
+      // The next address: a standby that took over (one at a time: the others do not listen).
+      next_ = (next_ + 1) % servers_.size();
       if (conn_) conn_->Close();
       conn_.reset();
       sent_.clear();
       if (!refused_.ok()) {
-        Log("the server ", options_.connect, " refused this agent: ", refused_.message());
+        Log("the server ", Server(), " refused this agent: ", refused_.message());
         Shutdown("refused");
         co_return;
       }
@@ -126,7 +128,7 @@ class Agent {
   // Connects and registers; throws only the connect's system errors.
   asio::awaitable<Status> Connect() {
     tcp::socket socket(io_);
-    co_await socket.async_connect(endpoint_, asio::use_awaitable);
+    co_await socket.async_connect(servers_[next_].endpoint, asio::use_awaitable);
     conn_ = std::make_shared<Connection>(std::move(socket));
     Result<protocol::Welcome> welcomed =
         co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
@@ -157,7 +159,7 @@ class Agent {
     const Clock::time_point sent = Clock::now();
     conn_->Send(reg.ToJson());
     Heard(sent);
-    Log("connected to ", options_.connect, " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
+    Log("connected to ", Server(), " as ", node_.name, ": ", node_.gpus.size(), " GPUs, ",
         node_.cpus, " CPU slots",
         running_.empty() ? "" : StrCat("; still running ", running_.size(), " ranks"));
     co_return Status::Ok();
@@ -300,7 +302,9 @@ class Agent {
   asio::steady_timer beat_;
   asio::steady_timer retry_;
   std::mt19937_64 jitter_;
-  tcp::endpoint endpoint_;
+  std::vector<ServerAddress> servers_;  // --connect's, in order
+  size_t next_ = 0;                     // the one to connect to next
+  const std::string& Server() const { return servers_[next_].text; }
   LocalNode node_;
   std::unique_ptr<Fence> fence_;
   std::unique_ptr<Executor> executor_;

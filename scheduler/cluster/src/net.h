@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "hyperpack/status.h"
 
@@ -13,6 +14,13 @@ namespace hyperpack::scheduler {
 
 Result<boost::asio::ip::tcp::endpoint> Resolve(boost::asio::io_context& io,
                                                const std::string& text);
+
+// A server and its standbys: "HOST:PORT,HOST:PORT,..." resolved in order, each with its text.
+struct ServerAddress {
+  boost::asio::ip::tcp::endpoint endpoint;
+  std::string text;
+};
+Result<std::vector<ServerAddress>> ResolveAll(boost::asio::io_context& io, const std::string& list);
 
 // Reconnecting (agents, `run --server`): the delay doubles from the first to the largest, with
 // jitter where the caller adds it.

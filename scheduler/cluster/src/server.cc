@@ -20,6 +20,7 @@
 #include <deque>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "hyperpack/host.h"
 #include "hyperpack/net/accept.h"
@@ -46,6 +47,9 @@ using storage::SubmissionRecord;
 using storage::SubmissionState;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+
+// How often a standby asks for the leader lease: a takeover comes within this of the lease's end.
+constexpr std::chrono::milliseconds kStandbyPoll(250);
 
 class Server;
 
@@ -100,6 +104,9 @@ class Server {
 
   Status Run() {
     HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.listen));
+    HP_ASSIGN_OR_RETURN(db_, storage::Storage::Open(options_.storage_path));
+    HP_ASSIGN_OR_RETURN(const bool leads, Lead());
+    if (!leads) return Status::Ok();  // stopped while a standby
     HP_RETURN_IF_ERROR(LoadSubmissions());
     boost::system::error_code ec;
     acceptor_.open(ep.protocol(), ec);
@@ -177,9 +184,31 @@ class Server {
     log_ << "[" << FormatTimestamp(WallNow()) << "] " << StrCat(args...) << std::endl;
   }
 
-  // Before serving: the storage the submissions are kept in, and those a server left unfinished.
+  // Before serving: the storage's leader lease (Storage::TryLead). Where another server on this
+  // storage holds it, this one is its standby: it neither listens nor loads anything until that
+  // server's lease ends (its process or its database session died), then carries on as a server
+  // started again on the same storage does. False when stopped (SIGINT, SIGTERM) while waiting.
+  Result<bool> Lead() {
+    bool stop = false, said = false;
+    signals_.async_wait([&stop](boost::system::error_code e, int) { stop = stop || !e; });
+    Result<bool> leads = false;
+    while (!stop) {
+      leads = db_->TryLead();
+      if (!leads.ok() || *leads) break;
+      if (!said) Log("standby: another server leads ", db_->path(), "; taking over when it stops");
+      said = true;
+      std::this_thread::sleep_for(kStandbyPoll);
+      io_.poll();  // a stop signal
+    }
+    signals_.cancel();
+    io_.poll();
+    io_.restart();
+    if (leads.ok() && *leads && said) Log("taking over: this server now leads ", db_->path());
+    return leads;
+  }
+
+  // Before serving: the submissions a server left unfinished.
   Status LoadSubmissions() {
-    HP_ASSIGN_OR_RETURN(db_, storage::Storage::Open(options_.storage_path));
     HP_ASSIGN_OR_RETURN(std::vector<SubmissionRecord> all, db_->ListSubmissions());
     for (SubmissionRecord& r : all) {
       if (r.state == SubmissionState::kDone) {

@@ -33,10 +33,10 @@ Result<int> ResultOf(const protocol::Done& done) {
 
 class Follower {
  public:
-  Follower(asio::io_context& io, const SubmitOptions& options, tcp::endpoint ep)
+  Follower(asio::io_context& io, const SubmitOptions& options, std::vector<ServerAddress> servers)
       : io_(io),
         options_(options),
-        ep_(ep),
+        servers_(std::move(servers)),
         out_(options.out ? *options.out : std::cout),
         signals_(io, SIGINT, SIGTERM),
         retry_(io),
@@ -56,13 +56,18 @@ class Follower {
     while (!left_) {
       const std::optional<std::string> lost = co_await FollowOnce();
       if (!lost || left_) break;  // done, or the user left
-      if (!submission_) {         // never accepted: nothing to follow again
+      if (!submission_) {         // never accepted: the next address, or nothing to follow again
+        if (++unanswered_ < servers_.size()) {
+          next_ = (next_ + 1) % servers_.size();
+          continue;
+        }
         result_ = Status::Io(options_.server, ": ", *lost);
         break;
       }
       if (failures++ % 10 == 0)
-        out_ << "lost the server " << options_.server << " (" << *lost
+        out_ << "lost the server " << servers_[next_].text << " (" << *lost
              << "); reconnecting to follow submission " << *submission_ << std::endl;
+      next_ = (next_ + 1) % servers_.size();  // a standby that took over
       if (conn_) conn_->Close();
       const double wait = delay * std::uniform_real_distribution<double>(0.5, 1.5)(jitter_);
       delay = std::min(delay * 2, kMaxRetryS);
@@ -92,7 +97,7 @@ class Follower {
   // system errors.
   asio::awaitable<Status> Follow() {
     tcp::socket socket(io_);
-    co_await socket.async_connect(ep_, asio::use_awaitable);
+    co_await socket.async_connect(servers_[next_].endpoint, asio::use_awaitable);
     conn_ = std::make_shared<Connection>(std::move(socket));
     Result<protocol::Welcome> welcome =
         co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kClient);
@@ -154,7 +159,9 @@ class Follower {
 
   asio::io_context& io_;
   const SubmitOptions& options_;
-  tcp::endpoint ep_;
+  std::vector<ServerAddress> servers_;  // --server's, in order
+  size_t next_ = 0;                     // the one to connect to next
+  size_t unanswered_ = 0;               // addresses tried before any accepted the study
   std::ostream& out_;
   asio::signal_set signals_;
   asio::steady_timer retry_;
@@ -170,8 +177,8 @@ class Follower {
 
 Result<int> SubmitStudy(const SubmitOptions& options) {
   asio::io_context io;
-  HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io, options.server));
-  return Follower(io, options, ep).Run();
+  HP_ASSIGN_OR_RETURN(std::vector<ServerAddress> servers, ResolveAll(io, options.server));
+  return Follower(io, options, std::move(servers)).Run();
 }
 
 }  // namespace hyperpack::scheduler

@@ -131,8 +131,11 @@ bool FolderHoldsSomething(const std::string& path) {
 Result<PreparedStudy> PrepareStudy(const StudySpec& spec, const std::string& storage_path,
                                    const std::string& log_dir) {
   PreparedStudy out;
-  fs::path db_path(storage_path);
-  if (db_path.has_parent_path()) {
+  // A database file's folder is made for it; logs go next to it, or, for a server's database or
+  // a memory store, in the current folder.
+  const std::optional<std::string> file = storage::StorageFile(storage_path);
+  const fs::path db_path(file.value_or("hyperpack.db"));
+  if (file && db_path.has_parent_path()) {
     std::error_code ec;
     fs::create_directories(db_path.parent_path(), ec);
   }

@@ -62,6 +62,12 @@ class Storage {
   // single-call writes below join an enclosing transaction instead of starting their own.
   virtual Status Transaction(const std::function<Status()>& body) = 0;
 
+  // Takes the store's leader lease for this handle unless another handle holds it: true when this
+  // handle holds it, from then until it is closed or its process dies (PostgreSQL: a session
+  // advisory lock; SQLite: a lock on the file beside the database; memory: the store's flag). Two
+  // `hyperpack serve` on one store run one at a time: the other waits as a standby.
+  virtual Result<bool> TryLead() = 0;
+
   // ---- studies ----
   // Fails with kAlreadyExists when the name is taken; the record returned carries its new id.
   virtual Result<StudyRecord> CreateStudy(const StudyRecord& study) = 0;
@@ -136,6 +142,11 @@ class Storage {
 //                           opened on it while one is open (a read_only open of one that is not
 //                           open is kNotFound, as for a missing file).
 // Any other scheme (mysql://) is kInvalidArgument naming the ones there are.
+// The file the store at `url` keeps its data in: PATH for a path or sqlite:///PATH; nullopt for a
+// server's database or a memory store (what sits "next to the storage" then goes in the current
+// folder).
+std::optional<std::string> StorageFile(const std::string& url);
+
 Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
                                              const Storage::Options& options = {});
 

@@ -14,6 +14,12 @@
 // ServeOptions::preempt_after_s); submissions are kept in storage, so a server started again on
 // the same storage resumes them; agents and clients reconnect with backoff. Storage is the
 // server's, which the read commands open as usual.
+//
+// Standby: a server holds its storage's leader lease (Storage::TryLead) while it serves. A second
+// server started on the same storage (a shared PostgreSQL database, from another host) waits
+// without listening until the lease ends, when the first one's process or database session dies,
+// and then carries on as a server started again on that storage would. Agents and clients given
+// "A:PORT,B:PORT" try the addresses in turn, so they find whichever server listens.
 // Thread-safety: each function runs its own io_context on the calling thread until it returns.
 #pragma once
 
@@ -48,7 +54,7 @@ struct ServeOptions {
 Status Serve(const ServeOptions& options);
 
 struct AgentOptions {
-  std::string connect;  // HOST:PORT of the server
+  std::string connect;  // HOST:PORT of the server, or HOST:PORT,HOST:PORT,...: it and its standbys
   std::string token;
   std::string name;    // default: the host name
   int fake_gpus = -1;  // >= 0: pretend to have this many GPUs
@@ -61,7 +67,7 @@ struct AgentOptions {
 Status RunAgent(const AgentOptions& options);
 
 struct SubmitOptions {
-  std::string server;  // HOST:PORT
+  std::string server;  // HOST:PORT, or HOST:PORT,HOST:PORT,...: a server and its standbys
   std::string token;
   std::string study_text;
   std::string study_path;
