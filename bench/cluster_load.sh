@@ -16,6 +16,11 @@
 #
 #   bench/cluster_load.sh [--hyperpack PATH] [--agents N] [--trials N] [--clients N]
 #                         [--parallel N] [--interval S] [--stall S] [--dir DIR] [--keep]
+#                         [--backend sqlite|postgresql]
+#
+# --backend postgresql keeps the storage in a PostgreSQL server this script starts and stops
+# (Debian's postgresql-15: initdb and pg_ctl on a free loopback port, in the work folder, run as
+# the postgres user when run as root); its size is the database's (pg_database_size), no -wal.
 #
 # Defaults: build/cli/hyperpack, 32 agents, 10,000 trials, 4 clients, max_parallel 32, a sample
 # every 1 s, give up when no trial has run for 120 s. The same settings from the environment:
@@ -37,6 +42,7 @@ interval="${INTERVAL:-1}"
 stall="${STALL:-120}"
 dir=""
 keep=0
+backend="${BACKEND:-sqlite}"
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
@@ -50,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --stall) stall="$2"; shift 2 ;;
     --dir) dir="$2"; keep=1; shift 2 ;;
     --keep) keep=1; shift ;;
+    --backend) backend="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cluster_load.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -59,6 +66,9 @@ for v in agents trials clients parallel stall; do
     echo "cluster_load.sh: --$v must be a positive integer (got '${!v}')" >&2; exit 2
   fi
 done
+if [[ "$backend" != sqlite && "$backend" != postgresql ]]; then
+  echo "cluster_load.sh: --backend must be sqlite or postgresql (got '$backend')" >&2; exit 2
+fi
 if (( clients > trials )); then
   echo "cluster_load.sh: --clients ($clients) must not exceed --trials ($trials)" >&2; exit 2
 fi
@@ -78,6 +88,28 @@ ledger="$dir/ledger"
 samples="$dir/latency.tsv"
 if [[ -e "$db" ]]; then echo "cluster_load.sh: $db exists; give an empty --dir" >&2; exit 2; fi
 cd "$dir" || exit 2  # nothing started here writes anywhere else
+
+# ---- PostgreSQL, when it keeps the storage: a server of this run's own ----
+pg_bin="$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | sort -V | tail -1)"
+pg_as=()
+(( EUID == 0 )) && pg_as=(runuser -u postgres --)
+pg_port=""
+start_postgres() {
+  [[ -x "$pg_bin/initdb" ]] || { echo "cluster_load.sh: no initdb: install postgresql-15" >&2; exit 2; }
+  mkdir -p "$dir/pg" && chmod 777 "$dir" "$dir/pg"
+  pg_port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  "${pg_as[@]}" "$pg_bin/initdb" -D "$dir/pg/data" -U hp --auth=trust -E UTF8 --no-sync \
+    --locale=C > "$dir/pg/initdb.log" 2>&1 || { cat "$dir/pg/initdb.log" >&2; exit 2; }
+  "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$dir/pg/data" -l "$dir/pg/log" -w \
+    -o "-c listen_addresses=127.0.0.1 -p $pg_port -k $dir/pg" start > /dev/null ||
+    { cat "$dir/pg/log" >&2; exit 2; }
+  db="postgresql://hp@127.0.0.1:$pg_port/postgres"
+}
+stop_postgres() {
+  [[ -n "$pg_port" ]] && "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$dir/pg/data" -m fast -w stop \
+    > /dev/null 2>&1
+  pg_port=""
+}
 
 # ---- Every process started here is remembered by its pid and stopped on the way out ----
 server_pid=""
@@ -107,6 +139,7 @@ cleanup() {
   (( ${#client_pids[@]} )) && stop_pids "${client_pids[@]}"
   [[ -n "$server_pid" ]] && stop_pids "$server_pid"
   (( ${#agent_pids[@]} )) && stop_pids "${agent_pids[@]}"
+  stop_postgres
   if (( keep || !ok )); then
     echo "work folder kept: $dir" >&2
   else
@@ -120,6 +153,7 @@ trap 'echo "interrupted" >&2; exit 130' INT TERM
 
 fail() { echo "cluster_load.sh: $*" >&2; exit 1; }
 say() { echo "[$(date +%T)] $*" >&2; }  # progress, on stderr
+if [[ "$backend" == postgresql ]]; then start_postgres; say "PostgreSQL on port $pg_port"; fi
 
 # ---- The studies and the trial ----
 head -c 32 /dev/urandom | base64 > "$dir/token"
@@ -267,8 +301,14 @@ for p in "${agent_pids[@]}"; do
   kill -0 "$p" 2> /dev/null && agents_alive=$((agents_alive + 1))
 done
 size_of() { if [[ -e "$1" ]]; then stat -c %s "$1"; else echo 0; fi; }
-db_bytes="$(size_of "$db")"
-wal_bytes="$(size_of "$db-wal")"
+if [[ "$backend" == postgresql ]]; then
+  db_bytes="$("$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U hp -d postgres -At \
+    -c 'SELECT pg_database_size(current_database())' 2> /dev/null || echo 0)"
+  wal_bytes=0
+else
+  db_bytes="$(size_of "$db")"
+  wal_bytes="$(size_of "$db-wal")"
+fi
 logs_kb="$(du -sk "$dir/hyperpack_logs" 2> /dev/null | cut -f1)"
 
 if [[ -n "$stalled" ]]; then
@@ -294,11 +334,11 @@ rcs=""
 for ((k = 0; k < clients; ++k)); do rcs+="${client_rc[$k]:--1},"; done
 
 # ---- The checks and the report ----
-"$python" - "$dir" "$trials" "$agents" "$clients" "$parallel" "$start" "$end" \
+CLUSTER_LOAD_BACKEND="$backend" "$python" - "$dir" "$trials" "$agents" "$clients" "$parallel" "$start" "$end" \
   "${server_hwm_kb:-0}" "${server_rss_kb:-0}" "$agent_hwm_kb" "$agents_alive" "$db_bytes" \
   "$wal_bytes" "${server_cpu_s:-0}" "$agents_cpu_s" "${logs_kb:-0}" "${rcs%,}" "$stalled" \
   "${studies[@]}" << 'PY'
-import collections, json, statistics, sys
+import collections, json, os, statistics, sys
 
 (d, trials, agents, clients, parallel, start, end, hwm, rss, agent_hwm, agents_alive, db_bytes,
  wal_bytes, server_cpu, agents_cpu, logs_kb, rcs, stalled, *studies) = sys.argv[1:]
@@ -322,6 +362,7 @@ with open(f"{d}/ledger") as f:
 
 states = collections.Counter()
 stored = set()
+rerun = set()  # (study, trial) that a later trial runs again: a preempted one may never have run
 durations = []
 per_study = []
 retried = 0
@@ -337,6 +378,8 @@ for i, name in enumerate(studies):
         stored.add((name, r["trial"]))
         if r.get("attempt", 1) != 1 or r.get("retry_of") is not None:
             retried += 1
+        if r.get("retry_of") is not None:
+            rerun.add((name, r["retry_of"]))
     starts = [r["started"] for r in rows if r.get("started")]
     ends = [r["ended"] for r in rows if r.get("ended")]
     span = max(ends) - min(starts) if starts and ends else 0.0
@@ -346,10 +389,11 @@ for i, name in enumerate(studies):
 
 completed = states.get("completed", 0)
 # Short of the studies' budgets: not completed. A stored trial whose process never wrote the ledger
-# never ran; a (study, trial) with more than one line ran twice (or more); a line for a trial that
+# never ran, unless a later trial runs it again (a trial preempted for another study's fair share
+# before its process started is interrupted and re-run under a new number); a (study, trial) with more than one line ran twice (or more); a line for a trial that
 # storage does not have is unaccounted for.
 not_completed = trials - completed
-missing = sorted(k for k in stored if ran[k] == 0)
+missing = sorted(k for k in stored if ran[k] == 0 and k not in rerun)
 duplicates = sorted(k for k, n in ran.items() if n > 1)
 extra_runs = sum(n - 1 for n in ran.values() if n > 1)
 unknown = sorted(k for k in ran if k not in stored)
@@ -372,7 +416,8 @@ status_lat, trials_lat = stats("status"), stats("trials")
 clean = (not_completed == 0 and not missing and not duplicates and not unknown
          and int(agents_alive) == agents and all(rc == 0 for rc in rcs) and not stalled)
 result = {
-    "bench": "cluster_load", "agents": agents, "trials": trials, "clients": clients,
+    "bench": "cluster_load", "backend": os.environ.get("CLUSTER_LOAD_BACKEND", "sqlite"),
+    "agents": agents, "trials": trials, "clients": clients,
     "max_parallel": parallel, "wall_s": round(wall, 2),
     "trials_per_s": round(completed / wall, 1) if wall > 0 else 0.0,
     "completed": completed, "states": dict(states), "not_completed": not_completed,
@@ -399,6 +444,7 @@ print(f"cluster load: {agents} agents x 1 fake GPU, {trials} trials in {clients}
       f"submitted at once, max_parallel {parallel}")
 print(f"| measure | value |")
 print(f"|---|---|")
+print(f"| storage | {result['backend']} |")
 print(f"| wall clock (first submission to last client exit) | {wall:.1f} s |")
 print(f"| trials completed / wall | {result['trials_per_s']} per s |")
 print(f"| one trial as stored (started to ended), median | {ms(result['trial_median_ms'])} ms; "

@@ -99,7 +99,10 @@ std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec
   }
   Result<tuner::CostModel> model = tuner::CostModel::Fit(spec.space, configs, seconds);
   if (!model.ok()) return out;
-  for (const auto& [number, config] : all) out[number] = model->Predict(config);
+  std::vector<Config> to_predict;
+  for (const auto& [number, config] : all) to_predict.push_back(config);
+  const std::vector<tuner::CostPrediction> predicted = model->PredictMany(to_predict);
+  for (size_t i = 0; i < all.size(); ++i) out[all[i].first] = predicted[i];
   // A trial the model was fitted on is predicted as if it had not run.
   const std::vector<tuner::CostPrediction> loo = model->LeaveOneOut();
   for (size_t i = 0; i < fitted.size(); ++i) out[fitted[i]] = loo[i];

@@ -60,18 +60,33 @@ CostModel::CostModel(CostModel&&) noexcept = default;
 CostModel& CostModel::operator=(CostModel&&) noexcept = default;
 CostModel::~CostModel() = default;
 
-CostPrediction CostModel::Predict(const Config& config) const {
+CostPrediction CostModel::Predict(const Config& config) const { return PredictMany({config})[0]; }
+
+std::vector<CostPrediction> CostModel::PredictMany(const std::vector<Config>& configs) const {
+  // Rows per solve: the cross-covariance is fitted points x block, at most ~6 MB at 200 points.
+  constexpr size_t kBlock = 4096;
   const int d = impl_->encoder.dims();
-  const Encoder::Encoded e = impl_->encoder.Encode(config);
-  Eigen::MatrixXd x = Eigen::Map<const Eigen::VectorXd>(e.x.data(), d).transpose();
-  Eigen::VectorXd mean, var;
-  impl_->gp.Predict(x, &mean, &var);
   // The spread of a run's cost, not only the model's: the noise the fit found is added back.
   const double noise = std::exp(impl_->gp.hyper().log_noise_var);
-  CostPrediction p;
-  p.median = std::exp(impl_->log_mean + impl_->log_scale * mean(0));
-  p.log_sd = impl_->log_scale * std::sqrt(std::max(0.0, var(0)) + noise);
-  return p;
+  std::vector<CostPrediction> out;
+  out.reserve(configs.size());
+  for (size_t start = 0; start < configs.size(); start += kBlock) {
+    const size_t rows = std::min(kBlock, configs.size() - start);
+    Eigen::MatrixXd x(static_cast<Eigen::Index>(rows), d);
+    for (size_t i = 0; i < rows; ++i) {
+      const Encoder::Encoded e = impl_->encoder.Encode(configs[start + i]);
+      x.row(static_cast<Eigen::Index>(i)) = Eigen::Map<const Eigen::VectorXd>(e.x.data(), d);
+    }
+    Eigen::VectorXd mean, var;
+    impl_->gp.Predict(x, &mean, &var);
+    for (Eigen::Index i = 0; i < mean.size(); ++i) {
+      CostPrediction p;
+      p.median = std::exp(impl_->log_mean + impl_->log_scale * mean(i));
+      p.log_sd = impl_->log_scale * std::sqrt(std::max(0.0, var(i)) + noise);
+      out.push_back(p);
+    }
+  }
+  return out;
 }
 
 std::vector<CostPrediction> CostModel::LeaveOneOut() const {

@@ -43,6 +43,9 @@ class CostModel {
   ~CostModel();
 
   CostPrediction Predict(const Config& config) const;
+  // Predict of each config, in order, in blocks of one matrix solve each: what a report of every
+  // trial of a long study asks (one solve per config would be quadratic in the fitted points each).
+  std::vector<CostPrediction> PredictMany(const std::vector<Config>& configs) const;
   // What the model, fitted without trial i (its hyperparameters kept), predicts for the i-th of
   // the configurations it was fitted on: an honest prediction for a trial that ran.
   std::vector<CostPrediction> LeaveOneOut() const;
