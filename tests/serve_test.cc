@@ -149,6 +149,34 @@ class ServeTest : public ::testing::Test {
                       dir_.path().string());
   }
 
+  // The value of each completed trial of `study`, by number.
+  std::map<int, double> CompletedValues(const std::string& study) {
+    std::map<int, double> out;
+    for (const auto& t : Trials(study))
+      if (t.state == storage::TrialState::kCompleted) out[t.number] = *t.value;
+    return out;
+  }
+
+  // After a server was killed: every trial of `study` completed or was interrupted (and ran again
+  // under another number), `want` completed, and those completed before (`before`) kept their
+  // values.
+  void ExpectCompletedKeeping(const std::string& study, int want,
+                              const std::map<int, double>& before) {
+    int completed = 0;
+    for (const auto& t : Trials(study)) {
+      EXPECT_TRUE(t.state == storage::TrialState::kCompleted ||
+                  t.state == storage::TrialState::kInterrupted)
+          << t.number << " " << storage::TrialStateName(t.state);
+      if (t.state != storage::TrialState::kCompleted) continue;
+      ++completed;
+      if (auto b = before.find(t.number); b != before.end()) EXPECT_EQ(*t.value, b->second);
+    }
+    EXPECT_EQ(completed, want);
+    const auto trials = Trials(study);
+    for (const auto& [number, value] : before)
+      EXPECT_EQ(trials[number].state, storage::TrialState::kCompleted) << number;
+  }
+
   std::vector<storage::TrialRecord> Trials(const std::string& study) {
     auto db = storage::Storage::Open(db_).value();
     auto found = db->FindStudy(study).value();
@@ -764,9 +792,7 @@ echo "{\"loss\": $1}"
   // Trial 2 starts once its row is stored, after the end of the trial whose slot it took.
   ASSERT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
   server_.Stop(SIGKILL);
-  std::map<int, double> before;
-  for (const auto& t : Trials("restart"))
-    if (t.state == storage::TrialState::kCompleted) before[t.number] = *t.value;
+  const std::map<int, double> before = CompletedValues("restart");
   ASSERT_FALSE(before.empty());
 
   const std::string old_address = address_;
@@ -777,23 +803,7 @@ echo "{\"loss\": $1}"
   EXPECT_THAT(client.Until("budget reached"), HasSubstr("6 completed"));
   int status = client.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-
-  int completed = 0;
-  for (const auto& t : Trials("restart")) {
-    EXPECT_TRUE(t.state == storage::TrialState::kCompleted ||
-                t.state == storage::TrialState::kInterrupted)
-        << t.number << " " << storage::TrialStateName(t.state);
-    if (t.state != storage::TrialState::kCompleted) continue;
-    ++completed;
-    if (before.count(t.number)) {
-      EXPECT_EQ(*t.value, before[t.number]);
-    }
-  }
-  EXPECT_EQ(completed, 6);
-  for (const auto& [number, value] : before) {
-    auto trials = Trials("restart");
-    EXPECT_EQ(trials[number].state, storage::TrialState::kCompleted) << number;
-  }
+  ExpectCompletedKeeping("restart", 6, before);
 }
 
 #ifdef HYPERPACK_WITH_POSTGRES
@@ -848,9 +858,7 @@ echo "{\"loss\": $1}"
                        dir_.path().string());
   ASSERT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
   server_.Stop(SIGKILL);
-  std::map<int, double> before;
-  for (const auto& t : Trials("failover"))
-    if (t.state == storage::TrialState::kCompleted) before[t.number] = *t.value;
+  const std::map<int, double> before = CompletedValues("failover");
   ASSERT_FALSE(before.empty());
 
   EXPECT_THAT(standby_.Until("listening on"), HasSubstr("taking over"));
@@ -859,16 +867,7 @@ echo "{\"loss\": $1}"
   EXPECT_THAT(client.Until("budget reached"), HasSubstr("6 completed"));
   const int status = client.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  int completed = 0;
-  for (const auto& t : Trials("failover")) {
-    EXPECT_TRUE(t.state == storage::TrialState::kCompleted ||
-                t.state == storage::TrialState::kInterrupted)
-        << t.number << " " << storage::TrialStateName(t.state);
-    if (t.state != storage::TrialState::kCompleted) continue;
-    ++completed;
-    if (before.count(t.number)) EXPECT_EQ(*t.value, before[t.number]) << t.number;
-  }
-  EXPECT_EQ(completed, 6);
+  ExpectCompletedKeeping("failover", 6, before);
 
   // The old leader comes back: the new one holds the lease, so it waits.
   Child back =

@@ -6,6 +6,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "transaction.h"
+
 namespace hyperpack::storage {
 namespace {
 
@@ -55,19 +57,18 @@ class MemoryStorage final : public Storage {
   }
 
   Status Transaction(const std::function<Status()>& body) override {
-    if (depth_ > 0) {
-      ++depth_;
-      Status s = body();
-      --depth_;
-      return s;
-    }
-    std::unique_lock<std::mutex> lock(store_->mu);
-    Data before = store_->data;  // restored when the body fails
-    ++depth_;
-    Status s = body();
-    --depth_;
-    if (!s.ok()) store_->data = std::move(before);
-    return s;
+    // The store's lock is held from the outermost begin to its end; what was there before is put
+    // back when the body fails.
+    std::unique_lock<std::mutex> lock(store_->mu, std::defer_lock);
+    Data before;
+    return transaction_.Run(
+        body,
+        [&] {
+          lock.lock();
+          before = store_->data;
+          return Status::Ok();
+        },
+        [] { return Status::Ok(); }, [&] { store_->data = std::move(before); });
   }
 
   Result<StudyRecord> CreateStudy(const StudyRecord& study) override {
@@ -316,7 +317,7 @@ class MemoryStorage final : public Storage {
   // `read` under the store's lock (already held inside a transaction).
   template <typename F>
   std::invoke_result_t<F, const Data&> Read(F read) {
-    if (depth_ > 0) return read(static_cast<const Data&>(store_->data));
+    if (transaction_.open()) return read(static_cast<const Data&>(store_->data));
     std::lock_guard<std::mutex> lock(store_->mu);
     return read(static_cast<const Data&>(store_->data));
   }
@@ -324,7 +325,7 @@ class MemoryStorage final : public Storage {
   std::shared_ptr<Store> store_;
   std::string url_;
   bool read_only_;
-  int depth_ = 0;  // transactions open on this handle, the outermost holding the store's lock
+  TransactionDepth transaction_;  // the outermost holds the store's lock
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "hyperpack/text.h"
+#include "transaction.h"
 
 namespace hyperpack::storage {
 namespace {
@@ -201,23 +202,9 @@ class PostgresStorage final : public Storage {
   int schema_version() const override { return schema_version_; }
 
   Status Transaction(const std::function<Status()>& body) override {
-    if (depth_ > 0) {
-      ++depth_;
-      Status s = body();
-      --depth_;
-      return s;
-    }
-    HP_RETURN_IF_ERROR(Exec("BEGIN"));
-    ++depth_;
-    Status s = body();
-    --depth_;
-    if (!s.ok()) {
-      (void)Exec("ROLLBACK");
-      return s;
-    }
-    Status c = Exec("COMMIT");
-    if (!c.ok()) (void)Exec("ROLLBACK");
-    return c;
+    return transaction_.Run(
+        body, [this] { return Exec("BEGIN"); }, [this] { return Exec("COMMIT"); },
+        [this] { (void)Exec("ROLLBACK"); });
   }
 
   Result<bool> TryLead() override {
@@ -659,7 +646,7 @@ class PostgresStorage final : public Storage {
   PGconn* conn_;
   std::string url_;
   int schema_version_ = 0;
-  int depth_ = 0;
+  TransactionDepth transaction_;
 };
 
 }  // namespace

@@ -212,7 +212,7 @@ class SqliteStorage::Connection {
   sqlite3* handle_;
   std::string path_;
   int schema_version_ = 0;
-  int transaction_depth_ = 0;
+  TransactionDepth transaction_;
   std::vector<std::pair<std::string, sqlite3_stmt*>> statements_;
 };
 
@@ -337,25 +337,11 @@ Status SqliteStorage::Transaction(const std::function<Status()>& body) {
 }
 
 Status SqliteStorage::Connection::Transaction(const std::function<Status()>& body) {
-  if (transaction_depth_ > 0) {
-    ++transaction_depth_;
-    Status s = body();
-    --transaction_depth_;
-    return s;
-  }
   // IMMEDIATE takes the write lock up front, so a busy database waits (busy timeout) here rather
   // than failing half way through.
-  HP_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  ++transaction_depth_;
-  Status s = body();
-  --transaction_depth_;
-  if (!s.ok()) {
-    (void)Exec("ROLLBACK");
-    return s;
-  }
-  Status c = Exec("COMMIT");
-  if (!c.ok()) (void)Exec("ROLLBACK");
-  return c;
+  return transaction_.Run(
+      body, [this] { return Exec("BEGIN IMMEDIATE"); }, [this] { return Exec("COMMIT"); },
+      [this] { (void)Exec("ROLLBACK"); });
 }
 
 Result<sqlite3_stmt*> SqliteStorage::Connection::Prepare(const std::string& sql) {
