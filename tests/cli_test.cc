@@ -15,6 +15,7 @@
 #include <set>
 
 #include "hyperpack/storage/storage.h"
+#include "local_postgres.h"
 #include "test_util.h"
 
 namespace hyperpack {
@@ -68,6 +69,9 @@ class CliTest : public ::testing::Test {
   void TearDown() override {
     if (fifo_fd_ >= 0) close(fifo_fd_);
   }
+
+  // Runs kQuickStudy on db_ and checks what every read command says of it.
+  void ExpectReadCommandsAgree();
 
   std::string WriteStudy(const std::string& name, const std::string& yaml) {
     std::string path = dir_ / name;
@@ -220,7 +224,30 @@ TEST_F(CliTest, ABadStudyFileStopsRunBeforeAnythingIsStored) {
   EXPECT_EQ(Trials().size(), 5u);
 }
 
-TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) {
+TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) { ExpectReadCommandsAgree(); }
+
+#ifdef HYPERPACK_WITH_POSTGRES
+// The same study on PostgreSQL (a throwaway server: local_postgres.h), with export and report.
+TEST_F(CliTest, ReadCommandsSayTheSameOnPostgreSQL) {
+  std::string error;
+  auto server = testing::LocalPostgres::Start(&error);
+  if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_NE(server, nullptr) << error;
+  db_ = server->NewDatabase("cli", &error);
+  ASSERT_FALSE(db_.empty()) << error;
+  ExpectReadCommandsAgree();
+  auto exported = Cli({"export", "s", "--format", "json", "--storage", db_});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_TRUE(Json::parse(exported.out).contains("x"));
+  auto report = Cli({"report", "s", "-o", dir_ / "s.html", "--storage", db_});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(testing::ReadFile(dir_ / "s.html"), HasSubstr("<title>s"));
+  // Trial logs go to the current folder, not to one named after the URL.
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "hyperpack_logs/s"));
+}
+#endif
+
+void CliTest::ExpectReadCommandsAgree() {
   auto run = Cli({"run", WriteStudy("s.yaml", kQuickStudy), "--storage", db_});
   ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
   EXPECT_THAT(run.out, HasSubstr("budget reached"));

@@ -66,6 +66,12 @@ class LocalPostgres {
     return "postgresql://hp@127.0.0.1:" + std::to_string(port_) + "/" + name;
   }
 
+  // Runs `sql` in database `name` with psql; its exit code and output.
+  Ran Sql(const std::string& name, const std::string& sql) {
+    return Run({bin_ + "/psql", "-h", "127.0.0.1", "-p", std::to_string(port_), "-U", "hp", "-d",
+                name, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql});
+  }
+
   int port() const { return port_; }
 
  private:

@@ -315,6 +315,31 @@ TEST_P(StorageContractTest, AReaderOnAnotherThreadSeesEachTransactionWholeOrNotA
   EXPECT_EQ(Open()->ListTrials(id)->size(), 2u * kPairs);
 }
 
+#ifdef HYPERPACK_WITH_POSTGRES
+// As on SQLite (RefusesADatabaseFromANewerVersionAndLeavesItUntouched): a PostgreSQL database a
+// newer hyperpack wrote is refused, by writers and readers, and nothing of it changes.
+TEST(PostgresStorageTest, RefusesADatabaseFromANewerVersionAndLeavesItUntouched) {
+  std::string error;
+  auto server = LocalPostgres::Start(&error);
+  if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_NE(server, nullptr) << error;
+  const std::string url = server->NewDatabase("newer", &error);
+  ASSERT_FALSE(url.empty()) << error;
+  OpenOrDie(url)->CreateStudy(NewStudy("a")).value();
+  ASSERT_EQ(server->Sql("newer", "INSERT INTO schema_version(version) VALUES (99)").exit_code, 0);
+  for (bool read_only : {false, true}) {
+    Storage::Options o;
+    o.read_only = read_only;
+    auto db = OpenStorage(url, o);
+    ASSERT_FALSE(db.ok());
+    EXPECT_EQ(db.status().code(), StatusCode::kFailedPrecondition) << db.status().message();
+    EXPECT_NE(db.status().message().find("99"), std::string::npos) << db.status().message();
+  }
+  EXPECT_EQ(server->Sql("newer", "SELECT count(*) FROM studies").out, "1\n");
+  EXPECT_EQ(server->Sql("newer", "SELECT max(version) FROM schema_version").out, "99\n");
+}
+#endif
+
 TEST(StorageUrlTest, APathAndItsSqliteUrlAreTheSameFile) {
   TempDir dir;
   OpenOrDie(dir / "h.db")->CreateStudy(NewStudy("a")).value();
