@@ -55,10 +55,23 @@ std::unique_ptr<Storage> OpenOrDie(const std::string& path, Storage::Options o =
 // where hyperpack is built with libpq, .../postgresql on a throwaway server (local_postgres.h)
 // that this test process starts. Each test has a store of its own; Open() gives another handle on
 // it.
-class StorageContractTest : public ::testing::TestWithParam<std::string> {
+enum class Backend { kSqlite, kMemory, kPostgresql };
+const char* BackendName(Backend b) {
+  switch (b) {
+    case Backend::kSqlite:
+      return "sqlite";
+    case Backend::kMemory:
+      return "memory";
+    case Backend::kPostgresql:
+      return "postgresql";
+  }
+  return "?";
+}
+
+class StorageContractTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (GetParam() != "postgresql") return;
+    if (GetParam() != Backend::kPostgresql) return;
     std::string error;
     LocalPostgres* server = Server(&error);
     if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
@@ -70,8 +83,8 @@ class StorageContractTest : public ::testing::TestWithParam<std::string> {
 
   std::unique_ptr<Storage> Open(Storage::Options o = {}) { return OpenOrDie(Url(), o); }
   std::string Url() const {
-    if (GetParam() == "sqlite") return "sqlite://" + (dir_ / "h.db");
-    if (GetParam() == "postgresql") return url_;
+    if (GetParam() == Backend::kSqlite) return "sqlite://" + (dir_ / "h.db");
+    if (GetParam() == Backend::kPostgresql) return url_;
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
     return StrCat("memory://", test->test_suite_name(), ".", test->name());
   }
@@ -90,13 +103,13 @@ class StorageContractTest : public ::testing::TestWithParam<std::string> {
 };
 
 #ifdef HYPERPACK_WITH_POSTGRES
-#define HP_STORAGE_BACKENDS "sqlite", "memory", "postgresql"
+#define HP_STORAGE_BACKENDS Backend::kSqlite, Backend::kMemory, Backend::kPostgresql
 #else
-#define HP_STORAGE_BACKENDS "sqlite", "memory"
+#define HP_STORAGE_BACKENDS Backend::kSqlite, Backend::kMemory
 #endif
 INSTANTIATE_TEST_SUITE_P(Backends, StorageContractTest, ::testing::Values(HP_STORAGE_BACKENDS),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return std::string(BackendName(info.param));
                          });
 
 TEST_P(StorageContractTest, CreatesSchemaAndFindsStudiesByName) {

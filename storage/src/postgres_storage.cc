@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "hyperpack/text.h"
@@ -99,6 +100,8 @@ const std::vector<Migration>& PostgresMigrations() {
 
 // Serialises the schema's creation between processes (pg_advisory_xact_lock's key).
 constexpr int64_t kMigrationLock = 0x6879706572706b;  // "hyperpk"
+// PostgreSQL's SQLSTATE for a unique key already used.
+constexpr std::string_view kUniqueViolation = "23505";
 // The leader lease of `hyperpack serve` (TryLead): a session lock, released when the session ends.
 constexpr int64_t kLeaderLock = 0x6879706c656164;  // "hyplead"
 
@@ -210,7 +213,7 @@ class PostgresStorage final : public Storage {
   Result<bool> TryLead() override {
     HP_ASSIGN_OR_RETURN(PgResult res, Query("SELECT pg_try_advisory_lock($1)",
                                             Params().Add(kLeaderLock), "taking the leader lease"));
-    return Text(res.get(), 0, 0) == "t";
+    return PQgetvalue(res.get(), 0, 0)[0] == 't';  // a boolean in libpq's text form: t or f
   }
 
   // Connects, then checks or creates the schema.
@@ -638,8 +641,7 @@ class PostgresStorage final : public Storage {
     const ExecStatusType status = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return res;
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    if (!taken.empty() && state && std::string(state) == "23505")
-      return Status::AlreadyExists(taken);
+    if (!taken.empty() && state && state == kUniqueViolation) return Status::AlreadyExists(taken);
     return Failure(res.get(), what);
   }
 

@@ -17,6 +17,19 @@ namespace hyperpack::study {
 namespace internal {
 namespace {
 
+// A Determined hyperparameter's type, parsed once from its `type:`.
+enum class HpType { kConst, kCategorical, kInt, kDouble, kLog };
+constexpr std::pair<std::string_view, HpType> kHpTypes[] = {{"const", HpType::kConst},
+                                                            {"categorical", HpType::kCategorical},
+                                                            {"int", HpType::kInt},
+                                                            {"double", HpType::kDouble},
+                                                            {"log", HpType::kLog}};
+std::optional<HpType> ParseHpType(const std::string& text) {
+  for (const auto& [name, type] : kHpTypes)
+    if (text == name) return type;
+  return std::nullopt;
+}
+
 class DeterminedImporter : public Importer {
  public:
   DeterminedImporter(std::string filename, const ImportOptions& options)
@@ -135,7 +148,8 @@ class DeterminedImporter : public Importer {
   }
 
   // An int, double or log hyperparameter (`type`) as a hyperpack range, or "" after an error.
-  std::string Range(const std::string& key, const std::string& type, const YAML::Node& s) {
+  std::string Range(const std::string& key, HpType kind, const std::string& type,
+                    const YAML::Node& s) {
     auto need = [&](const char* field) {
       if (s[field] && s[field].IsScalar() && ParseDouble(s[field].Scalar())) return true;
       Error(s[field] ? s[field] : s, key, type, " needs a number '", field, "'");
@@ -144,11 +158,11 @@ class DeterminedImporter : public Importer {
     auto num = [&](const char* field) { return *ParseDouble(s[field].Scalar()); };
     if (!need("minval") || !need("maxval")) return "";
     double lo = num("minval"), hi = num("maxval");
-    if (type == "int" && !(IsWholeNumber(s["minval"]) && IsWholeNumber(s["maxval"]))) {
+    if (kind == HpType::kInt && !(IsWholeNumber(s["minval"]) && IsWholeNumber(s["maxval"]))) {
       Error(s, key, "int needs whole numbers for minval and maxval");
       return "";
     }
-    if (type == "log") {  // minval and maxval are exponents of base (10 by default)
+    if (kind == HpType::kLog) {  // minval and maxval are exponents of base (10 by default)
       double base = 10;
       if (s["base"]) {
         if (!need("base")) return "";
@@ -165,8 +179,8 @@ class DeterminedImporter : public Importer {
       Error(s, key, type, ": minval must be below maxval");
       return "";
     }
-    return StrCat("{type: ", type == "int" ? "int" : "float", ", low: ", FormatDouble(lo),
-                  ", high: ", FormatDouble(hi), type == "log" ? ", log: true" : "", "}");
+    return StrCat("{type: ", kind == HpType::kInt ? "int" : "float", ", low: ", FormatDouble(lo),
+                  ", high: ", FormatDouble(hi), kind == HpType::kLog ? ", log: true" : "", "}");
   }
 
   // A hyperparameter's hyperpack form, or "" after an error.
@@ -180,11 +194,12 @@ class DeterminedImporter : public Importer {
       Error(s, key, "expected a hyperparameter: a constant or {type: ...}");
       return "";
     }
-    std::string type = s["type"].IsScalar() ? s["type"].Scalar() : "";
-    if (s["count"] && type != "const" && type != "categorical")
+    const std::string type = s["type"].IsScalar() ? s["type"].Scalar() : "";
+    const std::optional<HpType> kind = ParseHpType(type);
+    if (s["count"] && kind != HpType::kConst && kind != HpType::kCategorical)
       Warn(s["count"], key,
            "count (the number of grid points) is not carried over: the range is searched whole");
-    if (type == "const") {
+    if (kind == HpType::kConst) {
       if (!s["val"] || !(s["val"].IsScalar() || s["val"].IsSequence() || s["val"].IsMap())) {
         Error(s["val"] ? s["val"] : s, key,
               "const needs val: a number, text, boolean, list or "
@@ -194,7 +209,7 @@ class DeterminedImporter : public Importer {
       return "{type: fixed, value: " +
              (s["val"].IsScalar() ? YamlScalar(s["val"]) : FlowYaml(s["val"])) + "}";
     }
-    if (type == "categorical") {
+    if (kind == HpType::kCategorical) {
       if (!s["vals"].IsSequence() || s["vals"].size() == 0) {
         Error(s["vals"] ? s["vals"] : s, key, "categorical needs vals: a non-empty list");
         return "";
@@ -204,7 +219,7 @@ class DeterminedImporter : public Importer {
         values.push_back(v.IsScalar() ? YamlScalar(v) : FlowYaml(v));
       return "{type: categorical, values: [" + Join(values, ", ") + "]}";
     }
-    if (type == "int" || type == "double" || type == "log") return Range(key, type, s);
+    if (kind) return Range(key, *kind, type, s);
     Error(s["type"] ? s["type"] : s, key, "type '", type,
           "' is not a Determined hyperparameter type (const, int, double, log, categorical)");
     return "";
