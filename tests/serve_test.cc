@@ -206,6 +206,10 @@ class ResilienceTest : public ServeTest {
     agent_heartbeat_ = 0.4;
     ServeTest::SetUp();
   }
+
+  // Submits study `name` (6 trials of 0.4 s, 2 at a time) through address_ and returns its client
+  // once trial 2 started, so that a trial completed before.
+  Child SubmitSlowStudy(const std::string& name);
 };
 
 // The first line a trial writes to the FIFO at `path` (opened read-write, so that it never sees
@@ -585,6 +589,21 @@ budget: {max_trials: )",
                 trials, ", max_parallel: ", parallel, "}\nresources: {gpus: 1}\n");
 }
 
+Child ResilienceTest::SubmitSlowStudy(const std::string& name) {
+  WriteFile(dir_ / "slow.sh", R"(#!/bin/sh
+sleep 0.4
+echo "{\"loss\": $1}"
+)",
+            true);
+  std::string path = dir_ / "study.yaml";
+  WriteFile(path, StudyText(name, "sh " + (dir_ / "slow.sh") + " {x}", 6, 2));
+  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
+                       dir_.path().string());
+  // Trial 2 starts once its row is stored, after the end of the trial whose slot it took.
+  EXPECT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
+  return client;
+}
+
 // A trial's output is bytes: one that is not UTF-8, and a 3 MB line without a newline, reach the
 // log (replaced, and cut) and neither stop the agent nor fail the trial.
 TEST_F(ServeTest, OutputThatIsNotUtf8OrOneHugeLineStopsNeitherTheAgentNorTheTrial) {
@@ -780,17 +799,7 @@ echo '{"loss": 1}'
 TEST_F(ResilienceTest, AServerKilledAndStartedAgainResumesItsStudyWithItsAgentsAndClient) {
   StartAgent("r1", 1);
   StartAgent("r2", 1);
-  WriteFile(dir_ / "slow.sh", R"(#!/bin/sh
-sleep 0.4
-echo "{\"loss\": $1}"
-)",
-            true);
-  std::string path = dir_ / "study.yaml";
-  WriteFile(path, StudyText("restart", "sh " + (dir_ / "slow.sh") + " {x}", 6, 2));
-  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
-                       dir_.path().string());
-  // Trial 2 starts once its row is stored, after the end of the trial whose slot it took.
-  ASSERT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
+  Child client = SubmitSlowStudy("restart");
   server_.Stop(SIGKILL);
   const std::map<int, double> before = CompletedValues("restart");
   ASSERT_FALSE(before.empty());
@@ -847,16 +856,7 @@ TEST_F(FailoverTest, AStandbyTakesOverAKilledLeaderAndItsStudyCompletes) {
   address_ = leader + "," + standby;  // what agents and the client are given
   StartAgent("f1", 1);
   StartAgent("f2", 1);
-  WriteFile(dir_ / "slow.sh", R"(#!/bin/sh
-sleep 0.4
-echo "{\"loss\": $1}"
-)",
-            true);
-  std::string path = dir_ / "study.yaml";
-  WriteFile(path, StudyText("failover", "sh " + (dir_ / "slow.sh") + " {x}", 6, 2));
-  Child client = Start({HYPERPACK_CLI, "run", path, "--server", address_, "--token-file", token_},
-                       dir_.path().string());
-  ASSERT_THAT(client.Until("trial 2 started"), HasSubstr("completed"));
+  Child client = SubmitSlowStudy("failover");
   server_.Stop(SIGKILL);
   const std::map<int, double> before = CompletedValues("failover");
   ASSERT_FALSE(before.empty());
