@@ -199,7 +199,12 @@ Result<std::vector<EventRecord>> ReadEvents(const PGresult* res) {
 class PostgresStorage final : public Storage {
  public:
   PostgresStorage(PGconn* conn, std::string url) : conn_(conn), url_(std::move(url)) {}
-  ~PostgresStorage() override { PQfinish(conn_); }
+  ~PostgresStorage() override {
+    // PQfinish only sends the goodbye: the server ends the session, and frees its locks, some time
+    // later. Releasing a held lease first makes "free when the handle is closed" true on return.
+    if (leading_) (void)Exec("SELECT pg_advisory_unlock_all()");
+    PQfinish(conn_);
+  }
 
   const std::string& path() const override { return url_; }
   int schema_version() const override { return schema_version_; }
@@ -213,7 +218,9 @@ class PostgresStorage final : public Storage {
   Result<bool> TryLead() override {
     HP_ASSIGN_OR_RETURN(PgResult res, Query("SELECT pg_try_advisory_lock($1)",
                                             Params().Add(kLeaderLock), "taking the leader lease"));
-    return PQgetvalue(res.get(), 0, 0)[0] == 't';  // a boolean in libpq's text form: t or f
+    const bool won = PQgetvalue(res.get(), 0, 0)[0] == 't';  // libpq's text form: t or f
+    leading_ = leading_ || won;
+    return won;
   }
 
   // Connects, then checks or creates the schema.
@@ -648,6 +655,7 @@ class PostgresStorage final : public Storage {
   PGconn* conn_;
   std::string url_;
   int schema_version_ = 0;
+  bool leading_ = false;  // this session took the leader lease
   TransactionDepth transaction_;
 };
 
