@@ -182,20 +182,24 @@ TEST_F(ChaosTest, AStudySurvivesKilledAndStoppedAgentsAndServer) {
   const int max_faults = EnvInt("HYPERPACK_CHAOS_FAULTS", 8);
   constexpr int kTrials = 30;
   WriteFile(dir_ / "trial.sh", kTrialScript, true);
-  WriteFile(dir_ / "study.yaml", StrCat(R"(name: chaos
+  WriteFile(dir_ / "study.yaml",
+            StrCat(R"(name: chaos
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )", dir_ / "trial.sh", R"( {x}"}
-tuner: {algorithm: random, seed: )", seed, R"(}
-budget: {max_trials: )", kTrials, R"(, max_parallel: 3, max_attempts: 20, max_failed: 1000}
+trial: {command: "sh )",
+                   dir_ / "trial.sh", R"( {x}"}
+tuner: {algorithm: random, seed: )",
+                   seed, R"(}
+budget: {max_trials: )",
+                   kTrials, R"(, max_parallel: 3, max_attempts: 20, max_failed: 1000}
 resources: {gpus: 1}
 )"));
   StartServer();
   std::vector<std::unique_ptr<Process>> agents;
   for (int i = 0; i < 3; ++i) agents.push_back(StartAgent(i));
-  Process client({HYPERPACK_CLI, "run", dir_ / "study.yaml", "--server", address_, "--token-file",
-                  token_},
-                 dir_.path().string());
+  Process client(
+      {HYPERPACK_CLI, "run", dir_ / "study.yaml", "--server", address_, "--token-file", token_},
+      dir_.path().string());
   ASSERT_NE(client.WaitFor("started"), std::string::npos) << client.Output();
 
   // The script: a fault every 0.3 to 1.2 s, each undone (restarted, continued) 0.1 to 2.5 s later
@@ -233,7 +237,7 @@ resources: {gpus: 1}
       pause(std::min(undo, 0.5));
       StartServer();
       if (HasFatalFailure()) return;  // ~Process stops the client and the agents
-    } else {  // the server stops and continues
+    } else {                          // the server stops and continues
       server_->Signal(SIGSTOP);
       ++injected["server_stop"];
       pause(undo);
@@ -283,22 +287,23 @@ resources: {gpus: 1}
     if (t.state != storage::TrialState::kCompleted) continue;
     ++completed;
     ++completed_per_root[root_of[t.number]];
-    auto params = nlohmann::json::parse(t.params_json);
     ASSERT_TRUE(t.value.has_value());
-    EXPECT_NEAR(*t.value, Objective(params["x"].get<double>()), 1e-8) << t.number;
+    EXPECT_NEAR(*t.value, Objective(std::get<double>(t.params.at("x"))), 1e-8) << t.number;
     char root_dir[32];
     std::snprintf(root_dir, sizeof(root_dir), "trial-%04d", root_of[t.number]);
     checkpoint_of_root[root_of[t.number]] =
         (std::filesystem::path(t.log_path).parent_path().parent_path() / root_dir / "checkpoint")
             .string();
   }
-  EXPECT_EQ(completed, kTrials) << out << "\n" << [&] {
-    std::string states;
-    for (const auto& t : trials)
-      states += StrCat(t.number, " ", storage::TrialStateName(t.state), " attempt ", t.attempt,
-                       " ", t.error.substr(0, 200), "\n");
-    return states;
-  }();
+  EXPECT_EQ(completed, kTrials) << out << "\n"
+                                <<
+      [&] {
+        std::string states;
+        for (const auto& t : trials)
+          states += StrCat(t.number, " ", storage::TrialStateName(t.state), " attempt ", t.attempt,
+                           " ", t.error.substr(0, 200), "\n");
+        return states;
+      }();
   for (const auto& [root, n] : completed_per_root) EXPECT_EQ(n, 1) << "root " << root;
 
   // No two attempts of a trial ran at once.

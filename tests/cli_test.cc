@@ -320,9 +320,9 @@ TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
       t.study_id = s.id;
       t.number = number++;
       t.state = storage::TrialState::kRunning;
-      t.params_json = R"({"x": )" + std::to_string(r.x) + R"(, "opt": "sgd"})";
+      t.params = {{"x", r.x}, {"opt", "sgd"}};
       t.started = 2000;
-      t.placement_json = r.placement;
+      t.placement = storage::DecodePlacement(r.placement);
       ASSERT_TRUE(db->InsertTrial(t).ok());
       t.state = storage::TrialState::kCompleted;
       t.value = r.loss;
@@ -904,7 +904,7 @@ TEST_F(CliTest, StatusAnswersWhileARunGoesAndCtrlCInterruptsTrialsForLater) {
   ASSERT_EQ(trials.size(), 6u);
   EXPECT_EQ(trials[2].retry_of, 0);
   EXPECT_EQ(trials[3].retry_of, 1);
-  EXPECT_EQ(trials[2].params_json, trials[0].params_json);
+  EXPECT_EQ(trials[2].params, trials[0].params);
   int completed = 0;
   for (const auto& t : trials) completed += t.state == storage::TrialState::kCompleted;
   EXPECT_EQ(completed, 4);
@@ -962,7 +962,7 @@ TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
   for (int n = 0; n < 4; ++n) {
     EXPECT_EQ(trials[n].state, storage::TrialState::kCompleted);
     EXPECT_EQ(trials[n].value, snapshot[n].value);
-    EXPECT_EQ(trials[n].params_json, snapshot[n].params_json);
+    EXPECT_EQ(trials[n].params, snapshot[n].params);
     auto m = db->TrialMetrics(id, n).value();
     ASSERT_EQ(m.size(), metrics[n].size());
     for (size_t k = 0; k < m.size(); ++k) EXPECT_EQ(m[k].value, metrics[n][k].value);
@@ -975,7 +975,7 @@ TEST_F(CliTest, ARunKilledWithSigkillResumesWithoutLosingAnything) {
     finished += storage::IsFinished(t.state);
     if (t.retry_of) {
       reruns.insert(*t.retry_of);
-      EXPECT_EQ(t.params_json, trials[*t.retry_of].params_json);
+      EXPECT_EQ(t.params, trials[*t.retry_of].params);
       EXPECT_EQ(t.state, storage::TrialState::kCompleted);
     }
   }
@@ -1026,8 +1026,8 @@ TEST_F(CliTest, TheTrainerStudyRunsAsWrittenAndItsTorchrunExportsTrainToEachTria
   if (!std::filesystem::exists("/usr/bin/torchrun")) GTEST_SKIP() << "no torchrun (python3-torch)";
   std::set<int64_t> ranks;
   for (const auto& t : trials) {
-    const Json params = Json::parse(t.params_json);
-    ranks.insert(params["data_parallel"].get<int64_t>());
+    const int64_t data_parallel = std::get<int64_t>(t.params.at("data_parallel"));
+    ranks.insert(data_parallel);
     auto line = Cli({"export", "fmnist-quickstart", "--format", "torchrun", "--trial",
                      std::to_string(t.number), "--storage", db_});
     ASSERT_EQ(line.exit_code, 0) << line.err;
@@ -1036,7 +1036,7 @@ TEST_F(CliTest, TheTrainerStudyRunsAsWrittenAndItsTorchrunExportsTrainToEachTria
         RunCommand({"/bin/sh", "-c",
                     "export PATH=" + dir +
                         ":$PATH MASTER_PORT=" + std::to_string(testing::FreeLoopbackPort()) +
-                        " HYPERPACK_CPUS=" + params["data_parallel"].dump() + "\n" + line.out},
+                        " HYPERPACK_CPUS=" + std::to_string(data_parallel) + "\n" + line.out},
                    dir_.path().string());
     ASSERT_EQ(trained.exit_code, 0) << line.out << trained.err;
     // Rank 0's last epoch (torchrun --tee prefixes each line with its rank).
@@ -1045,7 +1045,7 @@ TEST_F(CliTest, TheTrainerStudyRunsAsWrittenAndItsTorchrunExportsTrainToEachTria
     const size_t from = trained.out.find('{', at);
     Json last = Json::parse(trained.out.substr(from, trained.out.find('\n', from) - from));
     EXPECT_DOUBLE_EQ(last["val_accuracy"].get<double>(), *t.value) << line.out;
-    EXPECT_EQ(last["global_batch"], params["batch_size"]);
+    EXPECT_EQ(last["global_batch"].get<int64_t>(), std::get<int64_t>(t.params.at("batch_size")));
   }
   EXPECT_EQ(ranks, (std::set<int64_t>{1, 2})) << "seed 1 no longer gives one trial of each";
 }

@@ -78,9 +78,7 @@ class EarlyStopTest : public hyperpack::testing::StudyRunFixture {
     return out;
   }
 
-  static double X(const TrialRecord& t) {
-    return *ValueAsNumber(ConfigFromJson(t.params_json).value().at("x"));
-  }
+  static double X(const TrialRecord& t) { return *ValueAsNumber(t.params.at("x")); }
 };
 
 // Every report continues the curve: epochs 1, 2, ... once each, whatever pauses came between.

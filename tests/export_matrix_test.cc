@@ -188,7 +188,7 @@ class ExportMatrixTest : public ::testing::Test {
     storage::TrialRecord t;
     t.study_id = s.id;
     t.state = storage::TrialState::kRunning;
-    t.params_json = ConfigToJson(c, &spec.space);
+    t.params = c;
     t.started = 1;
     EXPECT_TRUE(db->InsertTrial(t).ok());
     t.state = storage::TrialState::kCompleted;

@@ -42,11 +42,11 @@ TrialRecord Trial(int number, TrialState state, double started, std::optional<do
   TrialRecord t;
   t.number = number;
   t.state = state;
-  t.params_json = R"({"x": 0.5, "opt": "sgd", "seed": 1})";
+  t.params = {{"x", 0.5}, {"opt", "sgd"}, {"seed", int64_t{1}}};
   t.started = started;
   t.ended = ended;
   t.host = "h";
-  t.placement_json = placement;
+  t.placement = storage::DecodePlacement(placement);  // as a stored row reads
   return t;
 }
 
@@ -243,7 +243,7 @@ TEST(PageDataTest, ImportanceNeedsEnoughCompletedTrialsAndSaysWhy) {
   for (int i = 0; i < 12; ++i) {
     TrialRecord t = Trial(i, TrialState::kCompleted, 1, 2);
     const double x = (i + 0.5) / 12;
-    t.params_json = json({{"x", x}, {"opt", i % 2 ? "sgd" : "adam"}, {"seed", 1}}).dump();
+    t.params = {{"x", x}, {"opt", i % 2 ? "sgd" : "adam"}, {"seed", int64_t{1}}};
     t.value = std::sin(6 * x);
     in.trials.push_back(t);
   }
@@ -260,18 +260,19 @@ TEST(PageDataTest, TrialBytesCannotBreakOutOfThePageOrItsJson) {
   in.study.name = "<b>s</b>";
   in.trials = {Trial(0, TrialState::kFailed, 1, 2)};
   in.trials[0].error = "boom </script><script>alert(1)</script> \xff\xfe not UTF-8";
-  in.trials[0].params_json = "{not json";
+  in.trials[0].params["opt"] = "</script><script>alert(2)</script>\xff";
   const std::string html = StudyPageHtml(PageData(in), in.study.name, "");
   EXPECT_THAT(html, Not(HasSubstr("alert(1)</script>")));
   EXPECT_THAT(html, HasSubstr("\\u003c/script>\\u003cscript>alert(1)"));
   EXPECT_THAT(html, HasSubstr("<title>&lt;b&gt;s&lt;/b&gt;"));
   EXPECT_THAT(html, HasSubstr("\xef\xbf\xbd"));  // the bad bytes, replaced
-  // The data reads back as JSON, with the params that did not parse as an empty object.
+  EXPECT_THAT(html, Not(HasSubstr("alert(2)</script>")));
+  // The data reads back as JSON, the parameter's bad bytes replaced.
   const size_t open = html.find("<script id=\"hp-data\" type=\"application/json\">");
   ASSERT_NE(open, std::string::npos);
   const size_t from = html.find('>', open) + 1;
   json back = json::parse(html.substr(from, html.find("</script>", from) - from));
-  EXPECT_EQ(back["trials"][0]["params"], json::object());
+  EXPECT_EQ(back["trials"][0]["params"]["opt"], "</script><script>alert(2)</script>\xef\xbf\xbd");
   EXPECT_THAT(back["trials"][0]["error"].get<std::string>(), HasSubstr("</script><script>"));
 }
 

@@ -51,10 +51,7 @@ class RunnerTest : public hyperpack::testing::StudyRunFixture {
     return path;
   }
 
-  static double X(const TrialRecord& t) {
-    Config c = ConfigFromJson(t.params_json).value();
-    return *ValueAsNumber(c.at("x"));
-  }
+  static double X(const TrialRecord& t) { return *ValueAsNumber(t.params.at("x")); }
 };
 
 TEST_F(RunnerTest, CompletedTrialsRecordTheirLastObjectiveValueAndEveryMetric) {
@@ -107,18 +104,20 @@ budget: {max_trials: 6, max_parallel: 2}
         EXPECT_EQ(p.value, x);
       }
     }
-    // The parameters reached it through the environment and the file, exactly as stored.
+    // The parameters reached it through the environment and the file, as stored, in the space's
+    // order.
     std::string trial_dir = std::filesystem::path(t.log_path).parent_path().string();
-    EXPECT_EQ(ReadFile(trial_dir + "/env_params"), t.params_json);
+    const std::string handed = ConfigToJson(t.params, &spec.space);
+    EXPECT_EQ(ReadFile(trial_dir + "/env_params"), handed);
+    EXPECT_EQ(handed.find("\"x\""), 1u);
     std::string log = ReadFile(t.log_path);
-    EXPECT_THAT(log, HasSubstr(t.params_json));
+    EXPECT_THAT(log, HasSubstr(handed));
     EXPECT_THAT(log, HasSubstr("some ordinary output"));
   }
   EXPECT_EQ(summary->best_value, best);
   // Sobol proposals are distinct.
   for (size_t i = 0; i < trials.size(); ++i)
-    for (size_t j = i + 1; j < trials.size(); ++j)
-      EXPECT_NE(trials[i].params_json, trials[j].params_json);
+    for (size_t j = i + 1; j < trials.size(); ++j) EXPECT_NE(trials[i].params, trials[j].params);
 }
 
 // Nothing to tune (Determined's single searcher, a baseline): the command runs once, as it is,
@@ -140,7 +139,7 @@ budget: {max_trials: 3, max_parallel: 2}
     auto trials = Trials(std::string("e-") + tuner);
     ASSERT_EQ(trials.size(), 1u) << tuner;
     EXPECT_EQ(trials[0].value, 2.0);
-    EXPECT_EQ(trials[0].params_json, "{}");
+    EXPECT_TRUE(trials[0].params.empty());
     EXPECT_THAT(output_.str(), ::testing::HasSubstr("search space exhausted"));
   }
 }
@@ -382,11 +381,11 @@ budget: {max_trials: 3}
   auto all = Trials();
   ASSERT_EQ(all.size(), 5u);
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(all[i].params_json, first[i].params_json);
+    EXPECT_EQ(all[i].params, first[i].params);
     EXPECT_EQ(all[i].value, first[i].value);
   }
   for (size_t i = 3; i < 5; ++i)
-    for (size_t j = 0; j < 3; ++j) EXPECT_NE(all[i].params_json, all[j].params_json);
+    for (size_t j = 0; j < 3; ++j) EXPECT_NE(all[i].params, all[j].params);
   // A third run with the budget spent starts nothing.
   ASSERT_TRUE(Run(spec, more).ok());
   EXPECT_EQ(Trials().size(), 5u);
@@ -406,7 +405,7 @@ TEST_F(RunnerTest, ATrialLeftRunningByADeadRunnerIsInterruptedAndRunAgain) {
     t.study_id = study->id;
     t.number = 2;
     t.state = TrialState::kRunning;
-    t.params_json = R"({"x": 0.125})";
+    t.params = {{"x", 0.125}};
     t.started = WallNow();
     ASSERT_TRUE(db->InsertTrial(t).ok());
   }
@@ -559,7 +558,7 @@ resources: {gpus: "{g}"}
   };
   std::vector<Use> uses;
   for (const TrialRecord& t : trials) {
-    int g = static_cast<int>(std::get<int64_t>(ConfigFromJson(t.params_json)->at("g")));
+    int g = static_cast<int>(std::get<int64_t>(t.params.at("g")));
     std::string dir = std::filesystem::path(t.log_path).parent_path().string();
     std::set<std::string> devices, ports;
     for (int r = 0; r < g; ++r) {
@@ -686,7 +685,7 @@ resources: {gpus: 1}
     t.study_id = study->id;
     t.number = 1;
     t.state = TrialState::kRunning;
-    t.params_json = R"({"x": 0.5})";
+    t.params = {{"x", 0.5}};
     t.started = WallNow();
     ASSERT_TRUE(db->InsertTrial(t).ok());
   }

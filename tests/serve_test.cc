@@ -253,7 +253,7 @@ resources: {gpus: "{g}"}
   std::set<std::string> agents_used;
   for (const auto& t : trials) {
     EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
-    int g = static_cast<int>(std::get<int64_t>(ConfigFromJson(t.params_json)->at("g")));
+    int g = static_cast<int>(std::get<int64_t>(t.params.at("g")));
     std::string dir = std::filesystem::path(t.log_path).parent_path().string();
     std::set<std::string> slots;
     std::map<std::string, int> per_agent;

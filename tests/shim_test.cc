@@ -70,7 +70,7 @@ tuner: {name: Random, classArgs: {optimize_mode: minimize}}
   ASSERT_TRUE(Run(spec).ok()) << output_.str();
   ExpectAllCompleted(4);
   for (const auto& t : Trials()) {
-    const double lr = nlohmann::json::parse(t.params_json).at("lr").get<double>();
+    const double lr = std::get<double>(t.params.at("lr"));
     EXPECT_DOUBLE_EQ(t.value.value_or(-1), lr * 10);
     int intermediate = 0;
     for (const storage::MetricPoint& m : Metrics(t.number)) intermediate += m.name == "default";
@@ -105,8 +105,8 @@ parameters:
   ASSERT_TRUE(Run(spec).ok()) << output_.str();
   ExpectAllCompleted(3);
   for (const auto& t : Trials()) {
-    const nlohmann::json params = nlohmann::json::parse(t.params_json);
-    const double product = params.at("lr").get<double>() * params.at("opt_beta").get<double>();
+    const double product =
+        *ValueAsNumber(t.params.at("lr")) * *ValueAsNumber(t.params.at("opt_beta"));
     EXPECT_NEAR(t.value.value_or(-1), 2 * product, 1e-9);  // the last logged val_loss
   }
 }
@@ -160,8 +160,8 @@ max_restarts: 0
   ASSERT_TRUE(Run(spec).ok()) << output_.str();
   ExpectAllCompleted(3);
   for (const auto& t : Trials()) {
-    const nlohmann::json params = nlohmann::json::parse(t.params_json);
-    const int per_batch = params.at("increment_by").get<int>() * params.at("opt_scale").get<int>();
+    const auto per_batch = std::get<int64_t>(t.params.at("increment_by")) *
+                           std::get<int64_t>(t.params.at("opt_scale"));
     EXPECT_EQ(t.value.value_or(-1), 30.0 * per_batch);  // the last validation x, at 30 batches
     bool training = false;
     for (const storage::MetricPoint& m : Metrics(t.number)) training |= m.name == "training/x";

@@ -39,7 +39,7 @@ TrialRecord NewTrial(int64_t study, int number, TrialState state = TrialState::k
   t.study_id = study;
   t.number = number;
   t.state = state;
-  t.params_json = "{\"x\": " + std::to_string(number) + "}";
+  t.params = {{"x", int64_t{number}}};
   t.started = 2000.0 + number;
   t.host = "h";
   return t;
@@ -152,7 +152,10 @@ TEST_P(StorageContractTest, TrialsMetricsAndEventsRoundTrip) {
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
   ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0)).ok());
   TrialRecord placed = NewTrial(id, 1);
-  placed.placement_json = R"([{"host":"n1","gpus":[0,1],"cpus":2}])";
+  placed.placement = {{"n1", {0, 1}, 2}};
+  // Every kind of value a parameter holds, a structured one's JSON text among them.
+  placed.params = {{"lr", 0.001},    {"layers", int64_t{3}},      {"bn", true},
+                   {"opt", "adamw"}, {"arch", R"([64,{"k":3}])"}, {"one", 1.0}};
   ASSERT_TRUE(db->InsertTrial(placed).ok());
   std::vector<MetricPoint> points = {{1, "loss", 0.5, 3000}, {2, "loss", 0.25, 3001}};
   ASSERT_TRUE(db->AddMetrics(id, 1, points).ok());
@@ -171,8 +174,10 @@ TEST_P(StorageContractTest, TrialsMetricsAndEventsRoundTrip) {
   EXPECT_EQ((*trials)[1].state, TrialState::kCompleted);
   EXPECT_EQ((*trials)[1].value, 0.25);
   EXPECT_EQ((*trials)[1].exit_status, 0);
-  EXPECT_EQ((*trials)[1].params_json, "{\"x\": 1}");
-  EXPECT_EQ((*trials)[1].placement_json, placed.placement_json);
+  EXPECT_EQ((*trials)[0].params, NewTrial(id, 0).params);
+  EXPECT_EQ((*trials)[1].params, placed.params);  // 1.0 stays a double, "[...]" a string
+  EXPECT_EQ((*trials)[1].placement, placed.placement);
+  EXPECT_TRUE((*trials)[0].placement.empty());
   auto metrics = db->TrialMetrics(id, 1);
   ASSERT_TRUE(metrics.ok());
   ASSERT_EQ(metrics->size(), 2u);
@@ -263,11 +268,11 @@ TEST_P(StorageContractTest, APausedTrialSurvivesARunnersDeathAndResumesUnderItsN
   EXPECT_FALSE(storage::IsFinished(TrialState::kPaused));
   EXPECT_TRUE(db->InterruptUnfinished(id, 20, "runner died")->empty());
   EXPECT_EQ(db->ListTrials(id).value()[0].state, TrialState::kPaused);
-  const std::string moved = R"([{"host":"n2","gpus":[3],"cpus":1}])";
+  const std::vector<RankRecord> moved = {{"n2", {3}, 1}};
   ASSERT_TRUE(db->ResumeTrial(id, 0, moved).ok());
   TrialRecord back = db->ListTrials(id).value()[0];
   EXPECT_EQ(back.state, TrialState::kRunning);
-  EXPECT_EQ(back.placement_json, moved);  // promoted onto other devices
+  EXPECT_EQ(back.placement, moved);  // promoted onto other devices
   EXPECT_FALSE(back.ended.has_value());
   EXPECT_FALSE(back.exit_status.has_value());
   EXPECT_EQ(back.error, "");
@@ -604,8 +609,6 @@ TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
   EXPECT_TRUE(db->InsertTrial(NewTrial(id, 1)).ok());
 }
 
-// Every state once in the order people read them (kPaused is the enum's last), each named so that
-// the name reads back.
 // The one codec of a trial's placement: what the controller writes, the reports and a resumed
 // controller read back; rows it cannot read give no ranks, never an error.
 TEST(StorageTest, PlacementsRoundTripAndMalformedOnesReadAsNone) {
@@ -621,6 +624,23 @@ TEST(StorageTest, PlacementsRoundTripAndMalformedOnesReadAsNone) {
     EXPECT_TRUE(DecodePlacement(bad).empty()) << bad;
 }
 
+// The codec of a trial's parameters: rows written before it (in the space's order, a structured
+// value as JSON) read as it reads its own; a damaged row reads as no parameters, never an error.
+TEST(StorageTest, ParamsRoundTripAndEarlierRowsReadTheSame) {
+  const Config params = {{"lr", 0.001}, {"arch", R"({"k":[3,5]})"}, {"name", "[not json"}};
+  const std::string text = EncodeParams(params);
+  EXPECT_EQ(text, R"({"arch":{"k":[3,5]},"lr":0.001,"name":"[not json"})");
+  EXPECT_EQ(DecodeParams(text), params);
+  EXPECT_EQ(DecodeParams(R"({"lr": 0.001, "name": "[not json", "arch": {"k": [3, 5]}})"), params);
+  // A string that is JSON but not as compact as a structured value stays a string.
+  const Config spaced = {{"s", "[1, 2]"}};
+  EXPECT_EQ(EncodeParams(spaced), R"({"s":"[1, 2]"})");
+  EXPECT_EQ(DecodeParams(EncodeParams(spaced)), spaced);
+  for (const char* bad : {"", "{", "[1]", R"({"x": null})"}) EXPECT_TRUE(DecodeParams(bad).empty());
+}
+
+// Every state once in the order people read them (kPaused is the enum's last), each named so that
+// the name reads back.
 TEST(StorageTest, TrialStateNamesRoundTrip) {
   std::set<std::string> names;
   for (TrialState s : storage::kTrialStatesForPeople) {
@@ -788,7 +808,8 @@ TEST(StorageTest, AVersionOneDatabaseGainsTheJournalOnOpenKeepingItsRows) {
   auto trials = db->ListTrials(id).value();
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_EQ(trials[0].state, TrialState::kCompleted);
-  EXPECT_EQ(trials[0].placement_json, "");  // not recorded then
+  EXPECT_TRUE(trials[0].placement.empty());  // not recorded then
+  EXPECT_EQ(trials[0].params, (Config{{"x", int64_t{1}}}));
   EXPECT_EQ(db->TrialMetrics(id, 0)->size(), 1u);
   auto events = db->ListEvents(id, 10).value();
   ASSERT_EQ(events.size(), 1u);

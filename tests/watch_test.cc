@@ -51,11 +51,11 @@ TrialRecord Trial(int number, TrialState state, std::optional<double> value,
   t.number = number;
   t.state = state;
   t.value = value;
-  t.params_json = R"({"lr": 0.003, "batch_size": 64})";
+  t.params = {{"lr", 0.003}, {"batch_size", int64_t{64}}};
   t.started = 1000 + number;
   if (state != TrialState::kRunning) t.ended = 1100 + number;
   t.host = "localhost";
-  t.placement_json = placement;
+  t.placement = storage::DecodePlacement(placement);  // as a stored row reads
   return t;
 }
 
@@ -132,8 +132,8 @@ TEST(WatchTextTest, SumsTheBusyGpusAndCpuSlotsFromThePlacements) {
   EXPECT_THAT(WatchText(idle), HasSubstr("busy     nothing running"));
   // Without resources a trial holds no slot (only max_parallel bounds it): where, but no count.
   WatchInput bare = Input();
-  bare.trials[6].placement_json = R"([{"host":"vm","gpus":[],"cpus":0}])";
-  bare.trials[7].placement_json = bare.trials[6].placement_json;
+  bare.trials[6].placement = {{"vm", {}, 0}};
+  bare.trials[7].placement = bare.trials[6].placement;
   const std::string text = WatchText(bare);
   EXPECT_THAT(text, HasSubstr("busy     3 trials\n"));
   EXPECT_THAT(RowOf(text, 6), ::testing::EndsWith("  vm"));

@@ -1,5 +1,6 @@
 #include "hyperpack/config_json.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace hyperpack {
@@ -14,22 +15,31 @@ nlohmann::ordered_json ToJson(const Value& v) {
 
 }  // namespace
 
+std::vector<std::string> ConfigNames(const Config& config, const SearchSpace* space) {
+  std::vector<std::string> names;
+  if (space != nullptr) {
+    for (const ParamSpec& p : space->params())
+      if (config.count(p.name)) names.push_back(p.name);
+  }
+  for (const auto& [name, unused] : config)
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  return names;
+}
+
 std::string ConfigToJson(const Config& config, const SearchSpace* space) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  if (space != nullptr) {
-    for (const ParamSpec& p : space->params()) {
-      auto it = config.find(p.name);
-      if (it == config.end()) continue;
-      const std::string* text = std::get_if<std::string>(&it->second);
-      nlohmann::ordered_json decoded =
-          p.structured && text ? nlohmann::ordered_json::parse(*text, nullptr, false)
-                               : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
-      out[p.name] = decoded.is_discarded() ? ToJson(it->second) : decoded;
-    }
+  for (const std::string& name : ConfigNames(config, space)) {
+    const Value& value = config.at(name);
+    const ParamSpec* p = space ? space->Find(name) : nullptr;
+    const std::string* text = std::get_if<std::string>(&value);
+    nlohmann::ordered_json decoded =
+        p && p->structured && text
+            ? nlohmann::ordered_json::parse(*text, nullptr, false)
+            : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+    out[name] = decoded.is_discarded() ? ToJson(value) : decoded;
   }
-  for (const auto& [name, value] : config)
-    if (!out.contains(name)) out[name] = ToJson(value);
-  return out.dump();
+  // A value from a study file or an agent need not be UTF-8: its bad bytes are replaced.
+  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 Result<Config> ConfigFromJson(const std::string& json) {

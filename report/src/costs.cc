@@ -79,14 +79,12 @@ std::map<int, tuner::CostPrediction> PredictedCosts(const study::StudySpec& spec
   std::vector<int> fitted;  // the trial of each fitted cost
   std::vector<std::pair<int, Config>> all;
   for (const storage::TrialRecord& t : trials) {
-    Result<Config> config = ConfigFromJson(t.params_json);
-    if (!config.ok()) continue;
-    all.emplace_back(t.number, *config);
+    all.emplace_back(t.number, t.params);
     auto c = costs.find(t.number);
     if (t.state != storage::TrialState::kCompleted || c == costs.end() ||
         c->second.gpu() != gpu_kind || !(c->second.cost > 0))
       continue;
-    configs.push_back(*config);
+    configs.push_back(t.params);
     seconds.push_back(c->second.cost);
     fitted.push_back(t.number);
   }

@@ -75,12 +75,10 @@ Result<std::vector<const TrialRecord*>> ChosenTrials(const StudyView& l, const s
 }
 
 // A trial's parameters in the space's order.
-Result<Params> OrderedParams(const TrialRecord& t) {
-  HP_ASSIGN_OR_RETURN(Config c, ConfigFromJson(t.params_json));
+Params OrderedParams(const StudyView& l, const TrialRecord& t) {
   Params ordered;
-  Json params = ParamsJson(t);
-  for (const auto& [k, v] : params.items())
-    if (auto it = c.find(k); it != c.end()) ordered.emplace_back(k, it->second);
+  for (const std::string& name : ConfigNames(t.params, l.space()))
+    ordered.emplace_back(name, t.params.at(name));
   return ordered;
 }
 
@@ -97,7 +95,7 @@ bool IsLauncher(ExportFormat f) {
 // One trial in a launcher's format.
 Status ExportLauncher(const StudyView& l, const TrialRecord& t, ExportFormat format,
                       std::ostream& out, std::ostream& warnings) {
-  HP_ASSIGN_OR_RETURN(Params params, OrderedParams(t));
+  Params params = OrderedParams(l, t);
   LauncherOutput result;
   if (format == ExportFormat::kHydra) {
     result = HydraOverrides(params);
@@ -161,12 +159,13 @@ void ExportPlain(const StudyView& l, const std::vector<const TrialRecord*>& chos
   switch (format) {
     case ExportFormat::kJson: {
       if (single) {
-        out << ParamsJson(*chosen.front()).dump(2) << "\n";
+        out << ParamsJson(*chosen.front(), l.space()).dump(2) << "\n";
         break;
       }
       Json all = Json::array();
       for (const TrialRecord* t : chosen)
-        all.push_back(Json{{"trial", t->number}, {"value", *t->value}, {"params", ParamsJson(*t)}});
+        all.push_back(Json{
+            {"trial", t->number}, {"value", *t->value}, {"params", ParamsJson(*t, l.space())}});
       out << all.dump(2) << "\n";
       break;
     }
@@ -192,7 +191,7 @@ void ExportPlain(const StudyView& l, const std::vector<const TrialRecord*>& chos
           out << ParamEnvName(k) << "=" << ShellQuote(FormatValue(v)) << "\n";
         // As a trial gets them: a program that reads the parameters file's JSON (hyperpack-trainer)
         // reads this where it is given no file.
-        out << env::kParams << "=" << ShellQuote(ParamsJson(*chosen[i]).dump()) << "\n";
+        out << env::kParams << "=" << ShellQuote(ParamsJson(*chosen[i], l.space()).dump()) << "\n";
       }
       break;
     case ExportFormat::kArgs:
@@ -240,8 +239,7 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
   }
   std::vector<Params> configs;
   for (const TrialRecord* t : chosen) {
-    HP_ASSIGN_OR_RETURN(Params p, OrderedParams(*t));
-    configs.push_back(std::move(p));
+    configs.push_back(OrderedParams(l, *t));
   }
   ExportPlain(l, chosen, configs, format, /*single=*/top == 1 || trial.has_value(), out);
   if (format == ExportFormat::kArgs) WarnUnplacedArgs(l, configs, warnings);

@@ -246,7 +246,7 @@ Status WriteTrial(Writer& w, storage::Storage& db, const StudyView& l, const Tri
         {id, std::isfinite(v) ? Writer::Arg(v) : Writer::Arg(std::nullopt),
          std::string(ValueType(v))}));
   }
-  HP_ASSIGN_OR_RETURN(Config config, ConfigFromJson(t.params_json));
+  const Config& config = t.params;
   for (const ParamSpec& p : l.spec->space.params()) {
     auto it = config.find(p.name);
     if (it == config.end()) continue;  // inactive here, as Optuna leaves it out too

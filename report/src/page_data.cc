@@ -64,8 +64,7 @@ json TrialsJson(const StudyView& in, const Segments& segments) {
   const std::map<int, TrialCost> costs = TrialCosts(in, segments);
   json out = json::array();
   for (const TrialRecord& t : in.trials) {
-    json params = json::parse(t.params_json, nullptr, /*allow_exceptions=*/false);
-    if (!params.is_object()) params = json::object();
+    json params = json::parse(ConfigToJson(t.params, in.space()));
     auto it = costs.find(t.number);
     const TrialCost* c = it == costs.end() ? nullptr : &it->second;
     const int gpus = c ? c->gpus : 0, cpus = c ? c->cpus : 0;
@@ -149,9 +148,7 @@ json ImportanceJson(const StudyView& in, json* note) {
   std::vector<double> values;
   for (const TrialRecord& t : in.trials) {
     if (!Scored(t)) continue;
-    Result<Config> c = ConfigFromJson(t.params_json);
-    if (!c.ok()) continue;
-    configs.push_back(*std::move(c));
+    configs.push_back(t.params);
     values.push_back(*t.value);
   }
   const int scored = static_cast<int>(values.size());
@@ -238,7 +235,7 @@ Timeline BuildTimeline(const StudyView& in) {
   for (const TrialRecord& t : in.trials) {
     auto it = segments.find(t.number);
     if (it == segments.end()) continue;
-    std::vector<storage::RankRecord> ranks = storage::DecodePlacement(t.placement_json);
+    std::vector<storage::RankRecord> ranks = t.placement;
     if (ranks.empty()) ranks.push_back({t.host.empty() ? "local" : t.host, {}, 1});
     for (const storage::RankRecord& r : ranks) {
       if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);

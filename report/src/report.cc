@@ -34,12 +34,12 @@ std::optional<double> Duration(const TrialRecord& t) {
   return end - *t.started;
 }
 
-Json TrialJson(const TrialRecord& t) {
+Json TrialJson(const TrialRecord& t, const SearchSpace* space) {
   Json j;
   j["trial"] = t.number;
   j["state"] = storage::TrialStateName(t.state);
   j["value"] = t.value ? Json(*t.value) : Json(nullptr);
-  j["params"] = ParamsJson(t);
+  j["params"] = ParamsJson(t, space);
   j["started"] = t.started ? Json(*t.started) : Json(nullptr);
   j["ended"] = t.ended ? Json(*t.ended) : Json(nullptr);
   auto d = Duration(t);
@@ -141,7 +141,7 @@ Json StudyJson(const StudyView& l, const std::string& state,
   j["trials"] = CountStates(l.trials);
   j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
   j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
-  j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front());
+  j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front(), l.space());
   j["cheaper_within_1%"] = trade_off.trial
                                ? Json{{"trial", trade_off.trial->number},
                                       {"value", *trade_off.trial->value},
@@ -164,7 +164,7 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
   }
   const TrialRecord& b = *ranked.front();
   out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
-      << ParamsText(b) << "\n";
+      << ParamsText(b, l.space()) << "\n";
   const TrialRecord* c = trade_off.trial;
   if (!c) return;
   out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
@@ -256,7 +256,7 @@ struct CostsOfTrials {
 Json TrialsJson(const StudyView& l, const CostsOfTrials& costs) {
   Json all = Json::array();
   for (const TrialRecord& t : l.trials) {
-    Json j = TrialJson(t);
+    Json j = TrialJson(t, l.space());
     const TrialCost* c = costs.Measured(t);
     j["cost"] = c ? Json(c->cost) : Json(nullptr);
     j["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
@@ -293,9 +293,8 @@ void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostre
   for (const TrialRecord& t : l.trials) {
     std::vector<std::string> row = {std::to_string(t.number), storage::TrialStateName(t.state),
                                     ValueText(t.value)};
-    auto config = ConfigFromJson(t.params_json);
     for (const std::string& p : params) {
-      auto v = Lookup(config, p);
+      auto v = Lookup(t.params, p);
       row.push_back(v ? DisplayValue(*v) : "-");
     }
     auto d = Duration(t);
@@ -352,7 +351,7 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
     return it == costs.end() ? std::nullopt : std::optional<TrialCost>(it->second);
   };
   if (format == OutputFormat::kJson) {
-    Json j = TrialJson(b);
+    Json j = TrialJson(b, l.space());
     Json o;
     o["study"] = l.study.name;
     o["metric"] = l.study.metric;
@@ -377,11 +376,8 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
     out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
         << " of " << l.trials.size() << ")\n";
   }
-  auto config = ConfigFromJson(b.params_json);
-  Json params = ParamsJson(b);
-  for (const auto& [k, unused] : params.items()) {
-    if (auto v = Lookup(config, k)) out << "  " << k << ": " << FormatValue(*v) << "\n";
-  }
+  for (const std::string& name : ConfigNames(b.params, l.space()))
+    out << "  " << name << ": " << FormatValue(b.params.at(name)) << "\n";
   if (within) {
     auto c = cost_of(b), bc = cost_of(top);
     if (c) out << "cost " << CostText(*c);

@@ -42,9 +42,8 @@ const char* RunnerStateName(RunnerState state) {
   return "stopped";
 }
 
-Json ParamsJson(const TrialRecord& t) {
-  Json p = Json::parse(t.params_json, nullptr, false);
-  return p.is_discarded() ? Json::object() : p;
+Json ParamsJson(const TrialRecord& t, const SearchSpace* space) {
+  return Json::parse(ConfigToJson(t.params, space));
 }
 
 std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
@@ -63,20 +62,16 @@ std::string CountsText(const std::map<std::string, int>& counts) {
   return parts.empty() ? "no trials yet" : Join(parts, ", ");
 }
 
-std::optional<Value> Lookup(const Result<Config>& config, const std::string& name) {
-  if (!config.ok()) return std::nullopt;
-  auto it = config->find(name);
-  if (it == config->end()) return std::nullopt;
+std::optional<Value> Lookup(const Config& config, const std::string& name) {
+  auto it = config.find(name);
+  if (it == config.end()) return std::nullopt;
   return it->second;
 }
 
-std::string ParamsText(const TrialRecord& t) {
-  auto config = ConfigFromJson(t.params_json);
+std::string ParamsText(const TrialRecord& t, const SearchSpace* space) {
   std::vector<std::string> parts;
-  Json params = ParamsJson(t);  // kept alive: items() refers into it
-  for (const auto& [k, unused] : params.items()) {
-    if (auto v = Lookup(config, k)) parts.push_back(k + "=" + DisplayValue(*v));
-  }
+  for (const std::string& name : ConfigNames(t.params, space))
+    parts.push_back(name + "=" + DisplayValue(t.params.at(name)));
   return Join(parts, " ");
 }
 

@@ -25,8 +25,9 @@ RunnerState RunnerStateOf(const StudyView& view);
 // "running", "stopped (runner died)", "done", "stopped".
 const char* RunnerStateName(RunnerState state);
 
-// The trial's parameters as stored (an object; empty when they do not parse).
-nlohmann::ordered_json ParamsJson(const storage::TrialRecord& t);
+// The trial's parameters as the program was handed them: in `space`'s order (when the study's
+// file parses), structured values decoded.
+nlohmann::ordered_json ParamsJson(const storage::TrialRecord& t, const SearchSpace* space);
 
 // {"completed": 4, "running": 2, ...}: how many trials are in each state.
 std::map<std::string, int> CountStates(const std::vector<storage::TrialRecord>& trials);
@@ -34,9 +35,9 @@ std::map<std::string, int> CountStates(const std::vector<storage::TrialRecord>& 
 std::string CountsText(const std::map<std::string, int>& counts);
 
 // Parameter `name` of `config`, when it has one.
-std::optional<Value> Lookup(const Result<Config>& config, const std::string& name);
-// name=value pairs in the order the trial's parameters were stored (the space's order).
-std::string ParamsText(const storage::TrialRecord& t);
+std::optional<Value> Lookup(const Config& config, const std::string& name);
+// name=value pairs, in `space`'s order.
+std::string ParamsText(const storage::TrialRecord& t, const SearchSpace* space);
 
 // A value for a table: six significant digits, "-" when there is none.
 std::string ValueText(const std::optional<double>& v);

@@ -84,7 +84,7 @@ std::map<int, TrialCost> TrialCosts(const StudyView& view, const Segments& segme
     if (it == segments.end()) continue;
     TrialCost& c = out[t.number];
     for (const auto& [start, end] : it->second) c.seconds += end - start;
-    for (const storage::RankRecord& r : storage::DecodePlacement(t.placement_json)) {
+    for (const storage::RankRecord& r : t.placement) {
       c.gpus += static_cast<int>(r.gpus.size());
       c.cpus += r.cpus;
     }

@@ -33,6 +33,9 @@ struct StudyView {
   // PageImportance(*this) when a caller kept it from before (a GP fit takes a while); computed
   // when absent.
   std::optional<nlohmann::json> importance;
+
+  // The study's search space; null when its file no longer parses.
+  const SearchSpace* space() const { return spec ? &spec->space : nullptr; }
 };
 
 // How much of a study a command reads: its record, trials and parsed file; with the events that

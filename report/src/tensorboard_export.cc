@@ -117,7 +117,7 @@ Status WriteEventFile(const fs::path& dir, double wall_time,
 Result<std::vector<std::string>> TrialEvents(storage::Storage& db, const StudyView& l,
                                              const storage::TrialRecord& t,
                                              std::set<std::string>* metrics) {
-  HP_ASSIGN_OR_RETURN(Config config, ConfigFromJson(t.params_json));
+  const Config& config = t.params;
   const double start = t.started.value_or(l.study.created);
   tb::SessionStart s;
   for (const auto& [name, v] : config) s.hparams[name] = TbValue(v);

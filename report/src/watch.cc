@@ -102,7 +102,7 @@ Busy BusyOf(const std::vector<const TrialRecord*>& running) {
   Busy busy;
   for (const TrialRecord* t : running) {
     ++busy.trials;
-    for (const storage::RankRecord& r : storage::DecodePlacement(t->placement_json)) {
+    for (const storage::RankRecord& r : t->placement) {
       busy.gpus += static_cast<int>(r.gpus.size());
       busy.cpus += r.cpus;
     }
@@ -112,9 +112,9 @@ Busy BusyOf(const std::vector<const TrialRecord*>& running) {
 
 // Where a trial runs, a host at a time: "localhost gpus 0,1", "localhost 2 cpus", "localhost" (it
 // holds no slot), "node1 gpus 0,1 (2 cpus); node2 gpus 0,1 (2 cpus)"; "-" when it was not recorded.
-std::string WhereText(const std::string& placement_json) {
+std::string WhereText(const std::vector<storage::RankRecord>& placement) {
   std::vector<std::pair<std::string, storage::RankRecord>> hosts;  // in order of first use
-  for (const storage::RankRecord& r : storage::DecodePlacement(placement_json)) {
+  for (const storage::RankRecord& r : placement) {
     auto it =
         std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == r.host; });
     if (it == hosts.end())
@@ -137,8 +137,7 @@ std::string WhereText(const std::string& placement_json) {
   return parts.empty() ? "-" : Join(parts, "; ");
 }
 
-Json PlacementJson(const std::string& placement_json) {
-  std::vector<storage::RankRecord> ranks = storage::DecodePlacement(placement_json);
+Json PlacementJson(const std::vector<storage::RankRecord>& ranks) {
   if (ranks.empty()) return nullptr;
   Json out = Json::array();
   for (const storage::RankRecord& r : ranks)
@@ -170,7 +169,7 @@ std::string WatchText(const WatchInput& in) {
   } else {
     const TrialRecord& b = *ranked.front();
     out << "best     " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
-        << ParamsText(b) << "\n";
+        << ParamsText(b, in.space()) << "\n";
   }
   const auto running = Running(in);
   const Busy busy = BusyOf(running);
@@ -192,7 +191,7 @@ std::string WatchText(const WatchInput& in) {
     auto elapsed = TrialElapsed(in, *t);
     table.AddRow({std::to_string(t->number), elapsed ? ClockDuration(*elapsed) : "-",
                   std::to_string(t->attempt), last ? ValueText(last->value) : "-",
-                  last ? std::to_string(last->step) : "-", WhereText(t->placement_json)});
+                  last ? std::to_string(last->step) : "-", WhereText(t->placement)});
   }
   std::ostringstream rows;
   table.Print(rows);
@@ -215,8 +214,9 @@ Json WatchJson(const WatchInput& in) {
     j["best"] = nullptr;
   } else {
     const TrialRecord& b = *ranked.front();
-    j["best"] = {
-        {"trial", b.number}, {"value", FiniteOrNull<Json>(b.value)}, {"params", ParamsJson(b)}};
+    j["best"] = {{"trial", b.number},
+                 {"value", FiniteOrNull<Json>(b.value)},
+                 {"params", ParamsJson(b, in.space())}};
   }
   const auto running = Running(in);
   Json rows = Json::array();
@@ -227,7 +227,7 @@ Json WatchJson(const WatchInput& in) {
                     {"elapsed_s", FiniteOrNull<Json>(TrialElapsed(in, *t))},
                     {"value", last ? FiniteOrNull<Json>(last->value) : Json(nullptr)},
                     {"step", last ? Json(last->step) : Json(nullptr)},
-                    {"placement", PlacementJson(t->placement_json)}});
+                    {"placement", PlacementJson(t->placement)}});
   }
   j["running"] = std::move(rows);
   const Busy busy = BusyOf(running);

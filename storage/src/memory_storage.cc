@@ -133,7 +133,8 @@ class MemoryStorage final : public Storage {
     });
   }
 
-  Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json) override {
+  Status ResumeTrial(int64_t study_id, int number,
+                     const std::vector<RankRecord>& placement) override {
     return Write([&](Data& d) -> Status {
       auto it = d.trials.find({study_id, number});
       if (it == d.trials.end() || it->second.state != TrialState::kPaused)
@@ -143,7 +144,7 @@ class MemoryStorage final : public Storage {
       r.ended.reset();
       r.exit_status.reset();
       r.error.clear();
-      r.placement_json = placement_json;
+      r.placement = placement;
       return Status::Ok();
     });
   }

@@ -296,7 +296,7 @@ class PostgresStorage final : public Storage {
                    .Add(t.study_id)
                    .Add(t.number)
                    .Add(TrialStateName(t.state))
-                   .Add(t.params_json)
+                   .Add(EncodeParams(t.params))
                    .Add(t.value)
                    .Add(t.started)
                    .Add(t.ended)
@@ -306,7 +306,7 @@ class PostgresStorage final : public Storage {
                    .Add(t.attempt)
                    .Add(t.retry_of)
                    .Add(t.log_path)
-                   .Add(t.placement_json),
+                   .Add(EncodePlacement(t.placement)),
                StrCat("inserting trial ", t.number), StrCat("trial ", t.number, " already exists"))
         .status();
   }
@@ -329,12 +329,13 @@ class PostgresStorage final : public Storage {
     return Status::Ok();
   }
 
-  Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json) override {
+  Status ResumeTrial(int64_t study_id, int number,
+                     const std::vector<RankRecord>& placement) override {
     HP_ASSIGN_OR_RETURN(
         PgResult res,
         Query("UPDATE trials SET state = 'running', ended = NULL, exit_status = NULL, error = '', "
               "placement = $1 WHERE study_id = $2 AND number = $3 AND state = 'paused'",
-              Params().Add(placement_json).Add(study_id).Add(number),
+              Params().Add(EncodePlacement(placement)).Add(study_id).Add(number),
               StrCat("resuming trial ", number)));
     if (Changed(res.get()) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
@@ -587,7 +588,7 @@ class PostgresStorage final : public Storage {
     if (!state)
       return Status::Io("trial ", t.number, " has an unknown state '", Text(res, r, 1), "'");
     t.state = *state;
-    t.params_json = Text(res, r, 2);
+    t.params = DecodeParams(Text(res, r, 2));
     t.value = OptDouble(res, r, 3);
     t.started = OptDouble(res, r, 4);
     t.ended = OptDouble(res, r, 5);
@@ -597,7 +598,7 @@ class PostgresStorage final : public Storage {
     t.attempt = static_cast<int>(Int(res, r, 9));
     if (auto v = OptInt(res, r, 10)) t.retry_of = static_cast<int>(*v);
     t.log_path = Text(res, r, 11);
-    t.placement_json = Text(res, r, 12);
+    t.placement = DecodePlacement(Text(res, r, 12));
     return t;
   }
 

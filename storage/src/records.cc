@@ -4,6 +4,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "hyperpack/config_json.h"
+
 namespace hyperpack::storage {
 
 const char* TrialStateName(TrialState state) {
@@ -170,9 +172,9 @@ std::string EncodePlacement(const std::vector<RankRecord>& ranks) {
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::vector<RankRecord> DecodePlacement(const std::string& placement_json) {
+std::vector<RankRecord> DecodePlacement(const std::string& text) {
   using nlohmann::json;
-  const json ranks = json::parse(placement_json, nullptr, /*allow_exceptions=*/false);
+  const json ranks = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!ranks.is_array()) return {};
   std::vector<RankRecord> out;
   for (const json& r : ranks) {
@@ -197,6 +199,28 @@ std::vector<RankRecord> DecodePlacement(const std::string& placement_json) {
     out.push_back(std::move(rank));
   }
   return out;
+}
+
+std::string EncodeParams(const Config& params) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, value] : params) {
+    const std::string* text = std::get_if<std::string>(&value);
+    if (text && !text->empty() && (text->front() == '[' || text->front() == '{')) {
+      // Stored decoded only where decoding reads it back to the same text.
+      nlohmann::json parsed = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_discarded() && parsed.dump() == *text) {
+        out[name] = std::move(parsed);
+        continue;
+      }
+    }
+    std::visit([&](const auto& v) { out[name] = v; }, value);
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Config DecodeParams(const std::string& text) {
+  Result<Config> config = ConfigFromJson(text);
+  return config.ok() ? *std::move(config) : Config();
 }
 
 }  // namespace hyperpack::storage

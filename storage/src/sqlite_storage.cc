@@ -101,7 +101,7 @@ CREATE TABLE submissions (
 );
 )sql";
 
-// Where each trial's ranks ran (TrialRecord::placement_json), for the study page's timeline.
+// Where each trial's ranks ran (TrialRecord::placement), for the study page's timeline.
 constexpr char kSchemaV4Placement[] = R"sql(
 ALTER TABLE trials ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 )sql";
@@ -451,9 +451,13 @@ Status SqliteStorage::InsertTrial(const TrialRecord& t) {
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
-    stmt.Bind(t.params_json).Bind(t.value).Bind(t.started).Bind(t.ended).Bind(t.exit_status);
+    stmt.Bind(EncodeParams(t.params))
+        .Bind(t.value)
+        .Bind(t.started)
+        .Bind(t.ended)
+        .Bind(t.exit_status);
     stmt.Bind(t.error).Bind(t.host).Bind(t.attempt).Bind(t.retry_of).Bind(t.log_path);
-    stmt.Bind(t.placement_json);
+    stmt.Bind(EncodePlacement(t.placement));
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
@@ -478,7 +482,8 @@ Status SqliteStorage::FinishTrial(const TrialRecord& t) {
   });
 }
 
-Status SqliteStorage::ResumeTrial(int64_t study_id, int number, const std::string& placement_json) {
+Status SqliteStorage::ResumeTrial(int64_t study_id, int number,
+                                  const std::vector<RankRecord>& placement) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
@@ -486,7 +491,7 @@ Status SqliteStorage::ResumeTrial(int64_t study_id, int number, const std::strin
                    "state = 'paused'"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
-    stmt.Bind(placement_json).Bind(study_id).Bind(number);
+    stmt.Bind(EncodePlacement(placement)).Bind(study_id).Bind(number);
     if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("resuming trial ", number));
     if (sqlite3_changes(db_->handle()) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
@@ -537,7 +542,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
     auto state = ParseTrialState(Text(raw, 1));
     if (!state) return Status::Io("trial ", t.number, " has an unknown state '", Text(raw, 1), "'");
     t.state = *state;
-    t.params_json = Text(raw, 2);
+    t.params = DecodeParams(Text(raw, 2));
     t.value = OptDouble(raw, 3);
     t.started = OptDouble(raw, 4);
     t.ended = OptDouble(raw, 5);
@@ -547,7 +552,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
     t.attempt = sqlite3_column_int(raw, 9);
     if (auto r = OptInt(raw, 10)) t.retry_of = static_cast<int>(*r);
     t.log_path = Text(raw, 11);
-    t.placement_json = Text(raw, 12);
+    t.placement = DecodePlacement(Text(raw, 12));
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return db_->Error("listing trials");

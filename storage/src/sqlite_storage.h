@@ -37,7 +37,8 @@ class SqliteStorage final : public Storage {
 
   Status InsertTrial(const TrialRecord& trial) override;
   Status FinishTrial(const TrialRecord& trial) override;
-  Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json) override;
+  Status ResumeTrial(int64_t study_id, int number,
+                     const std::vector<RankRecord>& placement) override;
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
                                                const std::string& reason) override;
   Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) override;

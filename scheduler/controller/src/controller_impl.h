@@ -216,8 +216,8 @@ class StudyController::Impl {
   void Account(const Trial& t, const Ending& e, double elapsed);
   std::string LearnFinished(const Trial& t, const Ending& e);
   std::string TrialDir(int number) const;
-  // Where `placement`'s ranks run, as TrialRecord::placement_json.
-  std::string PlacementJson(const Placement& placement) const;
+  // Where `placement`'s ranks run, as TrialRecord::placement.
+  std::vector<storage::RankRecord> Ranks(const Placement& placement) const;
 
   // ---- controller_pruning.cc ----
   void OnReport(Trial& t, const MetricLine& line, bool checkpoint);

@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "controller_impl.h"
-#include "hyperpack/config_json.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::scheduler {
@@ -22,11 +21,11 @@ using storage::TrialState;
 using Kind = tuner::PrunerDecision::Kind;
 
 namespace {
-// What a stored trial held (as Launch counts it) from its placement_json; 1 CPU slot where that
-// is missing or malformed (schema 3 and older wrote none).
-Held StoredUnits(const std::string& placement_json) {
+// What a stored trial held (as Launch counts it) from its placement; 1 CPU slot where that is
+// missing (schema 3 and older wrote none).
+Held StoredUnits(const std::vector<storage::RankRecord>& placement) {
   int gpus = 0, cpus = 0;
-  for (const storage::RankRecord& r : storage::DecodePlacement(placement_json)) {
+  for (const storage::RankRecord& r : placement) {
     gpus += static_cast<int>(r.gpus.size());
     cpus += r.cpus;
   }
@@ -252,10 +251,8 @@ Status StudyController::Impl::Replay(const StoredStudy& stored) {
   };
   std::map<int, Config> configs, config_of_root;
   for (const TrialRecord& t : stored.trials) {
-    auto config = ConfigFromJson(t.params_json);
-    if (!config.ok()) return config.status().WithContext(StrCat("trial ", t.number));
-    configs[t.number] = *config;
-    config_of_root.emplace(root_of(t.number), *config);
+    configs[t.number] = t.params;
+    config_of_root.emplace(root_of(t.number), t.params);
   }
   // Before the reports, so that the tuner relearns each outcome with its cost.
   RestoreCosts(stored, root_of);
@@ -328,7 +325,7 @@ void StudyController::Impl::RestoreCosts(const StoredStudy& stored,
   // its first start and its last end.
   for (const TrialRecord& t : stored.trials) {
     if (!t.started || !t.ended || *t.ended <= *t.started) continue;
-    const Held held = StoredUnits(t.placement_json);
+    const Held held = StoredUnits(t.placement);
     const double cost = (*t.ended - *t.started) * held.units;
     roots_[root_of(t.number)].spent += cost;
     (held.gpus ? gpu_seconds_ : cpu_seconds_) += cost;

@@ -63,12 +63,11 @@ std::string StudyController::Impl::TrialDir(int number) const {
   return options_.log_root + "/" + TrialFolderName(number);
 }
 
-std::string StudyController::Impl::PlacementJson(const Placement& placement) const {
+std::vector<storage::RankRecord> StudyController::Impl::Ranks(const Placement& placement) const {
   std::vector<storage::RankRecord> ranks;
   for (const RankPlacement& r : placement.ranks)
     ranks.push_back({cluster_.nodes()[r.node].name, r.gpus, r.cpus});
-  // An agent names its own node: EncodePlacement replaces bytes that are not UTF-8.
-  return storage::EncodePlacement(ranks);
+  return ranks;
 }
 
 // ---- Placed: its row first ----------------------------------------------------------------------
@@ -112,15 +111,15 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   rec.study_id = options_.study_id;
   rec.number = t.number;
   rec.state = TrialState::kRunning;
-  rec.params_json = t.plan.params_json;
+  rec.params = t.config;
   rec.started = Wall();
   rec.host = options_.host;
   rec.attempt = t.attempt;
   rec.retry_of = t.retry_of;
   rec.log_path = t.plan.ranks[0].log_path;
-  rec.placement_json = PlacementJson(t.plan.placement);
+  rec.placement = Ranks(t.plan.placement);
   if (resume) {
-    Write(ResumeTrialRow{t.number, rec.placement_json});
+    Write(ResumeTrialRow{t.number, rec.placement});
   } else {
     Write(InsertTrialRow{rec});
   }
@@ -292,7 +291,7 @@ void StudyController::Impl::NeverRuns(Queued q, const std::string& why) {
   rec.study_id = options_.study_id;
   rec.number = t.number;
   rec.state = TrialState::kRunning;
-  rec.params_json = ConfigToJson(t.config, &spec_.space);
+  rec.params = t.config;
   rec.started = Wall();
   rec.host = options_.host;
   rec.attempt = t.attempt;

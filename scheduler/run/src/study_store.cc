@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <random>
 
-#include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
 
 namespace hyperpack::scheduler {
@@ -36,13 +35,12 @@ Status LoadWarmStart(Storage& db, const StudySpec& spec, const std::string& stor
   int used = 0, skipped = 0;
   for (const TrialRecord& t : trials) {
     if (t.state != TrialState::kCompleted || !t.value) continue;
-    auto config = ConfigFromJson(t.params_json);
-    if (!config.ok() || !spec.space.Validate(*config).ok()) {
+    if (!spec.space.Validate(t.params).ok()) {
       ++skipped;
       continue;
     }
     tuner::TrialOutcome o;
-    o.config = *config;
+    o.config = t.params;
     o.value = t.value;
     out->warm.push_back(std::move(o));
     ++used;
@@ -158,7 +156,7 @@ struct RowWriter {
   Status operator()(const InsertTrialRow& r) { return db.InsertTrial(r.trial); }
   Status operator()(const FinishTrialRow& r) { return db.FinishTrial(r.trial); }
   Status operator()(const ResumeTrialRow& r) {
-    return db.ResumeTrial(study_id, r.trial, r.placement_json);
+    return db.ResumeTrial(study_id, r.trial, r.placement);
   }
   Status operator()(const MetricsRow& r) { return db.AddMetrics(study_id, r.trial, r.points); }
   Status operator()(const EventRow& r) { return db.AddEvent(study_id, r.event); }

@@ -1,7 +1,7 @@
 // The vocabulary of what a study stores: trial, journal, submission and event kinds with their
 // stored names, and the plain records that storage reads and writes (studies, trials, metric
 // points, events). No I/O: the pure study controller and the drivers name these types without
-// linking SQLite (storage.h is the SQLite store).
+// linking SQLite (storage.h is the interface to the stores).
 // Thread-safety: plain values and pure functions.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hyperpack/direction.h"
+#include "hyperpack/space.h"
 
 namespace hyperpack::storage {
 
@@ -119,11 +120,20 @@ struct StudyRecord {
   std::string runner_host;
 };
 
+// Where one rank of a trial ran: its node, its GPUs there (as the node numbers them) and its CPU
+// slots.
+struct RankRecord {
+  std::string host;
+  std::vector<int> gpus;
+  int cpus = 0;
+  bool operator==(const RankRecord&) const = default;
+};
+
 struct TrialRecord {
   int64_t study_id = 0;
   int number = 0;  // 0, 1, 2, ... within a study
   TrialState state = TrialState::kPending;
-  std::string params_json;
+  Config params;  // its configuration: active parameters only
   std::optional<double> value;
   std::optional<double> started;
   std::optional<double> ended;
@@ -133,26 +143,26 @@ struct TrialRecord {
   int attempt = 1;              // 2 for the first re-run of an interrupted trial, ...
   std::optional<int> retry_of;  // the trial number this one re-runs
   std::string log_path;
-  // Where its ranks ran, as JSON: [{"host": "node1", "gpus": [0, 1], "cpus": 1}, ...], one per
-  // rank (its latest run's, for a promoted trial); "" where not recorded (before schema 4).
-  std::string placement_json;
+  // Where its ranks ran, one per rank (its latest run's, for a promoted trial); none where not
+  // recorded (before schema 4).
+  std::vector<RankRecord> placement;
 };
 
-// Where one rank of a trial ran: its node, its GPUs there (as the node numbers them) and its CPU
-// slots.
-struct RankRecord {
-  std::string host;
-  std::vector<int> gpus;
-  int cpus = 0;
-  bool operator==(const RankRecord&) const = default;
-};
-// The one codec between a trial's ranks and TrialRecord::placement_json:
-// [{"host": "node1", "gpus": [0, 1], "cpus": 1}, ...]. Bytes of a host name that are not UTF-8
-// are replaced. Decoding gives no ranks for "" (a row written before schema 4) or for text that is
-// not that shape (a rank without a host, a GPU that is not a whole number); negative CPU counts
-// read as 0.
+// The codecs between a trial's typed fields and the text every backend stores; only the backends
+// call them.
+//
+// Placement: [{"host": "node1", "gpus": [0, 1], "cpus": 1}, ...]. Bytes of a host name that are
+// not UTF-8 are replaced. Decoding gives no ranks for "" (a row written before schema 4) or for
+// text that is not that shape (a rank without a host, a GPU that is not a whole number); negative
+// CPU counts read as 0.
 std::string EncodePlacement(const std::vector<RankRecord>& ranks);
-std::vector<RankRecord> DecodePlacement(const std::string& placement_json);
+std::vector<RankRecord> DecodePlacement(const std::string& text);
+// Parameters: a JSON object, keys sorted; a string holding compact JSON of a list or a mapping (a
+// structured parameter's value) is stored as that JSON, as the program was handed it; bytes that
+// are not UTF-8 are replaced. Decoding gives back every value encoding wrote, and reads text that
+// is not such an object (a damaged row) as no parameters rather than failing the whole read.
+std::string EncodeParams(const Config& params);
+Config DecodeParams(const std::string& text);
 
 struct MetricPoint {
   int64_t step = 0;

@@ -84,9 +84,10 @@ class Storage {
   // Writes state, value, end time, exit status and error of a trial that ended; kNotFound when
   // there is no such trial.
   virtual Status FinishTrial(const TrialRecord& trial) = 0;
-  // A paused trial runs again (promoted), placed at `placement_json`: its state becomes running
+  // A paused trial runs again (promoted), placed at `placement`: its state becomes running
   // and its end, exit status and error are cleared. NotFound when the trial is not paused.
-  virtual Status ResumeTrial(int64_t study_id, int number, const std::string& placement_json) = 0;
+  virtual Status ResumeTrial(int64_t study_id, int number,
+                             const std::vector<RankRecord>& placement) = 0;
   // Marks every running or pending trial of the study interrupted (its end `now` unless it has
   // one, its error `reason`); returns their numbers, ascending.
   virtual Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,

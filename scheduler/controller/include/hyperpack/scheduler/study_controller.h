@@ -181,7 +181,7 @@ struct FinishTrialRow {
 };
 struct ResumeTrialRow {
   int trial = 0;
-  std::string placement_json;  // where it runs now
+  std::vector<storage::RankRecord> placement;  // where it runs now
 };
 struct MetricsRow {
   int trial = 0;
