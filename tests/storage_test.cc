@@ -238,6 +238,60 @@ TEST_P(StorageContractTest, FinishingAnUnknownTrialIsAnError) {
             StatusCode::kNotFound);
 }
 
+// What `status` asks instead of reading every trial: each answer is what the full list says.
+TEST_P(StorageContractTest, TallyBestAndStateQueriesAgreeWithTheFullList) {
+  auto db = Open();
+  const int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  const int64_t other = db->CreateStudy(NewStudy("b"))->id;
+  ASSERT_TRUE(db->InsertTrial(NewTrial(other, 0)).ok());  // another study's: never counted
+  EXPECT_EQ(db->TallyTrials(id).value(), TrialTally());
+  // Values with ties, a NaN and a pruned trial better than all: only completed ones rank.
+  const std::vector<std::pair<TrialState, std::optional<double>>> rows = {
+      {TrialState::kCompleted, 0.5}, {TrialState::kCompleted, 0.2},
+      {TrialState::kPruned, 0.01},   {TrialState::kCompleted, std::nan("")},
+      {TrialState::kCompleted, 0.2}, {TrialState::kFailed, std::nullopt},
+      {TrialState::kCompleted, 0.9}, {TrialState::kRunning, std::nullopt},
+      {TrialState::kPaused, 0.3},    {TrialState::kPending, std::nullopt}};
+  for (int n = 0; n < static_cast<int>(rows.size()); ++n) {
+    TrialRecord t = NewTrial(id, n);
+    if (rows[n].first == TrialState::kPending) {
+      t.state = TrialState::kPending;
+      t.started.reset();
+    }
+    ASSERT_TRUE(db->InsertTrial(t).ok());
+    if (rows[n].first == TrialState::kRunning || rows[n].first == TrialState::kPending) continue;
+    t.state = rows[n].first;
+    t.value = rows[n].second;
+    t.ended = 3000.0 + n;
+    ASSERT_TRUE(db->FinishTrial(t).ok());
+  }
+  const std::vector<TrialRecord> all = db->ListTrials(id).value();
+  const TrialTally tally = db->TallyTrials(id).value();
+  EXPECT_EQ(tally, TallyOf(all));
+  EXPECT_EQ(tally.counts.at(TrialState::kCompleted), 5);
+  EXPECT_EQ(tally.Finished(), 7);
+  EXPECT_EQ(tally.first_start, 2000.0);
+  EXPECT_EQ(tally.last_end, 3008.0);
+  EXPECT_EQ(tally.running_on, 1);
+
+  auto numbers = [](const std::vector<TrialRecord>& trials) {
+    std::vector<int> out;
+    for (const TrialRecord& t : trials) out.push_back(t.number);
+    return out;
+  };
+  EXPECT_EQ(numbers(db->BestTrials(id, Direction::kMinimize, std::nullopt, -1).value()),
+            (std::vector<int>{1, 4, 0, 6}));
+  EXPECT_EQ(numbers(db->BestTrials(id, Direction::kMaximize, std::nullopt, 2).value()),
+            (std::vector<int>{6, 0}));
+  EXPECT_EQ(numbers(db->BestTrials(id, Direction::kMinimize, 0.5, -1).value()),
+            (std::vector<int>{1, 4, 0}));
+  EXPECT_EQ(db->BestTrials(id, Direction::kMinimize, std::nullopt, 1).value()[0].params,
+            NewTrial(id, 1).params);
+  const TrialState open[] = {TrialState::kRunning, TrialState::kPaused};
+  EXPECT_EQ(numbers(db->ListTrialsIn(id, open).value()), (std::vector<int>{7, 8}));
+  EXPECT_TRUE(db->ListTrialsIn(id, {}).value().empty());
+}
+
 TEST_P(StorageContractTest, InterruptUnfinishedMarksOnlyRunningAndPendingTrials) {
   auto db = Open();
   int64_t id = db->CreateStudy(NewStudy("a"))->id;
@@ -491,10 +545,11 @@ TEST(StorageTest, RefusesADatabaseFromANewerVersionAndLeavesItUntouched) {
   EXPECT_EQ(ReadFile(path), before);
 }
 
-TEST(StorageTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
-  TempDir dir;
-  std::string path = dir / "h.db";
-  int64_t id = OpenOrDie(path)->CreateStudy(NewStudy("a"))->id;
+TEST_P(StorageContractTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
+  if (GetParam() == Backend::kMemory)
+    GTEST_SKIP() << "a store in one process: none other writes it";
+  const std::string url = Url();
+  int64_t id = Open()->CreateStudy(NewStudy("a"))->id;
   constexpr int kTrials = 150;
   constexpr int kPauseAt = kTrials / 2;
   int inside[2], go[2];
@@ -502,7 +557,7 @@ TEST(StorageTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
   ASSERT_EQ(pipe(go), 0);
   pid_t writer = fork();
   if (writer == 0) {
-    auto db = Storage::Open(path);
+    auto db = OpenStorage(url);
     if (!db.ok()) _exit(2);
     for (int n = 0; n < kTrials; ++n) {
       Status s = (*db)->Transaction([&]() -> Status {
@@ -529,7 +584,7 @@ TEST(StorageTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
     // what was committed.
     char c;
     ASSERT_EQ(read(inside[0], &c, 1), 1);
-    auto reader = Storage::Open(path, o);
+    auto reader = OpenStorage(url, o);
     ASSERT_TRUE(reader.ok()) << reader.status().message();
     auto trials = (*reader)->ListTrials(id);
     ASSERT_TRUE(trials.ok()) << trials.status().message();
@@ -541,7 +596,7 @@ TEST(StorageTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
   // Read for as long as the writer runs: every read succeeds and never goes backwards, and a
   // trial is never seen without all of its metrics (each transaction is all or nothing).
   while (waitpid(writer, &status, WNOHANG) == 0) {
-    auto reader = Storage::Open(path, o);
+    auto reader = OpenStorage(url, o);
     ASSERT_TRUE(reader.ok()) << reader.status().message();
     auto trials = (*reader)->ListTrials(id);
     ASSERT_TRUE(trials.ok()) << trials.status().message();
@@ -555,15 +610,18 @@ TEST(StorageTest, AReaderInAnotherProcessReadsWhileAWriterCommits) {
   }
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_EQ(OpenOrDie(path)->ListTrials(id)->size(), static_cast<size_t>(kTrials));
+  EXPECT_EQ(Open()->ListTrials(id)->size(), static_cast<size_t>(kTrials));
 }
 
-TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
-  TempDir dir;
-  std::string path = dir / "h.db";
+// A writer process killed with its transaction open: what it committed before stays, what it had
+// not committed is gone, and its locks die with it.
+TEST_P(StorageContractTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
+  if (GetParam() == Backend::kMemory)
+    GTEST_SKIP() << "a store in one process: none other writes it";
+  const std::string url = Url();
   int64_t id;
   {
-    auto db = OpenOrDie(path);
+    auto db = Open();
     id = db->CreateStudy(NewStudy("a"))->id;
     ASSERT_TRUE(db->InsertTrial(NewTrial(id, 0, TrialState::kCompleted)).ok());
     ASSERT_TRUE(db->AddMetrics(id, 0, std::vector<MetricPoint>{{1, "loss", 0.5, 1}}).ok());
@@ -572,7 +630,7 @@ TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
   ASSERT_EQ(pipe(inside), 0);
   pid_t writer = fork();
   if (writer == 0) {
-    auto db = Storage::Open(path);
+    auto db = OpenStorage(url);
     if (!db.ok()) _exit(2);
     (void)(*db)->Transaction([&]() -> Status {
       HP_RETURN_IF_ERROR((*db)->InsertTrial(NewTrial(id, 1)));
@@ -591,15 +649,17 @@ TEST(StorageTest, AWriterKilledMidTransactionLosesOnlyThatTransaction) {
   waitpid(writer, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
 
-  auto db = OpenOrDie(path);
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  sqlite3_prepare_v2(raw, "PRAGMA integrity_check", -1, &stmt, nullptr);
-  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
-  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "ok");
-  sqlite3_finalize(stmt);
-  sqlite3_close(raw);
+  auto db = Open();
+  if (GetParam() == Backend::kSqlite) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db->path().c_str(), &raw), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(raw, "PRAGMA integrity_check", -1, &stmt, nullptr);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "ok");
+    sqlite3_finalize(stmt);
+    sqlite3_close(raw);
+  }
 
   auto trials = db->ListTrials(id).value();
   ASSERT_EQ(trials.size(), 1u);

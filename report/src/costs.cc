@@ -33,8 +33,7 @@ const storage::TrialRecord* CheapestWithin(const std::vector<const storage::Tria
   const double best = *ranked.front()->value;
   // A value exactly at the tolerance counts (0.865 is within 0.001 of 0.866, though in doubles
   // their difference is a hair more).
-  const double slack = (tolerance.relative ? tolerance.amount * std::abs(best) : tolerance.amount) +
-                       1e-9 * std::max(1.0, std::abs(best));
+  const double slack = Slack(tolerance, best);
   auto cost_of = [&](const storage::TrialRecord* t) -> const TrialCost* {
     auto it = costs.find(t->number);
     return it == costs.end() ? nullptr : &it->second;

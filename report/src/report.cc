@@ -60,7 +60,7 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
   Json all = Json::array();
   Table table({"study", "state", "trials", "best", "metric", "created"});
   for (const StudyRecord& s : studies) {
-    HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, s.name, ViewParts::kTrials));
+    HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, s.name, Tolerance{}));
     auto ranked = Ranked(l);
     std::optional<double> best;
     if (!ranked.empty()) best = ranked.front()->value;
@@ -71,13 +71,13 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
       j["state"] = state;
       j["metric"] = s.metric;
       j["direction"] = DirectionName(s.direction);
-      j["trials"] = CountStates(l.trials);
+      j["trials"] = CountStates(Tally(l));
       j["best"] = best ? Json(*best) : Json(nullptr);
       j["best_trial"] = ranked.empty() ? Json(nullptr) : Json(ranked.front()->number);
       j["created"] = s.created;
       all.push_back(j);
     } else {
-      table.AddRow({s.name, state, CountsText(CountStates(l.trials)), ValueText(best),
+      table.AddRow({s.name, state, CountsText(CountStates(Tally(l))), ValueText(best),
                     StrCat(s.metric, Maximize(s) ? " (max)" : " (min)"),
                     FormatTimestamp(s.created)});
     }
@@ -119,18 +119,6 @@ TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>&
 
 namespace {
 
-// Seconds from the first trial's start to the last one's end (or now, while one runs).
-std::optional<double> Elapsed(const std::vector<TrialRecord>& trials) {
-  std::optional<double> first_start, last_end;
-  for (const TrialRecord& t : trials) {
-    if (t.started && (!first_start || *t.started < *first_start)) first_start = t.started;
-    double end = t.ended ? *t.ended : WallNow();
-    if (t.started && (!last_end || end > *last_end)) last_end = end;
-  }
-  if (!first_start) return std::nullopt;
-  return *last_end - *first_start;
-}
-
 Json StudyJson(const StudyView& l, const std::string& state,
                const std::vector<const TrialRecord*>& ranked, const TradeOff& trade_off) {
   Json j;
@@ -138,7 +126,7 @@ Json StudyJson(const StudyView& l, const std::string& state,
   j["state"] = state;
   j["metric"] = l.study.metric;
   j["direction"] = DirectionName(l.study.direction);
-  j["trials"] = CountStates(l.trials);
+  j["trials"] = CountStates(Tally(l));
   j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
   j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
   j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front(), l.space());
@@ -149,7 +137,7 @@ Json StudyJson(const StudyView& l, const std::string& state,
                                       {"best_cost", trade_off.best_cost.cost},
                                       {"cost_unit", trade_off.cost.gpu() ? "GPU-s" : "CPU-s"}}
                                : Json(nullptr);
-  std::optional<double> elapsed = Elapsed(l.trials);
+  std::optional<double> elapsed = StudyElapsed(l);
   j["elapsed_s"] = elapsed ? Json(*elapsed) : Json(nullptr);
   j["runner_pid"] = l.study.runner_pid ? Json(*l.study.runner_pid) : Json(nullptr);
   return j;
@@ -189,7 +177,7 @@ void PrintEvents(const std::vector<storage::EventRecord>& events, std::ostream& 
 }  // namespace
 
 Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kCosts));
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, kTradeOff));
   auto ranked = Ranked(l);
   const TradeOff trade_off = FindTradeOff(l, ranked);
   std::string state = RunnerStateName(RunnerStateOf(l));
@@ -204,12 +192,12 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
   if (l.spec && l.spec->priority != 1)
     out << "priority   " << FormatShort(l.spec->priority, 4)
         << " (its weight in the share of a server that runs several studies)\n";
-  int finished = 0;
-  for (const TrialRecord& t : l.trials) finished += storage::IsFinished(t.state);
-  out << "trials     " << CountsText(CountStates(l.trials));
-  if (l.spec) out << "  [" << finished << "/" << l.spec->budget.max_trials << " of the budget]";
+  const storage::TrialTally tally = Tally(l);
+  out << "trials     " << CountsText(CountStates(tally));
+  if (l.spec)
+    out << "  [" << tally.Finished() << "/" << l.spec->budget.max_trials << " of the budget]";
   out << "\n";
-  if (auto elapsed = Elapsed(l.trials)) out << "elapsed    " << FormatDuration(*elapsed) << "\n";
+  if (auto elapsed = StudyElapsed(l)) out << "elapsed    " << FormatDuration(*elapsed) << "\n";
   PrintBest(l, ranked, trade_off, out);
   PrintEvents(events, out);
   return Status::Ok();
@@ -334,10 +322,11 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
 
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
                   const std::optional<Tolerance>& within, std::ostream& out) {
-  HP_ASSIGN_OR_RETURN(StudyView l,
-                      ReadStudyView(db, name, within ? ViewParts::kCosts : ViewParts::kTrials));
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, within.value_or(Tolerance{})));
   auto ranked = Ranked(l);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+  int total = 0;
+  for (const auto& [state, n] : Tally(l).counts) total += n;
   const TrialRecord& top = *ranked.front();
   const TrialRecord* pick = &top;
   std::map<int, TrialCost> costs;
@@ -371,10 +360,10 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
   }
   if (within) {
     out << "cheapest within " << WithinText(*within) << " of the best: " << l.study.metric << " = "
-        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << l.trials.size() << ")\n";
+        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << total << ")\n";
   } else {
     out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
-        << " of " << l.trials.size() << ")\n";
+        << " of " << total << ")\n";
   }
   for (const std::string& name : ConfigNames(b.params, l.space()))
     out << "  " << name << ": " << FormatValue(b.params.at(name)) << "\n";

@@ -20,11 +20,7 @@ RunnerState RunnerStateOf(const StudyView& v) {
       return RunnerState::kRunnerDied;
     return RunnerState::kRunning;
   }
-  if (v.spec) {
-    int finished = 0;
-    for (const TrialRecord& t : v.trials) finished += storage::IsFinished(t.state);
-    if (finished >= v.spec->budget.max_trials) return RunnerState::kDone;
-  }
+  if (v.spec && Tally(v).Finished() >= v.spec->budget.max_trials) return RunnerState::kDone;
   return RunnerState::kStopped;
 }
 
@@ -46,9 +42,9 @@ Json ParamsJson(const TrialRecord& t, const SearchSpace* space) {
   return Json::parse(ConfigToJson(t.params, space));
 }
 
-std::map<std::string, int> CountStates(const std::vector<TrialRecord>& trials) {
+std::map<std::string, int> CountStates(const storage::TrialTally& tally) {
   std::map<std::string, int> counts;
-  for (const TrialRecord& t : trials) counts[storage::TrialStateName(t.state)]++;
+  for (const auto& [state, n] : tally.counts) counts[storage::TrialStateName(state)] = n;
   return counts;
 }
 

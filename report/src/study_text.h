@@ -30,7 +30,7 @@ const char* RunnerStateName(RunnerState state);
 nlohmann::ordered_json ParamsJson(const storage::TrialRecord& t, const SearchSpace* space);
 
 // {"completed": 4, "running": 2, ...}: how many trials are in each state.
-std::map<std::string, int> CountStates(const std::vector<storage::TrialRecord>& trials);
+std::map<std::string, int> CountStates(const storage::TrialTally& tally);
 // "4 completed, 2 running, 1 pruned", in a fixed order; "no trials yet" when empty.
 std::string CountsText(const std::map<std::string, int>& counts);
 

@@ -13,7 +13,12 @@ using storage::EventKind;
 using storage::TrialRecord;
 using storage::TrialState;
 
-Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, ViewParts parts) {
+namespace {
+
+constexpr EventKind kRuns[] = {EventKind::kTrialPaused, EventKind::kTrialResumed};
+
+// The study `name` with its parsed file; kNotFound naming the closest study there is.
+Result<StudyView> FindStudyView(storage::Storage& db, const std::string& name) {
   HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
   if (!found) {
     HP_ASSIGN_OR_RETURN(auto all, db.ListStudies());
@@ -25,10 +30,56 @@ Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, V
   }
   StudyView v;
   v.study = *found;
-  HP_ASSIGN_OR_RETURN(v.trials, db.ListTrials(v.study.id));
   v.spec = study::ParseStudy(v.study.spec_text, v.study.spec_path).spec;
+  return v;
+}
+
+}  // namespace
+
+Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name,
+                                   const Tolerance& within) {
+  HP_ASSIGN_OR_RETURN(StudyView v, FindStudyView(db, name));
+  const int64_t id = v.study.id;
+  // The tally first: a trial that ends between the reads is then counted as running and shown as
+  // it ended, never missing from both.
+  HP_ASSIGN_OR_RETURN(v.tally, db.TallyTrials(id));
+  constexpr TrialState kOpen[] = {TrialState::kRunning, TrialState::kPaused};
+  HP_ASSIGN_OR_RETURN(v.trials, db.ListTrialsIn(id, kOpen));
+  HP_ASSIGN_OR_RETURN(auto best, db.BestTrials(id, v.study.direction, std::nullopt, 1));
+  if (!best.empty()) {
+    const double b = *best.front().value, slack = Slack(within, b);
+    HP_ASSIGN_OR_RETURN(
+        best, db.BestTrials(id, v.study.direction, Maximize(v.study) ? b - slack : b + slack, -1));
+  }
+  v.trials.insert(v.trials.end(), best.begin(), best.end());
+  std::sort(v.trials.begin(), v.trials.end(),
+            [](const TrialRecord& a, const TrialRecord& b) { return a.number < b.number; });
+  HP_ASSIGN_OR_RETURN(v.events, db.ListEventsOfKinds(id, kRuns));
+  v.now = WallNow();
+  return v;
+}
+
+storage::TrialTally Tally(const StudyView& view) {
+  return view.tally ? *view.tally : storage::TallyOf(view.trials);
+}
+
+std::optional<double> StudyElapsed(const StudyView& view) {
+  const storage::TrialTally tally = Tally(view);
+  if (!tally.first_start) return std::nullopt;
+  double end = tally.last_end.value_or(*tally.first_start);
+  if (tally.running_on > 0) end = std::max(end, view.now);
+  return std::max(0.0, end - *tally.first_start);
+}
+
+double Slack(const Tolerance& tolerance, double best) {
+  return (tolerance.relative ? tolerance.amount * std::abs(best) : tolerance.amount) +
+         1e-9 * std::max(1.0, std::abs(best));
+}
+
+Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, ViewParts parts) {
+  HP_ASSIGN_OR_RETURN(StudyView v, FindStudyView(db, name));
+  HP_ASSIGN_OR_RETURN(v.trials, db.ListTrials(v.study.id));
   if (parts == ViewParts::kCosts) {
-    constexpr EventKind kRuns[] = {EventKind::kTrialPaused, EventKind::kTrialResumed};
     HP_ASSIGN_OR_RETURN(v.events, db.ListEventsOfKinds(v.study.id, kRuns));
   } else if (parts == ViewParts::kEverything) {
     HP_ASSIGN_OR_RETURN(v.journal, db.ListJournal(v.study.id));

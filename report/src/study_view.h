@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "hyperpack/report/report.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
@@ -33,6 +34,9 @@ struct StudyView {
   // PageImportance(*this) when a caller kept it from before (a GP fit takes a while); computed
   // when absent.
   std::optional<nlohmann::json> importance;
+  // Set by ReadStudySummary, whose `trials` are only some of the study's: how many there are in
+  // each state, and when they ran. Absent: `trials` are all of them (Tally counts them).
+  std::optional<storage::TrialTally> tally;
 
   // The study's search space; null when its file no longer parses.
   const SearchSpace* space() const { return spec ? &spec->space : nullptr; }
@@ -44,6 +48,22 @@ enum class ViewParts { kTrials, kCosts, kEverything };
 
 // Study `name` as `parts` says, at this moment; kNotFound naming the closest study there is.
 Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, ViewParts parts);
+
+// What `status`, `status --watch` and `best` show, without reading every trial: the study's tally
+// (TallyTrials), its running and paused trials, and its completed trials within `within` of the
+// best (the best and any that tie it, for a zero tolerance), with the pause and resume events that
+// their costs need (as kCosts).
+Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name,
+                                   const Tolerance& within);
+
+// view.tally, or the tally of view.trials where the view holds every trial.
+storage::TrialTally Tally(const StudyView& view);
+// Seconds from the first trial's start to the last end, or to view.now while a trial that started
+// has not ended; nullopt before any trial started.
+std::optional<double> StudyElapsed(const StudyView& view);
+// How far from `best` a value may be and still be within `tolerance` of it (a hair more, so that
+// 0.865 is within 0.001 of 0.866 though in doubles their difference is a little more).
+double Slack(const Tolerance& tolerance, double best);
 
 bool Maximize(const storage::StudyRecord& s);
 // Completed trials with a value, best first (ties: the earlier trial). The pointers point into

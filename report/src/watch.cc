@@ -69,19 +69,6 @@ std::vector<const TrialRecord*> Running(const WatchInput& in) {
   return out;
 }
 
-// From the first trial's start to the last end, or to `now` while a trial has not ended.
-std::optional<double> StudyElapsed(const WatchInput& in) {
-  std::optional<double> first_start, last_end;
-  for (const TrialRecord& t : in.trials) {
-    if (!t.started) continue;
-    const double end = t.ended ? *t.ended : in.now;
-    if (!first_start || *t.started < *first_start) first_start = t.started;
-    if (!last_end || end > *last_end) last_end = end;
-  }
-  if (!first_start) return std::nullopt;
-  return std::max(0.0, *last_end - *first_start);
-}
-
 std::optional<double> TrialElapsed(const WatchInput& in, const TrialRecord& t) {
   if (!t.started) return std::nullopt;
   return std::max(0.0, in.now - *t.started);
@@ -147,9 +134,7 @@ Json PlacementJson(const std::vector<storage::RankRecord>& ranks) {
 
 std::string BudgetText(const WatchInput& in) {
   if (!in.spec) return "";
-  int finished = 0;
-  for (const TrialRecord& t : in.trials) finished += storage::IsFinished(t.state);
-  return StrCat("  [", finished, "/", in.spec->budget.max_trials, " of the budget]");
+  return StrCat("  [", Tally(in).Finished(), "/", in.spec->budget.max_trials, " of the budget]");
 }
 
 }  // namespace
@@ -162,7 +147,7 @@ std::string WatchText(const WatchInput& in) {
   const size_t used = head.size() + clock.size();
   out << head << std::string(used + 2 < kHeaderWidth ? kHeaderWidth - used : 2, ' ') << clock
       << "\n";
-  out << "trials   " << CountsText(CountStates(in.trials)) << BudgetText(in) << "\n";
+  out << "trials   " << CountsText(CountStates(Tally(in))) << BudgetText(in) << "\n";
   auto ranked = Ranked(in);
   if (ranked.empty()) {
     out << "best     - (no completed trial yet)\n";
@@ -207,7 +192,7 @@ Json WatchJson(const WatchInput& in) {
   j["metric"] = in.study.metric;
   j["time"] = in.now;
   j["elapsed_s"] = FiniteOrNull<Json>(StudyElapsed(in));
-  j["trials"] = CountStates(in.trials);
+  j["trials"] = CountStates(Tally(in));
   j["max_trials"] = in.spec ? Json(in.spec->budget.max_trials) : Json(nullptr);
   auto ranked = Ranked(in);
   if (ranked.empty()) {
@@ -251,7 +236,7 @@ namespace {
 // The frame's input as storage holds it now.
 Result<WatchInput> LoadWatchInput(storage::Storage& db, const std::string& name, double now) {
   WatchInput in;
-  HP_ASSIGN_OR_RETURN(static_cast<StudyView&>(in), ReadStudyView(db, name, ViewParts::kTrials));
+  HP_ASSIGN_OR_RETURN(static_cast<StudyView&>(in), ReadStudySummary(db, name, Tolerance{}));
   in.state = RunnerStateOf(in);
   for (const TrialRecord& t : in.trials) {
     if (t.state != TrialState::kRunning) continue;

@@ -1,6 +1,7 @@
 #include "memory_storage.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -174,6 +175,36 @@ class MemoryStorage final : public Storage {
         out.push_back(it->second);
       return out;
     });
+  }
+
+  Result<std::vector<TrialRecord>> ListTrialsIn(int64_t study_id,
+                                                std::span<const TrialState> states) override {
+    HP_ASSIGN_OR_RETURN(std::vector<TrialRecord> all, ListTrials(study_id));
+    std::erase_if(all, [&](const TrialRecord& t) {
+      return std::find(states.begin(), states.end(), t.state) == states.end();
+    });
+    return all;
+  }
+
+  Result<std::vector<TrialRecord>> BestTrials(int64_t study_id, Direction direction,
+                                              std::optional<double> bound, int limit) override {
+    HP_ASSIGN_OR_RETURN(std::vector<TrialRecord> all, ListTrials(study_id));
+    const bool max = direction == Direction::kMaximize;
+    auto better = [&](double a, double b) { return max ? a > b : a < b; };
+    std::erase_if(all, [&](const TrialRecord& t) {
+      return t.state != TrialState::kCompleted || !t.value || std::isnan(*t.value) ||
+             (bound && better(*bound, *t.value));
+    });
+    std::stable_sort(all.begin(), all.end(), [&](const TrialRecord& a, const TrialRecord& b) {
+      return better(*a.value, *b.value);
+    });
+    if (limit >= 0 && static_cast<int>(all.size()) > limit) all.resize(limit);
+    return all;
+  }
+
+  Result<TrialTally> TallyTrials(int64_t study_id) override {
+    HP_ASSIGN_OR_RETURN(std::vector<TrialRecord> all, ListTrials(study_id));
+    return TallyOf(all);
   }
 
   Result<int> NextTrialNumber(int64_t study_id) override {

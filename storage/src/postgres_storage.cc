@@ -356,19 +356,48 @@ class PostgresStorage final : public Storage {
   }
 
   Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) override {
+    return SelectTrials("WHERE study_id = $1 ORDER BY number", Params().Add(study_id), study_id);
+  }
+
+  Result<std::vector<TrialRecord>> ListTrialsIn(int64_t study_id,
+                                                std::span<const TrialState> states) override {
+    std::vector<std::string> names;
+    for (TrialState s : states) names.push_back(TrialStateName(s));
+    // The names as one text[] parameter: `state = ANY($2)`.
+    return SelectTrials("WHERE study_id = $1 AND state = ANY($2::text[]) ORDER BY number",
+                        Params().Add(study_id).Add("{" + Join(names, ",") + "}"), study_id);
+  }
+
+  Result<std::vector<TrialRecord>> BestTrials(int64_t study_id, Direction direction,
+                                              std::optional<double> bound, int limit) override {
+    // PostgreSQL orders NaN above every number, and holds it equal to itself: "<> 'NaN'" drops it.
+    const bool max = direction == Direction::kMaximize;
+    return SelectTrials(
+        StrCat("WHERE study_id = $1 AND state = 'completed' AND value IS NOT NULL AND value <> "
+               "'NaN'::float8 AND ($2::float8 IS NULL OR value ",
+               max ? ">=" : "<=", " $2::float8) ORDER BY value ", max ? "DESC" : "ASC",
+               ", number LIMIT $3"),
+        Params().Add(study_id).Add(bound).Add(limit < 0 ? std::optional<int64_t>()
+                                                        : std::optional<int64_t>(limit)),
+        study_id);
+  }
+
+  Result<TrialTally> TallyTrials(int64_t study_id) override {
     HP_ASSIGN_OR_RETURN(
         PgResult res,
-        Query("SELECT number, state, params, value, started, ended, exit_status, error, host, "
-              "attempt, retry_of, log_path, placement FROM trials WHERE study_id = $1 ORDER BY "
-              "number",
-              Params().Add(study_id), "listing trials"));
-    std::vector<TrialRecord> out;
+        Query("SELECT state, COUNT(*), MIN(started), MAX(CASE WHEN started IS NOT NULL THEN ended "
+              "END), COUNT(*) FILTER (WHERE started IS NOT NULL AND ended IS NULL) FROM trials "
+              "WHERE study_id = $1 GROUP BY state",
+              Params().Add(study_id), "counting trials"));
+    TrialTally tally;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
-      HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrial(res.get(), r));
-      t.study_id = study_id;
-      out.push_back(std::move(t));
+      auto state = ParseTrialState(Text(res.get(), r, 0));
+      if (!state) return Status::Io("a trial has an unknown state '", Text(res.get(), r, 0), "'");
+      tally.counts[*state] = static_cast<int>(Int(res.get(), r, 1));
+      tally.AddSpan(OptDouble(res.get(), r, 2), OptDouble(res.get(), r, 3),
+                    static_cast<int>(Int(res.get(), r, 4)));
     }
-    return out;
+    return tally;
   }
 
   Result<int> NextTrialNumber(int64_t study_id) override {
@@ -579,6 +608,24 @@ class PostgresStorage final : public Storage {
       schema_version_ = m.version;
     }
     return Status::Ok();
+  }
+
+  // The trials that `where` (its WHERE and ORDER BY clauses) selects.
+  Result<std::vector<TrialRecord>> SelectTrials(const std::string& where, const Params& params,
+                                                int64_t study_id) {
+    HP_ASSIGN_OR_RETURN(
+        PgResult res,
+        Query("SELECT number, state, params, value, started, ended, exit_status, error, host, "
+              "attempt, retry_of, log_path, placement FROM trials " +
+                  where,
+              params, "listing trials"));
+    std::vector<TrialRecord> out;
+    for (int r = 0; r < PQntuples(res.get()); ++r) {
+      HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrial(res.get(), r));
+      t.study_id = study_id;
+      out.push_back(std::move(t));
+    }
+    return out;
   }
 
   Result<TrialRecord> ReadTrial(const PGresult* res, int r) const {

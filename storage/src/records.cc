@@ -223,4 +223,25 @@ Config DecodeParams(const std::string& text) {
   return config.ok() ? *std::move(config) : Config();
 }
 
+int TrialTally::Finished() const {
+  int finished = 0;
+  for (const auto& [state, n] : counts) finished += IsFinished(state) ? n : 0;
+  return finished;
+}
+
+void TrialTally::AddSpan(std::optional<double> first, std::optional<double> last, int running) {
+  if (first && (!first_start || *first < *first_start)) first_start = first;
+  if (last && (!last_end || *last > *last_end)) last_end = last;
+  running_on += running;
+}
+
+TrialTally TallyOf(const std::vector<TrialRecord>& trials) {
+  TrialTally tally;
+  for (const TrialRecord& t : trials) {
+    ++tally.counts[t.state];
+    if (t.started) tally.AddSpan(t.started, t.ended, t.ended ? 0 : 1);
+  }
+  return tally;
+}
+
 }  // namespace hyperpack::storage

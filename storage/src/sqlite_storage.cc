@@ -525,14 +525,13 @@ Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, do
   return numbers;
 }
 
-Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare(
-          "SELECT number, state, params, value, started, ended, exit_status, error, host, "
-          "attempt, retry_of, log_path, placement FROM trials WHERE study_id = ? ORDER BY number"));
-  Statement stmt(raw);
-  stmt.Bind(study_id);
+namespace {
+constexpr char kTrialColumns[] =
+    "SELECT number, state, params, value, started, ended, exit_status, error, host, attempt, "
+    "retry_of, log_path, placement FROM trials ";
+
+// The rows of a statement that selects kTrialColumns, as records.
+Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, int64_t study_id) {
   std::vector<TrialRecord> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
@@ -555,8 +554,68 @@ Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
     t.placement = DecodePlacement(Text(raw, 12));
     out.push_back(std::move(t));
   }
-  if (rc != SQLITE_DONE) return db_->Error("listing trials");
+  if (rc != SQLITE_DONE)
+    return Status::Io("listing trials: ", sqlite3_errmsg(sqlite3_db_handle(raw)));
   return out;
+}
+}  // namespace
+
+Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(kTrialColumns) +
+                                                       "WHERE study_id = ? ORDER BY number"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  return ReadTrials(stmt, raw, study_id);
+}
+
+Result<std::vector<TrialRecord>> SqliteStorage::ListTrialsIn(int64_t study_id,
+                                                             std::span<const TrialState> states) {
+  if (states.empty()) return std::vector<TrialRecord>();
+  std::string marks(2 * states.size() - 1, ',');
+  for (size_t i = 0; i < states.size(); ++i) marks[2 * i] = '?';
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(kTrialColumns) +
+                                                       "WHERE study_id = ? AND state IN (" + marks +
+                                                       ") ORDER BY number"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  for (TrialState s : states) stmt.Bind(std::string(TrialStateName(s)));
+  return ReadTrials(stmt, raw, study_id);
+}
+
+Result<std::vector<TrialRecord>> SqliteStorage::BestTrials(int64_t study_id, Direction direction,
+                                                           std::optional<double> bound, int limit) {
+  // SQLite keeps a NaN as NULL: "value IS NOT NULL" leaves NaN out too.
+  const bool max = direction == Direction::kMaximize;
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare(std::string(kTrialColumns) +
+                   "WHERE study_id = ? AND state = 'completed' AND value IS NOT NULL AND "
+                   "(? IS NULL OR value " +
+                   (max ? ">=" : "<=") + " ?) ORDER BY value " + (max ? "DESC" : "ASC") +
+                   ", number LIMIT ?"));
+  Statement stmt(raw);
+  stmt.Bind(study_id).Bind(bound).Bind(bound).Bind(limit);
+  return ReadTrials(stmt, raw, study_id);
+}
+
+Result<TrialTally> SqliteStorage::TallyTrials(int64_t study_id) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare("SELECT state, COUNT(*), MIN(started), MAX(CASE WHEN started IS NOT NULL THEN "
+                   "ended END), SUM(started IS NOT NULL AND ended IS NULL) FROM trials WHERE "
+                   "study_id = ? GROUP BY state"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  TrialTally tally;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    auto state = ParseTrialState(Text(raw, 0));
+    if (!state) return Status::Io("a trial has an unknown state '", Text(raw, 0), "'");
+    tally.counts[*state] = sqlite3_column_int(raw, 1);
+    tally.AddSpan(OptDouble(raw, 2), OptDouble(raw, 3), sqlite3_column_int(raw, 4));
+  }
+  if (rc != SQLITE_DONE) return db_->Error("counting trials");
+  return tally;
 }
 
 Result<int> SqliteStorage::NextTrialNumber(int64_t study_id) {
@@ -615,9 +674,11 @@ Result<std::optional<MetricPoint>> SqliteStorage::LatestMetric(int64_t study_id,
                                                                const std::string& name) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      db_->Prepare("SELECT m.step, m.name, m.value, m.time FROM metrics m JOIN trials t ON "
-                   "m.trial_id = t.id WHERE t.study_id = ? AND t.number = ? AND m.name = ? ORDER "
-                   "BY m.rowid DESC LIMIT 1"));
+      // The newest rowid from the (trial, name) index alone, then that one row: ordering the
+      // trial's points by rowid instead sorts all of them.
+      db_->Prepare("SELECT step, name, value, time FROM metrics WHERE rowid = (SELECT MAX(m.rowid) "
+                   "FROM metrics m WHERE m.trial_id = (SELECT id FROM trials WHERE study_id = ? "
+                   "AND number = ?) AND m.name = ?)"));
   Statement stmt(raw);
   stmt.Bind(study_id).Bind(trial_number).Bind(name);
   const int rc = stmt.Step();

@@ -42,6 +42,11 @@ class SqliteStorage final : public Storage {
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
                                                const std::string& reason) override;
   Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) override;
+  Result<std::vector<TrialRecord>> ListTrialsIn(int64_t study_id,
+                                                std::span<const TrialState> states) override;
+  Result<std::vector<TrialRecord>> BestTrials(int64_t study_id, Direction direction,
+                                              std::optional<double> bound, int limit) override;
+  Result<TrialTally> TallyTrials(int64_t study_id) override;
   Result<int> NextTrialNumber(int64_t study_id) override;
 
   Status AddMetrics(int64_t study_id, int trial_number,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -163,6 +164,22 @@ std::vector<RankRecord> DecodePlacement(const std::string& text);
 // is not such an object (a damaged row) as no parameters rather than failing the whole read.
 std::string EncodeParams(const Config& params);
 Config DecodeParams(const std::string& text);
+
+// What `status` says of a study's trials without reading them: how many are in each state, and
+// the span they ran over.
+struct TrialTally {
+  std::map<TrialState, int> counts;   // states with no trial are absent
+  std::optional<double> first_start;  // the earliest start
+  std::optional<double> last_end;     // the latest end of a trial that started
+  int running_on = 0;                 // trials that started and have no end yet
+  int Finished() const;               // trials in a state IsFinished holds for
+  // Widens the span by that of some more trials.
+  void AddSpan(std::optional<double> first, std::optional<double> last, int running);
+  bool operator==(const TrialTally&) const = default;
+};
+// The tally of `trials`: what every backend's TallyTrials answers, computed here for stores that
+// hold rows in memory and for callers that read every trial anyway.
+TrialTally TallyOf(const std::vector<TrialRecord>& trials);
 
 struct MetricPoint {
   int64_t step = 0;

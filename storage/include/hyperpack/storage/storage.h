@@ -94,6 +94,17 @@ class Storage {
                                                        const std::string& reason) = 0;
   // The study's trials by number.
   virtual Result<std::vector<TrialRecord>> ListTrials(int64_t study_id) = 0;
+  // Its trials in one of `states`, by number.
+  virtual Result<std::vector<TrialRecord>> ListTrialsIn(int64_t study_id,
+                                                        std::span<const TrialState> states) = 0;
+  // Its completed trials with a value (not NaN), best first for `direction` (ties: the lower
+  // number), none worse than `bound` where given, at most `limit` of them (every one when
+  // negative).
+  virtual Result<std::vector<TrialRecord>> BestTrials(int64_t study_id, Direction direction,
+                                                      std::optional<double> bound, int limit) = 0;
+  // Its trials counted by state, and when they ran (TallyOf its trials), from one aggregate
+  // query: `status` answers from this and the two above without reading every trial.
+  virtual Result<TrialTally> TallyTrials(int64_t study_id) = 0;
   // One more than the highest trial number; 0 for a study without trials.
   virtual Result<int> NextTrialNumber(int64_t study_id) = 0;
 
