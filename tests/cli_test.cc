@@ -244,6 +244,13 @@ TEST_F(CliTest, ReadCommandsSayTheSameOnPostgreSQL) {
   EXPECT_THAT(testing::ReadFile(dir_ / "s.html"), HasSubstr("<title>s"));
   // Trial logs go to the current folder, not to one named after the URL.
   EXPECT_TRUE(std::filesystem::is_directory(dir_ / "hyperpack_logs/s"));
+  // No runner is on the study: one frame, from the tally and the best trial.
+  auto watch = Cli({"status", "s", "--watch", "--json", "--storage", db_});
+  ASSERT_EQ(watch.exit_code, 0) << watch.err;
+  const Json frame = Json::parse(watch.out);
+  EXPECT_EQ(frame["trials"]["completed"], 5);
+  EXPECT_EQ(frame["best"]["trial"],
+            Json::parse(Cli({"best", "s", "--json", "--storage", db_}).out)["trial"]);
 }
 #endif
 

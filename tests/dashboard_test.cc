@@ -7,6 +7,7 @@
 #include <string>
 
 #include "http_util.h"
+#include "local_postgres.h"
 #include "routes.h"
 #include "test_util.h"
 
@@ -135,6 +136,40 @@ TEST_F(DashboardTest, OnLoopbackItServesTheIndexEachStudysPageAndItsData) {
   // Each response was logged, without the query.
   EXPECT_THAT(server_->output(), HasSubstr("GET /api/study/s 200"));
 }
+
+#ifdef HYPERPACK_WITH_POSTGRES
+// The same dashboard on a study kept in PostgreSQL (a throwaway server: local_postgres.h).
+class DashboardOnPostgresTest : public DashboardTest {
+ protected:
+  void SetUp() override {
+    std::string error;
+    postgres_ = hyperpack::testing::LocalPostgres::Start(&error);
+    if (!postgres_ && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+    ASSERT_NE(postgres_, nullptr) << error;
+    db_ = postgres_->NewDatabase("dashboard", &error);
+    ASSERT_FALSE(db_.empty()) << error;
+    DashboardTest::SetUp();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop(SIGTERM);  // before its database goes
+  }
+
+  std::unique_ptr<hyperpack::testing::LocalPostgres> postgres_;
+};
+
+TEST_F(DashboardOnPostgresTest, ServesTheStudyAndItsData) {
+  const int port = Start({"--listen", "127.0.0.1:0"});
+  ASSERT_GT(port, 0) << server_->output();
+  EXPECT_THAT(HttpGet(port, "/").body, HasSubstr("href=\"/study/s\""));
+  HttpReply data = HttpGet(port, "/api/study/s");
+  ASSERT_EQ(data.status, 200);
+  nlohmann::json d = nlohmann::json::parse(data.body, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << data.body.substr(0, 500);
+  EXPECT_EQ(d["trials"].size(), 4u);
+  EXPECT_EQ(HttpGet(port, "/study/nope").status, 404);
+  EXPECT_EQ(server_->Stop(SIGTERM), 0);
+}
+#endif
 
 TEST_F(DashboardTest, BadBytesGetABoundedAnswerAndTheServerGoesOn) {
   const int port = Start({"--listen", "127.0.0.1:0"});
