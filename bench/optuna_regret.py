@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Simple regret of Optuna's samplers on the test functions of bench/functions.h.
 
-    /usr/bin/python3 bench/optuna_regret.py --sampler tpe|random [--functions branin,...]
+    /usr/bin/python3 bench/optuna_regret.py --sampler tpe|random|hyperpack [--functions branin,...]
         [--seeds 20] [--evals 100] [--batch 1] [--json]
 
 The counterpart of tuner_regret for Optuna: the same functions over the same spaces (same
@@ -9,7 +9,8 @@ bounds, log scales and types), seeds 0 .. seeds-1 given to the sampler, sequenti
 `evals` trials. It prints, at 25, 50 and 100 evaluations (those within the budget) and at the
 budget itself, the median and quartiles over seeds of the simple regret (best so far - global
 minimum), as a table or, with --json, one JSON object per function and checkpoint with the keys
-tuner_regret writes. The time of a proposal is that of study.ask() plus the suggest_* calls (where
+tuner_regret writes. `--sampler hyperpack` is hyperpack's tuner inside Optuna
+(hyperpack.optuna.GPSampler, the Python module; PYTHONPATH=build/python). The time of a proposal is that of study.ask() plus the suggest_* calls (where
 Optuna's samplers do their work); that of an observation is study.tell().
 
 The function definitions need only the standard library, so that tests can import this file as a
@@ -174,6 +175,9 @@ def suggest(trial, param):
 def make_sampler(optuna, name, seed):
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
+    if name == "hyperpack":
+        import hyperpack.optuna  # the Python module: PYTHONPATH=build/python
+        return hyperpack.optuna.GPSampler(seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
 
 
@@ -242,7 +246,7 @@ def main(argv=None):
         prog="optuna_regret",
         description="Simple regret of an Optuna sampler on test functions, median and quartiles "
                     "over seeds")
-    parser.add_argument("--sampler", choices=["tpe", "random"], required=True)
+    parser.add_argument("--sampler", choices=["tpe", "random", "hyperpack"], required=True)
     parser.add_argument("--functions", default=",".join(FUNCTIONS),
                         help="comma-separated: " + ",".join(FUNCTIONS))
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0 .. N-1")

@@ -11,7 +11,9 @@ Each trial is a real process. A resident evaluator (`serve`) imports scikit-lear
 data once, and forks per request, so that a trial costs its fitting and not Python's imports;
 the trial program (`eval`) only connects to it and prints {"loss": ...}. hyperpack runs each study
 through its CLI (`hyperpack run`, the default tuner `gp` with `tuner.seed`); Optuna's TPE and
-random search ask and tell in this process, evaluating through the same evaluator. One at a time:
+random search ask and tell in this process, evaluating through the same evaluator, and so does
+`hyperpack-optuna`: hyperpack's tuner inside Optuna (hyperpack.optuna.GPSampler, the Python module;
+PYTHONPATH=build/python). One at a time:
 budget.max_parallel 1, and Optuna sequentially. In batches of 8: max_parallel 8 (hyperpack keeps 8
 trials running, proposing as each one ends) against TPE with constant_liar asking 8 at a time.
 
@@ -22,7 +24,8 @@ configuration: 0; the best known: 100), averaged over tasks and seeds.
 
 Usage (PY: a python with scikit-learn and Optuna, e.g. PY=$(../shared/tools/sklearn-python)):
   $PY bench/sklearn_tasks.py run [--tasks all] [--seeds 3] [--budget 64] [--modes 1,8]
-                                  [--methods hyperpack,tpe,random] [--out FILE.json]
+                                  [--methods hyperpack,tpe,random,hyperpack-optuna]
+                                  [--out FILE.json]
                                   [--hyperpack build/cli/hyperpack] [--jobs 2]
   $PY bench/sklearn_tasks.py table FILE.json [FILE.json ...]   # merged, scored, printed
   $PY bench/sklearn_tasks.py serve SOCKET | eval SOCKET TASK NAME=VALUE ...
@@ -196,6 +199,9 @@ def run_optuna(method, task, seed, budget, parallel, sock):
     warnings.simplefilter("ignore")
     if method == "tpe":
         sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=parallel > 1)
+    elif method == "hyperpack-optuna":
+        import hyperpack.optuna  # the Python module: PYTHONPATH=build/python
+        sampler = hyperpack.optuna.GPSampler(seed=seed)
     else:
         sampler = optuna.samplers.RandomSampler(seed=seed)
     study = optuna.create_study(sampler=sampler)

@@ -24,6 +24,8 @@ HYPERPACK_PACKAGES=(
   libjs-chart.js
   # The examples: Fashion-MNIST, and examples/fmnist_softmax's NumPy trainer.
   dataset-fashion-mnist python3 python3-numpy
+  # The Python module (python/: hyperpack.optuna.GPSampler), built for /usr/bin/python3.
+  pybind11-dev python3-dev
 )
 # What scripts/test needs besides.
 HYPERPACK_TEST_PACKAGES=(
@@ -42,6 +44,8 @@ HYPERPACK_TEST_PACKAGES=(
   slurmctld slurmd slurm-client munge
   # The storage tests start a throwaway PostgreSQL server (tests/local_postgres.h).
   postgresql-15
+  # The Python module's tests (tests/python/).
+  python3-pytest
 )
 
 hp_log() { printf '\033[1m==> %s\033[0m\n' "$*"; }
