@@ -24,8 +24,9 @@ HYPERPACK_PACKAGES=(
   libjs-chart.js
   # The examples: Fashion-MNIST, and examples/fmnist_softmax's NumPy trainer.
   dataset-fashion-mnist python3 python3-numpy
-  # The Python module (python/: hyperpack.optuna.GPSampler), built for /usr/bin/python3.
-  pybind11-dev python3-dev
+  # The Python module (python/: hyperpack.optuna.GPSampler), built for /usr/bin/python3, and the
+  # Optuna its example (examples/optuna) runs in.
+  pybind11-dev python3-dev python3-optuna
 )
 # What scripts/test needs besides.
 HYPERPACK_TEST_PACKAGES=(
@@ -33,9 +34,9 @@ HYPERPACK_TEST_PACKAGES=(
   dpkg-dev
   # The fuzzers: clang, and libFuzzer's runtime, which clang-14 only recommends.
   clang libclang-rt-14-dev
-  # Peers the tests check against: Optuna opens the Optuna export; the trainer is compared with
-  # PyTorch.
-  python3-torch python3-optuna
+  # Peers the tests check against: Optuna opens the Optuna export (python3-optuna is installed
+  # above); the trainer is compared with PyTorch.
+  python3-torch
   # The launchers' exports are read by their consumers' own parsers: OmegaConf (Hydra, Lightning).
   python3-omegaconf
   # The study page's tests load it in headless chromium.

@@ -195,3 +195,19 @@ def test_a_study_in_an_rdb_storage_goes_on_from_what_it_holds(tmp_path):
     assert len({tuple(sorted(t.params.items(), key=str)) for t in trials}) == 24
     # The continuation models the first twelve: it starts from the model, not from a new design.
     assert min(t.value for t in trials[12:]) <= min(t.value for t in trials[:12])
+
+
+def test_the_optuna_example_runs_as_written():
+    import os
+    import subprocess
+
+    if not os.path.exists("/usr/share/datasets/fashion-mnist"):
+        pytest.skip("no Fashion-MNIST: install dataset-fashion-mnist")
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "optuna",
+                           "fmnist_softmax.py")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(hyperpack.__file__)))
+    run = subprocess.run(["/usr/bin/python3", example, "--trials", "8", "--train-samples", "2000"],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    last = run.stdout.strip().splitlines()[-1]
+    assert last.startswith("8 trials") and "best val_loss" in last, last
