@@ -55,6 +55,7 @@ class GPSampler(BaseSampler):
         # What this sampler proposed to trials still running, by trial number: another thread's
         # trial is pending before its parameters reach the storage.
         self._proposed = {}
+        self._kept = None  # (key, tuner, numbers of the trials it observed): see _tuner
 
     def reseed_rng(self):
         self._seed = random.SystemRandom().randrange(2**63)
@@ -73,13 +74,30 @@ class GPSampler(BaseSampler):
         with self._lock:  # one proposal at a time, each counting the ones before as pending
             return self._propose(study, trial, search_space)
 
+    def _tuner(self, study, names, search_space):
+        """The tuner of this study and space, and the trials it has observed.
+
+        Kept from one ask to the next, as `hyperpack run` keeps its own: each ask observes only the
+        trials that ended since, and the model starts from its last fit. A new one (observing every
+        ended trial again) where the study, the space or the seed changed.
+        """
+        key = (id(study._storage), study._study_id, study.direction, self._seed,
+               tuple((name, repr(search_space[name])) for name in names))
+        if self._kept is None or self._kept[0] != key:
+            params = [_param(name, search_space[name]) for name in names]
+            tuner = Tuner(params, seed=self._seed,
+                          maximize=study.direction == StudyDirection.MAXIMIZE,
+                          initial_trials=self._n_startup_trials)
+            self._kept = (key, tuner, set())
+        return self._kept[1], self._kept[2]
+
     def _propose(self, study, trial, search_space):
         names = sorted(search_space)
-        params = [_param(name, search_space[name]) for name in names]
-        tuner = Tuner(params, seed=self._seed, maximize=study.direction == StudyDirection.MAXIMIZE,
-                      initial_trials=self._n_startup_trials)
+        tuner, observed = self._tuner(study, names, search_space)
         pending = []
         for t in study.get_trials(deepcopy=False):
+            if t.number in observed:
+                continue
             if (t.state == TrialState.RUNNING and t.number in self._proposed and
                     self._consider_pending and any(name not in t.params for name in names)):
                 pending.append(self._proposed[t.number])
@@ -89,6 +107,12 @@ class GPSampler(BaseSampler):
                     for name in names):
                 continue
             config = {name: _encode(search_space[name], t.params[name]) for name in names}
+            if t.state == TrialState.RUNNING:
+                if self._consider_pending:
+                    pending.append(config)
+                continue
+            if not t.state.is_finished():
+                continue  # WAITING (enqueued): neither pending nor known yet
             if t.state == TrialState.COMPLETE:
                 tuner.observe(config, "completed", t.value)
             elif t.state == TrialState.PRUNED and t.intermediate_values:
@@ -96,8 +120,7 @@ class GPSampler(BaseSampler):
                 tuner.observe(config, "pruned", t.intermediate_values[step], float(step))
             elif t.state == TrialState.FAIL:
                 tuner.observe(config, "failed")
-            elif t.state == TrialState.RUNNING and self._consider_pending:
-                pending.append(config)
+            observed.add(t.number)  # ended: observed once
         proposals = tuner.propose(1, pending)
         if not proposals:
             # A small discrete space with every configuration tried or pending (the branch of a

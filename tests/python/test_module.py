@@ -211,3 +211,12 @@ def test_the_optuna_example_runs_as_written():
     assert run.returncode == 0, run.stderr[-2000:]
     last = run.stdout.strip().splitlines()[-1]
     assert last.startswith("8 trials") and "best val_loss" in last, last
+
+
+def test_an_enqueued_configuration_runs_and_is_learned_from():
+    sampler = hyperpack.optuna.GPSampler(seed=6)
+    study = optuna.create_study(sampler=sampler)
+    study.enqueue_trial({"lr": 1e-3, "layers": 3, "batch": 64, "opt": "adam"})  # the floor
+    study.optimize(shifted_sphere, n_trials=10)
+    assert study.trials[0].params["lr"] == 1e-3 and study.best_value == 0.0
+    assert len({tuple(sorted(t.params.items(), key=str)) for t in study.trials}) == 10
