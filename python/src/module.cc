@@ -30,26 +30,33 @@ namespace {
 
 using ParamDict = std::map<std::string, py::object>;
 
-double Number(const ParamDict& p, const std::string& name, const char* key) {
+// p[key] as a T; a ValueError naming the parameter and the key when it is missing or not one.
+template <typename T>
+T Field(const ParamDict& p, const std::string& name, const char* key, const char* what) {
   auto it = p.find(key);
   if (it == p.end()) throw py::value_error("parameter '" + name + "' needs '" + key + "'");
-  return it->second.cast<double>();
+  try {
+    return it->second.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::value_error("parameter '" + name + "': '" + key + "' must be " + what);
+  }
 }
 
 ParamSpec ToParamSpec(const ParamDict& p) {
   auto name_it = p.find("name");
   if (name_it == p.end()) throw py::value_error("a parameter needs a 'name'");
   ParamSpec spec;
-  spec.name = name_it->second.cast<std::string>();
-  auto type_it = p.find("type");
-  const std::string type = type_it == p.end() ? "" : type_it->second.cast<std::string>();
-  auto flag = [&](const char* key) { return p.count(key) && p.at(key).cast<bool>(); };
+  spec.name = Field<std::string>(p, "?", "name", "a string");
+  const std::string type = Field<std::string>(p, spec.name, "type", "a string");
+  auto flag = [&](const char* key) {
+    return p.count(key) && Field<bool>(p, spec.name, key, "a bool");
+  };
   if (type == "float" || type == "int") {
     spec.type = type == "float" ? ParamType::kFloat : ParamType::kInt;
-    spec.low = Number(p, spec.name, "low");
-    spec.high = Number(p, spec.name, "high");
+    spec.low = Field<double>(p, spec.name, "low", "a number");
+    spec.high = Field<double>(p, spec.name, "high", "a number");
     spec.log = flag("log");
-    if (p.count("step")) spec.step = p.at("step").cast<int64_t>();
+    if (p.count("step")) spec.step = Field<int64_t>(p, spec.name, "step", "an int");
     if (!(std::isfinite(spec.low) && std::isfinite(spec.high) && spec.low <= spec.high))
       throw py::value_error("parameter '" + spec.name + "': low must not exceed high");
     if (spec.log && !(spec.low > 0))
@@ -57,7 +64,7 @@ ParamSpec ToParamSpec(const ParamDict& p) {
     if (spec.step < 1) throw py::value_error("parameter '" + spec.name + "': step must be >= 1");
   } else if (type == "categorical") {
     spec.type = ParamType::kCategorical;
-    const int64_t n = p.count("choices") ? p.at("choices").cast<int64_t>() : 0;
+    const int64_t n = p.count("choices") ? Field<int64_t>(p, spec.name, "choices", "an int") : 0;
     if (n < 1) throw py::value_error("parameter '" + spec.name + "': 'choices' must be >= 1");
     for (int64_t i = 0; i < n; ++i) spec.values.emplace_back(i);
   } else {

@@ -125,6 +125,8 @@ def test_the_tuner_says_what_is_wrong_with_a_space():
         hyperpack.Tuner([{"name": "x", "type": "float", "low": 1, "high": 0}])
     with pytest.raises(ValueError, match="'y': a log scale needs low > 0"):
         hyperpack.Tuner([{"name": "y", "type": "float", "low": 0, "high": 1, "log": True}])
+    with pytest.raises(ValueError, match="'x': 'low' must be a number"):
+        hyperpack.Tuner([{"name": "x", "type": "float", "low": "zero", "high": 1}])
     with pytest.raises(ValueError, match="type 'complex'"):
         hyperpack.Tuner([{"name": "z", "type": "complex"}])
     tuner = hyperpack.Tuner([{"name": "x", "type": "int", "low": 0, "high": 3}], seed=1)
