@@ -21,6 +21,7 @@
 #include "hyperpack/env_vars.h"
 #include "hyperpack/placement/simulate.h"
 #include "hyperpack/report/report.h"
+#include "hyperpack/scheduler/ask_tell.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/slurm.h"
@@ -88,6 +89,9 @@ int CmdAgent(int argc, char** argv);
 int CmdImport(int argc, char** argv);
 
 int CmdValidate(int argc, char** argv);
+int CmdCreate(int argc, char** argv);
+int CmdAsk(int argc, char** argv);
+int CmdTell(int argc, char** argv);
 
 int CmdStatus(int argc, char** argv);
 

@@ -94,6 +94,7 @@ int CmdRun(int argc, char** argv) {
     std::cerr << parsed.ErrorText() << "\n";
     return kUsage;
   }
+  if (Status runnable = study::CheckRunnable(*parsed.spec); !runnable.ok()) return Fail(runnable);
   if (Status slurm = ApplySlurmFlag(args, path, &*parsed.spec); !slurm.ok()) return Fail(slurm);
   if (args.count("server") && parsed.spec->cluster.slurm)
     return Fail(

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/text.h"
 #include "local_postgres.h"
 #include "test_util.h"
 
@@ -113,7 +114,8 @@ TEST_F(CliTest, NoCommandOrAnUnknownOneIsAUsageError) {
 
 TEST_F(CliTest, EveryCommandHasHelp) {
   EXPECT_EQ(Cli({"--help"}).exit_code, 0);
-  for (const char* cmd : {"run", "validate", "status", "trials", "best", "export"}) {
+  for (const char* cmd :
+       {"run", "validate", "status", "trials", "best", "export", "create", "ask", "tell"}) {
     auto r = Cli({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_THAT(r.out, HasSubstr(std::string("hyperpack ") + cmd)) << cmd;
@@ -299,6 +301,44 @@ void CliTest::ExpectReadCommandsAgree() {
   EXPECT_EQ(table.exit_code, 0);
   EXPECT_THAT(table.out, HasSubstr("trial  state"));
   EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 6);
+}
+
+// A program that evaluates trials itself: create, then ask and tell, and the read commands see it.
+TEST_F(CliTest, AskAndTellRunAStudyWithoutACommand) {
+  const std::string study = WriteStudy("q.yaml", R"(name: q
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+tuner: {seed: 2}
+)");
+  auto run = Cli({"run", study, "--storage", db_});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("hyperpack create"));
+  auto ask_first = Cli({"ask", "q", "--storage", db_});
+  EXPECT_EQ(ask_first.exit_code, 2) << ask_first.err;  // not created yet
+  EXPECT_THAT(ask_first.err, HasSubstr("no study named 'q'"));
+  ASSERT_EQ(Cli({"create", study, "--storage", db_}).exit_code, 0);
+  for (int i = 0; i < 6; ++i) {
+    auto ask = Cli({"ask", "q", "--json", "--storage", db_});
+    ASSERT_EQ(ask.exit_code, 0) << ask.err;
+    const Json a = Json::parse(ask.out);
+    EXPECT_EQ(a["trial"], i);
+    const double x = a["params"]["x"].get<double>();
+    auto tell = Cli({"tell", "q", std::to_string(i), "--value", FormatDouble((x - 0.3) * (x - 0.3)),
+                     "--storage", db_});
+    ASSERT_EQ(tell.exit_code, 0) << tell.err;
+    EXPECT_THAT(tell.out, HasSubstr("completed"));
+  }
+  auto again = Cli({"tell", "q", "0", "--value", "1", "--storage", db_});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_THAT(again.err, HasSubstr("not running"));
+  EXPECT_EQ(Cli({"tell", "q", "0", "--state", "sleeping", "--storage", db_}).exit_code, 2);
+  auto status = Cli({"status", "q", "--json", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(Json::parse(status.out)["trials"]["completed"], 6);
+  auto best = Cli({"best", "q", "--json", "--storage", db_});
+  ASSERT_EQ(best.exit_code, 0);
+  const double bx = Json::parse(best.out)["params"]["x"].get<double>();
+  EXPECT_DOUBLE_EQ(Json::parse(best.out)["value"].get<double>(), (bx - 0.3) * (bx - 0.3));
 }
 
 TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {

@@ -225,11 +225,9 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
     Missing(root, "", "search_space", "a mapping of parameter names to their ranges");
   }
 
-  if (auto* f = Get(fields, "trial")) {
+  // Without `trial:` the study is one whose trials another program evaluates (ask and tell).
+  if (auto* f = Get(fields, "trial"))
     ParseTrial(*f, spec->space, &spec->trial, &spec->metric_patterns);
-  } else {
-    Missing(root, "", "trial", "{command: ...}, the command that runs one trial");
-  }
 
   if (auto* f = Get(fields, "tuner")) ParseTuner(*f, &spec->tuner);
   if (auto* f = Get(fields, "budget")) ParseBudget(*f, &spec->budget);
@@ -286,7 +284,10 @@ std::string DescribeStudy(const StudySpec& s) {
   out << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
       << " at a time, stop after " << s.budget.max_failed << " failures";
   if (s.budget.time_limit_s) out << ", time limit " << *s.budget.time_limit_s << "s";
-  out << "\ncommand     " << s.trial.command << "\n";
+  out << "\ncommand     "
+      << (s.trial.command.empty() ? "none: trials are asked for (hyperpack ask and tell)"
+                                  : s.trial.command)
+      << "\n";
   if (s.trial.timeout_s) out << "timeout     " << *s.trial.timeout_s << "s\n";
   if (s.resources.gpus) out << "gpus        " << s.resources.gpus->text() << "\n";
   if (s.resources.cpus) out << "cpus        " << s.resources.cpus->text() << "\n";
@@ -306,6 +307,14 @@ ParseOutcome LoadStudyFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return ParseStudy(text.str(), path);
+}
+
+Status CheckRunnable(const StudySpec& spec) {
+  if (!spec.trial.command.empty()) return Status::Ok();
+  return Status::Invalid(spec.source_path, ": study '", spec.name,
+                         "' has no trial: section, so hyperpack has nothing to run; add trial: "
+                         "{command: ...}, or have your program ask for trials: hyperpack create ",
+                         spec.source_path, ", then hyperpack ask ", spec.name);
 }
 
 }  // namespace hyperpack::study

@@ -50,6 +50,8 @@ Status LoadWarmStart(Storage& db, const StudySpec& spec, const std::string& stor
   return Status::Ok();
 }
 
+}  // namespace
+
 Status CheckCompatible(const storage::StudyRecord& study, const StudySpec& spec,
                        const std::string& storage_path) {
   study::ParseOutcome stored = study::ParseStudy(study.spec_text, study.spec_path);
@@ -79,6 +81,8 @@ Status CheckNotHeld(const storage::StudyRecord& study, const StudySpec& spec) {
                                       spec.name);
   return Status::Ok();
 }
+
+namespace {
 
 // In one transaction: the study created or checked, claimed, its unfinished trials interrupted,
 // and what the controller replays read.

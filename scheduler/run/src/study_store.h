@@ -33,6 +33,13 @@ struct PreparedStudy {
 Result<PreparedStudy> PrepareStudy(const study::StudySpec& spec, const std::string& storage_path,
                                    const std::string& log_dir);
 
+// OK when the stored `study` has `spec`'s search space and objective (or a file this version
+// cannot read); kFailedPrecondition saying which differs otherwise.
+Status CheckCompatible(const storage::StudyRecord& study, const study::StudySpec& spec,
+                       const std::string& storage_path);
+// OK unless another live process (on this host, or any on another host) runs the study.
+Status CheckNotHeld(const storage::StudyRecord& study, const study::StudySpec& spec);
+
 // Writes the controller's rows, in order.
 Status ApplyRows(storage::Storage& db, int64_t study_id, const std::vector<Row>& rows);
 

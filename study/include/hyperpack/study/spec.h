@@ -266,6 +266,10 @@ ParseOutcome ParseStudy(const std::string& text, const std::string& filename);
 // Reads and parses a file.
 ParseOutcome LoadStudyFile(const std::string& path);
 
+// A study file may leave out `trial:` when another program evaluates its trials (hyperpack create,
+// ask and tell). OK when `spec` has a command to run; kInvalidArgument saying so otherwise.
+Status CheckRunnable(const StudySpec& spec);
+
 // A parsed study for people, as `hyperpack validate` prints it: name, objective, tuner, budget,
 // command, timeout and resources, then the search space, a line a parameter. Ends with a newline.
 std::string DescribeStudy(const StudySpec& spec);

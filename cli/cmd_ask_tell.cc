@@ -1,0 +1,124 @@
+// create, ask and tell: a study whose trials the user's own program evaluates.
+#include "cli.h"
+#include "hyperpack/config_json.h"
+#include "hyperpack/host.h"
+#include "hyperpack/scheduler/ask_tell.h"
+
+namespace hyperpack::cli {
+
+namespace {
+
+// The store to write to, its folder made for a file.
+Result<std::unique_ptr<hyperpack::storage::Storage>> OpenForWriting(
+    const cxxopts::ParseResult& args) {
+  const std::string path = StoragePath(args);
+  if (auto file = hyperpack::storage::StorageFile(path)) {
+    const std::filesystem::path parent = std::filesystem::path(*file).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  }
+  return hyperpack::storage::Storage::Open(path);
+}
+
+// `--state`: how a trial is told to have ended.
+Result<hyperpack::storage::TrialState> TellState(const cxxopts::ParseResult& args) {
+  using hyperpack::storage::TrialState;
+  if (!args.count("state")) return TrialState::kCompleted;
+  const std::string word = args["state"].as<std::string>();
+  auto state = hyperpack::storage::ParseTrialState(word);
+  if (!state || (*state != TrialState::kFailed && *state != TrialState::kPruned &&
+                 *state != TrialState::kInfeasible && *state != TrialState::kCompleted))
+    return Status::Invalid("--state '", word, "' is not one of completed, pruned, failed, ",
+                           "infeasible");
+  return *state;
+}
+
+}  // namespace
+
+int CmdCreate(int argc, char** argv) {
+  cxxopts::Options o("create",
+                     "hyperpack create STUDY.yaml: store a study whose trials your program asks "
+                     "for (hyperpack ask) and reports (hyperpack tell)");
+  o.custom_help("STUDY.yaml [options]");
+  AddStorage(o);
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  const std::string path = Positional(args)[0];
+  study::ParseOutcome parsed = study::LoadStudyFile(path);
+  if (!parsed.warnings.empty()) std::cerr << parsed.WarningText() << "\n";
+  if (!parsed.spec) {
+    std::cerr << parsed.ErrorText() << "\n";
+    return kUsage;
+  }
+  auto db = OpenForWriting(args);
+  if (!db.ok()) return Fail(db.status());
+  bool created = false;
+  auto study = hyperpack::scheduler::CreateStudy(**db, *parsed.spec, &created);
+  if (!study.ok()) return Fail(study.status());
+  std::cout << (created ? "created" : "found") << " study '" << study->name << "' in "
+            << (*db)->path() << "; ask it for a trial: hyperpack ask " << study->name << "\n";
+  return kOk;
+}
+
+int CmdAsk(int argc, char** argv) {
+  cxxopts::Options o("ask",
+                     "hyperpack ask STUDY: reserve the study's next trial and print its number "
+                     "and parameters (report it with hyperpack tell)");
+  o.custom_help("STUDY [--json] [options]");
+  AddStorage(o);
+  o.add_options()("json", "print {\"trial\": N, \"params\": {...}}");
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
+  const std::string name = Positional(args)[0];
+  auto db = OpenForWriting(args);
+  if (!db.ok()) return Fail(db.status());
+  auto asked = hyperpack::scheduler::Ask(**db, name, HostName(), WallNow());
+  if (!asked.ok()) return Fail(asked.status());
+  if (args.count("json")) {
+    nlohmann::ordered_json out;
+    out["trial"] = asked->number;
+    out["params"] = nlohmann::ordered_json::parse(hyperpack::ConfigToJson(asked->params));
+    std::cout << out.dump() << "\n";
+    return kOk;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [param, value] : asked->params)
+    parts.push_back(param + "=" + hyperpack::FormatValue(value));
+  std::cout << "trial " << asked->number << ": " << Join(parts, " ") << "\n";
+  return kOk;
+}
+
+int CmdTell(int argc, char** argv) {
+  cxxopts::Options o("tell", "hyperpack tell STUDY N --value V: record how an asked trial ended");
+  o.custom_help("STUDY N (--value V [--step S] | --state failed|infeasible) [options]");
+  AddStorage(o);
+  o.add_options()("value", "the objective's value (completed, or pruned with --state pruned)",
+                  cxxopts::value<double>())("state",
+                                            "completed (the default), pruned, failed or infeasible",
+                                            cxxopts::value<std::string>())(
+      "step", "the step the value was measured at", cxxopts::value<int64_t>());
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 2, 2)) return *rc;
+  const std::vector<std::string> pos = Positional(args);
+  const std::optional<int64_t> number = ParseInt(pos[1]);
+  if (!number || *number < 0 || *number > INT32_MAX)
+    return Fail(Status::Invalid("trial number '", pos[1], "' is not a whole number >= 0"));
+  auto state = TellState(args);
+  if (!state.ok()) return Fail(state.status());
+  hyperpack::scheduler::Tell tell;
+  tell.state = *state;
+  if (args.count("value")) tell.value = args["value"].as<double>();
+  if (args.count("step")) tell.step = args["step"].as<int64_t>();
+  auto db = OpenForWriting(args);
+  if (!db.ok()) return Fail(db.status());
+  Status told =
+      hyperpack::scheduler::TellTrial(**db, pos[0], static_cast<int>(*number), tell, WallNow());
+  if (!told.ok()) return Fail(told);
+  std::cout << "trial " << *number << " of study '" << pos[0]
+            << "': " << hyperpack::storage::TrialStateName(tell.state);
+  if (tell.value) std::cout << ", value " << FormatDouble(*tell.value);
+  std::cout << "\n";
+  return kOk;
+}
+
+}  // namespace hyperpack::cli

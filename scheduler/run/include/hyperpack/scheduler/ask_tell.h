@@ -1,0 +1,53 @@
+// Ask and tell: a study whose trials a program outside hyperpack evaluates. `hyperpack create`
+// stores the study (its file needs no trial.command), `hyperpack ask` reserves a trial and hands
+// out its parameters, `hyperpack tell` records how it ended. The proposals come from the study's
+// own tuner (tuner: in its file, its stored seed), which observes every ended trial and counts the
+// trials asked and not yet told as pending, so that programs asking in parallel get different
+// configurations.
+// Thread-safety: each call uses the Storage it is given on the calling thread; calls from several
+// processes on one store are safe (Ask reserves its number in a transaction, and retries on a
+// number another process took).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "hyperpack/space.h"
+#include "hyperpack/status.h"
+#include "hyperpack/storage/storage.h"
+#include "hyperpack/study/spec.h"
+
+namespace hyperpack::scheduler {
+
+// Stores the study of `spec`. When one of that name exists, its search space and objective must
+// be the same (kFailedPrecondition otherwise); *created says which happened.
+Result<storage::StudyRecord> CreateStudy(storage::Storage& db, const study::StudySpec& spec,
+                                         bool* created);
+
+struct AskedTrial {
+  int number = 0;
+  Config params;
+};
+
+// Reserves study `name`'s next trial: one configuration proposed by its tuner, recorded as running
+// on `host`. Errors: kNotFound (no such study), kFailedPrecondition (a runner holds the study;
+// its budget.max_trials are all asked; its space has no configuration left), kIo.
+Result<AskedTrial> Ask(storage::Storage& db, const std::string& name, const std::string& host,
+                       double now);
+
+// How an asked trial ended.
+struct Tell {
+  storage::TrialState state = storage::TrialState::kCompleted;  // completed, pruned, failed or
+                                                                // infeasible
+  std::optional<double> value;  // completed and pruned: the objective; recorded as a metric too
+  std::optional<int64_t> step;  // the step the value was measured at (a pruned trial's)
+};
+
+// Records trial `number` of study `name` as `tell` says. Errors: kNotFound (no such study or
+// trial), kFailedPrecondition (the trial is not running: told already, or run by a runner),
+// kInvalidArgument (a completed or pruned trial without a finite value, a value for a failed one,
+// a state tell does not take), kIo.
+Status TellTrial(storage::Storage& db, const std::string& name, int number, const Tell& tell,
+                 double now);
+
+}  // namespace hyperpack::scheduler

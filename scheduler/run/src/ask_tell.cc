@@ -1,0 +1,199 @@
+#include "hyperpack/scheduler/ask_tell.h"
+
+#include <cmath>
+#include <random>
+
+#include "hyperpack/host.h"
+#include "hyperpack/scheduler/study_controller.h"
+#include "hyperpack/text.h"
+#include "hyperpack/tuner/tuner.h"
+#include "study_store.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+using storage::TrialRecord;
+using storage::TrialState;
+using Kind = tuner::TrialOutcome::Kind;
+
+// The study `name` and its parsed file; kNotFound when there is none.
+Result<std::pair<storage::StudyRecord, study::StudySpec>> LoadStudy(storage::Storage& db,
+                                                                    const std::string& name) {
+  HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
+  if (!found)
+    return Status::NotFound("no study named '", name, "' in ", db.path(),
+                            "; make one with: hyperpack create STUDY.yaml");
+  study::ParseOutcome parsed = study::ParseStudy(found->spec_text, found->spec_path);
+  if (!parsed.spec)
+    return Status::FailedPrecondition(
+        "study '", name,
+        "': its stored file does not parse with this hyperpack: ", parsed.ErrorText());
+  return std::make_pair(*found, *parsed.spec);
+}
+
+// What the tuner learns from an ended trial; nullopt for one still open.
+std::optional<Kind> OutcomeKind(const TrialRecord& t) {
+  switch (t.state) {
+    case TrialState::kCompleted:
+      return t.value ? std::optional<Kind>(Kind::kCompleted) : std::optional<Kind>(Kind::kFailed);
+    case TrialState::kPruned:
+      return t.value ? std::optional<Kind>(Kind::kPruned) : std::optional<Kind>(Kind::kFailed);
+    case TrialState::kInfeasible:
+      return Kind::kInfeasible;
+    case TrialState::kFailed:
+    case TrialState::kTimeout:
+    case TrialState::kInterrupted:
+    case TrialState::kNodeLost:
+      return Kind::kFailed;
+    case TrialState::kPending:
+    case TrialState::kRunning:
+    case TrialState::kPaused:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// The study's tuner with every ended trial observed; the open ones' configurations in *pending.
+Result<std::unique_ptr<tuner::Tuner>> Rebuild(storage::Storage& db,
+                                              const storage::StudyRecord& study,
+                                              const study::StudySpec& spec,
+                                              const std::vector<TrialRecord>& trials,
+                                              std::vector<Config>* pending) {
+  HP_ASSIGN_OR_RETURN(auto tuner, tuner::MakeTuner(spec.space, TunerOptionsFor(spec, study.seed)));
+  for (const TrialRecord& t : trials) {
+    std::optional<Kind> kind = OutcomeKind(t);
+    if (!kind) {
+      if (t.state != TrialState::kPaused) pending->push_back(t.params);
+      continue;
+    }
+    tuner::TrialOutcome o;
+    o.config = t.params;
+    o.kind = *kind;
+    if (*kind == Kind::kCompleted || *kind == Kind::kPruned) o.value = t.value;
+    if (*kind == Kind::kPruned) {
+      // The step it was stopped at, as the objective's last point says.
+      HP_ASSIGN_OR_RETURN(auto last, db.LatestMetric(study.id, t.number, study.metric));
+      if (last) o.resource = static_cast<double>(last->step);
+    }
+    tuner->Observe(o);
+  }
+  return tuner;
+}
+
+// One attempt: propose and record, in one transaction.
+Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const std::string& host,
+                           double now) {
+  AskedTrial out;
+  Status s = db.Transaction([&]() -> Status {
+    HP_ASSIGN_OR_RETURN(auto loaded, LoadStudy(db, name));
+    auto& [study, spec] = loaded;
+    HP_RETURN_IF_ERROR(CheckNotHeld(study, spec));
+    HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(study.id));
+    std::vector<Config> pending;
+    HP_ASSIGN_OR_RETURN(auto tuner, Rebuild(db, study, spec, trials, &pending));
+    HP_ASSIGN_OR_RETURN(auto proposed, tuner->Propose(1, pending));
+    if (proposed.empty())
+      return Status::FailedPrecondition("study '", name, "': its search space has no ",
+                                        "configuration left that was not asked already");
+    HP_ASSIGN_OR_RETURN(out.number, db.NextTrialNumber(study.id));
+    out.params = proposed.front();
+    TrialRecord t;
+    t.study_id = study.id;
+    t.number = out.number;
+    t.state = TrialState::kRunning;
+    t.params = out.params;
+    t.started = now;
+    t.host = host;
+    HP_RETURN_IF_ERROR(db.InsertTrial(t));
+    return db.AddEvent(study.id,
+                       {now, out.number, storage::EventKindName(storage::EventKind::kTrialStarted),
+                        "asked on " + host});
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace
+
+Result<storage::StudyRecord> CreateStudy(storage::Storage& db, const study::StudySpec& spec,
+                                         bool* created) {
+  storage::StudyRecord out;
+  Status s = db.Transaction([&]() -> Status {
+    HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(spec.name));
+    *created = !found;
+    if (found) {
+      out = *found;
+      return CheckCompatible(out, spec, db.path());
+    }
+    out.name = spec.name;
+    out.spec_text = spec.source_text;
+    out.spec_path = spec.source_path;
+    out.direction = spec.objective.direction;
+    out.metric = spec.objective.metric;
+    out.seed = spec.tuner.seed ? *spec.tuner.seed : std::random_device{}() & 0x7fffffff;
+    out.created = WallNow();
+    HP_ASSIGN_OR_RETURN(out, db.CreateStudy(out));
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<AskedTrial> Ask(storage::Storage& db, const std::string& name, const std::string& host,
+                       double now) {
+  // Another process may take the number between reading it and inserting (PostgreSQL runs
+  // transactions side by side): the insert then fails as taken, and the ask is made again.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    Result<AskedTrial> asked = AskOnce(db, name, host, now);
+    if (asked.ok() || asked.status().code() != StatusCode::kAlreadyExists || attempt == kAttempts)
+      return asked;
+  }
+}
+
+Status TellTrial(storage::Storage& db, const std::string& name, int number, const Tell& tell,
+                 double now) {
+  const bool scored = tell.state == TrialState::kCompleted || tell.state == TrialState::kPruned;
+  if (!scored && tell.state != TrialState::kFailed && tell.state != TrialState::kInfeasible)
+    return Status::Invalid("a trial is told completed, pruned, failed or infeasible, not ",
+                           storage::TrialStateName(tell.state));
+  if (scored && !(tell.value && std::isfinite(*tell.value)))
+    return Status::Invalid("a ", storage::TrialStateName(tell.state),
+                           " trial needs a finite --value (the objective)");
+  if (!scored && tell.value)
+    return Status::Invalid("a ", storage::TrialStateName(tell.state),
+                           " trial has no value: leave out --value");
+  return db.Transaction([&]() -> Status {
+    HP_ASSIGN_OR_RETURN(auto loaded, LoadStudy(db, name));
+    const storage::StudyRecord& study = loaded.first;
+    HP_ASSIGN_OR_RETURN(auto open,
+                        db.ListTrialsIn(study.id, std::vector<TrialState>{TrialState::kRunning}));
+    const TrialRecord* asked = nullptr;
+    for (const TrialRecord& t : open)
+      if (t.number == number) asked = &t;
+    if (!asked) {
+      HP_ASSIGN_OR_RETURN(auto all, db.ListTrials(study.id));
+      for (const TrialRecord& t : all)
+        if (t.number == number)
+          return Status::FailedPrecondition("trial ", number, " of study '", name,
+                                            "' is not running: it is ",
+                                            storage::TrialStateName(t.state));
+      return Status::NotFound("study '", name, "' has no trial ", number);
+    }
+    TrialRecord t = *asked;
+    t.state = tell.state;
+    t.value = tell.value;
+    t.ended = now;
+    t.exit_status = 0;
+    if (tell.value) {
+      const storage::MetricPoint point{tell.step.value_or(0), study.metric, *tell.value, now};
+      HP_RETURN_IF_ERROR(db.AddMetrics(study.id, number, std::span(&point, 1)));
+    }
+    HP_RETURN_IF_ERROR(db.FinishTrial(t));
+    return db.AddEvent(study.id,
+                       {now, number, storage::EventKindName(storage::EventKind::kTrialFinished),
+                        storage::TrialStateName(tell.state)});
+  });
+}
+
+}  // namespace hyperpack::scheduler

@@ -1,0 +1,174 @@
+// Ask and tell (scheduler/ask_tell.h) on real stores: proposals from the study's tuner with the
+// asked trials pending, what tell refuses, and programs asking from several threads at once.
+#include "hyperpack/scheduler/ask_tell.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "test_util.h"
+
+namespace hyperpack::scheduler {
+namespace {
+
+using storage::TrialState;
+using ::testing::HasSubstr;
+
+constexpr char kStudy[] = R"(name: q
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: -2, high: 2}
+  n: {type: int, low: 1, high: 4}
+tuner: {seed: 3}
+)";
+
+double Loss(const Config& c) {
+  const double x = std::get<double>(c.at("x"));
+  return (x - 0.5) * (x - 0.5) + static_cast<double>(std::get<int64_t>(c.at("n")));
+}
+
+study::StudySpec Spec(const std::string& text = kStudy) {
+  study::ParseOutcome parsed = study::ParseStudy(text, "q.yaml");
+  EXPECT_TRUE(parsed.spec) << parsed.ErrorText();
+  return *parsed.spec;
+}
+
+std::unique_ptr<storage::Storage> Created(const std::string& url = "memory:") {
+  auto db = storage::OpenStorage(url).value();
+  bool created = false;
+  EXPECT_TRUE(CreateStudy(*db, Spec(), &created).ok());
+  EXPECT_TRUE(created);
+  return db;
+}
+
+TEST(AskTellTest, AFileWithoutATrialSectionIsForAskingAndRunRefusesIt) {
+  const study::StudySpec spec = Spec();
+  EXPECT_TRUE(spec.trial.command.empty());
+  const Status runnable = study::CheckRunnable(spec);
+  EXPECT_EQ(runnable.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(runnable.message(), HasSubstr("hyperpack ask q"));
+  EXPECT_TRUE(
+      study::CheckRunnable(Spec(std::string(kStudy) + "trial: {command: \"true\"}\n")).ok());
+}
+
+TEST(AskTellTest, CreatingAgainFindsTheStudyAndADifferentSpaceIsRefused) {
+  auto db = Created();
+  bool created = true;
+  auto again = CreateStudy(*db, Spec(), &created);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(created);
+  std::string other = kStudy;
+  other.replace(other.find("high: 4"), 7, "high: 9");
+  auto changed = CreateStudy(*db, Spec(other), &created);
+  EXPECT_EQ(changed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(changed.status().message(), HasSubstr("different search space"));
+}
+
+TEST(AskTellTest, AskedTrialsArePendingAndToldOnesTeachTheTuner) {
+  auto db = Created();
+  std::set<Config> asked;
+  for (int i = 0; i < 4; ++i) {  // none told yet: each is pending for the next
+    auto a = Ask(*db, "q", "h", 1000 + i);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    EXPECT_EQ(a->number, i);
+    EXPECT_TRUE(asked.insert(a->params).second);
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto trials = db->ListTrials(db->FindStudy("q").value()->id).value();
+    ASSERT_TRUE(
+        TellTrial(*db, "q", i, {TrialState::kCompleted, Loss(trials[i].params), {}}, 2000).ok());
+  }
+  double best = INFINITY;
+  for (int i = 4; i < 20; ++i) {
+    auto a = Ask(*db, "q", "h", 3000 + i);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    best = std::min(best, Loss(a->params));
+    ASSERT_TRUE(
+        TellTrial(*db, "q", a->number, {TrialState::kCompleted, Loss(a->params), {}}, 4000).ok());
+  }
+  EXPECT_LT(best, 1.01);  // the floor is 1 (x = 0.5, n = 1)
+  const auto trials = db->ListTrials(db->FindStudy("q").value()->id).value();
+  ASSERT_EQ(trials.size(), 20u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.state, TrialState::kCompleted);
+    EXPECT_EQ(t.value, Loss(t.params));
+    EXPECT_EQ(t.host, "h");
+  }
+}
+
+TEST(AskTellTest, TellSaysWhatIsWrong) {
+  auto db = Created();
+  ASSERT_TRUE(Ask(*db, "q", "h", 1).ok());
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, std::nullopt, {}}, 2).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, NAN, {}}, 2).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kFailed, 1.0, {}}, 2).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kRunning, std::nullopt, {}}, 2).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(TellTrial(*db, "q", 7, {TrialState::kFailed, std::nullopt, {}}, 2).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(TellTrial(*db, "nope", 0, {TrialState::kFailed, std::nullopt, {}}, 2).code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(TellTrial(*db, "q", 0, {TrialState::kPruned, 0.7, 3}, 2).ok());
+  const Status twice = TellTrial(*db, "q", 0, {TrialState::kFailed, std::nullopt, {}}, 3);
+  EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(twice.message(), HasSubstr("it is pruned"));
+  // The pruned value is kept as the objective's point at its step.
+  const int64_t id = db->FindStudy("q").value()->id;
+  auto last = db->LatestMetric(id, 0, "loss").value();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->step, 3);
+  EXPECT_EQ(last->value, 0.7);
+}
+
+TEST(AskTellTest, AStudyARunnerHoldsIsNotAskedAndAMissingOneIsNotFound) {
+  auto db = Created();
+  const int64_t id = db->FindStudy("q").value()->id;
+  ASSERT_TRUE(db->SetRunner(id, 4242, "another-host").ok());
+  auto held = Ask(*db, "q", "h", 1);
+  EXPECT_EQ(held.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(held.status().message(), HasSubstr("another-host"));
+  auto missing = Ask(*db, "nope", "h", 1);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("hyperpack create"));
+}
+
+// Programs asking side by side, each with its own connection to one SQLite file: every ask gets
+// its own number and a configuration no other got.
+TEST(AskTellTest, ThreadsAskingAtOnceGetTheirOwnTrials) {
+  testing::TempDir dir;
+  const std::string url = dir / "q.db";
+  Created(url);
+  constexpr int kThreads = 3, kAsks = 6;
+  std::vector<std::vector<AskedTrial>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      auto db = storage::OpenStorage(url).value();
+      for (int k = 0; k < kAsks; ++k) {
+        auto a = Ask(*db, "q", "t" + std::to_string(i), 10.0 * k);
+        if (a.ok()) got[i].push_back(*a);
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::set<int> numbers;
+  std::set<Config> configs;
+  for (const auto& mine : got) {
+    EXPECT_EQ(mine.size(), static_cast<size_t>(kAsks));
+    for (const AskedTrial& a : mine) {
+      numbers.insert(a.number);
+      configs.insert(a.params);
+    }
+  }
+  EXPECT_EQ(numbers.size(), static_cast<size_t>(kThreads * kAsks));
+  EXPECT_EQ(*numbers.rbegin(), kThreads * kAsks - 1);
+  EXPECT_EQ(configs.size(), static_cast<size_t>(kThreads * kAsks));
+}
+
+}  // namespace
+}  // namespace hyperpack::scheduler
