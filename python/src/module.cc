@@ -42,17 +42,24 @@ T Field(const ParamDict& p, const std::string& name, const char* key, const char
   }
 }
 
+// The words Python uses, parsed once here into the tuner's enums.
+ParamType ToParamType(const std::string& name, const std::string& word) {
+  for (ParamType t : {ParamType::kFloat, ParamType::kInt, ParamType::kCategorical})
+    if (word == ParamTypeName(t)) return t;
+  throw py::value_error("parameter '" + name + "': type '" + word +
+                        "' is not one of float, int, categorical");
+}
+
 ParamSpec ToParamSpec(const ParamDict& p) {
   auto name_it = p.find("name");
   if (name_it == p.end()) throw py::value_error("a parameter needs a 'name'");
   ParamSpec spec;
   spec.name = Field<std::string>(p, "?", "name", "a string");
-  const std::string type = Field<std::string>(p, spec.name, "type", "a string");
+  spec.type = ToParamType(spec.name, Field<std::string>(p, spec.name, "type", "a string"));
   auto flag = [&](const char* key) {
     return p.count(key) && Field<bool>(p, spec.name, key, "a bool");
   };
-  if (type == "float" || type == "int") {
-    spec.type = type == "float" ? ParamType::kFloat : ParamType::kInt;
+  if (spec.type != ParamType::kCategorical) {
     spec.low = Field<double>(p, spec.name, "low", "a number");
     spec.high = Field<double>(p, spec.name, "high", "a number");
     spec.log = flag("log");
@@ -62,24 +69,22 @@ ParamSpec ToParamSpec(const ParamDict& p) {
     if (spec.log && !(spec.low > 0))
       throw py::value_error("parameter '" + spec.name + "': a log scale needs low > 0");
     if (spec.step < 1) throw py::value_error("parameter '" + spec.name + "': step must be >= 1");
-  } else if (type == "categorical") {
-    spec.type = ParamType::kCategorical;
+  } else {
     const int64_t n = p.count("choices") ? Field<int64_t>(p, spec.name, "choices", "an int") : 0;
     if (n < 1) throw py::value_error("parameter '" + spec.name + "': 'choices' must be >= 1");
     for (int64_t i = 0; i < n; ++i) spec.values.emplace_back(i);
-  } else {
-    throw py::value_error("parameter '" + spec.name + "': type '" + type +
-                          "' is not one of float, int, categorical");
   }
   return spec;
 }
 
 tuner::TrialOutcome::Kind ToKind(const std::string& state) {
   using Kind = tuner::TrialOutcome::Kind;
-  if (state == "completed") return Kind::kCompleted;
-  if (state == "pruned") return Kind::kPruned;
-  if (state == "failed") return Kind::kFailed;
-  if (state == "infeasible") return Kind::kInfeasible;
+  static const std::pair<Kind, const char*> kKinds[] = {{Kind::kCompleted, "completed"},
+                                                        {Kind::kPruned, "pruned"},
+                                                        {Kind::kFailed, "failed"},
+                                                        {Kind::kInfeasible, "infeasible"}};
+  for (const auto& [kind, word] : kKinds)
+    if (state == word) return kind;
   throw py::value_error("state '" + state +
                         "' is not one of completed, pruned, failed, infeasible");
 }
