@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "local_postgres.h"
 #include "test_util.h"
 
 namespace hyperpack::scheduler {
@@ -138,11 +139,9 @@ TEST(AskTellTest, AStudyARunnerHoldsIsNotAskedAndAMissingOneIsNotFound) {
   EXPECT_THAT(missing.status().message(), HasSubstr("hyperpack create"));
 }
 
-// Programs asking side by side, each with its own connection to one SQLite file: every ask gets
-// its own number and a configuration no other got.
-TEST(AskTellTest, ThreadsAskingAtOnceGetTheirOwnTrials) {
-  testing::TempDir dir;
-  const std::string url = dir / "q.db";
+// Programs asking side by side, each with its own connection to one store: every ask gets its own
+// number and a configuration no other got.
+void ExpectThreadsGetTheirOwnTrials(const std::string& url) {
   Created(url);
   constexpr int kThreads = 3, kAsks = 6;
   std::vector<std::vector<AskedTrial>> got(kThreads);
@@ -169,6 +168,24 @@ TEST(AskTellTest, ThreadsAskingAtOnceGetTheirOwnTrials) {
   EXPECT_EQ(*numbers.rbegin(), kThreads * kAsks - 1);
   EXPECT_EQ(configs.size(), static_cast<size_t>(kThreads * kAsks));
 }
+
+TEST(AskTellTest, ThreadsAskingAtOnceGetTheirOwnTrials) {
+  testing::TempDir dir;
+  ExpectThreadsGetTheirOwnTrials(dir / "q.db");
+}
+
+#ifdef HYPERPACK_WITH_POSTGRES
+// On PostgreSQL the askers' transactions run side by side: a number two of them took is retried.
+TEST(AskTellTest, ThreadsAskingAtOnceGetTheirOwnTrialsOnPostgreSQL) {
+  std::string error;
+  auto server = testing::LocalPostgres::Start(&error);
+  if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_NE(server, nullptr) << error;
+  const std::string url = server->NewDatabase("asks", &error);
+  ASSERT_FALSE(url.empty()) << error;
+  ExpectThreadsGetTheirOwnTrials(url);
+}
+#endif
 
 }  // namespace
 }  // namespace hyperpack::scheduler

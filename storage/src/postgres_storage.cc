@@ -104,6 +104,8 @@ constexpr int64_t kMigrationLock = 0x6879706572706b;  // "hyperpk"
 constexpr std::string_view kUniqueViolation = "23505";
 // The leader lease of `hyperpack serve` (TryLead): a session lock, released when the session ends.
 constexpr int64_t kLeaderLock = 0x6879706c656164;  // "hyplead"
+// LockStudy: (this, the study's id) in the two-key advisory lock space.
+constexpr int kStudyLockClass = 0x6870;  // "hp"
 
 // A statement's parameters as libpq takes them: text, or NULL.
 class Params {
@@ -380,6 +382,14 @@ class PostgresStorage final : public Storage {
         Params().Add(study_id).Add(bound).Add(limit < 0 ? std::optional<int64_t>()
                                                         : std::optional<int64_t>(limit)),
         study_id);
+  }
+
+  Status LockStudy(int64_t study_id) override {
+    // A transaction-level advisory lock in the two-key space (the leader lease uses the one-key
+    // space), released by COMMIT or ROLLBACK.
+    return Query("SELECT pg_advisory_xact_lock($1, $2)",
+                 Params().Add(kStudyLockClass).Add(static_cast<int>(study_id)), "locking the study")
+        .status();
   }
 
   Result<TrialTally> TallyTrials(int64_t study_id) override {

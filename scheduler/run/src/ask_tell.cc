@@ -88,6 +88,8 @@ Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const 
     HP_ASSIGN_OR_RETURN(auto loaded, LoadStudy(db, name));
     auto& [study, spec] = loaded;
     HP_RETURN_IF_ERROR(CheckNotHeld(study, spec));
+    // Every ask before this one committed, and none after it reads until it commits.
+    HP_RETURN_IF_ERROR(db.LockStudy(study.id));
     HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(study.id));
     std::vector<Config> pending;
     HP_ASSIGN_OR_RETURN(auto tuner, Rebuild(db, study, spec, trials, &pending));

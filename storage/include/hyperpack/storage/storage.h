@@ -105,6 +105,11 @@ class Storage {
   // Its trials counted by state, and when they ran (TallyOf its trials), from one aggregate
   // query: `status` answers from this and the two above without reading every trial.
   virtual Result<TrialTally> TallyTrials(int64_t study_id) = 0;
+  // Inside a transaction: waits until no other transaction holds the study's lock, then holds it
+  // until this one ends. A writer that reads, decides and writes (an ask, whose proposal must see
+  // every trial asked before it) takes it first. SQLite and the memory store run one writing
+  // transaction at a time already; PostgreSQL runs them side by side.
+  virtual Status LockStudy(int64_t study_id) = 0;
   // One more than the highest trial number; 0 for a study without trials.
   virtual Result<int> NextTrialNumber(int64_t study_id) = 0;
 
