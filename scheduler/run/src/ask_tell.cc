@@ -1,7 +1,6 @@
 #include "hyperpack/scheduler/ask_tell.h"
 
 #include <cmath>
-#include <random>
 
 #include "hyperpack/host.h"
 #include "hyperpack/scheduler/study_controller.h"
@@ -127,14 +126,7 @@ Result<storage::StudyRecord> CreateStudy(storage::Storage& db, const study::Stud
       out = *found;
       return CheckCompatible(out, spec, db.path());
     }
-    out.name = spec.name;
-    out.spec_text = spec.source_text;
-    out.spec_path = spec.source_path;
-    out.direction = spec.objective.direction;
-    out.metric = spec.objective.metric;
-    out.seed = spec.tuner.seed ? *spec.tuner.seed : std::random_device{}() & 0x7fffffff;
-    out.created = WallNow();
-    HP_ASSIGN_OR_RETURN(out, db.CreateStudy(out));
+    HP_ASSIGN_OR_RETURN(out, db.CreateStudy(NewStudyRecord(spec)));
     return Status::Ok();
   });
   if (!s.ok()) return s;

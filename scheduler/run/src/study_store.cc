@@ -52,6 +52,18 @@ Status LoadWarmStart(Storage& db, const StudySpec& spec, const std::string& stor
 
 }  // namespace
 
+storage::StudyRecord NewStudyRecord(const StudySpec& spec) {
+  storage::StudyRecord study;
+  study.name = spec.name;
+  study.spec_text = spec.source_text;
+  study.spec_path = spec.source_path;
+  study.direction = spec.objective.direction;
+  study.metric = spec.objective.metric;
+  study.seed = spec.tuner.seed ? *spec.tuner.seed : std::random_device{}() & 0x7fffffff;
+  study.created = WallNow();
+  return study;
+}
+
 Status CheckCompatible(const storage::StudyRecord& study, const StudySpec& spec,
                        const std::string& storage_path) {
   study::ParseOutcome stored = study::ParseStudy(study.spec_text, study.spec_path);
@@ -91,14 +103,7 @@ Status Claim(Storage& db, const StudySpec& spec, const std::string& storage_path
   HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(spec.name));
   storage::StudyRecord study;
   if (!found) {
-    study.name = spec.name;
-    study.spec_text = spec.source_text;
-    study.spec_path = spec.source_path;
-    study.direction = spec.objective.direction;
-    study.metric = spec.objective.metric;
-    study.seed = spec.tuner.seed ? *spec.tuner.seed : std::random_device{}() & 0x7fffffff;
-    study.created = WallNow();
-    HP_ASSIGN_OR_RETURN(study, db.CreateStudy(study));
+    HP_ASSIGN_OR_RETURN(study, db.CreateStudy(NewStudyRecord(spec)));
   } else {
     study = *found;
     HP_RETURN_IF_ERROR(CheckCompatible(study, spec, storage_path));

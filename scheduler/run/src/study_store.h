@@ -33,6 +33,9 @@ struct PreparedStudy {
 Result<PreparedStudy> PrepareStudy(const study::StudySpec& spec, const std::string& storage_path,
                                    const std::string& log_dir);
 
+// The record of a study not stored yet: its file, objective, seed (the file's, else a random one)
+// and the time now.
+storage::StudyRecord NewStudyRecord(const study::StudySpec& spec);
 // OK when the stored `study` has `spec`'s search space and objective (or a file this version
 // cannot read); kFailedPrecondition saying which differs otherwise.
 Status CheckCompatible(const storage::StudyRecord& study, const study::StudySpec& spec,
