@@ -707,7 +707,7 @@ TEST(StorageTest, TrialStateNamesRoundTrip) {
     EXPECT_EQ(ParseTrialState(TrialStateName(s)), s);
     names.insert(TrialStateName(s));
   }
-  EXPECT_EQ(names.size(), static_cast<size_t>(TrialState::kPaused) + 1);
+  EXPECT_EQ(names.size(), static_cast<size_t>(TrialState::kCancelled) + 1);
   EXPECT_EQ(std::size(storage::kTrialStatesForPeople), names.size());
   EXPECT_FALSE(ParseTrialState("done").has_value());
   EXPECT_TRUE(IsFinished(TrialState::kInfeasible));
@@ -917,6 +917,101 @@ TEST_P(StorageContractTest, SubmissionsKeepTheirOrderStateAndEnd) {
   auto open = db->ListSubmissions({SubmissionState::kQueued, SubmissionState::kRunning}).value();
   ASSERT_EQ(open.size(), 1u);
   EXPECT_EQ(open[0].id, ia);
+}
+
+TEST_P(StorageContractTest, ControlsWaitUntilCarriedOutAndKeepTheirArguments) {
+  auto db = Open();
+  const int64_t id = db->CreateStudy(NewStudy("a"))->id;
+  ControlRecord update;
+  update.kind = ControlKind::kUpdate;
+  update.max_trials = 40;
+  update.time_limit_s = 90.5;
+  update.created = 10;
+  ControlRecord enqueue;
+  enqueue.kind = ControlKind::kEnqueue;
+  enqueue.trials = {{{{"lr", 0.01}, {"opt", "adam"}}, std::nullopt, 3},
+                    {{{"lr", 0.1}, {"layers", int64_t{2}}}, 0.25, std::nullopt}};
+  const int64_t first = db->AddControl(id, update).value();
+  const int64_t second = db->AddControl(id, enqueue).value();
+  EXPECT_LT(first, second);
+  EXPECT_EQ(db->AddControl(id + 100, update).status().code(), StatusCode::kNotFound);
+
+  auto pending = db->ListControls(id, /*pending_only=*/true).value();
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0].kind, ControlKind::kUpdate);
+  EXPECT_EQ(pending[0].max_trials, 40);
+  EXPECT_FALSE(pending[0].max_parallel.has_value());
+  EXPECT_DOUBLE_EQ(pending[0].time_limit_s.value_or(0), 90.5);
+  EXPECT_DOUBLE_EQ(pending[0].created, 10);
+  EXPECT_EQ(pending[1].trials, enqueue.trials);
+  EXPECT_FALSE(pending[1].applied.has_value());
+
+  ASSERT_TRUE(db->FinishControl(first, 12, /*refused=*/true, "max_trials below done").ok());
+  // A second taker of the same control is told it is gone.
+  EXPECT_EQ(db->FinishControl(first, 13, false, "again").code(), StatusCode::kNotFound);
+  pending = db->ListControls(id, true).value();
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].id, second);
+  auto all = db->ListControls(id, false).value();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_DOUBLE_EQ(all[0].applied.value_or(0), 12);
+  EXPECT_TRUE(all[0].refused);
+  EXPECT_EQ(all[0].outcome, "max_trials below done");
+}
+
+TEST_P(StorageContractTest, DeletingAStudyRemovesEverythingItHeldAndNothingElse) {
+  auto db = Open();
+  const int64_t gone = db->CreateStudy(NewStudy("gone"))->id;
+  const int64_t kept = db->CreateStudy(NewStudy("kept"))->id;
+  for (int64_t study : {gone, kept}) {
+    ASSERT_TRUE(db->InsertTrial(NewTrial(study, 0)).ok());
+    std::vector<MetricPoint> points = {{1, "loss", 0.5, 3000}};
+    ASSERT_TRUE(db->AddMetrics(study, 0, points).ok());
+    ASSERT_TRUE(db->AddEvent(study, {1, 0, "trial_started", "x"}).ok());
+    JournalEntry entry;
+    entry.kind = JournalKind::kBegin;
+    ASSERT_TRUE(db->AddJournal(study, std::span(&entry, 1)).ok());
+    ControlRecord stop;
+    ASSERT_TRUE(db->AddControl(study, stop).ok());
+  }
+  ASSERT_TRUE(db->DeleteStudy(gone).ok());
+  EXPECT_EQ(db->DeleteStudy(gone).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(db->FindStudy("gone")->has_value());
+  EXPECT_TRUE(db->ListTrials(gone)->empty());
+  EXPECT_TRUE(db->ListEvents(gone, 10)->empty());
+  EXPECT_TRUE(db->ListJournal(gone)->empty());
+  EXPECT_TRUE(db->ListControls(gone, false)->empty());
+  // The other study is whole, and the name can be used again.
+  EXPECT_EQ(db->ListTrials(kept)->size(), 1u);
+  EXPECT_EQ(db->TrialMetrics(kept, 0)->size(), 1u);
+  EXPECT_EQ(db->ListEvents(kept, 10)->size(), 1u);
+  EXPECT_EQ(db->ListJournal(kept)->size(), 1u);
+  EXPECT_EQ(db->ListControls(kept, true)->size(), 1u);
+  auto again = db->CreateStudy(NewStudy("gone"));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_NE(again->id, gone);
+}
+
+TEST(StorageTest, ControlKindNamesAndTheCancelledStateArePinned) {
+  const std::vector<std::pair<ControlKind, std::string>> kinds = {
+      {ControlKind::kStop, "stop"},       {ControlKind::kCancel, "cancel"},
+      {ControlKind::kPause, "pause"},     {ControlKind::kResume, "resume"},
+      {ControlKind::kUpdate, "update"},   {ControlKind::kEnqueue, "enqueue"},
+      {ControlKind::kAddResults, "add_results"}};
+  for (const auto& [kind, name] : kinds) {
+    EXPECT_EQ(ControlKindName(kind), name);
+    EXPECT_EQ(ParseControlKind(name), kind);
+  }
+  EXPECT_FALSE(ParseControlKind("Stop").has_value());
+  EXPECT_STREQ(TrialStateName(TrialState::kCancelled), "cancelled");
+  EXPECT_EQ(ParseTrialState("cancelled"), TrialState::kCancelled);
+  EXPECT_TRUE(IsFinished(TrialState::kCancelled));
+  // Arguments that are not a JSON object read as none, not as an error.
+  ControlRecord c;
+  DecodeControlArgs("not json", &c);
+  DecodeControlArgs(R"({"trials": [{"params": 3}, 7], "max_trials": "x"})", &c);
+  EXPECT_TRUE(c.trials.empty());
+  EXPECT_FALSE(c.max_trials.has_value());
 }
 
 TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {

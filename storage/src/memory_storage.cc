@@ -23,6 +23,8 @@ struct Data {
   int64_t next_journal_seq = 1;
   std::vector<SubmissionRecord> submissions;  // by id
   int64_t next_submission_id = 1;
+  std::vector<std::pair<int64_t, ControlRecord>> controls;  // (study, control), by id
+  int64_t next_control_id = 1;
 };
 
 struct Store {
@@ -333,6 +335,59 @@ class MemoryStorage final : public Storage {
         if (states.empty() || std::find(states.begin(), states.end(), r.state) != states.end())
           out.push_back(r);
       return out;
+    });
+  }
+
+  Result<int64_t> AddControl(int64_t study_id, const ControlRecord& control) override {
+    int64_t id = 0;
+    HP_RETURN_IF_ERROR(Write([&](Data& d) -> Status {
+      if (!HasStudy(d, study_id)) return Status::NotFound("no study ", study_id);
+      ControlRecord c = control;
+      c.id = id = d.next_control_id++;
+      c.applied.reset();
+      c.refused = false;
+      c.outcome.clear();
+      d.controls.emplace_back(study_id, std::move(c));
+      return Status::Ok();
+    }));
+    return id;
+  }
+
+  Result<std::vector<ControlRecord>> ListControls(int64_t study_id, bool pending_only) override {
+    return Read([&](const Data& d) -> Result<std::vector<ControlRecord>> {
+      std::vector<ControlRecord> out;
+      for (const auto& [study, c] : d.controls)
+        if (study == study_id && (!pending_only || !c.applied)) out.push_back(c);
+      return out;
+    });
+  }
+
+  Status FinishControl(int64_t id, double applied, bool refused,
+                       const std::string& outcome) override {
+    return Write([&](Data& d) -> Status {
+      for (auto& [study, c] : d.controls) {
+        if (c.id != id || c.applied) continue;
+        c.applied = applied;
+        c.refused = refused;
+        c.outcome = outcome;
+        return Status::Ok();
+      }
+      return Status::NotFound("no pending control ", id);
+    });
+  }
+
+  Status DeleteStudy(int64_t study_id) override {
+    return Write([&](Data& d) -> Status {
+      if (!HasStudy(d, study_id)) return Status::NotFound("no study ", study_id);
+      auto of_study = [&](const auto& entry) { return entry.first.first == study_id; };
+      std::erase_if(d.trials, of_study);
+      std::erase_if(d.metrics, of_study);
+      auto tagged = [&](const auto& entry) { return entry.first == study_id; };
+      std::erase_if(d.events, tagged);
+      std::erase_if(d.journal, tagged);
+      std::erase_if(d.controls, tagged);
+      std::erase_if(d.studies, [&](const StudyRecord& s) { return s.id == study_id; });
+      return Status::Ok();
     });
   }
 

@@ -30,6 +30,8 @@ const char* TrialStateName(TrialState state) {
       return "node_lost";
     case TrialState::kPaused:
       return "paused";
+    case TrialState::kCancelled:
+      return "cancelled";
   }
   return "?";
 }
@@ -40,7 +42,8 @@ std::optional<TrialState> ParseTrialState(const std::string& name) {
       {"completed", TrialState::kCompleted}, {"pruned", TrialState::kPruned},
       {"failed", TrialState::kFailed},       {"interrupted", TrialState::kInterrupted},
       {"timeout", TrialState::kTimeout},     {"infeasible", TrialState::kInfeasible},
-      {"node_lost", TrialState::kNodeLost},  {"paused", TrialState::kPaused}};
+      {"node_lost", TrialState::kNodeLost},  {"paused", TrialState::kPaused},
+      {"cancelled", TrialState::kCancelled}};
   auto it = kStates.find(name);
   if (it == kStates.end()) return std::nullopt;
   return it->second;
@@ -53,6 +56,7 @@ bool IsFinished(TrialState state) {
     case TrialState::kFailed:
     case TrialState::kTimeout:
     case TrialState::kInfeasible:
+    case TrialState::kCancelled:
       return true;
     default:
       return false;
@@ -221,6 +225,72 @@ std::string EncodeParams(const Config& params) {
 Config DecodeParams(const std::string& text) {
   Result<Config> config = ConfigFromJson(text);
   return config.ok() ? *std::move(config) : Config();
+}
+
+namespace {
+constexpr std::pair<ControlKind, const char*> kControlKinds[] = {
+    {ControlKind::kStop, "stop"},         {ControlKind::kCancel, "cancel"},
+    {ControlKind::kPause, "pause"},       {ControlKind::kResume, "resume"},
+    {ControlKind::kUpdate, "update"},     {ControlKind::kEnqueue, "enqueue"},
+    {ControlKind::kAddResults, "add_results"},
+};
+
+template <typename T>
+void ReadOptional(const nlohmann::json& j, const char* key, std::optional<T>* out) {
+  auto it = j.find(key);
+  if (it != j.end() && it->is_number()) *out = it->get<T>();
+}
+}  // namespace
+
+const char* ControlKindName(ControlKind kind) {
+  for (const auto& [k, name] : kControlKinds)
+    if (k == kind) return name;
+  return "?";
+}
+
+std::optional<ControlKind> ParseControlKind(const std::string& name) {
+  for (const auto& [k, n] : kControlKinds)
+    if (name == n) return k;
+  return std::nullopt;
+}
+
+std::string EncodeControlArgs(const ControlRecord& c) {
+  nlohmann::json out = nlohmann::json::object();
+  if (c.max_trials) out["max_trials"] = *c.max_trials;
+  if (c.max_parallel) out["max_parallel"] = *c.max_parallel;
+  if (c.time_limit_s) out["time_limit_s"] = *c.time_limit_s;
+  if (c.priority) out["priority"] = *c.priority;
+  if (!c.trials.empty()) {
+    nlohmann::json trials = nlohmann::json::array();
+    for (const ControlTrial& t : c.trials) {
+      // The parameters as the trials' rows store them, so both decode alike.
+      nlohmann::json one = {{"params", EncodeParams(t.params)}};
+      if (t.value) one["value"] = *t.value;
+      if (t.retry_of) one["retry_of"] = *t.retry_of;
+      trials.push_back(std::move(one));
+    }
+    out["trials"] = std::move(trials);
+  }
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void DecodeControlArgs(const std::string& text, ControlRecord* c) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  ReadOptional(j, "max_trials", &c->max_trials);
+  ReadOptional(j, "max_parallel", &c->max_parallel);
+  ReadOptional(j, "time_limit_s", &c->time_limit_s);
+  ReadOptional(j, "priority", &c->priority);
+  auto trials = j.find("trials");
+  if (trials == j.end() || !trials->is_array()) return;
+  for (const nlohmann::json& one : *trials) {
+    if (!one.is_object() || !one.contains("params") || !one["params"].is_string()) continue;
+    ControlTrial t;
+    t.params = DecodeParams(one["params"].get<std::string>());
+    ReadOptional(one, "value", &t.value);
+    ReadOptional(one, "retry_of", &t.retry_of);
+    c->trials.push_back(std::move(t));
+  }
 }
 
 int TrialTally::Finished() const {

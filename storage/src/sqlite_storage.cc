@@ -106,11 +106,27 @@ constexpr char kSchemaV4Placement[] = R"sql(
 ALTER TABLE trials ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 )sql";
 
+// What was asked of a study from outside its runner (ControlRecord), until carried out.
+constexpr char kSchemaV5Controls[] = R"sql(
+CREATE TABLE controls (
+  id INTEGER PRIMARY KEY,
+  study_id INTEGER NOT NULL REFERENCES studies(id),
+  kind TEXT NOT NULL,
+  args TEXT NOT NULL DEFAULT '{}',
+  created REAL NOT NULL,
+  applied REAL,
+  refused INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX controls_by_study ON controls (study_id, id);
+)sql";
+
 const std::vector<Migration>& DefaultMigrations() {
   static const std::vector<Migration> kMigrations = {{1, kSchemaV1Tables},
                                                      {2, kSchemaV2Journal},
                                                      {3, kSchemaV3Submissions},
-                                                     {4, kSchemaV4Placement}};
+                                                     {4, kSchemaV4Placement},
+                                                     {5, kSchemaV5Controls}};
   return kMigrations;
 }
 
@@ -832,6 +848,80 @@ Result<std::vector<SubmissionRecord>> SqliteStorage::ListSubmissions(
   }
   if (rc != SQLITE_DONE) return db_->Error("listing submissions");
   return out;
+}
+
+Result<int64_t> SqliteStorage::AddControl(int64_t study_id, const ControlRecord& c) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("INSERT INTO controls(study_id, kind, args, created) "
+                                   "SELECT id, ?, ?, ? FROM studies WHERE id = ?"));
+  Statement stmt(raw);
+  stmt.Bind(std::string(ControlKindName(c.kind))).Bind(EncodeControlArgs(c)).Bind(c.created);
+  stmt.Bind(study_id);
+  if (stmt.Step() != SQLITE_DONE) return db_->Error("storing a control");
+  if (sqlite3_changes(db_->handle()) == 0) return Status::NotFound("no study ", study_id);
+  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_->handle()));
+}
+
+Result<std::vector<ControlRecord>> SqliteStorage::ListControls(int64_t study_id,
+                                                               bool pending_only) {
+  HP_ASSIGN_OR_RETURN(
+      sqlite3_stmt * raw,
+      db_->Prepare(pending_only ? "SELECT id, kind, args, created, applied, refused, outcome FROM "
+                                  "controls WHERE study_id = ? AND applied IS NULL ORDER BY id"
+                                : "SELECT id, kind, args, created, applied, refused, outcome FROM "
+                                  "controls WHERE study_id = ? ORDER BY id"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  std::vector<ControlRecord> out;
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    ControlRecord c;
+    c.id = sqlite3_column_int64(raw, 0);
+    auto kind = ParseControlKind(Text(raw, 1));
+    if (!kind) return Status::Io("control ", c.id, " has an unknown kind '", Text(raw, 1), "'");
+    c.kind = *kind;
+    DecodeControlArgs(Text(raw, 2), &c);
+    c.created = sqlite3_column_double(raw, 3);
+    c.applied = OptDouble(raw, 4);
+    c.refused = sqlite3_column_int(raw, 5) != 0;
+    c.outcome = Text(raw, 6);
+    out.push_back(std::move(c));
+  }
+  if (rc != SQLITE_DONE) return db_->Error("listing controls");
+  return out;
+}
+
+Status SqliteStorage::FinishControl(int64_t id, double applied, bool refused,
+                                    const std::string& outcome) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("UPDATE controls SET applied = ?, refused = ?, outcome = ? "
+                                   "WHERE id = ? AND applied IS NULL"));
+  Statement stmt(raw);
+  stmt.Bind(applied).Bind(refused ? 1 : 0).Bind(outcome).Bind(id);
+  if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("finishing control ", id));
+  if (sqlite3_changes(db_->handle()) == 0) return Status::NotFound("no pending control ", id);
+  return Status::Ok();
+}
+
+Status SqliteStorage::DeleteStudy(int64_t study_id) {
+  static constexpr const char* kDeletes[] = {
+      "DELETE FROM metrics WHERE trial_id IN (SELECT id FROM trials WHERE study_id = ?)",
+      "DELETE FROM trials WHERE study_id = ?",
+      "DELETE FROM events WHERE study_id = ?",
+      "DELETE FROM journal WHERE study_id = ?",
+      "DELETE FROM controls WHERE study_id = ?",
+      "DELETE FROM studies WHERE id = ?",
+  };
+  return Transaction([&]() -> Status {
+    for (const char* sql : kDeletes) {
+      HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql));
+      Statement stmt(raw);
+      stmt.Bind(study_id);
+      if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("deleting study ", study_id));
+    }
+    if (sqlite3_changes(db_->handle()) == 0) return Status::NotFound("no study ", study_id);
+    return Status::Ok();
+  });
 }
 
 }  // namespace hyperpack::storage

@@ -69,6 +69,11 @@ class SqliteStorage final : public Storage {
                             const std::string& message) override;
   Result<std::vector<SubmissionRecord>> ListSubmissions(
       std::vector<SubmissionState> states) override;
+  Result<int64_t> AddControl(int64_t study_id, const ControlRecord& control) override;
+  Result<std::vector<ControlRecord>> ListControls(int64_t study_id, bool pending_only) override;
+  Status FinishControl(int64_t id, double applied, bool refused,
+                       const std::string& outcome) override;
+  Status DeleteStudy(int64_t study_id) override;
 
  private:
   // The connection is defined in sqlite_storage.cc, so that this header sees nothing of SQLite.

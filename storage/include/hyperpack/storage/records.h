@@ -28,18 +28,63 @@ enum class TrialState {
   kNodeLost,     // its node (an agent) was lost; run again, up to budget.max_attempts
   kPaused,       // trained to its rung (ASHA promote mode) and stopped, keeping its checkpoint;
                  // promoted later, it runs again under the same number
+  kCancelled,    // ended by `hyperpack cancel`; finished, never run again
 };
 // Every state, in the order people read a study's counts: done well, under way, then the rest.
 inline constexpr TrialState kTrialStatesForPeople[] = {
     TrialState::kCompleted, TrialState::kRunning, TrialState::kPaused,     TrialState::kPruned,
     TrialState::kFailed,    TrialState::kTimeout, TrialState::kInfeasible, TrialState::kInterrupted,
-    TrialState::kNodeLost,  TrialState::kPending};
+    TrialState::kNodeLost,  TrialState::kCancelled, TrialState::kPending};
 const char* TrialStateName(TrialState state);
 std::optional<TrialState> ParseTrialState(const std::string& name);
-// Completed, pruned, failed, timeout and infeasible trials are finished: they count against the
+// Completed, pruned, failed, timeout, infeasible and cancelled trials are finished: they count against the
 // budget and are never run again. Interrupted ones are run again. Paused ones count against the
 // budget but are not finished: they may be promoted.
 bool IsFinished(TrialState state);
+
+// What someone asked of a study from outside its runner (`hyperpack stop`, `enqueue`, ...), kept
+// in storage until the study's runner (or, for a study without one, the command itself or an ask)
+// carries it out. The runner polls for them, so a command works the same from another terminal,
+// another machine (through the server) or a script.
+enum class ControlKind {
+  kStop,        // start no more trials; running ones end as they would
+  kCancel,      // end running trials too, recorded as cancelled
+  kPause,       // stop running trials (they run again from their checkpoints) and start none
+  kResume,      // undo a pause
+  kUpdate,      // change the budget or priority of the live run
+  kEnqueue,     // run these configurations next (`enqueue`, `retry`)
+  kAddResults,  // completed trials evaluated elsewhere, for the tuner to learn from
+};
+// "stop", "cancel", "pause", "resume", "update", "enqueue", "add_results".
+const char* ControlKindName(ControlKind kind);
+std::optional<ControlKind> ParseControlKind(const std::string& name);
+
+// A configuration a control carries: to run (kEnqueue; retry_of names the trial a retry re-runs)
+// or already evaluated (kAddResults, with its value).
+struct ControlTrial {
+  Config params;
+  std::optional<double> value;
+  std::optional<int> retry_of;
+  bool operator==(const ControlTrial&) const = default;
+};
+
+struct ControlRecord {
+  int64_t id = 0;  // set by storage: controls are carried out in id order
+  ControlKind kind = ControlKind::kStop;
+  // kUpdate: the settings it changes (the others are left as they are).
+  std::optional<int> max_trials, max_parallel;
+  std::optional<double> time_limit_s, priority;
+  std::vector<ControlTrial> trials;  // kEnqueue, kAddResults
+  double created = 0;                // seconds since the epoch
+  std::optional<double> applied;     // when it was carried out
+  bool refused = false;              // carried out as far as it could not be: `outcome` says why
+  std::string outcome;               // what it did, for the one who asked
+};
+
+// The codec of a control's arguments (every field but id, kind, the times and the outcome), as the
+// backends store them: a JSON object. Decoding text that is not that shape gives no arguments.
+std::string EncodeControlArgs(const ControlRecord& control);
+void DecodeControlArgs(const std::string& text, ControlRecord* control);
 
 // What a study's controller fed its pruner, in order: replaying these entries through a fresh
 // controller rebuilds every rung, pause and promotion exactly as the live run made them.

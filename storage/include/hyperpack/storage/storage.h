@@ -135,6 +135,20 @@ class Storage {
   // Every entry of the study, in the order written (seq ascending).
   virtual Result<std::vector<JournalEntry>> ListJournal(int64_t study_id) = 0;
 
+  // ---- controls: what was asked of a study from outside its runner (records.h) ----
+  // Stores a control (its id, applied, refused and outcome are ignored) and returns its id;
+  // kNotFound when there is no such study.
+  virtual Result<int64_t> AddControl(int64_t study_id, const ControlRecord& control) = 0;
+  // The study's controls by id: only those not carried out yet, or every one.
+  virtual Result<std::vector<ControlRecord>> ListControls(int64_t study_id, bool pending_only) = 0;
+  // Marks a control carried out (or refused) with what came of it; kNotFound when there is no such
+  // control still pending (two takers of one control: the second is told so).
+  virtual Status FinishControl(int64_t id, double applied, bool refused,
+                               const std::string& outcome) = 0;
+  // Removes the study and everything it holds: trials, metrics, events, journal, controls.
+  // kNotFound when there is no such study.
+  virtual Status DeleteStudy(int64_t study_id) = 0;
+
   // ---- the server's submissions ----
   // Stores a new submission (its id is ignored) and returns its id.
   virtual Result<int64_t> AddSubmission(const SubmissionRecord& submission) = 0;
