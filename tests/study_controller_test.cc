@@ -120,6 +120,25 @@ class Harness {
     return error;
   }
 
+  // What came of control `id` (ControlDoneRow), if it was answered.
+  std::optional<ControlDoneRow> Answer(int64_t id) const {
+    std::optional<ControlDoneRow> out;
+    for (const Row& row : rows)
+      if (auto* c = std::get_if<ControlDoneRow>(&row); c && c->id == id) out = *c;
+    return out;
+  }
+  // Sends a control of `kind` (id: one more than the last) and returns what came of it.
+  ControlDoneRow Ask(storage::ControlRecord c) {
+    c.id = ++controls_;
+    Feed(ControlArrived{c});
+    return Answer(c.id).value_or(ControlDoneRow{-1, true, "no answer"});
+  }
+  ControlDoneRow Ask(storage::ControlKind kind) {
+    storage::ControlRecord c;
+    c.kind = kind;
+    return Ask(c);
+  }
+
   StudyController& controller() { return *controller_; }
   // The first attempt's number of a launched trial.
   int RootOf(int trial) const {
@@ -185,6 +204,7 @@ class Harness {
   study::StudySpec spec_;
   std::unique_ptr<StudyController> controller_;
   int proposed_ = 0;
+  int64_t controls_ = 0;
   std::set<int> launched_, ended_;
 };
 
@@ -394,6 +414,159 @@ TEST(StudyControllerTest, CtrlCStopsRunningTrialsAndASecondKillsThem) {
   EXPECT_EQ(h.summary->exit_code, 130);
   EXPECT_EQ(h.summary->interrupted, 2);
   EXPECT_EQ(h.StateOf(0), TrialState::kInterrupted);
+}
+
+// ---- Controls: what people ask of a live run ------------------------------------------------
+
+using storage::ControlKind;
+
+// Ends every running trial with `loss`, until none runs or the run is over.
+void CompleteRunning(Harness& h, double loss) {
+  for (int i = 0; i < 100 && !h.Running().empty() && !h.summary; ++i) {
+    const int t = *h.Running().begin();
+    h.Report(t, loss, std::nullopt);
+    h.Exit(t, RankExit::Exited(0));
+  }
+}
+
+TEST(StudyControllerTest, StopStartsNothingMoreAndLetsRunningTrialsEnd) {
+  Harness h(Spec("", 10, 2));
+  h.Start();
+  ControlDoneRow answer = h.Ask(ControlKind::kStop);
+  EXPECT_FALSE(answer.refused);
+  EXPECT_THAT(answer.outcome, HasSubstr("2 trials running end as they would"));
+  EXPECT_TRUE(h.signals.empty()) << "running trials are not signalled";
+  EXPECT_TRUE(h.Ask(ControlKind::kStop).refused) << "a second stop";
+  CompleteRunning(h, 0.5);
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->reason, StopReason::kStopped);
+  EXPECT_EQ(h.summary->completed, 2);
+  EXPECT_EQ(h.summary->exit_code, 0);
+  EXPECT_EQ(h.launches.size(), 2u);
+}
+
+TEST(StudyControllerTest, CancelStopsRunningTrialsAndRecordsThemCancelled) {
+  Harness h(Spec("", 10, 2));
+  h.Start();
+  ControlDoneRow answer = h.Ask(ControlKind::kCancel);
+  EXPECT_FALSE(answer.refused);
+  EXPECT_THAT(answer.outcome, HasSubstr("2 trials running stopped"));
+  EXPECT_EQ(h.signals.size(), 2u);
+  // One finishes with its objective before the signal lands: its result stands.
+  h.Report(0, 0.3, std::nullopt);
+  h.Exit(0, RankExit::Exited(0));
+  h.Exit(1, RankExit::Signaled(SIGTERM));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.StateOf(0), TrialState::kCompleted);
+  EXPECT_EQ(h.StateOf(1), TrialState::kCancelled);
+  EXPECT_EQ(h.summary->reason, StopReason::kCancelled);
+  EXPECT_EQ(h.summary->failed, 0) << "a cancelled trial is not a failure";
+  // The tuner learns nothing of the cancelled trial.
+  ASSERT_EQ(h.observed.size(), 1u);
+  EXPECT_EQ(h.observed[0].kind, tuner::TrialOutcome::Kind::kCompleted);
+}
+
+TEST(StudyControllerTest, PauseStopsRunningTrialsUntilResumeWhichRunsThemAgainFirst) {
+  Harness h(Spec("", 4, 2));
+  h.Start();
+  ControlDoneRow paused = h.Ask(ControlKind::kPause);
+  EXPECT_FALSE(paused.refused);
+  EXPECT_TRUE(h.Ask(ControlKind::kPause).refused);
+  EXPECT_EQ(h.signals.size(), 2u);
+  h.Exit(0, RankExit::Signaled(SIGTERM));
+  h.Exit(1, RankExit::Signaled(SIGTERM));
+  EXPECT_EQ(h.StateOf(0), TrialState::kInterrupted);
+  EXPECT_THAT(h.ErrorOf(0), HasSubstr("pause"));
+  EXPECT_TRUE(h.Running().empty());
+  EXPECT_FALSE(h.summary) << "a paused run waits";
+  h.At(1000);
+  EXPECT_EQ(h.launches.size(), 2u) << "nothing starts while paused";
+
+  ControlDoneRow resumed = h.Ask(ControlKind::kResume);
+  EXPECT_FALSE(resumed.refused) << resumed.outcome;
+  EXPECT_TRUE(h.Ask(ControlKind::kResume).refused);
+  ASSERT_EQ(h.launches.size(), 4u);
+  EXPECT_EQ(h.launches[2].root, 0);
+  EXPECT_EQ(h.launches[2].attempt, 2);
+  EXPECT_EQ(h.launches[3].root, 1);
+  CompleteRunning(h, 0.4);
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->completed, 4);
+  EXPECT_EQ(h.summary->failed, 0);
+  EXPECT_EQ(h.summary->reason, StopReason::kBudgetReached);
+}
+
+TEST(StudyControllerTest, UpdateChangesTheBudgetOfTheLiveRun) {
+  Harness h(Spec("", 3, 1));
+  h.Start();
+  storage::ControlRecord update;
+  update.kind = ControlKind::kUpdate;
+  update.max_trials = 5;
+  update.max_parallel = 2;
+  ControlDoneRow answer = h.Ask(update);
+  EXPECT_FALSE(answer.refused) << answer.outcome;
+  EXPECT_THAT(answer.outcome, HasSubstr("max_trials 5"));
+  EXPECT_EQ(h.Running().size(), 2u) << "max_parallel 2 at once";
+  storage::ControlRecord bad;
+  bad.kind = ControlKind::kUpdate;
+  bad.max_parallel = 0;
+  EXPECT_TRUE(h.Ask(bad).refused);
+  EXPECT_TRUE(h.Ask(ControlKind::kUpdate).refused) << "nothing to update";
+  CompleteRunning(h, 0.5);
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->completed, 5);
+  EXPECT_EQ(h.summary->max_trials, 5);
+}
+
+TEST(StudyControllerTest, EnqueuedConfigurationsRunNextAndOnesOutsideTheSpaceAreRefused) {
+  Harness h(Spec("", 4, 1));
+  h.Start();
+  storage::ControlRecord enqueue;
+  enqueue.kind = ControlKind::kEnqueue;
+  enqueue.trials = {{{{"x", 0.77}}, std::nullopt, std::nullopt},
+                    {{{"x", 5.0}}, std::nullopt, std::nullopt},
+                    {{{"x", 0.66}}, std::nullopt, 0}};
+  ControlDoneRow answer = h.Ask(enqueue);
+  EXPECT_FALSE(answer.refused) << answer.outcome;
+  EXPECT_THAT(answer.outcome, HasSubstr("queued 2 configurations"));
+  EXPECT_THAT(answer.outcome, HasSubstr("1 refused"));
+  CompleteRunning(h, 0.5);
+  ASSERT_TRUE(h.summary);
+  ASSERT_EQ(h.launches.size(), 4u);
+  EXPECT_EQ(h.launches[1].config.at("x"), Value{0.77}) << "before any new proposal";
+  EXPECT_EQ(h.launches[2].config.at("x"), Value{0.66});
+  bool retry_recorded = false;
+  for (const Row& row : h.rows)
+    if (auto* i = std::get_if<InsertTrialRow>(&row); i && i->trial.number == 2)
+      retry_recorded = i->trial.retry_of == 0;
+  EXPECT_TRUE(retry_recorded) << "a retry names the trial it re-runs";
+
+  Harness all_bad(Spec("", 4, 1));
+  all_bad.Start();
+  enqueue.trials = {{{{"y", 0.5}}, std::nullopt, std::nullopt}};
+  EXPECT_TRUE(all_bad.Ask(enqueue).refused);
+}
+
+TEST(StudyControllerTest, AddedResultsAreCompletedTrialsTheTunerLearns) {
+  Harness h(Spec("", 6, 1));
+  h.Start();
+  storage::ControlRecord add;
+  add.kind = ControlKind::kAddResults;
+  add.trials = {{{{"x", 0.3}}, 0.05, std::nullopt},
+                {{{"x", 0.4}}, std::nullopt, std::nullopt},
+                {{{"x", 0.5}}, 0.2, std::nullopt}};
+  ControlDoneRow answer = h.Ask(add);
+  EXPECT_FALSE(answer.refused) << answer.outcome;
+  EXPECT_THAT(answer.outcome, HasSubstr("added 2 trials"));
+  EXPECT_THAT(answer.outcome, HasSubstr("1 refused"));
+  EXPECT_EQ(h.StateOf(1), TrialState::kCompleted) << "numbered after the running trial";
+  EXPECT_EQ(h.StateOf(2), TrialState::kCompleted);
+  ASSERT_EQ(h.observed.size(), 2u);
+  EXPECT_EQ(h.observed[0].value, 0.05);
+  CompleteRunning(h, 0.5);
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->best_trial, 1) << "an added result can be the best";
+  EXPECT_EQ(h.summary->completed, 6) << "they count against max_trials";
 }
 
 TEST(StudyControllerTest, ATrialLostWithItsNodeRunsAgainOnAnotherAsItsNextAttempt) {

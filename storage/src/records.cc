@@ -123,6 +123,8 @@ const char* EventKindName(EventKind kind) {
       return "preempted";
     case EventKind::kShare:
       return "share";
+    case EventKind::kControl:
+      return "control";
   }
   return "?";
 }
@@ -143,7 +145,8 @@ std::optional<EventKind> ParseEventKind(const std::string& name) {
       {"promoted", EventKind::kPromoted},
       {"trial_running", EventKind::kTrialRunning},
       {"preempted", EventKind::kPreempted},
-      {"share", EventKind::kShare}};
+      {"share", EventKind::kShare},
+      {"control", EventKind::kControl}};
   auto it = kKinds.find(name);
   if (it == kKinds.end()) return std::nullopt;
   return it->second;

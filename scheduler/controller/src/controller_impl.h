@@ -1,7 +1,9 @@
 // The study controller's state and steps, shared by its three source files:
 //   study_controller.cc  events in, scheduling (budget, proposals, placement), how a run ends;
 //   controller_trials.cc a trial's life: its launch plan, its ranks' exits, how it ended;
-//   controller_pruning.cc reports, the pruner, pauses and promotions, and the replay on resume.
+//   controller_pruning.cc reports, the pruner, pauses and promotions, and the replay on resume;
+//   controller_controls.cc what people ask of a live run (stop, cancel, pause, resume, update,
+//                         enqueue, add results).
 // Thread-safety: as StudyController (one owner, one thread).
 #pragma once
 
@@ -40,6 +42,7 @@ class StudyController::Impl {
   ControllerState State() const;
   Occupancy occupancy() const;
   ShareClaim Claim() const;
+  double priority() const { return spec_.priority; }
 
   // Event handlers (std::visit calls them by payload type).
   void On(const ProposalsReady& e);
@@ -53,6 +56,7 @@ class StudyController::Impl {
   void On(const Interrupt& e);
   void On(const StorageFailed& e);
   void On(const ShareChanged& e);
+  void On(const ControlArrived& e);
 
  private:
   // A trial paused at its rung (promote mode), waiting to be promoted.
@@ -95,6 +99,8 @@ class StudyController::Impl {
     std::optional<double> kill_at;   // SIGKILL what is left after SIGTERM
     bool timed_out = false, interrupted = false;
     bool yielded = false;  // stopped to give another study its share (ShareChanged)
+    bool held = false;       // stopped by `hyperpack pause`: it runs again on resume
+    bool cancelled = false;  // stopped by `hyperpack cancel`
     int failed_rank = -1;  // the first rank that failed; the gang was stopped then
     std::optional<double> objective;
     int64_t metric_lines = 0;
@@ -114,7 +120,8 @@ class StudyController::Impl {
     bool AllExited() const;
     // Already on its way out: what it holds counts as given back to a share.
     bool Stopping() const {
-      return yielded || interrupted || pausing || pruned || timed_out || failed_rank >= 0;
+      return yielded || held || cancelled || interrupted || pausing || pruned || timed_out ||
+             failed_rank >= 0;
     }
     const Rank& Deciding() const { return ranks[failed_rank >= 0 ? failed_rank : 0]; }
   };
@@ -219,6 +226,23 @@ class StudyController::Impl {
   // Where `placement`'s ranks run, as TrialRecord::placement.
   std::vector<storage::RankRecord> Ranks(const Placement& placement) const;
 
+  // ---- controller_controls.cc ----
+  // What came of a control: the outcome, and whether it was refused.
+  struct ControlOutcome {
+    bool refused = false;
+    std::string text;
+  };
+  ControlOutcome StopByRequest();
+  ControlOutcome Cancel();
+  ControlOutcome Pause();
+  ControlOutcome Resume();
+  ControlOutcome Update(const storage::ControlRecord& c);
+  ControlOutcome EnqueueTrials(const std::vector<storage::ControlTrial>& trials);
+  ControlOutcome AddResults(const std::vector<storage::ControlTrial>& trials);
+  // How many more trials the budget lets start (max_trials less those finished, paused, running
+  // and waiting).
+  int BudgetLeft() const;
+
   // ---- controller_pruning.cc ----
   void OnReport(Trial& t, const MetricLine& line, bool checkpoint);
   void Decided(Trial& t, const tuner::PrunerDecision& d);
@@ -284,6 +308,7 @@ class StudyController::Impl {
   int interrupts_ = 0;
   bool proposing_ = false;
   bool stopping_ = false;
+  bool held_ = false;  // paused by `hyperpack pause`: nothing is placed until resume
   bool done_ = false;
   bool resumed_ = false;
   bool replaying_ = false;

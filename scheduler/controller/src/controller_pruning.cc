@@ -372,6 +372,8 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
       o.kind = tuner::TrialOutcome::Kind::kInfeasible;
       ++summary_.infeasible;
       break;
+    case TrialState::kCancelled:
+      return;  // nothing about the configuration is known
     default:
       o.kind = tuner::TrialOutcome::Kind::kFailed;
       ++summary_.failed;

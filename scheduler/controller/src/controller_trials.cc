@@ -471,12 +471,16 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   } else if ((d.exit.kind == RankExit::Kind::kLost || d.exit.kind == RankExit::Kind::kPreempted) &&
              !t.interrupted) {
     Requeued(t, d.exit.kind, &e);
+  } else if (t.cancelled && !(code == 0 && t.objective)) {
+    rec.state = TrialState::kCancelled;
+    rec.error = "cancelled (hyperpack cancel)";
   } else if (t.interrupted) {
     rec.state = TrialState::kInterrupted;
     rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";
-  } else if (t.yielded && !(code == 0 && t.objective)) {
+  } else if ((t.yielded || t.held) && !(code == 0 && t.objective)) {
     rec.state = TrialState::kInterrupted;
-    rec.error = "preempted: another study on this server was owed its share; it runs again";
+    rec.error = t.held ? "paused (hyperpack pause); it runs again on resume"
+                       : "preempted: another study on this server was owed its share; it runs again";
   } else if (t.timed_out) {
     rec.state = TrialState::kTimeout;
     rec.error = StrCat("killed after the timeout of ", FormatDuration(*spec_.trial.timeout_s));
@@ -510,11 +514,12 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
 void StudyController::Impl::Account(const Trial& t, const Ending& e, double elapsed) {
   const TrialRecord& rec = e.record;
   std::string line;
-  if (rec.state == TrialState::kInterrupted && t.yielded && !t.interrupted) {
+  if (rec.state == TrialState::kInterrupted && (t.yielded || t.held) && !t.interrupted) {
     // Not its own doing: it runs again whatever max_attempts says.
-    ++summary_.preempted;
+    if (!t.held) ++summary_.preempted;
     retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
-    line = "preempted for another study's share; requeued";
+    line = t.held ? "paused by request; it runs again on resume"
+                  : "preempted for another study's share; requeued";
   } else if (rec.state == TrialState::kInterrupted) {
     ++summary_.interrupted;
     retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});
@@ -580,6 +585,10 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
       o.kind = tuner::TrialOutcome::Kind::kInfeasible;
       ++summary_.infeasible;
       line = "infeasible (exit 3)";
+      break;
+    case TrialState::kCancelled:
+      learn = false;  // nothing about the configuration is known
+      line = "cancelled";
       break;
     default:
       o.kind = tuner::TrialOutcome::Kind::kFailed;

@@ -29,6 +29,10 @@ const char* StopReasonName(StopReason reason) {
       return "tuner error";
     case StopReason::kStorageError:
       return "storage error";
+    case StopReason::kStopped:
+      return "stopped by request";
+    case StopReason::kCancelled:
+      return "cancelled";
   }
   return "";
 }
@@ -107,6 +111,7 @@ bool StudyController::done() const { return impl_->done(); }
 ControllerState StudyController::State() const { return impl_->State(); }
 Occupancy StudyController::occupancy() const { return impl_->occupancy(); }
 ShareClaim StudyController::Claim() const { return impl_->Claim(); }
+double StudyController::priority() const { return impl_->priority(); }
 
 // ---- Events in ----------------------------------------------------------------------------------
 
@@ -400,7 +405,7 @@ void StudyController::Impl::Settle() {
 // Re-runs, then promotions (ASHA's rule: they go before new trials), then new proposals, then a
 // scheduling pass.
 void StudyController::Impl::Fill() {
-  if (stopping_) return;
+  if (stopping_ || held_) return;
   // Capacity is not feasibility: with no node up, nothing is queued, proposed or judged
   // infeasible; the study waits for one to join.
   if (LiveNodes() == 0) {
@@ -626,7 +631,7 @@ double StudyController::Impl::CostPerUnit(const Trial& t) const {
 }
 
 void StudyController::Impl::Dispatch() {
-  if (stopping_) return;
+  if (stopping_ || held_) return;
   for (auto& started : scheduler_.Schedule(now_)) {
     auto it = waiting_.find(started.job.id);
     Queued q = std::move(it->second);
@@ -654,7 +659,7 @@ void StudyController::Impl::StopLaunching(StopReason reason) {
 
 void StudyController::Impl::MaybeFinish() {
   if (done_ || !running_.empty() || proposing_ || !waiting_.empty()) return;
-  if (!stopping_ && Free() > 0) return;
+  if (!stopping_ && (held_ || Free() > 0)) return;
   if (!stopping_ && ForcePromotionAtTheEnd()) return;
   if (!stopping_) StopLaunching(StopReason::kBudgetReached);
   // Nothing runs, so no report can promote a paused trial any more. (Stopped for another reason,

@@ -47,6 +47,7 @@ std::optional<Kind> OutcomeKind(const TrialRecord& t) {
     case TrialState::kPending:
     case TrialState::kRunning:
     case TrialState::kPaused:
+    case TrialState::kCancelled:
       return std::nullopt;
   }
   return std::nullopt;
@@ -60,6 +61,7 @@ Result<std::unique_ptr<tuner::Tuner>> Rebuild(storage::Storage& db,
                                               std::vector<Config>* pending) {
   HP_ASSIGN_OR_RETURN(auto tuner, tuner::MakeTuner(spec.space, TunerOptionsFor(spec, study.seed)));
   for (const TrialRecord& t : trials) {
+    if (t.state == TrialState::kCancelled) continue;  // nothing about it is known
     std::optional<Kind> kind = OutcomeKind(t);
     if (!kind) {
       if (t.state != TrialState::kPaused) pending->push_back(t.params);

@@ -121,7 +121,7 @@ class LocalDriver : public StudyRun {
   std::optional<ShareClaim> Claim() const override {
     if (!controller_ || done_) return std::nullopt;
     ShareClaim c = controller_->Claim();
-    c.weight = spec_.priority;
+    c.weight = controller_->priority();
     return c;
   }
   void SetShare(const ShareGrant& grant) override {

@@ -173,6 +173,11 @@ struct RowWriter {
     return db.AddJournal(study_id, std::span<const storage::JournalEntry>(&r.entry, 1));
   }
   Status operator()(const ReleaseStudyRow&) { return db.SetRunner(study_id, std::nullopt, ""); }
+  Status operator()(const ControlDoneRow& r) {
+    Status s = db.FinishControl(r.id, WallNow(), r.refused, r.outcome);
+    // Taken by someone else meanwhile (an ask): theirs stands.
+    return s.code() == StatusCode::kNotFound ? Status::Ok() : s;
+  }
 };
 }  // namespace
 

@@ -145,6 +145,7 @@ enum class EventKind {
   kTrialRunning,  // a cluster (Slurm) started it after it waited in its queue
   kPreempted,     // stopped to give another study on the server its share
   kShare,         // what the study may hold of a server it shares with other studies
+  kControl,       // a control (hyperpack stop, enqueue, ...) was carried out or refused
 };
 // "run_started", "run_resumed", "run_stopped", "trial_started", "trial_resumed", "trial_finished",
 // "trial_paused", "time_limit", "pruning", "pausing", "cannot_pause", "promoted",

@@ -48,6 +48,8 @@ enum class StopReason {
   kInterrupted,
   kTunerError,
   kStorageError,
+  kStopped,    // hyperpack stop
+  kCancelled,  // hyperpack cancel
 };
 const char* StopReasonName(StopReason reason);  // "budget reached", "time limit", ...
 
@@ -146,6 +148,11 @@ struct Interrupt {
 struct StorageFailed {
   Status status;
 };
+// Someone asked something of the study (hyperpack stop, enqueue, ...: storage::ControlRecord).
+// Answered with a ControlDoneRow saying what came of it, and an event.
+struct ControlArrived {
+  storage::ControlRecord control;
+};
 // The server runs several studies at once: what this one may hold from now on (fair_share.h).
 // Units withheld are never placed on; a study over its limit preempts its youngest trials (they
 // end as interrupted and run again from their checkpoints, not counted as failed attempts).
@@ -154,7 +161,7 @@ struct ShareChanged {
 };
 using EventPayload =
     std::variant<ProposalsReady, TrialPersisted, MetricReport, RankExited, TrialRunning, NodeJoined,
-                 NodeLost, Tick, Interrupt, StorageFailed, ShareChanged>;
+                 NodeLost, Tick, Interrupt, StorageFailed, ShareChanged, ControlArrived>;
 struct Event {
   double now = 0;  // seconds since the run began
   EventPayload what;
@@ -194,8 +201,14 @@ struct JournalRow {
   storage::JournalEntry entry;
 };
 struct ReleaseStudyRow {};  // the run is over: the study has no runner now
+// A control was carried out (or refused, with why): Storage::FinishControl.
+struct ControlDoneRow {
+  int64_t id = 0;
+  bool refused = false;
+  std::string outcome;
+};
 using Row = std::variant<InsertTrialRow, FinishTrialRow, ResumeTrialRow, MetricsRow, EventRow,
-                         JournalRow, ReleaseStudyRow>;
+                         JournalRow, ReleaseStudyRow, ControlDoneRow>;
 // With `ack`, answer TrialPersisted{ack, status} once the rows are committed: a trial's row is
 // stored before its process exists.
 struct WriteCmd {
@@ -364,6 +377,8 @@ class StudyController {
   Occupancy occupancy() const;
   // What it holds and would place now, for a server's fair share (its weight is left at 1).
   ShareClaim Claim() const;
+  // Its weight on a shared server: the study's `priority:`, or what `hyperpack update` set.
+  double priority() const;
 
  private:
   class Impl;
