@@ -22,6 +22,7 @@
 #include "hyperpack/placement/simulate.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/ask_tell.h"
+#include "hyperpack/scheduler/remote.h"
 #include "hyperpack/scheduler/runner.h"
 #include "hyperpack/scheduler/serve.h"
 #include "hyperpack/scheduler/slurm.h"
@@ -51,6 +52,8 @@ int Fail(const Status& s);
 std::string StoragePath(const cxxopts::ParseResult& args);
 
 void AddStorage(cxxopts::Options& o);
+// --server and --token-file: a study in the storage of hyperpack serve, asked through it.
+void AddServer(cxxopts::Options& o);
 
 // Parses argv for one subcommand; prints help or a usage error and returns an exit code when
 // the command should not go on.
@@ -92,6 +95,18 @@ int CmdValidate(int argc, char** argv);
 int CmdCreate(int argc, char** argv);
 int CmdAsk(int argc, char** argv);
 int CmdTell(int argc, char** argv);
+
+int CmdStop(int argc, char** argv);
+int CmdCancel(int argc, char** argv);
+int CmdPause(int argc, char** argv);
+int CmdResume(int argc, char** argv);
+int CmdUpdate(int argc, char** argv);
+int CmdEnqueue(int argc, char** argv);
+int CmdRetry(int argc, char** argv);
+int CmdAddResults(int argc, char** argv);
+int CmdDelete(int argc, char** argv);
+int CmdWait(int argc, char** argv);
+int CmdLogs(int argc, char** argv);
 
 int CmdStatus(int argc, char** argv);
 

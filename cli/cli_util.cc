@@ -60,6 +60,14 @@ void AddStorage(cxxopts::Options& o) {
       cxxopts::value<std::string>());
 }
 
+void AddServer(cxxopts::Options& o) {
+  o.add_options()("server",
+                  "ask hyperpack serve at HOST:PORT (HOST:PORT,HOST:PORT: it and its standbys) "
+                  "about a study in its storage",
+                  cxxopts::value<std::string>())("token-file", "with --server: the shared token",
+                                                 cxxopts::value<std::string>());
+}
+
 std::optional<int> Parse(cxxopts::Options& options, int argc, char** argv,
                          cxxopts::ParseResult* out, int positional_min, int positional_max) {
   options.add_options()("h,help", "show this help");

@@ -66,13 +66,19 @@ int CmdAsk(int argc, char** argv) {
                      "and parameters (report it with hyperpack tell)");
   o.custom_help("STUDY [--json] [options]");
   AddStorage(o);
+  AddServer(o);
   o.add_options()("json", "print {\"trial\": N, \"params\": {...}}");
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   const std::string name = Positional(args)[0];
-  auto db = OpenForWriting(args);
-  if (!db.ok()) return Fail(db.status());
-  auto asked = hyperpack::scheduler::Ask(**db, name, HostName(), WallNow());
+  auto asked = [&]() -> Result<hyperpack::scheduler::AskedTrial> {
+    if (args.count("server")) {
+      HP_ASSIGN_OR_RETURN(std::string token, Token(args));
+      return hyperpack::scheduler::RemoteAsk(args["server"].as<std::string>(), token, name);
+    }
+    HP_ASSIGN_OR_RETURN(auto db, OpenForWriting(args));
+    return hyperpack::scheduler::Ask(*db, name, HostName(), WallNow());
+  }();
   if (!asked.ok()) return Fail(asked.status());
   if (args.count("json")) {
     nlohmann::ordered_json out;
@@ -92,6 +98,7 @@ int CmdTell(int argc, char** argv) {
   cxxopts::Options o("tell", "hyperpack tell STUDY N --value V: record how an asked trial ended");
   o.custom_help("STUDY N (--value V [--step S] | --state failed|infeasible) [options]");
   AddStorage(o);
+  AddServer(o);
   o.add_options()("value", "the objective's value (completed, or pruned with --state pruned)",
                   cxxopts::value<double>())("state",
                                             "completed (the default), pruned, failed or infeasible",
@@ -109,10 +116,15 @@ int CmdTell(int argc, char** argv) {
   tell.state = *state;
   if (args.count("value")) tell.value = args["value"].as<double>();
   if (args.count("step")) tell.step = args["step"].as<int64_t>();
-  auto db = OpenForWriting(args);
-  if (!db.ok()) return Fail(db.status());
-  Status told =
-      hyperpack::scheduler::TellTrial(**db, pos[0], static_cast<int>(*number), tell, WallNow());
+  Status told = [&]() -> Status {
+    if (args.count("server")) {
+      HP_ASSIGN_OR_RETURN(std::string token, Token(args));
+      return hyperpack::scheduler::RemoteTell(args["server"].as<std::string>(), token, pos[0],
+                                              static_cast<int>(*number), tell);
+    }
+    HP_ASSIGN_OR_RETURN(auto db, OpenForWriting(args));
+    return hyperpack::scheduler::TellTrial(*db, pos[0], static_cast<int>(*number), tell, WallNow());
+  }();
   if (!told.ok()) return Fail(told);
   std::cout << "trial " << *number << " of study '" << pos[0]
             << "': " << hyperpack::storage::TrialStateName(tell.state);

@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -182,6 +184,66 @@ inline Ran RunCommand(const std::vector<std::string>& argv, const std::string& c
   std::filesystem::remove(out_path);
   std::filesystem::remove(err_path);
   return r;
+}
+
+// A child process whose stdout (and stderr) the test reads line by line.
+struct PipedChild {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+
+  std::string Line() {
+    char buf[4096];
+    if (!out || !fgets(buf, sizeof(buf), out)) return "";
+    return buf;
+  }
+  // Reads lines until one contains `text`; all of them are returned (empty: the child ended).
+  std::string Until(const std::string& text) {
+    std::string seen;
+    while (true) {
+      std::string l = Line();
+      if (l.empty()) return "";
+      seen += l;
+      if (l.find(text) != std::string::npos) return seen;
+    }
+  }
+  // Reads to the end of its output and waits for it; its wait status.
+  int Wait() {
+    while (!Line().empty()) {
+    }
+    return Reap();
+  }
+  int Stop(int sig = SIGTERM) {
+    if (pid <= 0) return -1;
+    kill(pid, sig);
+    return Reap();
+  }
+  int Reap() {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    if (out) fclose(out);
+    out = nullptr;
+    return status;
+  }
+};
+
+inline PipedChild StartPiped(const std::vector<std::string>& args, const std::string& cwd) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  return {pid, fdopen(fds[0], "r")};
 }
 
 }  // namespace hyperpack::testing

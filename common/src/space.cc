@@ -124,6 +124,26 @@ Status SearchSpace::Validate(const Config& config) const {
   return Status::Ok();
 }
 
+Result<Config> SearchSpace::Conform(Config config) const {
+  for (const ParamSpec& p : params_) {
+    if (!IsActive(p, config)) continue;
+    auto it = config.find(p.name);
+    if (it == config.end()) {
+      if (p.type == ParamType::kFixed) config[p.name] = p.value;
+      continue;
+    }
+    Value& v = it->second;
+    if (p.type == ParamType::kFloat && std::holds_alternative<int64_t>(v))
+      v = static_cast<double>(std::get<int64_t>(v));
+    if (p.type == ParamType::kInt && std::holds_alternative<double>(v)) {
+      const double d = std::get<double>(v);
+      if (std::isfinite(d) && std::abs(d) < 9e15 && d == std::floor(d)) v = static_cast<int64_t>(d);
+    }
+  }
+  HP_RETURN_IF_ERROR(Validate(config));
+  return config;
+}
+
 std::string SearchSpace::Describe() const {
   std::ostringstream out;
   for (const ParamSpec& p : params_) {

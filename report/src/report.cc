@@ -182,11 +182,19 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
   const TradeOff trade_off = FindTradeOff(l, ranked);
   std::string state = RunnerStateName(RunnerStateOf(l));
   HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(l.study.id, 8));
+  HP_ASSIGN_OR_RETURN(auto conditions, ReadConditions(db, name));
   if (format == OutputFormat::kJson) {
-    out << StudyJson(l, state, ranked, trade_off).dump(2) << "\n";
+    Json j = StudyJson(l, state, ranked, trade_off);
+    j["conditions"] = Json::parse(ConditionsJson(conditions));
+    out << j.dump(2) << "\n";
     return Status::Ok();
   }
   out << "study      " << l.study.name << " (" << state << ")\n";
+  // A pause or a stop asked of a live run is what a runner's state alone does not say.
+  if (const StudyCondition& now = conditions.back();
+      now.type == ConditionType::kPaused || now.type == ConditionType::kStopping)
+    out << "condition  " << ConditionTypeName(now.type) << " (" << now.reason << ") since "
+        << FormatTimestamp(now.time) << ": " << now.message << "\n";
   out << "objective  " << DirectionName(l.study.direction) << " " << l.study.metric << "\n";
   // Its weight in a server's fair share; 1, the default, is not worth a line.
   if (l.spec && l.spec->priority != 1)

@@ -82,6 +82,10 @@ class SearchSpace {
 
   // OK when `config` holds exactly the active parameters, each with a value it can take.
   Status Validate(const Config& config) const;
+  // A configuration someone typed (hyperpack enqueue, add-results) made one of this space: active
+  // fixed parameters filled in, a whole number given for a float read as a float and a float that
+  // is whole for an integer as an integer; then Validate's error, if any.
+  Result<Config> Conform(Config config) const;
 
   // A canonical one-line-per-parameter description, used to decide whether a stored study and a
   // study file describe the same space, and by `hyperpack validate`.

@@ -170,6 +170,12 @@ constexpr Names<FrameType> kFrameTypeNames[] = {
     {FrameType::kExit, "exit"},           {FrameType::kSubmit, "submit"},
     {FrameType::kProgress, "progress"},   {FrameType::kDone, "done"},
     {FrameType::kAccepted, "accepted"},   {FrameType::kCancel, "cancel"},
+    {FrameType::kRequest, "request"},     {FrameType::kReply, "reply"},
+};
+constexpr Names<RequestOp> kRequestOpNames[] = {
+    {RequestOp::kControl, "control"}, {RequestOp::kConditions, "conditions"},
+    {RequestOp::kLogs, "logs"},       {RequestOp::kAsk, "ask"},
+    {RequestOp::kTell, "tell"},
 };
 constexpr Names<Role> kRoleNames[] = {{Role::kAgent, "agent"}, {Role::kClient, "client"}};
 constexpr Names<Stream> kStreamNames[] = {{Stream::kOut, "out"}, {Stream::kErr, "err"}};
@@ -452,6 +458,49 @@ Json Done::ToJson() const {
 Result<Done> Done::FromJson(const Json& frame) {
   FrameReader r(frame, FrameType::kDone);
   return r.Finish(Done{r.Optional<int>("exit_code", 1), r.Optional<std::string>("message", "")});
+}
+
+Json Request::ToJson() const {
+  Json j = Frame(FrameType::kRequest);
+  for (const auto& [o, name] : kRequestOpNames)
+    if (o == op) j["op"] = name;
+  j["study"] = study;
+  j["body"] = body;
+  return j;
+}
+
+Result<Request> Request::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kRequest);
+  Request out;
+  const std::string op = r.Field<std::string>("op");
+  out.study = r.Field<std::string>("study");
+  if (r.Has("body")) out.body = r.Field<Json>("body");
+  if (!out.body.is_object()) r.Fail(Status::Invalid("request: body is not an object"));
+  bool known = false;
+  for (const auto& [o, name] : kRequestOpNames)
+    if (op == name) {
+      out.op = o;
+      known = true;
+    }
+  if (r.ok() && !known) r.Fail(Status::Invalid("request: unknown op '", op, "'"));
+  return r.Finish(std::move(out));
+}
+
+Json Reply::ToJson() const {
+  Json j = Frame(FrameType::kReply);
+  j["code"] = code;
+  j["message"] = message;
+  j["body"] = body;
+  return j;
+}
+
+Result<Reply> Reply::FromJson(const Json& frame) {
+  FrameReader r(frame, FrameType::kReply);
+  Reply out;
+  out.code = r.Optional<int>("code", 0);
+  out.message = r.Optional<std::string>("message", "");
+  if (r.Has("body")) out.body = r.Field<Json>("body");
+  return r.Finish(std::move(out));
 }
 
 Json Accepted::ToJson() const {

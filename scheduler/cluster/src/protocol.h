@@ -105,6 +105,8 @@ enum class FrameType {
   kDone,       // server -> client: the study ended
   kAccepted,   // server -> client: the submission's id, to follow it again after a reconnect
   kCancel,     // client -> server: stop the study followed (Ctrl-C)
+  kRequest,    // client -> server: one request about a stored study (a lifecycle verb, ...), first
+  kReply,      // server -> client: its answer; the server then closes the connection
 };
 // The "type" string of `type`.
 const char* FrameTypeName(FrameType type);
@@ -324,6 +326,27 @@ struct Done {
   std::string message;
   Json ToJson() const;
   static Result<Done> FromJson(const Json& frame);
+};
+
+// {"type": "request", "op", "study", "body" (optional, {})}: what `hyperpack stop --server` and
+// the other verbs ask of a study in the server's storage (requests.h decodes each op's body).
+enum class RequestOp { kControl, kConditions, kLogs, kAsk, kTell };
+struct Request {
+  RequestOp op = RequestOp::kControl;
+  std::string study;
+  Json body = Json::object();
+  Json ToJson() const;
+  static Result<Request> FromJson(const Json& frame);
+};
+
+// {"type": "reply", "code" (optional, 0: OK), "message" (optional, ""), "body" (optional, {})}:
+// the request's answer, or its error as a StatusCode and message.
+struct Reply {
+  int code = 0;
+  std::string message;
+  Json body = Json::object();
+  Json ToJson() const;
+  static Result<Reply> FromJson(const Json& frame);
 };
 
 // {"type": "accepted", "submission"}: the id under which the server keeps a submitted study.

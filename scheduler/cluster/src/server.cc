@@ -33,6 +33,7 @@
 #include "hyperpack/text.h"
 #include "net.h"
 #include "protocol.h"
+#include "requests.h"
 #include "server_metrics.h"
 
 namespace hyperpack::scheduler {
@@ -139,6 +140,7 @@ class Server {
     }
     io_.run();
     pool_.join();
+    requests_pool_.join();
     return Status::Ok();
   }
 
@@ -427,7 +429,9 @@ class Server {
     if (!m.ok()) co_return m.status();
     Result<FrameType> type = protocol::TypeOf(*m);
     if (!type.ok()) co_return type.status();
-    if (*type != FrameType::kSubmit) co_return Status::Invalid("a client must submit a study");
+    if (*type == FrameType::kRequest) co_return co_await RequestSession(c, *m);
+    if (*type != FrameType::kSubmit)
+      co_return Status::Invalid("a client must submit a study or send a request");
     Result<protocol::Submit> submit = protocol::Submit::FromJson(*m);
     if (!submit.ok()) co_return submit.status();
     // Set once the submission is known (stored, for a new one).
@@ -443,6 +447,26 @@ class Server {
       if (!next_type.ok()) co_return next_type.status();
       if (*next_type == FrameType::kCancel && *id != 0) Cancel(*id, c);
     }
+  }
+
+  // A request about a stored study (remote.h): carried out on the requests' pool, which may wait
+  // for a study's runner, then answered; the client closes once it has read the answer.
+  asio::awaitable<Status> RequestSession(std::shared_ptr<Connection> c, const Json& frame) {
+    Result<protocol::Request> request = protocol::Request::FromJson(frame);
+    if (!request.ok()) co_return request.status();
+    Log("request on study ", request->study, " from ", c->peer());
+    protocol::Reply reply = co_await asio::co_spawn(
+        requests_pool_, CarryOut(options_.storage_path, *std::move(request)), asio::use_awaitable);
+    c->Send(reply.ToJson());
+    Result<Json> after = co_await c->Receive();
+    (void)after;  // the client hangs up once it has the answer
+    co_return Status::Ok();
+  }
+
+  // The request, on whichever executor runs the coroutine (the requests' pool). Its arguments are
+  // copies: they live in the coroutine's frame.
+  static asio::awaitable<protocol::Reply> CarryOut(std::string url, protocol::Request request) {
+    co_return HandleRequest(url, request);
   }
 
   // An earlier submission followed again: its id, or 0 when this server does not know it.
@@ -698,6 +722,9 @@ class Server {
   // A study's start and end (SQLite, joins), its tuner and the submissions' rows run here, never
   // on the io thread.
   asio::thread_pool pool_{2};
+  // Requests (remote.h) apart from the runs' storage and tuner work: a control waits for a study's
+  // runner, whose reads run on pool_.
+  asio::thread_pool requests_pool_{2};
   asio::strand<asio::thread_pool::executor_type> db_strand_;
   std::unique_ptr<storage::Storage> db_;  // on db_strand_ once serving
   tcp::acceptor acceptor_;

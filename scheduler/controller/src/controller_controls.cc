@@ -46,12 +46,13 @@ void StudyController::Impl::On(const ControlArrived& e) {
   }
   Log(std::nullopt, EventKind::kControl,
       StrCat(storage::ControlKindName(c.kind), out.refused ? " refused: " : ": ", out.text));
-  Write(ControlDoneRow{c.id, out.refused, out.text});
+  Write(ControlDoneRow{c.id, out.refused, out.text, Wall()});
   refill_ = true;
 }
 
 StudyController::Impl::ControlOutcome StudyController::Impl::StopByRequest() {
-  if (stopping_) return {true, StrCat("the study is already stopping (", summary_.stop_reason, ")")};
+  if (stopping_)
+    return {true, StrCat("the study is already stopping (", summary_.stop_reason, ")")};
   StopLaunching(StopReason::kStopped);
   held_ = false;  // a paused study that is stopped ends: its trials wait for the next run
   return {false, StrCat("stopping: no trial starts any more; ", Trials(running_.size()),
@@ -96,8 +97,8 @@ StudyController::Impl::ControlOutcome StudyController::Impl::Pause() {
 StudyController::Impl::ControlOutcome StudyController::Impl::Resume() {
   if (!held_) return {true, "the study is not paused"};
   held_ = false;
-  return {false, StrCat("resumed: placing trials (", Trials(retries_.size()),
-                        " paused to run again)")};
+  return {false,
+          StrCat("resumed: placing trials (", Trials(retries_.size()), " paused to run again)")};
 }
 
 int StudyController::Impl::BudgetLeft() const {
@@ -122,7 +123,8 @@ StudyController::Impl::ControlOutcome StudyController::Impl::Update(
   if (c.time_limit_s) {
     spec_.budget.time_limit_s = *c.time_limit_s;
     Wake(*c.time_limit_s);
-    changed.push_back(StrCat("time_limit ", FormatDuration(*c.time_limit_s), " from the run's start"));
+    changed.push_back(
+        StrCat("time_limit ", FormatDuration(*c.time_limit_s), " from the run's start"));
   }
   if (c.priority) {
     spec_.priority = *c.priority;
@@ -148,8 +150,8 @@ StudyController::Impl::ControlOutcome StudyController::Impl::EnqueueTrials(
   if (queued == 0)
     return {true, StrCat("no configuration fits the search space: ", Join(bad, "; "))};
   const int left = BudgetLeft() + static_cast<int>(retries_.size());
-  std::string text = StrCat("queued ", queued, queued == 1 ? " configuration" : " configurations",
-                            " to run next");
+  std::string text =
+      StrCat("queued ", queued, queued == 1 ? " configuration" : " configurations", " to run next");
   if (!bad.empty()) text += StrCat(" (", bad.size(), " refused: ", Join(bad, "; "), ")");
   if (left < static_cast<int>(retries_.size()))
     text += StrCat("; max_trials leaves room for ", std::max(0, left),

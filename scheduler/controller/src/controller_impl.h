@@ -98,10 +98,10 @@ class StudyController::Impl {
     std::optional<double> deadline;  // trial.timeout
     std::optional<double> kill_at;   // SIGKILL what is left after SIGTERM
     bool timed_out = false, interrupted = false;
-    bool yielded = false;  // stopped to give another study its share (ShareChanged)
+    bool yielded = false;    // stopped to give another study its share (ShareChanged)
     bool held = false;       // stopped by `hyperpack pause`: it runs again on resume
     bool cancelled = false;  // stopped by `hyperpack cancel`
-    int failed_rank = -1;  // the first rank that failed; the gang was stopped then
+    int failed_rank = -1;    // the first rank that failed; the gang was stopped then
     std::optional<double> objective;
     int64_t metric_lines = 0;
     double resource = 0;  // of the latest objective report
@@ -309,6 +309,7 @@ class StudyController::Impl {
   bool proposing_ = false;
   bool stopping_ = false;
   bool held_ = false;  // paused by `hyperpack pause`: nothing is placed until resume
+  std::vector<storage::ControlRecord> start_controls_;  // StoredStudy::controls, for Start
   bool done_ = false;
   bool resumed_ = false;
   bool replaying_ = false;

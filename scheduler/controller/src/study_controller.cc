@@ -37,6 +37,17 @@ const char* StopReasonName(StopReason reason) {
   return "";
 }
 
+std::optional<StopReason> ParseStopReason(const std::string& name) {
+  constexpr StopReason kAll[] = {StopReason::kBudgetReached, StopReason::kSearchSpaceExhausted,
+                                 StopReason::kTimeLimit,     StopReason::kTooManyFailed,
+                                 StopReason::kInterrupted,   StopReason::kTunerError,
+                                 StopReason::kStorageError,  StopReason::kStopped,
+                                 StopReason::kCancelled};
+  for (StopReason r : kAll)
+    if (name == StopReasonName(r)) return r;
+  return std::nullopt;
+}
+
 tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed) {
   tuner::TunerOptions o;
   o.algorithm = spec.tuner.algorithm;
@@ -141,6 +152,7 @@ StudyController::Impl::Impl(const study::StudySpec& spec, ControllerOptions opti
 Result<std::vector<Command>> StudyController::Impl::Restore(const StoredStudy& stored) {
   out_.clear();
   HP_RETURN_IF_ERROR(Replay(stored));
+  start_controls_ = stored.controls;
   FlushRows();
   return std::move(out_);
 }
@@ -151,6 +163,8 @@ std::vector<Command> StudyController::Impl::Start(double now) {
   Say(StartLine());
   if (spec_.budget.time_limit_s) Wake(*spec_.budget.time_limit_s);
   if (options_.share) On(ShareChanged{*options_.share});
+  for (const storage::ControlRecord& c : start_controls_) On(ControlArrived{c});
+  start_controls_.clear();
   refill_ = true;
   Settle();
   FlushRows();

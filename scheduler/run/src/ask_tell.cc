@@ -15,21 +15,6 @@ using storage::TrialRecord;
 using storage::TrialState;
 using Kind = tuner::TrialOutcome::Kind;
 
-// The study `name` and its parsed file; kNotFound when there is none.
-Result<std::pair<storage::StudyRecord, study::StudySpec>> LoadStudy(storage::Storage& db,
-                                                                    const std::string& name) {
-  HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
-  if (!found)
-    return Status::NotFound("no study named '", name, "' in ", db.path(),
-                            "; make one with: hyperpack create STUDY.yaml");
-  study::ParseOutcome parsed = study::ParseStudy(found->spec_text, found->spec_path);
-  if (!parsed.spec)
-    return Status::FailedPrecondition(
-        "study '", name,
-        "': its stored file does not parse with this hyperpack: ", parsed.ErrorText());
-  return std::make_pair(*found, *parsed.spec);
-}
-
 // What the tuner learns from an ended trial; nullopt for one still open.
 std::optional<Kind> OutcomeKind(const TrialRecord& t) {
   switch (t.state) {
@@ -81,25 +66,47 @@ Result<std::unique_ptr<tuner::Tuner>> Rebuild(storage::Storage& db,
   return tuner;
 }
 
+// The oldest pending enqueue control's first configuration, that control marked as handed out as
+// trial `number`; nullopt when none is pending. Enqueued without a runner, each control holds one.
+Result<std::optional<storage::ControlTrial>> TakeEnqueued(storage::Storage& db, int64_t study_id,
+                                                          int number, double now) {
+  HP_ASSIGN_OR_RETURN(auto pending, db.ListControls(study_id, /*pending_only=*/true));
+  for (const storage::ControlRecord& c : pending) {
+    if (c.kind != storage::ControlKind::kEnqueue || c.trials.empty()) continue;
+    HP_RETURN_IF_ERROR(db.FinishControl(c.id, now, false, StrCat("asked as trial ", number)));
+    return std::optional<storage::ControlTrial>(c.trials.front());
+  }
+  return std::optional<storage::ControlTrial>();
+}
+
 // One attempt: propose and record, in one transaction.
 Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const std::string& host,
                            double now) {
   AskedTrial out;
   Status s = db.Transaction([&]() -> Status {
-    HP_ASSIGN_OR_RETURN(auto loaded, LoadStudy(db, name));
+    HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, name));
     auto& [study, spec] = loaded;
     HP_RETURN_IF_ERROR(CheckNotHeld(study, spec));
     // Every ask before this one committed, and none after it reads until it commits.
     HP_RETURN_IF_ERROR(db.LockStudy(study.id));
-    HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(study.id));
-    std::vector<Config> pending;
-    HP_ASSIGN_OR_RETURN(auto tuner, Rebuild(db, study, spec, trials, &pending));
-    HP_ASSIGN_OR_RETURN(auto proposed, tuner->Propose(1, pending));
-    if (proposed.empty())
-      return Status::FailedPrecondition("study '", name, "': its search space has no ",
-                                        "configuration left that was not asked already");
     HP_ASSIGN_OR_RETURN(out.number, db.NextTrialNumber(study.id));
-    out.params = proposed.front();
+    // A configuration enqueued (hyperpack enqueue, retry) goes out before any proposal.
+    HP_ASSIGN_OR_RETURN(std::optional<storage::ControlTrial> queued,
+                        TakeEnqueued(db, study.id, out.number, now));
+    std::optional<int> retry_of;
+    if (queued) {
+      out.params = queued->params;
+      retry_of = queued->retry_of;
+    } else {
+      HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(study.id));
+      std::vector<Config> pending;
+      HP_ASSIGN_OR_RETURN(auto tuner, Rebuild(db, study, spec, trials, &pending));
+      HP_ASSIGN_OR_RETURN(auto proposed, tuner->Propose(1, pending));
+      if (proposed.empty())
+        return Status::FailedPrecondition("study '", name, "': its search space has no ",
+                                          "configuration left that was not asked already");
+      out.params = proposed.front();
+    }
     TrialRecord t;
     t.study_id = study.id;
     t.number = out.number;
@@ -107,6 +114,7 @@ Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const 
     t.params = out.params;
     t.started = now;
     t.host = host;
+    t.retry_of = retry_of;
     HP_RETURN_IF_ERROR(db.InsertTrial(t));
     return db.AddEvent(study.id,
                        {now, out.number, storage::EventKindName(storage::EventKind::kTrialStarted),
@@ -160,7 +168,7 @@ Status TellTrial(storage::Storage& db, const std::string& name, int number, cons
     return Status::Invalid("a ", storage::TrialStateName(tell.state),
                            " trial has no value: leave out --value");
   return db.Transaction([&]() -> Status {
-    HP_ASSIGN_OR_RETURN(auto loaded, LoadStudy(db, name));
+    HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, name));
     const storage::StudyRecord& study = loaded.first;
     HP_ASSIGN_OR_RETURN(auto open,
                         db.ListTrialsIn(study.id, std::vector<TrialState>{TrialState::kRunning}));

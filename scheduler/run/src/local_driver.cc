@@ -16,6 +16,7 @@
 #include <list>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "hyperpack/env_vars.h"
 #include "hyperpack/host.h"
@@ -62,6 +63,7 @@ class LocalDriver : public StudyRun {
         signals_(io),
         ticker_(io),
         follow_timer_(io),
+        control_timer_(io),
         nodes_(std::move(nodes)) {
     Executor::Callbacks cb{
         [this](RankId id, bool is_err, const std::string& line) { OnLine(id, is_err, line); },
@@ -145,6 +147,13 @@ class LocalDriver : public StudyRun {
     }
     tuner_ = std::move(*tuner);
     for (const tuner::TrialOutcome& o : p.warm) tuner_->Observe(o);
+    // Its own handle: controls are read on the follow strand while the writer writes.
+    auto controls = storage::OpenStorage(options_.storage_path);
+    if (!controls.ok()) {
+      (void)p.db->SetRunner(p.study_id, std::nullopt, "");
+      return controls.status();
+    }
+    control_db_ = std::move(*controls);
     return p;
   }
 
@@ -181,8 +190,10 @@ class LocalDriver : public StudyRun {
       return Close(first.status());
     }
     controller_ = std::move(*controller);
+    for (const storage::ControlRecord& c : p.stored.controls) fed_controls_.insert(c.id);
     Perform(std::move(*first));
     Perform(controller_->Start(Now()));
+    if (!done_) ArmControls();
     if (options_.progress == RunOptions::Progress::kLine && !done_) Tick();
     if (interrupted_early_ && !done_) Feed(scheduler::Interrupt{false});
     if (on_change_ && !done_) on_change_();
@@ -199,10 +210,12 @@ class LocalDriver : public StudyRun {
     signals_.cancel();
     ticker_.cancel();
     follow_timer_.cancel();
+    control_timer_.cancel();
     if (own_executor_) own_executor_->Shutdown();
     asio::post(follow_strand_, [this, result = std::move(result)]() mutable {
       asio::post(tuner_strand_, [this, result = std::move(result)]() mutable {
         writer_->Close();
+        control_db_.reset();
         asio::post(io_, [this, result = std::move(result)]() mutable {
           if (result.ok() && !storage_error_.ok()) result = storage_error_;
           Done(std::move(result));
@@ -213,6 +226,7 @@ class LocalDriver : public StudyRun {
 
   void Done(Result<RunSummary> result) {
     done_ = true;
+    control_timer_.cancel();
     signals_.cancel();
     ticker_.cancel();
     follow_timer_.cancel();
@@ -281,6 +295,32 @@ class LocalDriver : public StudyRun {
     // What the trial wrote last is read before its end is told.
     follow->second.exit = std::move(exited);
     if (!follow->second.polling) Poll(id.trial, /*last=*/true);
+  }
+
+  // ---- Controls (hyperpack stop, enqueue, ...): read from storage every kControlPoll ----
+  static constexpr std::chrono::milliseconds kControlPoll{500};
+
+  void ArmControls() {
+    control_timer_.expires_after(kControlPoll);
+    control_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || done_) return;
+      // On the follow strand, which Close drains before the handle is closed.
+      asio::post(follow_strand_, [this] {
+        auto pending = std::make_shared<Result<std::vector<storage::ControlRecord>>>(
+            control_db_->ListControls(study_id_, /*pending_only=*/true));
+        asio::post(io_, [this, pending] { OnControls(std::move(*pending)); });
+      });
+    });
+  }
+
+  // A control is fed once: it stays pending until the writer has recorded its answer. A failed
+  // read is tried again at the next poll (the writer reports a store that is really gone).
+  void OnControls(Result<std::vector<storage::ControlRecord>> pending) {
+    if (done_) return;
+    if (pending.ok())
+      for (storage::ControlRecord& c : *pending)
+        if (fed_controls_.insert(c.id).second) Feed(ControlArrived{std::move(c)});
+    if (!done_) ArmControls();
   }
 
   // ---- Metrics from files (trial.metrics_from: tensorboard | file) ----
@@ -589,6 +629,9 @@ class LocalDriver : public StudyRun {
   std::map<int, Followed> follows_;
   asio::steady_timer follow_timer_;
   bool follow_timer_armed_ = false;
+  asio::steady_timer control_timer_;
+  std::unique_ptr<storage::Storage> control_db_;  // on follow_strand_ only, once prepared
+  std::set<int64_t> fed_controls_;
   std::list<std::shared_ptr<asio::steady_timer>> wakes_;
   std::vector<ClusterNode> nodes_;  // until the controller takes them
   std::unique_ptr<Executor> own_executor_;

@@ -119,6 +119,7 @@ Status Claim(Storage& db, const StudySpec& spec, const std::string& storage_path
   HP_ASSIGN_OR_RETURN(out->stored.trials, db.ListTrials(study.id));
   HP_ASSIGN_OR_RETURN(out->stored.journal, db.ListJournal(study.id));
   HP_ASSIGN_OR_RETURN(out->stored.next_number, db.NextTrialNumber(study.id));
+  HP_ASSIGN_OR_RETURN(out->stored.controls, db.ListControls(study.id, /*pending_only=*/true));
   EventKind kind = out->stored.resumed ? EventKind::kRunResumed : EventKind::kRunStarted;
   return db.AddEvent(study.id, {WallNow(), std::nullopt, storage::EventKindName(kind),
                                 StrCat("pid ", getpid(), " on ", HostName())});
@@ -158,6 +159,20 @@ Result<PreparedStudy> PrepareStudy(const StudySpec& spec, const std::string& sto
   return out;
 }
 
+Result<std::pair<storage::StudyRecord, StudySpec>> LoadStoredStudy(Storage& db,
+                                                                   const std::string& name) {
+  HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
+  if (!found)
+    return Status::NotFound("no study named '", name, "' in ", db.path(),
+                            "; make one with: hyperpack create STUDY.yaml (or hyperpack run)");
+  study::ParseOutcome parsed = study::ParseStudy(found->spec_text, found->spec_path);
+  if (!parsed.spec)
+    return Status::FailedPrecondition(
+        "study '", name,
+        "': its stored file does not parse with this hyperpack: ", parsed.ErrorText());
+  return std::make_pair(*found, *parsed.spec);
+}
+
 namespace {
 struct RowWriter {
   Storage& db;
@@ -174,7 +189,7 @@ struct RowWriter {
   }
   Status operator()(const ReleaseStudyRow&) { return db.SetRunner(study_id, std::nullopt, ""); }
   Status operator()(const ControlDoneRow& r) {
-    Status s = db.FinishControl(r.id, WallNow(), r.refused, r.outcome);
+    Status s = db.FinishControl(r.id, r.applied, r.refused, r.outcome);
     // Taken by someone else meanwhile (an ask): theirs stands.
     return s.code() == StatusCode::kNotFound ? Status::Ok() : s;
   }

@@ -43,6 +43,11 @@ Status CheckCompatible(const storage::StudyRecord& study, const study::StudySpec
 // OK unless another live process (on this host, or any on another host) runs the study.
 Status CheckNotHeld(const storage::StudyRecord& study, const study::StudySpec& spec);
 
+// The stored study `name` and its parsed file. kNotFound when there is none (the message says how
+// to make one); kFailedPrecondition when its file does not parse with this hyperpack.
+Result<std::pair<storage::StudyRecord, study::StudySpec>> LoadStoredStudy(storage::Storage& db,
+                                                                          const std::string& name);
+
 // Writes the controller's rows, in order.
 Status ApplyRows(storage::Storage& db, int64_t study_id, const std::vector<Row>& rows);
 

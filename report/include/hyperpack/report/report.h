@@ -45,6 +45,64 @@ struct WatchOptions {
 Status WatchStudy(storage::Storage& db, const std::string& name, const WatchOptions& options,
                   std::ostream& out);
 
+// ---- A study's lifecycle, as `status --json`, `wait` and `logs` read it ----
+
+// Katib's conditions: how a study came to the state it is in. Final ones (succeeded, failed,
+// stopped, cancelled) change only when it runs again.
+enum class ConditionType {
+  kCreated,
+  kRunning,
+  kPaused,
+  kStopping,
+  kSucceeded,
+  kFailed,
+  kStopped,
+  kCancelled
+};
+const char* ConditionTypeName(ConditionType type);  // "Created", "Running", ...
+bool IsFinal(ConditionType type);
+struct StudyCondition {
+  ConditionType type = ConditionType::kCreated;
+  std::string reason;   // CamelCase, as Katib writes it: "BudgetReached", "PausedByUser", ...
+  std::string message;  // for people
+  double time = 0;      // seconds since the epoch
+};
+// Study `name`'s conditions, oldest first; the last is its state now. Read from its record, its
+// trials' tally, the runs' start and stop events and the controls carried out.
+Result<std::vector<StudyCondition>> ReadConditions(storage::Storage& db, const std::string& name);
+// {"type", "reason", "message", "time"} objects; the time as an ISO 8601 UTC timestamp.
+std::string ConditionsJson(const std::vector<StudyCondition>& conditions);
+Result<std::vector<StudyCondition>> ParseConditionsJson(const std::string& json);
+
+// `hyperpack wait`: asks `read` for the study's conditions every `poll_s` until the last is final
+// or `timeout_s` passes, then prints it (a line, or its JSON object). Returns the exit code: 0
+// succeeded, 1 failed, 3 stopped or cancelled, 124 still going at the timeout. `read` is this
+// machine's storage (ReadConditions) or a server.
+struct WaitOptions {
+  std::optional<double> timeout_s;
+  double poll_s = 1;
+  OutputFormat format = OutputFormat::kTable;
+  std::function<bool()> stop;  // asked while waiting; true ends the wait as a timeout would
+};
+Result<int> WaitForStudy(const std::function<Result<std::vector<StudyCondition>>()>& read,
+                         const WaitOptions& options, std::ostream& out);
+
+// A piece of a study's logs from `from` on: without a trial, its event log (`from` counts events,
+// a line each); with one, that trial's log file (rank 0's; `from` counts bytes, at most 64 KiB a
+// piece). `over`: nothing more will come (no runner is on the study; the trial has ended and its
+// file was read to its end).
+struct LogChunk {
+  std::string text;
+  int64_t next = 0;  // where the next piece starts
+  bool over = false;
+};
+Result<LogChunk> ReadLogs(storage::Storage& db, const std::string& name, std::optional<int> trial,
+                          int64_t from);
+// `hyperpack logs`: prints what `read` gives from the start and, following, what it adds every
+// `poll_s` until it is over or `stop` says so.
+Status FollowLogs(const std::function<Result<LogChunk>(int64_t from)>& read, bool follow,
+                  double poll_s, const std::function<bool()>& stop, std::ostream& out);
+
 // One row per trial; --json: an array of objects.
 Status ReportTrials(storage::Storage& db, const std::string& name, OutputFormat format,
                     std::ostream& out);

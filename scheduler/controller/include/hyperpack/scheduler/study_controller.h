@@ -52,6 +52,8 @@ enum class StopReason {
   kCancelled,  // hyperpack cancel
 };
 const char* StopReasonName(StopReason reason);  // "budget reached", "time limit", ...
+// The reason a run_stopped event names (its message is StopReasonName); nullopt for another text.
+std::optional<StopReason> ParseStopReason(const std::string& name);
 
 struct RunSummary {
   std::string study;
@@ -206,6 +208,7 @@ struct ControlDoneRow {
   int64_t id = 0;
   bool refused = false;
   std::string outcome;
+  double applied = 0;  // seconds since the epoch, on the clock of the run's events
 };
 using Row = std::variant<InsertTrialRow, FinishTrialRow, ResumeTrialRow, MetricsRow, EventRow,
                          JournalRow, ReleaseStudyRow, ControlDoneRow>;
@@ -317,6 +320,9 @@ struct StoredStudy {
   std::vector<storage::JournalEntry> journal;  // in the order written
   std::set<int> checkpoints;                   // roots whose checkpoint folder holds something
   int next_number = 0;
+  // Controls not carried out yet (asked while no runner was on the study): carried out by Start,
+  // in order, before anything is placed.
+  std::vector<storage::ControlRecord> controls;
 };
 
 // The study file's sections as the tuner and the pruner take them: the one conversion.
