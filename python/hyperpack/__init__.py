@@ -7,17 +7,141 @@ written in Python. The one most people want:
     import hyperpack.optuna
     study = optuna.create_study(sampler=hyperpack.optuna.GPSampler(seed=0))
 
+`hyperpack.load_study(name, storage)` opens a study that hyperpack stores (one `hyperpack run`
+runs, or one made with `hyperpack.create_study(FILE)` whose trials this program evaluates):
+`study.ask()`, `study.tell(trial, value)`, `study.best_trial`, `study.trials`, and the lifecycle
+verbs (`study.stop()`, `enqueue`, `add_results`, ...) as the command line has them.
+
 `hyperpack.Tuner` is the tuner itself, as `hyperpack.optuna.GPSampler` drives it.
 `hyperpack.report(step=..., **metrics)` is for a trial program that `hyperpack run` starts: it
 prints the JSON line hyperpack reads, and flushes it.
 """
 
+import dataclasses
 import json
+import os
 import sys
+from typing import Any, Dict, List, Optional
 
+from hyperpack._hyperpack import Study as _Study
 from hyperpack._hyperpack import Tuner
 
-__all__ = ["Tuner", "report"]
+__all__ = ["Study", "Trial", "Tuner", "create_study", "load_study", "report"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One trial of a stored study: its number, state ("running", "completed", "pruned",
+    "failed", ...), value (None until it has one) and parameters."""
+
+    number: int
+    state: str
+    value: Optional[float]
+    params: Dict[str, Any]
+
+
+def _storage(storage):
+    return storage or os.environ.get("HYPERPACK_STORAGE") or "hyperpack.db"
+
+
+class Study:
+    """A study in hyperpack's storage (a SQLite file, postgresql://..., memory://NAME).
+
+    Every call reads or writes the storage afresh, so several programs (and `hyperpack run`)
+    may use one study at once. Errors: KeyError for what is not there, ValueError for bad input,
+    RuntimeError for the rest (a study that a runner holds is not asked, for one).
+    """
+
+    def __init__(self, impl):
+        self._impl = impl
+
+    @property
+    def name(self) -> str:
+        return self._impl.name
+
+    @property
+    def storage(self) -> str:
+        return self._impl.storage
+
+    def ask(self) -> Trial:
+        """Reserves the next trial: an enqueued configuration, else the tuner's proposal."""
+        number, params = self._impl.ask()
+        return Trial(number, "running", None, json.loads(params))
+
+    def tell(self, trial, value: Optional[float] = None, *, state: Optional[str] = None,
+             step: Optional[int] = None) -> None:
+        """Records how an asked trial ended: its value (completed), or a state ("failed",
+        "infeasible"; "pruned" with the value at `step`)."""
+        number = trial.number if isinstance(trial, Trial) else int(trial)
+        if state is None:
+            state = "completed" if value is not None else "failed"
+        self._impl.tell(number, state, None if value is None else float(value), step)
+
+    @property
+    def trials(self) -> List[Trial]:
+        return [Trial(n, s, v, json.loads(p)) for n, s, v, p in self._impl.trials()]
+
+    @property
+    def best_trial(self) -> Optional[Trial]:
+        best = self._impl.best()
+        return None if best is None else Trial(best[0], best[1], best[2], json.loads(best[3]))
+
+    @property
+    def best_value(self) -> Optional[float]:
+        best = self.best_trial
+        return None if best is None else best.value
+
+    @property
+    def best_params(self) -> Optional[Dict[str, Any]]:
+        best = self.best_trial
+        return None if best is None else best.params
+
+    # ---- The lifecycle verbs: each returns what came of it, or raises RuntimeError when refused.
+    def _control(self, verb, **kw) -> str:
+        refused, outcome = self._impl.control(verb, **kw)
+        if refused:
+            raise RuntimeError(f"{verb} refused: {outcome}")
+        return outcome
+
+    def stop(self) -> str:
+        return self._control("stop")
+
+    def cancel(self) -> str:
+        return self._control("cancel")
+
+    def pause(self) -> str:
+        return self._control("pause")
+
+    def resume(self) -> str:
+        return self._control("resume")
+
+    def update(self, *, max_trials: Optional[int] = None,
+               max_parallel: Optional[int] = None) -> str:
+        return self._control("update", max_trials=max_trials, max_parallel=max_parallel)
+
+    def enqueue(self, params) -> str:
+        """Runs these configurations next: a dict of parameters, or a list of them."""
+        return self._control("enqueue", params_json=json.dumps(params))
+
+    def add_results(self, results) -> str:
+        """Results evaluated elsewhere: a list of (params, value) pairs or of
+        {"params": ..., "value": ...} dicts, learnt as completed trials."""
+        rows = [r if isinstance(r, dict) else {"params": r[0], "value": r[1]} for r in results]
+        return self._control("add-results", results_text=json.dumps(rows),
+                             results_path="add_results()")
+
+
+def load_study(name: str, storage: Optional[str] = None) -> Study:
+    """The stored study `name` (storage: a path or URL; default $HYPERPACK_STORAGE, else
+    ./hyperpack.db). KeyError when there is none."""
+    return Study(_Study(name, _storage(storage)))
+
+
+def create_study(path: str, storage: Optional[str] = None) -> Study:
+    """Stores the study file at `path` (it needs no trial: section) and returns it; one already
+    stored under its name is returned when its space and objective are the same."""
+    storage = _storage(storage)
+    return Study(_Study(_Study.create(path, storage), storage))
 
 
 def report(step=None, *, file=None, **metrics):

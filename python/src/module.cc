@@ -22,6 +22,7 @@
 
 #include "hyperpack/space.h"
 #include "hyperpack/tuner/tuner.h"
+#include "study_binding.h"
 
 namespace py = pybind11;
 
@@ -166,4 +167,5 @@ PYBIND11_MODULE(_hyperpack, m) {
       .def("observe", &PyTuner::Observe, py::arg("config"), py::arg("state"),
            py::arg("value") = py::none(), py::arg("resource") = 0.0)
       .def("propose", &PyTuner::Propose, py::arg("n"), py::arg("pending"));
+  hyperpack::python::BindStudy(m);
 }

@@ -3,6 +3,7 @@ errors, and hyperpack.report in a trial that `hyperpack run` starts (run by ctes
 /usr/bin/python3)."""
 
 import math
+import os
 import statistics
 
 import optuna
@@ -222,3 +223,98 @@ def test_an_enqueued_configuration_runs_and_is_learned_from():
     study.optimize(shifted_sphere, n_trials=10)
     assert study.trials[0].params["lr"] == 1e-3 and study.best_value == 0.0
     assert len({tuple(sorted(t.params.items(), key=str)) for t in study.trials}) == 10
+
+
+# ---- hyperpack's own stored studies from Python: load_study, ask, tell, the lifecycle verbs ----
+
+ASKED_STUDY = """name: q
+objective: {metric: loss, direction: minimize}
+search_space:
+  lr: {type: float, low: 0.0001, high: 0.1, log: true}
+  opt: {type: categorical, values: [sgd, adam]}
+budget: {max_trials: 10}
+"""
+
+
+def bowl(params):
+    return (math.log10(params["lr"]) + 3) ** 2 + (params["opt"] != "adam")
+
+
+def test_a_study_is_asked_and_told_from_python(tmp_path):
+    (tmp_path / "q.yaml").write_text(ASKED_STUDY)
+    storage = str(tmp_path / "h.db")
+    study = hyperpack.create_study(str(tmp_path / "q.yaml"), storage)
+    assert study.name == "q" and study.best_trial is None
+    study.add_results([({"lr": 0.05, "opt": "sgd"}, bowl({"lr": 0.05, "opt": "sgd"}))])
+    study.enqueue({"lr": 0.002, "opt": "adam"})
+    first = study.ask()
+    assert first.params == {"lr": 0.002, "opt": "adam"}, "the enqueued configuration goes first"
+    study.tell(first, bowl(first.params))
+    for _ in range(8):
+        trial = study.ask()
+        study.tell(trial, bowl(trial.params))
+    # Another program sees the same study.
+    again = hyperpack.load_study("q", storage)
+    trials = again.trials
+    assert [t.number for t in trials] == list(range(10))
+    assert all(t.state == "completed" for t in trials)
+    assert trials[0].value == pytest.approx(bowl({"lr": 0.05, "opt": "sgd"}))
+    assert again.best_value == min(t.value for t in trials)
+    assert again.best_params == min(trials, key=lambda t: t.value).params
+    assert again.best_value < 0.2, "the tuner found the bowl's floor"
+
+
+def test_a_stored_study_says_what_is_wrong(tmp_path):
+    (tmp_path / "q.yaml").write_text(ASKED_STUDY)
+    storage = str(tmp_path / "h.db")
+    study = hyperpack.create_study(str(tmp_path / "q.yaml"), storage)
+    with pytest.raises(KeyError, match="no study named 'nope'"):
+        hyperpack.load_study("nope", storage)
+    with pytest.raises(ValueError, match="'lr'"):
+        study.enqueue({"lr": 5.0, "opt": "adam"})
+    with pytest.raises(ValueError, match="opt"):
+        study.add_results([({"lr": 0.01, "opt": "rmsprop"}, 1.0)])
+    with pytest.raises(RuntimeError, match="stop refused: .*has no runner"):
+        study.stop()
+    trial = study.ask()
+    with pytest.raises(ValueError):
+        study.tell(trial, float("nan"))
+    study.tell(trial, state="failed")
+    assert study.trials[0].state == "failed"
+    (tmp_path / "bad.yaml").write_text("name: b\nobjective: {metric: loss}\n")
+    with pytest.raises(ValueError, match="bad.yaml"):
+        hyperpack.create_study(str(tmp_path / "bad.yaml"), storage)
+
+
+def test_python_stops_a_study_that_hyperpack_run_runs(tmp_path):
+    import subprocess
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "s.yaml").write_text(f"""name: s
+objective: {{metric: loss, direction: minimize}}
+search_space: {{x: {{type: float, low: 0, high: 1}}}}
+trial:
+  command: >-
+    echo {{trial}} > {fifo}; while [ ! -e {tmp_path}/go ]; do sleep 0.05; done; echo loss={{x}}
+budget: {{max_trials: 8, max_parallel: 2}}
+""")
+    storage = str(tmp_path / "h.db")
+    run = subprocess.Popen([os.environ["HYPERPACK_CLI"], "run", str(tmp_path / "s.yaml"),
+                            "--storage", storage], cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    # Read-write, so that no trial's write to it ever waits for a reader.
+    started = os.open(fifo, os.O_RDWR)
+    first = b""
+    while not first.endswith(b"\n"):
+        first += os.read(started, 1)  # blocks until a trial has started
+    assert first.strip() in (b"0", b"1")
+    study = hyperpack.load_study("s", storage)
+    assert "stopping" in study.stop()
+    with pytest.raises(RuntimeError, match="already stopping"):
+        study.stop()
+    (tmp_path / "go").write_text("")
+    out, _ = run.communicate(timeout=120)
+    os.close(started)
+    assert run.returncode == 0, out
+    assert 1 <= len(study.trials) <= 2, "nothing started after the stop"
+    assert all(t.state == "completed" for t in study.trials)
