@@ -92,6 +92,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case FrameType::kCancel:
       CheckMessage<protocol::Cancel>(frame);
       break;
+    case FrameType::kRequest:
+      CheckMessage<protocol::Request>(frame);
+      break;
+    case FrameType::kReply:
+      CheckMessage<protocol::Reply>(frame);
+      break;
     default:
       // A type protocol.h has added since this switch was written: decoded above, no struct here.
       break;
