@@ -10,14 +10,13 @@
 
 #include "hyperpack/host.h"
 #include "hyperpack/report/report.h"
-#include "hyperpack/scheduler/study_controller.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::report {
 namespace {
 
-using scheduler::StopReason;
+using storage::StopReason;
 using storage::ControlKind;
 using storage::EventKind;
 using storage::TrialState;
@@ -32,7 +31,7 @@ constexpr int64_t kLogPiece = 64 * 1024;
 
 // How a run that stopped for `reason` leaves the study.
 StudyCondition Ended(const std::string& message, const storage::TrialTally& tally, double time) {
-  const std::optional<StopReason> reason = scheduler::ParseStopReason(message);
+  const std::optional<StopReason> reason = storage::ParseStopReason(message);
   const auto completed = tally.counts.find(TrialState::kCompleted);
   const bool any = completed != tally.counts.end() && completed->second > 0;
   auto made = [&](ConditionType type, const char* why) {
@@ -91,7 +90,7 @@ void AskedStudy(const std::optional<study::StudySpec>& spec, const storage::Tria
   out->push_back({ConditionType::kRunning, "TrialsAsked", "trials are asked (hyperpack ask)",
                   *tally.first_start});
   if (spec && tally.Finished() >= spec->budget.max_trials && tally.running_on == 0)
-    out->push_back(Ended(scheduler::StopReasonName(StopReason::kBudgetReached), tally,
+    out->push_back(Ended(storage::StopReasonName(StopReason::kBudgetReached), tally,
                          tally.last_end.value_or(*tally.first_start)));
 }
 

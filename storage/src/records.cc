@@ -230,6 +230,43 @@ Config DecodeParams(const std::string& text) {
   return config.ok() ? *std::move(config) : Config();
 }
 
+const char* StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kNone:
+      return "";
+    case StopReason::kBudgetReached:
+      return "budget reached";
+    case StopReason::kSearchSpaceExhausted:
+      return "search space exhausted";
+    case StopReason::kTimeLimit:
+      return "time limit";
+    case StopReason::kTooManyFailed:
+      return "too many failed trials";
+    case StopReason::kInterrupted:
+      return "interrupted";
+    case StopReason::kTunerError:
+      return "tuner error";
+    case StopReason::kStorageError:
+      return "storage error";
+    case StopReason::kStopped:
+      return "stopped by request";
+    case StopReason::kCancelled:
+      return "cancelled";
+  }
+  return "";
+}
+
+std::optional<StopReason> ParseStopReason(const std::string& name) {
+  constexpr StopReason kAll[] = {StopReason::kBudgetReached, StopReason::kSearchSpaceExhausted,
+                                 StopReason::kTimeLimit,     StopReason::kTooManyFailed,
+                                 StopReason::kInterrupted,   StopReason::kTunerError,
+                                 StopReason::kStorageError,  StopReason::kStopped,
+                                 StopReason::kCancelled};
+  for (StopReason r : kAll)
+    if (name == StopReasonName(r)) return r;
+  return std::nullopt;
+}
+
 namespace {
 constexpr std::pair<ControlKind, const char*> kControlKinds[] = {
     {ControlKind::kStop, "stop"},         {ControlKind::kCancel, "cancel"},

@@ -42,6 +42,26 @@ std::optional<TrialState> ParseTrialState(const std::string& name);
 // budget but are not finished: they may be promoted.
 bool IsFinished(TrialState state);
 
+// Why a run stopped launching trials. A run_stopped event's message is its name, which is how
+// `status` and `wait` tell how a study ended.
+enum class StopReason {
+  kNone,
+  kBudgetReached,
+  kSearchSpaceExhausted,
+  kTimeLimit,
+  kTooManyFailed,
+  kInterrupted,
+  kTunerError,
+  kStorageError,
+  kStopped,    // hyperpack stop
+  kCancelled,  // hyperpack cancel
+};
+// "budget reached", "search space exhausted", "time limit", "too many failed trials",
+// "interrupted", "tuner error", "storage error", "stopped by request", "cancelled"; "" for kNone.
+const char* StopReasonName(StopReason reason);
+// The reason a run_stopped event names; nullopt for another text.
+std::optional<StopReason> ParseStopReason(const std::string& name);
+
 // What someone asked of a study from outside its runner (`hyperpack stop`, `enqueue`, ...), kept
 // in storage until the study's runner (or, for a study without one, the command itself or an ask)
 // carries it out. The runner polls for them, so a command works the same from another terminal,

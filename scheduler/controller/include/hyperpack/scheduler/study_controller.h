@@ -38,22 +38,11 @@
 
 namespace hyperpack::scheduler {
 
-// Why a run stopped launching trials.
-enum class StopReason {
-  kNone,
-  kBudgetReached,
-  kSearchSpaceExhausted,
-  kTimeLimit,
-  kTooManyFailed,
-  kInterrupted,
-  kTunerError,
-  kStorageError,
-  kStopped,    // hyperpack stop
-  kCancelled,  // hyperpack cancel
-};
-const char* StopReasonName(StopReason reason);  // "budget reached", "time limit", ...
-// The reason a run_stopped event names (its message is StopReasonName); nullopt for another text.
-std::optional<StopReason> ParseStopReason(const std::string& name);
+// Why a run stopped launching trials: the stored vocabulary (records.h), since a run_stopped
+// event's message names it and the reports read it back.
+using storage::ParseStopReason;
+using storage::StopReason;
+using storage::StopReasonName;
 
 struct RunSummary {
   std::string study;
