@@ -512,10 +512,32 @@ TEST(StudyControllerTest, UpdateChangesTheBudgetOfTheLiveRun) {
   bad.max_parallel = 0;
   EXPECT_TRUE(h.Ask(bad).refused);
   EXPECT_TRUE(h.Ask(ControlKind::kUpdate).refused) << "nothing to update";
+  storage::ControlRecord more;
+  more.kind = ControlKind::kUpdate;
+  more.priority = 3;
+  more.time_limit_s = 50;
+  ASSERT_FALSE(h.Ask(more).refused);
+  EXPECT_DOUBLE_EQ(h.controller().priority(), 3) << "a server weighs its share by it";
+  EXPECT_THAT(h.wakes, ::testing::Contains(50.0)) << "woken at the new time limit";
   CompleteRunning(h, 0.5);
   ASSERT_TRUE(h.summary);
   EXPECT_EQ(h.summary->completed, 5);
   EXPECT_EQ(h.summary->max_trials, 5);
+}
+
+TEST(StudyControllerTest, ATimeLimitUpdatedBelowTheRunsAgeStopsItAtOnce) {
+  Harness h(Spec("", 10, 2));
+  h.Start();
+  h.now = 20;
+  storage::ControlRecord update;
+  update.kind = ControlKind::kUpdate;
+  update.time_limit_s = 10;
+  ASSERT_FALSE(h.Ask(update).refused);
+  h.At(20.5);
+  CompleteRunning(h, 0.5);
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->reason, StopReason::kTimeLimit);
+  EXPECT_EQ(h.launches.size(), 2u);
 }
 
 TEST(StudyControllerTest, EnqueuedConfigurationsRunNextAndOnesOutsideTheSpaceAreRefused) {

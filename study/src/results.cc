@@ -1,6 +1,7 @@
 #include "hyperpack/study/results.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -40,11 +41,11 @@ Result<PriorResult> Make(Config params, std::optional<double> value, int line,
   return PriorResult{*std::move(conformed), *value, line};
 }
 
-// The line each element of the top-level list starts on: the n-th '{' at depth 1.
+// The line each element of the top-level list starts on.
 std::vector<int> ElementLines(const std::string& text) {
   std::vector<int> lines;
   int depth = 0, line = 1;
-  bool in_string = false, escaped = false;
+  bool in_string = false, escaped = false, expecting = false;
   for (char c : text) {
     if (c == '\n') ++line;
     if (in_string) {
@@ -56,12 +57,19 @@ std::vector<int> ElementLines(const std::string& text) {
         in_string = false;
       continue;
     }
+    if (depth == 1 && expecting && c != ',' && c != ']' &&
+        !std::isspace(static_cast<unsigned char>(c))) {
+      lines.push_back(line);
+      expecting = false;
+    }
     if (c == '"') in_string = true;
     if (c == '[' || c == '{') {
-      if (depth == 1) lines.push_back(line);
-      ++depth;
+      if (++depth == 1) expecting = true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 1) {
+      expecting = true;
     }
-    if (c == ']' || c == '}') --depth;
   }
   return lines;
 }
@@ -132,8 +140,11 @@ std::optional<Value> Cell(const ParamSpec& p, const std::string& cell) {
         return Value{static_cast<int64_t>(*d)};
       return std::nullopt;
     case ParamType::kCategorical:
-      for (const Value& v : p.values)
+      for (const Value& v : p.values) {
         if (FormatValue(v) == cell) return v;
+        // pandas writes a bool True or False
+        if (const bool* b = std::get_if<bool>(&v); b && cell == (*b ? "True" : "False")) return v;
+      }
       return std::nullopt;
     case ParamType::kFixed:
       return FormatValue(p.value) == cell ? std::optional<Value>(p.value) : std::nullopt;
@@ -141,21 +152,50 @@ std::optional<Value> Cell(const ParamSpec& p, const std::string& cell) {
   return std::nullopt;
 }
 
+// What a CSV column holds. Optuna's `study.trials_dataframe().to_csv()` is read as it is written:
+// its parameters are params_NAME, its state column keeps only COMPLETE rows, and its bookkeeping
+// (the index pandas writes, number, times, attributes) is passed over.
+enum class Role { kParam, kValue, kState, kIgnored };
+struct Column {
+  Role role = Role::kIgnored;
+  const ParamSpec* param = nullptr;
+};
+
+bool IsOptunaBookkeeping(const std::string& name) {
+  static const char* const kNames[] = {"", "number", "datetime_start", "datetime_complete",
+                                       "duration"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return name.rfind("user_attrs_", 0) == 0 || name.rfind("system_attrs_", 0) == 0;
+}
+
+Result<Column> ColumnOf(const std::string& name, const std::string& path, const StudySpec& spec) {
+  if (IsValueKey(name, spec)) return Column{Role::kValue, nullptr};
+  if (const ParamSpec* p = spec.space.Find(name)) return Column{Role::kParam, p};
+  if (name.rfind("params_", 0) == 0)
+    if (const ParamSpec* p = spec.space.Find(name.substr(7))) return Column{Role::kParam, p};
+  if (name == "state") return Column{Role::kState, nullptr};
+  if (IsOptunaBookkeeping(name)) return Column{Role::kIgnored, nullptr};
+  return At(path, 1,
+            StrCat("column '", name, "' is not a parameter of the study (NAME or params_NAME) nor ",
+                   "\"value\" or \"", spec.objective.metric, "\""));
+}
+
+bool Completed(const std::string& state) {
+  return state == "COMPLETE" || state == "TrialState.COMPLETE" || state == "completed";
+}
+
 Result<std::vector<PriorResult>> FromCsv(const std::string& text, const std::string& path,
-                                         const StudySpec& spec) {
+                                         const StudySpec& spec, int* skipped) {
   std::istringstream in(text);
   std::string row;
   if (!std::getline(in, row)) return At(path, 1, "empty; the first row names the columns");
-  const std::vector<std::string> header = SplitCsv(row);
+  std::vector<Column> columns;
   int value_column = -1;
-  for (size_t c = 0; c < header.size(); ++c) {
-    if (IsValueKey(header[c], spec)) {
-      value_column = static_cast<int>(c);
-    } else if (!spec.space.Find(header[c])) {
-      return At(path, 1,
-                StrCat("column '", header[c], "' is not a parameter of the study nor ",
-                       "\"value\" or \"", spec.objective.metric, "\""));
-    }
+  for (const std::string& name : SplitCsv(row)) {
+    HP_ASSIGN_OR_RETURN(Column c, ColumnOf(name, path, spec));
+    if (c.role == Role::kValue) value_column = static_cast<int>(columns.size());
+    columns.push_back(c);
   }
   if (value_column < 0)
     return At(path, 1, StrCat("no \"value\" (or \"", spec.objective.metric, "\") column"));
@@ -163,18 +203,24 @@ Result<std::vector<PriorResult>> FromCsv(const std::string& text, const std::str
   for (int line = 2; std::getline(in, row); ++line) {
     if (Trim(row).empty()) continue;
     const std::vector<std::string> cells = SplitCsv(row);
-    if (cells.size() != header.size())
-      return At(path, line, StrCat(cells.size(), " cells where the header has ", header.size()));
+    if (cells.size() != columns.size())
+      return At(path, line, StrCat(cells.size(), " cells where the header has ", columns.size()));
     Config params;
+    bool complete = true;
     for (size_t c = 0; c < cells.size(); ++c) {
-      if (static_cast<int>(c) == value_column || cells[c].empty()) continue;
-      const ParamSpec* p = spec.space.Find(header[c]);
+      if (columns[c].role == Role::kState) complete = Completed(cells[c]);
+      if (columns[c].role != Role::kParam || cells[c].empty()) continue;
+      const ParamSpec* p = columns[c].param;
       std::optional<Value> v = Cell(*p, cells[c]);
       if (!v)
         return At(path, line,
-                  StrCat("column '", header[c], "': '", cells[c], "' is not a value of ",
-                         ParamTypeName(p->type), " parameter ", p->name));
+                  StrCat("'", cells[c], "' is not a value of ", ParamTypeName(p->type),
+                         " parameter ", p->name));
       params[p->name] = *v;
+    }
+    if (!complete) {
+      ++*skipped;  // a failed, pruned or running trial has no result to learn
+      continue;
     }
     HP_ASSIGN_OR_RETURN(
         PriorResult r, Make(std::move(params), ParseDouble(cells[value_column]), line, path, spec));
@@ -186,10 +232,14 @@ Result<std::vector<PriorResult>> FromCsv(const std::string& text, const std::str
 }  // namespace
 
 Result<std::vector<PriorResult>> ParseResults(const std::string& text, const std::string& path,
-                                              const StudySpec& spec) {
+                                              const StudySpec& spec, int* skipped) {
+  int none = 0;
+  if (!skipped) skipped = &none;
+  *skipped = 0;
   const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && text[first] == '[') return FromJson(text, path, spec);
-  return FromCsv(text, path, spec);
+  if (first != std::string::npos && (text[first] == '[' || text[first] == '{'))
+    return FromJson(text, path, spec);
+  return FromCsv(text, path, spec, skipped);
 }
 
 }  // namespace hyperpack::study

@@ -74,11 +74,13 @@ Result<std::vector<ControlTrial>> RetriedTrials(Storage& db, const storage::Stud
 }
 
 // The configurations and results the request carries as text, parsed.
-Result<std::vector<ControlTrial>> TextTrials(const study::StudySpec& spec,
-                                             const ControlRequest& r) {
+// *skipped: rows of a results file that are not results (an Optuna export's failed trials).
+Result<std::vector<ControlTrial>> TextTrials(const study::StudySpec& spec, const ControlRequest& r,
+                                             int* skipped) {
   std::vector<ControlTrial> out;
   if (!r.results_text.empty()) {
-    HP_ASSIGN_OR_RETURN(auto results, study::ParseResults(r.results_text, r.results_path, spec));
+    HP_ASSIGN_OR_RETURN(auto results,
+                        study::ParseResults(r.results_text, r.results_path, spec, skipped));
     for (study::PriorResult& p : results) out.push_back({std::move(p.params), p.value, {}});
   }
   if (r.params_json.empty()) return out;
@@ -98,7 +100,8 @@ Result<std::vector<ControlTrial>> TextTrials(const study::StudySpec& spec,
 
 // The request as the control a runner carries out; its configurations conformed to the space.
 Result<ControlRecord> ToControl(Storage& db, const storage::StudyRecord& study,
-                                const study::StudySpec& spec, const ControlRequest& r) {
+                                const study::StudySpec& spec, const ControlRequest& r,
+                                int* skipped) {
   ControlRecord c;
   c.kind = KindOf(r.verb);
   c.created = WallNow();
@@ -112,7 +115,7 @@ Result<ControlRecord> ToControl(Storage& db, const storage::StudyRecord& study,
     HP_ASSIGN_OR_RETURN(c.trials, RetriedTrials(db, study, r));
     return c;
   }
-  HP_ASSIGN_OR_RETURN(std::vector<ControlTrial> given, TextTrials(spec, r));
+  HP_ASSIGN_OR_RETURN(std::vector<ControlTrial> given, TextTrials(spec, r, skipped));
   given.insert(given.begin(), r.trials.begin(), r.trials.end());
   for (size_t i = 0; i < given.size(); ++i) {
     ControlTrial t = given[i];
@@ -261,16 +264,12 @@ bool HasLiveRunner(const storage::StudyRecord& study) {
   return study.runner_host != HostName() || ProcessAlive(*study.runner_pid);
 }
 
-Result<ControlAnswer> ApplyControl(Storage& db, const ControlRequest& r) {
-  HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, r.study));
-  const auto& [study, spec] = loaded;
-  ControlAnswer answer;
-  answer.study = study.name;
-  answer.verb = r.verb;
-  ControlRecord c;
-  if (r.verb != Verb::kDelete) {
-    HP_ASSIGN_OR_RETURN(c, ToControl(db, study, spec, r));
-  }
+namespace {
+
+// The control `c` carried out: refused when it carries nothing, by the runner when one is live,
+// else as WithoutRunner says.
+Result<ControlAnswer> Carry(Storage& db, const storage::StudyRecord& study, const ControlRequest& r,
+                            ControlRecord c, ControlAnswer answer) {
   if ((r.verb == Verb::kEnqueue || r.verb == Verb::kRetry || r.verb == Verb::kAddResults) &&
       c.trials.empty()) {
     answer.refused = true;
@@ -288,6 +287,26 @@ Result<ControlAnswer> ApplyControl(Storage& db, const ControlRequest& r) {
   answer.live = true;
   HP_ASSIGN_OR_RETURN(int64_t id, db.AddControl(study.id, c));
   return AwaitAnswer(db, study.id, id, r.answer_within_s, std::move(answer));
+}
+
+}  // namespace
+
+Result<ControlAnswer> ApplyControl(Storage& db, const ControlRequest& r) {
+  HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, r.study));
+  const auto& [study, spec] = loaded;
+  ControlAnswer answer;
+  answer.study = study.name;
+  answer.verb = r.verb;
+  ControlRecord c;
+  int skipped = 0;
+  if (r.verb != Verb::kDelete) {
+    HP_ASSIGN_OR_RETURN(c, ToControl(db, study, spec, r, &skipped));
+  }
+  HP_ASSIGN_OR_RETURN(answer, Carry(db, study, r, std::move(c), std::move(answer)));
+  if (skipped > 0)
+    answer.outcome += StrCat("; ", skipped, skipped == 1 ? " row" : " rows", " of ",
+                             r.results_path, " not COMPLETE (no result) passed over");
+  return answer;
 }
 
 }  // namespace hyperpack::scheduler
