@@ -173,6 +173,22 @@ int CmdVerb(Verb verb, int argc, char** argv) {
 std::atomic<bool> interrupted{false};
 void OnInterrupt(int) { interrupted = true; }
 
+// Where wait and logs read: the server's storage (--server), else this machine's.
+struct Source {
+  std::string server, token;
+  std::unique_ptr<hyperpack::storage::Storage> db;  // null: the server
+};
+Result<Source> SourceOf(const cxxopts::ParseResult& args) {
+  Source s;
+  if (args.count("server")) {
+    HP_ASSIGN_OR_RETURN(s.token, Token(args));
+    s.server = args["server"].as<std::string>();
+    return s;
+  }
+  HP_ASSIGN_OR_RETURN(s.db, OpenForReading(args));
+  return s;
+}
+
 }  // namespace
 
 int CmdStop(int argc, char** argv) { return CmdVerb(Verb::kStop, argc, argv); }
@@ -206,22 +222,15 @@ int CmdWait(int argc, char** argv) {
   }
   std::signal(SIGINT, OnInterrupt);
   wo.stop = [] { return interrupted.load(); };
-  std::function<Result<std::vector<report::StudyCondition>>()> read;
-  std::unique_ptr<hyperpack::storage::Storage> db;
-  std::string server, token;
-  if (args.count("server")) {
-    auto t = Token(args);
-    if (!t.ok()) return Fail(t.status());
-    server = args["server"].as<std::string>();
-    token = *t;
-    read = [&] { return hyperpack::scheduler::RemoteConditions(server, token, name); };
-  } else {
-    auto opened = OpenForReading(args);
-    if (!opened.ok()) return Fail(opened.status());
-    db = std::move(*opened);
-    read = [&] { return report::ReadConditions(*db, name); };
-  }
-  auto code = report::WaitForStudy(read, wo, std::cout);
+  auto source = SourceOf(args);
+  if (!source.ok()) return Fail(source.status());
+  Source& s = *source;
+  auto code = report::WaitForStudy(
+      [&] {
+        return s.db ? report::ReadConditions(*s.db, name)
+                    : hyperpack::scheduler::RemoteConditions(s.server, s.token, name);
+      },
+      wo, std::cout);
   if (!code.ok()) return Fail(code.status());
   return *code;
 }
@@ -244,23 +253,13 @@ int CmdLogs(int argc, char** argv) {
     trial = static_cast<int>(*n);
   }
   std::signal(SIGINT, OnInterrupt);
-  std::function<Result<report::LogChunk>(int64_t)> read;
-  std::unique_ptr<hyperpack::storage::Storage> db;
-  std::string server, token;
-  if (args.count("server")) {
-    auto t = Token(args);
-    if (!t.ok()) return Fail(t.status());
-    server = args["server"].as<std::string>();
-    token = *t;
-    read = [&](int64_t from) {
-      return hyperpack::scheduler::RemoteLogs(server, token, pos[0], trial, from);
-    };
-  } else {
-    auto opened = OpenForReading(args);
-    if (!opened.ok()) return Fail(opened.status());
-    db = std::move(*opened);
-    read = [&](int64_t from) { return report::ReadLogs(*db, pos[0], trial, from); };
-  }
+  auto source = SourceOf(args);
+  if (!source.ok()) return Fail(source.status());
+  Source& from = *source;
+  auto read = [&](int64_t at) {
+    return from.db ? report::ReadLogs(*from.db, pos[0], trial, at)
+                   : hyperpack::scheduler::RemoteLogs(from.server, from.token, pos[0], trial, at);
+  };
   Status s = report::FollowLogs(
       read, args.count("follow") > 0, 0.5, [] { return interrupted.load(); }, std::cout);
   return s.ok() ? kOk : Fail(s);

@@ -269,9 +269,12 @@ std::optional<StopReason> ParseStopReason(const std::string& name) {
 
 namespace {
 constexpr std::pair<ControlKind, const char*> kControlKinds[] = {
-    {ControlKind::kStop, "stop"},         {ControlKind::kCancel, "cancel"},
-    {ControlKind::kPause, "pause"},       {ControlKind::kResume, "resume"},
-    {ControlKind::kUpdate, "update"},     {ControlKind::kEnqueue, "enqueue"},
+    {ControlKind::kStop, "stop"},
+    {ControlKind::kCancel, "cancel"},
+    {ControlKind::kPause, "pause"},
+    {ControlKind::kResume, "resume"},
+    {ControlKind::kUpdate, "update"},
+    {ControlKind::kEnqueue, "enqueue"},
     {ControlKind::kAddResults, "add_results"},
 };
 
@@ -292,6 +295,16 @@ std::optional<ControlKind> ParseControlKind(const std::string& name) {
   for (const auto& [k, n] : kControlKinds)
     if (name == n) return k;
   return std::nullopt;
+}
+
+TrialRecord AddedResult(int64_t study_id, int number, const ControlTrial& result) {
+  TrialRecord rec;
+  rec.study_id = study_id;
+  rec.number = number;
+  rec.state = TrialState::kCompleted;
+  rec.params = result.params;
+  rec.value = result.value;
+  return rec;
 }
 
 std::string EncodeControlArgs(const ControlRecord& c) {

@@ -173,12 +173,7 @@ StudyController::Impl::ControlOutcome StudyController::Impl::AddResults(
       bad.push_back(valid.message());
       continue;
     }
-    TrialRecord rec;
-    rec.study_id = options_.study_id;
-    rec.number = next_number_++;
-    rec.state = TrialState::kCompleted;
-    rec.params = t.params;
-    rec.value = t.value;
+    const TrialRecord rec = storage::AddedResult(options_.study_id, next_number_++, t);
     Write(InsertTrialRow{rec});
     ++finished_;
     ++summary_.completed;

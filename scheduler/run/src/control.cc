@@ -178,15 +178,8 @@ Status StoreResults(Storage& db, const storage::StudyRecord& study, ControlRecor
     HP_RETURN_IF_ERROR(db.LockStudy(study.id));
     HP_ASSIGN_OR_RETURN(int next, db.NextTrialNumber(study.id));
     const int first = next;
-    for (const ControlTrial& t : c.trials) {
-      TrialRecord rec;
-      rec.study_id = study.id;
-      rec.number = next++;
-      rec.state = TrialState::kCompleted;
-      rec.params = t.params;
-      rec.value = t.value;
-      HP_RETURN_IF_ERROR(db.InsertTrial(rec));
-    }
+    for (const ControlTrial& t : c.trials)
+      HP_RETURN_IF_ERROR(db.InsertTrial(storage::AddedResult(study.id, next++, t)));
     answer->outcome =
         StrCat("added ", c.trials.size(), c.trials.size() == 1 ? " trial" : " trials",
                " as completed (", first, next - 1 > first ? StrCat("-", next - 1) : "", ")");
@@ -304,8 +297,8 @@ Result<ControlAnswer> ApplyControl(Storage& db, const ControlRequest& r) {
   }
   HP_ASSIGN_OR_RETURN(answer, Carry(db, study, r, std::move(c), std::move(answer)));
   if (skipped > 0)
-    answer.outcome += StrCat("; ", skipped, skipped == 1 ? " row" : " rows", " of ",
-                             r.results_path, " not COMPLETE (no result) passed over");
+    answer.outcome += StrCat("; ", skipped, skipped == 1 ? " row" : " rows", " of ", r.results_path,
+                             " not COMPLETE (no result) passed over");
   return answer;
 }
 

@@ -32,14 +32,15 @@ enum class TrialState {
 };
 // Every state, in the order people read a study's counts: done well, under way, then the rest.
 inline constexpr TrialState kTrialStatesForPeople[] = {
-    TrialState::kCompleted, TrialState::kRunning, TrialState::kPaused,     TrialState::kPruned,
-    TrialState::kFailed,    TrialState::kTimeout, TrialState::kInfeasible, TrialState::kInterrupted,
-    TrialState::kNodeLost,  TrialState::kCancelled, TrialState::kPending};
+    TrialState::kCompleted,  TrialState::kRunning,     TrialState::kPaused,
+    TrialState::kPruned,     TrialState::kFailed,      TrialState::kTimeout,
+    TrialState::kInfeasible, TrialState::kInterrupted, TrialState::kNodeLost,
+    TrialState::kCancelled,  TrialState::kPending};
 const char* TrialStateName(TrialState state);
 std::optional<TrialState> ParseTrialState(const std::string& name);
-// Completed, pruned, failed, timeout, infeasible and cancelled trials are finished: they count against the
-// budget and are never run again. Interrupted ones are run again. Paused ones count against the
-// budget but are not finished: they may be promoted.
+// Completed, pruned, failed, timeout, infeasible and cancelled trials are finished: they count
+// against the budget and are never run again. Interrupted ones are run again. Paused ones count
+// against the budget but are not finished: they may be promoted.
 bool IsFinished(TrialState state);
 
 // Why a run stopped launching trials. A run_stopped event's message is its name, which is how
@@ -214,6 +215,9 @@ struct TrialRecord {
   // recorded (before schema 4).
   std::vector<RankRecord> placement;
 };
+
+// A result that add-results brings, as the completed trial `number` of study `study_id`.
+TrialRecord AddedResult(int64_t study_id, int number, const ControlTrial& result);
 
 // The codecs between a trial's typed fields and the text every backend stores; only the backends
 // call them.
