@@ -298,7 +298,7 @@ class LocalDriver : public StudyRun {
   }
 
   // ---- Controls (hyperpack stop, enqueue, ...): read from storage every kControlPoll ----
-  static constexpr std::chrono::milliseconds kControlPoll{500};
+  static constexpr std::chrono::milliseconds kControlPoll{250};
 
   void ArmControls() {
     control_timer_.expires_after(kControlPoll);

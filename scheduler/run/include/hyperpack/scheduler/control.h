@@ -3,12 +3,12 @@
 // `hyperpack serve` on behalf of a client.
 //
 // A verb for a running study becomes a control in storage (storage::ControlRecord); the study's
-// runner reads it within half a second, carries it out (StudyController) and records what came of
-// it, which ApplyControl waits for and returns. Without a runner: stop, cancel, pause and resume
-// are refused (there is nothing to stop); update, enqueue and retry are kept for the study's next
-// run (`hyperpack run` carries them out before placing anything; `hyperpack ask` hands enqueued
-// configurations out first); add-results are stored at once; delete removes the study. A runner
-// that does not answer in time has its control withdrawn, so a late answer never surprises.
+// runner reads it within a quarter of a second, carries it out (StudyController) and records what
+// came of it, which ApplyControl waits for and returns. Without a runner: stop, cancel, pause and
+// resume are refused (there is nothing to stop); update, enqueue and retry are kept for the study's
+// next run (`hyperpack run` carries them out before placing anything; `hyperpack ask` hands
+// enqueued configurations out first); add-results are stored at once; delete removes the study. A
+// runner that does not answer in time has its control withdrawn, so a late answer never surprises.
 //
 // Thread-safety: each call uses the Storage it is given on the calling thread; it may block for
 // up to ControlRequest::answer_within_s waiting for a runner (the server calls it on its pool).
