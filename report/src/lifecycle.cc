@@ -16,9 +16,9 @@
 namespace hyperpack::report {
 namespace {
 
-using storage::StopReason;
 using storage::ControlKind;
 using storage::EventKind;
+using storage::StopReason;
 using storage::TrialState;
 
 constexpr std::pair<ConditionType, const char*> kTypes[] = {
@@ -188,7 +188,7 @@ Result<std::vector<StudyCondition>> ReadConditions(storage::Storage& db, const s
       [](const StudyCondition& a, const StudyCondition& b) { return a.time < b.time; });
   out.insert(out.end(), timeline.begin(), timeline.end());
   if (events.empty()) AskedStudy(spec, tally, &out);
-  if (s.runner_pid && s.runner_host == HostName() && !ProcessAlive(*s.runner_pid))
+  if (s.runner_pid && !storage::RunnerAlive(s))
     out.push_back(
         {ConditionType::kStopped, "RunnerDied",
          StrCat("its runner (pid ", *s.runner_pid, ") is gone; run the study again to resume it"),
@@ -250,7 +250,7 @@ Result<LogChunk> ReadLogs(storage::Storage& db, const std::string& name, std::op
   HP_ASSIGN_OR_RETURN(auto found, db.FindStudy(name));
   if (!found) return Status::NotFound("no study named '", name, "' in ", db.path());
   const storage::StudyRecord& s = *found;
-  const bool runner = s.runner_pid && (s.runner_host != HostName() || ProcessAlive(*s.runner_pid));
+  const bool runner = storage::RunnerAlive(s);
   LogChunk chunk;
   if (!trial) {
     HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(s.id, INT_MAX));

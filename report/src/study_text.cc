@@ -15,11 +15,8 @@ using Json = nlohmann::ordered_json;
 
 RunnerState RunnerStateOf(const StudyView& v) {
   const StudyRecord& s = v.study;
-  if (s.runner_pid) {
-    if (s.runner_host == HostName() && !ProcessAlive(*s.runner_pid))
-      return RunnerState::kRunnerDied;
-    return RunnerState::kRunning;
-  }
+  if (s.runner_pid)
+    return storage::RunnerAlive(s) ? RunnerState::kRunning : RunnerState::kRunnerDied;
   if (v.spec && Tally(v).Finished() >= v.spec->budget.max_trials) return RunnerState::kDone;
   return RunnerState::kStopped;
 }

@@ -1,6 +1,7 @@
 // OpenStorage: a store's URL to its backend.
 #include <string_view>
 
+#include "hyperpack/host.h"
 #include "hyperpack/storage/storage.h"
 #include "memory_storage.h"
 #ifdef HYPERPACK_WITH_POSTGRES
@@ -40,6 +41,11 @@ Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
                            "' is not a backend this hyperpack has; give a file path, "
                            "sqlite:///PATH, postgresql://USER@HOST/DB or memory://NAME");
   return OpenSqlite(url, options);
+}
+
+bool RunnerAlive(const StudyRecord& study) {
+  if (!study.runner_pid) return false;
+  return study.runner_host != HostName() || ProcessAlive(*study.runner_pid);
 }
 
 std::optional<std::string> StorageFile(const std::string& url) {

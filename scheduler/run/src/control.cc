@@ -252,11 +252,6 @@ std::optional<Verb> ParseVerb(const std::string& name) {
   return std::nullopt;
 }
 
-bool HasLiveRunner(const storage::StudyRecord& study) {
-  if (!study.runner_pid) return false;
-  return study.runner_host != HostName() || ProcessAlive(*study.runner_pid);
-}
-
 namespace {
 
 // The control `c` carried out: refused when it carries nothing, by the runner when one is live,
@@ -270,7 +265,8 @@ Result<ControlAnswer> Carry(Storage& db, const storage::StudyRecord& study, cons
                                             : "no configuration given";
     return answer;
   }
-  if (!HasLiveRunner(study)) return WithoutRunner(db, study, r, std::move(c), std::move(answer));
+  if (!storage::RunnerAlive(study))
+    return WithoutRunner(db, study, r, std::move(c), std::move(answer));
   if (r.verb == Verb::kDelete) {
     answer.refused = true;
     answer.outcome = StrCat("study '", study.name, "' is running (pid ", *study.runner_pid, " on ",

@@ -82,16 +82,14 @@ Status CheckCompatible(const storage::StudyRecord& study, const StudySpec& spec,
 
 // Another live process on this host, or any process on another host, holds the study.
 Status CheckNotHeld(const storage::StudyRecord& study, const StudySpec& spec) {
-  if (!study.runner_pid || *study.runner_pid == getpid()) return Status::Ok();
+  if (!storage::RunnerAlive(study) || *study.runner_pid == getpid()) return Status::Ok();
   if (study.runner_host != HostName())
     return Status::FailedPrecondition("study '", spec.name, "' is being run by pid ",
                                       *study.runner_pid, " on ", study.runner_host,
                                       "; stop that runner first");
-  if (ProcessAlive(*study.runner_pid))
-    return Status::FailedPrecondition("study '", spec.name, "' is already running (pid ",
-                                      *study.runner_pid, "); follow it with: hyperpack status ",
-                                      spec.name);
-  return Status::Ok();
+  return Status::FailedPrecondition("study '", spec.name, "' is already running (pid ",
+                                    *study.runner_pid, "); follow it with: hyperpack status ",
+                                    spec.name);
 }
 
 namespace {

@@ -181,4 +181,8 @@ std::optional<std::string> StorageFile(const std::string& url);
 Result<std::unique_ptr<Storage>> OpenStorage(const std::string& url,
                                              const Storage::Options& options = {});
 
+// Whether the runner `study` records still runs it: one on this host while its process lives, one
+// on another host (or a server's) taken at its word. False when none is recorded.
+bool RunnerAlive(const StudyRecord& study);
+
 }  // namespace hyperpack::storage

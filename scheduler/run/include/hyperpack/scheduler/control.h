@@ -71,8 +71,4 @@ struct ControlAnswer {
 // (a configuration outside the space, an update of nothing), kIo.
 Result<ControlAnswer> ApplyControl(storage::Storage& db, const ControlRequest& request);
 
-// Whether a live process runs the study: recorded, and alive if on this host (a runner on another
-// host, or the server's, is taken at its word).
-bool HasLiveRunner(const storage::StudyRecord& study);
-
 }  // namespace hyperpack::scheduler
