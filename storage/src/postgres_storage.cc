@@ -252,8 +252,12 @@ class PostgresStorage final : public Storage {
                                 " (give --storage URL or set HYPERPACK_STORAGE)");
       schema_version_ = static_cast<int>(Int(version->get(), 0, 0));
       if (schema_version_ != latest)
-        return Status::FailedPrecondition(url_, " has schema version ", schema_version_,
-                                          " but this hyperpack reads version ", latest);
+        return Status::FailedPrecondition(
+            url_, " has schema version ", schema_version_, " but this hyperpack reads version ",
+            latest,
+            schema_version_ < latest
+                ? "; the next command that writes to it (hyperpack run, create, ask) upgrades it"
+                : "");
       return Status::Ok();
     }
     return Transaction([&] { return Migrate(latest); });
@@ -671,8 +675,8 @@ class PostgresStorage final : public Storage {
     return Transaction([&]() -> Status {
       int64_t changed = 0;
       for (const char* sql : kDeletes) {
-        HP_ASSIGN_OR_RETURN(PgResult res, Query(sql, Params().Add(study_id),
-                                                StrCat("deleting study ", study_id)));
+        HP_ASSIGN_OR_RETURN(
+            PgResult res, Query(sql, Params().Add(study_id), StrCat("deleting study ", study_id)));
         changed = Changed(res.get());
       }
       if (changed == 0) return Status::NotFound("no study ", study_id);

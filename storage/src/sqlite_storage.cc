@@ -300,8 +300,12 @@ Result<std::unique_ptr<Storage>> OpenSqlite(const std::string& path,
     sqlite3_finalize(stmt);
     int latest = migrations.empty() ? 0 : migrations.back().version;
     if (connection.schema_version() != latest)
-      return Status::FailedPrecondition(path, " has schema version ", connection.schema_version(),
-                                        " but this hyperpack reads version ", latest);
+      return Status::FailedPrecondition(
+          path, " has schema version ", connection.schema_version(),
+          " but this hyperpack reads version ", latest,
+          connection.schema_version() < latest
+              ? "; the next command that writes to it (hyperpack run, create, ask) upgrades it"
+              : "");
     return std::unique_ptr<Storage>(std::move(storage));
   }
   HP_RETURN_IF_ERROR(connection.Migrate(migrations));
