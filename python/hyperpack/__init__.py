@@ -115,9 +115,12 @@ class Study:
     def resume(self) -> str:
         return self._control("resume")
 
-    def update(self, *, max_trials: Optional[int] = None,
-               max_parallel: Optional[int] = None) -> str:
-        return self._control("update", max_trials=max_trials, max_parallel=max_parallel)
+    def update(self, *, max_trials: Optional[int] = None, max_parallel: Optional[int] = None,
+               time_limit_s: Optional[float] = None, priority: Optional[float] = None) -> str:
+        """Changes a running study's budget (time_limit_s counts from its run's start) or its
+        weight on a shared server; without a runner, kept for its next run."""
+        return self._control("update", max_trials=max_trials, max_parallel=max_parallel,
+                             time_limit_s=time_limit_s, priority=priority)
 
     def enqueue(self, params) -> str:
         """Runs these configurations next: a dict of parameters, or a list of them."""

@@ -7,7 +7,7 @@
 //   study.trials() -> [(number, state, value, params_json), ...]  by number
 //   study.best() -> the same tuple, or None
 //   study.control(verb, params_json="", results_text="", results_path="", max_trials=None,
-//                 max_parallel=None) -> (refused, outcome)
+//                 max_parallel=None, time_limit_s=None, priority=None) -> (refused, outcome)
 //
 // Parameters cross as JSON text (ConfigToJson); hyperpack/__init__.py turns them into dicts.
 // Thread-safety: each call opens its own storage handle, so a Study may be used from any thread.
@@ -111,7 +111,9 @@ class PyStudy {
                                        const std::string& results_text,
                                        const std::string& results_path,
                                        std::optional<int> max_trials,
-                                       std::optional<int> max_parallel) {
+                                       std::optional<int> max_parallel,
+                                       std::optional<double> time_limit_s,
+                                       std::optional<double> priority) {
     scheduler::ControlRequest r;
     const std::optional<scheduler::Verb> parsed = scheduler::ParseVerb(verb);
     if (!parsed) throw py::value_error("'" + verb + "' is not a verb");
@@ -122,6 +124,8 @@ class PyStudy {
     r.results_path = results_path;
     r.max_trials = max_trials;
     r.max_parallel = max_parallel;
+    r.time_limit_s = time_limit_s;
+    r.priority = priority;
     auto db = Open();
     scheduler::ControlAnswer a;
     {
@@ -161,7 +165,8 @@ void BindStudy(py::module_& m) {
       .def("best", &PyStudy::Best)
       .def("control", &PyStudy::Control, py::arg("verb"), py::arg("params_json") = "",
            py::arg("results_text") = "", py::arg("results_path") = "",
-           py::arg("max_trials") = py::none(), py::arg("max_parallel") = py::none())
+           py::arg("max_trials") = py::none(), py::arg("max_parallel") = py::none(),
+           py::arg("time_limit_s") = py::none(), py::arg("priority") = py::none())
       .def_property_readonly("name", &PyStudy::name)
       .def_property_readonly("storage", &PyStudy::storage);
 }

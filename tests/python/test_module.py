@@ -276,6 +276,9 @@ def test_a_stored_study_says_what_is_wrong(tmp_path):
         study.add_results([({"lr": 0.01, "opt": "rmsprop"}, 1.0)])
     with pytest.raises(RuntimeError, match="stop refused: .*has no runner"):
         study.stop()
+    assert "kept" in study.update(max_trials=12, time_limit_s=3600, priority=2)
+    with pytest.raises(ValueError, match="update: give"):
+        study.update()
     trial = study.ask()
     with pytest.raises(ValueError):
         study.tell(trial, float("nan"))
