@@ -9,10 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "hyperpack/host.h"
+#include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/control.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
@@ -340,6 +343,38 @@ TEST(ControlUnitTest, AControlARunnerDoesNotAnswerIsWithdrawn) {
   auto all = db->ListControls(id, false).value();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_TRUE(all[0].refused);
+}
+
+// A long study's event log comes in pieces a server's reply frame holds, and whole.
+TEST(ControlUnitTest, ALongEventLogComesInPiecesThatFitAFrame) {
+  auto db = storage::OpenStorage("memory://long-log").value();
+  storage::StudyRecord s;
+  s.name = "s";
+  s.spec_text = "name: s\n";
+  const int64_t id = db->CreateStudy(s).value().id;
+  const std::string message(200, 'm');
+  ASSERT_TRUE(db->Transaction([&] {
+                  for (int i = 0; i < 3000; ++i)
+                    HP_RETURN_IF_ERROR(db->AddEvent(id, {1.0 * i, i, "trial_started", message}));
+                  return Status::Ok();
+                }).ok());
+  auto first = report::ReadLogs(*db, "s", std::nullopt, 0);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_LE(first->text.size(), 64u * 1024 + 300);
+  EXPECT_FALSE(first->over) << "more is to come";
+  std::ostringstream out;
+  int reads = 0;
+  ASSERT_TRUE(report::FollowLogs(
+                  [&](int64_t from) {
+                    ++reads;
+                    return report::ReadLogs(*db, "s", std::nullopt, from);
+                  },
+                  /*follow=*/false, 0.1, nullptr, out)
+                  .ok());
+  const std::string text = out.str();
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3000);
+  EXPECT_GE(reads, 10);
+  EXPECT_THAT(text, HasSubstr("trial_started trial 2999: mmm"));
 }
 
 }  // namespace

@@ -254,15 +254,17 @@ Result<LogChunk> ReadLogs(storage::Storage& db, const std::string& name, std::op
   LogChunk chunk;
   if (!trial) {
     HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(s.id, INT_MAX));
-    for (size_t i = static_cast<size_t>(std::max<int64_t>(0, from)); i < events.size(); ++i) {
+    // A piece ends past kLogPiece bytes too: a long study's log comes in several.
+    size_t i = static_cast<size_t>(std::max<int64_t>(0, from));
+    for (; i < events.size() && static_cast<int64_t>(chunk.text.size()) < kLogPiece; ++i) {
       const storage::EventRecord& e = events[i];
       chunk.text += FormatTimestamp(e.time) + "  " + e.kind;
       if (e.trial) chunk.text += StrCat(" trial ", *e.trial);
       if (!e.message.empty()) chunk.text += ": " + e.message;
       chunk.text += "\n";
     }
-    chunk.next = std::max<int64_t>(from, static_cast<int64_t>(events.size()));
-    chunk.over = !runner;
+    chunk.next = std::max<int64_t>(from, static_cast<int64_t>(i));
+    chunk.over = !runner && i >= events.size();
     return chunk;
   }
   HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(s.id));

@@ -88,8 +88,8 @@ Result<int> WaitForStudy(const std::function<Result<std::vector<StudyCondition>>
                          const WaitOptions& options, std::ostream& out);
 
 // A piece of a study's logs from `from` on: without a trial, its event log (`from` counts events,
-// a line each); with one, that trial's log file (rank 0's; `from` counts bytes, at most 64 KiB a
-// piece). `over`: nothing more will come (no runner is on the study; the trial has ended and its
+// a line each); with one, that trial's log file (rank 0's; `from` counts bytes). A piece holds
+// about 64 KiB at most, so that it fits a server's reply frame. `over`: nothing more will come (no runner is on the study; the trial has ended and its
 // file was read to its end).
 struct LogChunk {
   std::string text;
