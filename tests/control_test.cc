@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "hyperpack/host.h"
 #include "hyperpack/report/report.h"
@@ -343,6 +344,42 @@ TEST(ControlUnitTest, AControlARunnerDoesNotAnswerIsWithdrawn) {
   auto all = db->ListControls(id, false).value();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_TRUE(all[0].refused);
+}
+
+// A run that ends while a verb waits for its answer: the verb is carried out as without a runner
+// (an update kept for the next run), not left to time out.
+TEST(ControlUnitTest, AVerbAskedAsTheRunEndsIsCarriedOutAsWithoutARunner) {
+  auto db = storage::OpenStorage("memory://run-ends").value();
+  storage::StudyRecord s;
+  s.name = "s";
+  s.spec_text =
+      "name: s\nobjective: {metric: loss, direction: minimize}\nsearch_space: {x: {type: float, "
+      "low: 0, high: 1}}\n";
+  const int64_t id = db->CreateStudy(s).value().id;
+  ASSERT_TRUE(db->SetRunner(id, getpid(), HostName()).ok());
+  Result<scheduler::ControlAnswer> answer = Status::Internal("not asked");
+  std::thread asker([&] {
+    auto own = storage::OpenStorage("memory://run-ends").value();
+    scheduler::ControlRequest r;
+    r.verb = scheduler::Verb::kUpdate;
+    r.study = "s";
+    r.max_trials = 9;
+    r.answer_within_s = 60;
+    answer = scheduler::ApplyControl(*own, r);
+  });
+  // Once the control is stored, the run "ends": its runner is cleared without reading it.
+  while (db->ListControls(id, /*pending_only=*/true)->empty()) std::this_thread::yield();
+  ASSERT_TRUE(db->SetRunner(id, std::nullopt, "").ok());
+  asker.join();
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  EXPECT_FALSE(answer->refused) << answer->outcome;
+  EXPECT_TRUE(answer->kept);
+  auto all = db->ListControls(id, false).value();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[0].refused) << "the first is withdrawn";
+  EXPECT_THAT(all[0].outcome, HasSubstr("the run ended before it read this"));
+  EXPECT_FALSE(all[1].applied.has_value()) << "kept for the next run";
+  EXPECT_EQ(all[1].max_trials, 9);
 }
 
 // A long study's event log comes in pieces a server's reply frame holds, and whole.

@@ -139,28 +139,43 @@ Result<std::optional<ControlRecord>> Answered(Storage& db, int64_t study_id, int
   return std::optional<ControlRecord>();
 }
 
+// Whether the study's runner is still on it (looked at every few answer polls).
+bool RunnerStays(Storage& db, const std::string& name) {
+  auto found = db.FindStudy(name);
+  return !found.ok() || (*found && storage::RunnerAlive(**found));
+}
+
 // Waits for the runner to carry out control `id`; withdraws it when the runner does not answer
-// in time (and takes the answer if the runner got there first).
-Result<ControlAnswer> AwaitAnswer(Storage& db, int64_t study_id, int64_t id, double within_s,
-                                  ControlAnswer answer) {
+// in time (and takes the answer if the runner got there first). nullopt: the run ended before it
+// read the control, which is withdrawn, so that the verb is carried out as without a runner.
+Result<std::optional<ControlAnswer>> AwaitAnswer(Storage& db, int64_t study_id, int64_t id,
+                                                 double within_s, ControlAnswer answer) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(within_s));
   std::optional<ControlRecord> done;
-  for (;;) {
+  bool gone = false;
+  for (int polls = 1;; ++polls) {
     HP_ASSIGN_OR_RETURN(done, Answered(db, study_id, id));
     if (done || std::chrono::steady_clock::now() >= deadline) break;
+    if (polls % 10 == 0 && !RunnerStays(db, answer.study)) {
+      gone = true;
+      break;
+    }
     std::this_thread::sleep_for(kAnswerPoll);
   }
   if (!done) {
     const std::string why =
-        StrCat("the study's runner did not answer in ", FormatShort(within_s, 3),
-               " s; nothing was done (is it stuck? see hyperpack status ", answer.study, ")");
+        gone
+            ? std::string("withdrawn: the run ended before it read this")
+            : StrCat("the study's runner did not answer in ", FormatShort(within_s, 3),
+                     " s; nothing was done (is it stuck? see hyperpack status ", answer.study, ")");
     Status withdrawn = db.FinishControl(id, WallNow(), /*refused=*/true, why);
+    if (withdrawn.ok() && gone) return std::optional<ControlAnswer>();
     if (withdrawn.ok()) {
       answer.refused = true;
       answer.outcome = why;
-      return answer;
+      return std::optional<ControlAnswer>(std::move(answer));
     }
     if (withdrawn.code() != StatusCode::kNotFound) return withdrawn;
     HP_ASSIGN_OR_RETURN(done, Answered(db, study_id, id));  // answered meanwhile
@@ -168,7 +183,7 @@ Result<ControlAnswer> AwaitAnswer(Storage& db, int64_t study_id, int64_t id, dou
   }
   answer.refused = done->refused;
   answer.outcome = done->outcome;
-  return answer;
+  return std::optional<ControlAnswer>(std::move(answer));
 }
 
 // Completed trials, numbered after the others, in one transaction with a record of the control.
@@ -273,9 +288,13 @@ Result<ControlAnswer> Carry(Storage& db, const storage::StudyRecord& study, cons
                             study.runner_host, "): stop or cancel it first");
     return answer;
   }
-  answer.live = true;
   HP_ASSIGN_OR_RETURN(int64_t id, db.AddControl(study.id, c));
-  return AwaitAnswer(db, study.id, id, r.answer_within_s, std::move(answer));
+  ControlAnswer live = answer;
+  live.live = true;
+  HP_ASSIGN_OR_RETURN(std::optional<ControlAnswer> answered,
+                      AwaitAnswer(db, study.id, id, r.answer_within_s, std::move(live)));
+  if (answered) return *std::move(answered);
+  return WithoutRunner(db, study, r, std::move(c), std::move(answer));
 }
 
 }  // namespace
