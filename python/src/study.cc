@@ -92,17 +92,16 @@ class PyStudy {
 
   std::vector<TrialTuple> Trials() {
     auto db = Open();
-    const int64_t id = StudyId(*db);
+    const storage::StudyRecord study = Stored(*db);
     std::vector<TrialTuple> out;
-    for (const storage::TrialRecord& t : OrRaise(db->ListTrials(id))) out.push_back(Tuple(t));
+    for (const storage::TrialRecord& t : OrRaise(db->ListTrials(study.id))) out.push_back(Tuple(t));
     return out;
   }
 
   std::optional<TrialTuple> Best() {
     auto db = Open();
-    auto found = OrRaise(db->FindStudy(name_));
-    if (!found) Raise(Status::NotFound("study '", name_, "' is gone"));
-    auto best = OrRaise(db->BestTrials(found->id, found->direction, std::nullopt, 1));
+    const storage::StudyRecord study = Stored(*db);
+    auto best = OrRaise(db->BestTrials(study.id, study.direction, std::nullopt, 1));
     if (best.empty()) return std::nullopt;
     return Tuple(best.front());
   }
@@ -140,10 +139,11 @@ class PyStudy {
 
  private:
   std::unique_ptr<storage::Storage> Open() const { return OrRaise(storage::OpenStorage(storage_)); }
-  int64_t StudyId(storage::Storage& db) const {
+  // The study's record now; KeyError when it was deleted since it was loaded.
+  storage::StudyRecord Stored(storage::Storage& db) const {
     auto found = OrRaise(db.FindStudy(name_));
     if (!found) Raise(Status::NotFound("study '", name_, "' is gone from ", storage_));
-    return found->id;
+    return *found;
   }
   static TrialTuple Tuple(const storage::TrialRecord& t) {
     return {t.number, storage::TrialStateName(t.state), t.value, ConfigToJson(t.params)};

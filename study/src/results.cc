@@ -161,12 +161,24 @@ struct Column {
   const ParamSpec* param = nullptr;
 };
 
-bool IsOptunaBookkeeping(const std::string& name) {
-  static const char* const kNames[] = {"", "number", "datetime_start", "datetime_complete",
-                                       "duration"};
-  for (const char* n : kNames)
-    if (name == n) return true;
-  return name.rfind("user_attrs_", 0) == 0 || name.rfind("system_attrs_", 0) == 0;
+// Optuna's own columns by name, read into the role each plays here.
+constexpr std::pair<const char*, Role> kOptunaColumns[] = {
+    {"state", Role::kState},
+    {"", Role::kIgnored},
+    {"number", Role::kIgnored},
+    {"datetime_start", Role::kIgnored},
+    {"datetime_complete", Role::kIgnored},
+    {"duration", Role::kIgnored},
+};
+// The spellings of a completed trial in a state column (Optuna 3's, older Optuna's, ours).
+constexpr const char* kCompleteStates[] = {"COMPLETE", "TrialState.COMPLETE", "completed"};
+
+std::optional<Role> OptunaColumn(const std::string& name) {
+  for (const auto& [n, role] : kOptunaColumns)
+    if (name == n) return role;
+  if (name.rfind("user_attrs_", 0) == 0 || name.rfind("system_attrs_", 0) == 0)
+    return Role::kIgnored;
+  return std::nullopt;
 }
 
 Result<Column> ColumnOf(const std::string& name, const std::string& path, const StudySpec& spec) {
@@ -174,15 +186,15 @@ Result<Column> ColumnOf(const std::string& name, const std::string& path, const 
   if (const ParamSpec* p = spec.space.Find(name)) return Column{Role::kParam, p};
   if (name.rfind("params_", 0) == 0)
     if (const ParamSpec* p = spec.space.Find(name.substr(7))) return Column{Role::kParam, p};
-  if (name == "state") return Column{Role::kState, nullptr};
-  if (IsOptunaBookkeeping(name)) return Column{Role::kIgnored, nullptr};
+  if (const std::optional<Role> role = OptunaColumn(name)) return Column{*role, nullptr};
   return At(path, 1,
             StrCat("column '", name, "' is not a parameter of the study (NAME or params_NAME) nor ",
                    "\"value\" or \"", spec.objective.metric, "\""));
 }
 
 bool Completed(const std::string& state) {
-  return state == "COMPLETE" || state == "TrialState.COMPLETE" || state == "completed";
+  return std::find(std::begin(kCompleteStates), std::end(kCompleteStates), state) !=
+         std::end(kCompleteStates);
 }
 
 Result<std::vector<PriorResult>> FromCsv(const std::string& text, const std::string& path,
