@@ -93,9 +93,10 @@ GpHyper GpHyper::Unpack(const Eigen::VectorXd& theta, int dims) {
   return h;
 }
 
-GpPrior GpPrior::ForDims(int dims) {
+GpPrior GpPrior::ForDims(int dims, LengthScaleLevel level) {
   GpPrior p;
-  p.log_lengthscale_mu = std::log(0.2) + 0.5 * std::log(std::max(dims, 1));
+  const double log_median = level == LengthScaleLevel::kLong ? std::sqrt(2.0) : std::log(0.2);
+  p.log_lengthscale_mu = log_median + 0.5 * std::log(std::max(dims, 1));
   return p;
 }
 

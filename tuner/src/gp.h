@@ -6,8 +6,8 @@
 // Numerics: the kernel matrix is factored by Cholesky and every factorisation is checked; on
 // failure jitter is added (1e-8 up to 1e-2 of the signal variance) and the failure is an error
 // beyond that. No explicit inverse is ever used to solve; K^-1 itself is formed only for the trace
-// in the likelihood's gradient (and its diagonal for leave-one-out predictions). A new observation extends the factor in O(n^2) when the
-// hyperparameters are kept.
+// in the likelihood's gradient (and its diagonal for leave-one-out predictions). A new observation
+// extends the factor in O(n^2) when the hyperparameters are kept.
 //
 // Targets are expected standardised (mean 0, variance 1): the priors assume it.
 // Thread-safety: not thread-safe; const methods may run concurrently with each other.
@@ -32,11 +32,18 @@ struct GpHyper {
   static GpHyper Unpack(const Eigen::VectorXd& theta, int dims);
 };
 
+// Where the length-scale prior's median sits in the unit cube; both scale with sqrt(d), so that
+// longer scales are expected in more dimensions (Hvarfner et al. 2024, "Vanilla Bayesian
+// optimization performs great in high dimensions").
+enum class LengthScaleLevel {
+  kShort,  // 0.2 sqrt(d): chosen on bench/tuner_regret's continuous, many-basined functions
+  kLong,   // exp(sqrt 2) sqrt(d): that paper's level (BoTorch's default), for objectives that
+           // are flat in pieces, where a global trend between the pieces is what guides search
+};
+
 // Independent normal priors on the hyperparameters (in their log space), and their bounds.
 struct GpPrior {
-  // Length scales: log-normal with median 0.2 sqrt(d) of the unit cube, so that longer scales are
-  // expected in more dimensions (the scaling of Hvarfner et al. 2024, "Vanilla Bayesian
-  // optimization performs great in high dimensions"; the 0.2 chosen on bench/tuner_regret).
+  // Length scales: log-normal around a median set by ForDims's level.
   double log_lengthscale_mu = 0.0;
   double log_lengthscale_sigma = 1.732;
   double log_signal_mu = 0.0;
@@ -50,7 +57,7 @@ struct GpPrior {
   double min_log_noise = std::log(1e-6), max_log_noise = std::log(1.0);
   double max_abs_mean = 4.0;
 
-  static GpPrior ForDims(int dims);
+  static GpPrior ForDims(int dims, LengthScaleLevel level = LengthScaleLevel::kShort);
   // The most probable hyperparameters under the prior alone.
   GpHyper Mode(int dims) const;
 };

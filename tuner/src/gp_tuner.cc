@@ -11,6 +11,13 @@
 // those starts then has its discrete parameters set in turn to their best value (every value of a
 // small range, a spread and the neighbours of a large one) and its continuous ones refined again,
 // for the best start.
+// Objectives flat in pieces (an accuracy over a finite validation set; a region where the model
+// trained degenerates to one and the same): once two trials return exactly the same value, the
+// length-scale prior moves from its short level to the long one (LengthScaleLevel), so that the
+// model keeps the trend across the pieces instead of explaining each piece locally, and while the
+// incumbent's value is shared by another trial (it sits on a plateau), expected improvement is
+// counted from one step below it, the smallest gap between distinct values seen: less cannot be
+// observed. A continuous objective never repeats a value and is modelled as before.
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 
@@ -58,6 +65,29 @@ struct Observation {
   std::optional<double> value;
   double level = 0;  // the resource of the value; +inf for a completed trial's final value
 };
+
+// Values equal up to rounding.
+bool Same(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a)); }
+
+// Whether two of the values are the same.
+bool HasTies(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  for (size_t i = 1; i < v.size(); ++i)
+    if (Same(v[i], v[i - 1])) return true;
+  return false;
+}
+
+// The improvement that expected improvement must clear: 0, or where the best of the values is
+// shared (a plateau), the smallest gap between distinct values: one step of the objective's
+// apparent resolution.
+double PlateauMargin(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.size() < 2 || !Same(v[0], v[1])) return 0.0;
+  double step = std::numeric_limits<double>::infinity();
+  for (size_t i = 1; i < v.size(); ++i)
+    if (!Same(v[i], v[i - 1])) step = std::min(step, v[i] - v[i - 1]);
+  return std::isfinite(step) ? step : 0.0;
+}
 
 Eigen::VectorXd ToEigen(const std::vector<double>& v) {
   return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
@@ -204,11 +234,21 @@ class GpTuner : public Tuner {
     for (size_t i = 0; i < idx.size(); ++i) raw(i) = ValueOf(idx[i]);
     transform_.Fit(raw, options_.warp_outputs);
     Eigen::VectorXd y = transform_.Apply(raw);
-    best_ = std::numeric_limits<double>::infinity();
+    // Infeasible trials' penalties are not values of the objective.
+    std::vector<double> values;
     for (size_t i = 0; i < idx.size(); ++i)
-      if (observed_[idx[i]].value) best_ = std::min(best_, y(static_cast<Eigen::Index>(i)));
-
-    if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d));
+      if (observed_[idx[i]].value) values.push_back(y(static_cast<Eigen::Index>(i)));
+    best_ = values.empty() ? std::numeric_limits<double>::infinity()
+                           : *std::min_element(values.begin(), values.end());
+    margin_ = PlateauMargin(values);
+    if (scale_level_ == LengthScaleLevel::kShort && HasTies(values)) {
+      // Flat in pieces: a model under the long prior, fitted afresh.
+      scale_level_ = LengthScaleLevel::kLong;
+      gp_.reset();
+      fitted_n_ = 0;
+      model_idx_.clear();
+    }
+    if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d, scale_level_));
     const int n = static_cast<int>(idx.size());
     bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
     // The model's points are the first ones of idx when only new observations were appended.
@@ -368,7 +408,7 @@ class GpTuner : public Tuner {
     double sd = std::sqrt(var);
     AcquisitionValue a = options_.acquisition == Acquisition::kUcb
                              ? UpperConfidenceBound(mean, sd, options_.ucb_beta)
-                             : LogExpectedImprovement(mean, sd, best_);
+                             : LogExpectedImprovement(mean, sd, best_ - margin_);
     double value = a.value;
     if (grad) *grad = a.dmean * dmean + a.dsigma * dvar / (2.0 * sd);
     if (CostTerm()) {
@@ -405,7 +445,7 @@ class GpTuner : public Tuner {
       double sd = std::sqrt(var(i));
       out(i) = options_.acquisition == Acquisition::kUcb
                    ? UpperConfidenceBound(mean(i), sd, options_.ucb_beta).value
-                   : LogExpectedImprovement(mean(i), sd, best_).value;
+                   : LogExpectedImprovement(mean(i), sd, best_ - margin_).value;
     }
     if (CostTerm()) {
       Eigen::VectorXd cm, cv;
@@ -672,6 +712,8 @@ class GpTuner : public Tuner {
   int fitted_n_ = 0;
   OutputTransform transform_;
   double best_ = 0;
+  double margin_ = 0;  // PlateauMargin of the modelled values
+  LengthScaleLevel scale_level_ = LengthScaleLevel::kShort;
   double level_ = std::numeric_limits<double>::infinity();
   double penalty_ = 0;  // the worst completed value: what an infeasible trial counts as
   std::mt19937_64 rng_;
