@@ -1,13 +1,15 @@
 // tuner_latency: how long a hyperpack tuner takes to propose once it has seen n trials.
 //
-//   tuner_latency [--algorithm gp] [--dims 6] [--int-dims 0] [--n 100,300,1000,3000]
-//                 [--repeats 5] [--batch 1] [--json]
+//   tuner_latency [--algorithm gp] [--dims 6] [--int-dims 0] [--quantum 0]
+//                 [--n 100,300,1000,3000] [--repeats 5] [--batch 1] [--json]
 //
 // For each n, the data are n random points of [0, 1]^dims (the same for every algorithm and run)
 // with values from a smooth function: a random convex quadratic plus sine terms. With --int-dims
 // K, the first K dimensions are integers 0..100 (the function sees k / 100), the shape of the
-// discrete parameters real studies have. Each repeat builds
-// a fresh tuner (seed = the repeat's index) and Observes the first n - 1 points; its first
+// discrete parameters real studies have. With --quantum Q > 0 the values are rounded to multiples
+// of Q, as an accuracy over a finite validation set is, so that they tie: the GP tuner then models
+// an objective flat in pieces (the long length-scale prior and the plateau margin). Each repeat
+// builds a fresh tuner (seed = the repeat's index) and Observes the first n - 1 points; its first
 // Propose(batch) is timed as the cold call; then Observe(the n-th point) + Propose(batch), the step
 // a running study takes each time a trial ends, is timed as the warm call. The table shows, over
 // repeats, the median time to observe the n - 1 points, the median cold call, and the median and
@@ -114,7 +116,7 @@ SearchSpace UnitCube(int d, int ints) {
 }
 
 // n completed trials at random points of the cube.
-std::vector<tuner::TrialOutcome> MakeTrials(int d, int ints, int n) {
+std::vector<tuner::TrialOutcome> MakeTrials(int d, int ints, double quantum, int n) {
   SmoothFunction f(d);
   std::mt19937_64 rng(7 + static_cast<uint64_t>(n));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -133,7 +135,7 @@ std::vector<tuner::TrialOutcome> MakeTrials(int d, int ints, int n) {
       }
     }
     outcome.kind = tuner::TrialOutcome::Kind::kCompleted;
-    outcome.value = f(x);
+    outcome.value = quantum > 0 ? quantum * std::round(f(x) / quantum) : f(x);
     trials.push_back(std::move(outcome));
   }
   return trials;
@@ -178,6 +180,8 @@ int Main(int argc, char** argv) {
       "dims", "dimensions of the [0, 1]^d float space", cxxopts::value<int>()->default_value("6"))(
       "int-dims", "of those, how many are integers 0..100",
       cxxopts::value<int>()->default_value("0"))(
+      "quantum", "round the values to multiples of this (0: as they are)",
+      cxxopts::value<double>()->default_value("0"))(
       "n", "comma-separated numbers of observed trials (also --n)",
       cxxopts::value<std::vector<int>>()->default_value("100,300,1000,3000"))(
       "repeats", "fresh tuners per n", cxxopts::value<int>()->default_value("5"))(
@@ -185,6 +189,7 @@ int Main(int argc, char** argv) {
       "json", "one JSON object per n")("h,help", "this help");
   std::string algorithm;
   int dims = 0, int_dims = 0, repeats = 0, batch = 0;
+  double quantum = 0;
   std::vector<int> ns;
   bool json = false;
   // cxxopts takes one-letter names as short options only: read "--n X" and "--n=X" as "-n X".
@@ -204,6 +209,7 @@ int Main(int argc, char** argv) {
     algorithm = args["algorithm"].as<std::string>();
     dims = args["dims"].as<int>();
     int_dims = args["int-dims"].as<int>();
+    quantum = args["quantum"].as<double>();
     ns = args["n"].as<std::vector<int>>();
     repeats = args["repeats"].as<int>();
     batch = args["batch"].as<int>();
@@ -213,9 +219,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (dims < 1 || repeats < 1 || batch < 1 || ns.empty() || int_dims < 0 || int_dims > dims ||
-      std::any_of(ns.begin(), ns.end(), [](int n) { return n < 1; })) {
+      !(quantum >= 0) || std::any_of(ns.begin(), ns.end(), [](int n) { return n < 1; })) {
     std::cerr << "tuner_latency: --dims, --repeats, --batch and every --n must be >= 1, and "
-                 "--int-dims in [0, --dims]\n";
+                 "--int-dims in [0, --dims], --quantum >= 0\n";
     return 2;
   }
   const SearchSpace space = UnitCube(dims, int_dims);
@@ -234,7 +240,7 @@ int Main(int argc, char** argv) {
 
   Table table({"n", "observe n-1 ms", "cold propose ms", "warm median ms", "warm p90 ms"});
   for (int n : ns) {
-    const std::vector<tuner::TrialOutcome> trials = MakeTrials(dims, int_dims, n);
+    const std::vector<tuner::TrialOutcome> trials = MakeTrials(dims, int_dims, quantum, n);
     Timings timings;
     for (int r = 0; r < repeats; ++r) {
       if (Status s = TimeOne(space, algorithm, n, batch, r, trials, &timings); !s.ok()) {

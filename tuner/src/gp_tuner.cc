@@ -234,20 +234,7 @@ class GpTuner : public Tuner {
     for (size_t i = 0; i < idx.size(); ++i) raw(i) = ValueOf(idx[i]);
     transform_.Fit(raw, options_.warp_outputs);
     Eigen::VectorXd y = transform_.Apply(raw);
-    // Infeasible trials' penalties are not values of the objective.
-    std::vector<double> values;
-    for (size_t i = 0; i < idx.size(); ++i)
-      if (observed_[idx[i]].value) values.push_back(y(static_cast<Eigen::Index>(i)));
-    best_ = values.empty() ? std::numeric_limits<double>::infinity()
-                           : *std::min_element(values.begin(), values.end());
-    margin_ = PlateauMargin(values);
-    if (scale_level_ == LengthScaleLevel::kShort && HasTies(values)) {
-      // Flat in pieces: a model under the long prior, fitted afresh.
-      scale_level_ = LengthScaleLevel::kLong;
-      gp_.reset();
-      fitted_n_ = 0;
-      model_idx_.clear();
-    }
+    ReadValues(idx, y);
     if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d, scale_level_));
     const int n = static_cast<int>(idx.size());
     bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
@@ -271,6 +258,24 @@ class GpTuner : public Tuner {
     }
     model_idx_ = idx;
     return UpdateFeasibility();
+  }
+
+  // The incumbent and the plateau margin from the model's targets y (of observed_[idx[i]]), and
+  // the length-scale level: once two values tie, the long one, the model dropped to be refitted.
+  void ReadValues(const std::vector<int>& idx, const Eigen::VectorXd& y) {
+    // Infeasible trials' penalties are not values of the objective.
+    std::vector<double> values;
+    for (size_t i = 0; i < idx.size(); ++i)
+      if (observed_[idx[i]].value) values.push_back(y(static_cast<Eigen::Index>(i)));
+    best_ = values.empty() ? std::numeric_limits<double>::infinity()
+                           : *std::min_element(values.begin(), values.end());
+    margin_ = PlateauMargin(values);
+    if (scale_level_ == LengthScaleLevel::kShort && HasTies(values)) {
+      scale_level_ = LengthScaleLevel::kLong;
+      gp_.reset();
+      fitted_n_ = 0;
+      model_idx_.clear();
+    }
   }
 
   // The acquisition weighs cost: cost-aware, a cost GP, and budget left.
