@@ -25,7 +25,7 @@ configuration: 0; the best known: 100), averaged over tasks and seeds.
 Usage (PY: a python with scikit-learn and Optuna, e.g. PY=$(../shared/tools/sklearn-python)):
   $PY bench/sklearn_tasks.py run [--tasks all] [--seeds 3] [--budget 64] [--modes 1,8]
                                   [--methods hyperpack,tpe,random,hyperpack-optuna]
-                                  [--out FILE.json]
+                                  [--out FILE.json] [--log-floats]
                                   [--hyperpack build/cli/hyperpack] [--jobs 2]
   $PY bench/sklearn_tasks.py table FILE.json [FILE.json ...]   # merged, scored, printed
   $PY bench/sklearn_tasks.py serve SOCKET | eval SOCKET TASK NAME=VALUE ...
@@ -324,6 +324,8 @@ def main():
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--out", default="sklearn_tasks.json")
     r.add_argument("--label", help="the name hyperpack's results go by (comparing builds)")
+    r.add_argument("--log-floats", action="store_true",
+                   help="every float of positive lower bound on a log scale, for every method")
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
     s = sub.add_parser("serve")
@@ -334,6 +336,10 @@ def main():
     e.add_argument("params", nargs="*")
     a = p.parse_args()
     if a.command == "run":
+        if a.log_floats:
+            for _, _, _, space in TASKS.values():
+                for name, (kind, lo, hi, log) in space.items():
+                    space[name] = (kind, lo, hi, log or (kind == "float" and lo > 0))
         run(a)
     elif a.command == "table":
         score_table(a.files)
