@@ -2,14 +2,19 @@
 
 #include <LBFGSB.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace hyperpack::tuner {
 namespace {
 
 constexpr double kSqrt5 = 2.23606797749978969641;
 constexpr double kLog2Pi = 1.83787706640934548356;
+// Warped coordinates are first squeezed into [kWarpMargin, 1 - kWarpMargin]: at 0 or 1 the
+// Kumaraswamy CDF's derivatives are infinite for a or b below 1.
+constexpr double kWarpMargin = 1e-6;
 
 // Matern-5/2 as a function of the scaled distance r: k = s (1 + sqrt5 r + 5/3 r^2) exp(-sqrt5 r).
 inline double Matern(double r, double s) {
@@ -30,6 +35,61 @@ Eigen::MatrixXd ScaledSquaredDistances(const Eigen::MatrixXd& a, const Eigen::Ma
   d2.colwise() += za.rowwise().squaredNorm();
   d2.rowwise() += zb.rowwise().squaredNorm().transpose();
   return d2.cwiseMax(0.0);
+}
+
+// The Kumaraswamy CDF w = 1 - (1 - u^a)^b at u = the squeezed x, with its derivatives in x,
+// log a and log b. Powers go through exp/expm1 of logs, so that u^a near 1 keeps its digits.
+struct WarpedCoordinate {
+  double w, dw_dx, dw_dlog_a, dw_dlog_b;
+};
+WarpedCoordinate Kumaraswamy(double x, double log_a, double log_b) {
+  const double a = std::exp(log_a), b = std::exp(log_b);
+  double u = kWarpMargin + (1.0 - 2.0 * kWarpMargin) * x;
+  double du_dx = 1.0 - 2.0 * kWarpMargin;
+  if (!(u > kWarpMargin) || !(u < 1.0 - kWarpMargin)) {
+    u = std::clamp(u, kWarpMargin, 1.0 - kWarpMargin);  // outside the cube: flat
+    du_dx = 0.0;
+  }
+  const double log_u = std::log(u);
+  const double ua = std::exp(a * log_u);
+  const double q = -std::expm1(a * log_u);  // 1 - u^a, in (0, 1)
+  const double log_q = std::log(q);
+  const double q_b1 = std::exp((b - 1.0) * log_q);
+  WarpedCoordinate c;
+  c.w = -std::expm1(b * log_q);
+  c.dw_dx = a * b * ua / u * q_b1 * du_dx;
+  c.dw_dlog_a = a * b * q_b1 * ua * log_u;
+  c.dw_dlog_b = -b * q * q_b1 * log_q;
+  return c;
+}
+
+// Rows of x with the dimensions in `dims` warped by h's parameters; with `d_log_a` and
+// `d_log_b` (n x w), the derivatives of each warped coordinate in its parameters, and with
+// `d_x` (n x d), in x itself (1 for a dimension not warped).
+struct WarpDerivatives {
+  Eigen::MatrixXd d_log_a, d_log_b, d_x;
+};
+Eigen::MatrixXd Warp(const Eigen::MatrixXd& x, const std::vector<int>& dims, const GpHyper& h,
+                     WarpDerivatives* deriv) {
+  Eigen::MatrixXd w = x;
+  const Eigen::Index n = x.rows(), k = static_cast<Eigen::Index>(dims.size());
+  if (deriv) {
+    deriv->d_log_a.resize(n, k);
+    deriv->d_log_b.resize(n, k);
+    deriv->d_x = Eigen::MatrixXd::Ones(n, x.cols());
+  }
+  for (Eigen::Index j = 0; j < k; ++j) {
+    const int dim = dims[j];
+    for (Eigen::Index i = 0; i < n; ++i) {
+      WarpedCoordinate c = Kumaraswamy(x(i, dim), h.log_warp_a(j), h.log_warp_b(j));
+      w(i, dim) = c.w;
+      if (!deriv) continue;
+      deriv->d_log_a(i, j) = c.dw_dlog_a;
+      deriv->d_log_b(i, j) = c.dw_dlog_b;
+      deriv->d_x(i, dim) = c.dw_dx;
+    }
+  }
+  return w;
 }
 
 // Factors `k` in place into its lower Cholesky factor, adding jitter until it succeeds.
@@ -55,7 +115,7 @@ double CholeskyWithJitter(const Eigen::MatrixXd& k, double scale, Eigen::MatrixX
 }
 
 // -log p(theta) up to a constant, and its gradient in *grad: independent normals on the log
-// length scales, the log signal and noise variances and the mean.
+// length scales, the log signal and noise variances, the mean and the log warp parameters.
 double NegLogPrior(const GpPrior& prior, int d, const Eigen::VectorXd& theta,
                    Eigen::VectorXd* grad) {
   double neg_log_prior = 0.0;
@@ -69,6 +129,7 @@ double NegLogPrior(const GpPrior& prior, int d, const Eigen::VectorXd& theta,
   normal(d, prior.log_signal_mu, prior.log_signal_sigma);
   normal(d + 1, prior.log_noise_mu, prior.log_noise_sigma);
   normal(d + 2, 0.0, prior.mean_sigma);
+  for (Eigen::Index i = d + 3; i < theta.size(); ++i) normal(i, 0.0, prior.log_warp_sigma);
   return neg_log_prior;
 }
 
@@ -76,20 +137,25 @@ double NegLogPrior(const GpPrior& prior, int d, const Eigen::VectorXd& theta,
 
 Eigen::VectorXd GpHyper::Pack() const {
   const auto d = log_lengthscale.size();
-  Eigen::VectorXd theta(d + 3);
+  const auto w = log_warp_a.size();
+  Eigen::VectorXd theta(d + 3 + 2 * w);
   theta.head(d) = log_lengthscale;
   theta(d) = log_signal_var;
   theta(d + 1) = log_noise_var;
   theta(d + 2) = mean;
+  theta.segment(d + 3, w) = log_warp_a;
+  theta.tail(w) = log_warp_b;
   return theta;
 }
 
-GpHyper GpHyper::Unpack(const Eigen::VectorXd& theta, int dims) {
+GpHyper GpHyper::Unpack(const Eigen::VectorXd& theta, int dims, int warped) {
   GpHyper h;
   h.log_lengthscale = theta.head(dims);
   h.log_signal_var = theta(dims);
   h.log_noise_var = theta(dims + 1);
   h.mean = theta(dims + 2);
+  h.log_warp_a = theta.segment(dims + 3, warped);
+  h.log_warp_b = theta.segment(dims + 3 + warped, warped);
   return h;
 }
 
@@ -106,14 +172,17 @@ GpHyper GpPrior::Mode(int dims) const {
   h.log_signal_var = log_signal_mu;
   h.log_noise_var = log_noise_mu;
   h.mean = 0.0;
+  h.log_warp_a = h.log_warp_b = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(warp_dims.size()));
   return h;
 }
 
 GaussianProcess::GaussianProcess(int dims, GpPrior prior)
-    : dims_(dims), prior_(prior), hyper_(prior.Mode(dims)), x_(0, dims) {}
+    : dims_(dims), prior_(std::move(prior)), hyper_(prior_.Mode(dims)), x_(0, dims) {}
 
 double GaussianProcess::Kernel(const Eigen::VectorXd& a, const Eigen::VectorXd& b) const {
-  double r2 = ((a - b).array() / hyper_.log_lengthscale.array().exp()).square().sum();
+  Eigen::VectorXd wa = Warp(a.transpose(), prior_.warp_dims, hyper_, nullptr).row(0).transpose();
+  Eigen::VectorXd wb = Warp(b.transpose(), prior_.warp_dims, hyper_, nullptr).row(0).transpose();
+  double r2 = ((wa - wb).array() / hyper_.log_lengthscale.array().exp()).square().sum();
   return Matern(std::sqrt(r2), std::exp(hyper_.log_signal_var));
 }
 
@@ -138,6 +207,11 @@ Status GaussianProcess::SetHyper(const GpHyper& hyper) {
 
 Status GaussianProcess::Factor() {
   const Eigen::Index n = x_.rows();
+  // Hyperparameters from a model without warping leave the warped dimensions as they are.
+  if (hyper_.log_warp_a.size() != warped()) {
+    hyper_.log_warp_a = hyper_.log_warp_b = Eigen::VectorXd::Zero(warped());
+  }
+  wx_ = Warp(x_, prior_.warp_dims, hyper_, nullptr);
   if (n == 0) {
     chol_.resize(0, 0);
     alpha_.resize(0);
@@ -145,7 +219,7 @@ Status GaussianProcess::Factor() {
   }
   const double s = std::exp(hyper_.log_signal_var);
   Eigen::VectorXd inv_ls = (-hyper_.log_lengthscale).array().exp();
-  Eigen::MatrixXd k = ScaledSquaredDistances(x_, x_, inv_ls).cwiseSqrt().unaryExpr([s](double r) {
+  Eigen::MatrixXd k = ScaledSquaredDistances(wx_, wx_, inv_ls).cwiseSqrt().unaryExpr([s](double r) {
     return Matern(r, s);
   });
   k.diagonal().array() += std::exp(hyper_.log_noise_var);
@@ -168,12 +242,12 @@ Status GaussianProcess::Append(const Eigen::VectorXd& x, double y) {
   const Eigen::Index n = x_.rows();
   const double s = std::exp(hyper_.log_signal_var);
   Eigen::VectorXd inv_ls = (-hyper_.log_lengthscale).array().exp();
+  const Eigen::RowVectorXd wx = Warp(x.transpose(), prior_.warp_dims, hyper_, nullptr);
   Eigen::VectorXd kx(n);
   if (n > 0) {
-    kx = ScaledSquaredDistances(x_, x.transpose(), inv_ls)
-             .col(0)
-             .cwiseSqrt()
-             .unaryExpr([s](double r) { return Matern(r, s); });
+    kx = ScaledSquaredDistances(wx_, wx, inv_ls).col(0).cwiseSqrt().unaryExpr([s](double r) {
+      return Matern(r, s);
+    });
   }
   double kxx = s + std::exp(hyper_.log_noise_var) + jitter_;
   Eigen::VectorXd row =
@@ -184,6 +258,9 @@ Status GaussianProcess::Append(const Eigen::VectorXd& x, double y) {
   if (!(d2 > 1e-10 * s)) d2 = 1e-8 * s + std::max(d2, 0.0);
   x_.conservativeResize(n + 1, Eigen::NoChange);
   x_.row(n) = x.transpose();
+  if (n == 0) wx_.resize(0, dims_);
+  wx_.conservativeResize(n + 1, Eigen::NoChange);
+  wx_.row(n) = wx;
   y_.conservativeResize(n + 1);
   y_(n) = y;
   chol_.conservativeResize(n + 1, n + 1);
@@ -197,7 +274,8 @@ Status GaussianProcess::Append(const Eigen::VectorXd& x, double y) {
 double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::VectorXd* grad) const {
   const int d = dims_;
   const Eigen::Index n = x_.rows();
-  GpHyper h = GpHyper::Unpack(theta, d);
+  const int nw = warped();
+  GpHyper h = GpHyper::Unpack(theta, d, nw);
   const double s = std::exp(h.log_signal_var);
   const double noise = std::exp(h.log_noise_var);
   Eigen::VectorXd inv_ls = (-h.log_lengthscale).array().exp();
@@ -209,7 +287,9 @@ double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::Vec
     return neg_log_prior;
   }
 
-  Eigen::MatrixXd r = ScaledSquaredDistances(x_, x_, inv_ls).cwiseSqrt();
+  WarpDerivatives warp;
+  const Eigen::MatrixXd wx = Warp(x_, prior_.warp_dims, h, grad ? &warp : nullptr);
+  Eigen::MatrixXd r = ScaledSquaredDistances(wx, wx, inv_ls).cwiseSqrt();
   Eigen::MatrixXd kf = r.unaryExpr([s](double v) { return Matern(v, s); });
   Eigen::MatrixXd k = kf;
   k.diagonal().array() += noise;
@@ -235,7 +315,7 @@ double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::Vec
   grad->setZero(theta.size());
   // Length scales: dK_ij/dlog l_k = slope(r_ij) (x_ik - x_jk)^2 / l_k^2.
   Eigen::MatrixXd b = a.cwiseProduct(r.unaryExpr([s](double v) { return MaternSlope(v, s); }));
-  Eigen::MatrixXd z = x_ * inv_ls.asDiagonal();
+  Eigen::MatrixXd z = wx * inv_ls.asDiagonal();
   Eigen::VectorXd b_rows = b.rowwise().sum();
   Eigen::MatrixXd bz = b * z;
   for (int k_dim = 0; k_dim < d; ++k_dim) {
@@ -247,13 +327,24 @@ double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::Vec
   (*grad)(d) = -0.5 * a.cwiseProduct(kf).sum();
   (*grad)(d + 1) = -0.5 * noise * a.trace();
   (*grad)(d + 2) = -alpha.sum();
+  // Warp parameter p of dimension k moves w_ik by w'_i: dK_ij = -slope_ij (w_ik - w_jk)
+  // (w'_i - w'_j) / l_k^2, so d nlml = (1 / l_k) [sum_i z_ik w'_i (B1)_i - w'^T B z_k].
+  for (int j = 0; j < nw; ++j) {
+    const int k_dim = prior_.warp_dims[j];
+    const Eigen::VectorXd zb = z.col(k_dim).cwiseProduct(b_rows);
+    for (const auto& [deriv, at] :
+         {std::pair{&warp.d_log_a, d + 3 + j}, std::pair{&warp.d_log_b, d + 3 + nw + j}}) {
+      (*grad)(at) = inv_ls(k_dim) * (deriv->col(j).dot(zb) - deriv->col(j).dot(bz.col(k_dim)));
+    }
+  }
   *grad += prior_grad;
   return nlml + neg_log_prior;
 }
 
 Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
   const int d = dims_;
-  const int p = GpHyper::Size(d);
+  const int nw = warped();
+  const int p = GpHyper::Size(d, nw);
   Eigen::VectorXd lb(p), ub(p);
   lb.head(d).setConstant(prior_.min_log_lengthscale);
   ub.head(d).setConstant(prior_.max_log_lengthscale);
@@ -263,6 +354,8 @@ Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
   ub(d + 1) = prior_.max_log_noise;
   lb(d + 2) = -prior_.max_abs_mean;
   ub(d + 2) = prior_.max_abs_mean;
+  lb.tail(2 * nw).setConstant(-prior_.max_abs_log_warp);
+  ub.tail(2 * nw).setConstant(prior_.max_abs_log_warp);
 
   std::vector<Eigen::VectorXd> starts = {hyper_.Pack(), prior_.Mode(d).Pack()};
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -270,6 +363,7 @@ Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
     Eigen::VectorXd t = prior_.Mode(d).Pack();
     for (int j = 0; j < d; ++j) t(j) += prior_.log_lengthscale_sigma * normal(rng);
     t(d) += 0.5 * normal(rng);
+    for (int j = d + 3; j < p; ++j) t(j) += 0.5 * prior_.log_warp_sigma * normal(rng);
     starts.push_back(t);
   }
 
@@ -304,7 +398,7 @@ Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
   if (!std::isfinite(best_f))
     return Status::Numeric("no hyperparameters give a positive definite kernel matrix (n=", size(),
                            ")");
-  return SetHyper(GpHyper::Unpack(best, d));
+  return SetHyper(GpHyper::Unpack(best, d, nw));
 }
 
 void GaussianProcess::LeaveOneOut(Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
@@ -327,9 +421,11 @@ void GaussianProcess::Predict(const Eigen::MatrixXd& xs, Eigen::VectorXd* mean,
     return;
   }
   Eigen::VectorXd inv_ls = (-hyper_.log_lengthscale).array().exp();
-  Eigen::MatrixXd ks = ScaledSquaredDistances(x_, xs, inv_ls).cwiseSqrt().unaryExpr([s](double r) {
-    return Matern(r, s);
-  });  // n x m
+  const Eigen::MatrixXd wxs = Warp(xs, prior_.warp_dims, hyper_, nullptr);
+  Eigen::MatrixXd ks =
+      ScaledSquaredDistances(wx_, wxs, inv_ls).cwiseSqrt().unaryExpr([s](double r) {
+        return Matern(r, s);
+      });  // n x m
   *mean = (ks.transpose() * alpha_).array() + hyper_.mean;
   ks = chol_.triangularView<Eigen::Lower>().solve(ks).eval();
   *var = (s - ks.colwise().squaredNorm().transpose().array()).cwiseMax(1e-12 * s);
@@ -347,12 +443,15 @@ void GaussianProcess::PredictWithGradient(const Eigen::VectorXd& x, double* mean
     dvar->setZero(dims_);
     return;
   }
-  Eigen::MatrixXd diff = (-x_).rowwise() + x.transpose();  // x - x_i, n x d
+  WarpDerivatives warp;
+  const Eigen::RowVectorXd wx = Warp(x.transpose(), prior_.warp_dims, hyper_, &warp);
+  Eigen::MatrixXd diff = (-wx_).rowwise() + wx;  // w(x) - w(x_i), n x d
   Eigen::VectorXd r = (diff * inv_ls2.asDiagonal()).cwiseProduct(diff).rowwise().sum().cwiseSqrt();
   Eigen::VectorXd k = r.unaryExpr([s](double v) { return Matern(v, s); });
   Eigen::VectorXd slope = r.unaryExpr([s](double v) { return MaternSlope(v, s); });
-  // dk_i/dx = -slope_i (x - x_i) / l^2
-  Eigen::MatrixXd dk = -(slope.asDiagonal() * diff) * inv_ls2.asDiagonal();  // n x d
+  // dk_i/dx = -slope_i (w(x) - w(x_i)) / l^2 w'(x)
+  Eigen::VectorXd scale = inv_ls2.cwiseProduct(warp.d_x.row(0).transpose());
+  Eigen::MatrixXd dk = -(slope.asDiagonal() * diff) * scale.asDiagonal();  // n x d
   *mean = hyper_.mean + k.dot(alpha_);
   *dmean = dk.transpose() * alpha_;
   auto l = chol_.triangularView<Eigen::Lower>();

@@ -2,6 +2,11 @@
 // (ARD), a signal variance, a noise variance and a constant mean. Hyperparameters live in log
 // space (except the mean) and are fitted by maximum a posteriori with analytic gradients and
 // L-BFGS-B from several starts.
+// Input warping (optional, per dimension): the kernel sees w = 1 - (1 - u^a)^b, the Kumaraswamy
+// CDF of the coordinate u (squeezed into [kWarpMargin, 1 - kWarpMargin] so that the derivatives
+// stay finite), with log a and log b learnt with the other hyperparameters (HEBO; Snoek et al.
+// 2014). a < 1 stretches the low end of a dimension, b < 1 the high end: a log-like scale where
+// the objective changes fast near a bound.
 //
 // Numerics: the kernel matrix is factored by Cholesky and every factorisation is checked; on
 // failure jitter is added (1e-8 up to 1e-2 of the signal variance) and the failure is an error
@@ -15,21 +20,25 @@
 
 #include <Eigen/Dense>
 #include <random>
+#include <vector>
 
 #include "hyperpack/status.h"
 
 namespace hyperpack::tuner {
 
-// The hyperparameter vector theta = [log l_1 .. log l_d, log signal_var, log noise_var, mean].
+// The hyperparameter vector theta = [log l_1 .. log l_d, log signal_var, log noise_var, mean,
+// log a_1 .. log a_w, log b_1 .. log b_w] for the w warped dimensions (none: w = 0).
 struct GpHyper {
   Eigen::VectorXd log_lengthscale;
   double log_signal_var = 0.0;
   double log_noise_var = -6.0;
   double mean = 0.0;
+  Eigen::VectorXd log_warp_a;  // one per warped dimension, in GpPrior::warp_dims's order
+  Eigen::VectorXd log_warp_b;
 
-  static int Size(int dims) { return dims + 3; }
+  static int Size(int dims, int warped = 0) { return dims + 3 + 2 * warped; }
   Eigen::VectorXd Pack() const;
-  static GpHyper Unpack(const Eigen::VectorXd& theta, int dims);
+  static GpHyper Unpack(const Eigen::VectorXd& theta, int dims, int warped = 0);
 };
 
 // Where the length-scale prior's median sits in the unit cube; both scale with sqrt(d), so that
@@ -56,6 +65,11 @@ struct GpPrior {
   double min_log_signal = std::log(5e-2), max_log_signal = std::log(2e1);
   double min_log_noise = std::log(1e-6), max_log_noise = std::log(1.0);
   double max_abs_mean = 4.0;
+  // Input warping: the dimensions warped (ascending; empty for none), and a normal prior on each
+  // log a and log b around 0 (the identity), bounded.
+  std::vector<int> warp_dims;
+  double log_warp_sigma = 0.75;
+  double max_abs_log_warp = 2.0;
 
   static GpPrior ForDims(int dims, LengthScaleLevel level = LengthScaleLevel::kShort);
   // The most probable hyperparameters under the prior alone.
@@ -70,7 +84,7 @@ class GaussianProcess {
   int size() const { return static_cast<int>(y_.size()); }
   const GpHyper& hyper() const { return hyper_; }
   const GpPrior& prior() const { return prior_; }
-  const Eigen::MatrixXd& inputs() const { return x_; }  // n x d
+  const Eigen::MatrixXd& inputs() const { return x_; }  // n x d, as given (not warped)
   const Eigen::VectorXd& targets() const { return y_; }
 
   // Replaces the data (rows of x are points) and factors with the current hyperparameters.
@@ -113,11 +127,13 @@ class GaussianProcess {
 
  private:
   Status Factor();
+  int warped() const { return static_cast<int>(prior_.warp_dims.size()); }
 
   int dims_;
   GpPrior prior_;
   GpHyper hyper_;
-  Eigen::MatrixXd x_;  // n x d
+  Eigen::MatrixXd x_;   // n x d
+  Eigen::MatrixXd wx_;  // x_ warped by hyper_ (x_ itself when no dimension is warped)
   Eigen::VectorXd y_;
   Eigen::MatrixXd chol_;   // lower factor of K + (noise + jitter) I
   Eigen::VectorXd alpha_;  // K^-1 (y - mean)

@@ -17,7 +17,11 @@
 // model keeps the trend across the pieces instead of explaining each piece locally, and while the
 // incumbent's value is shared by another trial (it sits on a plateau), expected improvement is
 // counted from one step below it, the smallest gap between distinct values seen: less cannot be
-// observed. A continuous objective never repeats a value and is modelled as before.
+// observed. The model then also learns each float and int dimension's scale: a Kumaraswamy input
+// warp per dimension (gp.h), so that a fraction or a rate declared linear whose good values sit
+// by one bound is stretched there, as a log scale would. A continuous objective never repeats a
+// value and is modelled as before: there, warping's extra parameters cost more than they
+// find (bench/tuner_regret; docs/BENCHMARKS.md).
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 
@@ -69,19 +73,17 @@ struct Observation {
 // Values equal up to rounding.
 bool Same(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a)); }
 
-// Whether two of the values are the same.
-bool HasTies(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
+// Whether two of the values (sorted) are the same.
+bool HasTies(const std::vector<double>& v) {
   for (size_t i = 1; i < v.size(); ++i)
     if (Same(v[i], v[i - 1])) return true;
   return false;
 }
 
-// The improvement that expected improvement must clear: 0, or where the best of the values is
-// shared (a plateau), the smallest gap between distinct values: one step of the objective's
-// apparent resolution.
-double PlateauMargin(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
+// The improvement that expected improvement must clear, from the values sorted: 0, or where the
+// best of them is shared (a plateau), the smallest gap between distinct values: one step of the
+// objective's apparent resolution.
+double PlateauMargin(const std::vector<double>& v) {
   if (v.size() < 2 || !Same(v[0], v[1])) return 0.0;
   double step = std::numeric_limits<double>::infinity();
   for (size_t i = 1; i < v.size(); ++i)
@@ -106,6 +108,7 @@ class GpTuner : public Tuner {
     for (int d = 0; d < encoder_.dims(); ++d) {
       const ParamSpec& p = space.params()[encoder_.param_of_dim(d)];
       continuous_.push_back(p.type == ParamType::kFloat);
+      if (p.type == ParamType::kFloat || p.type == ParamType::kInt) warp_dims_.push_back(d);
     }
     for (const ParamSpec& p : space.params())
       if (p.when) parents_.push_back(p.when->parent);
@@ -235,7 +238,12 @@ class GpTuner : public Tuner {
     transform_.Fit(raw, options_.warp_outputs);
     Eigen::VectorXd y = transform_.Apply(raw);
     ReadValues(idx, y);
-    if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, GpPrior::ForDims(d, scale_level_));
+    if (!gp_) {
+      GpPrior prior = GpPrior::ForDims(d, scale_level_);
+      // Flat in pieces: the scale each numeric dimension is declared on is learnt too.
+      if (scale_level_ == LengthScaleLevel::kLong) prior.warp_dims = warp_dims_;
+      gp_ = std::make_unique<GaussianProcess>(d, prior);
+    }
     const int n = static_cast<int>(idx.size());
     bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
     // The model's points are the first ones of idx when only new observations were appended.
@@ -267,8 +275,8 @@ class GpTuner : public Tuner {
     std::vector<double> values;
     for (size_t i = 0; i < idx.size(); ++i)
       if (observed_[idx[i]].value) values.push_back(y(static_cast<Eigen::Index>(i)));
-    best_ = values.empty() ? std::numeric_limits<double>::infinity()
-                           : *std::min_element(values.begin(), values.end());
+    std::sort(values.begin(), values.end());
+    best_ = values.empty() ? std::numeric_limits<double>::infinity() : values.front();
     margin_ = PlateauMargin(values);
     if (scale_level_ == LengthScaleLevel::kShort && HasTies(values)) {
       scale_level_ = LengthScaleLevel::kLong;
@@ -277,6 +285,10 @@ class GpTuner : public Tuner {
       model_idx_.clear();
     }
   }
+
+  // What expected improvement counts from: the incumbent, one plateau step below it when its
+  // value is shared.
+  double EiTarget() const { return best_ - margin_; }
 
   // The acquisition weighs cost: cost-aware, a cost GP, and budget left.
   bool CostTerm() const { return options_.cost_aware && cost_gp_ && alpha_ > 0; }
@@ -413,7 +425,7 @@ class GpTuner : public Tuner {
     double sd = std::sqrt(var);
     AcquisitionValue a = options_.acquisition == Acquisition::kUcb
                              ? UpperConfidenceBound(mean, sd, options_.ucb_beta)
-                             : LogExpectedImprovement(mean, sd, best_ - margin_);
+                             : LogExpectedImprovement(mean, sd, EiTarget());
     double value = a.value;
     if (grad) *grad = a.dmean * dmean + a.dsigma * dvar / (2.0 * sd);
     if (CostTerm()) {
@@ -450,7 +462,7 @@ class GpTuner : public Tuner {
       double sd = std::sqrt(var(i));
       out(i) = options_.acquisition == Acquisition::kUcb
                    ? UpperConfidenceBound(mean(i), sd, options_.ucb_beta).value
-                   : LogExpectedImprovement(mean(i), sd, best_ - margin_).value;
+                   : LogExpectedImprovement(mean(i), sd, EiTarget()).value;
     }
     if (CostTerm()) {
       Eigen::VectorXd cm, cv;
@@ -709,6 +721,7 @@ class GpTuner : public Tuner {
   int initial_;
   SobolSampler sobol_;
   std::vector<bool> continuous_;
+  std::vector<int> warp_dims_;  // the float and int dimensions: what input warping may stretch
   std::vector<std::string> parents_;  // parameters that a condition depends on
   std::vector<Observation> observed_;
   std::unique_ptr<GaussianProcess> gp_;
