@@ -23,7 +23,8 @@ on that task in this run and median the median loss of the random-search draws (
 configuration: 0; the best known: 100), averaged over tasks and seeds.
 
 Usage (PY: a python with scikit-learn and Optuna, e.g. PY=$(../shared/tools/sklearn-python)):
-  $PY bench/sklearn_tasks.py run [--tasks all] [--seeds 3] [--budget 64] [--modes 1,8]
+  $PY bench/sklearn_tasks.py run [--tasks all] [--seeds 3] [--first-seed 0] [--budget 64]
+                                  [--modes 1,8]
                                   [--methods hyperpack,tpe,random,hyperpack-optuna]
                                   [--out FILE.json] [--log-floats]
                                   [--hyperpack build/cli/hyperpack] [--jobs 2]
@@ -229,7 +230,8 @@ def run(args):
                               stdout=subprocess.PIPE, text=True)
     assert server.stdout.readline().strip() == "ready"
     results = []
-    jobs = [(m, t, s, p) for p in modes for t in tasks for s in range(args.seeds) for m in methods]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    jobs = [(m, t, s, p) for p in modes for t in tasks for s in seeds for m in methods]
     from concurrent.futures import ThreadPoolExecutor
 
     def one(job):
@@ -317,6 +319,8 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("--tasks", default="all")
     r.add_argument("--seeds", type=int, default=3)
+    r.add_argument("--first-seed", type=int, default=0,
+                   help="the seeds run: first-seed .. first-seed + seeds - 1")
     r.add_argument("--budget", type=int, default=64)
     r.add_argument("--modes", default="1,8")
     r.add_argument("--methods", default="hyperpack,tpe,random")
