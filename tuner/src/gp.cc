@@ -92,6 +92,33 @@ Eigen::MatrixXd Warp(const Eigen::MatrixXd& x, const std::vector<int>& dims, con
   return w;
 }
 
+// The negative log marginal likelihood's gradient in the log length scales (theta's first d
+// entries) and the warp parameters (from d + 3), from B = (alpha alpha^T - K^-1) o slope(r) and
+// the scaled warped inputs z = w / l. Both move K only through the distances:
+// - length scale k: dK_ij/dlog l_k = slope_ij (z_ik - z_jk)^2, and with B symmetric
+//   sum_ij B_ij (z_ik - z_jk)^2 = 2 sum_i z_ik^2 (B1)_i - 2 z_k^T B z_k;
+// - a warp parameter of dimension k moves w_ik by w'_i: dK_ij = -slope_ij (w_ik - w_jk)
+//   (w'_i - w'_j) / l_k^2, so d nlml = (1 / l_k) [sum_i z_ik w'_i (B1)_i - w'^T B z_k].
+void AddInputGradients(const Eigen::MatrixXd& b, const Eigen::MatrixXd& z,
+                       const Eigen::VectorXd& inv_ls, const std::vector<int>& warp_dims,
+                       const WarpDerivatives& warp, Eigen::VectorXd* grad) {
+  const Eigen::Index d = z.cols();
+  const int nw = static_cast<int>(warp_dims.size());
+  const Eigen::VectorXd b_rows = b.rowwise().sum();
+  const Eigen::MatrixXd bz = b * z;
+  for (Eigen::Index k = 0; k < d; ++k) {
+    (*grad)(k) = -(z.col(k).array().square().matrix().dot(b_rows) - z.col(k).dot(bz.col(k)));
+  }
+  for (int j = 0; j < nw; ++j) {
+    const int k = warp_dims[j];
+    const Eigen::VectorXd zb = z.col(k).cwiseProduct(b_rows);
+    for (const auto& [deriv, at] :
+         {std::pair{&warp.d_log_a, d + 3 + j}, std::pair{&warp.d_log_b, d + 3 + nw + j}}) {
+      (*grad)(at) = inv_ls(k) * (deriv->col(j).dot(zb) - deriv->col(j).dot(bz.col(k)));
+    }
+  }
+}
+
 // Factors `k` in place into its lower Cholesky factor, adding jitter until it succeeds.
 // Returns the jitter used, or a negative number on failure.
 double CholeskyWithJitter(const Eigen::MatrixXd& k, double scale, Eigen::MatrixXd* chol) {
@@ -313,30 +340,12 @@ double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::Vec
   Eigen::MatrixXd a = alpha * alpha.transpose() - kinv;
 
   grad->setZero(theta.size());
-  // Length scales: dK_ij/dlog l_k = slope(r_ij) (x_ik - x_jk)^2 / l_k^2.
+  // B = A o slope(r), with slope = -(dk/dr) / r: every input-side derivative of K goes through it.
   Eigen::MatrixXd b = a.cwiseProduct(r.unaryExpr([s](double v) { return MaternSlope(v, s); }));
-  Eigen::MatrixXd z = wx * inv_ls.asDiagonal();
-  Eigen::VectorXd b_rows = b.rowwise().sum();
-  Eigen::MatrixXd bz = b * z;
-  for (int k_dim = 0; k_dim < d; ++k_dim) {
-    // sum_ij b_ij (z_ik - z_jk)^2 = 2 sum_i z_ik^2 (B1)_i - 2 z_k^T B z_k   (B symmetric)
-    double sum = 2.0 * z.col(k_dim).array().square().matrix().dot(b_rows) -
-                 2.0 * z.col(k_dim).dot(bz.col(k_dim));
-    (*grad)(k_dim) = -0.5 * sum;
-  }
+  AddInputGradients(b, wx * inv_ls.asDiagonal(), inv_ls, prior_.warp_dims, warp, grad);
   (*grad)(d) = -0.5 * a.cwiseProduct(kf).sum();
   (*grad)(d + 1) = -0.5 * noise * a.trace();
   (*grad)(d + 2) = -alpha.sum();
-  // Warp parameter p of dimension k moves w_ik by w'_i: dK_ij = -slope_ij (w_ik - w_jk)
-  // (w'_i - w'_j) / l_k^2, so d nlml = (1 / l_k) [sum_i z_ik w'_i (B1)_i - w'^T B z_k].
-  for (int j = 0; j < nw; ++j) {
-    const int k_dim = prior_.warp_dims[j];
-    const Eigen::VectorXd zb = z.col(k_dim).cwiseProduct(b_rows);
-    for (const auto& [deriv, at] :
-         {std::pair{&warp.d_log_a, d + 3 + j}, std::pair{&warp.d_log_b, d + 3 + nw + j}}) {
-      (*grad)(at) = inv_ls(k_dim) * (deriv->col(j).dot(zb) - deriv->col(j).dot(bz.col(k_dim)));
-    }
-  }
   *grad += prior_grad;
   return nlml + neg_log_prior;
 }
