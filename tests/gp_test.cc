@@ -9,6 +9,7 @@
 #include "acquisition.h"
 #include "gp.h"
 #include "hyperpack/tuner/encoding.h"
+#include "hyperpack/tuner/pareto.h"
 #include "hyperpack/tuner/tuner.h"
 #include "output_transform.h"
 
@@ -337,6 +338,83 @@ TEST(AcquisitionTest, LogExpectedImprovementStaysFiniteAndOrderedWhereEiUnderflo
   EXPECT_NEAR(LogH(-1e4), -0.5e8 - 0.5 * std::log(2 * M_PI) - 2 * std::log(1e4), 1e-6);
   // Both sides of the switch at z = -35 agree.
   EXPECT_NEAR(LogH(-35.0 + 1e-9), LogH(-35.0 - 1e-9), 1e-6);
+}
+
+// A 2-D front of `n` random points in [0, 1]^2, some dominated.
+std::vector<ObjectiveVector> RandomFront(int n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<ObjectiveVector> front;
+  for (int i = 0; i < n; ++i) front.push_back({u(rng), u(rng)});
+  return front;
+}
+
+TEST(AcquisitionTest, ExpectedHypervolumeImprovementMatchesMonteCarlo) {
+  // The improvement of each draw from the exact hypervolume (pareto.h), averaged.
+  std::mt19937_64 rng(21);
+  const std::array<double, 2> ref = {1.1, 1.1};
+  const ObjectiveVector ref_v = {1.1, 1.1};
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<ObjectiveVector> front = RandomFront(trial * 2, rng);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const std::array<double, 2> mean = {u(rng), u(rng)},
+                                sigma = {0.05 + 0.3 * u(rng), 0.05 + 0.3 * u(rng)};
+    const double base = Hypervolume(front, ref_v);
+    std::normal_distribution<double> n(0.0, 1.0);
+    const int draws = 40000;
+    double sum = 0, sum2 = 0;
+    std::vector<ObjectiveVector> with = front;
+    with.push_back({0, 0});
+    for (int k = 0; k < draws; ++k) {
+      with.back() = {mean[0] + sigma[0] * n(rng), mean[1] + sigma[1] * n(rng)};
+      const double hvi = Hypervolume(with, ref_v) - base;
+      sum += hvi;
+      sum2 += hvi * hvi;
+    }
+    const double mc = sum / draws;
+    const double se = std::sqrt(std::max(0.0, sum2 / draws - mc * mc) / draws);
+    const double exact = std::exp(LogExpectedHypervolumeImprovement(mean, sigma, front, ref).value);
+    EXPECT_NEAR(exact, mc, 4 * se + 1e-9) << "trial " << trial << ", front of " << front.size();
+  }
+}
+
+TEST(AcquisitionTest, ExpectedHypervolumeImprovementDerivativesMatchFiniteDifferences) {
+  std::mt19937_64 rng(22);
+  const std::array<double, 2> ref = {1.1, 1.1};
+  std::vector<ObjectiveVector> front = RandomFront(7, rng);
+  for (std::array<double, 2> mean : {std::array<double, 2>{0.3, 0.4}, {0.9, 0.05}, {1.5, 2.0}}) {
+    for (std::array<double, 2> sigma : {std::array<double, 2>{0.1, 0.2}, {0.02, 0.5}}) {
+      TwoObjectiveAcquisition a = LogExpectedHypervolumeImprovement(mean, sigma, front, ref);
+      ASSERT_TRUE(std::isfinite(a.value));
+      const double h = 1e-6;
+      for (int k = 0; k < 2; ++k) {
+        auto at = [&](double dm, double ds) {
+          std::array<double, 2> m = mean, s = sigma;
+          m[k] += dm;
+          s[k] += ds;
+          return LogExpectedHypervolumeImprovement(m, s, front, ref).value;
+        };
+        const double fd_mean = (at(h, 0) - at(-h, 0)) / (2 * h);
+        const double fd_sigma = (at(0, h) - at(0, -h)) / (2 * h);
+        EXPECT_NEAR(a.dmean[k], fd_mean, 1e-5 * std::max(1.0, std::fabs(fd_mean)));
+        EXPECT_NEAR(a.dsigma[k], fd_sigma, 1e-5 * std::max(1.0, std::fabs(fd_sigma)));
+      }
+    }
+  }
+}
+
+TEST(AcquisitionTest, LogExpectedHypervolumeImprovementStaysFiniteWhereItUnderflows) {
+  // Moving the prediction away behind the front: EHVI itself reaches 0 long before the end.
+  std::vector<ObjectiveVector> front = {{0.2, 0.8}, {0.5, 0.5}, {0.8, 0.2}};
+  double previous = std::numeric_limits<double>::infinity();
+  for (double shift : {0.0, 1.0, 5.0, 20.0, 100.0}) {
+    TwoObjectiveAcquisition a = LogExpectedHypervolumeImprovement(
+        {0.6 + shift * 0.05, 0.6 + shift * 0.05}, {0.05, 0.05}, front, {1.0, 1.0});
+    EXPECT_TRUE(std::isfinite(a.value)) << shift;
+    EXPECT_LT(a.value, previous) << shift;
+    EXPECT_GT(a.dmean[0], -1e300);
+    EXPECT_LT(a.dmean[0], 0.0) << "a worse mean lowers EHVI";
+    previous = a.value;
+  }
 }
 
 TEST(AcquisitionTest, DerivativesMatchFiniteDifferences) {

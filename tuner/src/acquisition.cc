@@ -1,7 +1,9 @@
 #include "acquisition.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace hyperpack::tuner {
 namespace {
@@ -78,6 +80,70 @@ AcquisitionValue UpperConfidenceBound(double mean, double sigma, double beta) {
   a.value = -(mean - beta * sigma);
   a.dmean = -1.0;
   a.dsigma = beta;
+  return a;
+}
+
+namespace {
+
+// The strips' corners: x_1..x_m and u_1..u_m of the front's non-dominated points below ref,
+// ascending in the first objective.
+std::vector<std::array<double, 2>> Staircase(std::span<const ObjectiveVector> front,
+                                             std::array<double, 2> ref) {
+  std::vector<ObjectiveVector> below;
+  for (const ObjectiveVector& p : front)
+    if (p.size() == 2 && p[0] < ref[0] && p[1] < ref[1]) below.push_back(p);
+  std::vector<std::array<double, 2>> steps;
+  std::vector<std::vector<int>> fronts = NonDominatedSort(below);
+  if (fronts.empty()) return steps;
+  for (int i : fronts[0]) steps.push_back({below[i][0], below[i][1]});
+  std::sort(steps.begin(), steps.end());
+  // Equal points are one corner.
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
+}
+
+}  // namespace
+
+TwoObjectiveAcquisition LogExpectedHypervolumeImprovement(std::array<double, 2> mean,
+                                                          std::array<double, 2> sigma,
+                                                          std::span<const ObjectiveVector> front,
+                                                          std::array<double, 2> ref) {
+  const std::vector<std::array<double, 2>> steps = Staircase(front, ref);
+  const size_t m = steps.size();
+  // Strip i = 0..m: [x_i, x_i+1) x (-inf, u_i), x_0 = -inf, x_m+1 = ref_1, u_0 = ref_2.
+  std::vector<double> log_terms(m + 1);
+  std::vector<std::array<double, 4>> d_terms(m + 1);  // d log term / d (m1, s1, m2, s2)
+  for (size_t i = 0; i <= m; ++i) {
+    const double upper_x = i < m ? steps[i][0] : ref[0];
+    const double u = i == 0 ? ref[1] : steps[i - 1][1];
+    const AcquisitionValue hi = LogExpectedImprovement(mean[0], sigma[0], upper_x);
+    const AcquisitionValue second = LogExpectedImprovement(mean[1], sigma[1], u);
+    double log_width = hi.value, dm = hi.dmean, ds = hi.dsigma;
+    if (i > 0) {
+      // log(EI(b) - EI(a)) = log EI(b) + log(1 - r), r = EI(a) / EI(b) in (0, 1); its
+      // derivative (EI(b) d_b - EI(a) d_a) / (EI(b) - EI(a)) = (d_b - r d_a) / (1 - r).
+      const AcquisitionValue lo = LogExpectedImprovement(mean[0], sigma[0], steps[i - 1][0]);
+      const double log_r = std::min(lo.value - hi.value, -1e-300);
+      const double r = std::exp(log_r);
+      log_width += Log1mExp(log_r);
+      dm = (hi.dmean - r * lo.dmean) / (1.0 - r);
+      ds = (hi.dsigma - r * lo.dsigma) / (1.0 - r);
+    }
+    log_terms[i] = log_width + second.value;
+    d_terms[i] = {dm, ds, second.dmean, second.dsigma};
+  }
+  const double top = *std::max_element(log_terms.begin(), log_terms.end());
+  double sum = 0.0;
+  for (double t : log_terms) sum += std::exp(t - top);
+  TwoObjectiveAcquisition a;
+  a.value = top + std::log(sum);
+  for (size_t i = 0; i <= m; ++i) {
+    const double w = std::exp(log_terms[i] - a.value);  // this strip's share of the whole
+    a.dmean[0] += w * d_terms[i][0];
+    a.dsigma[0] += w * d_terms[i][1];
+    a.dmean[1] += w * d_terms[i][2];
+    a.dsigma[1] += w * d_terms[i][3];
+  }
   return a;
 }
 
