@@ -583,20 +583,25 @@ double Stump(const Config& c) {
   return 0.2 + 0.05 * std::floor(leaf / 0.25 * 10.0);
 }
 
-TEST(GpTunerTest, LeavesThePlateauOfAnObjectiveThatIsFlatInPieces) {
-  std::vector<ParamSpec> params;
-  for (int i = 0; i < 6; ++i) params.push_back(Float("x" + std::to_string(i), 0, 1));
-  SearchSpace space(params);
-  int escaped = 0;
+// Of the tuner's seeds 0..9, how many find a value below `below` of `f` within 40 trials.
+template <typename F>
+int SeedsReaching(const SearchSpace& space, F f, double below) {
+  int reached = 0;
   for (uint64_t seed = 0; seed < 10; ++seed) {
     TunerOptions o;
     o.seed = seed;
     auto t = MakeTuner(space, o).value();
-    auto seen = Drive(*t, 40, 1, Stump);
     double best = 1e9;
-    for (const Config& c : seen) best = std::min(best, Stump(c));
-    escaped += best < 0.75;
+    for (const Config& c : Drive(*t, 40, 1, f)) best = std::min(best, f(c));
+    reached += best < below;
   }
+  return reached;
+}
+
+TEST(GpTunerTest, LeavesThePlateauOfAnObjectiveThatIsFlatInPieces) {
+  std::vector<ParamSpec> params;
+  for (int i = 0; i < 6; ++i) params.push_back(Float("x" + std::to_string(i), 0, 1));
+  const int escaped = SeedsReaching(SearchSpace(params), Stump, 0.75);
   // Under the short length-scale prior and without the plateau margin, 5 of these 10 seeds stay on
   // the stump plateau for all 40 trials.
   EXPECT_GE(escaped, 8) << escaped << " of 10 seeds left the plateau";
@@ -615,16 +620,7 @@ double HiddenByTheBound(const Config& c) {
 
 TEST(GpTunerTest, FindsABasinByTheBoundOfALinearDimensionWhenValuesTie) {
   SearchSpace space({Float("x0", 0, 1), Float("x1", 0, 1), Float("x2", 0, 1)});
-  int found = 0;
-  for (uint64_t seed = 0; seed < 10; ++seed) {
-    TunerOptions o;
-    o.seed = seed;
-    auto t = MakeTuner(space, o).value();
-    auto seen = Drive(*t, 40, 1, HiddenByTheBound);
-    double best = 1e9;
-    for (const Config& c : seen) best = std::min(best, HiddenByTheBound(c));
-    found += best < 0.1;
-  }
+  const int found = SeedsReaching(space, HiddenByTheBound, 0.1);
   // Without input warping (the same tuner, its GP unwarped) none of these 10 seeds finds it.
   EXPECT_GE(found, 8) << found << " of 10 seeds found the basin";
 }
