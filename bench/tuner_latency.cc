@@ -8,12 +8,12 @@
 // K, the first K dimensions are integers 0..100 (the function sees k / 100), the shape of the
 // discrete parameters real studies have. With --quantum Q > 0 the values are rounded to multiples
 // of Q, as an accuracy over a finite validation set is, so that they tie: the GP tuner then models
-// an objective flat in pieces (the long length-scale prior and the plateau margin). Each repeat
-// builds a fresh tuner (seed = the repeat's index) and Observes the first n - 1 points; its first
-// Propose(batch) is timed as the cold call; then Observe(the n-th point) + Propose(batch), the step
-// a running study takes each time a trial ends, is timed as the warm call. The table shows, over
-// repeats, the median time to observe the n - 1 points, the median cold call, and the median and
-// 90th percentile of the warm step. Progress goes to stderr. Exit status: 0, 1 when a tuner fails,
+// an objective flat in pieces (the long length-scale prior, the plateau margin and learnt input
+// warping). Each repeat builds a fresh tuner (seed = the repeat's index) and Observes the first
+// n - 1 points; its first Propose(batch) is timed as the cold call; then Observe(the n-th point)
+// + Propose(batch), the step a running study takes each time a trial ends, is timed as the warm
+// call. The table shows, over repeats, the median time to observe the n - 1 points, the median
+// cold call, and the median and 90th percentile of the warm step. Progress goes to stderr. Exit status: 0, 1 when a tuner fails,
 // 2 for bad flags (an unknown algorithm included).
 
 #include <algorithm>

@@ -125,9 +125,10 @@ TwoObjectiveAcquisition LogExpectedHypervolumeImprovement(std::array<double, 2> 
       const AcquisitionValue lo = LogExpectedImprovement(mean[0], sigma[0], steps[i - 1][0]);
       const double log_r = std::min(lo.value - hi.value, -1e-300);
       const double r = std::exp(log_r);
+      const double one_minus_r = -std::expm1(log_r);  // not 1 - r: that is 0 when r rounds to 1
       log_width += Log1mExp(log_r);
-      dm = (hi.dmean - r * lo.dmean) / (1.0 - r);
-      ds = (hi.dsigma - r * lo.dsigma) / (1.0 - r);
+      dm = (hi.dmean - r * lo.dmean) / one_minus_r;
+      ds = (hi.dsigma - r * lo.dsigma) / one_minus_r;
     }
     log_terms[i] = log_width + second.value;
     d_terms[i] = {dm, ds, second.dmean, second.dsigma};

@@ -110,10 +110,10 @@ std::vector<double> CrowdingDistance(std::span<const ObjectiveVector> points,
 }
 
 double Hypervolume(std::span<const ObjectiveVector> points, std::span<const double> ref) {
+  if (ref.empty()) return 0.0;
   std::vector<const double*> pts;
   for (const ObjectiveVector& p : points)
     if (Below(p, ref)) pts.push_back(p.data());
-  if (ref.empty()) return 0.0;
   return Volume(std::move(pts), ref.data(), static_cast<int>(ref.size()));
 }
 
