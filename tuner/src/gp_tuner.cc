@@ -25,8 +25,6 @@
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 
-#include <LBFGSB.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,6 +37,7 @@
 #include "gp.h"
 #include "output_transform.h"
 #include "samplers.h"
+#include "search.h"
 
 namespace hyperpack::tuner {
 namespace {
@@ -89,10 +88,6 @@ double PlateauMargin(const std::vector<double>& v) {
   for (size_t i = 1; i < v.size(); ++i)
     if (!Same(v[i], v[i - 1])) step = std::min(step, v[i] - v[i - 1]);
   return std::isfinite(step) ? step : 0.0;
-}
-
-Eigen::VectorXd ToEigen(const std::vector<double>& v) {
-  return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
 }
 
 class GpTuner : public Tuner {
@@ -411,10 +406,7 @@ class GpTuner : public Tuner {
     return feasibility_->SetDataAndHyper(x, y, h);
   }
 
-  struct Scored {
-    double acq;
-    Eigen::VectorXd x;
-  };
+  using Scored = ScoredPoint;
 
   // The acquisition at x under `model` (and the feasibility model), with its gradient.
   double Acquisition(const GaussianProcess& model, const Eigen::VectorXd& x,
@@ -481,95 +473,26 @@ class GpTuner : public Tuner {
   // Candidate configurations: a scrambled Sobol set over the whole space plus perturbations of
   // the best trials, each a real configuration encoded.
   std::vector<Eigen::VectorXd> Candidates(std::mt19937_64& rng, uint64_t salt) const {
-    const SearchSpace& space = encoder_.space();
-    std::vector<Eigen::VectorXd> out;
-    const int global = std::min(2048, 384 + 48 * encoder_.dims());
-    SobolSequence sobol(static_cast<int>(space.size()), Mix64(options_.seed ^ salt));
-    for (int i = 0; i < global; ++i)
-      out.push_back(ToEigen(encoder_.Encode(encoder_.FromUnitPerParam(sobol.Point(i))).x));
-
-    // Local: around the best few trials, each parameter moved with probability 1/2.
+    std::vector<Eigen::VectorXd> out = GlobalCandidates(encoder_, Mix64(options_.seed ^ salt));
+    // Local: around the best few trials.
     std::vector<int> best;
     for (int i = 0; i < static_cast<int>(observed_.size()); ++i)
       if (IsModelled(observed_[i])) best.push_back(i);
     std::sort(best.begin(), best.end(),
               [&](int a, int b) { return *observed_[a].value < *observed_[b].value; });
     if (best.size() > 5) best.resize(5);
-    std::normal_distribution<double> step(0.0, 1.0);
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    for (int b : best) {
-      for (double scale : {0.02, 0.08, 0.2}) {
-        for (int k = 0; k < 12; ++k) {
-          // Per-parameter coordinates of the trial, moved.
-          std::vector<double> u(space.size());
-          const Config& c = observed_[b].config;
-          Encoder::Encoded e = encoder_.Encode(c);
-          for (size_t p = 0; p < space.size(); ++p) {
-            const ParamSpec& spec = space.params()[p];
-            int d0 = encoder_.first_dim(static_cast<int>(p));
-            double base = 0.5;
-            if (spec.type == ParamType::kFloat || spec.type == ParamType::kInt) {
-              base = e.x[d0];
-            } else if (spec.type == ParamType::kCategorical) {
-              int k_cat = 0;
-              for (int j = 0; j < encoder_.num_dims(static_cast<int>(p)); ++j)
-                if (e.x[d0 + j] > 0.5) k_cat = j;
-              base = (k_cat + 0.5) / static_cast<double>(spec.values.size());
-            }
-            bool move = unit(rng) < 0.5;
-            if (!move) {
-              u[p] = base;
-            } else if (spec.type == ParamType::kCategorical) {
-              u[p] = unit(rng);
-            } else {
-              u[p] = std::clamp(base + scale * step(rng), 0.0, 1.0 - 1e-12);
-            }
-          }
-          out.push_back(ToEigen(encoder_.Encode(encoder_.FromUnitPerParam(u)).x));
-        }
-      }
-    }
+    std::vector<Config> centres;
+    for (int b : best) centres.push_back(observed_[b].config);
+    AddLocalCandidates(encoder_, centres, rng, &out);
     return out;
   }
 
   // Moves the continuous, active dimensions of `start` uphill on the acquisition.
   Scored Refine(const GaussianProcess& model, const Scored& start) const {
-    Config c =
-        encoder_.Decode(std::vector<double>(start.x.data(), start.x.data() + start.x.size()));
-    Encoder::Encoded e = encoder_.Encode(c);
-    std::vector<int> free;
-    for (int d = 0; d < encoder_.dims(); ++d)
-      if (continuous_[d] && e.active[d]) free.push_back(d);
-    if (free.empty()) return start;
-    const int k = static_cast<int>(free.size());
-    Eigen::VectorXd base = start.x;
-    Eigen::VectorXd z(k), lb = Eigen::VectorXd::Zero(k), ub = Eigen::VectorXd::Ones(k);
-    for (int i = 0; i < k; ++i) z(i) = base(free[i]);
-    auto objective = [&](const Eigen::VectorXd& zz, Eigen::VectorXd& g) {
-      Eigen::VectorXd x = base;
-      for (int i = 0; i < k; ++i) x(free[i]) = zz(i);
-      Eigen::VectorXd full;
-      double v = Acquisition(model, x, &full);
-      for (int i = 0; i < k; ++i) g(i) = -full(free[i]);
-      return -v;
-    };
-    LBFGSpp::LBFGSBParam<double> param;
-    param.max_iterations = 40;
-    param.epsilon = 1e-6;
-    param.max_linesearch = 20;
-    LBFGSpp::LBFGSBSolver<double> solver(param);
-    double f = 0;
-    try {
-      solver.minimize(objective, z, f, lb, ub);
-    } catch (const std::exception&) {
-      // The point reached so far is still a valid one.
-    }
-    Eigen::VectorXd x = base;
-    for (int i = 0; i < k; ++i) x(free[i]) = std::clamp(z(i), 0.0, 1.0);
-    // Snap to a real configuration (clamping and rounding) and score what will actually run.
-    Eigen::VectorXd snapped = ToEigen(
-        encoder_.Encode(encoder_.Decode(std::vector<double>(x.data(), x.data() + x.size()))).x);
-    return {Acquisition(model, snapped, nullptr), snapped};
+    return RefineContinuous(encoder_, continuous_, start,
+                            [&](const Eigen::VectorXd& x, Eigen::VectorXd* grad) {
+                              return Acquisition(model, x, grad);
+                            });
   }
 
   // Values to try for discrete parameter `spec`: every one when there are few, else a spread over
