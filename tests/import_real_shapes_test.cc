@@ -43,7 +43,7 @@ TEST(ImportDetectTest, AFileOfNoToolOrOfSeveralIsAnErrorThatSaysWhatWasLookedFor
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(none.status().message(),
               HasSubstr("f.yaml:1:1: cannot tell which tool's file this is: looked for a hyperpack "
-                        "study (objective and search_space), a Katib Experiment"));
+                        "study (objective or objectives, and search_space), a Katib Experiment"));
   EXPECT_THAT(none.status().message(), HasSubstr("name it with --from wandb|nni|determined|katib"));
   auto both = DetectSweepFormat("method: random\nsearcher: {name: random}\n", "f.yaml");
   ASSERT_FALSE(both.ok());

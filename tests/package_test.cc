@@ -50,13 +50,12 @@ TEST(PackageTest, TheDebInstallsIntoAScratchRootAndRunsFromThere) {
   EXPECT_TRUE(fs::exists(root + "/usr/share/doc/hyperpack/README.md"));
 #ifdef HYPERPACK_PACKAGE_HAS_PYTHON
   // The Python module, where Debian's python3 looks: an Optuna study on its sampler.
-  auto python = RunCommand(
-      {"/usr/bin/env", "PYTHONPATH=" + root + "/usr/lib/python3/dist-packages", "/usr/bin/python3",
-       "-c",
-       "import optuna, hyperpack.optuna\n"
-       "s = optuna.create_study(sampler=hyperpack.optuna.GPSampler(seed=0))\n"
-       "s.optimize(lambda t: t.suggest_float('x', 0, 1), n_trials=3)\n"
-       "print(hyperpack.optuna.__file__, len(s.trials))"});
+  auto python = RunCommand({"/usr/bin/env", "PYTHONPATH=" + root + "/usr/lib/python3/dist-packages",
+                            "/usr/bin/python3", "-c",
+                            "import optuna, hyperpack.optuna\n"
+                            "s = optuna.create_study(sampler=hyperpack.optuna.GPSampler(seed=0))\n"
+                            "s.optimize(lambda t: t.suggest_float('x', 0, 1), n_trials=3)\n"
+                            "print(hyperpack.optuna.__file__, len(s.trials))"});
   EXPECT_EQ(python.exit_code, 0) << python.err;
   EXPECT_THAT(python.out, HasSubstr(root + "/usr/lib/python3/dist-packages/hyperpack/optuna.py 3"));
 #endif

@@ -164,6 +164,8 @@ TEST_P(StorageContractTest, TrialsMetricsAndEventsRoundTrip) {
   done.value = 0.25;
   done.ended = 3002;
   done.exit_status = 0;
+  // A study with several objectives: each one's value, by metric.
+  done.values = {{"loss", 0.25}, {"latency_ms", 12.5}, {"val/acc", -3e-7}};
   ASSERT_TRUE(db->FinishTrial(done).ok());
   ASSERT_TRUE(db->AddEvent(id, {3003, 1, "trial_finished", "completed"}).ok());
 
@@ -178,6 +180,8 @@ TEST_P(StorageContractTest, TrialsMetricsAndEventsRoundTrip) {
   EXPECT_EQ((*trials)[1].params, placed.params);  // 1.0 stays a double, "[...]" a string
   EXPECT_EQ((*trials)[1].placement, placed.placement);
   EXPECT_TRUE((*trials)[0].placement.empty());
+  EXPECT_EQ((*trials)[1].values, done.values);
+  EXPECT_TRUE((*trials)[0].values.empty());
   auto metrics = db->TrialMetrics(id, 1);
   ASSERT_TRUE(metrics.ok());
   ASSERT_EQ(metrics->size(), 2u);
@@ -684,6 +688,19 @@ TEST(StorageTest, PlacementsRoundTripAndMalformedOnesReadAsNone) {
     EXPECT_TRUE(DecodePlacement(bad).empty()) << bad;
 }
 
+// The codec of a trial's values by metric: non-finite values are left out (JSON has none), no
+// values is the empty text an older row holds, and damaged text reads as no values.
+TEST(StorageTest, ValuesRoundTripAndDamagedOnesReadAsNone) {
+  const std::map<std::string, double> values = {{"acc", 0.9}, {"latency ms", 12}};
+  EXPECT_EQ(DecodeValues(EncodeValues(values)), values);
+  EXPECT_EQ(EncodeValues({}), "");
+  EXPECT_EQ(DecodeValues(EncodeValues({{"a", 1}, {"b", std::nan("")}})),
+            (std::map<std::string, double>{{"a", 1}}));
+  EXPECT_EQ(DecodeValues(R"({"a": 1, "b": "x", "c": [2]})"),
+            (std::map<std::string, double>{{"a", 1}}));
+  for (const char* bad : {"", "{", "[1]", "7"}) EXPECT_TRUE(DecodeValues(bad).empty()) << bad;
+}
+
 // The codec of a trial's parameters: rows written before it (in the space's order, a structured
 // value as JSON) read as it reads its own; a damaged row reads as no parameters, never an error.
 TEST(StorageTest, ParamsRoundTripAndEarlierRowsReadTheSame) {
@@ -994,9 +1011,12 @@ TEST_P(StorageContractTest, DeletingAStudyRemovesEverythingItHeldAndNothingElse)
 
 TEST(StorageTest, ControlKindNamesAndTheCancelledStateArePinned) {
   const std::vector<std::pair<ControlKind, std::string>> kinds = {
-      {ControlKind::kStop, "stop"},       {ControlKind::kCancel, "cancel"},
-      {ControlKind::kPause, "pause"},     {ControlKind::kResume, "resume"},
-      {ControlKind::kUpdate, "update"},   {ControlKind::kEnqueue, "enqueue"},
+      {ControlKind::kStop, "stop"},
+      {ControlKind::kCancel, "cancel"},
+      {ControlKind::kPause, "pause"},
+      {ControlKind::kResume, "resume"},
+      {ControlKind::kUpdate, "update"},
+      {ControlKind::kEnqueue, "enqueue"},
       {ControlKind::kAddResults, "add_results"}};
   for (const auto& [kind, name] : kinds) {
     EXPECT_EQ(ControlKindName(kind), name);

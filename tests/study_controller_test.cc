@@ -6,8 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <signal.h>
+#include <algorithm>
 
 #include <cmath>
 #include <deque>
@@ -805,8 +805,8 @@ TEST(StudyControllerTest, WithNoNodeUpNothingIsProposedOrJudgedAndTheStudyWaitsU
   Harness h(Spec("resources: {gpus: 2}\n", 2, 1), /*nodes=*/0);
   h.Start();
   EXPECT_TRUE(h.rows.empty() || std::none_of(h.rows.begin(), h.rows.end(), [](const Row& r) {
-    return std::holds_alternative<InsertTrialRow>(r);
-  }));
+                return std::holds_alternative<InsertTrialRow>(r);
+              }));
   EXPECT_TRUE(h.launches.empty());
   EXPECT_TRUE(h.observed.empty());
   EXPECT_FALSE(h.summary);

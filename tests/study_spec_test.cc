@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <ostream>
 #include <string>
 
@@ -425,10 +427,10 @@ TEST(StudyFileTest, ReportsEveryMissingTopLevelKeyAtTheStartOfTheFile) {
   ParseOutcome out = Parse(R"(description: nothing else
 )");
   EXPECT_FALSE(out.spec.has_value());
-  EXPECT_THAT(out.errors,
-              ElementsAre(IsError(1, 1, "name", "missing; expected the study's name"),
-                          IsError(1, 1, "objective", "missing; expected {metric: NAME"),
-                          IsError(1, 1, "search_space", "missing; expected a mapping of parameter")));
+  EXPECT_THAT(out.errors, ElementsAre(IsError(1, 1, "name", "missing; expected the study's name"),
+                                      IsError(1, 1, "objective", "missing; expected {metric: NAME"),
+                                      IsError(1, 1, "search_space",
+                                              "missing; expected a mapping of parameter")));
   // trial: may be left out: ask and tell (hyperpack create) run no command.
 }
 
@@ -1276,6 +1278,106 @@ TEST(StudyFileTest, TrialWarmIsOnUnlessTurnedOffAndMustBeABoolean) {
   auto bad = Parse(std::string(kBase) + "trial: {command: \"run {x}\", warm: sometimes}\n");
   EXPECT_FALSE(bad.spec);
   EXPECT_THAT(bad.ErrorText(), HasSubstr("trial.warm"));
+}
+
+// ---- objectives and constraints -----------------------------------------------------------------
+
+constexpr char kTwoObjectives[] = R"(name: trade-off
+objectives:
+  - {metric: val_loss, direction: minimize}
+  - {metric: throughput, direction: maximize, strategy: max}
+constraints:
+  - {metric: peak_mem_gb, max: 40}
+  - {metric: val_accuracy, min: 0.9}
+search_space: {lr: {type: float, low: 0.001, high: 0.1}}
+trial: {command: "run {lr}"}
+)";
+
+TEST(StudyFileTest, ReadsSeveralObjectivesAndConstraints) {
+  ParseOutcome out = Parse(kTwoObjectives);
+  ASSERT_TRUE(out.spec) << out.ErrorText();
+  const StudySpec& s = *out.spec;
+  ASSERT_EQ(s.objectives.size(), 2u);
+  EXPECT_TRUE(s.MultiObjective());
+  EXPECT_TRUE(s.KeepsValues());
+  EXPECT_EQ(s.objective.metric, "val_loss");  // the first stands for the study where one must
+  EXPECT_EQ(s.objectives[1].metric, "throughput");
+  EXPECT_EQ(s.objectives[1].direction, Direction::kMaximize);
+  EXPECT_EQ(s.objectives[1].strategy, ObjectiveStrategy::kMax);
+  ASSERT_EQ(s.constraints.size(), 2u);
+  EXPECT_EQ(s.constraints[0].bound, Constraint::Bound::kMax);
+  EXPECT_EQ(s.constraints[0].Violation(42), 2);
+  EXPECT_EQ(s.constraints[1].bound, Constraint::Bound::kMin);
+  EXPECT_GT(s.constraints[1].Violation(0.85), 0);
+  EXPECT_LT(s.constraints[1].Violation(0.95), 0);
+  EXPECT_THAT(DescribeStudy(s), AllOf(HasSubstr("objective   maximize throughput"),
+                                      HasSubstr("constraint  peak_mem_gb <= 40"),
+                                      HasSubstr("constraint  val_accuracy >= 0.9")));
+  // One objective with a constraint keeps values too, and is not multi-objective.
+  ParseOutcome one = ParseWithTop("constraints: [{metric: mem, max: 1}]\n");
+  ASSERT_TRUE(one.spec) << one.ErrorText();
+  EXPECT_FALSE(one.spec->MultiObjective());
+  EXPECT_TRUE(one.spec->KeepsValues());
+}
+
+TEST(StudyFileTest, RejectsObjectivesThatAreNotTwoToFourDistinctMetrics) {
+  ParseOutcome both = ParseWithTop(
+      "objectives: [{metric: a, direction: minimize}, "
+      "{metric: b, direction: minimize}]\n");
+  EXPECT_THAT(both.errors,
+              ElementsAre(IsError(2, 1, "objectives", "both objective and objectives are given")));
+  ParseOutcome one = Parse(R"(name: demo
+objectives: [{metric: a, direction: minimize}]
+search_space: {x: [1, 2]}
+trial: {command: "run {x}"}
+)");
+  EXPECT_THAT(one.errors,
+              ElementsAre(IsError(2, 13, "objectives", "expected a list of 2 to 4 objectives")));
+  ParseOutcome same = Parse(R"(name: demo
+objectives:
+  - {metric: a, direction: minimize}
+  - {metric: a, direction: maximise}
+search_space: {x: [1, 2]}
+trial: {command: "run {x}"}
+)");
+  EXPECT_THAT(same.errors, UnorderedElementsAre(
+                               IsError(4, 5, "objectives[1].metric", "'a' is already an objective"),
+                               IsError(4, 28, "objectives[1].direction",
+                                       "'maximise' is not a direction; expected 'maximize'")));
+}
+
+TEST(StudyFileTest, RejectsAConstraintWithoutExactlyOneBound) {
+  ParseOutcome out = ParseWithTop(R"(constraints:
+  - {metric: mem}
+  - {metric: mem, max: 1, min: 0}
+  - {metric: mem, max: lots}
+  - {max: 3}
+)");
+  EXPECT_THAT(out.errors,
+              UnorderedElementsAre(IsError(3, 5, "constraints[0]", "no bound is given"),
+                                   IsError(4, 5, "constraints[1]", "both max and min are given"),
+                                   IsError(5, 24, "constraints[2].max", "expected a number"),
+                                   IsError(6, 5, "constraints[3].metric", "missing")));
+}
+
+TEST(StudyFileTest, RefusesTheMedianPrunerWithSeveralObjectives) {
+  ParseOutcome out = Parse(std::string(kTwoObjectives) + "pruner: {algorithm: median}\n");
+  EXPECT_THAT(out.errors, ElementsAre(IsError(10, 1, "pruner.algorithm",
+                                              "the median pruner compares one value")));
+}
+
+TEST(StudyFileTest, WhatATunerLearnsOfATrialsValuesFollowsTheStudysOrder) {
+  const StudySpec s = *Parse(kTwoObjectives).spec;
+  tuner::TrialOutcome o;
+  FillOutcomeValues(s, {{"throughput", 120}, {"val_loss", 0.3}, {"peak_mem_gb", 38}}, &o);
+  EXPECT_EQ(o.values, (std::vector<double>{0.3, 120}));
+  ASSERT_EQ(o.violations.size(), 2u);
+  EXPECT_EQ(o.violations[0], -2);
+  EXPECT_EQ(o.violations[1], std::numeric_limits<double>::infinity()) << "never reported";
+  EXPECT_FALSE(MeetsConstraints(s, {{"peak_mem_gb", 38}}));
+  EXPECT_TRUE(MeetsConstraints(s, {{"peak_mem_gb", 38}, {"val_accuracy", 0.9}}));
+  FillOutcomeValues(s, {{"val_loss", 0.3}}, &o);
+  EXPECT_TRUE(std::isnan(o.values[1]));
 }
 
 // ---- pruner ------------------------------------------------------------------------------------

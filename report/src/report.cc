@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "costs.h"
 #include "hyperpack/config_json.h"
@@ -39,6 +40,7 @@ Json TrialJson(const TrialRecord& t, const SearchSpace* space) {
   j["trial"] = t.number;
   j["state"] = storage::TrialStateName(t.state);
   j["value"] = t.value ? Json(*t.value) : Json(nullptr);
+  if (!t.values.empty()) j["values"] = t.values;
   j["params"] = ParamsJson(t, space);
   j["started"] = t.started ? Json(*t.started) : Json(nullptr);
   j["ended"] = t.ended ? Json(*t.ended) : Json(nullptr);
@@ -249,10 +251,38 @@ struct CostsOfTrials {
   }
 };
 
+// A study that keeps values: whether each trial is on the Pareto set, and whether it meets the
+// constraints, by trial number.
+struct FrontMarks {
+  std::set<int> front;
+  bool multi = false, constrained = false;
+  explicit FrontMarks(const StudyView& l) {
+    if (!l.spec) return;
+    multi = l.spec->MultiObjective();
+    constrained = !l.spec->constraints.empty();
+    for (const TrialRecord* t : ParetoSet(l)) front.insert(t->number);
+  }
+  bool OnFront(const TrialRecord& t) const { return front.count(t.number) > 0; }
+};
+
+// The metrics a study keeps (objectives, then constraints not among them), for columns.
+std::vector<std::string> KeptMetrics(const study::StudySpec& spec) {
+  std::vector<std::string> metrics;
+  for (const study::Objective& o : spec.objectives) metrics.push_back(o.metric);
+  for (const study::Constraint& c : spec.constraints)
+    if (std::find(metrics.begin(), metrics.end(), c.metric) == metrics.end())
+      metrics.push_back(c.metric);
+  return metrics;
+}
+
 Json TrialsJson(const StudyView& l, const CostsOfTrials& costs) {
   Json all = Json::array();
+  const FrontMarks marks(l);
   for (const TrialRecord& t : l.trials) {
     Json j = TrialJson(t, l.space());
+    if (marks.multi) j["front"] = marks.OnFront(t);
+    if (marks.constrained && t.state == storage::TrialState::kCompleted)
+      j["feasible"] = study::MeetsConstraints(*l.spec, t.values);
     const TrialCost* c = costs.Measured(t);
     j["cost"] = c ? Json(c->cost) : Json(nullptr);
     j["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
@@ -282,13 +312,24 @@ void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostre
     for (const ParamSpec& p : l.spec->space.params())
       if (p.type != ParamType::kFixed) params.push_back(p.name);
   }
-  std::vector<std::string> headers = {"trial", "state", l.study.metric};
+  const FrontMarks marks(l);
+  const std::vector<std::string> kept =
+      l.spec && l.spec->KeepsValues() ? KeptMetrics(*l.spec) : std::vector<std::string>();
+  std::vector<std::string> headers = {"trial", "state"};
+  if (kept.empty()) headers.push_back(l.study.metric);
+  headers.insert(headers.end(), kept.begin(), kept.end());
+  if (marks.multi) headers.push_back("front");
   headers.insert(headers.end(), params.begin(), params.end());
   headers.insert(headers.end(), {"duration", "cost", "predicted", "note"});
   Table table(headers);
   for (const TrialRecord& t : l.trials) {
-    std::vector<std::string> row = {std::to_string(t.number), storage::TrialStateName(t.state),
-                                    ValueText(t.value)};
+    std::vector<std::string> row = {std::to_string(t.number), storage::TrialStateName(t.state)};
+    if (kept.empty()) row.push_back(ValueText(t.value));
+    for (const std::string& m : kept) {
+      auto it = t.values.find(m);
+      row.push_back(it == t.values.end() ? "-" : FormatShort(it->second, 6));
+    }
+    if (marks.multi) row.push_back(marks.OnFront(t) ? "*" : "");
     for (const std::string& p : params) {
       auto v = Lookup(t.params, p);
       row.push_back(v ? DisplayValue(*v) : "-");
@@ -302,7 +343,11 @@ void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostre
     row.push_back(p ? StrCat(CostShort({0, costs.predicted_gpu ? 1 : 0, 1, p->median}), " (x",
                              FormatShort(std::exp(p->log_sd), 2), ")")
                     : "-");
-    row.push_back(TrialNote(t));
+    std::string note = TrialNote(t);
+    if (marks.constrained && t.state == storage::TrialState::kCompleted &&
+        !study::MeetsConstraints(*l.spec, t.values))
+      note = StrCat("breaks a constraint", note.empty() ? "" : "; ", note);
+    row.push_back(note);
     table.AddRow(row);
   }
   table.Print(out, 48);
@@ -328,9 +373,86 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
   return Status::Ok();
 }
 
+namespace {
+
+// `best` of a study with several objectives: its Pareto set, by the first objective.
+Status ReportFront(const StudyView& l, OutputFormat format, std::ostream& out) {
+  const study::StudySpec& spec = *l.spec;
+  std::vector<const TrialRecord*> front = ParetoSet(l);
+  if (front.empty())
+    return Status::NotFound("study '", l.study.name, "' has no completed trial",
+                            spec.constraints.empty() ? "" : " that meets its constraints", " yet");
+  const bool max0 = spec.objectives[0].direction == study::Direction::kMaximize;
+  std::stable_sort(front.begin(), front.end(), [&](const TrialRecord* a, const TrialRecord* b) {
+    const double x = a->values.at(spec.objectives[0].metric);
+    const double y = b->values.at(spec.objectives[0].metric);
+    return max0 ? x > y : x < y;
+  });
+  if (format == OutputFormat::kJson) {
+    Json o;
+    o["study"] = l.study.name;
+    o["objectives"] = Json::array();
+    for (const study::Objective& ob : spec.objectives)
+      o["objectives"].push_back(
+          {{"metric", ob.metric}, {"direction", DirectionName(ob.direction)}});
+    o["constraints"] = Json::array();
+    for (const study::Constraint& c : spec.constraints)
+      o["constraints"].push_back(
+          {{"metric", c.metric},
+           {c.bound == study::Constraint::Bound::kMax ? "max" : "min", c.limit}});
+    o["front"] = Json::array();
+    for (const TrialRecord* t : front) o["front"].push_back(TrialJson(*t, l.space()));
+    out << o.dump(2) << "\n";
+    return Status::Ok();
+  }
+  std::vector<std::string> metrics;
+  std::vector<std::string> headers = {"trial"};
+  for (const study::Objective& ob : spec.objectives) metrics.push_back(ob.metric);
+  for (const study::Constraint& c : spec.constraints)
+    if (std::find(metrics.begin(), metrics.end(), c.metric) == metrics.end())
+      metrics.push_back(c.metric);
+  headers.insert(headers.end(), metrics.begin(), metrics.end());
+  std::vector<std::string> params;
+  for (const ParamSpec& p : spec.space.params())
+    if (p.type != ParamType::kFixed) params.push_back(p.name);
+  headers.insert(headers.end(), params.begin(), params.end());
+  Table table(headers);
+  for (const TrialRecord* t : front) {
+    std::vector<std::string> row = {std::to_string(t->number)};
+    for (const std::string& m : metrics) {
+      auto it = t->values.find(m);
+      row.push_back(it == t->values.end() ? "-" : FormatShort(it->second, 6));
+    }
+    for (const std::string& p : params) {
+      auto v = Lookup(t->params, p);
+      row.push_back(v ? DisplayValue(*v) : "-");
+    }
+    table.AddRow(row);
+  }
+  int completed = 0;
+  for (const auto& [state, n] : Tally(l).counts)
+    if (state == storage::TrialState::kCompleted) completed = n;
+  std::vector<std::string> goals;
+  for (const study::Objective& ob : spec.objectives)
+    goals.push_back(StrCat(DirectionName(ob.direction), " ", ob.metric));
+  out << "Pareto set: " << front.size() << " of " << completed << " completed trials ("
+      << Join(goals, ", ") << (spec.constraints.empty() ? "" : "; those meeting the constraints")
+      << ")\n";
+  table.Print(out, 24);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
                   const std::optional<Tolerance>& within, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, within.value_or(Tolerance{})));
+  if (l.spec && l.spec->MultiObjective()) {
+    if (within)
+      return Status::Invalid("--within picks the cheapest trial near the best value; study '", name,
+                             "' has several objectives and a Pareto set instead");
+    return ReportFront(l, format, out);
+  }
   auto ranked = Ranked(l);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   int total = 0;

@@ -1,10 +1,12 @@
 #include "study_view.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "hyperpack/host.h"
 #include "hyperpack/text.h"
+#include "hyperpack/tuner/pareto.h"
 
 namespace hyperpack::report {
 
@@ -45,8 +47,16 @@ Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name
   HP_ASSIGN_OR_RETURN(v.tally, db.TallyTrials(id));
   constexpr TrialState kOpen[] = {TrialState::kRunning, TrialState::kPaused};
   HP_ASSIGN_OR_RETURN(v.trials, db.ListTrialsIn(id, kOpen));
-  HP_ASSIGN_OR_RETURN(auto best, db.BestTrials(id, v.study.direction, std::nullopt, 1));
-  if (!best.empty()) {
+  std::vector<TrialRecord> best;
+  if (v.spec && v.spec->KeepsValues()) {
+    // The best by value may break a constraint, and a front is not the best value: every
+    // completed trial.
+    constexpr TrialState kDone[] = {TrialState::kCompleted};
+    HP_ASSIGN_OR_RETURN(best, db.ListTrialsIn(id, kDone));
+  } else {
+    HP_ASSIGN_OR_RETURN(best, db.BestTrials(id, v.study.direction, std::nullopt, 1));
+  }
+  if (!best.empty() && !(v.spec && v.spec->KeepsValues())) {
     const double b = *best.front().value, slack = Slack(within, b);
     HP_ASSIGN_OR_RETURN(
         best, db.BestTrials(id, v.study.direction, Maximize(v.study) ? b - slack : b + slack, -1));
@@ -95,11 +105,46 @@ bool Maximize(const storage::StudyRecord& s) { return s.direction == Direction::
 std::vector<const TrialRecord*> Ranked(const StudyView& view) {
   std::vector<const TrialRecord*> out;
   for (const TrialRecord& t : view.trials)
-    if (t.state == TrialState::kCompleted && t.value) out.push_back(&t);
+    if (t.state == TrialState::kCompleted && t.value &&
+        (!view.spec || study::MeetsConstraints(*view.spec, t.values)))
+      out.push_back(&t);
   const bool max = Maximize(view.study);
   std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
     return max ? *a->value > *b->value : *a->value < *b->value;
   });
+  return out;
+}
+
+std::optional<std::vector<double>> ObjectiveValues(const study::StudySpec& spec,
+                                                   const TrialRecord& trial) {
+  std::vector<double> out;
+  for (const study::Objective& o : spec.objectives) {
+    auto it = trial.values.find(o.metric);
+    if (it == trial.values.end() || !std::isfinite(it->second)) return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+std::vector<const TrialRecord*> ParetoSet(const StudyView& view) {
+  std::vector<const TrialRecord*> out;
+  if (!view.spec || !view.spec->MultiObjective()) return out;
+  std::vector<const TrialRecord*> candidates;
+  std::vector<tuner::ObjectiveVector> points;
+  for (const TrialRecord& t : view.trials) {
+    if (t.state != TrialState::kCompleted || !study::MeetsConstraints(*view.spec, t.values))
+      continue;
+    std::optional<std::vector<double>> v = ObjectiveValues(*view.spec, t);
+    if (!v) continue;
+    // Minimised, as pareto.h counts.
+    for (size_t k = 0; k < v->size(); ++k)
+      if (view.spec->objectives[k].direction == study::Direction::kMaximize) (*v)[k] = -(*v)[k];
+    candidates.push_back(&t);
+    points.push_back(std::move(*v));
+  }
+  if (points.empty()) return out;
+  const std::vector<std::vector<int>> fronts = tuner::NonDominatedSort(points);
+  for (int i : fronts.front()) out.push_back(candidates[i]);
   return out;
 }
 

@@ -68,7 +68,17 @@ double Slack(const Tolerance& tolerance, double best);
 bool Maximize(const storage::StudyRecord& s);
 // Completed trials with a value, best first (ties: the earlier trial). The pointers point into
 // view.trials.
+// In a study with constraints, only trials that meet them.
 std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
+
+// A study with several objectives: its Pareto set, the completed trials that meet the
+// constraints, have every objective's value, and that no other such trial dominates, in trial
+// order. Empty for a study with one objective (or whose file no longer parses).
+std::vector<const storage::TrialRecord*> ParetoSet(const StudyView& view);
+// Each objective's value of a trial of view.spec, in the order of its objectives; nullopt when
+// one is missing.
+std::optional<std::vector<double>> ObjectiveValues(const study::StudySpec& spec,
+                                                   const storage::TrialRecord& trial);
 
 // Each trial's stretches of running: [start, end] pairs, by trial number. A trial runs from its
 // start until it pauses (a trial_paused event), again from each trial_resumed event, and finally

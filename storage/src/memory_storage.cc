@@ -132,6 +132,7 @@ class MemoryStorage final : public Storage {
       r.ended = t.ended;
       r.exit_status = t.exit_status;
       r.error = t.error;
+      r.values = t.values;
       return Status::Ok();
     });
   }

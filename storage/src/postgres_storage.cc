@@ -108,8 +108,14 @@ CREATE TABLE controls (
 CREATE INDEX controls_by_study ON controls (study_id, id);
 )sql";
 
+// Version 6 as SQLite's: each objective's and constraint's value.
+constexpr char kSchemaV6Values[] = R"sql(
+ALTER TABLE trials ADD COLUMN metric_values TEXT NOT NULL DEFAULT '';
+)sql";
+
 const std::vector<Migration>& PostgresMigrations() {
-  static const std::vector<Migration> kMigrations = {{4, kSchemaV4}, {5, kSchemaV5Controls}};
+  static const std::vector<Migration> kMigrations = {
+      {4, kSchemaV4}, {5, kSchemaV5Controls}, {6, kSchemaV6Values}};
   return kMigrations;
 }
 
@@ -311,8 +317,8 @@ class PostgresStorage final : public Storage {
   Status InsertTrial(const TrialRecord& t) override {
     return Query(
                "INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-               "exit_status, error, host, attempt, retry_of, log_path, placement) VALUES ($1, $2, "
-               "$3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+               "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values) "
+               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                Params()
                    .Add(t.study_id)
                    .Add(t.number)
@@ -327,7 +333,8 @@ class PostgresStorage final : public Storage {
                    .Add(t.attempt)
                    .Add(t.retry_of)
                    .Add(t.log_path)
-                   .Add(EncodePlacement(t.placement)),
+                   .Add(EncodePlacement(t.placement))
+                   .Add(EncodeValues(t.values)),
                StrCat("inserting trial ", t.number), StrCat("trial ", t.number, " already exists"))
         .status();
   }
@@ -335,14 +342,15 @@ class PostgresStorage final : public Storage {
   Status FinishTrial(const TrialRecord& t) override {
     HP_ASSIGN_OR_RETURN(
         PgResult res,
-        Query("UPDATE trials SET state = $1, value = $2, ended = $3, exit_status = $4, error = $5 "
-              "WHERE study_id = $6 AND number = $7",
+        Query("UPDATE trials SET state = $1, value = $2, ended = $3, exit_status = $4, error = $5, "
+              "metric_values = $6 WHERE study_id = $7 AND number = $8",
               Params()
                   .Add(TrialStateName(t.state))
                   .Add(t.value)
                   .Add(t.ended)
                   .Add(t.exit_status)
                   .Add(t.error)
+                  .Add(EncodeValues(t.values))
                   .Add(t.study_id)
                   .Add(t.number),
               StrCat("finishing trial ", t.number)));
@@ -716,7 +724,7 @@ class PostgresStorage final : public Storage {
     HP_ASSIGN_OR_RETURN(
         PgResult res,
         Query("SELECT number, state, params, value, started, ended, exit_status, error, host, "
-              "attempt, retry_of, log_path, placement FROM trials " +
+              "attempt, retry_of, log_path, placement, metric_values FROM trials " +
                   where,
               params, "listing trials"));
     std::vector<TrialRecord> out;
@@ -746,6 +754,7 @@ class PostgresStorage final : public Storage {
     if (auto v = OptInt(res, r, 10)) t.retry_of = static_cast<int>(*v);
     t.log_path = Text(res, r, 11);
     t.placement = DecodePlacement(Text(res, r, 12));
+    t.values = DecodeValues(Text(res, r, 13));
     return t;
   }
 

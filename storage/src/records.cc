@@ -1,6 +1,7 @@
 #include "hyperpack/storage/records.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -205,6 +206,24 @@ std::vector<RankRecord> DecodePlacement(const std::string& text) {
     }
     out.push_back(std::move(rank));
   }
+  return out;
+}
+
+std::string EncodeValues(const std::map<std::string, double>& values) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, v] : values)
+    if (std::isfinite(v)) out[name] = v;
+  if (out.empty()) return "";
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::map<std::string, double> DecodeValues(const std::string& text) {
+  std::map<std::string, double> out;
+  if (text.empty()) return out;
+  const nlohmann::json values = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!values.is_object()) return out;
+  for (const auto& [name, v] : values.items())
+    if (v.is_number()) out[name] = v.get<double>();
   return out;
 }
 

@@ -106,6 +106,11 @@ constexpr char kSchemaV4Placement[] = R"sql(
 ALTER TABLE trials ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Each objective's and constraint's value (TrialRecord::values), for studies with several.
+constexpr char kSchemaV6Values[] = R"sql(
+ALTER TABLE trials ADD COLUMN metric_values TEXT NOT NULL DEFAULT '';
+)sql";
+
 // What was asked of a study from outside its runner (ControlRecord), until carried out.
 constexpr char kSchemaV5Controls[] = R"sql(
 CREATE TABLE controls (
@@ -122,11 +127,9 @@ CREATE INDEX controls_by_study ON controls (study_id, id);
 )sql";
 
 const std::vector<Migration>& DefaultMigrations() {
-  static const std::vector<Migration> kMigrations = {{1, kSchemaV1Tables},
-                                                     {2, kSchemaV2Journal},
-                                                     {3, kSchemaV3Submissions},
-                                                     {4, kSchemaV4Placement},
-                                                     {5, kSchemaV5Controls}};
+  static const std::vector<Migration> kMigrations = {
+      {1, kSchemaV1Tables},    {2, kSchemaV2Journal},  {3, kSchemaV3Submissions},
+      {4, kSchemaV4Placement}, {5, kSchemaV5Controls}, {6, kSchemaV6Values}};
   return kMigrations;
 }
 
@@ -465,9 +468,10 @@ Status SqliteStorage::SetRunner(int64_t study_id, std::optional<int64_t> pid,
 Status SqliteStorage::InsertTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      db_->Prepare("INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-                   "exit_status, error, host, attempt, retry_of, log_path, placement) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+      db_->Prepare(
+          "INSERT INTO trials(study_id, number, state, params, value, started, ended, "
+          "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
@@ -477,7 +481,7 @@ Status SqliteStorage::InsertTrial(const TrialRecord& t) {
         .Bind(t.ended)
         .Bind(t.exit_status);
     stmt.Bind(t.error).Bind(t.host).Bind(t.attempt).Bind(t.retry_of).Bind(t.log_path);
-    stmt.Bind(EncodePlacement(t.placement));
+    stmt.Bind(EncodePlacement(t.placement)).Bind(EncodeValues(t.values));
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
@@ -490,11 +494,12 @@ Status SqliteStorage::FinishTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
       db_->Prepare("UPDATE trials SET state = ?, value = ?, ended = ?, exit_status = ?, "
-                   "error = ? WHERE study_id = ? AND number = ?"));
+                   "error = ?, metric_values = ? WHERE study_id = ? AND number = ?"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(std::string(TrialStateName(t.state))).Bind(t.value).Bind(t.ended);
-    stmt.Bind(t.exit_status).Bind(t.error).Bind(t.study_id).Bind(t.number);
+    stmt.Bind(t.exit_status).Bind(t.error).Bind(EncodeValues(t.values));
+    stmt.Bind(t.study_id).Bind(t.number);
     if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("finishing trial ", t.number));
     if (sqlite3_changes(db_->handle()) != 1)
       return Status::NotFound("no trial ", t.number, " to finish");
@@ -548,7 +553,7 @@ Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, do
 namespace {
 constexpr char kTrialColumns[] =
     "SELECT number, state, params, value, started, ended, exit_status, error, host, attempt, "
-    "retry_of, log_path, placement FROM trials ";
+    "retry_of, log_path, placement, metric_values FROM trials ";
 
 // The rows of a statement that selects kTrialColumns, as records.
 Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, int64_t study_id) {
@@ -572,6 +577,7 @@ Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, 
     if (auto r = OptInt(raw, 10)) t.retry_of = static_cast<int>(*r);
     t.log_path = Text(raw, 11);
     t.placement = DecodePlacement(Text(raw, 12));
+    t.values = DecodeValues(Text(raw, 13));
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE)

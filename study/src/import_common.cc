@@ -166,17 +166,18 @@ Signs SignsOf(const YAML::Node& root) {
   auto folds = [&](const char* k) { return folded.count(k) > 0; };
   const YAML::Node kind = root["kind"], api = root["apiVersion"];
   Signs s;
-  s.study = has("objective") && has("search_space");
+  s.study = (has("objective") || has("objectives")) && has("search_space");
   if ((kind && kind.IsScalar() && kind.Scalar() == "Experiment") ||
       (api && api.IsScalar() && api.Scalar().rfind("kubeflow.org", 0) == 0))
     s.tools.push_back(SweepFormat::kKatib);
   if (has("searcher") || (has("hyperparameters") && has("entrypoint")))
     s.tools.push_back(SweepFormat::kDetermined);
   const YAML::Node trial = root["trial"];
-  if (!s.study && (folds("trialcommand") || folds("searchspace") || folds("searchspacefile") ||
-                   folds("searchspacepath") || folds("trainingservice") ||
-                   folds("trialconcurrency") || folds("maxtrialnumber") ||
-                   (trial && trial.IsMap() && trial["command"] && !has("objective"))))
+  if (!s.study &&
+      (folds("trialcommand") || folds("searchspace") || folds("searchspacefile") ||
+       folds("searchspacepath") || folds("trainingservice") || folds("trialconcurrency") ||
+       folds("maxtrialnumber") ||
+       (trial && trial.IsMap() && trial["command"] && !has("objective") && !has("objectives"))))
     s.tools.push_back(SweepFormat::kNni);
   if (has("method") || (has("parameters") && (has("metric") || has("program") || has("command"))))
     s.tools.push_back(SweepFormat::kWandb);
@@ -195,7 +196,8 @@ Result<std::optional<SweepFormat>> DetectSweepFormat(const std::string& text,
                            ": invalid YAML: ", e.msg);
   }
   static const char* kLookedFor =
-      "looked for a hyperpack study (objective and search_space), a Katib Experiment (kind: "
+      "looked for a hyperpack study (objective or objectives, and search_space), a Katib "
+      "Experiment (kind: "
       "Experiment), a Determined experiment (searcher), an NNI experiment (trialCommand, "
       "searchSpace or searchSpaceFile) and a W&B sweep (method, parameters)";
   if (!root.IsMap())

@@ -9,6 +9,7 @@
 #include <boost/regex.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -207,17 +208,29 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
     return;
   }
   static const std::vector<std::string> kKeys = {
-      "name",  "description", "objective", "search_space", "trial",  "tuner",   "budget",
-      "queue", "resources",   "pruner",    "cluster",      "export", "priority"};
+      "name",         "description", "objective", "objectives", "constraints",
+      "search_space", "trial",       "tuner",     "budget",     "queue",
+      "resources",    "pruner",      "cluster",   "export",     "priority"};
   auto fields = Fields(root, "", kKeys);
 
   ParseHeader(root, fields, spec);
 
-  if (auto* f = Get(fields, "objective")) {
-    ParseObjective(*f, &spec->objective, &spec->metric_patterns);
+  const Field* one = Get(fields, "objective");
+  const Field* several = Get(fields, "objectives");
+  if (one && several) {
+    Error(several->key, "objectives",
+          "both objective and objectives are given; keep objective for one metric, objectives "
+          "for 2 to 4");
+  } else if (one) {
+    ParseObjective(*one, "objective", &spec->objective, &spec->metric_patterns);
+    spec->objectives = {spec->objective};
+  } else if (several) {
+    ParseObjectives(*several, &spec->objectives, &spec->metric_patterns);
+    if (!spec->objectives.empty()) spec->objective = spec->objectives.front();
   } else {
     Missing(root, "", "objective", "{metric: NAME, direction: minimize|maximize}");
   }
+  if (auto* f = Get(fields, "constraints")) ParseConstraints(*f, &spec->constraints);
 
   if (auto* f = Get(fields, "search_space")) {
     ParseSpace(*f, &spec->space);
@@ -235,7 +248,13 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
     spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
   if (auto* f = Get(fields, "queue")) ParseQueue(*f, &spec->queue);
   if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
-  if (auto* f = Get(fields, "pruner")) ParsePruner(*f, &spec->pruner);
+  if (auto* f = Get(fields, "pruner")) {
+    ParsePruner(*f, &spec->pruner);
+    if (spec->MultiObjective() && spec->pruner.algorithm == tuner::PrunerAlgorithm::kMedian)
+      Error(f->key, "pruner.algorithm",
+            "the median pruner compares one value, and this study has several objectives; use "
+            "asha or hyperband (they rank a rung's trials by non-dominated sorting) or none");
+  }
   if (auto* f = Get(fields, "cluster")) ParseCluster(*f, &spec->cluster);
   if (auto* f = Get(fields, "export")) ParseExport(*f, spec->space, &spec->exports);
   if (auto* f = Get(fields, "resources"); f && spec->cluster.slurm) {
@@ -277,8 +296,12 @@ Result<SlurmSpec> ParseSlurmFlag(const std::string& text) {
 std::string DescribeStudy(const StudySpec& s) {
   std::ostringstream out;
   out << "study       " << s.name << "\n";
-  out << "objective   " << DirectionName(s.objective.direction) << " " << s.objective.metric << " ("
-      << StrategyName(s.objective.strategy) << " reported value)\n";
+  for (const Objective& o : s.objectives)
+    out << "objective   " << DirectionName(o.direction) << " " << o.metric << " ("
+        << StrategyName(o.strategy) << " reported value)\n";
+  for (const Constraint& c : s.constraints)
+    out << "constraint  " << c.metric << (c.bound == Constraint::Bound::kMax ? " <= " : " >= ")
+        << FormatDouble(c.limit) << "\n";
   out << "tuner       " << tuner::TunerAlgorithmName(s.tuner.algorithm);
   if (s.tuner.seed) out << ", seed " << *s.tuner.seed;
   out << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
@@ -295,6 +318,34 @@ std::string DescribeStudy(const StudySpec& s) {
   std::istringstream lines(s.space.Describe());
   for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
   return out.str();
+}
+
+void FillOutcomeValues(const StudySpec& spec, const std::map<std::string, double>& by_metric,
+                       tuner::TrialOutcome* outcome) {
+  outcome->values.clear();
+  outcome->violations.clear();
+  if (!spec.KeepsValues()) return;
+  if (spec.MultiObjective()) {
+    for (const Objective& o : spec.objectives) {
+      auto it = by_metric.find(o.metric);
+      outcome->values.push_back(it == by_metric.end() ? std::nan("") : it->second);
+    }
+  }
+  for (const Constraint& c : spec.constraints) {
+    auto it = by_metric.find(c.metric);
+    outcome->violations.push_back(it == by_metric.end() || !std::isfinite(it->second)
+                                      ? std::numeric_limits<double>::infinity()
+                                      : c.Violation(it->second));
+  }
+}
+
+bool MeetsConstraints(const StudySpec& spec, const std::map<std::string, double>& values) {
+  for (const Constraint& c : spec.constraints) {
+    auto it = values.find(c.metric);
+    if (it == values.end() || !std::isfinite(it->second) || c.Violation(it->second) > 0)
+      return false;
+  }
+  return true;
 }
 
 ParseOutcome LoadStudyFile(const std::string& path) {

@@ -124,8 +124,12 @@ class Parser {
 
   void ParseRoot(const YAML::Node& root, StudySpec* spec);
 
-  void ParseObjective(const Field& field, Objective* objective,
+  // `objective:` (path "objective"), or one of `objectives:` (path "objectives[K]").
+  void ParseObjective(const Field& field, const std::string& path, Objective* objective,
                       std::vector<MetricPattern>* patterns);
+  void ParseObjectives(const Field& field, std::vector<Objective>* objectives,
+                       std::vector<MetricPattern>* patterns);
+  void ParseConstraints(const Field& field, std::vector<Constraint>* constraints);
 
   // A metric's pattern: a regular expression with exactly one capture group, checked with the
   // library and the syntax the scheduler matches with (Boost.Regex, Perl).

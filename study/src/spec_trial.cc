@@ -19,34 +19,34 @@
 
 namespace hyperpack::study::internal {
 
-void Parser::ParseObjective(const Field& field, Objective* objective,
+void Parser::ParseObjective(const Field& field, const std::string& path, Objective* objective,
                             std::vector<MetricPattern>* patterns) {
-  auto fields = Fields(field, "objective", {"metric", "direction", "strategy", "regex"});
+  auto fields = Fields(field, path, {"metric", "direction", "strategy", "regex"});
   if (!field.value.IsMap()) return;
   if (auto* f = Get(fields, "metric")) {
-    if (auto m = String(*f, "objective.metric")) {
+    if (auto m = String(*f, path + ".metric")) {
       if (m->find_first_of(" \t=") != std::string::npos)
-        Error(f->value, "objective.metric", "'", *m, "' is not a metric name (no spaces or '=')");
+        Error(f->value, path + ".metric", "'", *m, "' is not a metric name (no spaces or '=')");
       objective->metric = *m;
     }
   } else {
-    Missing(field.key, "objective", "metric", "the name of a metric the trial reports");
+    Missing(field.key, path, "metric", "the name of a metric the trial reports");
   }
   if (auto* f = Get(fields, "direction")) {
-    if (auto d = String(*f, "objective.direction")) {
+    if (auto d = String(*f, path + ".direction")) {
       if (auto parsed = ParseDirection(*d)) {
         objective->direction = *parsed;
       } else {
         auto guess = DidYouMean(*d, {"minimize", "maximize"});
-        Error(f->value, "objective.direction", "'", *d, "' is not a direction; expected ",
+        Error(f->value, path + ".direction", "'", *d, "' is not a direction; expected ",
               guess ? "'" + *guess + "'" : std::string("minimize or maximize"));
       }
     }
   } else {
-    Missing(field.key, "objective", "direction", "minimize or maximize");
+    Missing(field.key, path, "direction", "minimize or maximize");
   }
   if (auto* f = Get(fields, "strategy")) {
-    if (auto s = String(*f, "objective.strategy")) {
+    if (auto s = String(*f, path + ".strategy")) {
       static const std::map<std::string, ObjectiveStrategy> kStrategies = {
           {"last", ObjectiveStrategy::kLast},
           {"min", ObjectiveStrategy::kMin},
@@ -54,7 +54,7 @@ void Parser::ParseObjective(const Field& field, Objective* objective,
           {"best", ObjectiveStrategy::kBest}};
       auto it = kStrategies.find(*s);
       if (it == kStrategies.end()) {
-        Error(f->value, "objective.strategy", "'", *s,
+        Error(f->value, path + ".strategy", "'", *s,
               "' is not a strategy; expected last, min, max or best");
       } else {
         objective->strategy = it->second;
@@ -62,8 +62,79 @@ void Parser::ParseObjective(const Field& field, Objective* objective,
     }
   }
   if (auto* f = Get(fields, "regex")) {
-    if (auto p = MetricRegex(*f, "objective.regex"); p && !objective->metric.empty())
+    if (auto p = MetricRegex(*f, path + ".regex"); p && !objective->metric.empty())
       patterns->push_back({objective->metric, *p});
+  }
+}
+
+// `objectives:`, a list of 2 to 4 objectives on distinct metrics, each as `objective:` is written.
+void Parser::ParseObjectives(const Field& field, std::vector<Objective>* objectives,
+                             std::vector<MetricPattern>* patterns) {
+  constexpr size_t kMin = 2, kMax = 4;
+  if (!field.value.IsSequence() || field.value.size() < kMin || field.value.size() > kMax) {
+    Error(field.value.IsNull() ? field.key : field.value, "objectives",
+          "expected a list of 2 to 4 objectives, e.g. [{metric: val_loss, direction: minimize}, "
+          "{metric: latency_ms, direction: minimize}], got ",
+          Describe(field.value),
+          "; one objective is written `objective: {metric: ..., "
+          "direction: ...}`");
+    return;
+  }
+  for (size_t i = 0; i < field.value.size(); ++i) {
+    const std::string path = StrCat("objectives[", i, "]");
+    Objective o;
+    ParseObjective({field.value[i], field.value[i]}, path, &o, patterns);
+    for (const Objective& earlier : *objectives)
+      if (!o.metric.empty() && earlier.metric == o.metric)
+        Error(field.value[i], path + ".metric", "'", o.metric,
+              "' is already an objective; each objective is a different metric");
+    objectives->push_back(o);
+  }
+}
+
+// `constraints:`, a list of bounds {metric: NAME, max: NUMBER} or {metric: NAME, min: NUMBER}.
+void Parser::ParseConstraints(const Field& field, std::vector<Constraint>* constraints) {
+  static const std::string kExpected =
+      "expected a list of bounds on reported metrics, e.g. [{metric: peak_mem_gb, max: 40}, "
+      "{metric: val_accuracy, min: 0.9}]";
+  if (!field.value.IsSequence() || field.value.size() == 0) {
+    Error(field.value.IsNull() ? field.key : field.value, "constraints", kExpected, ", got ",
+          Describe(field.value));
+    return;
+  }
+  for (size_t i = 0; i < field.value.size(); ++i) {
+    const std::string path = StrCat("constraints[", i, "]");
+    const Field item{field.value[i], field.value[i]};
+    auto fields = Fields(item, path, {"metric", "max", "min"});
+    if (!item.value.IsMap()) continue;
+    Constraint c;
+    if (auto* f = Get(fields, "metric")) {
+      if (auto m = String(*f, path + ".metric")) {
+        if (!IsMetricName(*m))
+          Error(f->value, path + ".metric", "'", *m, "' is not a metric name (no spaces or '=')");
+        c.metric = *m;
+      }
+    } else {
+      Missing(item.value, path, "metric", "the name of a metric the trial reports");
+    }
+    const Field* max = Get(fields, "max");
+    const Field* min = Get(fields, "min");
+    if ((max == nullptr) == (min == nullptr)) {
+      Error(item.value, path, max ? "both max and min are given" : "no bound is given",
+            "; expected exactly one: max: NUMBER (the metric at most that) or min: NUMBER (at "
+            "least that); a range is two constraints");
+      continue;
+    }
+    const Field* bound = max ? max : min;
+    c.bound = max ? Constraint::Bound::kMax : Constraint::Bound::kMin;
+    if (auto v = Number(*bound, StrCat(path, max ? ".max" : ".min"))) {
+      if (!std::isfinite(*v)) {
+        Error(bound->value, StrCat(path, max ? ".max" : ".min"), "must be a finite number");
+        continue;
+      }
+      c.limit = *v;
+      constraints->push_back(c);
+    }
   }
 }
 

@@ -59,5 +59,8 @@ class SobolSampler : public SequenceSampler {
 
 // The Gaussian-process tuner (gp_tuner.cc).
 std::unique_ptr<Tuner> MakeGpTuner(const SearchSpace& space, const TunerOptions& options);
+// Several objectives, or constraints (mo_gp_tuner.cc).
+std::unique_ptr<Tuner> MakeMultiObjectiveGpTuner(const SearchSpace& space,
+                                                 const TunerOptions& options);
 
 }  // namespace hyperpack::tuner

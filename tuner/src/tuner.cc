@@ -88,6 +88,11 @@ Result<std::unique_ptr<Tuner>> MakeTuner(const SearchSpace& space, const TunerOp
     case TunerAlgorithm::kGp:
       if (options.max_fit_points < 10 || options.max_model_points < options.max_fit_points)
         return Status::Invalid("max_fit_points must be >= 10 and <= max_model_points");
+      if (options.objectives.size() == 1 || options.objectives.size() > 4)
+        return Status::Invalid("gp models 2 to 4 objectives (or one), not ",
+                               options.objectives.size());
+      if (options.objectives.size() > 1 || options.constraints > 0)
+        return MakeMultiObjectiveGpTuner(space, options);
       return MakeGpTuner(space, options);
   }
   return Status::Internal("tuner algorithm ", static_cast<int>(options.algorithm));

@@ -103,6 +103,10 @@ class StudyController::Impl {
     bool cancelled = false;  // stopped by `hyperpack cancel`
     int failed_rank = -1;    // the first rank that failed; the gang was stopped then
     std::optional<double> objective;
+    // A study that keeps values (several objectives, constraints): each objective's and
+    // constraint's metric as reported so far, combined by its objective's strategy (a
+    // constraint's: the last report).
+    std::map<std::string, double> values;
     int64_t metric_lines = 0;
     double resource = 0;  // of the latest objective report
     bool rung_observed = false;
@@ -249,6 +253,20 @@ class StudyController::Impl {
   double ResourceOf(const MetricLine& line, int64_t count) const;
   double Comparable(double v) const;
   std::optional<double> Combine(std::optional<double> current, double v) const;
+  // The same for any objective (the study's first is the one above).
+  static std::optional<double> CombineFor(const study::Objective& objective,
+                                          std::optional<double> current, double v);
+  // Whether a completed trial with these values may be the study's best: one objective, and
+  // every constraint holds.
+  bool IsBestCandidate(const std::map<std::string, double>& values) const {
+    return !spec_.MultiObjective() && study::MeetsConstraints(spec_, values);
+  }
+  // The first objective (beyond the first) that `values` lacks or holds as non-finite; null when
+  // every one is there.
+  const study::Objective* MissingObjective(const std::map<std::string, double>& values) const;
+  std::string ValuesText(const storage::TrialRecord& rec) const;
+  // A metric of a report that a study keeping values tracks into Trial::values.
+  void KeepValue(Trial& t, const std::string& name, double value) const;
   bool ObserveRung(int root, const Config& config, double resource, double value,
                    const tuner::PrunerDecision& d, std::optional<double> cost);
   tuner::PrunerDecision Report(int root, const Config& config, double resource, double objective,

@@ -48,6 +48,7 @@ void StudyController::Impl::On(const MetricReport& e) {
       t.objective = Combine(t.objective, value);
       reported = true;
     }
+    if (spec_.KeepsValues() && !t.pruned && !t.pausing) KeepValue(t, name, value);
     // SQLite stores NaN as NULL; a NaN point says nothing a chart could show.
     if (!std::isnan(value)) points.push_back({step, name, value, Wall()});
   }
@@ -133,13 +134,30 @@ double StudyController::Impl::Comparable(double v) const {
 // The trial's value after one more report, by objective.strategy.
 std::optional<double> StudyController::Impl::Combine(std::optional<double> current,
                                                      double v) const {
+  return CombineFor(spec_.objective, current, v);
+}
+
+std::optional<double> StudyController::Impl::CombineFor(const study::Objective& objective,
+                                                        std::optional<double> current, double v) {
   using S = study::ObjectiveStrategy;
-  S s = spec_.objective.strategy;
-  if (s == S::kBest)
-    s = spec_.objective.direction == study::Direction::kMinimize ? S::kMin : S::kMax;
+  S s = objective.strategy;
+  if (s == S::kBest) s = objective.direction == study::Direction::kMinimize ? S::kMin : S::kMax;
   if (s == S::kLast || !current || std::isnan(*current)) return v;
   if (std::isnan(v)) return current;
   return s == S::kMin ? std::min(*current, v) : std::max(*current, v);
+}
+
+void StudyController::Impl::KeepValue(Trial& t, const std::string& name, double value) const {
+  auto it = t.values.find(name);
+  std::optional<double> current;
+  if (it != t.values.end()) current = it->second;
+  for (const study::Objective& o : spec_.objectives) {
+    if (o.metric != name) continue;
+    t.values[name] = *CombineFor(o, current, value);
+    return;
+  }
+  for (const study::Constraint& c : spec_.constraints)
+    if (c.metric == name) t.values[name] = value;
 }
 
 // The tuner learns a trial's value at each level of the first bracket's ladder (min x eta^k, below
@@ -351,12 +369,14 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
   tuner::TrialOutcome o;
   o.config = config;
   o.value = t.value;
+  study::FillOutcomeValues(spec_, t.values, &o);
   o.cost = rs.stored_cost;
   switch (t.state) {
     case TrialState::kCompleted:
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
       ++summary_.completed;
-      if (t.value && (!best_ || spec_.objective.Better(*t.value, *best_))) {
+      if (t.value && IsBestCandidate(t.values) &&
+          (!best_ || spec_.objective.Better(*t.value, *best_))) {
         best_ = t.value;
         best_trial_ = t.number;
       }

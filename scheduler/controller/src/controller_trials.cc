@@ -479,8 +479,9 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
     rec.error = "interrupted (Ctrl-C or SIGTERM); it runs again when the study is resumed";
   } else if ((t.yielded || t.held) && !(code == 0 && t.objective)) {
     rec.state = TrialState::kInterrupted;
-    rec.error = t.held ? "paused (hyperpack pause); it runs again on resume"
-                       : "preempted: another study on this server was owed its share; it runs again";
+    rec.error = t.held
+                    ? "paused (hyperpack pause); it runs again on resume"
+                    : "preempted: another study on this server was owed its share; it runs again";
   } else if (t.timed_out) {
     rec.state = TrialState::kTimeout;
     rec.error = StrCat("killed after the timeout of ", FormatDuration(*spec_.trial.timeout_s));
@@ -490,14 +491,21 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   } else if (d.exit.kind == RankExit::Kind::kRefused) {
     rec.state = TrialState::kInfeasible;
     rec.error = tail.empty() ? e.how : tail;
-  } else if (code == 0 && t.objective && std::isfinite(*t.objective)) {
+  } else if (code == 0 && t.objective && std::isfinite(*t.objective) &&
+             !MissingObjective(t.values)) {
     rec.state = TrialState::kCompleted;
     rec.value = t.objective;
   } else if (code == 0) {
     rec.state = TrialState::kFailed;
-    rec.error = t.objective ? StrCat("the objective ", metric, " is ", FormatDouble(*t.objective))
-                            : StrCat("exited 0 but never reported '", metric,
-                                     "'; print a line such as {\"", metric, "\": 0.9}");
+    const study::Objective* missing = MissingObjective(t.values);
+    const std::string& name =
+        t.objective && std::isfinite(*t.objective) && missing ? missing->metric : metric;
+    auto it = t.values.find(name);
+    rec.error = it != t.values.end() || (name == metric && t.objective)
+                    ? StrCat("the objective ", name, " is ",
+                             FormatDouble(name == metric ? *t.objective : it->second))
+                    : StrCat("exited 0 but never reported '", name, "'; print a line such as {\"",
+                             name, "\": 0.9}");
   } else if (code == 3) {
     rec.state = TrialState::kInfeasible;
     rec.error = tail.empty() ? "exit 3: this configuration cannot run" : tail;
@@ -507,7 +515,44 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   }
   if (t.objective && rec.state != TrialState::kCompleted && std::isfinite(*t.objective))
     rec.value = t.objective;
+  if (spec_.KeepsValues())
+    for (const auto& [name, v] : t.values)
+      if (std::isfinite(v)) rec.values[name] = v;
   return e;
+}
+
+const study::Objective* StudyController::Impl::MissingObjective(
+    const std::map<std::string, double>& values) const {
+  for (size_t k = 1; k < spec_.objectives.size(); ++k) {
+    auto it = values.find(spec_.objectives[k].metric);
+    if (it == values.end() || !std::isfinite(it->second)) return &spec_.objectives[k];
+  }
+  return nullptr;
+}
+
+// A finished trial's values for its line: the objective's, or each objective's and constraint's,
+// a constraint it breaks marked.
+std::string StudyController::Impl::ValuesText(const TrialRecord& rec) const {
+  if (!spec_.KeepsValues()) return StrCat(spec_.objective.metric, "=", FormatShort(*rec.value, 6));
+  std::vector<std::string> parts;
+  for (const study::Objective& o : spec_.objectives) {
+    auto it = rec.values.find(o.metric);
+    parts.push_back(
+        StrCat(o.metric, "=", it == rec.values.end() ? "?" : FormatShort(it->second, 6)));
+  }
+  for (const study::Constraint& c : spec_.constraints) {
+    auto it = rec.values.find(c.metric);
+    const bool holds = it != rec.values.end() && c.Violation(it->second) <= 0;
+    if (std::none_of(spec_.objectives.begin(), spec_.objectives.end(),
+                     [&](const study::Objective& o) { return o.metric == c.metric; }))
+      parts.push_back(
+          StrCat(c.metric, "=", it == rec.values.end() ? "?" : FormatShort(it->second, 6)));
+    if (!holds)
+      parts.push_back(StrCat("(breaks ", c.metric,
+                             c.bound == study::Constraint::Bound::kMax ? " <= " : " >= ",
+                             FormatShort(c.limit, 6), ")"));
+  }
+  return Join(parts, "  ");
 }
 
 // Learn, count, tell.
@@ -555,6 +600,7 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
   tuner::TrialOutcome o;
   o.config = t.config;
   o.value = rec.value;
+  study::FillOutcomeValues(spec_, rec.values, &o);
   o.cost = CostPerUnit(t);
   bool learn = true;
   std::string line;
@@ -572,13 +618,13 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
     case TrialState::kCompleted: {
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
       ++summary_.completed;
-      bool is_best = !best_ || spec_.objective.Better(*rec.value, *best_);
+      bool is_best =
+          IsBestCandidate(rec.values) && (!best_ || spec_.objective.Better(*rec.value, *best_));
       if (is_best) {
         best_ = rec.value;
         best_trial_ = t.number;
       }
-      line = StrCat("completed  ", metric, "=", FormatShort(*rec.value, 6),
-                    is_best ? "  (best so far)" : "");
+      line = StrCat("completed  ", ValuesText(rec), is_best ? "  (best so far)" : "");
       break;
     }
     case TrialState::kInfeasible:

@@ -16,6 +16,10 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   o.algorithm = spec.tuner.algorithm;
   o.seed = seed;
   o.maximize = spec.objective.direction == study::Direction::kMaximize;
+  if (spec.MultiObjective())
+    for (const study::Objective& objective : spec.objectives)
+      o.objectives.push_back(objective.direction == study::Direction::kMaximize);
+  o.constraints = static_cast<int>(spec.constraints.size());
   o.initial_trials = spec.tuner.initial_trials;
   o.acquisition = spec.tuner.acquisition;
   // A declared resource is a statement that trials differ in what they hold: weigh it.

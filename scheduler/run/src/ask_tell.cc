@@ -56,6 +56,7 @@ Result<std::unique_ptr<tuner::Tuner>> Rebuild(storage::Storage& db,
     o.config = t.params;
     o.kind = *kind;
     if (*kind == Kind::kCompleted || *kind == Kind::kPruned) o.value = t.value;
+    study::FillOutcomeValues(spec, t.values, &o);
     if (*kind == Kind::kPruned) {
       // The step it was stopped at, as the objective's last point says.
       HP_ASSIGN_OR_RETURN(auto last, db.LatestMetric(study.id, t.number, study.metric));
@@ -170,6 +171,11 @@ Status TellTrial(storage::Storage& db, const std::string& name, int number, cons
   return db.Transaction([&]() -> Status {
     HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, name));
     const storage::StudyRecord& study = loaded.first;
+    if (scored && loaded.second.KeepsValues())
+      return Status::Invalid("study '", name, "' has ",
+                             loaded.second.MultiObjective() ? "several objectives" : "constraints",
+                             ", and tell takes one --value; run its trials with a trial command "
+                             "(trial.command), which reports every metric");
     HP_ASSIGN_OR_RETURN(auto open,
                         db.ListTrialsIn(study.id, std::vector<TrialState>{TrialState::kRunning}));
     const TrialRecord* asked = nullptr;

@@ -203,6 +203,10 @@ struct TrialRecord {
   TrialState state = TrialState::kPending;
   Config params;  // its configuration: active parameters only
   std::optional<double> value;
+  // A study with several objectives or with constraints: every objective's and constraint's
+  // metric that the trial reported, by name, as its value (by each objective's strategy; a
+  // constraint's last report). `value` is the first objective's. Empty otherwise.
+  std::map<std::string, double> values;
   std::optional<double> started;
   std::optional<double> ended;
   std::optional<int> exit_status;  // exit code, or 128 + signal
@@ -234,6 +238,11 @@ std::vector<RankRecord> DecodePlacement(const std::string& text);
 // is not such an object (a damaged row) as no parameters rather than failing the whole read.
 std::string EncodeParams(const Config& params);
 Config DecodeParams(const std::string& text);
+// Values by metric: a JSON object of numbers ("" for none). Non-finite values are left out (JSON
+// has no NaN). Decoding reads "" or text that is not such an object as no values, and skips
+// members that are not numbers.
+std::string EncodeValues(const std::map<std::string, double>& values);
+std::map<std::string, double> DecodeValues(const std::string& text);
 
 // What `status` says of a study's trials without reading them: how many are in each state, and
 // the span they ran over.

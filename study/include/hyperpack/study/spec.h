@@ -42,6 +42,19 @@ struct Objective {
   }
 };
 
+// `constraints:`: a bound on a metric the trial reports. A trial that breaks one, or never reports
+// its metric, ran and is kept, but is no candidate: not on the front, not the best.
+struct Constraint {
+  enum class Bound { kMax, kMin };  // metric <= limit (`max:`), metric >= limit (`min:`)
+  std::string metric;
+  Bound bound = Bound::kMax;
+  double limit = 0;
+  // How far `value` is past the bound: > 0 breaks it, <= 0 holds it by that margin.
+  double Violation(double value) const {
+    return bound == Bound::kMax ? value - limit : limit - value;
+  }
+};
+
 // A metric read from lines the trial prints its own way (`objective.regex`, `trial.metrics`): a
 // regular expression (Boost.Regex, Perl syntax) with exactly one capture group, around the value.
 // Checked when the study file is parsed; compiled and matched by scheduler/metrics.h.
@@ -221,7 +234,13 @@ struct StudySpec {
   double priority = 1;
   std::string source_path;  // the file it came from, as given
   std::string source_text;  // verbatim; stored with the study
-  Objective objective;
+  Objective objective;      // `objective:`, or the first of `objectives:`
+  // Every objective, `objective` first: that one alone, or the 2 to 4 of `objectives:`.
+  std::vector<Objective> objectives;
+  std::vector<Constraint> constraints;
+  bool MultiObjective() const { return objectives.size() > 1; }
+  // Whether trials keep each objective's and constraint's value (TrialRecord::values).
+  bool KeepsValues() const { return MultiObjective() || !constraints.empty(); }
   // `objective.regex` first (named objective.metric), then `trial.metrics` in the file's order.
   // Empty: the trial reports as the metrics protocol says (JSON or name=value lines).
   std::vector<MetricPattern> metric_patterns;
@@ -270,8 +289,20 @@ ParseOutcome LoadStudyFile(const std::string& path);
 // ask and tell). OK when `spec` has a command to run; kInvalidArgument saying so otherwise.
 Status CheckRunnable(const StudySpec& spec);
 
-// A parsed study for people, as `hyperpack validate` prints it: name, objective, tuner, budget,
-// command, timeout and resources, then the search space, a line a parameter. Ends with a newline.
+// What a tuner learns of a trial's values by metric (TrialRecord::values) in a study that keeps
+// them: with several objectives, each one's value in order into outcome->values (NaN where the
+// trial has none); each constraint's violation into outcome->violations (+inf where its metric is
+// missing: broken). Both are left empty for a study that keeps no values.
+void FillOutcomeValues(const StudySpec& spec, const std::map<std::string, double>& by_metric,
+                       tuner::TrialOutcome* outcome);
+
+// Whether every constraint of `spec` holds for a trial's values by metric; a constraint whose
+// metric is missing or not finite does not.
+bool MeetsConstraints(const StudySpec& spec, const std::map<std::string, double>& values);
+
+// A parsed study for people, as `hyperpack validate` prints it: name, objectives, constraints,
+// tuner, budget, command, timeout and resources, then the search space, a line a parameter. Ends
+// with a newline.
 std::string DescribeStudy(const StudySpec& spec);
 
 // `hyperpack run --slurm '{partition: gpu, time_limit: 2h}'`: the same keys as the study file's

@@ -35,6 +35,12 @@ struct TunerOptions {
   TunerAlgorithm algorithm = TunerAlgorithm::kGp;
   uint64_t seed = 0;
   bool maximize = false;  // direction of the objective; samplers ignore it, models do not
+  // Several objectives (2 to 4): each one's direction (true: maximised), in the order of
+  // TrialOutcome::values; `maximize` is then unused. gp models each and seeks the Pareto front.
+  std::vector<bool> objectives;
+  // How many constraints each outcome's `violations` holds; gp models each and weighs its
+  // acquisition by the probability that all hold.
+  int constraints = 0;
   // gp only:
   int initial_trials = 0;  // Sobol trials before the model; 0: max(5, dims + 1)
   Acquisition acquisition = Acquisition::kEi;
@@ -62,6 +68,11 @@ struct TrialOutcome {
   Config config;
   Kind kind = Kind::kCompleted;
   std::optional<double> value;  // completed and pruned trials have one
+  // With several objectives (TunerOptions::objectives): each one's value, in order (NaN: not
+  // reported); `value` is then the first's.
+  std::vector<double> values;
+  // Each constraint's violation (TunerOptions::constraints): <= 0 holds, > 0 (or NaN) breaks it.
+  std::vector<double> violations;
   // The resource (epochs, steps) the value was measured at; 0 for a completed trial's final value.
   // A pruner's rungs arrive as kPruned outcomes with their resource: the GP then models the
   // highest rung with at least d + 2 values (the BOHB rule).
