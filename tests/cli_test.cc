@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -227,6 +228,77 @@ TEST_F(CliTest, ABadStudyFileStopsRunBeforeAnythingIsStored) {
 }
 
 TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) { ExpectReadCommandsAgree(); }
+
+// Two objectives and a constraint, run for real: each trial keeps every objective's and the
+// constraint's value, one that never reports an objective fails saying which, and `best` prints
+// the Pareto set of the trials that meet the constraint, which `trials` marks.
+TEST_F(CliTest, ATwoObjectiveStudyStoresEachValueAndBestPrintsItsParetoSet) {
+  // b is left out where x >= 0.8: those trials report one objective of two.
+  WriteFile(dir_ / "f.sh", R"(awk -v x="$1" -v y="$2" 'BEGIN {
+  if (x < 0.8) printf "{\"a\": %.6f, \"b\": %.6f, \"mem\": %.6f}\n", x, (1 - x) * (1 - x) + y, y
+  else printf "{\"a\": %.6f, \"mem\": %.6f}\n", x, y }')");
+  std::string path = WriteStudy("mo.yaml", R"(name: s
+objectives:
+  - {metric: a, direction: minimize}
+  - {metric: b, direction: minimize}
+constraints: [{metric: mem, max: 0.5}]
+search_space:
+  x: {type: float, low: 0, high: 1}
+  y: {type: float, low: 0, high: 1}
+trial: {command: "sh f.sh {x} {y}"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 16, max_failed: 16}
+)");
+  auto r = Cli({"run", path, "--storage", db_});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  int failed = 0;
+  std::vector<storage::TrialRecord> feasible;
+  for (const storage::TrialRecord& t : Trials()) {
+    const double x = std::get<double>(t.params.at("x")), y = std::get<double>(t.params.at("y"));
+    if (x >= 0.8) {
+      ++failed;
+      EXPECT_EQ(t.state, storage::TrialState::kFailed);
+      EXPECT_THAT(t.error, HasSubstr("never reported 'b'"));
+      continue;
+    }
+    ASSERT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    EXPECT_NEAR(t.values.at("a"), x, 1e-5);
+    EXPECT_NEAR(t.values.at("b"), (1 - x) * (1 - x) + y, 1e-5);
+    EXPECT_NEAR(t.values.at("mem"), y, 1e-5);
+    EXPECT_EQ(t.value, t.values.at("a"));
+    if (y <= 0.5) feasible.push_back(t);
+  }
+  EXPECT_GT(failed, 0);
+  ASSERT_GE(feasible.size(), 3u);
+
+  auto best = Cli({"best", "s", "--storage", db_, "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  std::set<int> front;
+  const Json set = Json::parse(best.out);
+  for (const Json& t : set["front"]) front.insert(t["trial"].get<int>());
+  // The front is the feasible trials that no other feasible trial dominates.
+  auto dominates = [](const storage::TrialRecord& p, const storage::TrialRecord& q) {
+    const double pa = p.values.at("a"), pb = p.values.at("b");
+    const double qa = q.values.at("a"), qb = q.values.at("b");
+    return pa <= qa && pb <= qb && (pa < qa || pb < qb);
+  };
+  std::set<int> expected;
+  for (const storage::TrialRecord& t : feasible)
+    if (std::none_of(feasible.begin(), feasible.end(),
+                     [&](const storage::TrialRecord& o) { return dominates(o, t); }))
+      expected.insert(t.number);
+  EXPECT_EQ(front, expected);
+  auto table = Cli({"best", "s", "--storage", db_});
+  EXPECT_THAT(table.out, HasSubstr(StrCat("Pareto set: ", expected.size(), " of ")));
+
+  auto trials = Cli({"trials", "s", "--storage", db_, "--json"});
+  ASSERT_EQ(trials.exit_code, 0) << trials.err;
+  for (const Json& t : Json::parse(trials.out)) {
+    EXPECT_EQ(t["front"].get<bool>(), front.count(t["trial"].get<int>()) > 0) << t.dump();
+    if (t["state"] == "completed")
+      EXPECT_EQ(t["feasible"].get<bool>(), t["values"]["mem"].get<double>() <= 0.5) << t.dump();
+  }
+}
 
 #ifdef HYPERPACK_WITH_POSTGRES
 // The same study on PostgreSQL (a throwaway server: local_postgres.h), with export and report.
