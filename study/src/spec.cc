@@ -250,10 +250,12 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
   if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
   if (auto* f = Get(fields, "pruner")) {
     ParsePruner(*f, &spec->pruner);
-    if (spec->MultiObjective() && spec->pruner.algorithm == tuner::PrunerAlgorithm::kMedian)
+    // A pruner compares one value at a time; ranking a rung by non-dominated sorting is not
+    // built yet, and judging by the first objective alone would stop trials on the front.
+    if (spec->MultiObjective() && spec->pruner.algorithm != tuner::PrunerAlgorithm::kNone)
       Error(f->key, "pruner.algorithm",
-            "the median pruner compares one value, and this study has several objectives; use "
-            "asha or hyperband (they rank a rung's trials by non-dominated sorting) or none");
+            "early stopping compares one value, and this study has several objectives; "
+            "expected none (early stopping with several objectives is not supported yet)");
   }
   if (auto* f = Get(fields, "cluster")) ParseCluster(*f, &spec->cluster);
   if (auto* f = Get(fields, "export")) ParseExport(*f, spec->space, &spec->exports);
