@@ -232,6 +232,54 @@ TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) { ExpectReadCommandsAg
 // Two objectives and a constraint, run for real: each trial keeps every objective's and the
 // constraint's value, one that never reports an objective fails saying which, and `best` prints
 // the Pareto set of the trials that meet the constraint, which `trials` marks.
+// Early stopping with two objectives, for real: each report reaches the pruner with both values
+// (kept in the journal, which a resumed run replays), and a trial stopped at a rung is stopped
+// for its non-dominated front there.
+TEST_F(CliTest, AshaWithTwoObjectivesRanksRungsByFrontAndJournalsBothValues) {
+  // a and b trade off along x; y only makes b worse: trials with a large y are dominated.
+  WriteFile(dir_ / "f.sh", R"(awk -v x="$1" -v y="$2" 'BEGIN {
+  for (e = 1; e <= 4; e++) printf "epoch=%d a=%.6f b=%.6f\n", e, x + 1 / e, 1 - x + y + 1 / e }')");
+  std::string path = WriteStudy("mo.yaml", R"(name: s
+objectives:
+  - {metric: a, direction: minimize}
+  - {metric: b, direction: minimize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+  y: {type: float, low: 0, high: 1}
+trial: {command: "sh f.sh {x} {y}"}
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 12}
+pruner: {algorithm: asha, min_resource: 1, max_resource: 4, reduction_factor: 2}
+)");
+  ASSERT_EQ(Cli({"run", path, "--storage", db_, "--max-trials", "6"}).exit_code, 0);
+  auto r = Cli({"run", path, "--storage", db_});  // resumed: the journal replayed
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  int pruned = 0, completed = 0;
+  for (const storage::TrialRecord& t : Trials()) {
+    if (t.state == storage::TrialState::kPruned) {
+      ++pruned;
+      EXPECT_THAT(t.error, HasSubstr("is in non-dominated front")) << t.number;
+    }
+    completed += t.state == storage::TrialState::kCompleted;
+  }
+  EXPECT_GT(pruned, 0);
+  EXPECT_GT(completed, 0);
+  auto db = storage::Storage::Open(db_).value();
+  const int64_t id = db->FindStudy("s").value()->id;
+  const auto trials = Trials();
+  int reports = 0;
+  const std::vector<storage::JournalEntry> journal = db->ListJournal(id).value();
+  for (const storage::JournalEntry& e : journal) {
+    if (e.kind != storage::JournalKind::kReport) continue;
+    ++reports;
+    ASSERT_EQ(e.values.size(), 2u);
+    const double x = std::get<double>(trials[e.trial].params.at("x"));
+    EXPECT_NEAR(e.values[0], x + 1 / e.resource, 1e-5);
+    EXPECT_EQ(e.values[0], e.value);
+  }
+  EXPECT_GE(reports, 12);
+}
+
 TEST_F(CliTest, ATwoObjectiveStudyStoresEachValueAndBestPrintsItsParetoSet) {
   // b is left out where x >= 0.8: those trials report one objective of two.
   WriteFile(dir_ / "f.sh", R"(awk -v x="$1" -v y="$2" 'BEGIN {

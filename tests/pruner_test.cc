@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 namespace hyperpack::tuner {
 namespace {
 
@@ -267,6 +271,78 @@ TEST(PrunerTest, PromotionsTakeTheTopNOverEtaForARealEta) {
   int promoted = 0;
   while (p->NextPromotion()) ++promoted;
   EXPECT_EQ(promoted, 4);  // floor(10 / 2.5)
+}
+
+// ---- several objectives ------------------------------------------------------------------------
+
+PrunerOptions TwoObjectiveAsha(const std::string& mode) {
+  PrunerOptions o = Asha(mode);
+  o.reduction_factor = 2;
+  o.max_resource = 4;  // rungs 1, 2, 4
+  o.objectives = {false, false};
+  return o;
+}
+
+std::vector<double> V(double a, double b) { return {a, b}; }
+
+// A rung ranks by non-dominated front: a trial that another dominates is stopped, one that
+// dominates the rest continues, and the reason says which front a stopped trial is in.
+TEST(PrunerTest, WithTwoObjectivesAStopRankStopsADominatedTrialAndKeepsADominatingOne) {
+  auto p = MakePruner(TwoObjectiveAsha("stop")).value();
+  for (int t = 0; t < 5; ++t) p->Begin(t);
+  EXPECT_EQ(p->ReportObjectives(0, 1, V(1, 4)).kind, Kind::kContinue);
+  EXPECT_EQ(p->ReportObjectives(1, 1, V(4, 1)).kind, Kind::kStop);  // the top 1 of 2 is trial 0
+  EXPECT_EQ(p->ReportObjectives(2, 1, V(2, 2)).kind, Kind::kStop);
+  // Dominated by trial 2, though its first objective is better than trial 1's.
+  PrunerDecision d = p->ReportObjectives(3, 1, V(3, 3));
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("(3, 3) at rung 1 is in non-dominated front 2 of 2"), std::string::npos)
+      << d.reason;
+  // Dominates every other: first of the 5, within the top 2.
+  EXPECT_EQ(p->ReportObjectives(4, 1, V(0.5, 0.5)).kind, Kind::kContinue);
+}
+
+// Promote mode: the top half of the rung by front and crowding is promoted, the extremes of the
+// front first; a dominated trial is not, though ranking by the first objective alone would promote
+// it ahead of one of them.
+TEST(PrunerTest, WithTwoObjectivesPromotionsComeFromTheFrontAndNotFromADominatedTrial) {
+  auto p = MakePruner(TwoObjectiveAsha("promote")).value();
+  const std::vector<std::vector<double>> at_rung = {V(1, 4), V(4, 1), V(2, 2), V(3, 3)};
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(p->Begin(t), 1);
+    EXPECT_EQ(p->ReportObjectives(t, 1, at_rung[t]).kind, Kind::kPause);
+  }
+  std::vector<int> promoted;
+  while (auto next = p->NextPromotion()) {
+    EXPECT_EQ(next->target, 2);
+    promoted.push_back(next->trial);
+  }
+  EXPECT_EQ(promoted, (std::vector<int>{0, 1}));
+  // One objective (the first alone) would have promoted trials 0 and 2.
+  PrunerOptions one = TwoObjectiveAsha("promote");
+  one.objectives.clear();
+  auto q = MakePruner(one).value();
+  for (int t = 0; t < 4; ++t) {
+    q->Begin(t);
+    q->Report(t, 1, at_rung[t][0]);
+  }
+  EXPECT_EQ(q->NextPromotion()->trial, 0);
+  EXPECT_EQ(q->NextPromotion()->trial, 2);
+}
+
+TEST(PrunerTest, WithTwoObjectivesAMissingValueRanksLast) {
+  auto p = MakePruner(TwoObjectiveAsha("promote")).value();
+  const double nan = std::nan("");
+  for (int t = 0; t < 4; ++t) p->Begin(t);
+  p->ReportObjectives(0, 1, V(0.1, nan));  // would lead on the first objective
+  p->ReportObjectives(1, 1, V(1, 1));
+  p->ReportObjectives(2, 1, V(2, 2));
+  p->ReportObjectives(3, 1, V(3, 3));
+  EXPECT_EQ(p->NextPromotion()->trial, 1);
+  EXPECT_EQ(p->NextPromotion()->trial, 2);
+  EXPECT_FALSE(p->NextPromotion());
+  // Forced, the best placed paused trial at the highest rung goes: trial 3 beats trial 0.
+  EXPECT_EQ(p->ForcePromotion()->trial, 3);
 }
 
 }  // namespace

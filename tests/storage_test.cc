@@ -763,6 +763,9 @@ TEST_P(StorageContractTest, JournalComesBackInTheOrderWrittenWithEveryField) {
       Entry(3, JournalKind::kReport, 11, 1, 0.75),
       Entry(3, JournalKind::kReport, 12, 3, nan),
   };
+  // A study with several objectives: each one's value as the pruner saw it, a NaN among them.
+  first.push_back(Entry(3, JournalKind::kReport, 12.5, 9, 0.5));
+  first.back().values = {0.5, nan, -2};
   std::vector<JournalEntry> second = {
       Entry(0, JournalKind::kCannotPause, 13),
       Entry(3, JournalKind::kPromoted, 14, 9),
@@ -797,6 +800,11 @@ TEST_P(StorageContractTest, JournalComesBackInTheOrderWrittenWithEveryField) {
       EXPECT_EQ(got.value, want.value);
     }
     EXPECT_EQ(got.completed, want.completed);
+    ASSERT_EQ(got.values.size(), want.values.size());
+    for (size_t k = 0; k < want.values.size(); ++k)
+      EXPECT_TRUE(got.values[k] == want.values[k] ||
+                  (std::isnan(got.values[k]) && std::isnan(want.values[k])))
+          << k;
   }
   EXPECT_EQ(db->ListJournal(other)->size(), 1u);
 }

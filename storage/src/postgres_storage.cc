@@ -108,9 +108,10 @@ CREATE TABLE controls (
 CREATE INDEX controls_by_study ON controls (study_id, id);
 )sql";
 
-// Version 6 as SQLite's: each objective's and constraint's value.
+// Version 6 as SQLite's: each objective's and constraint's value, and the pruner's.
 constexpr char kSchemaV6Values[] = R"sql(
 ALTER TABLE trials ADD COLUMN metric_values TEXT NOT NULL DEFAULT '';
+ALTER TABLE journal ADD COLUMN objective_values TEXT NOT NULL DEFAULT '';
 )sql";
 
 const std::vector<Migration>& PostgresMigrations() {
@@ -533,8 +534,8 @@ class PostgresStorage final : public Storage {
         std::optional<double> value;
         if (!std::isnan(e.value)) value = e.value;
         HP_RETURN_IF_ERROR(
-            Query("INSERT INTO journal(study_id, trial, kind, time, resource, value, completed) "
-                  "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            Query("INSERT INTO journal(study_id, trial, kind, time, resource, value, completed, "
+                  "objective_values) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                   Params()
                       .Add(study_id)
                       .Add(e.trial)
@@ -542,7 +543,8 @@ class PostgresStorage final : public Storage {
                       .Add(e.time)
                       .Add(e.resource)
                       .Add(value)
-                      .Add(e.completed ? 1 : 0),
+                      .Add(e.completed ? 1 : 0)
+                      .Add(EncodeNumbers(e.values)),
                   StrCat("adding to the journal of trial ", e.trial))
                 .status());
       }
@@ -552,8 +554,8 @@ class PostgresStorage final : public Storage {
 
   Result<std::vector<JournalEntry>> ListJournal(int64_t study_id) override {
     HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("SELECT id, trial, kind, time, resource, value, completed FROM "
-                              "journal WHERE study_id = $1 ORDER BY id",
+                        Query("SELECT id, trial, kind, time, resource, value, completed, "
+                              "objective_values FROM journal WHERE study_id = $1 ORDER BY id",
                               Params().Add(study_id), "reading the journal"));
     std::vector<JournalEntry> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
@@ -569,6 +571,7 @@ class PostgresStorage final : public Storage {
       e.resource = OptDouble(res.get(), r, 4).value_or(0.0);
       e.value = OptDouble(res.get(), r, 5).value_or(std::numeric_limits<double>::quiet_NaN());
       e.completed = Int(res.get(), r, 6) != 0;
+      e.values = DecodeNumbers(Text(res.get(), r, 7));
       out.push_back(e);
     }
     return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -224,6 +225,23 @@ std::map<std::string, double> DecodeValues(const std::string& text) {
   if (!values.is_object()) return out;
   for (const auto& [name, v] : values.items())
     if (v.is_number()) out[name] = v.get<double>();
+  return out;
+}
+
+std::string EncodeNumbers(const std::vector<double>& numbers) {
+  if (numbers.empty()) return "";
+  nlohmann::json out = nlohmann::json::array();
+  for (double v : numbers) out.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json());
+  return out.dump();
+}
+
+std::vector<double> DecodeNumbers(const std::string& text) {
+  std::vector<double> out;
+  if (text.empty()) return out;
+  const nlohmann::json numbers = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!numbers.is_array()) return out;
+  for (const nlohmann::json& v : numbers)
+    out.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
   return out;
 }
 

@@ -106,9 +106,11 @@ constexpr char kSchemaV4Placement[] = R"sql(
 ALTER TABLE trials ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 )sql";
 
-// Each objective's and constraint's value (TrialRecord::values), for studies with several.
+// Each objective's and constraint's value (TrialRecord::values), and each objective's value as
+// the pruner saw it (JournalEntry::values), for studies with several.
 constexpr char kSchemaV6Values[] = R"sql(
 ALTER TABLE trials ADD COLUMN metric_values TEXT NOT NULL DEFAULT '';
+ALTER TABLE journal ADD COLUMN objective_values TEXT NOT NULL DEFAULT '';
 )sql";
 
 // What was asked of a study from outside its runner (ControlRecord), until carried out.
@@ -761,14 +763,14 @@ Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry>
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * insert,
       db_->Prepare("INSERT INTO journal(study_id, trial, kind, time, resource, value, "
-                   "completed) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+                   "completed, objective_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     for (const JournalEntry& e : entries) {
       Statement stmt(insert);
       std::optional<double> value;
       if (!std::isnan(e.value)) value = e.value;
       stmt.Bind(study_id).Bind(e.trial).Bind(std::string(JournalKindName(e.kind))).Bind(e.time);
-      stmt.Bind(e.resource).Bind(value).Bind(e.completed ? 1 : 0);
+      stmt.Bind(e.resource).Bind(value).Bind(e.completed ? 1 : 0).Bind(EncodeNumbers(e.values));
       if (stmt.Step() != SQLITE_DONE)
         return db_->Error(StrCat("adding to the journal of trial ", e.trial));
     }
@@ -778,8 +780,8 @@ Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry>
 
 Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("SELECT id, trial, kind, time, resource, value, completed FROM "
-                                   "journal WHERE study_id = ? ORDER BY id"));
+                      db_->Prepare("SELECT id, trial, kind, time, resource, value, completed, "
+                                   "objective_values FROM journal WHERE study_id = ? ORDER BY id"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<JournalEntry> out;
@@ -797,6 +799,7 @@ Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
     e.resource = OptDouble(raw, 4).value_or(0.0);
     e.value = OptDouble(raw, 5).value_or(std::numeric_limits<double>::quiet_NaN());
     e.completed = sqlite3_column_int(raw, 6) != 0;
+    e.values = DecodeNumbers(Text(raw, 7));
     out.push_back(e);
   }
   if (rc != SQLITE_DONE) return db_->Error("reading the journal");

@@ -250,12 +250,12 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
   if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
   if (auto* f = Get(fields, "pruner")) {
     ParsePruner(*f, &spec->pruner);
-    // A pruner compares one value at a time; ranking a rung by non-dominated sorting is not
-    // built yet, and judging by the first objective alone would stop trials on the front.
-    if (spec->MultiObjective() && spec->pruner.algorithm != tuner::PrunerAlgorithm::kNone)
+    // The median compares one value; asha's and hyperband's rungs rank by non-dominated sorting.
+    if (spec->MultiObjective() && spec->pruner.algorithm == tuner::PrunerAlgorithm::kMedian)
       Error(f->key, "pruner.algorithm",
-            "early stopping compares one value, and this study has several objectives; "
-            "expected none (early stopping with several objectives is not supported yet)");
+            "the median pruner compares one value, and this study has several objectives; "
+            "expected asha or hyperband (their rungs rank trials by non-dominated sorting) or "
+            "none");
   }
   if (auto* f = Get(fields, "cluster")) ParseCluster(*f, &spec->cluster);
   if (auto* f = Get(fields, "export")) ParseExport(*f, spec->space, &spec->exports);

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "hyperpack/text.h"
+#include "hyperpack/tuner/pareto.h"
 
 namespace hyperpack::tuner {
 namespace {
@@ -74,7 +77,9 @@ class MedianPruner : public Pruner {
   std::set<int> completed_;
 };
 
-// ASHA with one or more brackets (Hyperband's asynchronous form).
+// ASHA with one or more brackets (Hyperband's asynchronous form). A rung's trials are ranked by
+// their value, or with several objectives by non-dominated sorting, then by crowding distance
+// within a front (most isolated first), then by trial number.
 class AshaPruner : public Pruner {
  public:
   AshaPruner(const PrunerOptions& o, int brackets)
@@ -106,30 +111,21 @@ class AshaPruner : public Pruner {
   }
 
   PrunerDecision Report(int trial, double resource, double value) override {
-    State& s = state_[trial];
-    Bracket& b = brackets_[s.bracket];
-    const int top = static_cast<int>(b.rungs.size()) - 1;
-    PrunerDecision decision;
-    // Every rung the trial has now passed, lowest first.
-    while (s.recorded + 1 <= top && resource + kEps >= b.rungs[s.recorded + 1]) {
-      int k = ++s.recorded;
-      b.recorded[k].push_back({value, trial});
-      if (k == top) return {PrunerDecision::Kind::kContinue, "", b.rungs[k]};
-      if (!Pauses(s)) {
-        decision = Judge(b, k, trial, value, "");
-        if (decision.kind == PrunerDecision::Kind::kStop) return decision;
-        continue;
-      }
-      if (k >= s.target) {
-        paused_.insert(trial);
-        return {PrunerDecision::Kind::kPause,
-                StrCat("asha: reached rung ", FormatShort(b.rungs[k], 6), " with ",
-                       FormatShort(value, 5), "; paused until it ranks in the top 1/",
-                       FormatShort(o_.reduction_factor, 3), " there"),
-                b.rungs[k]};
-      }
+    return Record(trial, resource, Entry{{o_.maximize ? -value : value}, trial, {value}});
+  }
+
+  PrunerDecision ReportObjectives(int trial, double resource,
+                                  std::span<const double> values) override {
+    if (o_.objectives.size() < 2) return Report(trial, resource, values.empty() ? 0 : values[0]);
+    Entry e{{}, trial, std::vector<double>(values.begin(), values.end())};
+    bool missing = values.size() < o_.objectives.size();
+    for (size_t k = 0; k < o_.objectives.size() && !missing; ++k) {
+      missing = std::isnan(values[k]);
+      e.key.push_back(o_.objectives[k] ? -values[k] : values[k]);
     }
-    return decision;
+    // A trial that has not reported every objective cannot be placed on a front: it ranks last.
+    if (missing) e.key.assign(o_.objectives.size(), std::numeric_limits<double>::infinity());
+    return Record(trial, resource, std::move(e));
   }
 
   PrunerDecision CannotPause(int trial) override {
@@ -138,29 +134,23 @@ class AshaPruner : public Pruner {
     s.no_pause = true;
     paused_.erase(trial);
     if (s.recorded < 0 || s.recorded + 1 >= static_cast<int>(b.rungs.size())) return {};
-    double mine = 0;
-    for (const auto& [v, t] : b.recorded[s.recorded])
-      if (t == trial) mine = v;
-    return Judge(b, s.recorded, trial, mine, " (it cannot pause: no checkpoint)");
+    return Judge(b, s.recorded, trial, " (it cannot pause: no checkpoint)");
   }
 
   std::optional<Promotion> ForcePromotion() override {
-    int best = -1, best_rung = -1;
-    double best_value = 0;
+    // The paused trials at the highest rung, and the best placed of them there.
+    double top = -1;
+    std::vector<Entry> at_top;
     for (int t : paused_) {
       const State& s = state_[t];
-      double v = 0;
-      for (const auto& [value, trial] : brackets_[s.bracket].recorded[s.recorded])
-        if (trial == t) v = value;
-      double rung = brackets_[s.bracket].rungs[s.recorded];
-      double top = best >= 0 ? brackets_[state_[best].bracket].rungs[best_rung] : -1;
-      if (best < 0 || rung > top || (rung == top && Better(v, best_value))) {
-        best = t;
-        best_rung = s.recorded;
-        best_value = v;
-      }
+      const double rung = brackets_[s.bracket].rungs[s.recorded];
+      if (rung < top) continue;
+      if (rung > top) at_top.clear();
+      top = rung;
+      at_top.push_back(EntryOf(brackets_[s.bracket], s.recorded, t));
     }
-    if (best < 0) return std::nullopt;
+    if (at_top.empty()) return std::nullopt;
+    const int best = at_top[Order(at_top).front()].trial;
     Promoted(best);
     const State& s = state_[best];
     return Promotion{best, brackets_[s.bracket].rungs[s.target]};
@@ -181,15 +171,12 @@ class AshaPruner : public Pruner {
     for (size_t bi = 0; bi < brackets_.size(); ++bi) {
       Bracket& b = brackets_[bi];
       for (int k = static_cast<int>(b.rungs.size()) - 2; k >= 0; --k) {
-        auto sorted = b.recorded[k];
-        std::sort(sorted.begin(), sorted.end(), [&](const auto& x, const auto& y) {
-          return Better(x.first, y.first) || (x.first == y.first && x.second < y.second);
-        });
+        const std::vector<int> order = Order(b.recorded[k]);
         // floor(n / eta) with eta a real number (2.5 promotes 4 of 10, not 5).
         int allowed =
-            static_cast<int>(static_cast<double>(sorted.size()) / o_.reduction_factor + kEps);
-        for (int i = 0; i < allowed && i < static_cast<int>(sorted.size()); ++i) {
-          int t = sorted[i].second;
+            static_cast<int>(static_cast<double>(order.size()) / o_.reduction_factor + kEps);
+        for (int i = 0; i < allowed && i < static_cast<int>(order.size()); ++i) {
+          int t = b.recorded[k][order[i]].trial;
           if (b.promoted[k].count(t) || !paused_.count(t) || state_[t].recorded != k) continue;
           b.promoted[k].insert(t);
           paused_.erase(t);
@@ -202,10 +189,16 @@ class AshaPruner : public Pruner {
   }
 
  private:
+  // A trial at a rung: what it is ranked by (every objective minimised), and what it reported.
+  struct Entry {
+    std::vector<double> key;
+    int trial;
+    std::vector<double> reported;
+  };
   struct Bracket {
     std::vector<double> rungs;
-    std::vector<std::vector<std::pair<double, int>>> recorded;  // per rung: (value, trial)
-    std::vector<std::set<int>> promoted;                        // per rung: promoted from it
+    std::vector<std::vector<Entry>> recorded;  // per rung, in the order reached
+    std::vector<std::set<int>> promoted;       // per rung: promoted from it
   };
   struct State {
     int bracket = 0;
@@ -214,32 +207,109 @@ class AshaPruner : public Pruner {
     bool no_pause = false;  // promote mode, but the trial cannot pause: judged as in stop mode
   };
 
+  PrunerDecision Record(int trial, double resource, Entry entry) {
+    State& s = state_[trial];
+    Bracket& b = brackets_[s.bracket];
+    const int top = static_cast<int>(b.rungs.size()) - 1;
+    PrunerDecision decision;
+    // Every rung the trial has now passed, lowest first.
+    while (s.recorded + 1 <= top && resource + kEps >= b.rungs[s.recorded + 1]) {
+      int k = ++s.recorded;
+      b.recorded[k].push_back(entry);
+      if (k == top) return {PrunerDecision::Kind::kContinue, "", b.rungs[k]};
+      if (!Pauses(s)) {
+        decision = Judge(b, k, trial, "");
+        if (decision.kind == PrunerDecision::Kind::kStop) return decision;
+        continue;
+      }
+      if (k >= s.target) {
+        paused_.insert(trial);
+        return {PrunerDecision::Kind::kPause,
+                StrCat("asha: reached rung ", FormatShort(b.rungs[k], 6), " with ", Shown(entry),
+                       "; paused until it ranks in the top 1/", FormatShort(o_.reduction_factor, 3),
+                       " there"),
+                b.rungs[k]};
+      }
+    }
+    return decision;
+  }
+
   bool Pauses(const State& s) const { return promote_ && !s.no_pause; }
+
   // Stop mode's rule at rung k: continue only in the top 1/eta so far.
-  PrunerDecision Judge(const Bracket& b, int k, int trial, double value, const char* note) const {
-    int rank = Rank(b, k, trial);
-    int allowed = Allowed(b.recorded[k].size());
+  PrunerDecision Judge(const Bracket& b, int k, int trial, const char* note) const {
+    const std::vector<int> order = Order(b.recorded[k]);
+    int rank = 0;
+    while (b.recorded[k][order[rank]].trial != trial) ++rank;
+    int allowed = Allowed(order.size());
     if (rank < allowed) return {PrunerDecision::Kind::kContinue, "", b.rungs[k]};
+    const Entry& mine = b.recorded[k][order[rank]];
     return {PrunerDecision::Kind::kStop,
-            StrCat("asha: ", FormatShort(value, 5), " at rung ", FormatShort(b.rungs[k], 6),
-                   " ranks ", rank + 1, " of ", b.recorded[k].size(), "; only the top ", allowed,
-                   " continue", note),
+            StrCat("asha: ", Shown(mine), " at rung ", FormatShort(b.rungs[k], 6),
+                   FrontNote(b, k, mine), " ranks ", rank + 1, " of ", order.size(),
+                   "; only the top ", allowed, " continue", note),
             b.rungs[k]};
   }
 
-  bool Better(double a, double b) const { return o_.maximize ? a > b : a < b; }
+  // The value, or with several objectives the values in parentheses.
+  static std::string Shown(const Entry& e) {
+    if (e.reported.size() == 1) return FormatShort(e.reported[0], 5);
+    std::vector<std::string> parts;
+    for (double v : e.reported) parts.push_back(FormatShort(v, 5));
+    return StrCat("(", Join(parts, ", "), ")");
+  }
+
+  // With several objectives, the non-dominated front the entry is in at its rung.
+  std::string FrontNote(const Bracket& b, int k, const Entry& e) const {
+    if (e.key.size() < 2) return "";
+    std::vector<ObjectiveVector> points;
+    for (const Entry& x : b.recorded[k]) points.push_back(x.key);
+    const std::vector<std::vector<int>> fronts = NonDominatedSort(points);
+    for (size_t f = 0; f < fronts.size(); ++f)
+      for (int i : fronts[f])
+        if (b.recorded[k][i].trial == e.trial)
+          return StrCat(" is in non-dominated front ", f + 1, " of ", fronts.size(), ",");
+    return "";
+  }
+
+  // Positions into `entries`, best first: by value (one objective), or by front then crowding
+  // distance (several); ties by trial number.
+  static std::vector<int> Order(const std::vector<Entry>& entries) {
+    std::vector<int> order(entries.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (entries.empty() || entries[0].key.size() < 2) {
+      std::sort(order.begin(), order.end(), [&](int x, int y) {
+        const Entry &a = entries[x], &b = entries[y];
+        return a.key[0] < b.key[0] || (a.key[0] == b.key[0] && a.trial < b.trial);
+      });
+      return order;
+    }
+    std::vector<ObjectiveVector> points;
+    for (const Entry& e : entries) points.push_back(e.key);
+    order.clear();
+    for (const std::vector<int>& front : NonDominatedSort(points)) {
+      const std::vector<double> crowding = CrowdingDistance(points, front);
+      std::vector<int> members(front.size());
+      std::iota(members.begin(), members.end(), 0);
+      std::sort(members.begin(), members.end(), [&](int x, int y) {
+        return crowding[x] > crowding[y] ||
+               (crowding[x] == crowding[y] && entries[front[x]].trial < entries[front[y]].trial);
+      });
+      for (int m : members) order.push_back(front[m]);
+    }
+    return order;
+  }
+
+  // Trial t's entry at rung k of bracket b.
+  static Entry EntryOf(const Bracket& b, int k, int t) {
+    for (const Entry& e : b.recorded[k])
+      if (e.trial == t) return e;
+    return Entry{{0}, t, {0}};
+  }
+
   // At least the best one continues.
   int Allowed(size_t n) const {
     return std::max(1, static_cast<int>(static_cast<double>(n) / o_.reduction_factor + kEps));
-  }
-  int Rank(const Bracket& b, int k, int trial) const {
-    double mine = 0;
-    for (const auto& [v, t] : b.recorded[k])
-      if (t == trial) mine = v;
-    int better = 0;
-    for (const auto& [v, t] : b.recorded[k])
-      if (t != trial && (Better(v, mine) || (v == mine && t < trial))) ++better;
-    return better;
   }
 
   PrunerOptions o_;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -269,10 +270,14 @@ class StudyController::Impl {
   void KeepValue(Trial& t, const std::string& name, double value) const;
   bool ObserveRung(int root, const Config& config, double resource, double value,
                    const tuner::PrunerDecision& d, std::optional<double> cost);
+  // `values`: with several objectives, each one's value (the pruner ranks by them); else empty.
   tuner::PrunerDecision Report(int root, const Config& config, double resource, double objective,
-                               bool* rung_observed, std::optional<double> cost = std::nullopt);
+                               std::span<const double> values, bool* rung_observed,
+                               std::optional<double> cost = std::nullopt);
   void Journal(storage::JournalKind kind, int root, double resource = 0, double value = 0,
-               bool completed = false);
+               bool completed = false, std::vector<double> values = {});
+  // With several objectives, each one's latest value for the pruner (NaN where not reported).
+  std::vector<double> ObjectiveValues(const Trial& t) const;
   // `announced`: its promotion event was logged already (promoted in place, then restarted).
   void Promote(const Paused& p, double target, bool announced = false);
   void MarkPromoted(int root, double target);

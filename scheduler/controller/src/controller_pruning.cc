@@ -65,9 +65,10 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
   if (t.pruned || t.pausing || !t.objective) return;
   t.continued_to.reset();
   t.resource = ResourceOf(m, roots_[t.root].reports + 1);
-  Journal(JournalKind::kReport, t.root, t.resource, *t.objective);
+  const std::vector<double> values = ObjectiveValues(t);
+  Journal(JournalKind::kReport, t.root, t.resource, *t.objective, false, values);
   tuner::PrunerDecision d =
-      Report(t.root, t.config, t.resource, *t.objective, &t.rung_observed, CostPerUnit(t));
+      Report(t.root, t.config, t.resource, *t.objective, values, &t.rung_observed, CostPerUnit(t));
   if (d.kind == Kind::kPause && !checkpoint) {
     d = pruner_->CannotPause(t.root);
     Journal(JournalKind::kCannotPause, t.root);
@@ -85,11 +86,14 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
 
 // The one place a report reaches the pruner and the tuner, live and in replay.
 tuner::PrunerDecision StudyController::Impl::Report(int root, const Config& config, double resource,
-                                                    double objective, bool* rung_observed,
+                                                    double objective,
+                                                    std::span<const double> values,
+                                                    bool* rung_observed,
                                                     std::optional<double> cost) {
   RootState& rs = roots_[root];
   ++rs.reports;
-  tuner::PrunerDecision d = pruner_->Report(root, resource, Comparable(objective));
+  tuner::PrunerDecision d = values.empty() ? pruner_->Report(root, resource, Comparable(objective))
+                                           : pruner_->ReportObjectives(root, resource, values);
   rs.rung_observed = ObserveRung(root, config, resource, objective, d, cost);
   if (rung_observed) *rung_observed = rs.rung_observed;
   rs.seen.reports = rs.reports;
@@ -186,8 +190,18 @@ bool StudyController::Impl::ObserveRung(int root, const Config& config, double r
   return true;
 }
 
+std::vector<double> StudyController::Impl::ObjectiveValues(const Trial& t) const {
+  std::vector<double> out;
+  if (!spec_.MultiObjective()) return out;
+  for (const study::Objective& o : spec_.objectives) {
+    auto it = t.values.find(o.metric);
+    out.push_back(it == t.values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second);
+  }
+  return out;
+}
+
 void StudyController::Impl::Journal(JournalKind kind, int root, double resource, double value,
-                                    bool completed) {
+                                    bool completed, std::vector<double> values) {
   if (replaying_) return;
   storage::JournalEntry e;
   e.trial = root;
@@ -196,6 +210,7 @@ void StudyController::Impl::Journal(JournalKind kind, int root, double resource,
   e.resource = resource;
   e.value = value;
   e.completed = completed;
+  e.values = std::move(values);
   Write(JournalRow{e});
 }
 
@@ -292,7 +307,7 @@ void StudyController::Impl::ReplayEntry(const storage::JournalEntry& e,
     case JournalKind::kReport: {
       auto it = config_of_root.find(e.trial);
       Report(e.trial, it == config_of_root.end() ? Config{} : it->second, e.resource, e.value,
-             nullptr, rs.stored_cost);
+             e.values, nullptr, rs.stored_cost);
       return;
     }
     case JournalKind::kCannotPause: {

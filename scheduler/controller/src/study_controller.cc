@@ -62,6 +62,9 @@ tuner::PrunerOptions PrunerOptionsFor(const study::StudySpec& spec) {
   o.warmup_steps = spec.pruner.warmup_steps;
   o.startup_trials = spec.pruner.startup_trials;
   o.maximize = spec.objective.direction == study::Direction::kMaximize;
+  if (spec.MultiObjective())
+    for (const study::Objective& objective : spec.objectives)
+      o.objectives.push_back(objective.direction == study::Direction::kMaximize);
   return o;
 }
 

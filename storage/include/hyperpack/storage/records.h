@@ -127,6 +127,8 @@ struct JournalEntry {
   double time = 0;      // seconds since the epoch
   double resource = 0;  // kReport: the report's resource; kPromoted: the target
   double value = 0;     // kReport: the objective as the pruner saw it; NaN is kept (stored as NULL)
+  // kReport in a study with several objectives: each one as the pruner saw it, in order (NaN kept).
+  std::vector<double> values;
   bool completed = false;  // kEnd
 };
 
@@ -243,6 +245,10 @@ Config DecodeParams(const std::string& text);
 // members that are not numbers.
 std::string EncodeValues(const std::map<std::string, double>& values);
 std::map<std::string, double> DecodeValues(const std::string& text);
+// A list of numbers (a journal entry's values): a JSON array, NaN as null ("" for none). Decoding
+// reads "" or text that is not such an array as none, and null or a non-number as NaN.
+std::string EncodeNumbers(const std::vector<double>& numbers);
+std::vector<double> DecodeNumbers(const std::string& text);
 
 // What `status` says of a study's trials without reading them: how many are in each state, and
 // the span they ran over.

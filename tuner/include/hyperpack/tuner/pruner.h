@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,10 @@ struct PrunerOptions {
   double warmup_steps = 0;  // median
   int startup_trials = 5;   // median
   bool maximize = false;
+  // asha, hyperband with several objectives (2 to 4): each one's direction (true: maximised), in
+  // the order ReportObjectives takes them. A rung then ranks its trials by non-dominated sorting,
+  // then crowding distance within a front (the most isolated first), then trial number.
+  std::vector<bool> objectives;
 };
 
 struct PrunerDecision {
@@ -67,6 +72,12 @@ class Pruner {
   virtual double Begin(int trial) = 0;
   // The trial reported `value` after `resource` (its epochs or steps).
   virtual PrunerDecision Report(int trial, double resource, double value) = 0;
+  // With several objectives (PrunerOptions::objectives): the trial's value of each, in order; one
+  // that lacks a value (NaN) ranks last. Pruners that compare one value judge the first.
+  virtual PrunerDecision ReportObjectives(int trial, double resource,
+                                          std::span<const double> values) {
+    return Report(trial, resource, values.empty() ? 0.0 : values[0]);
+  }
   // The trial ended for good: completed (true) or stopped, failed, lost (false).
   virtual void End(int trial, bool completed) = 0;
   // Promote mode: a paused trial that may continue now, the best-placed first, and the resource
