@@ -12,6 +12,30 @@ Result<std::optional<report::Tolerance>> Within(const cxxopts::ParseResult& args
   return std::optional<report::Tolerance>(t);
 }
 
+// --trial N, --pick CONDITIONS and --by METRIC: one trial chosen, for best and export.
+void AddChoiceFlags(cxxopts::Options& o) {
+  o.add_options()("pick",
+                  "several objectives: the Pareto set's members meeting CONDITIONS "
+                  "('val_accuracy>=0.9,latency_ms<20'), of which --by picks one",
+                  cxxopts::value<std::string>())(
+      "by", "several objectives: pick the member of the Pareto set best by METRIC",
+      cxxopts::value<std::string>());
+}
+
+// What --within, --trial, --pick and --by choose (--top for export).
+Result<report::Choice> ChoiceOf(const cxxopts::ParseResult& args, bool with_top = false) {
+  report::Choice c;
+  HP_ASSIGN_OR_RETURN(c.within, Within(args));
+  if (args.count("trial")) c.trial = args["trial"].as<int>();
+  if (with_top) c.top = args["top"].as<int>();
+  if (args.count("pick") || args.count("by")) {
+    HP_ASSIGN_OR_RETURN(
+        c.pick, report::ParseFrontPick(args.count("pick") ? args["pick"].as<std::string>() : "",
+                                       args.count("by") ? args["by"].as<std::string>() : ""));
+  }
+  return c;
+}
+
 // Writes `text` beside `target` and renames it there, so a reader never sees half a file.
 Status WriteWhole(const std::string& target, const std::string& text) {
   std::string tmp = target + ".tmp";
@@ -79,18 +103,19 @@ int CmdTrials(int argc, char** argv) {
 
 int CmdBest(int argc, char** argv) {
   cxxopts::Options o("best", "hyperpack best STUDY: the best completed trial");
-  o.custom_help("STUDY [--within X] [options]");
+  o.custom_help("STUDY [--within X | --pick CONDITIONS --by METRIC | --trial N] [options]");
   AddStorage(o);
   o.add_options()("json", "print JSON: {trial, value, params, ...}")(
       "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
-      cxxopts::value<std::string>());
+      cxxopts::value<std::string>())("trial", "trial N, with its values", cxxopts::value<int>());
+  AddChoiceFlags(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
-  auto within = Within(args);
-  if (!within.ok()) return Fail(within.status());
+  auto choice = ChoiceOf(args);
+  if (!choice.ok()) return Fail(choice.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
-  Status s = report::ReportBest(**db, Positional(args)[0], Format(args), *within, std::cout);
+  Status s = report::ReportBest(**db, Positional(args)[0], Format(args), *choice, std::cout);
   return s.ok() ? kOk : Fail(s);
 }
 
@@ -108,12 +133,13 @@ int CmdExport(int argc, char** argv) {
       "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
       cxxopts::value<std::string>())("o,output", "write to FILE instead of standard output",
                                      cxxopts::value<std::string>());
+  AddChoiceFlags(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   auto format = report::ParseExportFormat(args["format"].as<std::string>());
   if (!format.ok()) return Fail(format.status());
-  auto within = Within(args);
-  if (!within.ok()) return Fail(within.status());
+  auto choice = ChoiceOf(args, /*with_top=*/true);
+  if (!choice.ok()) return Fail(choice.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
   if (*format == report::ExportFormat::kOptunaSqlite && args.count("output")) {
@@ -132,10 +158,7 @@ int CmdExport(int argc, char** argv) {
     return kOk;
   }
   std::ostringstream text;
-  std::optional<int> trial;
-  if (args.count("trial")) trial = args["trial"].as<int>();
-  Status s = report::ExportBest(**db, Positional(args)[0], *format, args["top"].as<int>(), trial,
-                                *within, text, std::cerr);
+  Status s = report::ExportBest(**db, Positional(args)[0], *format, *choice, text, std::cerr);
   if (!s.ok()) return Fail(s);
   if (!args.count("output")) {
     std::cout << text.str();

@@ -339,6 +339,27 @@ budget: {max_trials: 16, max_failed: 16}
   auto table = Cli({"best", "s", "--storage", db_});
   EXPECT_THAT(table.out, HasSubstr(StrCat("Pareto set: ", expected.size(), " of ")));
 
+  // One member chosen: the smallest b among those with a <= 0.5; export writes it, and without a
+  // choice export says how to make one.
+  int want = -1;
+  for (const storage::TrialRecord& t : feasible)
+    if (expected.count(t.number) && t.values.at("a") <= 0.5 &&
+        (want < 0 || t.values.at("b") < Trials()[want].values.at("b")))
+      want = t.number;
+  ASSERT_GE(want, 0);
+  auto picked = Cli({"best", "s", "--storage", db_, "--json", "--pick", "a<=0.5", "--by", "b"});
+  ASSERT_EQ(picked.exit_code, 0) << picked.err;
+  EXPECT_EQ(Json::parse(picked.out)["trial"].get<int>(), want);
+  auto exported =
+      Cli({"export", "s", "--storage", db_, "--format", "json", "--pick", "a<=0.5", "--by", "b"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(Json::parse(exported.out)["x"].get<double>(),
+            std::get<double>(Trials()[want].params.at("x")));
+  auto unchosen = Cli({"export", "s", "--storage", db_});
+  EXPECT_NE(unchosen.exit_code, 0);
+  EXPECT_THAT(unchosen.err,
+              HasSubstr("choose a member of its Pareto set with --trial N or --pick"));
+
   auto trials = Cli({"trials", "s", "--storage", db_, "--json"});
   ASSERT_EQ(trials.exit_code, 0) << trials.err;
   for (const Json& t : Json::parse(trials.out)) {

@@ -103,5 +103,95 @@ TEST(StudySummaryTest, AStudyWithoutTrialsAndOneNotThere) {
   EXPECT_NE(missing.status().message().find("did you mean 'empty'"), std::string::npos);
 }
 
+// ---- several objectives ------------------------------------------------------------------------
+
+constexpr char kTwoObjectiveSpec[] = R"(name: mo
+objectives:
+  - {metric: acc, direction: maximize}
+  - {metric: ms, direction: minimize}
+constraints: [{metric: mem, max: 40}]
+search_space:
+  x: {type: float, low: 0, high: 1}
+trial: {command: "true"}
+)";
+
+// Trials written by hand: (acc, ms, mem) each, completed unless said.
+StudyView TwoObjectiveView() {
+  StudyView v;
+  v.study.name = "mo";
+  v.spec = study::ParseStudy(kTwoObjectiveSpec, "mo.yaml").spec;
+  EXPECT_TRUE(v.spec);
+  const double rows[][3] = {{0.90, 10, 30},   // 0: front
+                            {0.95, 20, 30},   // 1: front
+                            {0.85, 15, 30},   // 2: dominated by 0
+                            {0.99, 50, 30},   // 3: front
+                            {0.99, 5, 45},    // 4: breaks mem: would dominate everything
+                            {0.97, 30, 30}};  // 5: front
+  for (int n = 0; n < 6; ++n) {
+    TrialRecord t;
+    t.number = n;
+    t.state = TrialState::kCompleted;
+    t.values = {{"acc", rows[n][0]}, {"ms", rows[n][1]}, {"mem", rows[n][2]}};
+    t.value = rows[n][0];
+    v.trials.push_back(t);
+  }
+  TrialRecord pruned = v.trials[0];
+  pruned.number = 6;
+  pruned.state = TrialState::kPruned;
+  pruned.values["ms"] = 1;  // better than every completed trial, but not completed
+  v.trials.push_back(pruned);
+  return v;
+}
+
+std::vector<int> Numbers(const std::vector<const TrialRecord*>& trials) {
+  std::vector<int> out;
+  for (const TrialRecord* t : trials) out.push_back(t->number);
+  return out;
+}
+
+TEST(ParetoSetTest, IsTheCompletedFeasibleTrialsThatNoneDominatesInTheirDirections) {
+  EXPECT_EQ(Numbers(ParetoSet(TwoObjectiveView())), (std::vector<int>{0, 1, 3, 5}));
+  // One objective: no Pareto set; Ranked leaves out a trial that breaks a constraint.
+  StudyView one = TwoObjectiveView();
+  one.spec = study::ParseStudy(R"(name: one
+objective: {metric: acc, direction: maximize}
+constraints: [{metric: mem, max: 40}]
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "true"}
+)",
+                               "one.yaml")
+                 .spec;
+  one.study.direction = Direction::kMaximize;
+  ASSERT_TRUE(one.spec);
+  EXPECT_TRUE(ParetoSet(one).empty());
+  EXPECT_EQ(Numbers(Ranked(one)), (std::vector<int>{3, 5, 1, 0, 2}));
+}
+
+TEST(ParetoSetTest, PickChoosesTheBestByAMetricAmongTheMembersThatMeetEveryCondition) {
+  const StudyView v = TwoObjectiveView();
+  auto pick = [&](const std::string& conditions, const std::string& by) -> Result<int> {
+    HP_ASSIGN_OR_RETURN(FrontPick p, ParseFrontPick(conditions, by));
+    HP_ASSIGN_OR_RETURN(const TrialRecord* t, PickFromFront(v, p));
+    return t->number;
+  };
+  EXPECT_EQ(pick("acc>=0.95", "ms").value(), 1);  // 1, 3 and 5 qualify; 1 is fastest
+  EXPECT_EQ(pick("acc>=0.95, ms<30", "acc").value(), 1);
+  EXPECT_EQ(pick("ms<=30", "acc").value(), 5);  // maximised: the largest acc
+  EXPECT_EQ(pick("", "").value(), 3);           // no condition, by the first objective
+  EXPECT_EQ(pick("", "mem").value(), 0);        // a constraint's metric: the smallest; ties
+                                                // go to the earlier trial
+  Result<int> none = pick("acc>0.99", "ms");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("none of the 4 trials of the Pareto set of study 'mo' "
+                                         "meets acc>0.99 (it has acc from 0.9 to 0.99)"),
+            std::string::npos)
+      << none.status().message();
+  Result<int> unknown = pick("accuracy>=0.9", "ms");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("keeps no metric 'accuracy'"), std::string::npos);
+  for (const char* bad : {"acc", "acc>=", ">=0.9", "acc>=0.9x", "acc=>0.9", "acc>=nan"})
+    EXPECT_FALSE(ParseFrontPick(bad, "").ok()) << bad;
+}
+
 }  // namespace
 }  // namespace hyperpack::report

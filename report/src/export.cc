@@ -209,13 +209,27 @@ void ExportPlain(const StudyView& l, const std::vector<const TrialRecord*>& chos
 
 }  // namespace
 
-Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::optional<int> trial, const std::optional<Tolerance>& within,
+Status ExportBest(Storage& db, const std::string& name, ExportFormat format, const Choice& choice,
                   std::ostream& out, std::ostream& warnings) {
+  const int top = choice.top;
+  const std::optional<int>& trial = choice.trial;
+  const std::optional<Tolerance>& within = choice.within;
   HP_ASSIGN_OR_RETURN(StudyView l,
                       ReadStudyView(db, name, within ? ViewParts::kCosts : ViewParts::kTrials));
   std::vector<const TrialRecord*> chosen;
-  if (within) {
+  if (choice.pick) {
+    if (trial || within || top != 1)
+      return Status::Invalid(
+          "--pick chooses one trial: it goes with none of --top, --trial and --within");
+    HP_ASSIGN_OR_RETURN(const TrialRecord* picked, PickFromFront(l, *choice.pick));
+    chosen = {picked};
+  } else if (l.spec && l.spec->MultiObjective() && !trial) {
+    return Status::Invalid("study '", name,
+                           "' has several objectives and no single best: choose a member of its "
+                           "Pareto set with --trial N or --pick CONDITIONS --by METRIC (hyperpack "
+                           "best ",
+                           name, " lists it)");
+  } else if (within) {
     if (trial || top != 1)
       return Status::Invalid(
           "--within picks one trial, the cheapest good one: it goes with "
@@ -241,7 +255,7 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, int
   for (const TrialRecord* t : chosen) {
     configs.push_back(OrderedParams(l, *t));
   }
-  ExportPlain(l, chosen, configs, format, /*single=*/top == 1 || trial.has_value(), out);
+  ExportPlain(l, chosen, configs, format, /*single=*/chosen.size() == 1 && top == 1, out);
   if (format == ExportFormat::kArgs) WarnUnplacedArgs(l, configs, warnings);
   return Status::Ok();
 }

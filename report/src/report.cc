@@ -444,13 +444,63 @@ Status ReportFront(const StudyView& l, OutputFormat format, std::ostream& out) {
 
 }  // namespace
 
-Status ReportBest(Storage& db, const std::string& name, OutputFormat format,
-                  const std::optional<Tolerance>& within, std::ostream& out) {
+namespace {
+
+// One trial chosen (--trial, --pick): its values and configuration.
+Status ReportChosen(const StudyView& l, const TrialRecord& t, const std::string& why,
+                    OutputFormat format, std::ostream& out) {
+  if (format == OutputFormat::kJson) {
+    Json o;
+    o["study"] = l.study.name;
+    const Json j = TrialJson(t, l.space());
+    for (auto& [k, v] : j.items()) o[k] = v;
+    o["chosen"] = why;
+    out << o.dump(2) << "\n";
+    return Status::Ok();
+  }
+  out << "trial " << t.number << " (" << storage::TrialStateName(t.state) << "), " << why << "\n";
+  if (!t.values.empty()) {
+    for (const auto& [metric, v] : t.values)
+      out << "  " << metric << " = " << FormatShort(v, 6) << "\n";
+  } else if (t.value) {
+    out << "  " << l.study.metric << " = " << FormatShort(*t.value, 6) << "\n";
+  }
+  for (const std::string& p : ConfigNames(t.params, l.space()))
+    out << "  " << p << ": " << FormatValue(t.params.at(p)) << "\n";
+  return Status::Ok();
+}
+
+Status ReportOneTrial(Storage& db, const std::string& name, const Choice& choice,
+                      OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kTrials));
+  if (choice.pick) {
+    HP_ASSIGN_OR_RETURN(const TrialRecord* t, PickFromFront(l, *choice.pick));
+    const std::string by = choice.pick->by.empty() ? l.spec->objectives[0].metric : choice.pick->by;
+    const std::string why =
+        StrCat("picked from the Pareto set",
+               choice.pick->conditions.empty() ? "" : " among " + ConditionsText(*choice.pick),
+               ", the best ", by);
+    return ReportChosen(l, *t, why, format, out);
+  }
+  for (const TrialRecord& t : l.trials)
+    if (t.number == *choice.trial) return ReportChosen(l, t, "chosen by number", format, out);
+  return Status::NotFound("study '", name, "' has no trial ", *choice.trial);
+}
+
+}  // namespace
+
+Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,
+                  std::ostream& out) {
+  if (choice.trial.has_value() + choice.within.has_value() + choice.pick.has_value() > 1)
+    return Status::Invalid("--trial, --within and --pick each choose a trial: give one of them");
+  if (choice.trial || choice.pick) return ReportOneTrial(db, name, choice, format, out);
+  const std::optional<Tolerance>& within = choice.within;
   HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, within.value_or(Tolerance{})));
   if (l.spec && l.spec->MultiObjective()) {
     if (within)
       return Status::Invalid("--within picks the cheapest trial near the best value; study '", name,
-                             "' has several objectives and a Pareto set instead");
+                             "' has several objectives and a Pareto set instead (choose one with "
+                             "--pick CONDITIONS --by METRIC)");
     return ReportFront(l, format, out);
   }
   auto ranked = Ranked(l);

@@ -75,6 +75,13 @@ std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
 // constraints, have every objective's value, and that no other such trial dominates, in trial
 // order. Empty for a study with one objective (or whose file no longer parses).
 std::vector<const storage::TrialRecord*> ParetoSet(const StudyView& view);
+// The member of view's Pareto set that `pick` chooses (report.h's FrontPick). Errors: the study
+// has one objective, a metric it keeps no value of (with the ones it does), or no member meets the
+// conditions (with each condition's metric's range on the front).
+Result<const storage::TrialRecord*> PickFromFront(const StudyView& view, const FrontPick& pick);
+// "val_accuracy>=0.9,latency_ms<20", as --pick is written.
+std::string ConditionsText(const FrontPick& pick);
+
 // Each objective's value of a trial of view.spec, in the order of its objectives; nullopt when
 // one is missing.
 std::optional<std::vector<double>> ObjectiveValues(const study::StudySpec& spec,

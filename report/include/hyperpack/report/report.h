@@ -11,6 +11,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
@@ -89,8 +90,8 @@ Result<int> WaitForStudy(const std::function<Result<std::vector<StudyCondition>>
 
 // A piece of a study's logs from `from` on: without a trial, its event log (`from` counts events,
 // a line each); with one, that trial's log file (rank 0's; `from` counts bytes). A piece holds
-// about 64 KiB at most, so that it fits a server's reply frame. `over`: nothing more will come (no runner is on the study; the trial has ended and its
-// file was read to its end).
+// about 64 KiB at most, so that it fits a server's reply frame. `over`: nothing more will come (no
+// runner is on the study; the trial has ended and its file was read to its end).
 struct LogChunk {
   std::string text;
   int64_t next = 0;  // where the next piece starts
@@ -121,8 +122,37 @@ Result<Tolerance> ParseTolerance(const std::string& text);
 // cost (the time it ran x the GPUs it held, or x its CPU slots where it held none: GPU-seconds
 // or CPU-seconds) beside the best's: {..., "cost", "cost_unit", "within", "best": {"trial",
 // "value", "cost"}}. A trial that held GPUs counts as dearer than any that held none.
+// One member of a study's Pareto set, chosen (`--pick 'val_accuracy>=0.9' --by latency_ms`): of
+// the members whose values meet every condition, the best by `by` in its objective's direction
+// (the smallest, for a constraint's metric); ties: the earlier trial.
+struct FrontPick {
+  enum class Op { kLess, kLessEqual, kGreater, kGreaterEqual };
+  struct Condition {
+    std::string metric;
+    Op op = Op::kGreaterEqual;
+    double value = 0;
+  };
+  std::vector<Condition> conditions;
+  std::string by;  // empty: the first objective
+};
+// Conditions "val_accuracy>=0.9,latency_ms<20" ("" for none) and the metric to pick by. Errors
+// name --pick and say what would do; the metrics are checked against the study when it is read.
+Result<FrontPick> ParseFrontPick(const std::string& conditions, const std::string& by);
+
+// What `best` and `export` choose: the best (`top` of them, for export), or one trial by number,
+// or the cheapest within a tolerance of the best, or (several objectives) one member of the
+// Pareto set picked. At most one of trial, within and pick.
+struct Choice {
+  int top = 1;
+  std::optional<int> trial;
+  std::optional<Tolerance> within;
+  std::optional<FrontPick> pick;
+};
+
+// With several objectives: the Pareto set ({"study", "objectives", "constraints", "front": [...]}
+// in JSON), or with `pick` its member picked, or with `trial` that trial.
 Status ReportBest(storage::Storage& db, const std::string& name, OutputFormat format,
-                  const std::optional<Tolerance>& within, std::ostream& out);
+                  const Choice& choice, std::ostream& out);
 
 enum class ExportFormat {
   kYaml,
@@ -147,9 +177,9 @@ Result<ExportFormat> ParseExportFormat(const std::string& name);
 // of --name value arguments, or a launcher's configuration), ready to feed to a training script;
 // with top > 1, one entry per trial with its number and value. What a launcher's format cannot
 // carry over is written to `warnings`, a line each.
-Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format, int top,
-                  std::optional<int> trial, const std::optional<Tolerance>& within,
-                  std::ostream& out, std::ostream& warnings);
+// A study with several objectives has no best: its export needs `trial` or `pick`.
+Status ExportBest(storage::Storage& db, const std::string& name, ExportFormat format,
+                  const Choice& choice, std::ostream& out, std::ostream& warnings);
 
 // The study page (docs/REPORT.md) of study `name`: its charts (optimisation history, parallel
 // coordinates, parameter importance, slices, intermediate values, trials on GPUs and CPU slots
