@@ -255,6 +255,54 @@ TEST(PageDataTest, ImportanceNeedsEnoughCompletedTrialsAndSaysWhy) {
   EXPECT_EQ(d["params"].size(), 2u);
 }
 
+// Two objectives (acc maximised, ms minimised) and a constraint: the page's front is the Pareto
+// set, and its hypervolume after each feasible completed trial never falls, stays put for a
+// dominated trial, and is the exact area against a reference 10% past the worst values.
+TEST(PageDataTest, TheFrontsHypervolumeGrowsWithEachTrialThatImprovesIt) {
+  StudyView in = Input();
+  in.spec = ParseStudy(R"(name: mo
+objectives:
+  - {metric: acc, direction: maximize}
+  - {metric: ms, direction: minimize}
+constraints: [{metric: mem, max: 40}]
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "true"}
+)",
+                       "mo.yaml")
+                .spec;
+  ASSERT_TRUE(in.spec);
+  const double rows[][3] = {{0.5, 20, 1},
+                            {0.7, 30, 1},
+                            {0.6, 25, 1},
+                            {0.4, 40, 1},   // dominated: the hypervolume stays
+                            {0.9, 5, 50}};  // breaks mem: left out
+  for (int n = 0; n < 5; ++n) {
+    TrialRecord t = Trial(n, TrialState::kCompleted, 10 + n, 11 + n);
+    t.values = {{"acc", rows[n][0]}, {"ms", rows[n][1]}, {"mem", rows[n][2]}};
+    t.value = rows[n][0];
+    in.trials.push_back(t);
+  }
+  const json front = PageData(in)["front"];
+  EXPECT_EQ(front["members"], json::parse("[0, 1, 2]"));
+  // Minimised: (-acc, ms). Worst: -0.4 and 40, ranges 0.3 and 20: reference (-0.37, 42) shown as
+  // acc 0.37, ms 42.
+  EXPECT_NEAR(front["reference"][0].get<double>(), 0.37, 1e-12);
+  EXPECT_NEAR(front["reference"][1].get<double>(), 42, 1e-12);
+  std::vector<double> hv;
+  for (const json& p : front["hypervolume"]) hv.push_back(p["value"].get<double>());
+  ASSERT_EQ(hv.size(), 4u);
+  EXPECT_NEAR(hv[0], (0.5 - 0.37) * (42 - 20), 1e-12);
+  // Adding (0.7, 30): its box (0.7 - 0.37) x (42 - 30) less the overlap (0.5 - 0.37) x (42 - 30).
+  EXPECT_NEAR(hv[1], hv[0] + (0.7 - 0.5) * (42 - 30), 1e-12);
+  EXPECT_NEAR(hv[2], hv[1] + (0.6 - 0.5) * (30 - 25), 1e-12);
+  EXPECT_EQ(hv[3], hv[2]);
+  const json trials = PageData(in)["trials"];
+  EXPECT_EQ(trials[4]["feasible"], false);
+  EXPECT_EQ(trials[0]["values"]["ms"], 20);
+  // One objective: no front.
+  EXPECT_TRUE(PageData(Input())["front"].is_null());
+}
+
 TEST(PageDataTest, TrialBytesCannotBreakOutOfThePageOrItsJson) {
   StudyView in = Input();
   in.study.name = "<b>s</b>";

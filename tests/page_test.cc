@@ -237,6 +237,7 @@ TEST_F(PageTest, AGpStudysPageRendersEveryTrialOfflineWithNoErrors) {
   EXPECT_EQ(points["cost"], scored);
   EXPECT_EQ(points["timeline"], trials.size());  // each ran once, on one CPU slot
   EXPECT_EQ(points["importance"], 4);            // x, lr, layers, opt
+  EXPECT_EQ(points["front"], 0);                 // one objective: no front
   EXPECT_EQ(points["curves"], trials.size() - failed);
   EXPECT_GT(points["events"].get<int>(), 0);
 
@@ -246,6 +247,38 @@ TEST_F(PageTest, AGpStudysPageRendersEveryTrialOfflineWithNoErrors) {
   Ran shooting = Browse(page, {"--screenshot=" + shot});
   ASSERT_EQ(shooting.exit_code, 0) << shooting.err;
   EXPECT_GT(DistinctColours(testing::ReadFile(shot)), 50);
+}
+
+// Two objectives and a constraint: the front section draws a scatter of every completed trial
+// (front solid, dominated faded, constraint breakers crossed) and the hypervolume over trials; a
+// study with one objective has no such section (the gp study above: its points.front is 0).
+TEST_F(PageTest, ATwoObjectiveStudysPageDrawsItsFrontAndItsHypervolume) {
+  WriteFile(dir_ / "mo.sh", R"(awk -v x="$1" -v y="$2" 'BEGIN {
+  printf "{\"acc\": %.6f, \"ms\": %.6f, \"mem\": %.6f}\n", 1 - (x - 0.2)^2 - y / 4, 5 + 20 * x, y }')");
+  const std::string page = RunAndReport("mo", R"(name: mo
+objectives:
+  - {metric: acc, direction: maximize}
+  - {metric: ms, direction: minimize}
+constraints: [{metric: mem, max: 0.7}]
+search_space:
+  x: {type: float, low: 0, high: 1}
+  y: {type: float, low: 0, high: 1}
+trial: {command: "sh mo.sh {x} {y}"}
+tuner: {algorithm: gp, seed: 2}
+budget: {max_trials: 14}
+)");
+  int completed = 0, broken = 0;
+  for (const TrialRecord& t : Trials("mo")) {
+    completed += t.state == TrialState::kCompleted;
+    broken += t.state == TrialState::kCompleted && t.values.at("mem") > 0.7;
+  }
+  ASSERT_EQ(completed, 14);
+  EXPECT_GT(broken, 0) << "the Sobol design should break the constraint somewhere";
+  std::map<std::string, std::string> body = Render(page);
+  json points = json::parse(body["data-points"], nullptr, false);
+  ASSERT_TRUE(points.is_object()) << body["data-points"];
+  EXPECT_EQ(points["front"], completed);
+  EXPECT_EQ(points["history"], completed);
 }
 
 TEST_F(PageTest, AnAshaStudysPageShowsEveryCurveAndEveryStretchOfItsPromotedTrials) {

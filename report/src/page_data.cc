@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "hyperpack/config_json.h"
 #include "hyperpack/text.h"
 #include "hyperpack/tuner/importance.h"
+#include "hyperpack/tuner/pareto.h"
 #include "hyperpack/tuner/pruner.h"
 #include "hyperpack/tuner/tuner.h"
 #include "json_values.h"
@@ -86,6 +88,73 @@ json TrialsJson(const StudyView& in, const Segments& segments) {
                    {"log", t.log_path},
                    {"attempt", t.attempt},
                    {"retry_of", t.retry_of ? json(*t.retry_of) : json(nullptr)}});
+    if (in.spec && in.spec->KeepsValues()) {
+      out.back()["values"] = t.values;
+      out.back()["feasible"] = study::MeetsConstraints(*in.spec, t.values);
+    }
+  }
+  return out;
+}
+
+// Minimised copies of a trial's objective values (a maximised one negated), as pareto.h counts.
+std::optional<tuner::ObjectiveVector> Minimised(const study::StudySpec& spec,
+                                                const TrialRecord& t) {
+  std::optional<std::vector<double>> v = ObjectiveValues(spec, t);
+  if (!v) return std::nullopt;
+  for (size_t k = 0; k < v->size(); ++k)
+    if (spec.objectives[k].direction == Direction::kMaximize) (*v)[k] = -(*v)[k];
+  return v;
+}
+
+// Several objectives: the objectives and constraints, the Pareto set's members, and the
+// hypervolume of the feasible front after each completed trial, in trial order, against a
+// reference 10% of each objective's range beyond its worst feasible value (in the objectives' own
+// directions). Null for a study with one objective.
+json FrontJson(const StudyView& in) {
+  if (!in.spec || !in.spec->MultiObjective()) return nullptr;
+  const study::StudySpec& spec = *in.spec;
+  json out = {{"objectives", json::array()}, {"members", json::array()}};
+  for (const study::Objective& o : spec.objectives)
+    out["objectives"].push_back({{"metric", o.metric}, {"direction", DirectionName(o.direction)}});
+  for (const TrialRecord* t : ParetoSet(in)) out["members"].push_back(t->number);
+  std::vector<std::pair<int, tuner::ObjectiveVector>> feasible;
+  for (const TrialRecord& t : in.trials) {
+    if (t.state != TrialState::kCompleted || !study::MeetsConstraints(spec, t.values)) continue;
+    if (auto v = Minimised(spec, t)) feasible.emplace_back(t.number, std::move(*v));
+  }
+  std::sort(feasible.begin(), feasible.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  out["hypervolume"] = json::array();
+  if (feasible.empty()) return out;
+  const size_t m = spec.objectives.size();
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> lo(m, inf), hi(m, -inf), ref(m);
+  for (const auto& [n, v] : feasible)
+    for (size_t k = 0; k < m; ++k) {
+      lo[k] = std::min(lo[k], v[k]);
+      hi[k] = std::max(hi[k], v[k]);
+    }
+  for (size_t k = 0; k < m; ++k) {
+    const double range = hi[k] > lo[k] ? hi[k] - lo[k] : std::max(1.0, std::fabs(hi[k]));
+    ref[k] = hi[k] + 0.1 * range;
+  }
+  json shown = json::array();
+  for (size_t k = 0; k < m; ++k)
+    shown.push_back(spec.objectives[k].direction == Direction::kMaximize ? -ref[k] : ref[k]);
+  out["reference"] = std::move(shown);
+  // The front so far: a point that one of it dominates leaves the hypervolume as it was.
+  std::vector<tuner::ObjectiveVector> front;
+  double hv = 0;
+  for (const auto& [n, v] : feasible) {
+    const bool dominated = std::any_of(front.begin(), front.end(), [&](const auto& f) {
+      return f == v || tuner::Dominates(f, v);
+    });
+    if (!dominated) {
+      std::erase_if(front, [&](const auto& f) { return tuner::Dominates(v, f); });
+      front.push_back(v);
+      hv = tuner::Hypervolume(front, ref);
+    }
+    out["hypervolume"].push_back({{"trial", n}, {"value", hv}});
   }
   return out;
 }
@@ -296,6 +365,7 @@ nlohmann::json PageData(const StudyView& in) {
           {"importance", importance.value("importance", json())},
           {"importance_note", importance.value("importance_note", json())},
           {"timeline", TimelineJson(BuildTimeline(in), in)},
+          {"front", FrontJson(in)},
           {"events", EventsJson(in)}};
 }
 

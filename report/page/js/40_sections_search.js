@@ -19,10 +19,17 @@ function renderSummary(d) {
     if (costParts.length) costParts.push(' + ');
     costParts.push(fmtNum(total), sub(unit ? ` ${unit}` : ''));
   }
+  // Several objectives have no best: their goals, and how many trials the Pareto set holds.
+  const front = frontOf(d);
+  const goals = front
+    ? [item('Objectives', ...front.objectives.flatMap((o, i) => [i ? ', ' : '', str(o.metric), ' ',
+      sub(o.direction === 'maximize' ? '(maximize)' : '(minimize)')])),
+    item('Pareto set', String(front.members.size), sub(' trials'))]
+    : [item('Metric', d.metric, ' ', sub(d.minimize ? '(minimize)' : '(maximize)')),
+      item('Best', d.best ? fmtNum(d.best.value) : '—', d.best ? sub(` trial ${fmtValue(d.best.number)}`) : null)];
   const items = [
     item('Study', str(s.name) || '—'),
-    item('Metric', d.metric, ' ', sub(d.minimize ? '(minimize)' : '(maximize)')),
-    item('Best', d.best ? fmtNum(d.best.value) : '—', d.best ? sub(` trial ${fmtValue(d.best.number)}`) : null),
+    ...goals,
     item('Trials', String(d.trials.length), sub(` ${d.valued.length} with a value`)),
     item('Tuner / pruner', `${str(s.tuner) || '—'} / ${str(s.pruner) || 'none'}`,
       s.resource ? sub(` resource: ${str(s.resource)}`) : null),
@@ -53,7 +60,8 @@ function renderHistory(d) {
   const pruned = d.valued.filter((t) => t.state === 'pruned');
   const other = d.valued.filter((t) => t.state !== 'completed' && t.state !== 'pruned');
   let bestSoFar = null;
-  const bestLine = completed.filter((t) => isNum(t.number)).map((t) => {
+  // With several objectives the first one's best so far is no study's best: no line.
+  const bestLine = frontOf(d) ? [] : completed.filter((t) => isNum(t.number)).map((t) => {
     if (bestSoFar === null || d.better(t.value, bestSoFar)) bestSoFar = t.value;
     return { x: t.number, y: bestSoFar };
   });

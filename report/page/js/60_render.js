@@ -3,6 +3,7 @@
 const SECTIONS = [
   ['summary', renderSummary],
   ['history', renderHistory],
+  ['front', renderFront],
   ['parallel', renderParallel],
   ['importance', renderImportance],
   ['slices', renderSlices],
@@ -12,7 +13,7 @@ const SECTIONS = [
   ['trials', renderTrials],
   ['events', renderEvents],
 ];
-const POINT_KEYS = ['history', 'parallel', 'slices', 'curves', 'timeline', 'cost', 'importance', 'trials', 'events'];
+const POINT_KEYS = ['history', 'front', 'parallel', 'slices', 'curves', 'timeline', 'cost', 'importance', 'trials', 'events'];
 
 function render(data) {
   const d = prepare(data);
