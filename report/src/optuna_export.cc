@@ -8,6 +8,16 @@
 // the objective's reports as intermediate values by step, and states (completed COMPLETE, pruned
 // and paused PRUNED, running RUNNING, pending WAITING, every other end FAIL). Each trial's own
 // state, error and attempt are kept as user attributes (`hyperpack_state`, ...). Times are UTC.
+//
+// Several objectives make a multi-objective study: a direction and a value per objective, in the
+// study file's order, so that (constraints aside) `study.best_trials` is hyperpack's Pareto set.
+// A completed trial missing an objective's value (or with a NaN one) is FAIL, as Optuna's own tell
+// makes it. Constraints go as Optuna's samplers write them: the system attribute "constraints",
+// each constraint's violation (<= 0 holds), on COMPLETE and PRUNED trials. Optuna 3.1's
+// best_trials does not read it (only its NSGA-II, TPE and BoTorch samplers do), so there a
+// non-dominated trial that breaks a constraint is among best_trials, and can push a feasible one
+// off; later Optuna releases drop such trials from best_trials before taking the front, as
+// hyperpack does.
 #include <sqlite3.h>
 
 #include <cmath>
@@ -88,11 +98,11 @@ INSERT INTO alembic_version VALUES ('v3.0.0.d');
 
 enum class OptunaState { kComplete, kPruned, kRunning, kWaiting, kFail };
 
-OptunaState ToOptuna(const TrialRecord& t) {
+OptunaState ToOptuna(const TrialRecord& t, bool has_values) {
   switch (t.state) {
     case TrialState::kCompleted:
-      // Optuna's COMPLETE always has a value.
-      return t.value ? OptunaState::kComplete : OptunaState::kFail;
+      // Optuna's COMPLETE always has every objective's value.
+      return has_values ? OptunaState::kComplete : OptunaState::kFail;
     case TrialState::kPruned:
     case TrialState::kPaused:
       return OptunaState::kPruned;
@@ -180,6 +190,42 @@ const char* ValueType(double v) {
   return "FINITE";
 }
 
+// A trial's value of each objective, in the study file's order, as Optuna keeps them; nullopt
+// when one is missing or NaN (Optuna holds all of a trial's values or none, and no NaN).
+std::optional<std::vector<double>> OptunaValues(const study::StudySpec& spec,
+                                                const TrialRecord& t) {
+  if (!spec.MultiObjective()) {
+    if (!t.value || std::isnan(*t.value)) return std::nullopt;
+    return std::vector<double>{*t.value};
+  }
+  std::vector<double> out;
+  for (const study::Objective& o : spec.objectives) {
+    auto it = t.values.find(o.metric);
+    if (it == t.values.end() || std::isnan(it->second)) return std::nullopt;
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+// Each constraint's violation as JSON, in Python's spelling: a missing metric's +inf must read
+// back as a number (Infinity), where nlohmann would write null and Optuna's `<= 0` would raise.
+std::string ViolationsJson(const study::StudySpec& spec, const TrialRecord& t) {
+  tuner::TrialOutcome outcome;
+  study::FillOutcomeValues(spec, t.values, &outcome);
+  std::string out = "[";
+  for (size_t j = 0; j < outcome.violations.size(); ++j) {
+    const double v = outcome.violations[j];
+    if (j > 0) out += ", ";
+    if (std::isnan(v))
+      out += "NaN";
+    else if (std::isinf(v))
+      out += v > 0 ? "Infinity" : "-Infinity";
+    else
+      out += Json(v).dump();
+  }
+  return out + "]";
+}
+
 // A thin owner of the file being written: statements with bound values, nothing else.
 class Writer {
  public:
@@ -229,23 +275,38 @@ class Writer {
 constexpr char kUserAttr[] =
     "INSERT INTO trial_user_attributes (trial_id, key, value_json) VALUES (?, ?, ?)";
 
+// The trial's values, one row an objective, and its constraints' violations. A FAIL has no value
+// in Optuna; a pruned trial keeps its last ones, as Optuna's own do.
+Status WriteOutcome(Writer& w, const study::StudySpec& spec, const TrialRecord& t, int64_t id,
+                    OptunaState state, const std::optional<std::vector<double>>& values) {
+  if (state == OptunaState::kFail || !values) return Status::Ok();
+  for (size_t k = 0; k < values->size(); ++k) {
+    const double v = (*values)[k];
+    HP_RETURN_IF_ERROR(w.Insert(
+        "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?, ?, ?, ?)",
+        {id, static_cast<int64_t>(k), std::isfinite(v) ? Writer::Arg(v) : Writer::Arg(std::nullopt),
+         std::string(ValueType(v))}));
+  }
+  // Where Optuna's samplers put a trial's constraints: COMPLETE and PRUNED trials only.
+  if (spec.constraints.empty() ||
+      (state != OptunaState::kComplete && state != OptunaState::kPruned))
+    return Status::Ok();
+  return w.Insert(
+      "INSERT INTO trial_system_attributes (trial_id, key, value_json) VALUES (?, ?, ?)",
+      {id, std::string("constraints"), ViolationsJson(spec, t)});
+}
+
 Status WriteTrial(Writer& w, storage::Storage& db, const StudyView& l, const TrialRecord& t) {
   const int64_t id = t.number + 1;
-  const OptunaState state = ToOptuna(t);
+  const std::optional<std::vector<double>> values = OptunaValues(*l.spec, t);
+  const OptunaState state = ToOptuna(t, values.has_value());
   HP_RETURN_IF_ERROR(w.Insert(
       "INSERT INTO trials (trial_id, number, study_id, state, datetime_start, datetime_complete) "
       "VALUES (?, ?, 1, ?, ?, ?)",
       {id, int64_t{t.number}, std::string(StateName(state)),
        t.started ? Writer::Arg(DateTime(*t.started)) : Writer::Arg(std::nullopt),
        t.ended ? Writer::Arg(DateTime(*t.ended)) : Writer::Arg(std::nullopt)}));
-  // A FAIL has no value in Optuna; a pruned trial keeps its last one, as Optuna's own do.
-  if (t.value && state != OptunaState::kFail) {
-    const double v = *t.value;
-    HP_RETURN_IF_ERROR(w.Insert(
-        "INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?, 0, ?, ?)",
-        {id, std::isfinite(v) ? Writer::Arg(v) : Writer::Arg(std::nullopt),
-         std::string(ValueType(v))}));
-  }
+  HP_RETURN_IF_ERROR(WriteOutcome(w, *l.spec, t, id, state, values));
   const Config& config = t.params;
   for (const ParamSpec& p : l.spec->space.params()) {
     auto it = config.find(p.name);
@@ -284,12 +345,23 @@ Status WriteStudy(Writer& w, storage::Storage& db, const StudyView& l) {
   HP_RETURN_IF_ERROR(w.Exec(kSchema));
   HP_RETURN_IF_ERROR(
       w.Insert("INSERT INTO studies (study_id, study_name) VALUES (1, ?)", {l.study.name}));
+  // Optuna's objective k is the study file's k-th objective.
+  const std::vector<study::Objective>& objectives = l.spec->objectives;
+  Json metrics = Json::array();
+  for (size_t k = 0; k < objectives.size(); ++k) {
+    const bool maximize = objectives[k].direction == Direction::kMaximize;
+    HP_RETURN_IF_ERROR(
+        w.Insert("INSERT INTO study_directions (direction, study_id, objective) VALUES (?, 1, ?)",
+                 {std::string(maximize ? "MAXIMIZE" : "MINIMIZE"), static_cast<int64_t>(k)}));
+    metrics.push_back(objectives[k].metric);
+  }
+  constexpr char kStudyAttr[] =
+      "INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (1, ?, ?)";
   HP_RETURN_IF_ERROR(
-      w.Insert("INSERT INTO study_directions (direction, study_id, objective) VALUES (?, 1, 0)",
-               {std::string(l.study.direction == Direction::kMaximize ? "MAXIMIZE" : "MINIMIZE")}));
-  HP_RETURN_IF_ERROR(
-      w.Insert("INSERT INTO study_user_attributes (study_id, key, value_json) VALUES (1, ?, ?)",
-               {std::string("hyperpack_metric"), Json(l.study.metric).dump()}));
+      w.Insert(kStudyAttr, {std::string("hyperpack_metric"), Json(l.study.metric).dump()}));
+  // Optuna 3.1 has no names for a study's values; this says which metric each one is.
+  if (l.spec->MultiObjective())
+    HP_RETURN_IF_ERROR(w.Insert(kStudyAttr, {std::string("hyperpack_metrics"), metrics.dump()}));
   for (const TrialRecord& t : l.trials) HP_RETURN_IF_ERROR(WriteTrial(w, db, l, t));
   return w.Exec("COMMIT;");
 }
