@@ -232,6 +232,32 @@ TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) { ExpectReadCommandsAg
 // Two objectives and a constraint, run for real: each trial keeps every objective's and the
 // constraint's value, one that never reports an objective fails saying which, and `best` prints
 // the Pareto set of the trials that meet the constraint, which `trials` marks.
+// hyperpack's own cost as an objective: a trial that holds 2 CPU slots costs twice its run time,
+// and the value it keeps is that cost, which a trial never reports itself.
+TEST_F(CliTest, CostAsAnObjectiveIsTheTrialsRunTimeTimesTheSlotsItHeld) {
+  std::string path = WriteStudy("cost.yaml", R"(name: s
+objectives:
+  - {metric: loss, direction: minimize}
+  - {metric: cost, direction: minimize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+trial: {command: "sleep 0.3; echo '{{\"loss\": {x}}}'"}
+resources: {cpus: 2}
+tuner: {algorithm: sobol, seed: 1}
+budget: {max_trials: 3}
+)");
+  auto r = Cli({"run", path, "--storage", db_});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (const storage::TrialRecord& t : Trials()) {
+    ASSERT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    ASSERT_TRUE(t.values.count("cost")) << t.number;
+    const double ran = *t.ended - *t.started;
+    EXPECT_GT(t.values.at("cost"), 2 * 0.3);
+    // The controller's clock and the stored times differ by the writes between them.
+    EXPECT_NEAR(t.values.at("cost"), 2 * ran, 0.1) << t.number;
+  }
+}
+
 // Early stopping with two objectives, for real: each report reaches the pruner with both values
 // (kept in the journal, which a resumed run replays), and a trial stopped at a rung is stopped
 // for its non-dominated front there.

@@ -1346,6 +1346,25 @@ trial: {command: "run {x}"}
                                        "'maximise' is not a direction; expected 'maximize'")));
 }
 
+TEST(StudyFileTest, CostIsAnObjectiveAfterOneTheTrialReports) {
+  ParseOutcome second = Parse(R"(name: demo
+objectives: [{metric: loss, direction: minimize}, {metric: cost, direction: minimize}]
+search_space: {x: [1, 2]}
+trial: {command: "run {x}"}
+)");
+  ASSERT_TRUE(second.spec) << second.ErrorText();
+  EXPECT_TRUE(second.spec->KeepsMetric(kCostMetric));
+  EXPECT_FALSE(second.spec->KeepsMetric("x"));
+  ParseOutcome first = Parse(R"(name: demo
+objectives: [{metric: cost, direction: minimize}, {metric: loss, direction: minimize}]
+search_space: {x: [1, 2]}
+trial: {command: "run {x}"}
+)");
+  EXPECT_THAT(first.errors, ElementsAre(IsError(2, 14, "objectives[0].metric",
+                                                "cost (hyperpack's own measure of a trial) cannot "
+                                                "be the first objective")));
+}
+
 TEST(StudyFileTest, RejectsAConstraintWithoutExactlyOneBound) {
   ParseOutcome out = ParseWithTop(R"(constraints:
   - {metric: mem}

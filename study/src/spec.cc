@@ -341,6 +341,15 @@ void FillOutcomeValues(const StudySpec& spec, const std::map<std::string, double
   }
 }
 
+bool StudySpec::KeepsMetric(const std::string& metric) const {
+  if (!KeepsValues()) return false;
+  for (const Objective& o : objectives)
+    if (o.metric == metric) return true;
+  for (const Constraint& c : constraints)
+    if (c.metric == metric) return true;
+  return false;
+}
+
 bool MeetsConstraints(const StudySpec& spec, const std::map<std::string, double>& values) {
   for (const Constraint& c : spec.constraints) {
     auto it = values.find(c.metric);

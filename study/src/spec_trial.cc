@@ -88,6 +88,11 @@ void Parser::ParseObjectives(const Field& field, std::vector<Objective>* objecti
       if (!o.metric.empty() && earlier.metric == o.metric)
         Error(field.value[i], path + ".metric", "'", o.metric,
               "' is already an objective; each objective is a different metric");
+    // The first objective is what a trial's reports are judged by as they come: one it reports.
+    if (i == 0 && o.metric == kCostMetric)
+      Error(field.value[i], path + ".metric",
+            "cost (hyperpack's own measure of a trial) cannot be the first objective: the first "
+            "is one the trial reports; list cost after it");
     objectives->push_back(o);
   }
 }

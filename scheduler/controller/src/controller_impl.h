@@ -266,6 +266,12 @@ class StudyController::Impl {
   // every one is there.
   const study::Objective* MissingObjective(const std::map<std::string, double>& values) const;
   std::string ValuesText(const storage::TrialRecord& rec) const;
+  // Whether an objective or constraint is hyperpack's own `cost` metric.
+  bool KeepsCost() const { return spec_.KeepsMetric(study::kCostMetric); }
+  // What the trial has cost until now, as `trials` counts it: its runs' time x what it held.
+  double CostSoFar(const Trial& t) const;
+  // t.values, with its cost where the study keeps `cost` and the trial reported none itself.
+  std::map<std::string, double> ValuesWithCost(const Trial& t) const;
   // A metric of a report that a study keeping values tracks into Trial::values.
   void KeepValue(Trial& t, const std::string& name, double value) const;
   bool ObserveRung(int root, const Config& config, double resource, double value,

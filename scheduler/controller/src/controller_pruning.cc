@@ -193,9 +193,10 @@ bool StudyController::Impl::ObserveRung(int root, const Config& config, double r
 std::vector<double> StudyController::Impl::ObjectiveValues(const Trial& t) const {
   std::vector<double> out;
   if (!spec_.MultiObjective()) return out;
+  const std::map<std::string, double> values = ValuesWithCost(t);
   for (const study::Objective& o : spec_.objectives) {
-    auto it = t.values.find(o.metric);
-    out.push_back(it == t.values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second);
+    auto it = values.find(o.metric);
+    out.push_back(it == values.end() ? std::numeric_limits<double>::quiet_NaN() : it->second);
   }
   return out;
 }

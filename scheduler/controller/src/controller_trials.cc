@@ -450,6 +450,7 @@ void StudyController::Impl::Requeued(const Trial& t, RankExit::Kind kind, Ending
 
 // How the trial ended, from its deciding rank and what the controller did to it.
 StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) const {
+  const std::map<std::string, double> values = ValuesWithCost(t);
   Ending e;
   TrialRecord& rec = e.record;
   rec.study_id = options_.study_id;
@@ -491,17 +492,16 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   } else if (d.exit.kind == RankExit::Kind::kRefused) {
     rec.state = TrialState::kInfeasible;
     rec.error = tail.empty() ? e.how : tail;
-  } else if (code == 0 && t.objective && std::isfinite(*t.objective) &&
-             !MissingObjective(t.values)) {
+  } else if (code == 0 && t.objective && std::isfinite(*t.objective) && !MissingObjective(values)) {
     rec.state = TrialState::kCompleted;
     rec.value = t.objective;
   } else if (code == 0) {
     rec.state = TrialState::kFailed;
-    const study::Objective* missing = MissingObjective(t.values);
+    const study::Objective* missing = MissingObjective(values);
     const std::string& name =
         t.objective && std::isfinite(*t.objective) && missing ? missing->metric : metric;
-    auto it = t.values.find(name);
-    rec.error = it != t.values.end() || (name == metric && t.objective)
+    auto it = values.find(name);
+    rec.error = it != values.end() || (name == metric && t.objective)
                     ? StrCat("the objective ", name, " is ",
                              FormatDouble(name == metric ? *t.objective : it->second))
                     : StrCat("exited 0 but never reported '", name, "'; print a line such as {\"",
@@ -516,9 +516,15 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   if (t.objective && rec.state != TrialState::kCompleted && std::isfinite(*t.objective))
     rec.value = t.objective;
   if (spec_.KeepsValues())
-    for (const auto& [name, v] : t.values)
+    for (const auto& [name, v] : values)
       if (std::isfinite(v)) rec.values[name] = v;
   return e;
+}
+
+std::map<std::string, double> StudyController::Impl::ValuesWithCost(const Trial& t) const {
+  std::map<std::string, double> values = t.values;
+  if (KeepsCost() && !values.count(study::kCostMetric)) values[study::kCostMetric] = CostSoFar(t);
+  return values;
 }
 
 const study::Objective* StudyController::Impl::MissingObjective(

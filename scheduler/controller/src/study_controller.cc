@@ -608,10 +608,14 @@ bool StudyController::Impl::CostBudgetSpent() const {
 
 // Per unit of resource, so that a trial stopped at its first rung and one that ran to the end are
 // priced alike; a trial that reported no resource is priced whole.
-double StudyController::Impl::CostPerUnit(const Trial& t) const {
+double StudyController::Impl::CostSoFar(const Trial& t) const {
   auto it = roots_.find(t.root);
   const double before = it == roots_.end() ? 0.0 : it->second.spent;
-  return (before + (now_ - t.started) * t.units) / std::max(1.0, t.resource);
+  return before + (now_ - t.started) * t.units;
+}
+
+double StudyController::Impl::CostPerUnit(const Trial& t) const {
+  return CostSoFar(t) / std::max(1.0, t.resource);
 }
 
 void StudyController::Impl::Dispatch() {

@@ -55,6 +55,11 @@ struct Constraint {
   }
 };
 
+// hyperpack's own measure of a trial, usable as an objective or in a constraint: its runs' time x
+// the GPUs it held (GPU-seconds), or x its CPU slots where it held none (CPU-seconds), as `trials`
+// shows it. A trial that reports a metric of this name itself is taken at its word.
+inline constexpr char kCostMetric[] = "cost";
+
 // A metric read from lines the trial prints its own way (`objective.regex`, `trial.metrics`): a
 // regular expression (Boost.Regex, Perl syntax) with exactly one capture group, around the value.
 // Checked when the study file is parsed; compiled and matched by scheduler/metrics.h.
@@ -241,6 +246,8 @@ struct StudySpec {
   bool MultiObjective() const { return objectives.size() > 1; }
   // Whether trials keep each objective's and constraint's value (TrialRecord::values).
   bool KeepsValues() const { return MultiObjective() || !constraints.empty(); }
+  // Whether `metric` is one of the objectives or constraints whose values trials keep.
+  bool KeepsMetric(const std::string& metric) const;
   // `objective.regex` first (named objective.metric), then `trial.metrics` in the file's order.
   // Empty: the trial reports as the metrics protocol says (JSON or name=value lines).
   std::vector<MetricPattern> metric_patterns;
