@@ -173,6 +173,43 @@ TEST(ImportWandbTest, HyperbandWithoutAMaximumIsLeftCommentedOutWithAWarning) {
   EXPECT_THAT(WarningsText(out), HasSubstr("needs max_resource"));
 }
 
+// W&B's sweeps run by its Optuna or Ax engines declare several objectives as `metrics:`, a list
+// of {name, goal} (the shape of W&B's own scheduler tests): they become `objectives:`, in order.
+TEST(ImportWandbTest, MetricsBecomeObjectivesInTheirOrder) {
+  ImportOutcome out;
+  StudySpec s = Imported(R"(program: train.py
+method: bayes
+metrics:
+  - {name: loss, goal: minimize}
+  - {name: accuracy, goal: maximize}
+  - name: latency_ms
+parameters:
+  x: {min: 0.0, max: 1.0}
+early_terminate: {type: hyperband, min_iter: 1, max_iter: 9}
+)",
+                         &out);
+  ASSERT_EQ(s.objectives.size(), 3u);
+  EXPECT_EQ(s.objectives[0].metric, "loss");
+  EXPECT_EQ(s.objectives[1].direction, Direction::kMaximize);
+  EXPECT_EQ(s.objectives[2].direction, Direction::kMinimize);  // W&B's default goal
+  EXPECT_EQ(s.pruner.algorithm, tuner::PrunerAlgorithm::kHyperband);
+  EXPECT_TRUE(out.warnings.empty()) << WarningsText(out);
+  // One metric in the list is one objective.
+  StudySpec one = Imported(
+      "program: t.py\nmethod: random\nmetrics: [{name: loss}]\n"
+      "parameters: {x: {min: 0.0, max: 1.0}}\n");
+  EXPECT_EQ(one.objectives.size(), 1u);
+  EXPECT_EQ(one.objective.metric, "loss");
+  ImportOutcome bad = ImportSweep(
+      "program: t.py\nmethod: random\nmetrics: [{name: a, goal: up}, {goal: minimize}]\n"
+      "parameters: {x: {min: 0.0, max: 1.0}}\n",
+      "sweep.yaml", SweepFormat::kWandb);
+  ASSERT_EQ(bad.errors.size(), 2u) << testing::Text(bad.errors);
+  EXPECT_THAT(bad.errors[0].ToString(), HasSubstr("sweep.yaml:3:"));
+  EXPECT_THAT(testing::Text(bad.errors), HasSubstr("'up' is not minimize or maximize"));
+  EXPECT_THAT(testing::Text(bad.errors), HasSubstr("metrics[1]"));
+}
+
 TEST(ImportWandbTest, NotASweepIsAClearError) {
   ImportOutcome yaml = ImportSweep("a: [1,\n", "sweep.yaml", SweepFormat::kWandb);
   ASSERT_EQ(yaml.errors.size(), 1u);

@@ -63,9 +63,10 @@ class WandbImporter : public Importer {
  private:
   void Convert(const YAML::Node& root) override {
     static const std::vector<std::string> kKnown = {
-        "name",    "description", "method",   "metric",   "parameters", "early_terminate",
-        "command", "program",     "run_cap",  "project",  "entity",     "controller",
-        "job",     "image_uri",   "resource", "scheduler"};
+        "name",       "description",     "method",     "metric",  "metrics",
+        "parameters", "early_terminate", "command",    "program", "run_cap",
+        "project",    "entity",          "controller", "job",     "image_uri",
+        "resource",   "scheduler"};
     for (auto it = root.begin(); it != root.end(); ++it) {
       std::string key = it->first.Scalar();
       if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
@@ -78,7 +79,13 @@ class WandbImporter : public Importer {
              " is W&B's own (where runs are logged or launched): "
              "not carried over");
     Name(root);
-    Objective(root["metric"]);
+    if (root["metrics"]) {
+      if (root["metric"])
+        Warn(root["metric"], "metric", "both metric and metrics are given; metrics is used");
+      Objectives(root["metrics"]);
+    } else {
+      Objective(root["metric"]);
+    }
     yaml_ << "search_space:\n";
     if (!root["parameters"] || !root["parameters"].IsMap() || root["parameters"].size() == 0) {
       Error(root["parameters"] ? root["parameters"] : root, "parameters",
@@ -121,6 +128,36 @@ class WandbImporter : public Importer {
            "hyperpack does not stop a study at a target value; the budget decides");
     yaml_ << "objective: {metric: " << internal::YamlScalar(metric["name"])
           << ", direction: " << goal << "}   # metric, " << From(metric) << "\n";
+  }
+
+  // `metrics:` (W&B sweeps run by its Optuna or Ax engines): a list of {name, goal}, each an
+  // objective; one alone is written as `objective:`.
+  void Objectives(const YAML::Node& metrics) {
+    if (!metrics.IsSequence() || metrics.size() == 0 || metrics.size() > 4) {
+      Error(metrics, "metrics",
+            "expected a list of 1 to 4 metrics, each {name: NAME, goal: minimize|maximize}");
+      return;
+    }
+    if (metrics.size() == 1) return Objective(metrics[0]);
+    yaml_ << "objectives:   # metrics, " << From(metrics) << "\n";
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const YAML::Node m = metrics[i];
+      const std::string path = "metrics[" + std::to_string(i) + "]";
+      if (!m.IsMap() || !m["name"] || !m["name"].IsScalar()) {
+        Error(m, path, "expected {name: NAME, goal: minimize|maximize}");
+        continue;
+      }
+      std::string goal = m["goal"] && m["goal"].IsScalar() ? m["goal"].Scalar() : "minimize";
+      if (goal != "minimize" && goal != "maximize") {
+        Error(m["goal"], path + ".goal", "'", goal, "' is not minimize or maximize");
+        continue;
+      }
+      if (m["target"])
+        Warn(m["target"], path + ".target",
+             "hyperpack does not stop a study at a target value; the budget decides");
+      yaml_ << "  - {metric: " << internal::YamlScalar(m["name"]) << ", direction: " << goal
+            << "}\n";
+    }
   }
 
   void Parameters(const YAML::Node& params, const std::string& prefix) {
