@@ -402,6 +402,97 @@ TEST(AcquisitionTest, ExpectedHypervolumeImprovementDerivativesMatchFiniteDiffer
   }
 }
 
+// A front in three objectives: points on the unit sphere's positive octant (DTLZ2's), some
+// dominated ones among them.
+std::vector<ObjectiveVector> RandomFront3(int n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<ObjectiveVector> out;
+  for (int i = 0; i < n; ++i) {
+    const double a = u(rng) * M_PI / 2, b = u(rng) * M_PI / 2, r = 0.8 + 0.4 * u(rng);
+    out.push_back({r * std::cos(a) * std::cos(b), r * std::cos(a) * std::sin(b), r * std::sin(a)});
+  }
+  return out;
+}
+
+// The boxes cover exactly what the front leaves: cut at a lower corner below every point, their
+// volumes add up to the box [corner, ref] less the front's hypervolume; and no two overlap.
+TEST(AcquisitionTest, NonDominatedBoxesTileWhatTheFrontLeaves) {
+  std::mt19937_64 rng(31);
+  const ObjectiveVector ref = {1.1, 1.1, 1.1}, corner = {-0.5, -0.5, -0.5};
+  for (int n : {0, 1, 4, 12}) {
+    std::vector<ObjectiveVector> front = RandomFront3(n, rng);
+    double total = 0;
+    for (const HyperBox& b : NonDominatedBoxes(front, ref).Boxes()) {
+      double v = 1;
+      for (int k = 0; k < 3; ++k) v *= std::max(0.0, b.upper[k] - std::max(b.lower[k], corner[k]));
+      total += v;
+    }
+    EXPECT_NEAR(total, std::pow(1.6, 3) - Hypervolume(front, ref), 1e-12) << n;
+  }
+}
+
+TEST(AcquisitionTest, EhviOverBoxesIsTheTwoObjectiveFormInTwoAndMonteCarloInThree) {
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  // Two objectives: the same as the strips, to rounding.
+  std::vector<ObjectiveVector> front2 = RandomFront(7, rng);
+  const BoxDecomposition boxes2 = NonDominatedBoxes(front2, ObjectiveVector{1.1, 1.1});
+  for (int t = 0; t < 5; ++t) {
+    const std::array<double, 2> mean = {u(rng), u(rng)}, sigma = {0.05 + 0.3 * u(rng), 0.1};
+    EXPECT_NEAR(LogExpectedHypervolumeImprovement(mean, sigma, boxes2).value,
+                LogExpectedHypervolumeImprovement(mean, sigma, front2, {1.1, 1.1}).value, 1e-10);
+  }
+  // Three: against Monte Carlo over exact hypervolumes.
+  const ObjectiveVector ref = {1.1, 1.1, 1.1};
+  std::normal_distribution<double> n(0.0, 1.0);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<ObjectiveVector> front = RandomFront3(3 * trial + 1, rng);
+    const std::vector<double> mean = {0.3 + 0.6 * u(rng), 0.3 + 0.6 * u(rng), 0.3 + 0.6 * u(rng)};
+    const std::vector<double> sigma = {0.05 + 0.3 * u(rng), 0.05 + 0.3 * u(rng), 0.2};
+    const double base = Hypervolume(front, ref);
+    std::vector<ObjectiveVector> with = front;
+    with.push_back({0, 0, 0});
+    const int draws = 20000;
+    double sum = 0, sum2 = 0;
+    for (int k = 0; k < draws; ++k) {
+      for (int j = 0; j < 3; ++j) with.back()[j] = mean[j] + sigma[j] * n(rng);
+      const double hvi = Hypervolume(with, ref) - base;
+      sum += hvi;
+      sum2 += hvi * hvi;
+    }
+    const double mc = sum / draws;
+    const double se = std::sqrt(std::max(0.0, sum2 / draws - mc * mc) / draws);
+    const double exact = std::exp(
+        LogExpectedHypervolumeImprovement(mean, sigma, NonDominatedBoxes(front, ref)).value);
+    EXPECT_NEAR(exact, mc, 4 * se + 1e-9) << "trial " << trial;
+  }
+}
+
+TEST(AcquisitionTest, EhviOverBoxesDerivativesMatchFiniteDifferences) {
+  std::mt19937_64 rng(43);
+  const BoxDecomposition boxes =
+      NonDominatedBoxes(RandomFront3(9, rng), ObjectiveVector{1.1, 1.1, 1.1});
+  for (std::vector<double> mean :
+       {std::vector<double>{0.3, 0.4, 0.5}, {0.9, 0.05, 0.7}, {1.5, 2.0, 1.2}}) {
+    const std::vector<double> sigma = {0.1, 0.02, 0.4};
+    MultiObjectiveAcquisition a = LogExpectedHypervolumeImprovement(mean, sigma, boxes);
+    ASSERT_TRUE(std::isfinite(a.value));
+    const double h = 1e-6;
+    for (int k = 0; k < 3; ++k) {
+      auto at = [&](double dm, double ds) {
+        std::vector<double> m = mean, s = sigma;
+        m[k] += dm;
+        s[k] += ds;
+        return LogExpectedHypervolumeImprovement(m, s, boxes).value;
+      };
+      const double fd_mean = (at(h, 0) - at(-h, 0)) / (2 * h);
+      const double fd_sigma = (at(0, h) - at(0, -h)) / (2 * h);
+      EXPECT_NEAR(a.dmean[k], fd_mean, 1e-5 * std::max(1.0, std::fabs(fd_mean)));
+      EXPECT_NEAR(a.dsigma[k], fd_sigma, 1e-5 * std::max(1.0, std::fabs(fd_sigma)));
+    }
+  }
+}
+
 TEST(AcquisitionTest, LogExpectedHypervolumeImprovementStaysFiniteWhereItUnderflows) {
   // Moving the prediction away behind the front: EHVI itself reaches 0 long before the end.
   std::vector<ObjectiveVector> front = {{0.2, 0.8}, {0.5, 0.5}, {0.8, 0.2}};

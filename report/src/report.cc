@@ -376,6 +376,24 @@ Status ReportTrials(Storage& db, const std::string& name, OutputFormat format, s
 namespace {
 
 // `best` of a study with several objectives: its Pareto set, by the first objective.
+// The Pareto set for programs: the objectives, the constraints and the members.
+Json FrontJson(const StudyView& l, const std::vector<const TrialRecord*>& front) {
+  const study::StudySpec& spec = *l.spec;
+  Json o;
+  o["study"] = l.study.name;
+  o["objectives"] = Json::array();
+  for (const study::Objective& ob : spec.objectives)
+    o["objectives"].push_back({{"metric", ob.metric}, {"direction", DirectionName(ob.direction)}});
+  o["constraints"] = Json::array();
+  for (const study::Constraint& c : spec.constraints)
+    o["constraints"].push_back(
+        {{"metric", c.metric},
+         {c.bound == study::Constraint::Bound::kMax ? "max" : "min", c.limit}});
+  o["front"] = Json::array();
+  for (const TrialRecord* t : front) o["front"].push_back(TrialJson(*t, l.space()));
+  return o;
+}
+
 Status ReportFront(const StudyView& l, OutputFormat format, std::ostream& out) {
   const study::StudySpec& spec = *l.spec;
   std::vector<const TrialRecord*> front = ParetoSet(l);
@@ -389,20 +407,7 @@ Status ReportFront(const StudyView& l, OutputFormat format, std::ostream& out) {
     return max0 ? x > y : x < y;
   });
   if (format == OutputFormat::kJson) {
-    Json o;
-    o["study"] = l.study.name;
-    o["objectives"] = Json::array();
-    for (const study::Objective& ob : spec.objectives)
-      o["objectives"].push_back(
-          {{"metric", ob.metric}, {"direction", DirectionName(ob.direction)}});
-    o["constraints"] = Json::array();
-    for (const study::Constraint& c : spec.constraints)
-      o["constraints"].push_back(
-          {{"metric", c.metric},
-           {c.bound == study::Constraint::Bound::kMax ? "max" : "min", c.limit}});
-    o["front"] = Json::array();
-    for (const TrialRecord* t : front) o["front"].push_back(TrialJson(*t, l.space()));
-    out << o.dump(2) << "\n";
+    out << FrontJson(l, front).dump(2) << "\n";
     return Status::Ok();
   }
   std::vector<std::string> metrics;
@@ -489,20 +494,11 @@ Status ReportOneTrial(Storage& db, const std::string& name, const Choice& choice
 
 }  // namespace
 
-Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,
-                  std::ostream& out) {
-  if (choice.trial.has_value() + choice.within.has_value() + choice.pick.has_value() > 1)
-    return Status::Invalid("--trial, --within and --pick each choose a trial: give one of them");
-  if (choice.trial || choice.pick) return ReportOneTrial(db, name, choice, format, out);
-  const std::optional<Tolerance>& within = choice.within;
-  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, within.value_or(Tolerance{})));
-  if (l.spec && l.spec->MultiObjective()) {
-    if (within)
-      return Status::Invalid("--within picks the cheapest trial near the best value; study '", name,
-                             "' has several objectives and a Pareto set instead (choose one with "
-                             "--pick CONDITIONS --by METRIC)");
-    return ReportFront(l, format, out);
-  }
+namespace {
+
+// `best` of a study with one objective: the best trial, or the cheapest within a tolerance.
+Status ReportSingleBest(const StudyView& l, const std::string& name, OutputFormat format,
+                        const std::optional<Tolerance>& within, std::ostream& out) {
   auto ranked = Ranked(l);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   int total = 0;
@@ -557,6 +553,23 @@ Status ReportBest(Storage& db, const std::string& name, OutputFormat format, con
         << top.number << ")" << (bc ? ", cost " + CostText(*bc) : std::string()) << "\n";
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,
+                  std::ostream& out) {
+  if (choice.trial.has_value() + choice.within.has_value() + choice.pick.has_value() > 1)
+    return Status::Invalid("--trial, --within and --pick each choose a trial: give one of them");
+  if (choice.trial || choice.pick) return ReportOneTrial(db, name, choice, format, out);
+  const std::optional<Tolerance>& within = choice.within;
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, within.value_or(Tolerance{})));
+  if (!l.spec || !l.spec->MultiObjective()) return ReportSingleBest(l, name, format, within, out);
+  if (within)
+    return Status::Invalid("--within picks the cheapest trial near the best value; study '", name,
+                           "' has several objectives and a Pareto set instead (choose one with "
+                           "--pick CONDITIONS --by METRIC)");
+  return ReportFront(l, format, out);
 }
 
 }  // namespace hyperpack::report

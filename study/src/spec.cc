@@ -202,19 +202,8 @@ void Parser::ParseHeader(const YAML::Node& root, const std::map<std::string, Fie
   }
 }
 
-void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
-  if (!root.IsMap()) {
-    Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
-    return;
-  }
-  static const std::vector<std::string> kKeys = {
-      "name",         "description", "objective", "objectives", "constraints",
-      "search_space", "trial",       "tuner",     "budget",     "queue",
-      "resources",    "pruner",      "cluster",   "export",     "priority"};
-  auto fields = Fields(root, "", kKeys);
-
-  ParseHeader(root, fields, spec);
-
+void Parser::ParseGoals(const YAML::Node& root, const std::map<std::string, Field>& fields,
+                        StudySpec* spec) {
   const Field* one = Get(fields, "objective");
   const Field* several = Get(fields, "objectives");
   if (one && several) {
@@ -231,6 +220,22 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
     Missing(root, "", "objective", "{metric: NAME, direction: minimize|maximize}");
   }
   if (auto* f = Get(fields, "constraints")) ParseConstraints(*f, &spec->constraints);
+}
+
+void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
+  if (!root.IsMap()) {
+    Error(root, "", "a study file is a mapping with keys name, objective, search_space, trial");
+    return;
+  }
+  static const std::vector<std::string> kKeys = {
+      "name",         "description", "objective", "objectives", "constraints",
+      "search_space", "trial",       "tuner",     "budget",     "queue",
+      "resources",    "pruner",      "cluster",   "export",     "priority"};
+  auto fields = Fields(root, "", kKeys);
+
+  ParseHeader(root, fields, spec);
+
+  ParseGoals(root, fields, spec);
 
   if (auto* f = Get(fields, "search_space")) {
     ParseSpace(*f, &spec->space);

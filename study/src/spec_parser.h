@@ -124,6 +124,10 @@ class Parser {
 
   void ParseRoot(const YAML::Node& root, StudySpec* spec);
 
+  // `objective:` or `objectives:`, and `constraints:` (the root's `fields`).
+  void ParseGoals(const YAML::Node& root, const std::map<std::string, Field>& fields,
+                  StudySpec* spec);
+
   // `objective:` (path "objective"), or one of `objectives:` (path "objectives[K]").
   void ParseObjective(const Field& field, const std::string& path, Objective* objective,
                       std::vector<MetricPattern>* patterns);

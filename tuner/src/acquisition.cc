@@ -85,6 +85,20 @@ AcquisitionValue UpperConfidenceBound(double mean, double sigma, double beta) {
 
 namespace {
 
+// log(EI(b) - EI(a)) from log EI(b) (`hi`) and log EI(a) (`lo`), a < b: log EI(b) + log(1 - r),
+// r = EI(a) / EI(b) in (0, 1), with its derivatives (EI(b) d_b - EI(a) d_a) / (EI(b) - EI(a)) =
+// (d_b - r d_a) / (1 - r).
+AcquisitionValue LogWidth(const AcquisitionValue& hi, const AcquisitionValue& lo) {
+  const double log_r = std::min(lo.value - hi.value, -1e-300);
+  const double r = std::exp(log_r);
+  const double one_minus_r = -std::expm1(log_r);  // not 1 - r: that is 0 when r rounds to 1
+  AcquisitionValue w;
+  w.value = hi.value + Log1mExp(log_r);
+  w.dmean = (hi.dmean - r * lo.dmean) / one_minus_r;
+  w.dsigma = (hi.dsigma - r * lo.dsigma) / one_minus_r;
+  return w;
+}
+
 // The strips' corners: x_1..x_m and u_1..u_m of the front's non-dominated points below ref,
 // ascending in the first objective.
 std::vector<std::array<double, 2>> Staircase(std::span<const ObjectiveVector> front,
@@ -118,20 +132,10 @@ TwoObjectiveAcquisition LogExpectedHypervolumeImprovement(std::array<double, 2> 
     const double u = i == 0 ? ref[1] : steps[i - 1][1];
     const AcquisitionValue hi = LogExpectedImprovement(mean[0], sigma[0], upper_x);
     const AcquisitionValue second = LogExpectedImprovement(mean[1], sigma[1], u);
-    double log_width = hi.value, dm = hi.dmean, ds = hi.dsigma;
-    if (i > 0) {
-      // log(EI(b) - EI(a)) = log EI(b) + log(1 - r), r = EI(a) / EI(b) in (0, 1); its
-      // derivative (EI(b) d_b - EI(a) d_a) / (EI(b) - EI(a)) = (d_b - r d_a) / (1 - r).
-      const AcquisitionValue lo = LogExpectedImprovement(mean[0], sigma[0], steps[i - 1][0]);
-      const double log_r = std::min(lo.value - hi.value, -1e-300);
-      const double r = std::exp(log_r);
-      const double one_minus_r = -std::expm1(log_r);  // not 1 - r: that is 0 when r rounds to 1
-      log_width += Log1mExp(log_r);
-      dm = (hi.dmean - r * lo.dmean) / one_minus_r;
-      ds = (hi.dsigma - r * lo.dsigma) / one_minus_r;
-    }
-    log_terms[i] = log_width + second.value;
-    d_terms[i] = {dm, ds, second.dmean, second.dsigma};
+    const AcquisitionValue width =
+        i == 0 ? hi : LogWidth(hi, LogExpectedImprovement(mean[0], sigma[0], steps[i - 1][0]));
+    log_terms[i] = width.value + second.value;
+    d_terms[i] = {width.dmean, width.dsigma, second.dmean, second.dsigma};
   }
   const double top = *std::max_element(log_terms.begin(), log_terms.end());
   double sum = 0.0;
@@ -144,6 +148,119 @@ TwoObjectiveAcquisition LogExpectedHypervolumeImprovement(std::array<double, 2> 
     a.dsigma[0] += w * d_terms[i][1];
     a.dmean[1] += w * d_terms[i][2];
     a.dsigma[1] += w * d_terms[i][3];
+  }
+  return a;
+}
+
+namespace {
+
+// The grid's boundaries in objective k: -inf, the front's distinct coordinates below ref, ref.
+std::vector<double> Boundaries(std::span<const ObjectiveVector> front, double ref, size_t k) {
+  std::vector<double> b = {-std::numeric_limits<double>::infinity()};
+  for (const ObjectiveVector& p : front) b.push_back(p[k]);
+  std::sort(b.begin() + 1, b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  b.push_back(ref);
+  return b;
+}
+
+}  // namespace
+
+BoxDecomposition NonDominatedBoxes(std::span<const ObjectiveVector> front,
+                                   std::span<const double> ref) {
+  const size_t m = ref.size();
+  std::vector<ObjectiveVector> below;
+  for (const ObjectiveVector& p : front) {
+    bool in = p.size() == m;
+    for (size_t k = 0; in && k < m; ++k) in = p[k] < ref[k];
+    if (in) below.push_back(p);
+  }
+  BoxDecomposition d;
+  for (size_t k = 0; k + 1 < m; ++k) d.grid.push_back(Boundaries(below, ref[k], k));
+  d.tops = {ref[m - 1]};
+  for (const ObjectiveVector& p : below) d.tops.push_back(p[m - 1]);
+  std::sort(d.tops.begin(), d.tops.end());
+  d.tops.erase(std::unique(d.tops.begin(), d.tops.end()), d.tops.end());
+  std::vector<int> cell(m - 1, 0);  // each cell of the grid, as an odometer
+  while (true) {
+    // The points that dominate the cell in the first m - 1 objectives bound it in the last.
+    double top = ref[m - 1];
+    for (const ObjectiveVector& p : below) {
+      bool dominates = true;
+      for (size_t k = 0; dominates && k + 1 < m; ++k) dominates = p[k] <= d.grid[k][cell[k]];
+      if (dominates) top = std::min(top, p[m - 1]);
+    }
+    const int t =
+        static_cast<int>(std::lower_bound(d.tops.begin(), d.tops.end(), top) - d.tops.begin());
+    d.boxes.push_back({cell, t});
+    size_t k = 0;
+    while (k + 1 < m && ++cell[k] + 1 >= static_cast<int>(d.grid[k].size())) cell[k++] = 0;
+    if (k + 1 >= m) break;
+  }
+  return d;
+}
+
+std::vector<HyperBox> BoxDecomposition::Boxes() const {
+  std::vector<HyperBox> out;
+  for (const Box& b : boxes) {
+    HyperBox h;
+    for (size_t k = 0; k < grid.size(); ++k) {
+      h.lower.push_back(grid[k][b.cell[k]]);
+      h.upper.push_back(grid[k][b.cell[k] + 1]);
+    }
+    h.lower.push_back(-std::numeric_limits<double>::infinity());
+    h.upper.push_back(tops[b.top]);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+namespace {
+
+// log(EI(b_i+1) - EI(b_i)) for each cell i of a grid's boundaries b (b_0 = -inf: EI = 0).
+std::vector<AcquisitionValue> CellWidths(double mean, double sigma,
+                                         const std::vector<double>& bounds) {
+  std::vector<AcquisitionValue> ei;
+  for (size_t i = 1; i < bounds.size(); ++i)
+    ei.push_back(LogExpectedImprovement(mean, sigma, bounds[i]));
+  std::vector<AcquisitionValue> widths = {ei[0]};
+  for (size_t i = 1; i < ei.size(); ++i) widths.push_back(LogWidth(ei[i], ei[i - 1]));
+  return widths;
+}
+
+}  // namespace
+
+MultiObjectiveAcquisition LogExpectedHypervolumeImprovement(std::span<const double> mean,
+                                                            std::span<const double> sigma,
+                                                            const BoxDecomposition& d) {
+  const size_t m = mean.size();
+  MultiObjectiveAcquisition a;
+  a.dmean.assign(m, 0.0);
+  a.dsigma.assign(m, 0.0);
+  a.value = -std::numeric_limits<double>::infinity();
+  if (d.boxes.empty()) return a;
+  // Each bound's expected improvement once: the cells' widths, and EI at each top.
+  std::vector<std::vector<AcquisitionValue>> widths;
+  for (size_t k = 0; k + 1 < m; ++k) widths.push_back(CellWidths(mean[k], sigma[k], d.grid[k]));
+  std::vector<AcquisitionValue> last;
+  for (double top : d.tops) last.push_back(LogExpectedImprovement(mean[m - 1], sigma[m - 1], top));
+  std::vector<double> log_terms(d.boxes.size());
+  for (size_t j = 0; j < d.boxes.size(); ++j) {
+    double t = last[d.boxes[j].top].value;
+    for (size_t k = 0; k + 1 < m; ++k) t += widths[k][d.boxes[j].cell[k]].value;
+    log_terms[j] = t;
+  }
+  const double top = *std::max_element(log_terms.begin(), log_terms.end());
+  double sum = 0.0;
+  for (double t : log_terms) sum += std::exp(t - top);
+  a.value = top + std::log(sum);
+  for (size_t j = 0; j < d.boxes.size(); ++j) {
+    const double share = std::exp(log_terms[j] - a.value);  // this box's share of the whole
+    for (size_t k = 0; k < m; ++k) {
+      const AcquisitionValue& w = k + 1 < m ? widths[k][d.boxes[j].cell[k]] : last[d.boxes[j].top];
+      a.dmean[k] += share * w.dmean;
+      a.dsigma[k] += share * w.dsigma;
+    }
   }
   return a;
 }

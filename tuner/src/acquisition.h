@@ -8,6 +8,7 @@
 
 #include <array>
 #include <span>
+#include <vector>
 
 #include "hyperpack/tuner/pareto.h"
 
@@ -51,5 +52,44 @@ TwoObjectiveAcquisition LogExpectedHypervolumeImprovement(std::array<double, 2> 
                                                           std::array<double, 2> sigma,
                                                           std::span<const ObjectiveVector> front,
                                                           std::array<double, 2> ref);
+
+// The region below `ref` that no point of `front` dominates, cut into disjoint boxes, for EHVI in
+// any number of objectives m: a grid on the front's coordinates in the first m - 1 objectives, and
+// in each of its cells the last objective from -inf to the least value of the points that dominate
+// the cell in the others (ref's where none does). (n + 1)^(m-1) boxes for n points: meant for 2
+// and 3 objectives. The boxes share their bounds, so EHVI evaluates each expected improvement once
+// per bound, not once per box.
+struct HyperBox {
+  ObjectiveVector lower, upper;  // a lower bound may be -inf
+};
+struct BoxDecomposition {
+  // Objectives 0..m-2: the grid's boundaries, -inf first and ref's last; cell i is [b_i, b_i+1).
+  std::vector<std::vector<double>> grid;
+  // The last objective's upper bounds that the boxes use, ascending.
+  std::vector<double> tops;
+  struct Box {
+    std::vector<int> cell;  // per objective 0..m-2
+    int top = 0;            // into tops
+  };
+  std::vector<Box> boxes;
+  // The boxes as bounds, for tests.
+  std::vector<HyperBox> Boxes() const;
+};
+BoxDecomposition NonDominatedBoxes(std::span<const ObjectiveVector> front,
+                                   std::span<const double> ref);
+
+// Several minimised objectives predicted independently as N(mean[k], sigma[k]^2), sigma > 0.
+struct MultiObjectiveAcquisition {
+  double value = 0;  // log expected hypervolume improvement
+  std::vector<double> dmean, dsigma;
+};
+
+// log EHVI over the boxes of a decomposition: the improvement a point y makes in box [l, u) is the
+// product over objectives of (u_k - max(y_k, l_k))^+, whose expectation is the product of
+// EI_k(u_k) - EI_k(l_k), independent objectives being independent. Summed in logs over the boxes,
+// as the two-objective form is. No boxes: -inf.
+MultiObjectiveAcquisition LogExpectedHypervolumeImprovement(std::span<const double> mean,
+                                                            std::span<const double> sigma,
+                                                            const BoxDecomposition& boxes);
 
 }  // namespace hyperpack::tuner

@@ -4,10 +4,12 @@
 // One GP per objective and one per constraint, each on standardised values of the completed
 // trials, over the same encoding as the one-objective tuner, hyperparameters fitted by MAP while
 // data are few and then as they grow (gp.h). The acquisition:
-// - two objectives: log expected hypervolume improvement over the feasible trials' front, in
-//   the models' standardised units, below a reference point 10% of each objective's observed range
-//   beyond its worst value (acquisition.h: exact, in closed form);
-// - three or four: ParEGO (Knowles 2006): each call to Propose draws a weight vector from the
+// - two or three objectives: log expected hypervolume improvement over the feasible trials'
+//   front, in the models' standardised units, below a reference point 10% of each objective's
+//   observed range beyond its worst value (acquisition.h: exact, over the boxes that cut up what
+//   the front leaves, computed once per front);
+// - four: ParEGO (Knowles 2006), the boxes being too many: each call to Propose draws a weight
+//   vector from the
 //   simplex, and one GP models the augmented Chebyshev scalarisation of the objectives (each
 //   scaled to [0, 1] over the trials), under log expected improvement;
 // - one objective with constraints: log expected improvement over the best feasible trial;
@@ -184,7 +186,7 @@ class MultiObjectiveGpTuner : public Tuner {
     return k < static_cast<int>(options_.objectives.size()) ? options_.objectives[k]
                                                             : options_.maximize;
   }
-  bool ParEgo() const { return objectives_ > 2; }
+  bool ParEgo() const { return objectives_ > 3; }
 
   // Completed trials with every objective's value: what the models learn from.
   std::vector<int> Modelled() const {
@@ -293,6 +295,7 @@ class MultiObjectiveGpTuner : public Tuner {
     std::vector<GaussianProcess> constraints;
     std::vector<double> thresholds;  // each constraint's 0 in its model's units
     std::vector<ObjectiveVector> front;
+    BoxDecomposition boxes;  // two or three objectives: what the front leaves below ref
     double best = std::numeric_limits<double>::infinity();  // one objective: the incumbent
   };
 
@@ -309,6 +312,7 @@ class MultiObjectiveGpTuner : public Tuner {
     }
     m.front = front_;
     for (const ObjectiveVector& y : front_) m.best = std::min(m.best, y[0]);
+    if (m.objectives.size() > 1) m.boxes = NonDominatedBoxes(m.front, reference_);
     return m;
   }
 
@@ -320,12 +324,17 @@ class MultiObjectiveGpTuner : public Tuner {
     if (any_feasible || m.constraints.empty()) {
       std::vector<Prediction> p;
       for (const GaussianProcess& gp : m.objectives) p.push_back(PredictAt(gp, x, grad));
-      if (p.size() == 2) {
-        const TwoObjectiveAcquisition a = LogExpectedHypervolumeImprovement(
-            {p[0].mean, p[1].mean}, {p[0].sd, p[1].sd}, m.front, {reference_[0], reference_[1]});
+      if (p.size() > 1) {
+        std::vector<double> mean, sd;
+        for (const Prediction& q : p) {
+          mean.push_back(q.mean);
+          sd.push_back(q.sd);
+        }
+        const MultiObjectiveAcquisition a = LogExpectedHypervolumeImprovement(mean, sd, m.boxes);
         value = a.value;
         if (grad)
-          for (int k = 0; k < 2; ++k) *grad += a.dmean[k] * p[k].dmean + a.dsigma[k] * p[k].dsd;
+          for (size_t k = 0; k < p.size(); ++k)
+            *grad += a.dmean[k] * p[k].dmean + a.dsigma[k] * p[k].dsd;
       } else {
         const double best = std::isfinite(m.best) ? m.best : reference_[0];
         const AcquisitionValue a = LogExpectedImprovement(p[0].mean, p[0].sd, best);
@@ -409,6 +418,7 @@ class MultiObjectiveGpTuner : public Tuner {
     if (feasible) {
       m.best = std::min(m.best, y[0]);
       m.front.push_back(std::move(y));
+      if (m.objectives.size() > 1) m.boxes = NonDominatedBoxes(m.front, reference_);
     }
     return Status::Ok();
   }

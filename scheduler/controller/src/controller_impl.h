@@ -270,6 +270,7 @@ class StudyController::Impl {
   bool KeepsCost() const { return spec_.KeepsMetric(study::kCostMetric); }
   // What the trial has cost until now, as `trials` counts it: its runs' time x what it held.
   double CostSoFar(const Trial& t) const;
+  std::string NoObjectiveError(const Trial& t, const std::map<std::string, double>& values) const;
   // t.values, with its cost where the study keeps `cost` and the trial reported none itself.
   std::map<std::string, double> ValuesWithCost(const Trial& t) const;
   // A metric of a report that a study keeping values tracks into Trial::values.

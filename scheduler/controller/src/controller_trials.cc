@@ -449,6 +449,16 @@ void StudyController::Impl::Requeued(const Trial& t, RankExit::Kind kind, Ending
 }
 
 // How the trial ended, from its deciding rank and what the controller did to it.
+namespace {
+// The values storage keeps: the finite ones.
+std::map<std::string, double> FiniteOnly(const std::map<std::string, double>& values) {
+  std::map<std::string, double> out;
+  for (const auto& [name, v] : values)
+    if (std::isfinite(v)) out[name] = v;
+  return out;
+}
+}  // namespace
+
 StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) const {
   const std::map<std::string, double> values = ValuesWithCost(t);
   Ending e;
@@ -459,14 +469,11 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   const Rank& d = t.Deciding();
   const int code = DescribeExit(t, &e);
   const std::string tail = LastLines(d.err_tail, 20);
-  const std::string& metric = spec_.objective.metric;
   // A pruner's decision stands whatever happened after it (the signal it sent, a lost node).
   if (t.pausing || t.pruned) {
     e.stopped_after = StrCat("stopped ", FormatShort(1000 * (now_ - t.decided), 3),
                              " ms after the deciding report");
     e.how = t.pausing ? "paused" : "pruned";
-  }
-  if (t.pausing || t.pruned) {
     rec.state = t.pausing ? TrialState::kPaused : TrialState::kPruned;
     rec.error = t.prune_reason;
   } else if ((d.exit.kind == RankExit::Kind::kLost || d.exit.kind == RankExit::Kind::kPreempted) &&
@@ -497,15 +504,7 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
     rec.value = t.objective;
   } else if (code == 0) {
     rec.state = TrialState::kFailed;
-    const study::Objective* missing = MissingObjective(values);
-    const std::string& name =
-        t.objective && std::isfinite(*t.objective) && missing ? missing->metric : metric;
-    auto it = values.find(name);
-    rec.error = it != values.end() || (name == metric && t.objective)
-                    ? StrCat("the objective ", name, " is ",
-                             FormatDouble(name == metric ? *t.objective : it->second))
-                    : StrCat("exited 0 but never reported '", name, "'; print a line such as {\"",
-                             name, "\": 0.9}");
+    rec.error = NoObjectiveError(t, values);
   } else if (code == 3) {
     rec.state = TrialState::kInfeasible;
     rec.error = tail.empty() ? "exit 3: this configuration cannot run" : tail;
@@ -515,10 +514,24 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   }
   if (t.objective && rec.state != TrialState::kCompleted && std::isfinite(*t.objective))
     rec.value = t.objective;
-  if (spec_.KeepsValues())
-    for (const auto& [name, v] : values)
-      if (std::isfinite(v)) rec.values[name] = v;
+  if (spec_.KeepsValues()) rec.values = FiniteOnly(values);
   return e;
+}
+
+// Why a trial that exited 0 is not completed: an objective it never reported, or one that is not
+// finite (the first objective's first).
+std::string StudyController::Impl::NoObjectiveError(
+    const Trial& t, const std::map<std::string, double>& values) const {
+  const std::string& metric = spec_.objective.metric;
+  const study::Objective* missing = MissingObjective(values);
+  const std::string& name =
+      t.objective && std::isfinite(*t.objective) && missing ? missing->metric : metric;
+  auto it = values.find(name);
+  if (it == values.end() && !(name == metric && t.objective))
+    return StrCat("exited 0 but never reported '", name, "'; print a line such as {\"", name,
+                  "\": 0.9}");
+  return StrCat("the objective ", name, " is ",
+                FormatDouble(name == metric ? *t.objective : it->second));
 }
 
 std::map<std::string, double> StudyController::Impl::ValuesWithCost(const Trial& t) const {
