@@ -94,15 +94,40 @@ int CmdAsk(int argc, char** argv) {
   return kOk;
 }
 
+// --values 'loss=0.31,latency_ms=12': metric=number pairs, each metric once.
+Result<std::map<std::string, double>> ParseValues(const std::string& text) {
+  std::map<std::string, double> out;
+  size_t from = 0;
+  while (from <= text.size()) {
+    size_t comma = text.find(',', from);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string pair(Trim(std::string_view(text).substr(from, comma - from)));
+    const size_t eq = pair.find('=');
+    char* end = nullptr;
+    const double v = eq == std::string::npos ? 0 : std::strtod(pair.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || eq + 1 == pair.size() || *end != '\0')
+      return Status::Invalid(
+          "--values: '", pair,
+          "' is not METRIC=NUMBER; expected e.g. --values 'loss=0.31,latency_ms=12'");
+    if (!out.emplace(std::string(Trim(pair.substr(0, eq))), v).second)
+      return Status::Invalid("--values: ", pair.substr(0, eq), " is given twice");
+    from = comma + 1;
+  }
+  return out;
+}
+
 int CmdTell(int argc, char** argv) {
   cxxopts::Options o("tell", "hyperpack tell STUDY N --value V: record how an asked trial ended");
-  o.custom_help("STUDY N (--value V [--step S] | --state failed|infeasible) [options]");
+  o.custom_help(
+      "STUDY N (--value V | --values 'M=V,...') [--step S] | --state failed|infeasible [options]");
   AddStorage(o);
   AddServer(o);
   o.add_options()("value", "the objective's value (completed, or pruned with --state pruned)",
-                  cxxopts::value<double>())("state",
-                                            "completed (the default), pruned, failed or infeasible",
-                                            cxxopts::value<std::string>())(
+                  cxxopts::value<double>())(
+      "values", "several objectives or constraints: each one's value, 'loss=0.31,latency_ms=12'",
+      cxxopts::value<std::string>())("state",
+                                     "completed (the default), pruned, failed or infeasible",
+                                     cxxopts::value<std::string>())(
       "step", "the step the value was measured at", cxxopts::value<int64_t>());
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 2, 2)) return *rc;
@@ -116,6 +141,11 @@ int CmdTell(int argc, char** argv) {
   tell.state = *state;
   if (args.count("value")) tell.value = args["value"].as<double>();
   if (args.count("step")) tell.step = args["step"].as<int64_t>();
+  if (args.count("values")) {
+    auto values = ParseValues(args["values"].as<std::string>());
+    if (!values.ok()) return Fail(values.status());
+    tell.values = std::move(*values);
+  }
   Status told = [&]() -> Status {
     if (args.count("server")) {
       HP_ASSIGN_OR_RETURN(std::string token, Token(args));
@@ -129,6 +159,7 @@ int CmdTell(int argc, char** argv) {
   std::cout << "trial " << *number << " of study '" << pos[0]
             << "': " << hyperpack::storage::TrialStateName(tell.state);
   if (tell.value) std::cout << ", value " << FormatDouble(*tell.value);
+  for (const auto& [metric, v] : tell.values) std::cout << ", " << metric << " " << FormatDouble(v);
   std::cout << "\n";
   return kOk;
 }

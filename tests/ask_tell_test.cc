@@ -100,6 +100,51 @@ TEST(AskTellTest, AskedTrialsArePendingAndToldOnesTeachTheTuner) {
   }
 }
 
+// A study with two objectives and a constraint, evaluated by another program: each trial is told
+// with every value by metric, the next ask rebuilds the tuner from them, and tell refuses what the
+// study does not keep.
+TEST(AskTellTest, SeveralObjectivesAreToldByMetric) {
+  auto db = storage::OpenStorage("memory:").value();
+  bool created = false;
+  ASSERT_TRUE(CreateStudy(*db, Spec(R"(name: mo
+objectives: [{metric: a, direction: minimize}, {metric: b, direction: maximize}]
+constraints: [{metric: mem, max: 1}]
+search_space: {x: {type: float, low: 0, high: 1}}
+tuner: {seed: 2}
+)"),
+                          &created)
+                  .ok());
+  for (int i = 0; i < 8; ++i) {
+    auto asked = Ask(*db, "mo", "h", 10 + i);
+    ASSERT_TRUE(asked.ok()) << asked.status().message();
+    const double x = std::get<double>(asked->params.at("x"));
+    Tell tell{TrialState::kCompleted, std::nullopt, {}, {{"a", x}, {"b", x * x}, {"mem", 0.5}}};
+    ASSERT_TRUE(TellTrial(*db, "mo", asked->number, tell, 20 + i).ok());
+  }
+  const int64_t id = db->FindStudy("mo").value()->id;
+  const std::vector<storage::TrialRecord> trials = db->ListTrials(id).value();
+  ASSERT_EQ(trials.size(), 8u);
+  EXPECT_EQ(trials[3].values.at("mem"), 0.5);
+  EXPECT_EQ(trials[3].value, trials[3].values.at("a"));
+  auto next = Ask(*db, "mo", "h", 40);
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  auto refused = [&](Tell tell) {
+    Status s = TellTrial(*db, "mo", next->number, tell, 41);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    return std::string(s.message());
+  };
+  EXPECT_THAT(refused({TrialState::kCompleted, 0.3, {}, {}}),
+              HasSubstr("tell them with --values 'a=V,b=V,mem=V'"));
+  EXPECT_THAT(refused({TrialState::kCompleted, std::nullopt, {}, {{"a", 0.1}}}),
+              HasSubstr("needs a finite b"));
+  EXPECT_THAT(refused({TrialState::kCompleted, std::nullopt, {}, {{"a", 1}, {"b", 2}, {"c", 3}}}),
+              HasSubstr("keeps no metric 'c'"));
+  // A pruned trial needs only the first objective.
+  EXPECT_TRUE(
+      TellTrial(*db, "mo", next->number, {TrialState::kPruned, std::nullopt, 2, {{"a", 0.4}}}, 42)
+          .ok());
+}
+
 TEST(AskTellTest, TellSaysWhatIsWrong) {
   auto db = Created();
   ASSERT_TRUE(Ask(*db, "q", "h", 1).ok());
@@ -115,6 +160,11 @@ TEST(AskTellTest, TellSaysWhatIsWrong) {
             StatusCode::kNotFound);
   EXPECT_EQ(TellTrial(*db, "nope", 0, {TrialState::kFailed, std::nullopt, {}}, 2).code(),
             StatusCode::kNotFound);
+  // One objective: --values is refused, saying to tell --value.
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, std::nullopt, {}, {{"loss", 1}}}, 2)
+                    .message()
+                    .find("tell it with --value V") != std::string::npos,
+            true);
   ASSERT_TRUE(TellTrial(*db, "q", 0, {TrialState::kPruned, 0.7, 3}, 2).ok());
   const Status twice = TellTrial(*db, "q", 0, {TrialState::kFailed, std::nullopt, {}}, 3);
   EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);

@@ -139,6 +139,7 @@ Result<Json> Carry(storage::Storage& db, const Request& q) {
       Tell tell;
       tell.value = OptionalField<double>(r, "value");
       tell.step = OptionalField<int64_t>(r, "step");
+      tell.values = r.Optional<std::map<std::string, double>>("values", {});
       if (!r.ok()) return r.status();
       const std::optional<storage::TrialState> parsed = storage::ParseTrialState(state);
       if (!parsed) return Status::Invalid("tell: unknown state '", state, "'");
@@ -267,6 +268,7 @@ Status RemoteTell(const std::string& server, const std::string& token, const std
   Json q = {{"trial", number}, {"state", storage::TrialStateName(tell.state)}};
   if (tell.value) q["value"] = *tell.value;
   if (tell.step) q["step"] = *tell.step;
+  if (!tell.values.empty()) q["values"] = tell.values;
   return Call(server, token, {RequestOp::kTell, study, q}).status();
 }
 

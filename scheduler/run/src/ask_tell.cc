@@ -156,26 +156,59 @@ Result<AskedTrial> Ask(storage::Storage& db, const std::string& name, const std:
   }
 }
 
+namespace {
+
+// The value a told trial keeps, from `value` or, in a study that keeps values, from `values`; an
+// error naming what is missing or not the study's.
+Result<std::optional<double>> ToldValue(const study::StudySpec& spec, const std::string& name,
+                                        const Tell& tell, bool scored) {
+  if (!scored) return std::optional<double>();
+  if (!spec.KeepsValues()) {
+    if (!tell.values.empty())
+      return Status::Invalid("study '", name, "' has one objective, ", spec.objective.metric,
+                             ": tell it with --value V");
+    if (!(tell.value && std::isfinite(*tell.value)))
+      return Status::Invalid("a ", storage::TrialStateName(tell.state),
+                             " trial needs a finite --value (the objective)");
+    return tell.value;
+  }
+  std::vector<std::string> kept;
+  for (const study::Objective& o : spec.objectives) kept.push_back(o.metric);
+  for (const study::Constraint& c : spec.constraints) kept.push_back(c.metric);
+  const std::string expected = StrCat("--values '", Join(kept, "=V,"), "=V'");
+  if (tell.value || tell.values.empty())
+    return Status::Invalid("study '", name, "' keeps several values: tell them with ", expected);
+  for (const auto& [metric, v] : tell.values)
+    if (!spec.KeepsMetric(metric))
+      return Status::Invalid("study '", name, "' keeps no metric '", metric, "'; expected ",
+                             expected);
+  // A completed trial has every objective's value; a pruned one its first's.
+  for (const study::Objective& o : spec.objectives) {
+    auto it = tell.values.find(o.metric);
+    if (it == tell.values.end() || !std::isfinite(it->second))
+      return Status::Invalid("a ", storage::TrialStateName(tell.state), " trial needs a finite ",
+                             o.metric, " in --values");
+    if (tell.state == TrialState::kPruned) break;
+  }
+  return std::optional<double>(tell.values.at(spec.objective.metric));
+}
+
+}  // namespace
+
 Status TellTrial(storage::Storage& db, const std::string& name, int number, const Tell& tell,
                  double now) {
   const bool scored = tell.state == TrialState::kCompleted || tell.state == TrialState::kPruned;
   if (!scored && tell.state != TrialState::kFailed && tell.state != TrialState::kInfeasible)
     return Status::Invalid("a trial is told completed, pruned, failed or infeasible, not ",
                            storage::TrialStateName(tell.state));
-  if (scored && !(tell.value && std::isfinite(*tell.value)))
+  if (!scored && (tell.value || !tell.values.empty()))
     return Status::Invalid("a ", storage::TrialStateName(tell.state),
-                           " trial needs a finite --value (the objective)");
-  if (!scored && tell.value)
-    return Status::Invalid("a ", storage::TrialStateName(tell.state),
-                           " trial has no value: leave out --value");
+                           " trial has no value: leave out --value and --values");
   return db.Transaction([&]() -> Status {
     HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, name));
     const storage::StudyRecord& study = loaded.first;
-    if (scored && loaded.second.KeepsValues())
-      return Status::Invalid("study '", name, "' has ",
-                             loaded.second.MultiObjective() ? "several objectives" : "constraints",
-                             ", and tell takes one --value; run its trials with a trial command "
-                             "(trial.command), which reports every metric");
+    HP_ASSIGN_OR_RETURN(const std::optional<double> value,
+                        ToldValue(loaded.second, name, tell, scored));
     HP_ASSIGN_OR_RETURN(auto open,
                         db.ListTrialsIn(study.id, std::vector<TrialState>{TrialState::kRunning}));
     const TrialRecord* asked = nullptr;
@@ -192,13 +225,18 @@ Status TellTrial(storage::Storage& db, const std::string& name, int number, cons
     }
     TrialRecord t = *asked;
     t.state = tell.state;
-    t.value = tell.value;
+    t.value = value;
     t.ended = now;
     t.exit_status = 0;
-    if (tell.value) {
-      const storage::MetricPoint point{tell.step.value_or(0), study.metric, *tell.value, now};
-      HP_RETURN_IF_ERROR(db.AddMetrics(study.id, number, std::span(&point, 1)));
-    }
+    std::vector<storage::MetricPoint> points;
+    for (const auto& [metric, v] : tell.values)
+      if (std::isfinite(v)) {
+        t.values[metric] = v;
+        points.push_back({tell.step.value_or(0), metric, v, now});
+      }
+    if (value && tell.values.empty())
+      points.push_back({tell.step.value_or(0), study.metric, *value, now});
+    if (!points.empty()) HP_RETURN_IF_ERROR(db.AddMetrics(study.id, number, points));
     HP_RETURN_IF_ERROR(db.FinishTrial(t));
     return db.AddEvent(study.id,
                        {now, number, storage::EventKindName(storage::EventKind::kTrialFinished),

@@ -9,6 +9,7 @@
 // number another process took).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -41,12 +42,16 @@ struct Tell {
                                                                 // infeasible
   std::optional<double> value;  // completed and pruned: the objective; recorded as a metric too
   std::optional<int64_t> step;  // the step the value was measured at (a pruned trial's)
+  // A study with several objectives or constraints: each one's value by metric, instead of
+  // `value` (a completed trial needs every objective's; a pruned one the first's).
+  std::map<std::string, double> values;
 };
 
 // Records trial `number` of study `name` as `tell` says. Errors: kNotFound (no such study or
 // trial), kFailedPrecondition (the trial is not running: told already, or run by a runner),
 // kInvalidArgument (a completed or pruned trial without a finite value, a value for a failed one,
-// a state tell does not take), kIo.
+// a state tell does not take; with several objectives or constraints, `value` instead of
+// `values`, a value of a metric the study does not keep, or an objective missing), kIo.
 Status TellTrial(storage::Storage& db, const std::string& name, int number, const Tell& tell,
                  double now);
 
