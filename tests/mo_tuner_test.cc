@@ -114,12 +114,12 @@ TEST(MultiObjectiveTunerTest, InBatchesOfFourItStillLeadsRandomSearchOnZdt1) {
   EXPECT_EQ(SeedsAheadOfRandom(Zdt1, 4, 2, 32, 4, {1.1, 11}, 3), 3);
 }
 
-// Three objectives: expected hypervolume improvement over the boxes of the front's complement.
-TEST(MultiObjectiveTunerTest, WithThreeObjectivesItLeadsRandomSearchOnDtlz2) {
+// Three objectives: ParEGO's random scalarisations.
+TEST(MultiObjectiveTunerTest, WithThreeObjectivesParEgoLeadsRandomSearchOnDtlz2) {
   EXPECT_EQ(SeedsAheadOfRandom(Dtlz2, 5, 3, 40, 1, {2.2, 2.2, 2.2}, 3), 3);
 }
 
-// Four: ParEGO's random scalarisations.
+// And four.
 TEST(MultiObjectiveTunerTest, WithFourObjectivesParEgoLeadsRandomSearchOnDtlz2) {
   EXPECT_EQ(SeedsAheadOfRandom(Dtlz2Four, 6, 4, 40, 1, {2.2, 2.2, 2.2, 2.2}, 3), 3);
 }

@@ -57,8 +57,8 @@ TwoObjectiveAcquisition LogExpectedHypervolumeImprovement(std::array<double, 2> 
 // any number of objectives m: a grid on the front's coordinates in the first m - 1 objectives, and
 // in each of its cells the last objective from -inf to the least value of the points that dominate
 // the cell in the others (ref's where none does). (n + 1)^(m-1) boxes for n points: meant for 2
-// and 3 objectives. The boxes share their bounds, so EHVI evaluates each expected improvement once
-// per bound, not once per box.
+// and 3 objectives (the tuner uses 2: docs/BENCHMARKS.md). The boxes share their bounds, so EHVI
+// evaluates each expected improvement once per bound, not once per box.
 struct HyperBox {
   ObjectiveVector lower, upper;  // a lower bound may be -inf
 };

@@ -4,11 +4,12 @@
 // One GP per objective and one per constraint, each on standardised values of the completed
 // trials, over the same encoding as the one-objective tuner, hyperparameters fitted by MAP while
 // data are few and then as they grow (gp.h). The acquisition:
-// - two or three objectives: log expected hypervolume improvement over the feasible trials'
-//   front, in the models' standardised units, below a reference point 10% of each objective's
-//   observed range beyond its worst value (acquisition.h: exact, over the boxes that cut up what
-//   the front leaves, computed once per front);
-// - four: ParEGO (Knowles 2006), the boxes being too many: each call to Propose draws a weight
+// - two objectives: log expected hypervolume improvement over the feasible trials' front, in
+//   the models' standardised units, below a reference point 10% of each objective's observed range
+//   beyond its worst value (acquisition.h: exact, over the boxes that cut up what the front
+//   leaves, computed once per front);
+// - three or four: ParEGO (Knowles 2006), which found more of DTLZ2's front than EHVI over the
+//   same boxes in three objectives (docs/BENCHMARKS.md): each call to Propose draws a weight
 //   vector from the
 //   simplex, and one GP models the augmented Chebyshev scalarisation of the objectives (each
 //   scaled to [0, 1] over the trials), under log expected improvement;
@@ -186,7 +187,7 @@ class MultiObjectiveGpTuner : public Tuner {
     return k < static_cast<int>(options_.objectives.size()) ? options_.objectives[k]
                                                             : options_.maximize;
   }
-  bool ParEgo() const { return objectives_ > 3; }
+  bool ParEgo() const { return objectives_ > 2; }
 
   // Completed trials with every objective's value: what the models learn from.
   std::vector<int> Modelled() const {
@@ -295,7 +296,7 @@ class MultiObjectiveGpTuner : public Tuner {
     std::vector<GaussianProcess> constraints;
     std::vector<double> thresholds;  // each constraint's 0 in its model's units
     std::vector<ObjectiveVector> front;
-    BoxDecomposition boxes;  // two or three objectives: what the front leaves below ref
+    BoxDecomposition boxes;  // two objectives: what the front leaves below ref
     double best = std::numeric_limits<double>::infinity();  // one objective: the incumbent
   };
 
