@@ -608,33 +608,22 @@ class GpTuner : public Tuner {
     }
     std::vector<Config> out;
     for (int i = 0; i < n; ++i) {
-      const std::vector<Scored> refined = RankedCandidates(model, static_cast<uint64_t>(seen + i));
-      std::optional<Config> chosen;
-      Eigen::VectorXd chosen_x;
-      for (const Scored& s : refined) {
-        Config c = encoder_.Decode(std::vector<double>(s.x.data(), s.x.data() + s.x.size()));
-        if (Taken(c, s.x, pending, pending_x)) continue;
-        chosen = std::move(c);
-        chosen_x = s.x;
-        break;
-      }
-      if (!chosen) {
-        // Every candidate is taken: a small discrete space nearly exhausted. Sobol may still
-        // find one that is new.
-        auto s = sobol_.Propose(1, pending);
-        if (!s.ok() || s->empty()) break;
-        chosen = (*s)[0];
-        chosen_x = ToEigen(encoder_.Encode(*chosen).x);
-      }
+      std::optional<Chosen> chosen = FirstUntaken(
+          encoder_, RankedCandidates(model, static_cast<uint64_t>(seen + i)),
+          [&](const Config& c, const Eigen::VectorXd& x) {
+            return Taken(c, x, pending, pending_x);
+          },
+          sobol_, pending);
+      if (!chosen) break;
       Eigen::VectorXd mean, var;
-      model.Predict(chosen_x.transpose(), &mean, &var);
+      model.Predict(chosen->x.transpose(), &mean, &var);
       // The kriging believer: the fantasy is data, and a fantasy better than the incumbent is
       // the new incumbent, so later members of the batch must improve on it.
-      HP_RETURN_IF_ERROR(model.Append(chosen_x, mean(0)));
+      HP_RETURN_IF_ERROR(model.Append(chosen->x, mean(0)));
       best_ = std::min(best_, mean(0));
-      pending.push_back(*chosen);
-      pending_x.push_back(chosen_x);
-      out.push_back(std::move(*chosen));
+      pending.push_back(chosen->config);
+      pending_x.push_back(chosen->x);
+      out.push_back(std::move(chosen->config));
     }
     return out;
   }

@@ -442,26 +442,17 @@ class MultiObjectiveGpTuner : public Tuner {
     }
     std::vector<Config> out;
     for (int i = 0; i < n; ++i) {
-      std::optional<Config> chosen;
-      Eigen::VectorXd chosen_x;
-      for (const ScoredPoint& s : Ranked(m, static_cast<uint64_t>(seen + i))) {
-        Config c = encoder_.Decode(std::vector<double>(s.x.data(), s.x.data() + s.x.size()));
-        if (Taken(c, s.x, pending, pending_x)) continue;
-        chosen = std::move(c);
-        chosen_x = s.x;
-        break;
-      }
-      if (!chosen) {
-        // Every candidate is taken: a small discrete space nearly exhausted.
-        auto s = sobol_.Propose(1, pending);
-        if (!s.ok() || s->empty()) break;
-        chosen = (*s)[0];
-        chosen_x = ToEigen(encoder_.Encode(*chosen).x);
-      }
-      HP_RETURN_IF_ERROR(Fantasise(m, chosen_x));
-      pending.push_back(*chosen);
-      pending_x.push_back(chosen_x);
-      out.push_back(std::move(*chosen));
+      std::optional<Chosen> chosen = FirstUntaken(
+          encoder_, Ranked(m, static_cast<uint64_t>(seen + i)),
+          [&](const Config& c, const Eigen::VectorXd& x) {
+            return Taken(c, x, pending, pending_x);
+          },
+          sobol_, pending);
+      if (!chosen) break;
+      HP_RETURN_IF_ERROR(Fantasise(m, chosen->x));
+      pending.push_back(chosen->config);
+      pending_x.push_back(chosen->x);
+      out.push_back(std::move(chosen->config));
     }
     return out;
   }

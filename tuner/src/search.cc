@@ -107,4 +107,18 @@ ScoredPoint RefineContinuous(const Encoder& encoder, const std::vector<bool>& co
   return {acq(snapped, nullptr), snapped};
 }
 
+std::optional<Chosen> FirstUntaken(
+    const Encoder& encoder, const std::vector<ScoredPoint>& ranked,
+    const std::function<bool(const Config&, const Eigen::VectorXd&)>& taken, Tuner& fallback,
+    std::span<const Config> pending) {
+  for (const ScoredPoint& s : ranked) {
+    Config c = encoder.Decode(std::vector<double>(s.x.data(), s.x.data() + s.x.size()));
+    if (!taken(c, s.x)) return Chosen{std::move(c), s.x};
+  }
+  // Sobol may still find one that is new.
+  auto s = fallback.Propose(1, pending);
+  if (!s.ok() || s->empty()) return std::nullopt;
+  return Chosen{(*s)[0], ToEigen(encoder.Encode((*s)[0]).x)};
+}
+
 }  // namespace hyperpack::tuner

@@ -8,11 +8,13 @@
 #include <Eigen/Dense>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <span>
 #include <vector>
 
 #include "hyperpack/tuner/encoding.h"
+#include "hyperpack/tuner/tuner.h"
 
 namespace hyperpack::tuner {
 
@@ -40,5 +42,17 @@ struct ScoredPoint {
 // `start` comes back unchanged when it has no such dimension.
 ScoredPoint RefineContinuous(const Encoder& encoder, const std::vector<bool>& continuous,
                              const ScoredPoint& start, const AcquisitionFn& acq);
+
+// The first of `ranked` (best first) whose configuration `taken` does not reject, decoded, with its
+// encoding; when every one is taken (a small discrete space nearly exhausted), one that
+// `fallback` (a sampler) proposes apart from `pending`; nullopt when it has none either.
+struct Chosen {
+  Config config;
+  Eigen::VectorXd x;
+};
+std::optional<Chosen> FirstUntaken(
+    const Encoder& encoder, const std::vector<ScoredPoint>& ranked,
+    const std::function<bool(const Config&, const Eigen::VectorXd&)>& taken, Tuner& fallback,
+    std::span<const Config> pending);
 
 }  // namespace hyperpack::tuner
