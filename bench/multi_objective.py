@@ -28,10 +28,11 @@ trial is a process, the trial program `eval`, which prints its metrics as one JS
 `nsga2` (NSGAIISampler, its default population of 50: the first 50 trials are random),
 `motpe` (TPESampler, which in Optuna 3.1 is MOTPE when the study has several directions:
 10 random startup trials, independent per-parameter Parzen estimators, the "below" set chosen
-by non-domination rank and hypervolume contribution) and `random` (RandomSampler, the floor)
-ask and tell in this process with the same problem functions. On c2dtlz2 NSGA-II and MOTPE get
+by non-domination rank and hypervolume contribution), `random` (RandomSampler, the floor) and
+`hyperpack-optuna` (hyperpack's tuner inside Optuna: hyperpack.optuna.GPSampler, the Python
+module, PYTHONPATH=build/python) ask and tell in this process with the same problem functions. On c2dtlz2 NSGA-II and MOTPE get
 the constraint through `constraints_func` (both support it in 3.1, experimentally: feasible
-before infeasible, infeasible ordered by violation); random search ignores it. One at a time:
+before infeasible, infeasible ordered by violation), and GPSampler too; random search ignores it. One at a time:
 max_parallel 1 and Optuna sequentially. With --parallel 8: max_parallel 8 against Optuna asking
 8 trials, evaluating them, telling them (no constant liar: 3.1 has none for several objectives).
 
@@ -242,6 +243,9 @@ def run_optuna(method, problem, seed, budget, parallel):
         sampler = optuna.samplers.TPESampler(seed=seed, constraints_func=cons)
     elif method == "random":
         sampler = optuna.samplers.RandomSampler(seed=seed)
+    elif method == "hyperpack-optuna":
+        import hyperpack.optuna  # the Python module: PYTHONPATH=build/python
+        sampler = hyperpack.optuna.GPSampler(seed=seed, constraints_func=cons)
     else:
         raise SystemExit(f"unknown method {method}")
     study = optuna.create_study(directions=["minimize"] * len(objectives), sampler=sampler)

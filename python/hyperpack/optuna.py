@@ -14,7 +14,12 @@ small discrete space has had every configuration, the independent sampler draws.
 `n_startup_trials` (by default max(5, dimensions + 1)) come from a Sobol sequence. With a seed,
 the same study gives the same proposals.
 
-One objective only: a multi-objective study is refused with a ValueError.
+A study with several directions (2 to 4) is modelled with a Gaussian process per objective, and
+proposals improve the Pareto front (hyperpack's multi-objective tuner: expected hypervolume
+improvement for two objectives, random scalarisations for more). `constraints_func`, as Optuna's
+NSGA-II and TPE samplers take it, gives each finished trial's constraint values (<= 0 holds): they
+are stored in the trial's "constraints" system attribute, as those samplers store them, and the
+tuner models them and weighs its proposals by the probability that they hold.
 """
 
 import random
@@ -24,6 +29,9 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.samplers import BaseSampler, IntersectionSearchSpace, RandomSampler
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
+
+# Where Optuna's own samplers keep a trial's constraint values.
+_CONSTRAINTS_KEY = "constraints"
 
 from hyperpack._hyperpack import Tuner
 
@@ -40,16 +48,19 @@ class GPSampler(BaseSampler):
         independent_sampler: draws parameters outside the relative search space
             (RandomSampler(seed) when None).
         consider_pending: count running trials as pending, so that parallel trials spread.
+        constraints_func: a finished trial's constraint values (a sequence of floats, <= 0 holds),
+            as Optuna's NSGA-II and TPE samplers take it; None for none.
     """
 
     def __init__(self, *, seed=None, n_startup_trials=0, independent_sampler=None,
-                 consider_pending=True):
+                 consider_pending=True, constraints_func=None):
         if n_startup_trials < 0:
             raise ValueError(f"n_startup_trials must be >= 0 (got {n_startup_trials})")
         self._seed = seed if seed is not None else random.SystemRandom().randrange(2**63)
         self._n_startup_trials = n_startup_trials
         self._independent_sampler = independent_sampler or RandomSampler(seed=seed)
         self._consider_pending = consider_pending
+        self._constraints_func = constraints_func
         self._search_space = IntersectionSearchSpace(include_pruned=True)
         self._lock = threading.Lock()
         # What this sampler proposed to trials still running, by trial number: another thread's
@@ -62,13 +73,11 @@ class GPSampler(BaseSampler):
         self._independent_sampler.reseed_rng()
 
     def infer_relative_search_space(self, study, trial):
-        self._raise_error_if_multi_objective(study)
         with self._lock:  # the intersection is cached: one thread updates it at a time
             space = self._search_space.calculate(study)
         return {name: d for name, d in space.items() if not d.single()}
 
     def sample_relative(self, study, trial, search_space):
-        self._raise_error_if_multi_objective(study)
         if not search_space:
             return {}
         with self._lock:  # one proposal at a time, each counting the ones before as pending
@@ -81,13 +90,16 @@ class GPSampler(BaseSampler):
         trials that ended since, and the model starts from its last fit. A new one (observing every
         ended trial again) where the study, the space or the seed changed.
         """
-        key = (id(study._storage), study._study_id, study.direction, self._seed,
+        directions = [d == StudyDirection.MAXIMIZE for d in study.directions]
+        constraints = _constraint_count(study)
+        key = (id(study._storage), study._study_id, tuple(directions), constraints, self._seed,
                tuple((name, repr(search_space[name])) for name in names))
         if self._kept is None or self._kept[0] != key:
             params = [_param(name, search_space[name]) for name in names]
-            tuner = Tuner(params, seed=self._seed,
-                          maximize=study.direction == StudyDirection.MAXIMIZE,
-                          initial_trials=self._n_startup_trials)
+            tuner = Tuner(params, seed=self._seed, maximize=directions[0],
+                          initial_trials=self._n_startup_trials,
+                          directions=directions if len(directions) > 1 else [],
+                          constraints=constraints)
             self._kept = (key, tuner, set())
         return self._kept[1], self._kept[2]
 
@@ -113,8 +125,13 @@ class GPSampler(BaseSampler):
                 continue
             if not t.state.is_finished():
                 continue  # WAITING (enqueued): neither pending nor known yet
-            if t.state == TrialState.COMPLETE:
-                tuner.observe(config, "completed", t.value)
+            violations = list(t.system_attrs.get(_CONSTRAINTS_KEY) or [])
+            if t.state == TrialState.COMPLETE and len(t.values) > 1:
+                tuner.observe(config, "completed", values=list(t.values), violations=violations)
+            elif t.state == TrialState.COMPLETE:
+                tuner.observe(config, "completed", t.value, violations=violations)
+            elif t.state == TrialState.PRUNED and len(study.directions) > 1:
+                pass  # Optuna prunes no study with several objectives; nothing to learn
             elif t.state == TrialState.PRUNED and t.intermediate_values:
                 step = max(t.intermediate_values)
                 tuner.observe(config, "pruned", t.intermediate_values[step], float(step))
@@ -133,11 +150,24 @@ class GPSampler(BaseSampler):
     def after_trial(self, study, trial, state, values):
         with self._lock:
             self._proposed.pop(trial.number, None)
+        if self._constraints_func is not None and state in (TrialState.COMPLETE,
+                                                            TrialState.PRUNED):
+            # As Optuna's own samplers do: the values, floats, kept with the trial.
+            constraints = [float(c) for c in self._constraints_func(trial)]
+            study._storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, constraints)
 
     def sample_independent(self, study, trial, param_name, param_distribution):
-        self._raise_error_if_multi_objective(study)
         return self._independent_sampler.sample_independent(study, trial, param_name,
                                                             param_distribution)
+
+
+def _constraint_count(study):
+    """How many constraint values the study's finished trials carry (0 before any)."""
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        constraints = t.system_attrs.get(_CONSTRAINTS_KEY)
+        if constraints is not None:
+            return len(constraints)
+    return 0
 
 
 def _param(name, d):

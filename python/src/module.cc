@@ -1,8 +1,12 @@
 // hyperpack._hyperpack: the tuner for Python (pybind11), behind hyperpack.optuna.GPSampler.
 //
-//   Tuner(params, seed=0, maximize=False, algorithm="gp", initial_trials=0)
-//   tuner.observe(config, state, value=None, resource=0.0)
+//   Tuner(params, seed=0, maximize=False, algorithm="gp", initial_trials=0, directions=[],
+//         constraints=0)
+//   tuner.observe(config, state, value=None, resource=0.0, values=[], violations=[])
 //   tuner.propose(n, pending) -> [config, ...]
+// With several objectives, `directions` holds each one's (True: maximised) and a completed trial
+// is observed with `values`, one per direction; with `constraints`, each trial's `violations`
+// (<= 0 holds) are its constraints' (the tuner models them: tuner.h).
 //
 // `params` is a list of dicts, one a parameter: {"name", "type": "float" | "int" | "categorical",
 // "low", "high", "log", "step" (int only), "choices" (categorical: how many; its values are then
@@ -93,7 +97,8 @@ tuner::TrialOutcome::Kind ToKind(const std::string& state) {
 class PyTuner {
  public:
   PyTuner(const std::vector<ParamDict>& params, uint64_t seed, bool maximize,
-          const std::string& algorithm, int initial_trials) {
+          const std::string& algorithm, int initial_trials, const std::vector<bool>& directions,
+          int constraints) {
     std::vector<ParamSpec> specs;
     std::set<std::string> names;
     for (const ParamDict& p : params) {
@@ -110,18 +115,33 @@ class PyTuner {
     options.maximize = maximize;
     if (initial_trials < 0) throw py::value_error("initial_trials must be >= 0");
     options.initial_trials = initial_trials;
+    if (directions.size() == 1) throw py::value_error("directions: give 2 to 4, or none");
+    options.objectives = directions;
+    if (constraints < 0) throw py::value_error("constraints must be >= 0");
+    options.constraints = constraints;
+    objectives_ = static_cast<int>(directions.size());
     auto made = tuner::MakeTuner(space_, options);
     if (!made.ok()) throw py::value_error(made.status().message());
     tuner_ = std::move(made).value();
   }
 
   void Observe(const Config& config, const std::string& state, std::optional<double> value,
-               double resource) {
+               double resource, const std::vector<double>& values,
+               const std::vector<double>& violations) {
     Status valid = space_.Validate(config);
     if (!valid.ok()) throw py::value_error(valid.message());
     tuner::TrialOutcome o;
     o.config = config;
     o.kind = ToKind(state);
+    if (objectives_ > 0) {
+      // Several objectives: `values`, one per direction.
+      if (o.kind == tuner::TrialOutcome::Kind::kCompleted &&
+          static_cast<int>(values.size()) != objectives_)
+        throw py::value_error("a completed trial needs " + std::to_string(objectives_) +
+                              " values, one per direction");
+      o.values = values;
+      if (!values.empty()) value = values[0];
+    }
     if (value && !std::isfinite(*value)) {
       o.kind = tuner::TrialOutcome::Kind::kFailed;  // as a trial that reported NaN
       value.reset();
@@ -131,6 +151,7 @@ class PyTuner {
         !value)
       throw py::value_error("a " + state + " trial needs a value");
     o.value = value;
+    o.violations = violations;
     o.resource = resource;
     tuner_->Observe(o);
   }
@@ -151,6 +172,7 @@ class PyTuner {
  private:
   SearchSpace space_;
   std::unique_ptr<tuner::Tuner> tuner_;
+  int objectives_ = 0;  // several objectives: how many; 0 for one
 };
 
 }  // namespace
@@ -161,11 +183,13 @@ PYBIND11_MODULE(_hyperpack, m) {
   m.doc() = "hyperpack's tuner (Gaussian-process Bayesian optimisation) for Python";
   py::class_<PyTuner>(m, "Tuner")
       .def(py::init<const std::vector<hyperpack::python::ParamDict>&, uint64_t, bool,
-                    const std::string&, int>(),
+                    const std::string&, int, const std::vector<bool>&, int>(),
            py::arg("params"), py::kw_only(), py::arg("seed") = 0, py::arg("maximize") = false,
-           py::arg("algorithm") = "gp", py::arg("initial_trials") = 0)
+           py::arg("algorithm") = "gp", py::arg("initial_trials") = 0,
+           py::arg("directions") = std::vector<bool>(), py::arg("constraints") = 0)
       .def("observe", &PyTuner::Observe, py::arg("config"), py::arg("state"),
-           py::arg("value") = py::none(), py::arg("resource") = 0.0)
+           py::arg("value") = py::none(), py::arg("resource") = 0.0,
+           py::arg("values") = std::vector<double>(), py::arg("violations") = std::vector<double>())
       .def("propose", &PyTuner::Propose, py::arg("n"), py::arg("pending"));
   hyperpack::python::BindStudy(m);
 }

@@ -114,11 +114,45 @@ def test_failed_trials_do_not_stop_the_study():
     assert study.best_value < 0.1
 
 
-def test_a_multi_objective_study_is_refused():
-    study = optuna.create_study(sampler=hyperpack.optuna.GPSampler(),
-                                directions=["minimize", "minimize"])
-    with pytest.raises(ValueError):
-        study.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
+def zdt1(trial):
+    """ZDT1 in 4 dimensions: a convex front f2 = 1 - sqrt(f1) where x1..x3 are 0."""
+    x = [trial.suggest_float(f"x{i}", 0, 1) for i in range(4)]
+    g = 1 + 9 * sum(x[1:]) / 3
+    return x[0], g * (1 - math.sqrt(x[0] / g))
+
+
+def front_hypervolume(study, ref=(1.1, 11)):
+    """The exact hypervolume of the study's best trials (two minimised objectives)."""
+    hv, floor = 0.0, ref[1]
+    for a, b in sorted(tuple(t.values) for t in study.best_trials):
+        if a < ref[0] and b < floor:
+            hv += (ref[0] - a) * (floor - b)
+            floor = b
+    return hv
+
+
+def test_a_multi_objective_study_finds_more_of_the_front_than_random_search():
+    def run(sampler):
+        study = optuna.create_study(sampler=sampler, directions=["minimize", "minimize"])
+        study.optimize(zdt1, n_trials=30)
+        return front_hypervolume(study)
+    gp = [run(hyperpack.optuna.GPSampler(seed=s)) for s in range(3)]
+    rnd = [run(optuna.samplers.RandomSampler(seed=s)) for s in range(3)]
+    assert min(gp) > max(rnd), (gp, rnd)
+
+
+def test_constraints_func_is_stored_as_optunas_samplers_store_it_and_steers_proposals():
+    # x0 + x1 >= 1.2: a corner of the square, about a third of it.
+    def constraints(trial):
+        return [1.2 - trial.params["x0"] - trial.params["x1"]]
+    study = optuna.create_study(
+        sampler=hyperpack.optuna.GPSampler(seed=2, constraints_func=constraints),
+        directions=["minimize", "minimize"])
+    study.optimize(zdt1, n_trials=30)
+    held = [t.system_attrs["constraints"][0] <= 0 for t in study.trials]
+    assert all(t.system_attrs["constraints"] == constraints(t) for t in study.trials)
+    # After the initial design the model keeps most proposals where the constraint holds.
+    assert sum(held[10:]) >= 14, held
 
 
 def test_the_tuner_says_what_is_wrong_with_a_space():
