@@ -69,13 +69,15 @@ class Study:
         return Trial(number, "running", None, json.loads(params))
 
     def tell(self, trial, value: Optional[float] = None, *, state: Optional[str] = None,
-             step: Optional[int] = None) -> None:
+             step: Optional[int] = None, values: Optional[Dict[str, float]] = None) -> None:
         """Records how an asked trial ended: its value (completed), or a state ("failed",
-        "infeasible"; "pruned" with the value at `step`)."""
+        "infeasible"; "pruned" with the value at `step`). A study with several objectives or
+        constraints is told `values`, each one's value by metric, instead of `value`."""
         number = trial.number if isinstance(trial, Trial) else int(trial)
         if state is None:
-            state = "completed" if value is not None else "failed"
-        self._impl.tell(number, state, None if value is None else float(value), step)
+            state = "completed" if value is not None or values else "failed"
+        self._impl.tell(number, state, None if value is None else float(value), step,
+                        {k: float(v) for k, v in (values or {}).items()})
 
     @property
     def trials(self) -> List[Trial]:

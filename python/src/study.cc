@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -78,8 +79,9 @@ class PyStudy {
   }
 
   void Tell(int number, const std::string& state, std::optional<double> value,
-            std::optional<int64_t> step) {
+            std::optional<int64_t> step, const std::map<std::string, double>& values) {
     scheduler::Tell tell;
+    tell.values = values;
     const std::optional<storage::TrialState> parsed = storage::ParseTrialState(state);
     if (!parsed) throw py::value_error("state '" + state + "' is not a trial state");
     tell.state = *parsed;
@@ -160,7 +162,8 @@ void BindStudy(py::module_& m) {
       .def_static("create", &PyStudy::Create, py::arg("path"), py::arg("storage"))
       .def("ask", &PyStudy::Ask)
       .def("tell", &PyStudy::Tell, py::arg("number"), py::arg("state"),
-           py::arg("value") = py::none(), py::arg("step") = py::none())
+           py::arg("value") = py::none(), py::arg("step") = py::none(),
+           py::arg("values") = std::map<std::string, double>())
       .def("trials", &PyStudy::Trials)
       .def("best", &PyStudy::Best)
       .def("control", &PyStudy::Control, py::arg("verb"), py::arg("params_json") = "",

@@ -298,6 +298,24 @@ def test_a_study_is_asked_and_told_from_python(tmp_path):
     assert again.best_value < 0.2, "the tuner found the bowl's floor"
 
 
+def test_a_study_with_two_objectives_is_told_each_value_by_metric(tmp_path):
+    (tmp_path / "mo.yaml").write_text(
+        "name: mo\n"
+        "objectives: [{metric: a, direction: minimize}, {metric: b, direction: minimize}]\n"
+        "search_space: {x: {type: float, low: 0, high: 1}}\n")
+    storage = str(tmp_path / "h.db")
+    study = hyperpack.create_study(str(tmp_path / "mo.yaml"), storage)
+    for _ in range(6):
+        trial = study.ask()
+        x = trial.params["x"]
+        study.tell(trial, values={"a": x, "b": (1 - x) ** 2})
+    trials = hyperpack.load_study("mo", storage).trials
+    assert [t.state for t in trials] == ["completed"] * 6
+    assert [t.value for t in trials] == [t.params["x"] for t in trials]  # the first objective's
+    with pytest.raises(ValueError, match="tell them with --values"):
+        study.tell(study.ask(), 0.5)
+
+
 def test_a_stored_study_says_what_is_wrong(tmp_path):
     (tmp_path / "q.yaml").write_text(ASKED_STUDY)
     storage = str(tmp_path / "h.db")

@@ -177,7 +177,8 @@ Result<std::optional<double>> ToldValue(const study::StudySpec& spec, const std:
   for (const study::Constraint& c : spec.constraints) kept.push_back(c.metric);
   const std::string expected = StrCat("--values '", Join(kept, "=V,"), "=V'");
   if (tell.value || tell.values.empty())
-    return Status::Invalid("study '", name, "' keeps several values: tell them with ", expected);
+    return Status::Invalid("study '", name, "' keeps several values: tell them with ", expected,
+                           " (from Python: values={...})");
   for (const auto& [metric, v] : tell.values)
     if (!spec.KeepsMetric(metric))
       return Status::Invalid("study '", name, "' keeps no metric '", metric, "'; expected ",
