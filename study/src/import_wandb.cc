@@ -118,8 +118,8 @@ class WandbImporter : public Importer {
             "log); hyperpack optimises one: add metric: {name: NAME, goal: minimize|maximize}");
       return;
     }
-    std::string goal = metric["goal"] ? metric["goal"].Scalar() : "minimize";
-    if (goal != "minimize" && goal != "maximize") {
+    const std::string goal = metric["goal"] ? metric["goal"].Scalar() : "minimize";
+    if (!ParseDirection(goal)) {
       Error(metric["goal"], "metric.goal", "'", goal, "' is not minimize or maximize");
       return;
     }
@@ -147,8 +147,8 @@ class WandbImporter : public Importer {
         Error(m, path, "expected {name: NAME, goal: minimize|maximize}");
         continue;
       }
-      std::string goal = m["goal"] && m["goal"].IsScalar() ? m["goal"].Scalar() : "minimize";
-      if (goal != "minimize" && goal != "maximize") {
+      const std::string goal = m["goal"] && m["goal"].IsScalar() ? m["goal"].Scalar() : "minimize";
+      if (!ParseDirection(goal)) {
         Error(m["goal"], path + ".goal", "'", goal, "' is not minimize or maximize");
         continue;
       }
