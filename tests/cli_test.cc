@@ -364,6 +364,10 @@ budget: {max_trials: 16, max_failed: 16}
   EXPECT_EQ(front, expected);
   auto table = Cli({"best", "s", "--storage", db_});
   EXPECT_THAT(table.out, HasSubstr(StrCat("Pareto set: ", expected.size(), " of ")));
+  auto status = Cli({"status", "s", "--storage", db_});
+  EXPECT_THAT(status.out, HasSubstr("objectives minimize a, minimize b, subject to mem <= 0.5"));
+  EXPECT_THAT(status.out,
+              HasSubstr(StrCat("front      ", expected.size(), " trials on the Pareto set")));
 
   // One member chosen: the smallest b among those with a <= 0.5; export writes it, and without a
   // choice export says how to make one.

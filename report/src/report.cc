@@ -148,6 +148,12 @@ Json StudyJson(const StudyView& l, const std::string& state,
 // The best trial's line and, when there is one, the cheaper trial within 1% of it.
 void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked,
                const TradeOff& trade_off, std::ostream& out) {
+  if (l.spec && l.spec->MultiObjective()) {
+    // Several objectives have no best: the size of the front, and where to read it.
+    out << "front      " << ParetoSet(l).size() << " trials on the Pareto set; hyperpack best "
+        << l.study.name << "\n";
+    return;
+  }
   if (ranked.empty()) {
     out << "best       - (no completed trial yet)\n";
     return;
@@ -163,6 +169,20 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
   if (trade_off.cost.gpu() == trade_off.best_cost.gpu() && trade_off.cost.cost > 0)
     out << " (" << FormatShort(trade_off.best_cost.cost / trade_off.cost.cost, 3) << "x less)";
   out << "; hyperpack best " << l.study.name << " --within 1%\n";
+}
+
+// "minimize loss", or with several objectives "minimize loss, maximize accuracy"; and each
+// constraint.
+std::string ObjectivesText(const StudyView& l) {
+  if (!l.spec) return StrCat(DirectionName(l.study.direction), " ", l.study.metric);
+  std::vector<std::string> parts;
+  for (const study::Objective& o : l.spec->objectives)
+    parts.push_back(StrCat(DirectionName(o.direction), " ", o.metric));
+  for (const study::Constraint& c : l.spec->constraints)
+    parts.push_back(StrCat(
+        "subject to ", c.metric,
+        c.bound == study::Constraint::Bound::kMax ? " <= " : " >= ", FormatShort(c.limit, 6)));
+  return Join(parts, ", ");
 }
 
 void PrintEvents(const std::vector<storage::EventRecord>& events, std::ostream& out) {
@@ -197,7 +217,8 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
       now.type == ConditionType::kPaused || now.type == ConditionType::kStopping)
     out << "condition  " << ConditionTypeName(now.type) << " (" << now.reason << ") since "
         << FormatTimestamp(now.time) << ": " << now.message << "\n";
-  out << "objective  " << DirectionName(l.study.direction) << " " << l.study.metric << "\n";
+  out << (l.spec && l.spec->MultiObjective() ? "objectives " : "objective  ") << ObjectivesText(l)
+      << "\n";
   // Its weight in a server's fair share; 1, the default, is not worth a line.
   if (l.spec && l.spec->priority != 1)
     out << "priority   " << FormatShort(l.spec->priority, 4)
