@@ -190,6 +190,37 @@ TEST(MultiObjectiveTunerTest, OneObjectiveWithAConstraintFindsTheBestFeasiblePoi
   EXPECT_EQ(near, 3);
 }
 
+// Trials that cannot run (exit 3: infeasible) teach it where not to propose, as they teach the
+// one-objective tuner: here every configuration with x0 > 0.6 is infeasible.
+TEST(MultiObjectiveTunerTest, InfeasibleTrialsSteerProposalsAway) {
+  int infeasible_late = 0, late = 0;
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    TunerOptions o;
+    o.seed = seed;
+    o.objectives = {false, false};
+    auto tuner = MakeTuner(UnitCube(4), o).value();
+    for (int i = 0; i < 30; ++i) {
+      Config c = tuner->Propose(1, {}).value().at(0);
+      const std::vector<double> x = Coordinates(c, 4);
+      TrialOutcome out;
+      out.config = c;
+      if (x[0] > 0.6) {
+        out.kind = TrialOutcome::Kind::kInfeasible;
+      } else {
+        out.values = Zdt1(x);
+        out.value = out.values[0];
+      }
+      tuner->Observe(out);
+      if (i >= 10) {
+        ++late;
+        infeasible_late += x[0] > 0.6;
+      }
+    }
+  }
+  // Uniform proposals would be infeasible 40% of the time.
+  EXPECT_LT(infeasible_late, late / 10) << infeasible_late << " of " << late;
+}
+
 TEST(MultiObjectiveTunerTest, RefusesOneObjectiveListedAloneOrMoreThanFour) {
   TunerOptions o;
   o.objectives = {false};

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "acquisition.h"
+#include "feasibility.h"
 #include "gp.h"
 #include "output_transform.h"
 #include "samplers.h"
@@ -47,9 +48,6 @@ namespace {
 constexpr int kAlwaysRefitBelow = 40;
 constexpr double kRefitGrowth = 1.15;
 constexpr int kRefineStarts = 4;
-// P(feasible) = Phi(m / sqrt(kFeasibilityLink + v)) for the classifier's mean m and variance v on
-// labels +1/-1: a confident -1 means a probability of ~3e-7, an unexplored region about 1/2.
-constexpr double kFeasibilityLink = 0.04;
 // Members of one batch (and pending trials) closer than this in the unit cube would measure the
 // same thing twice; such candidates are skipped.
 constexpr double kMinBatchDistance = 0.025;
@@ -369,41 +367,27 @@ class GpTuner : public Tuner {
     return fit.hyper();
   }
 
-  // A least-squares GP classifier on +1 (ran) / -1 (infeasible): cheap, and its probit gives a
-  // probability of feasibility that multiplies expected improvement.
+  // Where configurations can run (feasibility.h): the modelled trials and the infeasible ones.
   Status UpdateFeasibility() {
     std::vector<int> idx;
-    int infeasible = 0;
+    bool infeasible = false;
     for (int i = 0; i < static_cast<int>(observed_.size()); ++i) {
-      const Observation& o = observed_[i];
-      if (o.kind == TrialOutcome::Kind::kInfeasible) {
-        ++infeasible;
-        idx.push_back(i);
-      } else if (IsModelled(o)) {
-        idx.push_back(i);
-      }
+      const bool no = observed_[i].kind == TrialOutcome::Kind::kInfeasible;
+      infeasible = infeasible || no;
+      if (no || IsModelled(observed_[i])) idx.push_back(i);
     }
-    if (infeasible == 0) {
-      feasibility_.reset();
+    if (!infeasible) {
+      feasibility_.Clear();
       return Status::Ok();
     }
     if (static_cast<int>(idx.size()) > options_.max_fit_points) idx.resize(options_.max_fit_points);
-    const int d = encoder_.dims();
-    Eigen::MatrixXd x(idx.size(), d);
-    Eigen::VectorXd y(idx.size());
+    Eigen::MatrixXd x(idx.size(), encoder_.dims());
+    std::vector<bool> ran;
     for (size_t i = 0; i < idx.size(); ++i) {
       x.row(i) = observed_[idx[i]].x.transpose();
-      y(i) = observed_[idx[i]].kind == TrialOutcome::Kind::kInfeasible ? -1.0 : 1.0;
+      ran.push_back(observed_[idx[i]].kind != TrialOutcome::Kind::kInfeasible);
     }
-    // Fixed hyperparameters: fitted ones chase the few labels into length scales so short that
-    // the classifier forgets an infeasible point a step away from it.
-    GpPrior prior = GpPrior::ForDims(d);
-    GpHyper h = prior.Mode(d);
-    h.log_signal_var = 0.0;
-    h.log_noise_var = std::log(1e-2);
-    h.mean = 0.0;
-    if (!feasibility_) feasibility_ = std::make_unique<GaussianProcess>(d, prior);
-    return feasibility_->SetDataAndHyper(x, y, h);
+    return feasibility_.Update(x, ran);
   }
 
   using Scored = ScoredPoint;
@@ -428,20 +412,7 @@ class GpTuner : public Tuner {
       value -= alpha_ * cost_scale_ * cm;
       if (grad) *grad -= alpha_ * cost_scale_ * dcm;
     }
-    if (feasibility_) {
-      double fm, fv;
-      Eigen::VectorXd dfm, dfv;
-      feasibility_->PredictWithGradient(x, &fm, &fv, &dfm, &dfv);
-      double scale = std::sqrt(kFeasibilityLink + fv);
-      double t = fm / scale;
-      double log_p = LogNormalCdf(t);
-      value += log_p;
-      if (grad) {
-        double dlogp_dt = std::exp(-0.5 * t * t - 0.91893853320467274178 - log_p);
-        Eigen::VectorXd dt = dfm / scale - 0.5 * fm / (scale * scale * scale) * dfv;
-        *grad += dlogp_dt * dt;
-      }
-    }
+    if (feasibility_.active()) value += feasibility_.LogProbability(x, grad);
     return value;
   }
 
@@ -461,12 +432,7 @@ class GpTuner : public Tuner {
       cost_gp_->Predict(xs, &cm, &cv);
       out -= alpha_ * cost_scale_ * cm;
     }
-    if (feasibility_) {
-      Eigen::VectorXd fm, fv;
-      feasibility_->Predict(xs, &fm, &fv);
-      for (Eigen::Index i = 0; i < xs.rows(); ++i)
-        out(i) += LogNormalCdf(fm(i) / std::sqrt(kFeasibilityLink + fv(i)));
-    }
+    if (feasibility_.active()) out += feasibility_.LogProbabilities(xs);
     return out;
   }
 
@@ -637,7 +603,7 @@ class GpTuner : public Tuner {
   std::vector<std::string> parents_;  // parameters that a condition depends on
   std::vector<Observation> observed_;
   std::unique_ptr<GaussianProcess> gp_;
-  std::unique_ptr<GaussianProcess> feasibility_;
+  FeasibilityModel feasibility_;
   std::vector<int> model_idx_;
   int fitted_n_ = 0;
   OutputTransform transform_;

@@ -14,8 +14,10 @@
 //   simplex, and one GP models the augmented Chebyshev scalarisation of the objectives (each
 //   scaled to [0, 1] over the trials), under log expected improvement;
 // - one objective with constraints: log expected improvement over the best feasible trial;
-// plus, for each constraint, log P(it holds) under its GP. Until a trial is feasible, only those
-// probabilities count: the search first finds where the constraints hold.
+// plus, for each constraint, log P(it holds) under its GP, and once a trial could not run at all
+// (exit 3), log P(it runs) under the feasibility classifier the one-objective tuner uses
+// (feasibility.h). Until a trial is feasible, only those probabilities count: the search first
+// finds where the constraints hold.
 // The acquisition is maximised as the one-objective tuner does (search.h): a Sobol candidate set
 // and perturbations of front members, the best few refined by L-BFGS-B on their continuous
 // dimensions. Batches and pending trials: each pending configuration is a fantasy at every
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "acquisition.h"
+#include "feasibility.h"
 #include "gp.h"
 #include "output_transform.h"
 #include "samplers.h"
@@ -56,6 +59,7 @@ struct Trial {
   Config config;
   Eigen::VectorXd x;
   bool completed = false;
+  bool infeasible = false;         // it could not run here (exit 3, or too large for any node)
   std::vector<double> values;      // minimised; all finite, or empty
   std::vector<double> violations;  // finite, or +inf (not reported)
   bool Feasible() const {
@@ -143,6 +147,7 @@ class MultiObjectiveGpTuner : public Tuner {
     t.config = outcome.config;
     t.x = ToEigen(encoder_.Encode(outcome.config).x);
     t.completed = outcome.kind == TrialOutcome::Kind::kCompleted;
+    t.infeasible = outcome.kind == TrialOutcome::Kind::kInfeasible;
     std::vector<double> values = objectives_ > 1 || !options_.objectives.empty()
                                      ? outcome.values
                                      : std::vector<double>{outcome.value.value_or(std::nan(""))};
@@ -226,11 +231,31 @@ class MultiObjectiveGpTuner : public Tuner {
       }
       HP_RETURN_IF_ERROR(constraint_models_[j].Update(x, y, rng_));
     }
+    HP_RETURN_IF_ERROR(UpdateFeasibility(idx));
     front_.clear();
     for (int i : idx)
       if (trials_[i].Feasible()) front_.push_back(Standardised(trials_[i].values));
     SetReference(idx);
     return Status::Ok();
+  }
+
+  // Where configurations can run (feasibility.h): the modelled trials and the infeasible ones,
+  // once one was.
+  Status UpdateFeasibility(const std::vector<int>& modelled) {
+    std::vector<int> idx = modelled;
+    for (int i = 0; i < static_cast<int>(trials_.size()); ++i)
+      if (trials_[i].infeasible) idx.push_back(i);
+    if (idx.size() == modelled.size()) {
+      feasibility_.Clear();
+      return Status::Ok();
+    }
+    Eigen::MatrixXd x(idx.size(), encoder_.dims());
+    std::vector<bool> ran;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      x.row(static_cast<Eigen::Index>(i)) = trials_[idx[i]].x.transpose();
+      ran.push_back(!trials_[idx[i]].infeasible);
+    }
+    return feasibility_.Update(x, ran);
   }
 
   // ParEGO: this call's weights, and one model of the scalarised objectives.
@@ -345,6 +370,7 @@ class MultiObjectiveGpTuner : public Tuner {
     }
     for (size_t j = 0; j < m.constraints.size(); ++j)
       value += LogProbBelow(PredictAt(m.constraints[j], x, grad), m.thresholds[j], grad);
+    if (feasibility_.active()) value += feasibility_.LogProbability(x, grad);
     return value;
   }
 
@@ -466,6 +492,7 @@ class MultiObjectiveGpTuner : public Tuner {
   std::vector<Trial> trials_;
   std::vector<Model> models_;  // one per objective (not for ParEGO)
   std::vector<Model> constraint_models_;
+  FeasibilityModel feasibility_;
   std::unique_ptr<Model> scalar_model_;  // ParEGO
   std::vector<double> weights_, scalar_lo_, scalar_range_;
   std::vector<ObjectiveVector> front_;  // the feasible trials' values in the models' units
