@@ -232,6 +232,49 @@ TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) { ExpectReadCommandsAg
 // Two objectives and a constraint, run for real: each trial keeps every objective's and the
 // constraint's value, one that never reports an objective fails saying which, and `best` prints
 // the Pareto set of the trials that meet the constraint, which `trials` marks.
+// Promote mode with two objectives: a trial paused at its rung and run again keeps the values it
+// reported before the pause, so a `min` strategy still sees its first epoch's value.
+TEST_F(CliTest, APromotedTrialKeepsTheValuesItReportedBeforeItsPause) {
+  // b's least value comes at epoch 1, before the pause at rung 1; the resumed run reports more.
+  WriteFile(dir_ / "f.sh", R"sh(ck="$HYPERPACK_CHECKPOINT_DIR/state"
+e=0
+if [ "$HYPERPACK_RESUME" = 1 ] && [ -f "$ck" ]; then e=$(cat "$ck"); fi
+echo "$HYPERPACK_TRIAL_ID $((e + 1))" >> starts
+while [ $e -lt 4 ]; do
+  e=$((e + 1))
+  mkdir -p "$HYPERPACK_CHECKPOINT_DIR"; echo $e > "$ck"
+  awk -v x="$1" -v e=$e 'BEGIN { printf "{\"epoch\": %d, \"a\": %.6f, \"b\": %.6f}\n", e, x + 1 / e, (e == 1 ? 0.5 - x : 1 - x) }'
+  if [ -n "$HYPERPACK_STOP_AT" ] && [ $e -ge "$HYPERPACK_STOP_AT" ]; then exit 0; fi
+done)sh");
+  std::string path = WriteStudy("promote.yaml", R"(name: s
+objectives:
+  - {metric: a, direction: minimize}
+  - {metric: b, direction: minimize, strategy: min}
+search_space:
+  x: {type: float, low: 0, high: 1}
+trial: {command: "sh f.sh {x}"}
+tuner: {algorithm: sobol, seed: 4}
+budget: {max_trials: 4}
+pruner: {algorithm: asha, min_resource: 1, max_resource: 4, reduction_factor: 2, mode: promote,
+         in_place: false}
+)");
+  auto r = Cli({"run", path, "--storage", db_});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string starts = ReadFile(dir_ / "starts");
+  int resumed = 0;
+  for (const storage::TrialRecord& t : Trials()) {
+    if (t.state != storage::TrialState::kCompleted) continue;
+    // Started again from a checkpoint: a line "N E" with E > 1.
+    if (starts.find(StrCat(t.number, " 1\n")) == std::string::npos ||
+        starts.find(StrCat(t.number, " 2\n")) == std::string::npos)
+      continue;
+    ++resumed;
+    const double x = std::get<double>(t.params.at("x"));
+    EXPECT_NEAR(t.values.at("b"), 0.5 - x, 1e-5) << "trial " << t.number << "\n" << starts;
+  }
+  EXPECT_GT(resumed, 0) << starts << r.out;
+}
+
 // hyperpack's own cost as an objective: a trial that holds 2 CPU slots costs twice its run time,
 // and the value it keeps is that cost, which a trial never reports itself.
 TEST_F(CliTest, CostAsAnObjectiveIsTheTrialsRunTimeTimesTheSlotsItHeld) {

@@ -69,6 +69,9 @@ class StudyController::Impl {
     int root = 0;
     double rung = 0;  // the resource it reached
     std::optional<double> value;
+    // A study that keeps values: what the trial reported, as Trial::values (not hyperpack's cost,
+    // measured again when the trial ends).
+    std::map<std::string, double> values;
   };
   // A trial waiting to start: a new proposal, a re-run, or a promoted paused trial (which runs
   // again under its own number; if it never starts it is paused again, as it was).

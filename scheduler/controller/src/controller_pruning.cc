@@ -344,7 +344,9 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
       rec.error = "paused at its rung when the runner stopped";
       Write(FinishTrialRow{rec});
     }
-    Paused p{t.number, config, t.attempt, t.retry_of, root, rs.seen.resource, t.value};
+    Paused p{t.number, config, t.attempt, t.retry_of, root, rs.seen.resource, t.value, t.values};
+    // The cost stored at the pause is hyperpack's measure then: measured afresh when it ends.
+    if (KeepsCost()) p.values.erase(study::kCostMetric);
     // Promoted, but it had not reported since: it goes back to the queue as promoted.
     if (rs.seen.promoted) return Enqueue({config, t.attempt, t.retry_of, root, p});
     paused_[root] = std::move(p);
