@@ -374,6 +374,41 @@ class MultiObjectiveGpTuner : public Tuner {
     return value;
   }
 
+  // The acquisition at the rows of xs, each model predicting them all at once (as Acquisition
+  // at each, without gradients).
+  Eigen::VectorXd AcquisitionBatch(const Models& m, const Eigen::MatrixXd& xs) const {
+    const Eigen::Index n = xs.rows();
+    Eigen::VectorXd out = Eigen::VectorXd::Zero(n);
+    auto predict = [&](const GaussianProcess& gp, Eigen::VectorXd* mean, Eigen::VectorXd* sd) {
+      Eigen::VectorXd var;
+      gp.Predict(xs, mean, &var);
+      *sd = var.cwiseMax(kMinSd * kMinSd).cwiseSqrt();
+    };
+    if (!m.front.empty() || m.constraints.empty()) {
+      const size_t k = m.objectives.size();
+      std::vector<Eigen::VectorXd> mean(k), sd(k);
+      for (size_t j = 0; j < k; ++j) predict(m.objectives[j], &mean[j], &sd[j]);
+      const double best = std::isfinite(m.best) ? m.best : reference_[0];
+      std::vector<double> mu(k), sigma(k);
+      for (Eigen::Index i = 0; i < n; ++i) {
+        for (size_t j = 0; j < k; ++j) {
+          mu[j] = mean[j](i);
+          sigma[j] = sd[j](i);
+        }
+        out(i) = k > 1 ? LogExpectedHypervolumeImprovement(mu, sigma, m.boxes).value
+                       : LogExpectedImprovement(mu[0], sigma[0], best).value;
+      }
+    }
+    for (size_t j = 0; j < m.constraints.size(); ++j) {
+      Eigen::VectorXd mean, sd;
+      predict(m.constraints[j], &mean, &sd);
+      for (Eigen::Index i = 0; i < n; ++i)
+        out(i) += LogNormalCdf((m.thresholds[j] - mean(i)) / sd(i));
+    }
+    if (feasibility_.active()) out += feasibility_.LogProbabilities(xs);
+    return out;
+  }
+
   // Where to look besides the whole space: around up to kLocalCentres front members (the best
   // trials for one objective), chosen at random.
   std::vector<Config> Centres() const {
@@ -411,8 +446,12 @@ class MultiObjectiveGpTuner : public Tuner {
     std::mt19937_64 rng(Mix64(options_.seed ^ Mix64(0x3c0 + salt)));
     std::vector<Eigen::VectorXd> cands = GlobalCandidates(encoder_, Mix64(options_.seed ^ salt));
     AddLocalCandidates(encoder_, Centres(), rng, &cands);
+    Eigen::MatrixXd xs(cands.size(), encoder_.dims());
+    for (size_t j = 0; j < cands.size(); ++j) xs.row(static_cast<Eigen::Index>(j)) = cands[j];
+    const Eigen::VectorXd acq_all = AcquisitionBatch(m, xs);
     std::vector<ScoredPoint> scored;
-    for (const Eigen::VectorXd& x : cands) scored.push_back({Acquisition(m, x, nullptr), x});
+    for (size_t j = 0; j < cands.size(); ++j)
+      scored.push_back({acq_all(static_cast<Eigen::Index>(j)), cands[j]});
     std::sort(scored.begin(), scored.end(),
               [](const ScoredPoint& a, const ScoredPoint& b) { return a.acq > b.acq; });
     auto acq = [&](const Eigen::VectorXd& x, Eigen::VectorXd* g) { return Acquisition(m, x, g); };
