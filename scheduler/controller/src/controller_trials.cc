@@ -119,11 +119,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   rec.retry_of = t.retry_of;
   rec.log_path = t.plan.ranks[0].log_path;
   rec.placement = Ranks(t.plan.placement);
-  if (resume) {
-    Write(ResumeTrialRow{t.number, rec.placement});
-  } else {
-    Write(InsertTrialRow{rec});
-  }
+  Write(resume ? Row(ResumeTrialRow{t.number, rec.placement}) : Row(InsertTrialRow{rec}));
   std::string where = resume ? StrCat("to ", study::ResourceName(spec_.pruner.resource), " ",
                                       FormatShort(target, 6), " on ", options_.host)
                              : "on " + options_.host;
