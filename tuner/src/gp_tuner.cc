@@ -48,9 +48,6 @@ namespace {
 constexpr int kAlwaysRefitBelow = 40;
 constexpr double kRefitGrowth = 1.15;
 constexpr int kRefineStarts = 4;
-// Members of one batch (and pending trials) closer than this in the unit cube would measure the
-// same thing twice; such candidates are skipped.
-constexpr double kMinBatchDistance = 0.025;
 // A discrete parameter with at most kSweepAll values has each tried in a sweep; a larger one
 // kSweepSpread spread over its range and its value's neighbours.
 constexpr int64_t kSweepAll = 64;
@@ -527,9 +524,7 @@ class GpTuner : public Tuner {
              const std::vector<Eigen::VectorXd>& pending_x) const {
     for (const Observation& o : observed_)
       if (SameConfig(o.config, c)) return true;
-    for (size_t i = 0; i < pending.size(); ++i)
-      if (SameConfig(pending[i], c) || (pending_x[i] - x).norm() < kMinBatchDistance) return true;
-    return false;
+    return NearPending(c, x, pending, pending_x);
   }
 
   // Candidates under `model` by acquisition, best first: the best few distinct ones refined (the

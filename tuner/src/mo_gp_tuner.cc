@@ -46,11 +46,11 @@ namespace hyperpack::tuner {
 // Named, not anonymous: the unity build puts this file beside gp_tuner.cc.
 namespace multi_objective {
 
+// The one-objective tuner's refit schedule (gp_tuner.cc): every proposal while data are few.
 constexpr int kAlwaysRefitBelow = 40;
 constexpr double kRefitGrowth = 1.15;
 constexpr int kRefineStarts = 3;
 constexpr int kLocalCentres = 5;
-constexpr double kMinBatchDistance = 0.025;
 constexpr double kParEgoRho = 0.05;       // the augmented Chebyshev scalarisation's linear part
 constexpr double kReferenceMargin = 0.1;  // the reference point: this share of the range beyond
 constexpr double kMinSd = 1e-9;
@@ -493,9 +493,7 @@ class MultiObjectiveGpTuner : public Tuner {
              const std::vector<Eigen::VectorXd>& pending_x) const {
     for (const Trial& t : trials_)
       if (SameConfig(t.config, c)) return true;
-    for (size_t i = 0; i < pending.size(); ++i)
-      if (SameConfig(pending[i], c) || (pending_x[i] - x).norm() < kMinBatchDistance) return true;
-    return false;
+    return NearPending(c, x, pending, pending_x);
   }
 
   Result<std::vector<Config>> ProposeFromModels(int n, std::vector<Config> pending, int seen) {

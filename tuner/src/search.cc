@@ -107,6 +107,13 @@ ScoredPoint RefineContinuous(const Encoder& encoder, const std::vector<bool>& co
   return {acq(snapped, nullptr), snapped};
 }
 
+bool NearPending(const Config& c, const Eigen::VectorXd& x, const std::vector<Config>& pending,
+                 const std::vector<Eigen::VectorXd>& pending_x) {
+  for (size_t i = 0; i < pending.size(); ++i)
+    if (SameConfig(pending[i], c) || (pending_x[i] - x).norm() < kMinBatchDistance) return true;
+  return false;
+}
+
 std::optional<Chosen> FirstUntaken(
     const Encoder& encoder, const std::vector<ScoredPoint>& ranked,
     const std::function<bool(const Config&, const Eigen::VectorXd&)>& taken, Tuner& fallback,

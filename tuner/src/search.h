@@ -43,6 +43,14 @@ struct ScoredPoint {
 ScoredPoint RefineContinuous(const Encoder& encoder, const std::vector<bool>& continuous,
                              const ScoredPoint& start, const AcquisitionFn& acq);
 
+// Members of one batch (and pending trials) closer than this in the unit cube would measure the
+// same thing twice.
+inline constexpr double kMinBatchDistance = 0.025;
+
+// Whether `c` (encoded `x`) is a pending configuration, or nearer one than kMinBatchDistance.
+bool NearPending(const Config& c, const Eigen::VectorXd& x, const std::vector<Config>& pending,
+                 const std::vector<Eigen::VectorXd>& pending_x);
+
 // The first of `ranked` (best first) whose configuration `taken` does not reject, decoded, with its
 // encoding; when every one is taken (a small discrete space nearly exhausted), one that
 // `fallback` (a sampler) proposes apart from `pending`; nullopt when it has none either.
