@@ -28,8 +28,17 @@ Usage (PY: a python with scikit-learn and Optuna, e.g. PY=$(../shared/tools/skle
                                   [--methods hyperpack,tpe,random,hyperpack-optuna]
                                   [--out FILE.json] [--log-floats]
                                   [--hyperpack build/cli/hyperpack] [--jobs 2]
-  $PY bench/sklearn_tasks.py table FILE.json [FILE.json ...]   # merged, scored, printed
+  $PY bench/sklearn_tasks.py table FILE.json [FILE.json ...] [--landscape L.json]
+                                  [--checkpoints 16,32,64]
+                                  # merged, scored, printed
+  $PY bench/sklearn_tasks.py landscape [--tasks all] [--draws 3000] [--jobs 2] [--out L.json]
   $PY bench/sklearn_tasks.py serve SOCKET | eval SOCKET TASK NAME=VALUE ...
+
+`landscape` draws configurations uniformly (log-uniformly on log scales), as random search does,
+and prints per task how often one draw reaches each of the lowest losses: how narrow the best
+values are. With --landscape, `table` adds a ceiling per mode: the score of a method that reaches,
+in every run, the lower of the best loss those draws found and the loss that half the runs of the
+best method on that task reach. Above it is what single lucky runs found.
 """
 import argparse
 import json
@@ -259,9 +268,74 @@ def run(args):
     print(f"wrote {args.out}")
 
 
+# ---- the landscape: what random draws reach --------------------------------------------------
+
+def _draw(task, index):
+    import random
+    rng = random.Random(index)
+    params = {}
+    for name, (kind, lo, hi, log) in TASKS[task][3].items():
+        if kind == "int" and not log:
+            params[name] = rng.randint(lo, hi)
+        elif log:
+            v = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+            params[name] = min(hi, max(lo, round(v))) if kind == "int" else v
+        else:
+            params[name] = rng.uniform(lo, hi)
+    return params
+
+
+def _draw_loss(job):
+    task, index = job
+    try:
+        return _loss(task, _draw(task, index))
+    except Exception:  # a configuration the estimator refuses
+        return math.inf
+
+
+def landscape(args):
+    from multiprocessing import Pool
+    tasks = list(TASKS) if args.tasks == "all" else args.tasks.split(",")
+    out = {}
+    with Pool(args.jobs) as pool:
+        for task in tasks:
+            start = time.time()
+            losses = pool.map(_draw_loss, [(task, i) for i in range(args.draws)])
+            out[task] = losses
+            finite = sorted(l for l in losses if math.isfinite(l))
+            levels = sorted({round(l, 4) for l in finite})[:3]
+            share = ", ".join(f"{v:.4f}: {sum(round(l, 4) <= v for l in finite)}" for v in levels)
+            print(f"{task:16s} median {finite[len(finite) // 2]:.4f}; draws at or below "
+                  f"{share} of {len(losses)} ({time.time() - start:.0f} s)", flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"draws": args.draws, "losses": out}, f)
+    print(f"wrote {args.out}")
+
+
 # ---- scoring -------------------------------------------------------------------------------
 
-def score_table(files, checkpoints=(16, 32, 64), label=None):
+def print_ceiling(results, parallel, draws, opt, median, n):
+    """The score of a method that reaches, in every run, the lower of the best loss the random
+    draws found and the loss that half the runs of the best method (by that median) reach in n
+    evaluations: what is left above the usual outcome is one lucky run's find."""
+    cells = {}
+    for t in sorted(draws):
+        if t not in opt or not median.get(t) or median[t] <= opt[t]:
+            continue
+        typical = math.inf
+        for m in {r["method"] for r in results}:
+            bests = sorted(min(r["losses"][:n]) for r in results
+                           if r["method"] == m and r["parallel"] == parallel and r["task"] == t)
+            if bests:
+                typical = min(typical, bests[(len(bests) - 1) // 2])
+        reach = min(typical, min(draws[t]))
+        cells[t] = 100.0 * (1.0 - max(0.0, reach - opt[t]) / (median[t] - opt[t]))
+    if cells:
+        print(f"{'ceiling':24s}{'':16s}{sum(cells.values()) / len(cells):8.1f}   (per task: "
+              + ", ".join(f"{t} {c:.1f}" for t, c in cells.items()) + ")")
+
+
+def score_table(files, checkpoints=(16, 32, 64), label=None, landscape=None):
     results = []
     for path in files:
         with open(path) as f:
@@ -285,6 +359,10 @@ def score_table(files, checkpoints=(16, 32, 64), label=None):
 
     methods = sorted({r["method"] for r in results})
     out = {}
+    draws = None
+    if landscape:
+        with open(landscape) as f:
+            draws = json.load(f)["losses"]
     for parallel in sorted({r["parallel"] for r in results}):
         print(f"\nmax_parallel {parallel}: mean normalised score (100 = best known, "
               f"0 = median random draw)")
@@ -296,6 +374,8 @@ def score_table(files, checkpoints=(16, 32, 64), label=None):
             row = [sum(score(r, n) for r in rs) / len(rs) for n in checkpoints]
             out[(m, parallel)] = row
             print(f"{m:24s}" + "".join(f"{v:8.1f}" for v in row))
+        if draws:
+            print_ceiling(results, parallel, draws, opt, median, checkpoints[-1])
         print(f"\nper task, at {checkpoints[0]} / {checkpoints[-1]} (mean over seeds)")
         print(f"{'task':18s}" + "".join(f"{m:>22s}" for m in methods))
         for t in tasks:
@@ -332,6 +412,14 @@ def main():
                    help="every float of positive lower bound on a log scale, for every method")
     t = sub.add_parser("table")
     t.add_argument("files", nargs="+")
+    t.add_argument("--landscape", help="a landscape file: adds the ceiling it implies")
+    t.add_argument("--checkpoints", default="16,32,64",
+                   help="the evaluation counts scored; the last one is the per-task column's")
+    g = sub.add_parser("landscape")
+    g.add_argument("--tasks", default="all")
+    g.add_argument("--draws", type=int, default=3000)
+    g.add_argument("--jobs", type=int, default=2)
+    g.add_argument("--out", default="sklearn_landscape.json")
     s = sub.add_parser("serve")
     s.add_argument("socket")
     e = sub.add_parser("eval")
@@ -346,7 +434,10 @@ def main():
                     space[name] = (kind, lo, hi, log or (kind == "float" and lo > 0))
         run(a)
     elif a.command == "table":
-        score_table(a.files)
+        score_table(a.files, tuple(int(n) for n in a.checkpoints.split(",")),
+                    landscape=a.landscape)
+    elif a.command == "landscape":
+        landscape(a)
     elif a.command == "serve":
         serve(a.socket)
     else:
