@@ -79,16 +79,18 @@ TEST(AskTellTest, AskedTrialsArePendingAndToldOnesTeachTheTuner) {
   }
   for (int i = 0; i < 4; ++i) {
     auto trials = db->ListTrials(db->FindStudy("q").value()->id).value();
-    ASSERT_TRUE(
-        TellTrial(*db, "q", i, {TrialState::kCompleted, Loss(trials[i].params), {}}, 2000).ok());
+    ASSERT_TRUE(TellTrial(*db, "q", i, {TrialState::kCompleted, Loss(trials[i].params), {}, {}},
+                          2000)
+                    .ok());
   }
   double best = INFINITY;
   for (int i = 4; i < 20; ++i) {
     auto a = Ask(*db, "q", "h", 3000 + i);
     ASSERT_TRUE(a.ok()) << a.status().message();
     best = std::min(best, Loss(a->params));
-    ASSERT_TRUE(
-        TellTrial(*db, "q", a->number, {TrialState::kCompleted, Loss(a->params), {}}, 4000).ok());
+    ASSERT_TRUE(TellTrial(*db, "q", a->number, {TrialState::kCompleted, Loss(a->params), {}, {}},
+                          4000)
+                    .ok());
   }
   EXPECT_LT(best, 1.01);  // the floor is 1 (x = 0.5, n = 1)
   const auto trials = db->ListTrials(db->FindStudy("q").value()->id).value();
@@ -148,25 +150,25 @@ tuner: {seed: 2}
 TEST(AskTellTest, TellSaysWhatIsWrong) {
   auto db = Created();
   ASSERT_TRUE(Ask(*db, "q", "h", 1).ok());
-  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, std::nullopt, {}}, 2).code(),
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, std::nullopt, {}, {}}, 2).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, NAN, {}}, 2).code(),
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, NAN, {}, {}}, 2).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kFailed, 1.0, {}}, 2).code(),
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kFailed, 1.0, {}, {}}, 2).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kRunning, std::nullopt, {}}, 2).code(),
+  EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kRunning, std::nullopt, {}, {}}, 2).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(TellTrial(*db, "q", 7, {TrialState::kFailed, std::nullopt, {}}, 2).code(),
+  EXPECT_EQ(TellTrial(*db, "q", 7, {TrialState::kFailed, std::nullopt, {}, {}}, 2).code(),
             StatusCode::kNotFound);
-  EXPECT_EQ(TellTrial(*db, "nope", 0, {TrialState::kFailed, std::nullopt, {}}, 2).code(),
+  EXPECT_EQ(TellTrial(*db, "nope", 0, {TrialState::kFailed, std::nullopt, {}, {}}, 2).code(),
             StatusCode::kNotFound);
   // One objective: --values is refused, saying to tell --value.
   EXPECT_EQ(TellTrial(*db, "q", 0, {TrialState::kCompleted, std::nullopt, {}, {{"loss", 1}}}, 2)
                     .message()
                     .find("tell it with --value V") != std::string::npos,
             true);
-  ASSERT_TRUE(TellTrial(*db, "q", 0, {TrialState::kPruned, 0.7, 3}, 2).ok());
-  const Status twice = TellTrial(*db, "q", 0, {TrialState::kFailed, std::nullopt, {}}, 3);
+  ASSERT_TRUE(TellTrial(*db, "q", 0, {TrialState::kPruned, 0.7, 3, {}}, 2).ok());
+  const Status twice = TellTrial(*db, "q", 0, {TrialState::kFailed, std::nullopt, {}, {}}, 3);
   EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(twice.message(), HasSubstr("it is pruned"));
   // The pruned value is kept as the objective's point at its step.

@@ -112,7 +112,9 @@ class ServeTest : public ::testing::Test {
           << t.number << " " << storage::TrialStateName(t.state);
       if (t.state != storage::TrialState::kCompleted) continue;
       ++completed;
-      if (auto b = before.find(t.number); b != before.end()) EXPECT_EQ(*t.value, b->second);
+      if (auto b = before.find(t.number); b != before.end()) {
+        EXPECT_EQ(*t.value, b->second);
+      }
     }
     EXPECT_EQ(completed, want);
     const auto trials = Trials(study);

@@ -53,7 +53,9 @@ std::unique_ptr<storage::Storage> Study(Direction direction) {
     if (t.state != TrialState::kFailed) t.value = 0.5 + (rng() % 40) / 100.0;
     t.ended = *t.started + 1 + rng() % 50;
     EXPECT_TRUE(db->FinishTrial(t).ok());
-    if (n % 7 == 0) EXPECT_TRUE(db->AddEvent(s.id, {*t.started + 0.5, n, "trial_paused", ""}).ok());
+    if (n % 7 == 0) {
+      EXPECT_TRUE(db->AddEvent(s.id, {*t.started + 0.5, n, "trial_paused", ""}).ok());
+    }
   }
   return db;
 }
