@@ -16,22 +16,60 @@ the same study gives the same proposals.
 
 A study with several directions (2 to 4) is modelled with a Gaussian process per objective, and
 proposals improve the Pareto front (hyperpack's multi-objective tuner: expected hypervolume
-improvement for two objectives, random scalarisations for more). `constraints_func`, as Optuna's
-NSGA-II and TPE samplers take it, gives each finished trial's constraint values (<= 0 holds): they
-are stored in the trial's "constraints" system attribute, as those samplers store them, and the
-tuner models them and weighs its proposals by the probability that they hold.
+improvement for two objectives, random scalarisations for more).
+
+Constraints (<= 0 holds) come either way Optuna has: `trial.set_constraint(name, value)` in the
+objective (Optuna 5.0 on), or `constraints_func`, as Optuna's NSGA-II, TPE and GPSampler take it,
+whose values are stored in the trial's "constraints" system attribute as those samplers store them.
+The tuner models each constraint and weighs its proposals by the probability that they hold; a
+trial that lacks one of the study's constraints counts as breaking it.
+
+Works with Optuna 3.1 (Debian bookworm's), 4.x and 5.x; importing it under another release raises
+ImportError saying so.
 """
 
+import math
 import random
 import threading
 
+import optuna
+
+# The releases this module was checked on (ctest runs its tests and Optuna 5's public sampler test
+# cases under each): Debian's 3.1.0, 4.6.0 and 5.0.0rc1. Older ones lack FloatDistribution and
+# IntDistribution; a later major release may change what a sampler meets, so it is refused with
+# what to do rather than half-working.
+_SUPPORTED = "Optuna 3.1 to 5.x (checked on 3.1.0, 4.6.0 and 5.0.0rc1)"
+
+
+def _release(text):
+    """(major, minor) of a version string such as '5.0.0rc1'."""
+    parts = []
+    for piece in text.split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts + [0] * (2 - len(parts)))
+
+
+if not (3, 1) <= _release(optuna.__version__) < (6, 0):
+    raise ImportError(f"hyperpack.optuna supports {_SUPPORTED}; this is Optuna "
+                      f"{optuna.__version__}. Install a supported release "
+                      "(on Debian bookworm: apt-get install python3-optuna).")
+
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.samplers import BaseSampler, IntersectionSearchSpace, RandomSampler
+from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-# Where Optuna's own samplers keep a trial's constraint values.
+try:  # public here since Optuna 3.2 (and the only place from 4.0 on)
+    from optuna.search_space import IntersectionSearchSpace
+except ImportError:  # Optuna 3.1: public in optuna.samplers
+    from optuna.samplers import IntersectionSearchSpace
+
+# Where Optuna keeps a trial's constraint values: a list under "constraints" (what a sampler's
+# constraints_func gives, every release), or one float a name under "constraints:NAME" (what
+# Trial.set_constraint writes, Optuna 5.0 on).
 _CONSTRAINTS_KEY = "constraints"
+_CONSTRAINT_PREFIX = _CONSTRAINTS_KEY + ":"
 
 from hyperpack._hyperpack import Tuner
 
@@ -84,14 +122,17 @@ class GPSampler(BaseSampler):
             return self._propose(study, trial, search_space)
 
     def _tuner(self, study, names, search_space):
-        """The tuner of this study and space, and the trials it has observed.
+        """The tuner of this study and space, the trials it has observed, and the names of the
+        constraints it models.
 
         Kept from one ask to the next, as `hyperpack run` keeps its own: each ask observes only the
         trials that ended since, and the model starts from its last fit. A new one (observing every
         ended trial again) where the study, the space or the seed changed.
         """
         directions = [d == StudyDirection.MAXIMIZE for d in study.directions]
-        constraints = _constraint_count(study)
+        constraints = _constraint_names(study)
+        # study._storage and study._study_id are private (no public name tells one study from
+        # another across load_study calls); checked on Optuna 3.1, 4.6 and 5.0.
         key = (id(study._storage), study._study_id, tuple(directions), constraints, self._seed,
                tuple((name, repr(search_space[name])) for name in names))
         if self._kept is None or self._kept[0] != key:
@@ -99,13 +140,13 @@ class GPSampler(BaseSampler):
             tuner = Tuner(params, seed=self._seed, maximize=directions[0],
                           initial_trials=self._n_startup_trials,
                           directions=directions if len(directions) > 1 else [],
-                          constraints=constraints)
+                          constraints=len(constraints))
             self._kept = (key, tuner, set())
-        return self._kept[1], self._kept[2]
+        return self._kept[1], self._kept[2], constraints
 
     def _propose(self, study, trial, search_space):
         names = sorted(search_space)
-        tuner, observed = self._tuner(study, names, search_space)
+        tuner, observed, constraint_names = self._tuner(study, names, search_space)
         pending = []
         for t in study.get_trials(deepcopy=False):
             if t.number in observed:
@@ -125,7 +166,7 @@ class GPSampler(BaseSampler):
                 continue
             if not t.state.is_finished():
                 continue  # WAITING (enqueued): neither pending nor known yet
-            violations = list(t.system_attrs.get(_CONSTRAINTS_KEY) or [])
+            violations = _violations(t.system_attrs, constraint_names)
             if t.state == TrialState.COMPLETE and len(t.values) > 1:
                 tuner.observe(config, "completed", values=list(t.values), violations=violations)
             elif t.state == TrialState.COMPLETE:
@@ -152,8 +193,13 @@ class GPSampler(BaseSampler):
             self._proposed.pop(trial.number, None)
         if self._constraints_func is not None and state in (TrialState.COMPLETE,
                                                             TrialState.PRUNED):
-            # As Optuna's own samplers do: the values, floats, kept with the trial.
+            # As Optuna's own samplers do: the values, floats, kept with the trial. No public API
+            # sets a finished trial's system attribute; study._storage and trial._trial_id are
+            # what Optuna's samplers use (checked on 3.1, 4.6 and 5.0).
             constraints = [float(c) for c in self._constraints_func(trial)]
+            if any(math.isnan(c) for c in constraints):
+                raise ValueError(f"trial {trial.number}: constraints_func gave NaN "
+                                 f"({constraints}); give a number, <= 0 where it holds")
             study._storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, constraints)
 
     def sample_independent(self, study, trial, param_name, param_distribution):
@@ -161,13 +207,30 @@ class GPSampler(BaseSampler):
                                                             param_distribution)
 
 
-def _constraint_count(study):
-    """How many constraint values the study's finished trials carry (0 before any)."""
+def _constraints_of(system_attrs):
+    """A trial's constraint values by name: a constraints_func's list as "0", "1", ..., then
+    each Trial.set_constraint value under its own name (as Optuna 5's FrozenTrial.constraints)."""
+    out = {str(i): float(v) for i, v in enumerate(system_attrs.get(_CONSTRAINTS_KEY) or [])}
+    for key, value in system_attrs.items():
+        if key.startswith(_CONSTRAINT_PREFIX):
+            out[key[len(_CONSTRAINT_PREFIX):]] = float(value)
+    return out
+
+
+def _constraint_names(study):
+    """The names of the constraints the study's finished trials carry, in a fixed order (the
+    list's positions, then names in order); () before any."""
+    names = set()
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
-        constraints = t.system_attrs.get(_CONSTRAINTS_KEY)
-        if constraints is not None:
-            return len(constraints)
-    return 0
+        names.update(_constraints_of(t.system_attrs))
+    return tuple(sorted(names, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)))
+
+
+def _violations(system_attrs, names):
+    """A trial's value of each constraint in `names`; one it lacks counts as broken (+inf), as a
+    hyperpack study counts a constraint whose metric a trial never reported."""
+    values = _constraints_of(system_attrs)
+    return [values.get(name, math.inf) for name in names]
 
 
 def _param(name, d):
@@ -189,9 +252,18 @@ def _steps(d):
 
 
 def _holds(d, value):
-    """Whether a stored value is one `d` can take (a trial may have used another distribution)."""
+    """Whether a stored value is one `d` can take (a trial may have used another distribution).
+    From the distributions' public attributes: their _contains is private."""
     try:
-        return d._contains(d.to_internal_repr(value))
+        if isinstance(d, CategoricalDistribution):
+            d.to_internal_repr(value)  # ValueError where it is not a choice
+            return True
+        if not d.low <= value <= d.high:
+            return False
+        if d.step is None:
+            return True
+        steps = (value - d.low) / d.step
+        return abs(steps - round(steps)) < 1e-8 * max(1.0, abs(steps))
     except (ValueError, TypeError):
         return False
 

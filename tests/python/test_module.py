@@ -1,10 +1,13 @@
-"""The Python module: hyperpack.optuna.GPSampler in real Optuna 3.1 studies, hyperpack.Tuner's
-errors, and hyperpack.report in a trial that `hyperpack run` starts (run by ctest with
-/usr/bin/python3)."""
+"""The Python module: hyperpack.optuna.GPSampler in real Optuna studies, hyperpack.Tuner's
+errors, and hyperpack.report in a trial that `hyperpack run` starts. ctest runs it under each
+Optuna release users run: Debian's 3.1 (/usr/bin/python3), 4.6 and 5.0 (tests/python/optuna_python);
+the few cases that need one release's API say so when skipped."""
 
 import math
 import os
 import statistics
+import subprocess
+import sys
 
 import optuna
 import pytest
@@ -153,6 +156,54 @@ def test_constraints_func_is_stored_as_optunas_samplers_store_it_and_steers_prop
     assert all(t.system_attrs["constraints"] == constraints(t) for t in study.trials)
     # After the initial design the model keeps most proposals where the constraint holds.
     assert sum(held[10:]) >= 14, held
+
+
+@pytest.mark.skipif(not hasattr(optuna.trial.Trial, "set_constraint"),
+                    reason="Trial.set_constraint came with Optuna 5.0")
+def test_constraints_set_in_the_objective_steer_proposals_as_constraints_func_does():
+    # The same corner as above, and a second constraint that always holds, both by name.
+    def objective(trial):
+        values = zdt1(trial)
+        trial.set_constraint("sum", 1.2 - trial.params["x0"] - trial.params["x1"])
+        trial.set_constraint("slack", -1.0)
+        return values
+    study = optuna.create_study(sampler=hyperpack.optuna.GPSampler(seed=2),
+                                directions=["minimize", "minimize"])
+    study.optimize(objective, n_trials=30)
+    assert all(set(t.constraints) == {"sum", "slack"} for t in study.trials)
+    held = [t.constraints["sum"] <= 0 for t in study.trials]
+    assert sum(held[10:]) >= 14, held
+    # Optuna's own front keeps only trials whose constraints all hold.
+    assert study.best_trials and all(t.constraints["sum"] <= 0 for t in study.best_trials)
+
+
+def test_a_constraint_a_trial_lacks_counts_as_broken():
+    # Trials at x <= 0.5 report a constraint that holds; the rest report it broken (+inf), or
+    # holding, or never say. Never saying is modelled as broken: the same proposals.
+    def proposals(right):
+        study = optuna.create_study(sampler=hyperpack.optuna.GPSampler(seed=3))
+        def objective(trial):
+            x = trial.suggest_float("x", 0, 1)
+            said = [x - 0.5] if x <= 0.5 else right
+            if said is not None:
+                study._storage.set_trial_system_attr(trial._trial_id, "constraints", said)
+            return -x
+        study.optimize(objective, n_trials=16)
+        return [t.params["x"] for t in study.trials]
+    silent = proposals(None)
+    assert silent == proposals([math.inf])
+    assert silent != proposals([-1.0])
+
+
+@pytest.mark.parametrize("version", ["2.10.1", "6.0.0", "3.0.6"])
+def test_a_release_it_was_not_made_for_is_refused_saying_which_are(version):
+    code = ("import optuna; optuna.__version__ = %r\n"
+            "import hyperpack.optuna" % version)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ)
+    assert run.returncode != 0
+    assert f"hyperpack.optuna supports Optuna 3.1 to 5.x" in run.stderr, run.stderr
+    assert f"this is Optuna {version}" in run.stderr, run.stderr
 
 
 def test_the_tuner_says_what_is_wrong_with_a_space():
