@@ -119,6 +119,28 @@ int CmdBest(int argc, char** argv) {
   return s.ok() ? kOk : Fail(s);
 }
 
+namespace {
+
+// export --format optuna-sqlite -o FILE [--optuna RELEASE].
+int ExportOptunaFile(storage::Storage& db, const cxxopts::ParseResult& args) {
+  auto schema = args.count("optuna") ? report::ParseOptunaRelease(args["optuna"].as<std::string>())
+                                     : Result<report::OptunaSchema>(report::OptunaSchema::kOptuna32);
+  if (!schema.ok()) return Fail(schema.status());
+  const std::string name = Positional(args)[0], target = args["output"].as<std::string>();
+  Status s = report::ExportOptunaSqlite(db, name, target, *schema);
+  if (!s.ok()) return Fail(s);
+  std::cerr << "wrote " << target << " for " << report::OptunaSchemaReleases(*schema)
+            << " (optuna.load_study(study_name='" << name << "', storage='sqlite:///" << target
+            << "'))"
+            << (*schema == report::OptunaSchema::kOptuna32
+                    ? "; for Optuna 3.0 or 3.1, export with --optuna 3.1"
+                    : "")
+            << "\n";
+  return kOk;
+}
+
+}  // namespace
+
 int CmdExport(int argc, char** argv) {
   cxxopts::Options o("export", "hyperpack export STUDY: the best configuration(s)");
   o.custom_help("STUDY [options]");
@@ -132,24 +154,24 @@ int CmdExport(int argc, char** argv) {
       "trial", "trial N instead of the best", cxxopts::value<int>())(
       "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",
       cxxopts::value<std::string>())("o,output", "write to FILE instead of standard output",
-                                     cxxopts::value<std::string>());
+                                     cxxopts::value<std::string>())(
+      "optuna",
+      "optuna-sqlite: the Optuna release that will open it (default: 3.2 and later, 4.x and 5.x; "
+      "3.1 for Debian bookworm's)",
+      cxxopts::value<std::string>());
   AddChoiceFlags(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   auto format = report::ParseExportFormat(args["format"].as<std::string>());
   if (!format.ok()) return Fail(format.status());
+  if (args.count("optuna") && *format != report::ExportFormat::kOptunaSqlite)
+    return Fail(Status::Invalid("--optuna goes with --format optuna-sqlite"));
   auto choice = ChoiceOf(args, /*with_top=*/true);
   if (!choice.ok()) return Fail(choice.status());
   auto db = OpenForReading(args);
   if (!db.ok()) return Fail(db.status());
-  if (*format == report::ExportFormat::kOptunaSqlite && args.count("output")) {
-    std::string target = args["output"].as<std::string>();
-    Status s = report::ExportOptunaSqlite(**db, Positional(args)[0], target);
-    if (!s.ok()) return Fail(s);
-    std::cerr << "wrote " << target << " (optuna.load_study(study_name='" << Positional(args)[0]
-              << "', storage='sqlite:///" << target << "'))\n";
-    return kOk;
-  }
+  if (*format == report::ExportFormat::kOptunaSqlite && args.count("output"))
+    return ExportOptunaFile(**db, args);
   if (*format == report::ExportFormat::kTensorboard && args.count("output")) {
     std::string target = args["output"].as<std::string>();
     Status s = report::ExportTensorboard(**db, Positional(args)[0], target);

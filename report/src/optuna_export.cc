@@ -1,7 +1,10 @@
 // report.h's ExportOptunaSqlite.
-// A study written as an Optuna database: a new SQLite file in the schema of Optuna 3.x (alembic
-// revision v3.0.0.d, which Debian's python3-optuna 3.1 expects), so that `optuna.load_study`,
-// `optuna best-trial` and optuna-dashboard open it.
+// A study written as an Optuna database: a new SQLite file in the schema that the user's Optuna
+// opens as it is (Optuna checks the alembic revision when it opens a database and refuses any
+// other), so that `optuna.load_study`, `optuna best-trial` and optuna-dashboard open it:
+//   Optuna 3.2 to 5.x   alembic revision v3.2.0.a (checked with 4.6.0 and 5.0.0rc1)
+//   Optuna 3.0 and 3.1  v3.0.0.d (checked with Debian's 3.1.0)
+// The two differ by one index (ix_trials_study_id); both are schema version 12.
 //
 // What maps onto what: parameters with Optuna's distributions (float and int ranges with their
 // log and step, categoricals by index; a fixed parameter as a one-choice categorical), values,
@@ -26,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/report/report.h"
@@ -40,8 +44,8 @@ using storage::TrialRecord;
 using storage::TrialState;
 using Json = nlohmann::ordered_json;
 
-// Optuna 3.1's tables as its SQLAlchemy models create them (schema version 12, alembic revision
-// v3.0.0.d): Optuna checks the revision when it opens a database and upgrades or refuses others.
+// Optuna's tables as its SQLAlchemy models create them (schema version 12), the same from 3.0 to
+// 5.0 but for kTrialsIndex, and the revision rows (VersionRows).
 constexpr char kSchema[] = R"sql(
 CREATE TABLE studies (
   study_id INTEGER NOT NULL, study_name VARCHAR(512) NOT NULL, PRIMARY KEY (study_id));
@@ -92,9 +96,18 @@ CREATE TABLE trial_heartbeats (
   FOREIGN KEY(trial_id) REFERENCES trials (trial_id));
 CREATE TABLE alembic_version (
   version_num VARCHAR(32) NOT NULL, CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num));
-INSERT INTO version_info VALUES (1, 12, '3.1.0');
-INSERT INTO alembic_version VALUES ('v3.0.0.d');
 )sql";
+
+// What revision v3.2.0.a (Optuna 3.2) added.
+constexpr char kTrialsIndex[] = "CREATE INDEX ix_trials_study_id ON trials (study_id);";
+
+// The schema's revision, and the release that version_info says set it up (Optuna names it in
+// its messages about the schema).
+std::string VersionRows(OptunaSchema schema) {
+  const bool old = schema == OptunaSchema::kOptuna30;
+  return std::string("INSERT INTO version_info VALUES (1, 12, '") + (old ? "3.1.0" : "3.2.0") +
+         "');\nINSERT INTO alembic_version VALUES ('" + (old ? "v3.0.0.d" : "v3.2.0.a") + "');";
+}
 
 enum class OptunaState { kComplete, kPruned, kRunning, kWaiting, kFail };
 
@@ -341,8 +354,10 @@ Status WriteTrial(Writer& w, storage::Storage& db, const StudyView& l, const Tri
   return Status::Ok();
 }
 
-Status WriteStudy(Writer& w, storage::Storage& db, const StudyView& l) {
+Status WriteStudy(Writer& w, storage::Storage& db, const StudyView& l, OptunaSchema schema) {
   HP_RETURN_IF_ERROR(w.Exec(kSchema));
+  if (schema == OptunaSchema::kOptuna32) HP_RETURN_IF_ERROR(w.Exec(kTrialsIndex));
+  HP_RETURN_IF_ERROR(w.Exec(VersionRows(schema)));
   HP_RETURN_IF_ERROR(
       w.Insert("INSERT INTO studies (study_id, study_name) VALUES (1, ?)", {l.study.name}));
   // Optuna's objective k is the study file's k-th objective.
@@ -368,7 +383,32 @@ Status WriteStudy(Writer& w, storage::Storage& db, const StudyView& l) {
 
 }  // namespace
 
-Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const std::string& path) {
+Result<OptunaSchema> ParseOptunaRelease(const std::string& release) {
+  // MAJOR[.MINOR[.PATCH]], maybe with a pre-release tail: 3.1, 4.6.0, 5.0.0rc1.
+  static const std::regex kRelease(R"((\d{1,3})(?:\.(\d{1,3})(?:\.\d{1,3})?)?(?:(?:a|b|rc)\d*)?)");
+  std::smatch m;
+  if (!std::regex_match(release, m, kRelease))
+    return Status::Invalid("--optuna: '", release,
+                           "' is not a release; give the Optuna release that will open the "
+                           "database, e.g. 3.1, 4.6 or 5.0");
+  const int major = std::stoi(m[1].str());
+  if (major < 3)
+    return Status::Invalid("--optuna ", release,
+                           ": Optuna before 3.0 has another schema; hyperpack writes databases "
+                           "for Optuna 3.0 and later (upgrade Optuna, or give 3.1)");
+  if (major > 3) return OptunaSchema::kOptuna32;
+  if (!m[2].matched)
+    return Status::Invalid("--optuna 3: Optuna 3.0 and 3.1 open one schema and 3.2 on another; "
+                           "give the minor release too (3.1 or 3.2)");
+  return std::stoi(m[2].str()) < 2 ? OptunaSchema::kOptuna30 : OptunaSchema::kOptuna32;
+}
+
+const char* OptunaSchemaReleases(OptunaSchema schema) {
+  return schema == OptunaSchema::kOptuna30 ? "Optuna 3.0 and 3.1" : "Optuna 3.2 and later";
+}
+
+Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const std::string& path,
+                          OptunaSchema schema) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(path, ec))
@@ -386,7 +426,7 @@ Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const s
   {
     Writer w;
     s = w.Open(tmp);
-    if (s.ok()) s = WriteStudy(w, db, l);
+    if (s.ok()) s = WriteStudy(w, db, l, schema);
   }
   if (s.ok()) {
     fs::rename(tmp, path, ec);

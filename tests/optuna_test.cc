@@ -1,0 +1,293 @@
+// hyperpack and the Optuna releases users run (3.1, Debian's; 4.6 and 5.0, released): the
+// export opened by each release's own optuna.load_study. Each test runs once per release, under
+// that release's python (tests/python/optuna_python), and is skipped, saying why, where the
+// release is not at hand.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "test_util.h"
+
+namespace hyperpack {
+namespace {
+
+using hyperpack::testing::RunCommand;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+class OptunaTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto found = RunCommand(
+        {std::string(HYPERPACK_SOURCE_DIR) + "/tests/python/optuna_python", release()});
+    if (found.exit_code == 77) GTEST_SKIP() << found.err;
+    ASSERT_EQ(found.exit_code, 0) << found.err;
+    python_ = found.out.substr(0, found.out.find('\n'));
+  }
+
+  const std::string& release() const { return GetParam(); }
+  bool Optuna31() const { return release() == "3.1"; }
+
+  testing::Ran Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), HYPERPACK_CLI);
+    args.insert(args.end(), {"--storage", db_});
+    return RunCommand(args, dir_.path().string());
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_ / name;
+    WriteFile(path, text);
+    return path;
+  }
+
+  // `script` run by this release's python with `args`; its standard output as JSON.
+  Json Python(const std::string& script, std::vector<std::string> args) {
+    args.insert(args.begin(), {python_, Write("script.py", script)});
+    auto r = RunCommand(args, dir_.path().string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? Json::parse(r.out.substr(r.out.rfind("\n{") + 1)) : Json();
+  }
+
+  // The export as this release opens it: Optuna 3.1's schema where asked, else the default.
+  testing::Ran Export(const std::string& study, const std::string& file) {
+    std::vector<std::string> args = {"export", study, "--format", "optuna-sqlite", "-o", file};
+    if (Optuna31()) args.insert(args.end(), {"--optuna", "3.1"});
+    return Cli(args);
+  }
+
+  TempDir dir_;
+  std::string db_ = dir_ / "hp.db";
+  std::string python_;
+};
+
+std::string ReleaseName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = "Optuna" + info.param;
+  name.erase(std::remove(name.begin(), name.end(), '.'), name.end());
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Releases, OptunaTest, ::testing::Values("3.1", "4.6", "5.0"),
+                         ReleaseName);
+
+// Every trial with its state, value, parameters (a log float, a stepped int, a categorical of
+// mixed types, a fixed value, a conditional one only where active) and intermediate values, and
+// the best trial, as hyperpack's own reports say.
+TEST_P(OptunaTest, TheExportOpensWithEveryTrialAsHyperpackHasIt) {
+  constexpr char kStudy[] = R"(
+name: op
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: 0.001, high: 1, log: true}
+  n: {type: int, low: 1, high: 9, step: 2}
+  opt: {type: categorical, values: [sgd, adam, true, 3]}
+  f: 7
+  m: {type: float, low: 0, high: 1, when: opt == sgd}
+trial:
+  command: >-
+    printf '{{"step": 1, "loss": 1}}\n{{"step": 2, "loss": {x}}}\n'; [ {n} -gt 6 ] && exit 1; true
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 8, max_parallel: 2, max_failed: 10}
+)";
+  ASSERT_EQ(Cli({"run", Write("op.yaml", kStudy)}).exit_code, 0);
+  Json ours = Json::parse(Cli({"trials", "op", "--json"}).out);
+  Json best = Json::parse(Cli({"best", "op", "--json"}).out);
+  std::string file = dir_ / "optuna.db";
+  auto exported = Export("op", file);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_THAT(exported.err, HasSubstr(Optuna31() ? "for Optuna 3.0 and 3.1"
+                                                 : "for Optuna 3.2 and later"));
+
+  Json theirs = Python(R"(
+import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="op", storage="sqlite:///" + sys.argv[1])
+print(json.dumps({
+    "direction": study.direction.name,
+    "best": [study.best_trial.number, study.best_value],
+    "trials": [{"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
+                "steps": {str(k): v for k, v in t.intermediate_values.items()},
+                "hyperpack_state": t.user_attrs["hyperpack_state"]} for t in study.trials]}))
+)",
+                       {file});
+  EXPECT_EQ(theirs["direction"], "MINIMIZE");
+  EXPECT_EQ(theirs["best"][0], best["trial"]);
+  EXPECT_EQ(theirs["best"][1], best["value"]);
+  ASSERT_EQ(theirs["trials"].size(), ours.size());
+  int failed = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const Json& a = ours[i];
+    const Json& b = theirs["trials"][i];
+    EXPECT_EQ(b["number"], a["trial"]);
+    EXPECT_EQ(b["hyperpack_state"], a["state"]);
+    EXPECT_EQ(b["params"], a["params"]) << "trial " << i;
+    EXPECT_EQ(b["steps"]["1"], 1.0);
+    EXPECT_EQ(b["steps"]["2"], a["params"]["x"]);
+    if (a["state"] == "completed") {
+      EXPECT_EQ(b["state"], "COMPLETE");
+      EXPECT_EQ(b["value"], a["value"]);
+    } else {
+      EXPECT_EQ(a["state"], "failed");
+      EXPECT_EQ(b["state"], "FAIL");
+      EXPECT_TRUE(b["value"].is_null());
+      ++failed;
+    }
+  }
+  EXPECT_GT(failed, 0);  // the space's n > 6 fails: both kinds of trial were checked
+}
+
+// A study whose trials a program asks for and tells: completed, pruned at a step, failed and one
+// still running, each in Optuna's state, a pruned one with its value and intermediate value.
+TEST_P(OptunaTest, AskedAndToldTrialsKeepTheirStatesInTheExport) {
+  ASSERT_EQ(Cli({"create", Write("q.yaml", R"(name: q
+objective: {metric: acc, direction: maximize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+tuner: {algorithm: sobol, seed: 1}
+budget: {max_trials: 8}
+)")}).exit_code,
+            0);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(Cli({"ask", "q"}).exit_code, 0);
+  ASSERT_EQ(Cli({"tell", "q", "0", "--value", "0.75"}).exit_code, 0);
+  auto pruned = Cli({"tell", "q", "1", "--state", "pruned", "--value", "0.25", "--step", "3"});
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
+  ASSERT_EQ(Cli({"tell", "q", "2", "--state", "failed"}).exit_code, 0);
+  std::string file = dir_ / "q.db";
+  ASSERT_EQ(Export("q", file).exit_code, 0);
+  Json theirs = Python(R"(
+import json, sys, optuna
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="q", storage="sqlite:///" + sys.argv[1])
+print(json.dumps({"direction": study.direction.name, "best": study.best_value,
+                  "trials": [[t.state.name, t.value, {str(k): v for k, v in
+                              t.intermediate_values.items()}] for t in study.trials]}))
+)",
+                       {file});
+  EXPECT_EQ(theirs["direction"], "MAXIMIZE");
+  EXPECT_EQ(theirs["best"], 0.75);
+  ASSERT_EQ(theirs["trials"].size(), 4u);
+  EXPECT_EQ(theirs["trials"][0][0], "COMPLETE");
+  EXPECT_EQ(theirs["trials"][0][1], 0.75);
+  EXPECT_EQ(theirs["trials"][1], Json::parse(R"(["PRUNED", 0.25, {"3": 0.25}])"));
+  EXPECT_EQ(theirs["trials"][2][0], "FAIL");
+  EXPECT_EQ(theirs["trials"][3][0], "RUNNING");
+}
+
+// Two objectives (one maximised) and a constraint: the directions, every completed trial's
+// values, the constraints' violations as Optuna's samplers write them, and the Pareto set. Optuna
+// 4.x and 5.x's best_trials is hyperpack's front (both leave out trials that break a
+// constraint); 3.1's ignores constraints, so there it holds no feasible trial off that front.
+TEST_P(OptunaTest, AMultiObjectiveExportHasHyperpacksParetoSetAsBestTrials) {
+  Write("f.sh", R"(awk -v x="$1" -v y="$2" 'BEGIN {
+  printf "{\"a\": %.6f, \"c\": %.6f, \"mem\": %.6f}\n", x, -(1 - x) * (1 - x) - y, y }')");
+  auto run = Cli({"run", Write("mo.yaml", R"(name: mo
+objectives:
+  - {metric: a, direction: minimize}
+  - {metric: c, direction: maximize}
+constraints: [{metric: mem, max: 0.5}]
+search_space:
+  x: {type: float, low: 0, high: 1}
+  y: {type: float, low: 0, high: 1}
+trial: {command: "sh f.sh {x} {y}"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 16}
+)")});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  Json ours = Json::parse(Cli({"trials", "mo", "--json"}).out);
+  auto best = Cli({"best", "mo", "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  std::set<int> front;
+  const Json set = Json::parse(best.out);
+  for (const Json& t : set["front"]) front.insert(t["trial"].get<int>());
+  std::string file = dir_ / "mo.db";
+  ASSERT_EQ(Export("mo", file).exit_code, 0);
+
+  Json theirs = Python(R"(
+import json, sys, optuna
+from optuna.study._multi_objective import _get_pareto_front_trials_by_trials
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.load_study(study_name="mo", storage="sqlite:///" + sys.argv[1])
+done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+feasible = [t for t in done if all(v <= 0 for v in t.system_attrs["constraints"])]
+print(json.dumps({
+    "directions": [d.name for d in study.directions],
+    "best_trials": sorted(t.number for t in study.best_trials),
+    "feasible_front": sorted(t.number for t in
+                             _get_pareto_front_trials_by_trials(feasible, study.directions)),
+    "named": [getattr(t, "constraints", {"0": t.system_attrs["constraints"][0]}) for t in done],
+    "trials": {str(t.number): {"values": t.values, "constraints": t.system_attrs["constraints"]}
+               for t in done}}))
+)",
+                       {file});
+  EXPECT_EQ(theirs["directions"], Json::parse(R"(["MINIMIZE", "MAXIMIZE"])"));
+  ASSERT_EQ(theirs["trials"].size(), ours.size());  // every trial completed
+  std::set<int> breakers;
+  for (const Json& t : ours) {
+    ASSERT_EQ(t["state"], "completed") << t.dump();
+    const Json& o = theirs["trials"][std::to_string(t["trial"].get<int>())];
+    EXPECT_EQ(o["values"], Json::array({t["values"]["a"], t["values"]["c"]})) << t.dump();
+    ASSERT_EQ(o["constraints"].size(), 1u);
+    EXPECT_NEAR(o["constraints"][0].get<double>(), t["values"]["mem"].get<double>() - 0.5, 1e-12);
+    EXPECT_EQ(o["constraints"][0].get<double>() <= 0, t["feasible"].get<bool>()) << t.dump();
+    if (!t["feasible"].get<bool>()) breakers.insert(t["trial"].get<int>());
+  }
+  for (const Json& named : theirs["named"]) EXPECT_EQ(named.size(), 1u) << named;  // 5.0's view
+  ASSERT_FALSE(breakers.empty());
+  ASSERT_GE(front.size(), 2u);
+  EXPECT_EQ(theirs["feasible_front"].get<std::set<int>>(), front);
+  if (!Optuna31()) {
+    EXPECT_EQ(theirs["best_trials"].get<std::set<int>>(), front);
+    return;
+  }
+  for (int n : theirs["best_trials"].get<std::set<int>>())
+    EXPECT_TRUE(breakers.count(n) || front.count(n)) << "trial " << n;
+}
+
+// What --optuna takes (a bad one writes nothing), and the note that says which flag an older
+// Optuna needs.
+TEST(OptunaExportTest, TheReleaseFlagSaysWhatItTakes) {
+  TempDir dir;
+  const std::string db = dir / "hp.db";
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), HYPERPACK_CLI);
+    args.insert(args.end(), {"--storage", db});
+    return RunCommand(args, dir.path().string());
+  };
+  WriteFile(dir / "s.yaml", R"(name: s
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+budget: {max_trials: 2}
+)");
+  ASSERT_EQ(cli({"run", dir / "s.yaml"}).exit_code, 0);
+  for (const char* bad : {"2.10", "banana", "3", "4.x"}) {
+    auto r = cli({"export", "s", "--format", "optuna-sqlite", "-o", dir / "x.db", "--optuna", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("--optuna")) << bad;
+    EXPECT_FALSE(std::filesystem::exists(dir / "x.db")) << bad;
+  }
+  EXPECT_THAT(cli({"export", "s", "--format", "optuna-sqlite", "-o", dir / "x.db", "--optuna",
+                   "2.10"})
+                  .err,
+              HasSubstr("Optuna before 3.0 has another schema"));
+  auto yaml = cli({"export", "s", "--optuna", "3.1"});
+  EXPECT_EQ(yaml.exit_code, 2);
+  EXPECT_THAT(yaml.err, HasSubstr("--optuna goes with --format optuna-sqlite"));
+  for (const char* good : {"3.1", "3.0.6", "3.2", "4.6.0", "5.0.0rc1", "5"}) {
+    const std::string file = dir / (std::string("ok-") + good + ".db");
+    auto r = cli({"export", "s", "--format", "optuna-sqlite", "-o", file, "--optuna", good});
+    EXPECT_EQ(r.exit_code, 0) << good << r.err;
+    const bool old = std::string(good).rfind("3.0", 0) == 0 || std::string(good) == "3.1";
+    EXPECT_THAT(r.err, HasSubstr(old ? "for Optuna 3.0 and 3.1" : "for Optuna 3.2 and later"));
+  }
+  auto plain = cli({"export", "s", "--format", "optuna-sqlite", "-o", dir / "plain.db"});
+  EXPECT_THAT(plain.err, HasSubstr("for Optuna 3.0 or 3.1, export with --optuna 3.1"));
+}
+
+}  // namespace
+}  // namespace hyperpack
