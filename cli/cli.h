@@ -20,6 +20,7 @@
 #include "hyperpack/dashboard/dashboard.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/placement/simulate.h"
+#include "hyperpack/report/optuna.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/ask_tell.h"
 #include "hyperpack/scheduler/remote.h"

@@ -123,8 +123,9 @@ namespace {
 
 // export --format optuna-sqlite -o FILE [--optuna RELEASE].
 int ExportOptunaFile(storage::Storage& db, const cxxopts::ParseResult& args) {
-  auto schema = args.count("optuna") ? report::ParseOptunaRelease(args["optuna"].as<std::string>())
-                                     : Result<report::OptunaSchema>(report::OptunaSchema::kOptuna32);
+  auto schema = args.count("optuna")
+                    ? report::ParseOptunaRelease(args["optuna"].as<std::string>())
+                    : Result<report::OptunaSchema>(report::OptunaSchema::kOptuna32);
   if (!schema.ok()) return Fail(schema.status());
   const std::string name = Positional(args)[0], target = args["output"].as<std::string>();
   Status s = report::ExportOptunaSqlite(db, name, target, *schema);

@@ -15,25 +15,86 @@ hyperpack::Result<study::SweepFormat> ImportFormat(const cxxopts::ParseResult& a
     return Status::Invalid(path,
                            ":1:1: this is already a hyperpack study file: check it with hyperpack "
                            "validate, run it with hyperpack run");
-  std::cerr << path << ":1:1: warning: read as a " << study::SweepFormatName(*format)
-            << " file (--from names the tool)\n";
+  if (*format != study::SweepFormat::kOptuna)  // told by its bytes, not guessed from keys
+    std::cerr << path << ":1:1: warning: read as a " << study::SweepFormatName(*format)
+              << " file (--from names the tool)\n";
   return *format;
+}
+
+// Writes the study file to -o, or to standard output when there is none.
+Status WriteStudyFile(const cxxopts::ParseResult& args, const std::string& yaml) {
+  if (!args.count("output")) {
+    std::cout << yaml;
+    return Status::Ok();
+  }
+  const std::string target = args["output"].as<std::string>();
+  std::ofstream out(target, std::ios::trunc);
+  out << yaml;
+  if (!out.good()) return Status::Io("cannot write ", target);
+  return Status::Ok();
+}
+
+// import of an Optuna storage: the study file written, the study and its trials stored.
+int ImportOptuna(const cxxopts::ParseResult& args, const std::string& path) {
+  auto studies = report::ReadOptunaStorage(path);
+  if (!studies.ok()) return Fail(studies.status());
+  auto chosen = study::ChooseOptunaStudy(
+      *std::move(studies), args.count("study") ? args["study"].as<std::string>() : "", path);
+  if (!chosen.ok()) return Fail(chosen.status());
+  study::OptunaImportOptions options{path, ImportOptionsArg(args).command,
+                                     args["trials"].as<int>()};
+  auto imported = study::ImportOptunaStudy(*chosen, options);
+  if (!imported.ok()) return Fail(imported.status());
+  for (const std::string& w : imported->warnings) std::cerr << path << ": warning: " << w << "\n";
+  const std::string file = args.count("output") ? args["output"].as<std::string>() : "study.yaml";
+  study::ParseOutcome parsed = study::ParseStudy(imported->study_yaml, file);
+  if (!parsed.spec) {
+    std::cerr << parsed.ErrorText() << "\n";
+    return kUsage;
+  }
+  if (Status w = WriteStudyFile(args, imported->study_yaml); !w.ok()) return Fail(w);
+  auto db = OpenForWriting(args);
+  if (!db.ok()) return Fail(db.status());
+  auto stored = hyperpack::scheduler::StoreImportedStudy(**db, *parsed.spec, imported->trials,
+                                                         imported->waiting);
+  if (!stored.ok()) return Fail(stored.status());
+  std::vector<std::string> counts;
+  for (const auto& [state, n] : stored->counts)
+    counts.push_back(StrCat(n, " ", storage::TrialStateName(state)));
+  std::cerr << "imported Optuna study '" << chosen->name << "' into " << (*db)->path() << " as '"
+            << stored->study.name << "': " << imported->trials.size() << " trials ("
+            << Join(counts, ", ") << ")"
+            << (stored->queued ? StrCat(", ", stored->queued, " queued to run first") : "") << "\n"
+            << (parsed.spec->trial.command.empty()
+                    ? StrCat("go on with hyperpack ask ", stored->study.name,
+                             ", or add trial.command to ", file, " and hyperpack run it")
+                    : StrCat("go on with hyperpack run ", file))
+            << "\n";
+  return kOk;
 }
 
 }  // namespace
 
 int CmdImport(int argc, char** argv) {
-  cxxopts::Options o("import", "hyperpack import FILE: another tool's sweep as a study file");
-  o.custom_help("FILE [--from auto|wandb|nni|determined|katib] [--command CMD] [-o STUDY.yaml]");
+  cxxopts::Options o("import",
+                     "hyperpack import FILE: another tool's sweep as a study file, or an Optuna "
+                     "study stored with its trials");
+  o.custom_help(
+      "FILE [--from auto|wandb|nni|determined|katib|optuna] [--command CMD] [-o STUDY.yaml]");
+  AddStorage(o);
   o.add_options()("from",
-                  "the tool: wandb (a sweep), nni, determined or katib (an experiment); auto "
-                  "tells it from the file's keys",
+                  "the tool: wandb (a sweep), nni, determined or katib (an experiment), optuna "
+                  "(an RDB SQLite file or a JournalStorage file); auto tells it from the file",
                   cxxopts::value<std::string>()->default_value("auto"))(
       "o,output", "write to FILE instead of standard output", cxxopts::value<std::string>())(
       "command",
       "the trial's command in place of the file's, with {param} placeholders: for a Determined "
-      "Trial class, a container that gives only args, or a Launch sweep",
-      cxxopts::value<std::string>());
+      "Trial class, a container that gives only args, a Launch sweep, or an Optuna study",
+      cxxopts::value<std::string>())("study",
+                                     "optuna: which study of the storage (where it holds several)",
+                                     cxxopts::value<std::string>())(
+      "trials", "optuna: how many trials the budget allows beyond the imported ones",
+      cxxopts::value<int>()->default_value("20"));
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
   std::string path = Positional(args)[0];
@@ -44,21 +105,18 @@ int CmdImport(int argc, char** argv) {
     std::cerr << format.status().message() << "\n";
     return kUsage;
   }
+  if (*format == study::SweepFormat::kOptuna) return ImportOptuna(args, path);
   study::ImportOutcome imported = study::ImportSweep(*text, path, *format, ImportOptionsArg(args));
   for (const study::Diagnostic& d : imported.warnings) std::cerr << d.ToString() << "\n";
   if (!imported.errors.empty()) {
     for (const study::Diagnostic& d : imported.errors) std::cerr << d.ToString() << "\n";
     return kUsage;
   }
-  if (!args.count("output")) {
-    std::cout << imported.study_yaml;
-    return kOk;
-  }
-  std::string target = args["output"].as<std::string>();
-  std::ofstream out(target, std::ios::trunc);
-  out << imported.study_yaml;
-  if (!out.good()) return Fail(Status::Io("cannot write ", target));
-  std::cerr << "wrote " << target << " (check it with: hyperpack validate " << target << ")\n";
+  if (Status w = WriteStudyFile(args, imported.study_yaml); !w.ok()) return Fail(w);
+  if (args.count("output"))
+    std::cerr << "wrote " << args["output"].as<std::string>()
+              << " (check it with: hyperpack validate " << args["output"].as<std::string>()
+              << ")\n";
   return kOk;
 }
 

@@ -45,7 +45,9 @@ const std::vector<Command>& Commands() {
       {"validate", "validate STUDY.yaml", "check a study file and print its search space",
        CmdValidate},
       {"import", "import FILE",
-       "a W&B sweep or an NNI, Determined or Katib experiment as a study file", CmdImport},
+       "a W&B sweep or an NNI, Determined or Katib experiment as a study file,\n"
+       "or an Optuna study stored with its trials",
+       CmdImport},
       {"status", "status [STUDY]", "all studies, or one study's progress (--watch: live)",
        CmdStatus},
       {"trials", "trials STUDY", "one row per trial", CmdTrials},

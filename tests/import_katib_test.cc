@@ -300,8 +300,9 @@ TEST(ImportKatibTest, WhatCannotBeCarriedOverIsAnErrorAtItsLine) {
 
 TEST(ImportKatibTest, TheFormatIsNamedKatib) {
   EXPECT_EQ(*ParseSweepFormat("katib"), SweepFormat::kKatib);
-  EXPECT_THAT(ParseSweepFormat("optuna").status().message(),
-              HasSubstr("expected auto, wandb, nni, determined or katib"));
+  EXPECT_EQ(*ParseSweepFormat("optuna"), SweepFormat::kOptuna);
+  EXPECT_THAT(ParseSweepFormat("ray").status().message(),
+              HasSubstr("expected auto, wandb, nni, determined, katib or optuna"));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <regex>
 
 #include "hyperpack/config_json.h"
+#include "hyperpack/report/optuna.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/text.h"
 #include "json_values.h"
@@ -398,8 +399,9 @@ Result<OptunaSchema> ParseOptunaRelease(const std::string& release) {
                            "for Optuna 3.0 and later (upgrade Optuna, or give 3.1)");
   if (major > 3) return OptunaSchema::kOptuna32;
   if (!m[2].matched)
-    return Status::Invalid("--optuna 3: Optuna 3.0 and 3.1 open one schema and 3.2 on another; "
-                           "give the minor release too (3.1 or 3.2)");
+    return Status::Invalid(
+        "--optuna 3: Optuna 3.0 and 3.1 open one schema and 3.2 on another; "
+        "give the minor release too (3.1 or 3.2)");
   return std::stoi(m[2].str()) < 2 ? OptunaSchema::kOptuna30 : OptunaSchema::kOptuna32;
 }
 

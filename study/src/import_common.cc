@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hyperpack/study/optuna.h"
 #include "yaml_diagnostics.h"
 
 namespace hyperpack::study::internal {
@@ -119,12 +120,13 @@ Result<SweepFormat> ParseSweepFormat(const std::string& name) {
       {"wandb", SweepFormat::kWandb},
       {"nni", SweepFormat::kNni},
       {"determined", SweepFormat::kDetermined},
-      {"katib", SweepFormat::kKatib}};
+      {"katib", SweepFormat::kKatib},
+      {"optuna", SweepFormat::kOptuna}};
   for (const auto& [text, format] : kNames)
     if (name == text) return format;
-  return Status::Invalid(
-      "--from: '", name,
-      "' is not a format hyperpack imports; expected auto, wandb, nni, determined or katib");
+  return Status::Invalid("--from: '", name,
+                         "' is not a format hyperpack imports; expected auto, wandb, nni, "
+                         "determined, katib or optuna");
 }
 
 Result<std::optional<SweepFormat>> ParseFromFlag(const std::string& name) {
@@ -141,6 +143,8 @@ const char* SweepFormatName(SweepFormat format) {
       return "determined";
     case SweepFormat::kKatib:
       return "katib";
+    case SweepFormat::kOptuna:
+      return "optuna";
     case SweepFormat::kWandb:
       break;
   }
@@ -188,6 +192,7 @@ Signs SignsOf(const YAML::Node& root) {
 
 Result<std::optional<SweepFormat>> DetectSweepFormat(const std::string& text,
                                                      const std::string& filename) {
+  if (LooksLikeOptunaStorage(text)) return std::optional<SweepFormat>(SweepFormat::kOptuna);
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -229,6 +234,14 @@ ImportOutcome ImportSweep(const std::string& text, const std::string& filename, 
       return internal::ImportDetermined(text, filename, options);
     case SweepFormat::kKatib:
       return internal::ImportKatib(text, filename, options);
+    case SweepFormat::kOptuna: {
+      ImportOutcome out;
+      out.errors.push_back({filename, 0, 0, "",
+                            "an Optuna storage holds a study and its trials, not a sweep: store "
+                            "it with hyperpack import " +
+                                filename + ", then hyperpack run the study file it writes"});
+      return out;
+    }
     case SweepFormat::kWandb:
       break;
   }

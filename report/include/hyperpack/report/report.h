@@ -209,22 +209,7 @@ Result<std::string> StudyPage(storage::Storage& db, const std::string& name,
 // The study page's data (docs/REPORT.md) as JSON text, marked live.
 Result<std::string> StudyPageJson(storage::Storage& db, const std::string& name, PageCache& cache);
 
-// Which Optuna releases an exported database opens in: each checks the schema's revision and
-// refuses (or asks to upgrade) any other.
-enum class OptunaSchema {
-  kOptuna32,  // Optuna 3.2 and later, 4.x and 5.x among them (alembic revision v3.2.0.a)
-  kOptuna30,  // Optuna 3.0 and 3.1, Debian bookworm's (v3.0.0.d)
-};
-// --optuna's value: the release that will open the database ("3.1", "4.6", "5.0.0", "5"). Errors
-// say what a release looks like, and refuse those before 3.0.
-Result<OptunaSchema> ParseOptunaRelease(const std::string& release);
-const char* OptunaSchemaReleases(OptunaSchema schema);  // "Optuna 3.2 and later", ...
-
-// Every trial of study `name` as a new Optuna SQLite database at `path` (which must not exist) in
-// `schema`, for optuna.load_study, `optuna best-trial` and optuna-dashboard. See
-// report/src/optuna_export.cc for what maps onto what.
-Status ExportOptunaSqlite(storage::Storage& db, const std::string& name, const std::string& path,
-                          OptunaSchema schema = OptunaSchema::kOptuna32);
+// Every trial as an Optuna database, and an Optuna storage read back: optuna.h.
 
 // Every trial of study `name` as TensorBoard logs in `dir` (new or empty): the experiment and its
 // parameters' domains at the top, one run per trial (trial-NNNN/) with its parameters (the HParams

@@ -18,14 +18,18 @@
 
 namespace hyperpack::study {
 
-enum class SweepFormat { kWandb, kNni, kDetermined, kKatib };
-// "wandb", "nni", "determined", "katib"; errors list the formats there are.
+// kOptuna is an Optuna storage (an RDB SQLite database or a JournalStorage file): a study with its
+// trials rather than a sweep, which `hyperpack import` stores (optuna.h); ImportSweep and
+// LoadSweepFile refuse it, saying so.
+enum class SweepFormat { kWandb, kNni, kDetermined, kKatib, kOptuna };
+// "wandb", "nni", "determined", "katib", "optuna"; errors list the formats there are.
 Result<SweepFormat> ParseSweepFormat(const std::string& name);
 // --from's value: a format, or nullopt for "auto" (tell the format from the file).
 Result<std::optional<SweepFormat>> ParseFromFlag(const std::string& name);
 const char* SweepFormatName(SweepFormat format);  // "wandb", ...
 
-// Which tool's file `text` is, told from its top-level keys:
+// Which tool's file `text` is: an Optuna storage by its first bytes (SQLite's header, or a journal's
+// first operation), else from its top-level keys:
 //   a hyperpack study  objective and search_space            -> nullopt
 //   Katib              kind: Experiment, or a kubeflow.org apiVersion
 //   Determined         searcher (or hyperparameters with entrypoint)

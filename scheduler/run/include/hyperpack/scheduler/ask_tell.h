@@ -16,6 +16,7 @@
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/study/optuna.h"
 #include "hyperpack/study/spec.h"
 
 namespace hyperpack::scheduler {
@@ -54,5 +55,20 @@ struct Tell {
 // `values`, a value of a metric the study does not keep, or an objective missing), kIo.
 Status TellTrial(storage::Storage& db, const std::string& name, int number, const Tell& tell,
                  double now);
+
+// A study brought over with its history (`hyperpack import` of an Optuna storage), stored in one
+// transaction: the study of `spec`, `trials` as its first trials (numbered 0, 1, ... in their
+// order; their reports as the first objective's metric), and `waiting` queued to run first (as
+// `hyperpack enqueue` queues). Every configuration is conformed to the space first; one that does
+// not fit is an error naming its Optuna trial, and nothing is written. Errors: kAlreadyExists (a
+// study of that name is stored already), kInvalidArgument, kIo.
+struct StoredImport {
+  storage::StudyRecord study;
+  std::map<storage::TrialState, int> counts;  // the stored trials by state
+  int queued = 0;
+};
+Result<StoredImport> StoreImportedStudy(storage::Storage& db, const study::StudySpec& spec,
+                                        const std::vector<study::ImportedTrial>& trials,
+                                        const std::vector<Config>& waiting);
 
 }  // namespace hyperpack::scheduler
