@@ -4,6 +4,9 @@
     PYTHONPATH=build/python /usr/bin/python3 bench/optuna_ask_overhead.py [--trials 100,300]
         [--asks 10] [--repeats 3] [--json]
 
+Under any Optuna release (`PYTHONPATH=build/python $(../shared/tools/optuna-python 5.0) ...` for
+5.0); where the release has its own GPSampler (4.2 on), it is timed too.
+
 For each history size N: a study in memory holding N completed trials of a six-parameter space
 (three floats, one on a log scale; an int on a log scale; an int; a categorical of four), drawn
 at random with seed 0, their values a smooth function of them; then --asks more trials, each asked
@@ -89,6 +92,9 @@ def main():
         "hyperpack GPSampler": lambda seed: hyperpack.optuna.GPSampler(seed=seed),
         "Optuna TPESampler": lambda seed: optuna.samplers.TPESampler(seed=seed),
     }
+    if hasattr(optuna.samplers, "GPSampler"):
+        samplers[f"Optuna {optuna.__version__} GPSampler"] = (
+            lambda seed: optuna.samplers.GPSampler(seed=seed))
     rows = []
     for n in (int(x) for x in args.trials.split(",")):
         for name, make in samplers.items():

@@ -62,7 +62,8 @@ int ImportOptuna(const cxxopts::ParseResult& args, const std::string& path) {
   for (const auto& [state, n] : stored->counts)
     counts.push_back(StrCat(n, " ", storage::TrialStateName(state)));
   std::cerr << "imported Optuna study '" << chosen->name << "' into " << (*db)->path() << " as '"
-            << stored->study.name << "': " << imported->trials.size() << " trials ("
+            << stored->study.name << "': " << imported->trials.size()
+            << (imported->trials.size() == 1 ? " trial (" : " trials (")
             << Join(counts, ", ") << ")"
             << (stored->queued ? StrCat(", ", stored->queued, " queued to run first") : "") << "\n"
             << (parsed.spec->trial.command.empty()

@@ -483,6 +483,10 @@ for name in ["a", "b"]:
 shutil.copy("optuna.db", "old.db")
 with sqlite3.connect("old.db") as c:
     c.execute("UPDATE alembic_version SET version_num = 'v2.6.0.a'")
+shutil.copy("optuna.db", "older.db")  # as Optuna 0.9 left one: no alembic revision at all
+with sqlite3.connect("older.db") as c:
+    c.execute("DROP TABLE alembic_version")
+    c.execute("UPDATE version_info SET library_version = '0.9.0'")
 )");
   auto made = RunCommand({"/usr/bin/python3", dir / "make.py"}, dir.path().string());
   ASSERT_EQ(made.exit_code, 0) << made.err;
@@ -501,7 +505,11 @@ with sqlite3.connect("old.db") as c:
   auto old = cli({"import", "old.db", "--study", "b"});
   EXPECT_NE(old.exit_code, 0);
   EXPECT_THAT(old.err, HasSubstr("was set up by an Optuna before 3.0 (schema revision v2.6.0.a); "
-                                 "upgrade it first: optuna storage upgrade"));
+                                 "upgrade it first with Optuna 3.0 or later: optuna storage "
+                                 "upgrade --storage sqlite:///old.db"));
+  auto older = cli({"import", "older.db", "--study", "b"});
+  EXPECT_NE(older.exit_code, 0);
+  EXPECT_THAT(older.err, HasSubstr("was set up by Optuna 0.9.0 (no schema revision); upgrade it"));
   auto ours = cli({"import", hp});
   EXPECT_NE(ours.exit_code, 0);
   EXPECT_THAT(ours.err, HasSubstr("is an SQLite database but not Optuna's"));

@@ -26,6 +26,8 @@ using study::OptunaTrial;
 constexpr const char* kReadable[] = {"v3.0.0.d", "v3.2.0.a"};
 constexpr const char* kOlder[] = {"v0.9.0.a", "v1.2.0.a", "v1.3.0.a", "v2.4.0.a",
                                   "v2.6.0.a", "v3.0.0.a", "v3.0.0.b", "v3.0.0.c"};
+// Optuna's own upgrade assets (tests/storages_tests/rdb_tests/test_upgrade_assets in its
+// repository) hold one of each; 0.9.0's has no alembic_version table at all.
 
 class Reader {
  public:
@@ -80,25 +82,35 @@ std::optional<double> Time(sqlite3_stmt* s, int column) {
   return study::ParseOptunaTime(Text(s, column));
 }
 
+// A database an older Optuna set up: which, and how to make it one hyperpack reads.
+Status TooOld(Reader& r, const std::string& by) {
+  return Status::Invalid(r.path(), " was set up by ", by, "; upgrade it first with Optuna 3.0 or "
+                         "later: optuna storage upgrade --storage sqlite:///", r.path());
+}
+
 Status CheckRevision(Reader& r) {
-  std::string revision;
+  std::string revision, library;
   Status s = r.Each("SELECT version_num FROM alembic_version", [&](sqlite3_stmt* st) {
     revision = Text(st, 0);
     return Status::Ok();
   });
-  if (!s.ok())
+  if (!s.ok()) {  // Optuna 0.9 kept only version_info, before its alembic revisions began
+    Status v = r.Each("SELECT library_version FROM version_info", [&](sqlite3_stmt* st) {
+      library = Text(st, 0);
+      return Status::Ok();
+    });
+    if (v.ok() && !library.empty()) return TooOld(r, "Optuna " + library + " (no schema revision)");
     return Status::Invalid(r.path(),
                            " is an SQLite database but not Optuna's (it has no alembic_version "
                            "table); give an Optuna RDB storage or a JournalStorage file");
+  }
   for (const char* ok : kReadable)
     if (revision == ok) return Status::Ok();
   for (const char* old : kOlder)
     if (revision == old)
-      return Status::Invalid(r.path(), " was set up by an Optuna before 3.0 (schema revision ",
-                             revision,
-                             "); upgrade it first: optuna storage upgrade --storage "
-                             "sqlite:///",
-                             r.path());
+      return TooOld(r, StrCat(revision.rfind("v3.0.0", 0) == 0 ? "a pre-release of Optuna 3.0"
+                                                                : "an Optuna before 3.0",
+                              " (schema revision ", revision, ")"));
   return Status::Invalid(r.path(), " has schema revision '", revision,
                          "', which hyperpack does not know; it reads Optuna 3.0 to 5.x's "
                          "(v3.0.0.d, v3.2.0.a)");
