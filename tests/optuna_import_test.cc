@@ -90,6 +90,35 @@ TEST(OptunaJournalTest, ABadLineBeforeTheLastIsAnErrorAtItsLine) {
   EXPECT_THAT(typed.status().message(), HasSubstr("t.log:1: an operation whose fields"));
 }
 
+// What the fuzzer found (fuzz/optuna_journal_fuzzer.cc): numbers past what their fields hold are
+// errors, not undefined conversions.
+TEST(OptunaJournalTest, NumbersPastTheirFieldsAreErrors) {
+  auto state = ParseOptunaJournal(R"({"op_code":0,"study_name":"s","directions":[1]}
+{"op_code":4,"study_id":0,"state":2.2e21}
+)",
+                                  "j.log");
+  ASSERT_FALSE(state.ok());
+  EXPECT_THAT(state.status().message(),
+              HasSubstr("j.log:2: trial 0: state 2.2e+21 is not Optuna's"));
+  OptunaStudy s;
+  s.name = "s";
+  s.directions = {Direction::kMinimize};
+  OptunaTrial t;
+  t.state = OptunaState::kComplete;
+  t.values = {1};
+  t.params = {
+      {"n", R"({"name": "IntDistribution", "attributes": {"low": 0, "high": 2.06e31}})", 3}};
+  s.trials = {t};
+  auto imported = ImportOptunaStudy(s, {"f.db", std::nullopt, 1});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(imported.status().message(), HasSubstr("parameter 'n': a range [0, 2.06e+31]"));
+  s.trials[0].params = {
+      {"c", R"({"name": "CategoricalDistribution", "attributes": {"choices": [1, 2]}})", NAN}};
+  imported = ImportOptunaStudy(s, {"f.db", std::nullopt, 1});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(imported.status().message(), HasSubstr("trial 0: parameter 'c': a value of nan"));
+}
+
 TEST(OptunaJournalTest, AStorageIsToldByItsFirstBytes) {
   EXPECT_TRUE(LooksLikeOptunaStorage(std::string("SQLite format 3\0rest", 20)));
   EXPECT_TRUE(LooksLikeOptunaStorage("{\"op_code\":0,\"study_name\":\"s\"}\n{\"op_code\""));

@@ -57,6 +57,12 @@ Result<Dist> Range(const Json& a, Dist::Kind kind, bool log, const char* step_ke
   d.high = *high;
   if (step_key && a.contains(step_key) && !a[step_key].is_null()) d.step = Number(a[step_key]);
   if (kind == Dist::Kind::kInt && !d.step) d.step = 1;
+  // Integers beyond 2^53 are not whole doubles; Optuna's own are far inside.
+  const double bound = kind == Dist::Kind::kInt ? 9007199254740992.0 : HUGE_VAL;
+  if (!(std::fabs(d.low) < bound && std::fabs(d.high) < bound && d.low <= d.high))
+    return Status::Invalid("a range [", d.low, ", ", d.high, "] that is not one");
+  if (d.step && !(*d.step > 0 && *d.step < bound))
+    return Status::Invalid("a step of ", *d.step, ", which is not a positive number");
   return d;
 }
 
@@ -97,15 +103,26 @@ Result<Value> Choice(const Json& c) {
                          "text only)");
 }
 
-// The value a trial holds, from its own distribution and Optuna's internal form.
-Result<Value> External(const Dist& d, double internal) {
-  if (d.kind == Dist::Kind::kFloat) return Value(internal);
-  if (d.kind == Dist::Kind::kInt) return Value(static_cast<int64_t>(std::llround(internal)));
+// A categorical's internal value (the index of a choice) as an index.
+Result<size_t> ChoiceIndex(const Dist& d, double internal) {
   const double index = std::round(internal);
-  if (index < 0 || index >= static_cast<double>(d.choices.size()))
+  if (!(index >= 0 && index < static_cast<double>(d.choices.size())))
     return Status::Invalid("choice index ", internal, " is past its ", d.choices.size(),
                            " choices");
-  return Choice(d.choices[static_cast<size_t>(index)]);
+  return static_cast<size_t>(index);
+}
+
+// The value a trial holds, from its own distribution and Optuna's internal form.
+Result<Value> External(const Dist& d, double internal) {
+  if (!std::isfinite(internal)) return Status::Invalid("a value of ", internal);
+  if (d.kind == Dist::Kind::kFloat) return Value(internal);
+  if (d.kind == Dist::Kind::kInt) {
+    if (std::fabs(internal) >= 9007199254740992.0)
+      return Status::Invalid("an integer ", internal, " past 2^53");
+    return Value(static_cast<int64_t>(std::llround(internal)));
+  }
+  HP_ASSIGN_OR_RETURN(size_t index, ChoiceIndex(d, internal));
+  return Choice(d.choices[index]);
 }
 
 // One parameter of the space: its distributions merged, and where it is active.
@@ -196,9 +213,9 @@ std::string Condition(const std::vector<const OptunaTrial*>& trials, const Param
       continue;
     }
     Result<Dist> d = ParseDistribution(p->distribution);
-    if (!d.ok() || p->internal < 0 || p->internal >= static_cast<double>(d->choices.size()))
-      return "";
-    const Json& v = d->choices[static_cast<size_t>(p->internal)];
+    Result<size_t> index = d.ok() ? ChoiceIndex(*d, p->internal) : Result<size_t>(d.status());
+    if (!index.ok()) return "";
+    const Json& v = d->choices[*index];
     std::vector<Json>& side = c ? in : out;
     if (std::find(side.begin(), side.end(), v) == side.end()) side.push_back(v);
   }

@@ -96,7 +96,7 @@ std::optional<OptunaState> ParseOptunaState(const std::string& name) {
   return std::nullopt;
 }
 
-std::optional<OptunaState> OptunaStateOf(int number) {
+std::optional<OptunaState> OptunaStateOf(int64_t number) {
   // Optuna's TrialState values: RUNNING 0, COMPLETE 1, PRUNED 2, FAIL 3, WAITING 4.
   static constexpr OptunaState kByNumber[] = {OptunaState::kRunning, OptunaState::kComplete,
                                               OptunaState::kPruned, OptunaState::kFail,
@@ -154,6 +154,13 @@ Status AddOptunaStudyAttr(const std::string& key, const std::string& value_json,
 
 namespace {
 
+// j[key] where it is an integer, else `otherwise` (a float is not read as one: no conversion of
+// a number out of range).
+int64_t IntAt(const Json& j, const char* key, int64_t otherwise) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : otherwise;
+}
+
 // j[key] where it is an object, else an empty one (a reference that outlives the loop over it).
 const Json& ObjectAt(const Json& j, const char* key) {
   static const Json kEmpty = Json::object();
@@ -170,11 +177,11 @@ class Replay {
     line_ = line;
     if (!log.is_object() || !log.contains("op_code") || !log["op_code"].is_number_integer())
       return Error("not an operation of Optuna's journal (no op_code)");
-    switch (log["op_code"].get<int>()) {
+    switch (log["op_code"].get<int64_t>()) {
       case 0:
         return CreateStudy(log);
       case 1:
-        studies_.erase(log.value("study_id", -1));
+        studies_.erase(IntAt(log, "study_id", -1));
         return Status::Ok();
       case 2:
         return Status::Ok();  // a study's user attribute
@@ -193,7 +200,8 @@ class Replay {
       case 9:
         return TrialAttr(log);
       default:
-        return Error("op_code ", log["op_code"].get<int>(), " is not one Optuna writes (0 to 9)");
+        return Error("op_code ", log["op_code"].get<int64_t>(),
+                     " is not one Optuna writes (0 to 9)");
     }
   }
 
@@ -218,16 +226,17 @@ class Replay {
     if (directions == log.end() || !directions->is_array())
       return Error("study '", study.name, "' has no directions");
     for (const Json& d : *directions) {
-      if (!d.is_number_integer() || (d.get<int>() != 1 && d.get<int>() != 2))
+      if (!d.is_number_integer() || (d.get<int64_t>() != 1 && d.get<int64_t>() != 2))
         return Error("study '", study.name, "': a direction that is neither 1 (minimize) nor 2");
-      study.directions.push_back(d.get<int>() == 2 ? Direction::kMaximize : Direction::kMinimize);
+      study.directions.push_back(d.get<int64_t>() == 2 ? Direction::kMaximize
+                                                       : Direction::kMinimize);
     }
     studies_[next_study_id_++] = std::move(study);
     return Status::Ok();
   }
 
   Status StudyAttr(const Json& log) {
-    auto it = studies_.find(log.value("study_id", -1));
+    auto it = studies_.find(IntAt(log, "study_id", -1));
     if (it == studies_.end()) return Status::Ok();
     for (const auto& [key, value] : ObjectAt(log, "system_attr").items()) {
       Status s = AddOptunaStudyAttr(key, value.dump(), &it->second);
@@ -245,7 +254,7 @@ class Replay {
 
   // The trial `log` changes, where it exists and has not finished (nullptr otherwise).
   OptunaTrial* Updatable(const Json& log) {
-    auto it = trials_.find(log.value("trial_id", -1));
+    auto it = trials_.find(IntAt(log, "trial_id", -1));
     if (it == trials_.end()) return nullptr;
     auto study = studies_.find(it->second.first);
     if (study == studies_.end()) return nullptr;
@@ -257,10 +266,10 @@ class Replay {
 
   std::string path_;
   int line_ = 0;
-  std::map<int, OptunaStudy> studies_;
-  int next_study_id_ = 0;
-  int next_trial_id_ = 0;
-  std::map<int, std::pair<int, size_t>> trials_;  // trial id: (study id, index)
+  std::map<int64_t, OptunaStudy> studies_;
+  int64_t next_study_id_ = 0;
+  int64_t next_trial_id_ = 0;
+  std::map<int64_t, std::pair<int64_t, size_t>> trials_;  // trial id: (study id, index)
 };
 
 Status Replay::Values(const Json& values, OptunaTrial* trial) {
@@ -276,13 +285,13 @@ Status Replay::Values(const Json& values, OptunaTrial* trial) {
 }
 
 Status Replay::CreateTrial(const Json& log) {
-  auto study = studies_.find(log.value("study_id", -1));
+  auto study = studies_.find(IntAt(log, "study_id", -1));
   if (study == studies_.end()) return Status::Ok();
   OptunaTrial t;
   t.number = static_cast<int>(study->second.trials.size());
-  const std::optional<OptunaState> state = OptunaStateOf(log.value("state", 0));
-  if (!state)
-    return Error("trial ", t.number, ": state ", log.value("state", 0), " is not Optuna's");
+  const bool typed = !log.contains("state") || log["state"].is_number_integer();
+  const std::optional<OptunaState> state = OptunaStateOf(typed ? IntAt(log, "state", 0) : -1);
+  if (!state) return Error("trial ", t.number, ": state ", log["state"].dump(), " is not Optuna's");
   t.state = *state;
   const Json& distributions = ObjectAt(log, "distributions");
   for (const auto& [name, internal] : ObjectAt(log, "params").items()) {
@@ -328,7 +337,7 @@ Status Replay::SetParam(const Json& log) {
 Status Replay::SetStateValues(const Json& log) {
   OptunaTrial* t = Updatable(log);
   if (!t) return Status::Ok();
-  const std::optional<OptunaState> state = OptunaStateOf(log.value("state", -1));
+  const std::optional<OptunaState> state = OptunaStateOf(IntAt(log, "state", -1));
   if (!state) return Error("trial ", t->number, ": a state that is not Optuna's");
   if (*state == OptunaState::kRunning && t->state == OptunaState::kRunning) return Status::Ok();
   t->state = *state;

@@ -34,7 +34,7 @@ namespace hyperpack::study {
 enum class OptunaState { kRunning, kComplete, kPruned, kFail, kWaiting };
 // Optuna's TrialState by its name ("COMPLETE") or its number (1), as its storages keep it.
 std::optional<OptunaState> ParseOptunaState(const std::string& name);
-std::optional<OptunaState> OptunaStateOf(int number);
+std::optional<OptunaState> OptunaStateOf(int64_t number);
 
 struct OptunaParam {
   std::string name;
