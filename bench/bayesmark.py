@@ -1,0 +1,543 @@
+#!/usr/bin/python3
+"""Bayesmark's grid of scikit-learn tuning problems: hyperpack against the Optuna releases users run.
+
+The problems are Bayesmark's (github.com/uber/bayesmark, `bayesmark/sklearn_funcs.py` and
+`data.py`), written here from those public facts: 9 models (kNN, SVM, DT, RF, MLP-adam, MLP-sgd,
+ada, lasso, linear) x the data sets this Debian's scikit-learn 1.2 has (digits, iris, wine, breast
+for classification; diabetes for regression: boston is gone from scikit-learn 1.2) x their metrics
+(acc and nll for classifiers, mse and mae for regressors): 90 problems. Each configuration is
+scored as Bayesmark scores it: the data split 80/20 with seed 0, the model's mean 5-fold
+cross-validated score on the 80% (cross_val_score, cv=5), its loss the negated score. What differs:
+Bayesmark's `logit` scale is given to every method as a linear range (hyperpack has no logit
+scale), and the regressors' `normalize` flag, which scikit-learn 1.2 removed, is left out.
+
+Every trial is a real process. A resident evaluator (`serve`, under a python with scikit-learn)
+loads the data once and forks per request; a trial (`eval`) only connects to it. hyperpack runs each
+study through its CLI (`hyperpack run`, the default tuner with `tuner.seed`); each Optuna method runs
+in a worker process under its release's python (`optuna-worker`), asking and telling through the same
+evaluator. One at a time: max_parallel 1, Optuna sequentially. In batches of 8: hyperpack keeps 8
+trials running; Optuna asks 8 before telling (GPSampler sees the 7 running ones, TPE with constant
+liar).
+
+Methods: hyperpack, gp5 (Optuna 5.0's GPSampler), tpe5 (Optuna 5.0's TPESampler as it defaults),
+tpe31 (Optuna 3.1's TPESampler, constant_liar in batches), random (Optuna's RandomSampler).
+
+Score (Bayesmark's normalised score): per problem, 100 x (1 - (best - opt) / (median - opt)) of the
+best loss within the first N evaluations, where opt is the best loss anything found on the problem
+(every method's runs and the random draws) and median the median loss of the random draws (`draws`:
+a median random configuration scores 0, the best known 100). `random (expected)` is random search's
+expected score at N from those draws (order statistics). Mean over problems and seeds.
+
+The split (`split`, run once, committed as bench/data/bayesmark_split.json): the 90 problems
+shuffled with a fixed seed into a development half and a check half, and 24 problems of the check
+half for the check run. Tune on the development half only.
+
+Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna 3.1):
+  $PY bench/bayesmark.py draws [--problems dev|check|check24|all|A,B] [--draws 200] [--jobs 2]
+                               [--out bench/data/bayesmark_draws.json]
+  $PY bench/bayesmark.py run --problems dev --seeds 3 --budget 64 --modes 1,8
+                             --methods hyperpack,gp5,tpe5,tpe31 [--jobs 2] [--out FILE.json]
+                             [--hyperpack build/cli/hyperpack] [--label NAME]
+                             [--python50 "$(../shared/tools/optuna-python 5.0)"]
+  $PY bench/bayesmark.py table FILE.json [FILE.json ...] [--draws D.json] [--checkpoints 16,32,64]
+                               [--by-model] [--by-problem]
+  $PY bench/bayesmark.py split            # once; prints and writes the split
+  $PY bench/bayesmark.py serve SOCKET | eval SOCKET PROBLEM NAME=VALUE ...
+"""
+import argparse
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SPLIT_FILE = os.path.join(HERE, "data", "bayesmark_split.json")
+
+# Spaces: name -> (kind, low, high, scale); kind int, float or bool; scale linear, log or logit.
+KNN = {"n_neighbors": ("int", 1, 25, "linear"), "p": ("int", 1, 4, "linear")}
+SVM = {"C": ("float", 1.0, 1e3, "log"), "gamma": ("float", 1e-4, 1e-3, "log"),
+       "tol": ("float", 1e-5, 1e-1, "log")}
+DT = {"max_depth": ("int", 1, 15, "linear"),
+      "min_samples_split": ("float", 0.01, 0.99, "logit"),
+      "min_samples_leaf": ("float", 0.01, 0.49, "logit"),
+      "min_weight_fraction_leaf": ("float", 0.01, 0.49, "logit"),
+      "max_features": ("float", 0.01, 0.99, "logit"),
+      "min_impurity_decrease": ("float", 0.0, 0.5, "linear")}
+RF = {"max_depth": ("int", 1, 15, "linear"), "max_features": ("float", 0.01, 0.99, "logit"),
+      "min_samples_split": ("float", 0.01, 0.99, "logit"),
+      "min_samples_leaf": ("float", 0.01, 0.49, "logit"),
+      "min_weight_fraction_leaf": ("float", 0.01, 0.49, "logit"),
+      "min_impurity_decrease": ("float", 0.0, 0.5, "linear")}
+MLP_ADAM = {"hidden_layer_sizes": ("int", 50, 200, "linear"), "alpha": ("float", 1e-5, 1e1, "log"),
+            "batch_size": ("int", 10, 250, "linear"),
+            "learning_rate_init": ("float", 1e-5, 1e-1, "log"),
+            "tol": ("float", 1e-5, 1e-1, "log"),
+            "validation_fraction": ("float", 0.1, 0.9, "logit"),
+            "beta_1": ("float", 0.5, 0.99, "logit"), "beta_2": ("float", 0.9, 1 - 1e-6, "logit"),
+            "epsilon": ("float", 1e-9, 1e-6, "log")}
+MLP_SGD = {"hidden_layer_sizes": ("int", 50, 200, "linear"), "alpha": ("float", 1e-5, 1e1, "log"),
+           "batch_size": ("int", 10, 250, "linear"),
+           "learning_rate_init": ("float", 1e-5, 1e-1, "log"),
+           "power_t": ("float", 0.1, 0.9, "logit"), "tol": ("float", 1e-5, 1e-1, "log"),
+           "momentum": ("float", 0.001, 0.999, "logit"),
+           "validation_fraction": ("float", 0.1, 0.9, "logit")}
+ADA = {"n_estimators": ("int", 10, 100, "linear"), "learning_rate": ("float", 1e-4, 1e1, "log")}
+LOGREG = {"C": ("float", 1e-2, 1e2, "log"), "intercept_scaling": ("float", 1e-2, 1e2, "log")}
+LASSO_REG = {"alpha": ("float", 1e-2, 1e2, "log"), "fit_intercept": ("bool", 0, 1, "linear"),
+             "max_iter": ("int", 10, 5000, "log"), "tol": ("float", 1e-5, 1e-1, "log"),
+             "positive": ("bool", 0, 1, "linear")}
+RIDGE_REG = {"alpha": ("float", 1e-2, 1e2, "log"), "fit_intercept": ("bool", 0, 1, "linear"),
+             "max_iter": ("int", 10, 5000, "log"), "tol": ("float", 1e-4, 1e-1, "log")}
+
+# model -> (classifier, its fixed arguments, its space), (regressor, ..., ...)
+MODELS = {
+    "kNN": (("KNeighborsClassifier", {}, KNN), ("KNeighborsRegressor", {}, KNN)),
+    "SVM": (("SVC", {"kernel": "rbf", "probability": True}, SVM), ("SVR", {"kernel": "rbf"}, SVM)),
+    "DT": (("DecisionTreeClassifier", {"max_leaf_nodes": None}, DT),
+           ("DecisionTreeRegressor", {"max_leaf_nodes": None}, DT)),
+    "RF": (("RandomForestClassifier", {"n_estimators": 10, "max_leaf_nodes": None}, RF),
+           ("RandomForestRegressor", {"n_estimators": 10, "max_leaf_nodes": None}, RF)),
+    "MLP-adam": (("MLPClassifier", {"solver": "adam", "early_stopping": True}, MLP_ADAM),
+                 ("MLPRegressor", {"solver": "adam", "early_stopping": True}, MLP_ADAM)),
+    "MLP-sgd": (("MLPClassifier", {"solver": "sgd", "early_stopping": True,
+                                   "learning_rate": "invscaling", "nesterovs_momentum": True},
+                 MLP_SGD),
+                ("MLPRegressor", {"activation": "tanh", "solver": "sgd", "early_stopping": True,
+                                  "learning_rate": "invscaling", "nesterovs_momentum": True},
+                 MLP_SGD)),
+    "ada": (("AdaBoostClassifier", {}, ADA), ("AdaBoostRegressor", {}, ADA)),
+    "lasso": (("LogisticRegression", {"penalty": "l1", "fit_intercept": True,
+                                      "solver": "liblinear", "multi_class": "ovr"}, LOGREG),
+              ("Lasso", {}, LASSO_REG)),
+    "linear": (("LogisticRegression", {"penalty": "l2", "fit_intercept": True,
+                                       "solver": "liblinear", "multi_class": "ovr"}, LOGREG),
+               ("Ridge", {"solver": "auto"}, RIDGE_REG)),
+}
+DATASETS = {"digits": "clf", "iris": "clf", "wine": "clf", "breast": "clf", "diabetes": "reg"}
+METRICS = {"clf": ("acc", "nll"), "reg": ("mse", "mae")}
+SCORERS = {"acc": "accuracy", "nll": "neg_log_loss", "mse": "neg_mean_squared_error",
+           "mae": "neg_mean_absolute_error"}
+PROBLEMS = [f"{m}_{d}_{s}" for m in MODELS for d in DATASETS for s in METRICS[DATASETS[d]]]
+METHODS = ("hyperpack", "gp5", "tpe5", "tpe31", "random")
+
+
+def problem(name):
+    """(model, data set, metric, estimator, fixed arguments, space) of a problem."""
+    model, data, metric = name.split("_")
+    estimator, fixed, space = MODELS[model][0 if DATASETS[data] == "clf" else 1]
+    return model, data, metric, estimator, fixed, space
+
+
+def problems_of(spec):
+    if spec == "all":
+        return list(PROBLEMS)
+    if spec in ("dev", "check", "check24"):
+        with open(SPLIT_FILE) as f:
+            return json.load(f)[spec]
+    names = spec.split(",")
+    unknown = [n for n in names if n not in PROBLEMS]
+    if unknown:
+        sys.exit(f"unknown problems {unknown}; they are MODEL_DATA_METRIC, e.g. {PROBLEMS[0]}")
+    return names
+
+
+# ---- the evaluator -------------------------------------------------------------------------
+
+def _loss(name, params, cache={}):
+    import warnings
+    import numpy as np
+    from sklearn import datasets, ensemble, linear_model, neighbors, neural_network, svm, tree
+    from sklearn.metrics import get_scorer
+    from sklearn.model_selection import cross_val_score, train_test_split
+    _, data, metric, estimator, fixed, space = problem(name)
+    if data not in cache:
+        load = {"digits": datasets.load_digits, "iris": datasets.load_iris,
+                "wine": datasets.load_wine, "breast": datasets.load_breast_cancer,
+                "diabetes": datasets.load_diabetes}[data]
+        x, y = load(return_X_y=True)
+        cache[data] = train_test_split(x, y, test_size=0.2, random_state=0, shuffle=True)[0::2]
+    x, y = cache[data]
+    classes = {c: getattr(mod, c) for mod in (tree, ensemble, svm, neighbors, neural_network,
+                                               linear_model) for c in dir(mod)}
+    args = dict(fixed)
+    for key, (kind, _, _, _) in space.items():
+        value = params[key]
+        if kind == "bool":
+            args[key] = value in (True, "true", "True", 1, "1")
+        else:
+            args[key] = int(float(value)) if kind == "int" else float(value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scores = cross_val_score(classes[estimator](**args), x, y, cv=5,
+                                 scoring=get_scorer(SCORERS[metric]))
+    loss = -float(np.mean(scores))
+    if not math.isfinite(loss):
+        raise ValueError("the loss is not finite")
+    return loss
+
+
+def serve(path):
+    import socketserver
+    import sklearn.ensemble  # noqa: F401  (imported once, before the forks)
+    for name in PROBLEMS[:1]:
+        _loss(name, draw(name, 0))
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            request = json.loads(self.rfile.readline())
+            try:
+                reply = {"loss": _loss(request["problem"], request["params"])}
+            except Exception as e:  # a configuration the estimator refuses
+                reply = {"error": f"{type(e).__name__}: {e}"}
+            self.wfile.write((json.dumps(reply) + "\n").encode())
+
+    class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
+        pass
+
+    if os.path.exists(path):
+        os.unlink(path)
+    with Server(path, Handler) as s:
+        print("ready", flush=True)
+        s.serve_forever()
+
+
+def evaluate(path, name, params):
+    """The loss of `params` on problem `name`, from the evaluator at `path`; inf where it fails."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        s.sendall((json.dumps({"problem": name, "params": params}) + "\n").encode())
+        reply = json.loads(s.makefile().readline())
+    return reply.get("loss", math.inf)
+
+
+def start_evaluator(work):
+    sock = os.path.join(work, "evaluator.sock")
+    server = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", sock],
+                              stdout=subprocess.PIPE, text=True)
+    if server.stdout.readline().strip() != "ready":
+        sys.exit("the evaluator did not start")
+    return server, sock
+
+
+# ---- random draws: the baseline ------------------------------------------------------------
+
+def draw(name, index):
+    """Draw `index` of problem `name`'s space, uniform (log-uniform on log scales), as random
+    search draws."""
+    rng = random.Random(f"{name}/{index}")
+    params = {}
+    for key, (kind, lo, hi, scale) in problem(name)[5].items():
+        if kind == "bool":
+            params[key] = rng.random() < 0.5
+        elif scale == "log":
+            v = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+            params[key] = min(hi, max(lo, round(v))) if kind == "int" else v
+        elif kind == "int":
+            params[key] = rng.randint(lo, hi)
+        else:
+            params[key] = rng.uniform(lo, hi)
+    return params
+
+
+def _draw_loss(job):
+    name, index = job
+    try:
+        return _loss(name, draw(name, index))
+    except Exception:  # a configuration the estimator refuses
+        return math.inf
+
+
+def draws(args):
+    from multiprocessing import Pool
+    names = problems_of(args.problems)
+    out = {}
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            out = json.load(f)["losses"]
+    with Pool(args.jobs) as pool:
+        for i, name in enumerate(names):
+            if len(out.get(name, [])) >= args.draws:
+                continue
+            start = time.time()
+            out[name] = pool.map(_draw_loss, [(name, k) for k in range(args.draws)])
+            finite = sorted(x for x in out[name] if math.isfinite(x))
+            print(f"[{i + 1}/{len(names)}] {name:28s} median {finite[len(finite) // 2]:.4g} "
+                  f"best {finite[0]:.4g} ({time.time() - start:.0f} s)", flush=True)
+            with open(args.out, "w") as f:
+                json.dump({"draws": args.draws, "losses": out}, f)
+    print(f"wrote {args.out}")
+
+
+# ---- the methods ---------------------------------------------------------------------------
+
+def study_yaml(name, seed, budget, parallel, sock):
+    lines = [f"name: {name.replace('_', '-')}-s{seed}-p{parallel}",
+             "objective: {metric: loss, direction: minimize}", "search_space:"]
+    for key, (kind, lo, hi, scale) in problem(name)[5].items():
+        if kind == "bool":
+            lines.append(f"  {key}: {{type: categorical, values: [true, false]}}")
+            continue
+        bounds = f"low: {lo}, high: {hi}" if kind == "int" else f"low: {lo!r}, high: {hi!r}"
+        lines.append(f"  {key}: {{type: {kind}, {bounds}{', log: true' if scale == 'log' else ''}}}")
+    args = " ".join(f"{k}={{{k}}}" for k in problem(name)[5])
+    lines += [f"trial: {{command: \"/usr/bin/python3 {os.path.abspath(__file__)} eval {sock} "
+              f"{name} {args}\"}}",
+              f"tuner: {{seed: {seed}}}",
+              f"budget: {{max_trials: {budget}, max_parallel: {parallel}, "
+              f"max_failed: {budget}}}"]
+    return "\n".join(lines) + "\n"
+
+
+def run_hyperpack(hyperpack, name, seed, budget, parallel, sock, work):
+    stem = os.path.join(work, f"{name}-{seed}-{parallel}")
+    with open(stem + ".yaml", "w") as f:
+        f.write(study_yaml(name, seed, budget, parallel, sock))
+    subprocess.run([hyperpack, "run", stem + ".yaml", "--storage", stem + ".db", "--progress",
+                    "quiet"], check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run([hyperpack, "trials", f"{name.replace('_', '-')}-s{seed}-p{parallel}",
+                          "--json", "--storage", stem + ".db"], check=True, capture_output=True,
+                         text=True).stdout
+    trials = sorted(json.loads(out), key=lambda t: t["trial"])
+    return [t["value"] if t.get("value") is not None else math.inf for t in trials]
+
+
+def optuna_worker(args):
+    """One Optuna study (under this python's Optuna): its losses in the order they were told."""
+    import warnings
+    warnings.simplefilter("ignore")
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    batch = args.parallel > 1
+    if args.method == "gp5":
+        sampler = optuna.samplers.GPSampler(seed=args.seed)
+    elif args.method == "tpe5":
+        sampler = optuna.samplers.TPESampler(seed=args.seed)
+    elif args.method == "tpe31":
+        sampler = optuna.samplers.TPESampler(seed=args.seed, constant_liar=batch)
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=args.seed)
+    dists = {}
+    for key, (kind, lo, hi, scale) in problem(args.problem)[5].items():
+        dists[key] = (optuna.distributions.CategoricalDistribution([True, False]) if kind == "bool"
+                      else optuna.distributions.IntDistribution(lo, hi, log=scale == "log")
+                      if kind == "int"
+                      else optuna.distributions.FloatDistribution(lo, hi, log=scale == "log"))
+    study = optuna.create_study(sampler=sampler)
+    losses = []
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(args.parallel) as pool:
+        while len(losses) < args.budget:
+            trials = [study.ask(dists) for _ in range(min(args.parallel, args.budget - len(losses)))]
+            results = list(pool.map(lambda t: evaluate(args.socket, args.problem, t.params),
+                                    trials))
+            for t, loss in zip(trials, results):
+                if math.isfinite(loss):
+                    study.tell(t, loss)
+                else:
+                    study.tell(t, state=optuna.trial.TrialState.FAIL)
+                losses.append(loss)
+    print(json.dumps(losses))
+
+
+def run_optuna(python, method, name, seed, budget, parallel, sock):
+    out = subprocess.run([python, os.path.abspath(__file__), "optuna-worker", "--method", method,
+                          "--problem", name, "--seed", str(seed), "--budget", str(budget),
+                          "--parallel", str(parallel), "--socket", sock],
+                         check=True, capture_output=True, text=True).stdout
+    return [math.inf if x is None else x for x in json.loads(out.strip().splitlines()[-1])]
+
+
+def run(args):
+    names = problems_of(args.problems)
+    modes = [int(m) for m in args.modes.split(",")]
+    methods = args.methods.split(",")
+    pythons = {"gp5": args.python50, "tpe5": args.python50, "tpe31": "/usr/bin/python3",
+               "random": "/usr/bin/python3"}
+    work = tempfile.mkdtemp(prefix="bayesmark-")
+    server, sock = start_evaluator(work)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    jobs = [(m, n, s, p) for p in modes for n in names for s in seeds for m in methods]
+    results = []
+
+    def one(job):
+        method, name, seed, parallel = job
+        start = time.time()
+        if method == "hyperpack":
+            losses = run_hyperpack(args.hyperpack, name, seed, args.budget, parallel, sock, work)
+        else:
+            losses = run_optuna(pythons[method], method, name, seed, args.budget, parallel, sock)
+        label = args.label if method == "hyperpack" and args.label else method
+        return {"method": label, "problem": name, "seed": seed, "parallel": parallel,
+                "losses": losses, "seconds": time.time() - start}
+
+    from concurrent.futures import ThreadPoolExecutor
+    try:
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for i, r in enumerate(pool.map(one, jobs)):
+                results.append(r)
+                print(f"[{i + 1}/{len(jobs)}] {r['method']:10s} {r['problem']:28s} seed "
+                      f"{r['seed']} x{r['parallel']}: best {min(r['losses']):.4g} "
+                      f"({r['seconds']:.0f} s)", flush=True)
+                with open(args.out, "w") as f:
+                    json.dump({"budget": args.budget, "results": results}, f)
+    finally:
+        server.terminate()
+    print(f"wrote {args.out}")
+
+
+# ---- scoring -------------------------------------------------------------------------------
+
+def expected_random_best(losses, n):
+    """E[min of n draws with replacement from `losses`] (order statistics)."""
+    xs = sorted(losses)
+    m = len(xs)
+    return sum(x * (((m - i) / m) ** n - ((m - i - 1) / m) ** n) for i, x in enumerate(xs))
+
+
+def load_results(files):
+    results = []
+    for path in files:
+        with open(path) as f:
+            results += json.load(f)["results"]
+    return results
+
+
+def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=False):
+    names = sorted({r["problem"] for r in results})
+    opt, median = {}, {}
+    for n in names:
+        finite = sorted(x for x in draw_losses.get(n, []) if math.isfinite(x))
+        if not finite:
+            sys.exit(f"no random draws of {n}: run `draws` for it first")
+        seen = [x for r in results if r["problem"] == n for x in r["losses"]] + finite
+        opt[n] = min(seen)
+        median[n] = finite[len(finite) // 2]
+
+    def score(n, best):
+        span = median[n] - opt[n]
+        return 100.0 * (1.0 - (best - opt[n]) / span) if span > 0 else 100.0
+
+    methods = sorted({r["method"] for r in results})
+    table = {}
+    for parallel in sorted({r["parallel"] for r in results}):
+        rows = {}
+        for m in methods:
+            rs = [r for r in results if r["method"] == m and r["parallel"] == parallel]
+            if rs:
+                rows[m] = {c: [score(r["problem"], min(r["losses"][:c])) for r in rs]
+                           for c in checkpoints}
+        rows["random (expected)"] = {
+            c: [score(n, expected_random_best([x for x in draw_losses[n] if math.isfinite(x)], c))
+                for n in names] for c in checkpoints}
+        table[parallel] = rows
+        print(f"\nmax_parallel {parallel}: mean normalised score over {len(names)} problems "
+              f"(100 = best known, 0 = the median random draw)")
+        print(f"{'method':22s}" + "".join(f"{c:>8d}" for c in checkpoints))
+        for m, row in rows.items():
+            print(f"{m:22s}" + "".join(f"{sum(v) / len(v):8.1f}" for v in row.values()))
+        if by_model or by_problem:
+            breakdown(results, parallel, methods, names, score, checkpoints[-1], by_problem)
+    return table
+
+
+def breakdown(results, parallel, methods, names, score, n, by_problem):
+    groups = {}
+    for name in names:
+        groups.setdefault(name if by_problem else name.split("_")[0], []).append(name)
+    print(f"\n  at {n}, by {'problem' if by_problem else 'model'} (mean over its problems and "
+          "seeds)")
+    print(f"  {'':28s}" + "".join(f"{m:>12s}" for m in methods))
+    for group, members in sorted(groups.items()):
+        cells = []
+        for m in methods:
+            v = [score(r["problem"], min(r["losses"][:n])) for r in results
+                 if r["method"] == m and r["parallel"] == parallel and r["problem"] in members]
+            cells.append(f"{sum(v) / len(v):12.1f}" if v else f"{'':12s}")
+        print(f"  {group:28s}" + "".join(cells))
+
+
+def split(_):
+    names = list(PROBLEMS)
+    random.Random(46).shuffle(names)
+    half = len(names) // 2
+    out = {"seed": 46, "dev": sorted(names[:half]), "check": sorted(names[half:]),
+           "check24": sorted(names[half:half + 24])}
+    if os.path.exists(SPLIT_FILE):
+        sys.exit(f"{SPLIT_FILE} exists: the split is made once")
+    with open(SPLIT_FILE, "w") as f:
+        json.dump(out, f, indent=1)
+    print(json.dumps(out, indent=1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("draws")
+    d.add_argument("--problems", default="all")
+    d.add_argument("--draws", type=int, default=200)
+    d.add_argument("--jobs", type=int, default=2)
+    d.add_argument("--out", default=os.path.join(HERE, "data", "bayesmark_draws.json"))
+    r = sub.add_parser("run")
+    r.add_argument("--problems", default="dev")
+    r.add_argument("--seeds", type=int, default=3)
+    r.add_argument("--first-seed", type=int, default=0)
+    r.add_argument("--budget", type=int, default=64)
+    r.add_argument("--modes", default="1,8")
+    r.add_argument("--methods", default="hyperpack,gp5,tpe5,tpe31")
+    r.add_argument("--hyperpack", default=os.path.abspath("build/cli/hyperpack"))
+    r.add_argument("--python50", default=None, help="a python with Optuna 5.0")
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--out", default="bayesmark.json")
+    r.add_argument("--label", help="the name hyperpack's results go by (comparing builds)")
+    t = sub.add_parser("table")
+    t.add_argument("files", nargs="+")
+    t.add_argument("--draws", default=os.path.join(HERE, "data", "bayesmark_draws.json"))
+    t.add_argument("--checkpoints", default="16,32,64")
+    t.add_argument("--by-model", action="store_true")
+    t.add_argument("--by-problem", action="store_true")
+    sub.add_parser("split")
+    s = sub.add_parser("serve")
+    s.add_argument("socket")
+    e = sub.add_parser("eval")
+    e.add_argument("socket")
+    e.add_argument("problem")
+    e.add_argument("params", nargs="*")
+    w = sub.add_parser("optuna-worker")
+    for flag in ("--method", "--problem", "--socket"):
+        w.add_argument(flag, required=True)
+    for flag in ("--seed", "--budget", "--parallel"):
+        w.add_argument(flag, type=int, required=True)
+    a = p.parse_args()
+    if a.command == "run":
+        if any(m in ("gp5", "tpe5") for m in a.methods.split(",")) and not a.python50:
+            sys.exit("gp5 and tpe5 need --python50 (../shared/tools/optuna-python 5.0)")
+        run(a)
+    elif a.command == "draws":
+        draws(a)
+    elif a.command == "table":
+        with open(a.draws) as f:
+            losses = json.load(f)["losses"]
+        score_table(load_results(a.files), losses,
+                    tuple(int(c) for c in a.checkpoints.split(",")), a.by_model, a.by_problem)
+    elif a.command == "split":
+        split(a)
+    elif a.command == "serve":
+        serve(a.socket)
+    elif a.command == "optuna-worker":
+        optuna_worker(a)
+    else:
+        params = dict(kv.split("=", 1) for kv in a.params)
+        loss = evaluate(a.socket, a.problem, params)
+        if math.isfinite(loss):
+            print(json.dumps({"loss": loss}), flush=True)
+        else:
+            sys.exit("the evaluator could not score this configuration")
+
+
+if __name__ == "__main__":
+    main()
