@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "hyperpack/scheduler/study_controller.h"
+#include "hyperpack/tuner/tuner.h"
 #include "local_postgres.h"
 #include "test_util.h"
 
@@ -79,18 +81,18 @@ TEST(AskTellTest, AskedTrialsArePendingAndToldOnesTeachTheTuner) {
   }
   for (int i = 0; i < 4; ++i) {
     auto trials = db->ListTrials(db->FindStudy("q").value()->id).value();
-    ASSERT_TRUE(TellTrial(*db, "q", i, {TrialState::kCompleted, Loss(trials[i].params), {}, {}},
-                          2000)
-                    .ok());
+    ASSERT_TRUE(
+        TellTrial(*db, "q", i, {TrialState::kCompleted, Loss(trials[i].params), {}, {}}, 2000)
+            .ok());
   }
   double best = INFINITY;
   for (int i = 4; i < 20; ++i) {
     auto a = Ask(*db, "q", "h", 3000 + i);
     ASSERT_TRUE(a.ok()) << a.status().message();
     best = std::min(best, Loss(a->params));
-    ASSERT_TRUE(TellTrial(*db, "q", a->number, {TrialState::kCompleted, Loss(a->params), {}, {}},
-                          4000)
-                    .ok());
+    ASSERT_TRUE(
+        TellTrial(*db, "q", a->number, {TrialState::kCompleted, Loss(a->params), {}, {}}, 4000)
+            .ok());
   }
   EXPECT_LT(best, 1.01);  // the floor is 1 (x = 0.5, n = 1)
   const auto trials = db->ListTrials(db->FindStudy("q").value()->id).value();
@@ -100,6 +102,38 @@ TEST(AskTellTest, AskedTrialsArePendingAndToldOnesTeachTheTuner) {
     EXPECT_EQ(t.value, Loss(t.params));
     EXPECT_EQ(t.host, "h");
   }
+}
+
+// Each ask keeps the tuner's state with the study, and the next ask starts from it: its proposals
+// are those of a tuner that lived through the study (tuner::Tuner::SaveState). A state that is
+// damaged is refitted from, not trusted.
+TEST(AskTellTest, EachAskKeepsTheTunersStateForTheNext) {
+  auto db = Created();
+  const int64_t id = db->FindStudy("q").value()->id;
+  const study::StudySpec spec = Spec();
+  auto living =
+      tuner::MakeTuner(spec.space, TunerOptionsFor(spec, db->FindStudy("q").value()->seed)).value();
+  for (int i = 0; i < 12; ++i) {
+    auto a = Ask(*db, "q", "h", 1000 + i);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    auto b = living->Propose(1, {});
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(std::get<int64_t>(a->params.at("n")), std::get<int64_t>(b->front().at("n"))) << i;
+    EXPECT_NEAR(std::get<double>(a->params.at("x")), std::get<double>(b->front().at("x")), 1e-6)
+        << i;
+    ASSERT_TRUE(
+        TellTrial(*db, "q", a->number, {TrialState::kCompleted, Loss(a->params), {}, {}}, 2000 + i)
+            .ok());
+    tuner::TrialOutcome o;
+    o.config = a->params;
+    o.value = Loss(a->params);
+    living->Observe(o);
+  }
+  EXPECT_EQ(*db->TunerState(id), living->SaveState());
+  EXPECT_EQ(db->TunerState(id)->rfind("gp1 ", 0), 0u);
+  ASSERT_TRUE(db->SetTunerState(id, "gp1 damaged").ok());
+  EXPECT_TRUE(Ask(*db, "q", "h", 3000).ok());
+  EXPECT_EQ(db->TunerState(id)->rfind("gp1 0 ", 0), 0u);  // fitted anew, and kept
 }
 
 // A study with two objectives and a constraint, evaluated by another program: each trial is told

@@ -982,5 +982,66 @@ TEST(GpTunerTest, CostsThatAreUnknownOrNotPositiveAreIgnored) {
   }
 }
 
+// What `hyperpack ask` does at each call: a tuner built anew, the state the last call kept
+// restored, every trial observed. It proposes what a tuner that lived through the whole study
+// proposes (as `hyperpack run` keeps one), past the 40 trials from which the model is refitted
+// only as the trials grow, and keeps the same state.
+TEST(GpTunerTest, ATunerRebuiltFromItsStateProposesWhatTheLivingOneDoes) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1), Float("z", 1e-3, 1, true)});
+  auto f = [](const Config& c) {
+    return Quadratic(c) + std::abs(std::log10(std::get<double>(c.at("z"))) + 2) / 4;
+  };
+  TunerOptions o;
+  o.seed = 7;
+  auto living = MakeTuner(space, o).value();
+  std::vector<TrialOutcome> seen;
+  std::string state;
+  for (int k = 0; k < 60; ++k) {
+    auto rebuilt = MakeTuner(space, o).value();
+    rebuilt->RestoreState(state);
+    for (const TrialOutcome& t : seen) rebuilt->Observe(t);
+    auto a = living->Propose(1, {});
+    auto b = rebuilt->Propose(1, {});
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (const char* name : {"x", "y", "z"})
+      ASSERT_NEAR(std::get<double>(a->front().at(name)), std::get<double>(b->front().at(name)),
+                  1e-6)
+          << "proposal " << k << ", " << name;
+    state = rebuilt->SaveState();
+    EXPECT_EQ(state, living->SaveState()) << "proposal " << k;
+    TrialOutcome t;
+    t.config = a->front();
+    t.value = f(t.config);
+    living->Observe(t);
+    seen.push_back(t);
+  }
+  EXPECT_EQ(state.rfind("gp1 ", 0), 0u) << state;
+}
+
+// A state that is not this tuner's (damaged, of another space, of a later format) is ignored:
+// the tuner fits anew, as one given no state.
+TEST(GpTunerTest, AStateThatIsNotItsOwnIsIgnored) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 3;
+  auto with_state = [&](const std::string& state) {
+    auto t = MakeTuner(space, o).value();
+    t->RestoreState(state);
+    for (int i = 0; i < 12; ++i) {
+      TrialOutcome r;
+      r.config = {{"x", i / 12.0}, {"y", (i * 7 % 12) / 12.0}};
+      r.value = Quadratic(r.config);
+      t->Observe(r);
+    }
+    return t->Propose(1, {}).value().front();
+  };
+  const Config fresh = with_state("");
+  for (const std::string& bad :
+       {std::string("garbage"), std::string("gp1 0 3 0 12 0 0 0 0 0 0"),
+        std::string("gp2 0 2 0 12 0 0 0 -6 0"), std::string("gp1 0 2 0 12 0 nan 0 -6 0"),
+        std::string("gp1 0 2 0 12 0 0")})
+    EXPECT_EQ(with_state(bad), fresh) << bad;
+}
+
 }  // namespace
 }  // namespace hyperpack::tuner

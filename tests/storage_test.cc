@@ -984,6 +984,26 @@ TEST_P(StorageContractTest, ControlsWaitUntilCarriedOutAndKeepTheirArguments) {
   EXPECT_EQ(all[0].outcome, "max_trials below done");
 }
 
+// The tuner's state (Tuner::SaveState) a study keeps for its next ask: none at first, the last one
+// set after that, each study its own, and a state rolled back with its transaction.
+TEST_P(StorageContractTest, AStudyKeepsTheLastTunerStateSetForIt) {
+  auto db = Open();
+  const int64_t a = db->CreateStudy(NewStudy("a"))->id;
+  const int64_t b = db->CreateStudy(NewStudy("b"))->id;
+  EXPECT_EQ(*db->TunerState(a), "");
+  ASSERT_TRUE(db->SetTunerState(a, "gp1 0 2 0 12 1 2 3").ok());
+  ASSERT_TRUE(db->SetTunerState(a, "gp1 1 2 0 40 4 5 6").ok());
+  ASSERT_TRUE(db->SetTunerState(b, "other").ok());
+  EXPECT_EQ(*db->TunerState(a), "gp1 1 2 0 40 4 5 6");
+  EXPECT_EQ(*db->TunerState(b), "other");
+  Status failed = db->Transaction([&]() -> Status {
+    HP_RETURN_IF_ERROR(db->SetTunerState(a, "lost"));
+    return Status::Internal("rolled back");
+  });
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(*db->TunerState(a), "gp1 1 2 0 40 4 5 6");
+}
+
 TEST_P(StorageContractTest, DeletingAStudyRemovesEverythingItHeldAndNothingElse) {
   auto db = Open();
   const int64_t gone = db->CreateStudy(NewStudy("gone"))->id;
@@ -998,6 +1018,7 @@ TEST_P(StorageContractTest, DeletingAStudyRemovesEverythingItHeldAndNothingElse)
     ASSERT_TRUE(db->AddJournal(study, std::span(&entry, 1)).ok());
     ControlRecord stop;
     ASSERT_TRUE(db->AddControl(study, stop).ok());
+    ASSERT_TRUE(db->SetTunerState(study, "gp1 state").ok());
   }
   ASSERT_TRUE(db->DeleteStudy(gone).ok());
   EXPECT_EQ(db->DeleteStudy(gone).code(), StatusCode::kNotFound);
@@ -1006,12 +1027,14 @@ TEST_P(StorageContractTest, DeletingAStudyRemovesEverythingItHeldAndNothingElse)
   EXPECT_TRUE(db->ListEvents(gone, 10)->empty());
   EXPECT_TRUE(db->ListJournal(gone)->empty());
   EXPECT_TRUE(db->ListControls(gone, false)->empty());
+  EXPECT_EQ(*db->TunerState(gone), "");
   // The other study is whole, and the name can be used again.
   EXPECT_EQ(db->ListTrials(kept)->size(), 1u);
   EXPECT_EQ(db->TrialMetrics(kept, 0)->size(), 1u);
   EXPECT_EQ(db->ListEvents(kept, 10)->size(), 1u);
   EXPECT_EQ(db->ListJournal(kept)->size(), 1u);
   EXPECT_EQ(db->ListControls(kept, true)->size(), 1u);
+  EXPECT_EQ(*db->TunerState(kept), "gp1 state");
   auto again = db->CreateStudy(NewStudy("gone"));
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_NE(again->id, gone);

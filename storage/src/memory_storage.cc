@@ -25,6 +25,7 @@ struct Data {
   int64_t next_submission_id = 1;
   std::vector<std::pair<int64_t, ControlRecord>> controls;  // (study, control), by id
   int64_t next_control_id = 1;
+  std::map<int64_t, std::string> tuner_states;  // by study
 };
 
 struct Store {
@@ -222,6 +223,20 @@ class MemoryStorage final : public Storage {
     });
   }
 
+  Result<std::string> TunerState(int64_t study_id) override {
+    return Read([&](const Data& d) -> Result<std::string> {
+      auto it = d.tuner_states.find(study_id);
+      return it == d.tuner_states.end() ? std::string() : it->second;
+    });
+  }
+
+  Status SetTunerState(int64_t study_id, const std::string& state) override {
+    return Write([&](Data& d) -> Status {
+      d.tuner_states[study_id] = state;
+      return Status::Ok();
+    });
+  }
+
   Status AddMetrics(int64_t study_id, int trial_number,
                     std::span<const MetricPoint> points) override {
     return Write([&](Data& d) -> Status {
@@ -387,6 +402,7 @@ class MemoryStorage final : public Storage {
       std::erase_if(d.events, tagged);
       std::erase_if(d.journal, tagged);
       std::erase_if(d.controls, tagged);
+      d.tuner_states.erase(study_id);
       std::erase_if(d.studies, [&](const StudyRecord& s) { return s.id == study_id; });
       return Status::Ok();
     });

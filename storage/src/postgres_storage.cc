@@ -114,9 +114,17 @@ ALTER TABLE trials ADD COLUMN metric_values TEXT NOT NULL DEFAULT '';
 ALTER TABLE journal ADD COLUMN objective_values TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 7 as SQLite's: what each study's tuner learnt, for the next ask.
+constexpr char kSchemaV7TunerStates[] = R"sql(
+CREATE TABLE tuner_states (
+  study_id BIGINT PRIMARY KEY REFERENCES studies(id),
+  state TEXT NOT NULL
+);
+)sql";
+
 const std::vector<Migration>& PostgresMigrations() {
   static const std::vector<Migration> kMigrations = {
-      {4, kSchemaV4}, {5, kSchemaV5Controls}, {6, kSchemaV6Values}};
+      {4, kSchemaV4}, {5, kSchemaV5Controls}, {6, kSchemaV6Values}, {7, kSchemaV7TunerStates}};
   return kMigrations;
 }
 
@@ -445,6 +453,21 @@ class PostgresStorage final : public Storage {
     return static_cast<int>(Int(res.get(), 0, 0));
   }
 
+  Result<std::string> TunerState(int64_t study_id) override {
+    HP_ASSIGN_OR_RETURN(PgResult res, Query("SELECT state FROM tuner_states WHERE study_id = $1",
+                                            Params().Add(study_id), "reading the tuner's state"));
+    if (PQntuples(res.get()) == 0) return std::string();
+    return Text(res.get(), 0, 0);
+  }
+
+  Status SetTunerState(int64_t study_id, const std::string& state) override {
+    return Query(
+               "INSERT INTO tuner_states(study_id, state) VALUES ($1, $2) "
+               "ON CONFLICT (study_id) DO UPDATE SET state = excluded.state",
+               Params().Add(study_id).Add(state), "keeping the tuner's state")
+        .status();
+  }
+
   Status AddMetrics(int64_t study_id, int trial_number,
                     std::span<const MetricPoint> points) override {
     return Transaction([&]() -> Status {
@@ -681,6 +704,7 @@ class PostgresStorage final : public Storage {
         "DELETE FROM events WHERE study_id = $1",
         "DELETE FROM journal WHERE study_id = $1",
         "DELETE FROM controls WHERE study_id = $1",
+        "DELETE FROM tuner_states WHERE study_id = $1",
         "DELETE FROM studies WHERE id = $1",
     };
     return Transaction([&]() -> Status {

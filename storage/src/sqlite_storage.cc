@@ -128,10 +128,19 @@ CREATE TABLE controls (
 CREATE INDEX controls_by_study ON controls (study_id, id);
 )sql";
 
+// What each study's tuner learnt beyond its trials (Tuner::SaveState), for the next ask.
+constexpr char kSchemaV7TunerStates[] = R"sql(
+CREATE TABLE tuner_states (
+  study_id INTEGER PRIMARY KEY REFERENCES studies(id),
+  state TEXT NOT NULL
+);
+)sql";
+
 const std::vector<Migration>& DefaultMigrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kSchemaV1Tables},    {2, kSchemaV2Journal},  {3, kSchemaV3Submissions},
-      {4, kSchemaV4Placement}, {5, kSchemaV5Controls}, {6, kSchemaV6Values}};
+      {1, kSchemaV1Tables},     {2, kSchemaV2Journal},  {3, kSchemaV3Submissions},
+      {4, kSchemaV4Placement},  {5, kSchemaV5Controls}, {6, kSchemaV6Values},
+      {7, kSchemaV7TunerStates}};
   return kMigrations;
 }
 
@@ -656,6 +665,29 @@ Result<int> SqliteStorage::NextTrialNumber(int64_t study_id) {
   return sqlite3_column_int(raw, 0);
 }
 
+Result<std::string> SqliteStorage::TunerState(int64_t study_id) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("SELECT state FROM tuner_states WHERE study_id = ?"));
+  Statement stmt(raw);
+  stmt.Bind(study_id);
+  const int rc = stmt.Step();
+  if (rc == SQLITE_DONE) return std::string();
+  if (rc != SQLITE_ROW) return db_->Error("reading the tuner's state");
+  return Text(raw, 0);
+}
+
+Status SqliteStorage::SetTunerState(int64_t study_id, const std::string& state) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("INSERT INTO tuner_states(study_id, state) VALUES (?, ?) "
+                                   "ON CONFLICT(study_id) DO UPDATE SET state = excluded.state"));
+  return Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(study_id).Bind(state);
+    if (stmt.Step() != SQLITE_DONE) return db_->Error("keeping the tuner's state");
+    return Status::Ok();
+  });
+}
+
 Status SqliteStorage::AddMetrics(int64_t study_id, int trial_number,
                                  std::span<const MetricPoint> points) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * find,
@@ -923,6 +955,7 @@ Status SqliteStorage::DeleteStudy(int64_t study_id) {
       "DELETE FROM events WHERE study_id = ?",
       "DELETE FROM journal WHERE study_id = ?",
       "DELETE FROM controls WHERE study_id = ?",
+      "DELETE FROM tuner_states WHERE study_id = ?",
       "DELETE FROM studies WHERE id = ?",
   };
   return Transaction([&]() -> Status {

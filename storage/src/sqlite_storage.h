@@ -1,10 +1,11 @@
 // The SQLite backend of Storage (storage.h): one file, in WAL mode with a busy timeout so that
 // other processes read (`hyperpack status`) while a run writes.
 //
-// Schema (v4): studies, trials (v4: where their ranks ran), metrics (intermediate values),
-// events, the journal (v2: what each study's controller fed its pruner, so a resume can replay
-// it), submissions (v3: the server's) and schema_version. Opening a database applies any forward
-// migrations it lacks; a database written by a newer hyperpack is refused, untouched.
+// Schema (v7): studies, trials (v4: where their ranks ran; v6: values by metric), metrics
+// (intermediate values), events, the journal (v2: what each study's controller fed its pruner, so
+// a resume can replay it), submissions (v3: the server's), controls (v5), tuner_states (v7: what
+// a study's tuner learnt, for the next ask) and schema_version. Opening a database applies any
+// forward migrations it lacks; a database written by a newer hyperpack is refused, untouched.
 // Thread-safety: one SQLite connection per handle (Storage's contract).
 #pragma once
 
@@ -50,6 +51,8 @@ class SqliteStorage final : public Storage {
   // BEGIN IMMEDIATE makes every writing transaction exclusive: nothing more to hold.
   Status LockStudy(int64_t /*study_id*/) override { return Status::Ok(); }
   Result<int> NextTrialNumber(int64_t study_id) override;
+  Result<std::string> TunerState(int64_t study_id) override;
+  Status SetTunerState(int64_t study_id, const std::string& state) override;
 
   Status AddMetrics(int64_t study_id, int trial_number,
                     std::span<const MetricPoint> points) override;

@@ -366,7 +366,8 @@ Status GaussianProcess::Fit(const FitOptions& options, std::mt19937_64& rng) {
   lb.tail(2 * nw).setConstant(-prior_.max_abs_log_warp);
   ub.tail(2 * nw).setConstant(prior_.max_abs_log_warp);
 
-  std::vector<Eigen::VectorXd> starts = {hyper_.Pack(), prior_.Mode(d).Pack()};
+  std::vector<Eigen::VectorXd> starts = {hyper_.Pack()};
+  if (options.from_mode) starts.push_back(prior_.Mode(d).Pack());
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int i = 0; i < options.restarts; ++i) {
     Eigen::VectorXd t = prior_.Mode(d).Pack();

@@ -101,9 +101,10 @@ class GaussianProcess {
   struct FitOptions {
     int restarts = 2;  // random starts from the prior, besides the current hyperparameters
     int max_iterations = 60;
+    bool from_mode = true;  // the prior's mode as a start too
   };
-  // MAP hyperparameters from the current one (a warm start), the prior's mode and `restarts`
-  // draws from the prior; keeps the best and refactors.
+  // MAP hyperparameters from the current one (a warm start), the prior's mode (from_mode) and
+  // `restarts` draws from the prior; keeps the best and refactors.
   Status Fit(const FitOptions& options, std::mt19937_64& rng);
 
   // Negative log posterior (negative log marginal likelihood minus log prior, up to a constant)

@@ -38,13 +38,16 @@ std::optional<Kind> OutcomeKind(const TrialRecord& t) {
   return std::nullopt;
 }
 
-// The study's tuner with every ended trial observed; the open ones' configurations in *pending.
+// The study's tuner with every ended trial observed, from the state the last ask kept
+// (`state`); the open ones' configurations in *pending.
 Result<std::unique_ptr<tuner::Tuner>> Rebuild(storage::Storage& db,
                                               const storage::StudyRecord& study,
                                               const study::StudySpec& spec,
                                               const std::vector<TrialRecord>& trials,
+                                              const std::string& state,
                                               std::vector<Config>* pending) {
   HP_ASSIGN_OR_RETURN(auto tuner, tuner::MakeTuner(spec.space, TunerOptionsFor(spec, study.seed)));
+  tuner->RestoreState(state);
   for (const TrialRecord& t : trials) {
     if (t.state == TrialState::kCancelled) continue;  // nothing about it is known
     std::optional<Kind> kind = OutcomeKind(t);
@@ -80,6 +83,24 @@ Result<std::optional<storage::ControlTrial>> TakeEnqueued(storage::Storage& db, 
   return std::optional<storage::ControlTrial>();
 }
 
+// The study's next configuration from its tuner, rebuilt from the trials and the state the last
+// ask kept (so that it fits as a running study's tuner would, not from scratch); the state the
+// tuner leaves is kept for the next ask.
+Result<Config> Propose(storage::Storage& db, const storage::StudyRecord& study,
+                       const study::StudySpec& spec) {
+  HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(study.id));
+  HP_ASSIGN_OR_RETURN(std::string state, db.TunerState(study.id));
+  std::vector<Config> pending;
+  HP_ASSIGN_OR_RETURN(auto tuner, Rebuild(db, study, spec, trials, state, &pending));
+  HP_ASSIGN_OR_RETURN(auto proposed, tuner->Propose(1, pending));
+  if (proposed.empty())
+    return Status::FailedPrecondition("study '", study.name, "': its search space has no ",
+                                      "configuration left that was not asked already");
+  const std::string next = tuner->SaveState();
+  if (next != state) HP_RETURN_IF_ERROR(db.SetTunerState(study.id, next));
+  return proposed.front();
+}
+
 // One attempt: propose and record, in one transaction.
 Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const std::string& host,
                            double now) {
@@ -99,14 +120,7 @@ Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const 
       out.params = queued->params;
       retry_of = queued->retry_of;
     } else {
-      HP_ASSIGN_OR_RETURN(auto trials, db.ListTrials(study.id));
-      std::vector<Config> pending;
-      HP_ASSIGN_OR_RETURN(auto tuner, Rebuild(db, study, spec, trials, &pending));
-      HP_ASSIGN_OR_RETURN(auto proposed, tuner->Propose(1, pending));
-      if (proposed.empty())
-        return Status::FailedPrecondition("study '", name, "': its search space has no ",
-                                          "configuration left that was not asked already");
-      out.params = proposed.front();
+      HP_ASSIGN_OR_RETURN(out.params, Propose(db, study, spec));
     }
     TrialRecord t;
     t.study_id = study.id;

@@ -113,6 +113,12 @@ class Storage {
   // One more than the highest trial number; 0 for a study without trials.
   virtual Result<int> NextTrialNumber(int64_t study_id) = 0;
 
+  // ---- the tuner's state ----
+  // What a study's tuner learnt beyond its trials (tuner::Tuner::SaveState), kept so that the
+  // next `hyperpack ask` starts from it; "" where none is kept. Removed with the study.
+  virtual Result<std::string> TunerState(int64_t study_id) = 0;
+  virtual Status SetTunerState(int64_t study_id, const std::string& state) = 0;
+
   // ---- metrics and events ----
   // kNotFound when the trial is not there.
   virtual Status AddMetrics(int64_t study_id, int trial_number,
@@ -145,7 +151,8 @@ class Storage {
   // control still pending (two takers of one control: the second is told so).
   virtual Status FinishControl(int64_t id, double applied, bool refused,
                                const std::string& outcome) = 0;
-  // Removes the study and everything it holds: trials, metrics, events, journal, controls.
+  // Removes the study and everything it holds: trials, metrics, events, journal, controls, the
+  // tuner's state.
   // kNotFound when there is no such study.
   virtual Status DeleteStudy(int64_t study_id) = 0;
 

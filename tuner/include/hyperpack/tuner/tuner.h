@@ -103,6 +103,14 @@ class Tuner {
   virtual std::optional<CostPrediction> PredictCost(const Config& /*config*/) const {
     return std::nullopt;
   }
+  // What the tuner learnt beyond its observations, as text to keep with the study (gp: the
+  // model's fitted hyperparameters, its length-scale regime and how many points they were fitted
+  // on), so that a tuner built anew from the same trials (`hyperpack ask`) starts where this one
+  // stood instead of fitting from scratch, and proposes as it would have. "" where there is
+  // nothing more (the samplers, and gp before its first model). RestoreState takes it before the
+  // first Propose; a state of another space, tuner or version is ignored: the fit starts anew.
+  virtual std::string SaveState() const { return ""; }
+  virtual void RestoreState(const std::string& /*state*/) {}
   virtual std::string name() const = 0;
 };
 
