@@ -278,8 +278,9 @@ class GpTuner : public Tuner {
     }
     const int n = static_cast<int>(idx.size());
     bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
-    // The model's points are the first ones of idx when only new observations were appended.
-    bool extends = !refit && model_idx_.size() <= idx.size() &&
+    // The model's points are the first ones of idx when only new observations were appended. A
+    // model with no points yet (a restored state) is factorised whole, not appended point by point.
+    bool extends = !refit && !model_idx_.empty() && model_idx_.size() <= idx.size() &&
                    std::equal(model_idx_.begin(), model_idx_.end(), idx.begin());
     if (extends) {
       // Same hyperparameters, same first points: extend the factor, O(n^2) per new point.
