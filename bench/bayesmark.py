@@ -26,11 +26,13 @@ Score (Bayesmark's normalised score): per problem, 100 x (1 - (best - opt) / (me
 best loss within the first N evaluations, where opt is the best loss anything found on the problem
 (every method's runs and the random draws) and median the median loss of the random draws (`draws`:
 a median random configuration scores 0, the best known 100). `random (expected)` is random search's
-expected score at N from those draws (order statistics). Mean over problems and seeds.
+expected score at N from those draws (order statistics). Mean over problems and seeds, on the
+problems that every method in the files ran the same number of times (the others are named).
 
 The split (`split`, run once, committed as bench/data/bayesmark_split.json): the 90 problems
 shuffled with a fixed seed into a development half and a check half, and 24 problems of the check
-half for the check run. Tune on the development half only.
+half for the check run. Tune on the development half only; `dev-fast` is the 27 development
+problems whose evaluations take under a second, for quick comparisons.
 
 Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna 3.1):
   $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|all|A,B] [--draws 200]
@@ -421,7 +423,24 @@ def load_results(files):
     return results
 
 
+def common_results(results):
+    """The results on the problems that every method ran the same number of times (a table
+    over unequal sets of problems would compare the problems, not the methods)."""
+    runs = {}
+    for r in results:
+        key = (r["method"], r["parallel"])
+        runs.setdefault(r["problem"], {}).setdefault(key, 0)
+        runs[r["problem"]][key] += 1
+    keys = {(r["method"], r["parallel"]) for r in results}
+    keep = {n for n, c in runs.items() if set(c) == keys and len(set(c.values())) == 1}
+    left = sorted(set(runs) - keep)
+    if left:
+        print(f"left out, not run alike by every method: {', '.join(left)}")
+    return [r for r in results if r["problem"] in keep]
+
+
 def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=False):
+    results = common_results(results)
     names = sorted({r["problem"] for r in results})
     opt, median = {}, {}
     for n in names:

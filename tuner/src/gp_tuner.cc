@@ -11,13 +11,15 @@
 // those starts then has its discrete parameters set in turn to their best value (every value of a
 // small range, a spread and the neighbours of a large one) and its continuous ones refined again,
 // for the best start.
-// Objectives flat in pieces (an accuracy over a finite validation set; a region where the model
-// trained degenerates to one and the same): once two trials return exactly the same value, the
-// length-scale prior moves from its short level to the long one (LengthScaleLevel), so that the
-// model keeps the trend across the pieces instead of explaining each piece locally, and while the
-// incumbent's value is shared by another trial (it sits on a plateau), expected improvement is
+// Objectives flat in pieces (an accuracy over a finite validation set): once the incumbent's
+// value is shared by another trial (it sits on a plateau), the length-scale prior moves from its
+// short level to the long one (LengthScaleLevel), so that the model keeps the trend across the
+// pieces instead of explaining each piece locally, and while it is shared, expected improvement is
 // counted from one step below it, the smallest gap between distinct values seen: less cannot be
-// observed. The model then also learns each float and int dimension's scale: a Kumaraswamy input
+// observed. Ties elsewhere do not count: the worst values of many objectives tie (a model that
+// predicts nothing scores log 10 on ten classes) while the region that matters is smooth, and the
+// long scales and warping cost such an objective what they find on a plateau (issue 46: 85 against
+// 91 on Bayesmark's development problems). The model then also learns each float and int dimension's scale: a Kumaraswamy input
 // warp per dimension (gp.h), so that a fraction or a rate declared linear whose good values sit
 // by one bound is stretched there, as a log scale would. A continuous objective never repeats a
 // value and is modelled as before: there, warping's extra parameters cost more than they
@@ -74,18 +76,14 @@ struct Observation {
 // Values equal up to rounding.
 bool Same(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a)); }
 
-// Whether two of the values (sorted) are the same.
-bool HasTies(const std::vector<double>& v) {
-  for (size_t i = 1; i < v.size(); ++i)
-    if (Same(v[i], v[i - 1])) return true;
-  return false;
-}
+// Whether the best of the values (sorted) is shared: the incumbent sits on a plateau.
+bool IncumbentShared(const std::vector<double>& v) { return v.size() > 1 && Same(v[0], v[1]); }
 
 // The improvement that expected improvement must clear, from the values sorted: 0, or where the
 // best of them is shared (a plateau), the smallest gap between distinct values: one step of the
 // objective's apparent resolution.
 double PlateauMargin(const std::vector<double>& v) {
-  if (v.size() < 2 || !Same(v[0], v[1])) return 0.0;
+  if (!IncumbentShared(v)) return 0.0;
   double step = std::numeric_limits<double>::infinity();
   for (size_t i = 1; i < v.size(); ++i)
     if (!Same(v[i], v[i - 1])) step = std::min(step, v[i] - v[i - 1]);
@@ -302,7 +300,8 @@ class GpTuner : public Tuner {
   }
 
   // The incumbent and the plateau margin from the model's targets y (of observed_[idx[i]]), and
-  // the length-scale level: once two values tie, the long one, the model dropped to be refitted.
+  // the length-scale level: once the incumbent's value is shared, the long one, the model dropped
+  // to be refitted.
   void ReadValues(const std::vector<int>& idx, const Eigen::VectorXd& y) {
     // Infeasible trials' penalties are not values of the objective.
     std::vector<double> values;
@@ -311,7 +310,7 @@ class GpTuner : public Tuner {
     std::sort(values.begin(), values.end());
     best_ = values.empty() ? std::numeric_limits<double>::infinity() : values.front();
     margin_ = PlateauMargin(values);
-    if (scale_level_ == LengthScaleLevel::kShort && HasTies(values)) {
+    if (scale_level_ == LengthScaleLevel::kShort && IncumbentShared(values)) {
       scale_level_ = LengthScaleLevel::kLong;
       gp_.reset();
       fitted_n_ = 0;
