@@ -16,14 +16,13 @@
 // short level to the long one (LengthScaleLevel), so that the model keeps the trend across the
 // pieces instead of explaining each piece locally, and while it is shared, expected improvement is
 // counted from one step below it, the smallest gap between distinct values seen: less cannot be
-// observed. Ties elsewhere do not count: the worst values of many objectives tie (a model that
-// predicts nothing scores log 10 on ten classes) while the region that matters is smooth, and the
-// long scales and warping cost such an objective what they find on a plateau (issue 46: 85 against
-// 91 on Bayesmark's development problems). The model then also learns each float and int dimension's scale: a Kumaraswamy input
+// observed. The model then also learns each float and int dimension's scale: a Kumaraswamy input
 // warp per dimension (gp.h), so that a fraction or a rate declared linear whose good values sit
-// by one bound is stretched there, as a log scale would. A continuous objective never repeats a
-// value and is modelled as before: there, warping's extra parameters cost more than they
-// find (bench/tuner_regret; docs/BENCHMARKS.md).
+// by one bound is stretched there, as a log scale would. Ties elsewhere do not count: the worst
+// values of many objectives tie (a model that predicts nothing scores log 10 on ten classes) where
+// the region that matters is smooth, and there the long scales and warping cost more than they
+// find (Bayesmark's development problems, docs/BENCHMARKS.md). A continuous objective never
+// repeats a value and is modelled as before (bench/tuner_regret).
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 
