@@ -52,11 +52,12 @@ import json
 import math
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+import evaluator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SPLIT_FILE = os.path.join(HERE, "data", "bayesmark_split.json")
@@ -198,37 +199,15 @@ def _loss(name, params, cache={}):
 
 
 def serve(path):
-    import socketserver
     import sklearn.ensemble  # noqa: F401  (imported once, before the forks)
     for name in PROBLEMS[:1]:
         _loss(name, draw(name, 0))
-
-    class Handler(socketserver.StreamRequestHandler):
-        def handle(self):
-            request = json.loads(self.rfile.readline())
-            try:
-                reply = {"loss": _loss(request["problem"], request["params"])}
-            except Exception as e:  # a configuration the estimator refuses
-                reply = {"error": f"{type(e).__name__}: {e}"}
-            self.wfile.write((json.dumps(reply) + "\n").encode())
-
-    class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
-        pass
-
-    if os.path.exists(path):
-        os.unlink(path)
-    with Server(path, Handler) as s:
-        print("ready", flush=True)
-        s.serve_forever()
+    evaluator.serve(path, "problem", _loss)
 
 
 def evaluate(path, name, params):
     """The loss of `params` on problem `name`, from the evaluator at `path`; inf where it fails."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.connect(path)
-        s.sendall((json.dumps({"problem": name, "params": params}) + "\n").encode())
-        reply = json.loads(s.makefile().readline())
-    return reply.get("loss", math.inf)
+    return evaluator.request(path, "problem", name, params).get("loss", math.inf)
 
 
 def start_evaluator(work):

@@ -44,11 +44,12 @@ import argparse
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+import evaluator
 
 # name: (estimator, data set, fixed arguments, space); a space entry is
 # (kind, low, high, log) with kind float or int.
@@ -128,36 +129,15 @@ def _loss(task, params, cache={}):
 
 
 def serve(path):
-    import socketserver
     import sklearn.ensemble  # noqa: F401  (imported once, before the forks)
     for task in TASKS:
         _loss(task, {k: (lo if kind == "int" else (lo + hi) / 2)
                      for k, (kind, lo, hi, _) in TASKS[task][3].items()})
-
-    class Handler(socketserver.StreamRequestHandler):
-        def handle(self):
-            request = json.loads(self.rfile.readline())
-            try:
-                reply = {"loss": _loss(request["task"], request["params"])}
-            except Exception as e:  # a configuration the estimator refuses
-                reply = {"error": f"{type(e).__name__}: {e}"}
-            self.wfile.write((json.dumps(reply) + "\n").encode())
-
-    class Server(socketserver.ForkingMixIn, socketserver.UnixStreamServer):
-        pass
-
-    if os.path.exists(path):
-        os.unlink(path)
-    with Server(path, Handler) as s:
-        print("ready", flush=True)
-        s.serve_forever()
+    evaluator.serve(path, "task", _loss)
 
 
 def ask(path, task, params):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.connect(path)
-        s.sendall((json.dumps({"task": task, "params": params}) + "\n").encode())
-        reply = json.loads(s.makefile().readline())
+    reply = evaluator.request(path, "task", task, params)
     if "error" in reply:
         raise RuntimeError(reply["error"])
     return reply["loss"]
