@@ -21,13 +21,14 @@ Prints the first ask and the median of the others, in seconds, for each; --json 
 """
 import argparse
 import json
-import math
 import os
-import random
 import statistics
 import subprocess
 import tempfile
 import time
+
+# The study, its history and its values are optuna_ask_overhead.py's: the same six parameters.
+from optuna_ask_overhead import DISTRIBUTIONS, history, value
 
 STUDY = """name: asks
 objective: {metric: loss, direction: minimize}
@@ -41,20 +42,6 @@ search_space:
 tuner: {seed: 0}
 budget: {max_trials: 100000}
 """
-
-
-def value(p):
-    return ((math.log10(p["lr"]) + 3) ** 2 + (p["dropout"] - 0.2) ** 2 + p["wd"]
-            + math.log2(p["batch"] / 64) ** 2 / 8 + (p["layers"] - 3) ** 2 / 16
-            + (0 if p["opt"] == "adamw" else 0.5))
-
-
-def history(n):
-    rng = random.Random(0)
-    return [{"lr": 10 ** rng.uniform(-5, -1), "dropout": rng.uniform(0, 0.5),
-             "wd": rng.uniform(0, 0.1), "batch": int(round(2 ** rng.uniform(4, 9))),
-             "layers": rng.randint(1, 8), "opt": rng.choice(["sgd", "adam", "adamw", "rmsprop"])}
-            for _ in range(n)]
 
 
 def hyperpack_cli(binary, n, asks, work):
@@ -95,11 +82,7 @@ def optuna_gp(n, asks):
     warnings.simplefilter("ignore")
     import optuna
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    d = optuna.distributions
-    dists = {"lr": d.FloatDistribution(1e-5, 1e-1, log=True), "dropout": d.FloatDistribution(0, .5),
-             "wd": d.FloatDistribution(0, 0.1), "batch": d.IntDistribution(16, 512, log=True),
-             "layers": d.IntDistribution(1, 8),
-             "opt": d.CategoricalDistribution(["sgd", "adam", "adamw", "rmsprop"])}
+    dists = DISTRIBUTIONS
     study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=0))
     for p in history(n):
         study.add_trial(optuna.trial.create_trial(params=p, distributions=dists, value=value(p)))
