@@ -21,6 +21,7 @@
 #include "hyperpack/tuner/importance.h"
 #include "hyperpack/tuner/tuner.h"
 #include "sobol.h"
+#include "tuner_drive.h"
 
 namespace hyperpack::tuner {
 namespace {
@@ -30,16 +31,6 @@ using ::testing::IsEmpty;
 
 // ---- building spaces
 // ------------------------------------------------------------------------------
-
-ParamSpec Float(const std::string& name, double low, double high, bool log = false) {
-  ParamSpec p;
-  p.name = name;
-  p.type = ParamType::kFloat;
-  p.low = low;
-  p.high = high;
-  p.log = log;
-  return p;
-}
 
 ParamSpec Int(const std::string& name, int64_t low, int64_t high, int64_t step = 1,
               bool log = false) {
