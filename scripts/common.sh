@@ -129,36 +129,3 @@ hp_build_in() {
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$HYPERPACK_CHECK_FLAGS" "$@" >/dev/null
   cmake --build "$dir" -j "$jobs" ${targets[@]+--target "${targets[@]}"}
 }
-
-# A build that runs beside a stage that mostly waits (the tests wait on the processes, sockets,
-# servers and Slurm they start, leaving over half of the cores idle): hp_background LOG CMD...
-# starts CMD at the lowest priority (nice 19, so that the tests keep the cores whenever they want
-# them), its output to LOG; hp_wait_background LOG waits for it, prints LOG and returns its
-# status. One at a time. A script that stops early stops it too (hp_stop_background, on EXIT).
-HYPERPACK_BACKGROUND_PID=""
-hp_background() {
-  local log="$1"
-  shift
-  (renice -n 19 -p "$BASHPID" >/dev/null && "$@") >"$log" 2>&1 &
-  HYPERPACK_BACKGROUND_PID=$!
-  trap hp_stop_background EXIT
-  hp_log "started beside what follows, at low priority: $* (output in $log)"
-}
-
-hp_wait_background() {
-  local log="$1" status=0
-  wait "$HYPERPACK_BACKGROUND_PID" || status=$?
-  HYPERPACK_BACKGROUND_PID=""
-  cat "$log"
-  return "$status"
-}
-
-# Stops the background build and everything it started (cmake, ninja, the compilers).
-hp_kill_tree() {
-  local child
-  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do hp_kill_tree "$child"; done
-  kill "$1" 2>/dev/null || true
-}
-hp_stop_background() {
-  if [ -n "$HYPERPACK_BACKGROUND_PID" ]; then hp_kill_tree "$HYPERPACK_BACKGROUND_PID"; fi
-}
