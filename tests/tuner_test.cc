@@ -32,18 +32,6 @@ using ::testing::IsEmpty;
 // ---- building spaces
 // ------------------------------------------------------------------------------
 
-ParamSpec Int(const std::string& name, int64_t low, int64_t high, int64_t step = 1,
-              bool log = false) {
-  ParamSpec p;
-  p.name = name;
-  p.type = ParamType::kInt;
-  p.low = static_cast<double>(low);
-  p.high = static_cast<double>(high);
-  p.step = step;
-  p.log = log;
-  return p;
-}
-
 ParamSpec Categorical(const std::string& name, std::vector<Value> values) {
   ParamSpec p;
   p.name = name;
