@@ -344,7 +344,7 @@ TEST_F(ServeTest, APreemptAfterOutOfRangeIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "other.db")) << "nothing is created";
 }
 
-TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
+TEST_F(ServeTest, AWrongTokenAndAPlaintextPeerAreRejectedWhileOthersKeepWorking) {
   StartAgent("good", 1);
   WriteFile(dir_ / "wrong", "not-the-right-token-at-all\n");
   chmod((dir_ / "wrong").c_str(), 0600);
@@ -352,9 +352,10 @@ TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
                           dir_ / "wrong", "--name", "evil"});
   EXPECT_NE(evil.exit_code, 0);
   EXPECT_THAT(evil.err + evil.out, HasSubstr("wrong token"));
-  EXPECT_THAT(server_.Until("rejected"), HasSubstr("authentication failed: wrong token"));
+  // The token is the TLS key: a wrong one fails the handshake, before any frame is read.
+  EXPECT_THAT(server_.Until("rejected"), HasSubstr("TLS handshake failed"));
 
-  // A raw connection that answers the challenge with an absurd frame length.
+  // A raw connection that answers the challenge in plaintext, with an absurd frame length.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -369,7 +370,7 @@ TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
   }
   EXPECT_EQ(n, 0);
   close(fd);
-  EXPECT_THAT(server_.Until("rejected"), HasSubstr("oversized frame"));
+  EXPECT_THAT(server_.Until("rejected"), HasSubstr("plaintext where TLS was due"));
 
   // The good agent still runs trials.
   WriteFile(dir_ / "trial.sh", kTrialScript, true);
