@@ -68,8 +68,7 @@ int CmdRun(int argc, char** argv) {
       "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>())(
       "server",
       "submit to hyperpack serve at HOST:PORT and follow the run; HOST:PORT,HOST:PORT: a server "
-      "and "
-      "its standbys, tried in turn",
+      "and its standbys, tried in turn",
       cxxopts::value<std::string>())("token-file", "with --server: the shared token",
                                      cxxopts::value<std::string>())(
       "slurm",

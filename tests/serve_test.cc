@@ -387,6 +387,21 @@ resources: {gpus: 1}
   for (const auto& t : Trials("after")) EXPECT_EQ(t.state, storage::TrialState::kCompleted);
 }
 
+TEST_F(ServeTest, PlaintextAndHalfGivenCertificatesAreRefusedWithWhatToDo) {
+  auto plain = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                           "--insecure", "--name", "plain"});
+  EXPECT_NE(plain.exit_code, 0);
+  EXPECT_THAT(plain.err + plain.out, HasSubstr("the server requires TLS: leave out --insecure"));
+  auto half = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                          "--tls-ca", token_, "--name", "half"});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_THAT(half.err, HasSubstr("all three of --tls-ca, --tls-cert and --tls-key"));
+  auto both = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                          "--tls-ca", token_, "--insecure"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("contradict"));
+}
+
 TEST_F(ServeTest, ATrialOnAnAgentThatDiesIsRequeuedOnAnotherAndCompletes) {
   StartAgent("b1", 2);
   StartAgent("b2", 2);
