@@ -72,7 +72,17 @@ struct ProxyState {
 };
 
 // TLS records from the peer to the server, counted and copied.
-asio::awaitable<void> PeerToServer(tcp::socket& from, tcp::socket& to, ProxyState& st) {
+// The proxy's two sockets and its state, shared by its two pumps: the one spawned may outlive the
+// coroutine that spawned it.
+struct Link {
+  tcp::socket peer, server;
+  ProxyState st;
+};
+
+asio::awaitable<void> PeerToServer(std::shared_ptr<Link> link) {
+  tcp::socket& from = link->peer;
+  tcp::socket& to = link->server;
+  ProxyState& st = link->st;
   std::string header, body;
   while (co_await ReadN(from, &header, 5)) {
     const size_t n = (size_t(uint8_t(header[3])) << 8) | uint8_t(header[4]);
@@ -88,7 +98,10 @@ asio::awaitable<void> PeerToServer(tcp::socket& from, tcp::socket& to, ProxyStat
 }
 
 // The server's plaintext challenge, then its TLS records, attacked as st.attack says.
-asio::awaitable<void> ServerToPeer(tcp::socket& from, tcp::socket& to, ProxyState& st) {
+asio::awaitable<void> ServerToPeer(std::shared_ptr<Link> link) {
+  tcp::socket& from = link->server;
+  tcp::socket& to = link->peer;
+  ProxyState& st = link->st;
   std::string header, body;
   bool ok = co_await ReadN(from, &header, 4);
   const size_t first = (size_t(uint8_t(header[2])) << 8) | uint8_t(header[3]);
@@ -115,12 +128,13 @@ asio::awaitable<void> ServerToPeer(tcp::socket& from, tcp::socket& to, ProxyStat
 
 asio::awaitable<void> Proxy(tcp::acceptor& acceptor, uint16_t server_port, ProxyState st) {
   tcp::socket peer = co_await acceptor.async_accept(asio::use_awaitable);
-  tcp::socket server(acceptor.get_executor());
-  co_await server.async_connect({asio::ip::address_v4::loopback(), server_port},
-                                asio::use_awaitable);
+  auto link =
+      std::make_shared<Link>(Link{std::move(peer), tcp::socket(acceptor.get_executor()), st});
+  co_await link->server.async_connect({asio::ip::address_v4::loopback(), server_port},
+                                      asio::use_awaitable);
   auto executor = co_await asio::this_coro::executor;
-  asio::co_spawn(executor, PeerToServer(peer, server, st), asio::detached);
-  co_await ServerToPeer(server, peer, st);
+  asio::co_spawn(executor, PeerToServer(link), asio::detached);
+  co_await ServerToPeer(link);
 }
 
 // The server's end: the handshake, then a frame the peer must not get unless all is well.
