@@ -16,7 +16,10 @@
 #
 #   bench/cluster_load.sh [--hyperpack PATH] [--agents N] [--trials N] [--clients N]
 #                         [--parallel N] [--interval S] [--stall S] [--dir DIR] [--keep]
-#                         [--backend sqlite|postgresql]
+#                         [--backend sqlite|postgresql] [--insecure]
+#
+# Connections are TLS from the token, as shipped; --insecure runs every end in plaintext, to
+# measure what TLS costs.
 #
 # --backend postgresql keeps the storage in a PostgreSQL server this script starts and stops
 # (Debian's postgresql-15: initdb and pg_ctl on a free loopback port, in the work folder, run as
@@ -38,6 +41,7 @@ agents="${AGENTS:-32}"
 trials="${TRIALS:-10000}"
 clients="${CLIENTS:-4}"
 parallel="${PARALLEL:-32}"
+security=()
 interval="${INTERVAL:-1}"
 stall="${STALL:-120}"
 dir=""
@@ -57,6 +61,7 @@ while [[ $# -gt 0 ]]; do
     --dir) dir="$2"; keep=1; shift 2 ;;
     --keep) keep=1; shift ;;
     --backend) backend="$2"; shift 2 ;;
+    --insecure) security=(--insecure); shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cluster_load.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -162,7 +167,7 @@ EOF
 done
 
 # ---- The server, then the agents ----
-"$hyperpack" serve --listen 127.0.0.1:0 --token-file "$dir/token" --storage "$db" \
+"$hyperpack" serve --listen 127.0.0.1:0 --token-file "$dir/token" "${security[@]}" --storage "$db" \
   > "$dir/server.log" 2>&1 &
 server_pid=$!
 addr=""
@@ -176,7 +181,7 @@ done
 
 for ((i = 0; i < agents; ++i)); do
   name="$(printf 'a%02d' "$i")"
-  "$hyperpack" agent --connect "$addr" --token-file "$dir/token" --name "$name" --fake-gpus 1 \
+  "$hyperpack" agent --connect "$addr" --token-file "$dir/token" "${security[@]}" --name "$name" --fake-gpus 1 \
     > "$dir/agent-$name.log" 2>&1 &
   agent_pids+=($!)
 done
@@ -220,7 +225,7 @@ sample() {
 # ---- The load ----
 start=$EPOCHREALTIME
 for name in "${studies[@]}"; do
-  "$hyperpack" run "$dir/$name.yaml" --server "$addr" --token-file "$dir/token" \
+  "$hyperpack" run "$dir/$name.yaml" --server "$addr" --token-file "$dir/token" "${security[@]}" \
     > "$dir/client-$name.log" 2>&1 &
   client_pids+=($!)
 done

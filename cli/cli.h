@@ -55,6 +55,8 @@ std::string StoragePath(const cxxopts::ParseResult& args);
 void AddStorage(cxxopts::Options& o);
 // --server and --token-file: a study in the storage of hyperpack serve, asked through it.
 void AddServer(cxxopts::Options& o);
+// --tls-ca, --tls-cert, --tls-key, --tls-crl and --insecure (credentials.h).
+void AddTls(cxxopts::Options& o);
 
 // Parses argv for one subcommand; prints help or a usage error and returns an exit code when
 // the command should not go on.
@@ -70,6 +72,9 @@ report::OutputFormat Format(const cxxopts::ParseResult& args);
 
 // The shared secret of serve, agent and run --server, from --token-file.
 hyperpack::Result<std::string> Token(const cxxopts::ParseResult& args);
+// --token-file and the TLS flags (AddTls) of a cluster command.
+hyperpack::Result<hyperpack::scheduler::Credentials> ClusterCredentials(
+    const cxxopts::ParseResult& args);
 
 // --from: another tool's file format, or nullopt for auto (told from the file).
 hyperpack::Result<std::optional<study::SweepFormat>> SweepFormatArg(

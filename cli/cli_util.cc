@@ -66,6 +66,18 @@ void AddServer(cxxopts::Options& o) {
                   "about a study in its storage",
                   cxxopts::value<std::string>())("token-file", "with --server: the shared token",
                                                  cxxopts::value<std::string>());
+  AddTls(o);
+}
+
+void AddTls(cxxopts::Options& o) {
+  o.add_options()("tls-ca",
+                  "certificates instead of TLS from the token: the CA that signed every end's "
+                  "(with --tls-cert and --tls-key)",
+                  cxxopts::value<std::string>())("tls-cert", "this end's certificate, PEM",
+                                                 cxxopts::value<std::string>())(
+      "tls-key", "its private key, PEM, mode 600", cxxopts::value<std::string>())(
+      "tls-crl", "revoked certificates, PEM", cxxopts::value<std::string>())(
+      "insecure", "plaintext, without TLS: only where every end is on a network you trust");
 }
 
 std::optional<int> Parse(cxxopts::Options& options, int argc, char** argv,
@@ -117,6 +129,23 @@ hyperpack::Result<std::string> Token(const cxxopts::ParseResult& args) {
   if (token.empty()) return Status::Invalid(error);
   if (!error.empty()) std::cerr << "hyperpack: " << error << "\n";
   return token;
+}
+
+hyperpack::Result<hyperpack::scheduler::Credentials> ClusterCredentials(
+    const cxxopts::ParseResult& args) {
+  hyperpack::scheduler::Credentials c;
+  HP_ASSIGN_OR_RETURN(c.token, Token(args));
+  auto flag = [&](const char* name) {
+    return args.count(name) ? args[name].as<std::string>() : std::string();
+  };
+  c.ca_file = flag("tls-ca");
+  c.cert_file = flag("tls-cert");
+  c.key_file = flag("tls-key");
+  c.crl_file = flag("tls-crl");
+  c.insecure = args.count("insecure") > 0;
+  if (c.insecure && !(c.ca_file + c.cert_file + c.key_file + c.crl_file).empty())
+    return Status::Invalid("--insecure and --tls-* contradict each other: choose one");
+  return c;
 }
 
 hyperpack::Result<std::optional<study::SweepFormat>> SweepFormatArg(

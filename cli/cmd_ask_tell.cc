@@ -73,8 +73,8 @@ int CmdAsk(int argc, char** argv) {
   const std::string name = Positional(args)[0];
   auto asked = [&]() -> Result<hyperpack::scheduler::AskedTrial> {
     if (args.count("server")) {
-      HP_ASSIGN_OR_RETURN(std::string token, Token(args));
-      return hyperpack::scheduler::RemoteAsk(args["server"].as<std::string>(), token, name);
+      HP_ASSIGN_OR_RETURN(auto credentials, ClusterCredentials(args));
+      return hyperpack::scheduler::RemoteAsk(args["server"].as<std::string>(), credentials, name);
     }
     HP_ASSIGN_OR_RETURN(auto db, OpenForWriting(args));
     return hyperpack::scheduler::Ask(*db, name, HostName(), WallNow());
@@ -148,8 +148,8 @@ int CmdTell(int argc, char** argv) {
   }
   Status told = [&]() -> Status {
     if (args.count("server")) {
-      HP_ASSIGN_OR_RETURN(std::string token, Token(args));
-      return hyperpack::scheduler::RemoteTell(args["server"].as<std::string>(), token, pos[0],
+      HP_ASSIGN_OR_RETURN(auto credentials, ClusterCredentials(args));
+      return hyperpack::scheduler::RemoteTell(args["server"].as<std::string>(), credentials, pos[0],
                                               static_cast<int>(*number), tell);
     }
     HP_ASSIGN_OR_RETURN(auto db, OpenForWriting(args));

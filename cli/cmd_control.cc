@@ -118,8 +118,8 @@ Result<ControlRequest> RequestFrom(Verb verb, const cxxopts::ParseResult& args) 
 
 Result<ControlAnswer> Carry(const ControlRequest& r, const cxxopts::ParseResult& args) {
   if (args.count("server")) {
-    HP_ASSIGN_OR_RETURN(std::string token, Token(args));
-    return hyperpack::scheduler::RemoteControl(args["server"].as<std::string>(), token, r);
+    HP_ASSIGN_OR_RETURN(auto credentials, ClusterCredentials(args));
+    return hyperpack::scheduler::RemoteControl(args["server"].as<std::string>(), credentials, r);
   }
   HP_ASSIGN_OR_RETURN(auto db, hyperpack::storage::Storage::Open(StoragePath(args)));
   return hyperpack::scheduler::ApplyControl(*db, r);
@@ -175,13 +175,14 @@ void OnInterrupt(int) { interrupted = true; }
 
 // Where wait and logs read: the server's storage (--server), else this machine's.
 struct Source {
-  std::string server, token;
+  std::string server;
+  hyperpack::scheduler::Credentials credentials;
   std::unique_ptr<hyperpack::storage::Storage> db;  // null: the server
 };
 Result<Source> SourceOf(const cxxopts::ParseResult& args) {
   Source s;
   if (args.count("server")) {
-    HP_ASSIGN_OR_RETURN(s.token, Token(args));
+    HP_ASSIGN_OR_RETURN(s.credentials, ClusterCredentials(args));
     s.server = args["server"].as<std::string>();
     return s;
   }
@@ -228,7 +229,7 @@ int CmdWait(int argc, char** argv) {
   auto code = report::WaitForStudy(
       [&] {
         return s.db ? report::ReadConditions(*s.db, name)
-                    : hyperpack::scheduler::RemoteConditions(s.server, s.token, name);
+                    : hyperpack::scheduler::RemoteConditions(s.server, s.credentials, name);
       },
       wo, std::cout);
   if (!code.ok()) return Fail(code.status());
@@ -257,8 +258,9 @@ int CmdLogs(int argc, char** argv) {
   if (!source.ok()) return Fail(source.status());
   Source& from = *source;
   auto read = [&](int64_t at) {
-    return from.db ? report::ReadLogs(*from.db, pos[0], trial, at)
-                   : hyperpack::scheduler::RemoteLogs(from.server, from.token, pos[0], trial, at);
+    return from.db
+               ? report::ReadLogs(*from.db, pos[0], trial, at)
+               : hyperpack::scheduler::RemoteLogs(from.server, from.credentials, pos[0], trial, at);
   };
   Status s = report::FollowLogs(
       read, args.count("follow") > 0, 0.5, [] { return interrupted.load(); }, std::cout);

@@ -40,9 +40,9 @@ int SubmitToServer(const cxxopts::ParseResult& args, const study::StudySpec& spe
                    std::optional<int> max_parallel) {
   hyperpack::scheduler::SubmitOptions so;
   so.server = args["server"].as<std::string>();
-  auto token = Token(args);
-  if (!token.ok()) return Fail(token.status());
-  so.token = *token;
+  auto credentials = ClusterCredentials(args);
+  if (!credentials.ok()) return Fail(credentials.status());
+  so.credentials = *credentials;
   so.study_text = spec.source_text;
   so.study_path = std::filesystem::absolute(path).string();
   so.max_trials = max_trials;
@@ -68,8 +68,7 @@ int CmdRun(int argc, char** argv) {
       "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>())(
       "server",
       "submit to hyperpack serve at HOST:PORT and follow the run; HOST:PORT,HOST:PORT: a server "
-      "and "
-      "its standbys, tried in turn",
+      "and its standbys, tried in turn",
       cxxopts::value<std::string>())("token-file", "with --server: the shared token",
                                      cxxopts::value<std::string>())(
       "slurm",
@@ -82,6 +81,7 @@ int CmdRun(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "command", "another tool's file: the trial's command in place of the file's (see import)",
       cxxopts::value<std::string>());
+  AddTls(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
@@ -140,13 +140,14 @@ int CmdServe(int argc, char** argv) {
       cxxopts::value<std::string>())(
       "metrics", "serve Prometheus metrics at http://ADDRESS:PORT/metrics (e.g. 127.0.0.1:9464)",
       cxxopts::value<std::string>());
+  AddTls(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
-  auto token = Token(args);
-  if (!token.ok()) return Fail(token.status());
+  auto credentials = ClusterCredentials(args);
+  if (!credentials.ok()) return Fail(credentials.status());
   hyperpack::scheduler::ServeOptions so;
   so.listen = args["listen"].as<std::string>();
-  so.token = *token;
+  so.credentials = *credentials;
   so.storage_path = StoragePath(args);
   so.heartbeat_timeout_s = args["heartbeat-timeout"].as<double>();
   if (!(so.heartbeat_timeout_s > 0) || so.heartbeat_timeout_s > 86400)
@@ -172,14 +173,15 @@ int CmdAgent(int argc, char** argv) {
       "name", "this node's name (default: the host name)", cxxopts::value<std::string>())(
       "fake-gpus", "pretend to have N GPUs (tests and demos)", cxxopts::value<int>())(
       "heartbeat", "seconds between heartbeats", cxxopts::value<double>()->default_value("5"));
+  AddTls(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
   if (!args.count("connect")) return Fail(Status::Invalid("--connect HOST:PORT is required"));
-  auto token = Token(args);
-  if (!token.ok()) return Fail(token.status());
+  auto credentials = ClusterCredentials(args);
+  if (!credentials.ok()) return Fail(credentials.status());
   hyperpack::scheduler::AgentOptions ao;
   ao.connect = args["connect"].as<std::string>();
-  ao.token = *token;
+  ao.credentials = *credentials;
   if (args.count("name")) ao.name = args["name"].as<std::string>();
   if (args.count("fake-gpus")) ao.fake_gpus = args["fake-gpus"].as<int>();
   ao.heartbeat_s = args["heartbeat"].as<double>();

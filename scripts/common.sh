@@ -30,6 +30,8 @@ HYPERPACK_PACKAGES=(
 )
 # What scripts/test needs besides.
 HYPERPACK_TEST_PACKAGES=(
+  # scripts/cluster-certs (the TLS tests' certificates) runs the openssl command line.
+  openssl
   # cpack's .deb (tests/package_test.cc): dpkg-shlibdeps finds the package's dependencies.
   dpkg-dev
   # The fuzzers: clang, and libFuzzer's runtime, which clang-14 only recommends.

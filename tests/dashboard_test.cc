@@ -82,6 +82,7 @@ class DashboardTest : public ::testing::Test {
         RunCommand({HYPERPACK_CLI, "run", dir_ / "s.yaml", "--storage", db_}, dir_.path().string());
     ASSERT_EQ(run.exit_code, 0) << run.err;
     WriteFile(dir_ / "token", "sekrit-token-0123456789\n");
+    chmod((dir_ / "token").c_str(), 0600);
   }
 
   // Starts `hyperpack dashboard` with `flags`; its port, or 0 when it did not start.

@@ -55,21 +55,30 @@ TEST(FrameTypeTest, AMissingOrNonStringTypeIsAnErrorThatSaysSo) {
   EXPECT_THAT(ErrorOf(TypeOf, {{"type", 7}}), HasSubstr("'type' is not a string"));
 }
 
-TEST(HandshakeMessagesTest, RoundTripInTheirVersionOneWireFormat) {
-  EXPECT_EQ(RoundTrip(Challenge{"ab12"}, {{"type", "challenge"}, {"version", 1}, {"nonce", "ab12"}})
-                .nonce,
-            "ab12");
+TEST(HandshakeMessagesTest, RoundTripInTheirVersionTwoWireFormat) {
+  const Challenge challenge =
+      RoundTrip(Challenge{"ab12", true},
+                {{"type", "challenge"}, {"version", 2}, {"nonce", "ab12"}, {"tls", true}});
+  EXPECT_EQ(challenge.nonce, "ab12");
+  EXPECT_TRUE(challenge.tls);
+  EXPECT_EQ(challenge.version, 2);
   for (Role role : {Role::kAgent, Role::kClient}) {
     const Hello hello =
         RoundTrip(Hello{role, "mac"},
-                  {{"type", "hello"}, {"version", 1}, {"role", RoleName(role)}, {"mac", "mac"}});
+                  {{"type", "hello"}, {"version", 2}, {"role", RoleName(role)}, {"mac", "mac"}});
     EXPECT_EQ(hello.role, role);
     EXPECT_EQ(hello.mac, "mac");
   }
+  // An older server's challenge: version 1, no TLS.
+  const Result<Challenge> old =
+      Challenge::FromJson({{"type", "challenge"}, {"version", 1}, {"nonce", "ab12"}});
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->version, 1);
+  EXPECT_FALSE(old->tls);
   EXPECT_EQ(std::string(RoleName(Role::kAgent)), "agent");
   EXPECT_EQ(std::string(RoleName(Role::kClient)), "client");
   EXPECT_EQ(
-      RoundTrip(Welcome{7.5}, {{"type", "welcome"}, {"version", 1}, {"heartbeat_timeout_s", 7.5}})
+      RoundTrip(Welcome{7.5}, {{"type", "welcome"}, {"version", 2}, {"heartbeat_timeout_s", 7.5}})
           .heartbeat_timeout_s,
       7.5);
 }
@@ -292,15 +301,15 @@ TEST(MessagesTest, AnUnknownNameInAnEnumeratedFieldIsAnErrorThatNamesIt) {
               {{"type", "exit"}, {"trial", 1}, {"rank", 0}, {"how", "vanished"}, {"code", 0}}),
       HasSubstr("how 'vanished'; expected one of exited, signaled, lost, never_started"));
   EXPECT_THAT(
-      ErrorOf(Hello::FromJson, {{"type", "hello"}, {"version", 1}, {"role", "admin"}, {"mac", ""}}),
+      ErrorOf(Hello::FromJson, {{"type", "hello"}, {"version", 2}, {"role", "admin"}, {"mac", ""}}),
       HasSubstr("unknown role 'admin'"));
 }
 
 TEST(MessagesTest, AHelloOfAnotherVersionIsRefusedBeforeItsOtherFieldsAreRead) {
-  EXPECT_THAT(ErrorOf(Hello::FromJson, {{"type", "hello"}, {"version", 2}, {"role", "operator"}}),
-              HasSubstr("protocol version 2 is not 1"));
+  EXPECT_THAT(ErrorOf(Hello::FromJson, {{"type", "hello"}, {"version", 1}, {"role", "operator"}}),
+              HasSubstr("protocol version 1 is not 2"));
   EXPECT_THAT(ErrorOf(Hello::FromJson, {{"type", "hello"}, {"role", "agent"}, {"mac", "m"}}),
-              HasSubstr("protocol version 0 is not 1"));
+              HasSubstr("protocol version 0 is not 2"));
 }
 
 // A frame with several faults is refused for the first one read, as a decoder that stops there

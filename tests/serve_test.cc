@@ -344,7 +344,7 @@ TEST_F(ServeTest, APreemptAfterOutOfRangeIsAClearError) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "other.db")) << "nothing is created";
 }
 
-TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
+TEST_F(ServeTest, AWrongTokenAndAPlaintextPeerAreRejectedWhileOthersKeepWorking) {
   StartAgent("good", 1);
   WriteFile(dir_ / "wrong", "not-the-right-token-at-all\n");
   chmod((dir_ / "wrong").c_str(), 0600);
@@ -352,9 +352,10 @@ TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
                           dir_ / "wrong", "--name", "evil"});
   EXPECT_NE(evil.exit_code, 0);
   EXPECT_THAT(evil.err + evil.out, HasSubstr("wrong token"));
-  EXPECT_THAT(server_.Until("rejected"), HasSubstr("authentication failed: wrong token"));
+  // The token is the TLS key: a wrong one fails the handshake, before any frame is read.
+  EXPECT_THAT(server_.Until("rejected"), HasSubstr("TLS handshake failed"));
 
-  // A raw connection that answers the challenge with an absurd frame length.
+  // A raw connection that answers the challenge in plaintext, with an absurd frame length.
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -369,7 +370,7 @@ TEST_F(ServeTest, AWrongTokenAndABadFrameAreRejectedWhileOthersKeepWorking) {
   }
   EXPECT_EQ(n, 0);
   close(fd);
-  EXPECT_THAT(server_.Until("rejected"), HasSubstr("oversized frame"));
+  EXPECT_THAT(server_.Until("rejected"), HasSubstr("plaintext where TLS was due"));
 
   // The good agent still runs trials.
   WriteFile(dir_ / "trial.sh", kTrialScript, true);
@@ -384,6 +385,21 @@ resources: {gpus: 1}
 )");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const auto& t : Trials("after")) EXPECT_EQ(t.state, storage::TrialState::kCompleted);
+}
+
+TEST_F(ServeTest, PlaintextAndHalfGivenCertificatesAreRefusedWithWhatToDo) {
+  auto plain = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                           "--insecure", "--name", "plain"});
+  EXPECT_NE(plain.exit_code, 0);
+  EXPECT_THAT(plain.err + plain.out, HasSubstr("the server requires TLS: leave out --insecure"));
+  auto half = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                          "--tls-ca", token_, "--name", "half"});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_THAT(half.err, HasSubstr("all three of --tls-ca, --tls-cert and --tls-key"));
+  auto both = RunCommand({HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_,
+                          "--tls-ca", token_, "--insecure"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("contradict"));
 }
 
 TEST_F(ServeTest, ATrialOnAnAgentThatDiesIsRequeuedOnAnotherAndCompletes) {

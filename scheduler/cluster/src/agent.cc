@@ -51,6 +51,7 @@ class Agent {
 
   Status Run() {
     HP_ASSIGN_OR_RETURN(servers_, ResolveAll(io_, options_.connect));
+    HP_ASSIGN_OR_RETURN(tls_, tls::TlsContext::Make(options_.credentials, tls::End::kClient));
     HP_ASSIGN_OR_RETURN(fence_, Fence::Start());
     // The executor tells the fence of every process group it starts and reaps.
     executor_ = MakeLocalExecutor(
@@ -130,8 +131,8 @@ class Agent {
     tcp::socket socket(io_);
     co_await socket.async_connect(servers_[next_].endpoint, asio::use_awaitable);
     conn_ = std::make_shared<Connection>(std::move(socket));
-    Result<protocol::Welcome> welcomed =
-        co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kAgent);
+    Result<protocol::Welcome> welcomed = co_await protocol::ClientHandshake(
+        *conn_, *tls_, servers_[next_].host, options_.credentials.token, protocol::Role::kAgent);
     if (!welcomed.ok()) {
       // Refused the first time: a wrong token or version, which trying again will not mend.
       if (!welcomed_once_) refused_ = Status::Invalid(welcomed.status().message());
@@ -319,12 +320,14 @@ class Agent {
   bool welcomed_once_ = false;
   bool warned_lease_ = false;
   Status refused_;
+  std::shared_ptr<tls::TlsContext> tls_;  // every connection's, made in Run
 };
 
 }  // namespace
 
 Status RunAgent(const AgentOptions& options) {
-  if (options.token.empty()) return Status::Invalid("a token is required (--token-file)");
+  if (options.credentials.token.empty())
+    return Status::Invalid("a token is required (--token-file)");
   try {
     return Agent(options).Run();
   } catch (const std::exception& e) {

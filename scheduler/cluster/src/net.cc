@@ -28,7 +28,8 @@ Result<std::vector<ServerAddress>> ResolveAll(asio::io_context& io, const std::s
     text.erase(text.find_last_not_of(' ') + 1);
     if (text.empty()) return Status::Invalid("'", list, "': an empty address in the list");
     HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io, text));
-    out.push_back({ep, text});
+    HP_ASSIGN_OR_RETURN(auto host_port, SplitHostPort(text));
+    out.push_back({ep, text, host_port.first});
     start = comma + 1;
   }
   return out;

@@ -19,6 +19,7 @@ Result<boost::asio::ip::tcp::endpoint> Resolve(boost::asio::io_context& io,
 struct ServerAddress {
   boost::asio::ip::tcp::endpoint endpoint;
   std::string text;
+  std::string host;  // as given: what a server's certificate must name
 };
 Result<std::vector<ServerAddress>> ResolveAll(boost::asio::io_context& io, const std::string& list);
 

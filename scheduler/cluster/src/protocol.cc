@@ -11,6 +11,13 @@
 namespace hyperpack::scheduler::protocol {
 namespace {
 
+// HP_RETURN_IF_ERROR for coroutines.
+#define HP_CO_RETURN_IF_ERROR(expr)                   \
+  do {                                                \
+    ::hyperpack::Status hp_co_status_ = (expr);       \
+    if (!hp_co_status_.ok()) co_return hp_co_status_; \
+  } while (0)
+
 std::string Hex(const unsigned char* data, size_t n) {
   static const char* kDigits = "0123456789abcdef";
   std::string out;
@@ -61,8 +68,10 @@ std::string ReadTokenFile(const std::string& path, std::string* error) {
     return "";
   }
   struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
-    *error = "warning: " + path + " is readable by other users; chmod 600 it";
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    *error = path + ": the token file is open to other users; chmod 600 " + path;
+    return "";
+  }
   return token;
 }
 
@@ -99,15 +108,22 @@ Connection::Connection(tcp::socket socket, size_t max_frame)
 
 std::string Connection::local_address() const {
   boost::system::error_code ec;
-  auto ep = socket_.local_endpoint(ec);
+  auto ep = Socket().local_endpoint(ec);
   return ec ? "127.0.0.1" : ep.address().to_string();
+}
+
+asio::awaitable<boost::system::error_code> Connection::ReadExactly(asio::mutable_buffer buffer) {
+  boost::system::error_code ec;
+  if (tls_)
+    co_await asio::async_read(*tls_, buffer, asio::redirect_error(asio::use_awaitable, ec));
+  else
+    co_await asio::async_read(socket_, buffer, asio::redirect_error(asio::use_awaitable, ec));
+  co_return ec;
 }
 
 asio::awaitable<Result<Json>> Connection::Receive() {
   unsigned char header[4];
-  boost::system::error_code ec;
-  co_await asio::async_read(socket_, asio::buffer(header),
-                            asio::redirect_error(asio::use_awaitable, ec));
+  boost::system::error_code ec = co_await ReadExactly(asio::buffer(header));
   if (ec)
     co_return Status::Unavailable(ec == asio::error::eof ? "closed by the peer" : ec.message());
   uint32_t n = (uint32_t(header[0]) << 24) | (uint32_t(header[1]) << 16) |
@@ -115,10 +131,54 @@ asio::awaitable<Result<Json>> Connection::Receive() {
   if (n > max_frame_)
     co_return Status::Invalid("oversized frame (", n, " bytes; at most ", max_frame_, ")");
   std::string body(n, '\0');
-  co_await asio::async_read(socket_, asio::buffer(body),
-                            asio::redirect_error(asio::use_awaitable, ec));
+  ec = co_await ReadExactly(asio::buffer(body));
   if (ec) co_return Status::Unavailable("truncated frame: ", ec.message());
   co_return ParseFrame(body);
+}
+
+asio::awaitable<Status> Connection::SendFirst(const Json& message) {
+  Result<std::string> frame = EncodeFrame(message, max_frame_);
+  if (!frame.ok()) co_return frame.status();
+  boost::system::error_code ec;
+  co_await asio::async_write(socket_, asio::buffer(*frame),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return Status::Unavailable(ec.message());
+  co_return Status::Ok();
+}
+
+asio::awaitable<Status> Connection::StartTls(tls::TlsContext& context, const std::string& host) {
+  const bool server = context.end() == tls::End::kServer;
+  boost::system::error_code ec;
+  if (server) {
+    // A TLS connection opens with a handshake record (content type 22); an older or plaintext
+    // peer's first frame opens with its length's high byte, 0.
+    unsigned char first = 0;
+    co_await socket_.async_receive(asio::buffer(&first, 1), tcp::socket::message_peek,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (ec)
+      co_return Status::Unavailable(ec == asio::error::eof ? "closed by the peer" : ec.message());
+    if (first != 22)
+      co_return Status::Invalid(
+          "the peer sent plaintext where TLS was due: a hyperpack older than protocol 2, or one "
+          "run with --insecure (run every end with the same release and TLS settings)");
+  }
+  tls_ = std::make_unique<asio::ssl::stream<tcp::socket>>(std::move(socket_), *context.ssl());
+  if (!server && context.mode() == tls::Mode::kCertificates) {
+    SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str());
+    tls_->set_verify_callback(asio::ssl::host_name_verification(host));
+  }
+  co_await tls_->async_handshake(
+      server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
+      asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    // OpenSSL's error says only that verification failed; the verify result says why.
+    std::string reason = ec.message();
+    const long verified = SSL_get_verify_result(tls_->native_handle());
+    if (verified != X509_V_OK)
+      reason += std::string(": ") + X509_verify_cert_error_string(verified);
+    co_return Status::Invalid(tls::HandshakeError(reason, context.mode()));
+  }
+  co_return Status::Ok();
 }
 
 void Connection::Send(const Json& message) {
@@ -132,28 +192,31 @@ void Connection::Send(const Json& message) {
 }
 
 void Connection::WriteNext() {
-  if (outgoing_.empty() || !socket_.is_open()) {
+  if (outgoing_.empty() || !Socket().is_open()) {
     writing_ = false;
     return;
   }
   writing_ = true;
   auto self = shared_from_this();
-  asio::async_write(socket_, asio::buffer(outgoing_.front()),
-                    [self](boost::system::error_code ec, size_t) {
-                      self->outgoing_.pop_front();
-                      if (ec) {
-                        self->outgoing_.clear();
-                        self->writing_ = false;
-                        return;
-                      }
-                      self->WriteNext();
-                    });
+  auto done = [self](boost::system::error_code ec, size_t) {
+    self->outgoing_.pop_front();
+    if (ec) {
+      self->outgoing_.clear();
+      self->writing_ = false;
+      return;
+    }
+    self->WriteNext();
+  };
+  if (tls_)
+    asio::async_write(*tls_, asio::buffer(outgoing_.front()), done);
+  else
+    asio::async_write(socket_, asio::buffer(outgoing_.front()), done);
 }
 
 void Connection::Close() {
   boost::system::error_code ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  Socket().shutdown(tcp::socket::shutdown_both, ignored);
+  Socket().close(ignored);
 }
 
 namespace {
@@ -261,14 +324,19 @@ FrameReader::FrameReader(const Json& frame, FrameType type) : frame_(frame) {
 
 Json Challenge::ToJson() const {
   Json j = Frame(FrameType::kChallenge);
-  j["version"] = kVersion;
+  j["version"] = version;
   j["nonce"] = nonce;
+  j["tls"] = tls;
   return j;
 }
 
 Result<Challenge> Challenge::FromJson(const Json& frame) {
   FrameReader r(frame, FrameType::kChallenge);
-  return r.Finish(Challenge{r.Field<std::string>("nonce")});
+  Challenge c;
+  c.version = r.Optional<int>("version", 1);
+  c.nonce = r.Field<std::string>("nonce");
+  c.tls = r.Optional<bool>("tls", false);
+  return r.Finish(std::move(c));
 }
 
 Json Hello::ToJson() const {
@@ -520,10 +588,14 @@ Result<Cancel> Cancel::FromJson(const Json& frame) {
   return FrameReader(frame, FrameType::kCancel).Finish(Cancel{});
 }
 
-asio::awaitable<Result<Role>> ServerHandshake(Connection& c, const std::string& token,
+asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& context,
+                                              const std::string& token,
                                               double heartbeat_timeout_s) {
-  const std::string nonce = RandomHex(32);
-  c.Send(Challenge{nonce}.ToJson());
+  Challenge challenge;
+  challenge.nonce = RandomHex(32);
+  challenge.tls = context.mode() != tls::Mode::kPlain;
+  HP_CO_RETURN_IF_ERROR(co_await c.SendFirst(challenge.ToJson()));
+  if (challenge.tls) HP_CO_RETURN_IF_ERROR(co_await c.StartTls(context, ""));
   Result<Json> frame = co_await c.Receive();
   if (!frame.ok()) co_return frame.status();
   Result<FrameType> frame_type = TypeOf(*frame);
@@ -531,23 +603,46 @@ asio::awaitable<Result<Role>> ServerHandshake(Connection& c, const std::string& 
   if (*frame_type != FrameType::kHello) co_return Status::Invalid("expected a hello frame first");
   Result<Hello> hello = Hello::FromJson(*frame);
   if (!hello.ok()) co_return hello.status();
-  if (!SameSecret(hello->mac, Hmac(token, nonce + RoleName(hello->role))))
+  if (!SameSecret(hello->mac, Hmac(token, challenge.nonce + RoleName(hello->role))))
     co_return Status::Invalid("authentication failed: wrong token");
   c.Send(Welcome{heartbeat_timeout_s}.ToJson());
   co_return hello->role;
 }
 
-asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, const std::string& token,
+namespace {
+
+// Why a peer with `context` will not go on after `challenge`, or OK.
+Status AgreeWith(const Challenge& challenge, const tls::TlsContext& context) {
+  if (challenge.version != kVersion)
+    return Status::Invalid("the server speaks protocol ", challenge.version, ", this hyperpack ",
+                           kVersion, ": run the same release on every machine");
+  const bool tls = context.mode() != tls::Mode::kPlain;
+  if (challenge.tls && !tls)
+    return Status::Invalid("the server requires TLS: leave out --insecure here");
+  if (!challenge.tls && tls)
+    return Status::Invalid(
+        "the server offers no TLS (it was started with --insecure): refused, as this end did not "
+        "choose plaintext; start the server without --insecure, or pass --insecure here too on a "
+        "network you trust");
+  return Status::Ok();
+}
+
+}  // namespace
+
+asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext& context,
+                                                 const std::string& host, const std::string& token,
                                                  Role role) {
-  Result<Json> challenge = co_await c.Receive();
-  if (!challenge.ok()) co_return challenge.status();
-  Result<FrameType> challenge_type = TypeOf(*challenge);
-  if (!challenge_type.ok()) co_return challenge_type.status();
-  if (*challenge_type != FrameType::kChallenge)
+  Result<Json> first = co_await c.Receive();
+  if (!first.ok()) co_return first.status();
+  Result<FrameType> first_type = TypeOf(*first);
+  if (!first_type.ok()) co_return first_type.status();
+  if (*first_type != FrameType::kChallenge)
     co_return Status::Invalid("expected a challenge from the server");
-  Result<Challenge> nonce = Challenge::FromJson(*challenge);
-  if (!nonce.ok()) co_return nonce.status();
-  c.Send(Hello{role, Hmac(token, nonce->nonce + RoleName(role))}.ToJson());
+  Result<Challenge> challenge = Challenge::FromJson(*first);
+  if (!challenge.ok()) co_return challenge.status();
+  HP_CO_RETURN_IF_ERROR(AgreeWith(*challenge, context));
+  if (challenge->tls) HP_CO_RETURN_IF_ERROR(co_await c.StartTls(context, host));
+  c.Send(Hello{role, Hmac(token, challenge->nonce + RoleName(role))}.ToJson());
   Result<Json> welcome = co_await c.Receive();
   if (!welcome.ok())
     co_return Status::Unavailable("the server closed the connection: wrong token or version");

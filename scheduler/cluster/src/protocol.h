@@ -2,11 +2,17 @@
 // over TCP. A frame is a 4-byte big-endian length and that many bytes of one JSON object with a
 // "type". Version 1.
 //
-// Every connection proves it holds the shared token before anything else: the server sends
-// {"type": "challenge", "version": 1, "nonce": HEX}, the peer answers {"type": "hello",
-// "version": 1, "role": "agent"|"client", "mac": HEX(HMAC-SHA256(token, nonce + role))}, and the
-// server answers {"type": "welcome", "version": 1} or closes the connection. A frame that is too
-// large, not JSON, or not expected closes that connection (a Status says why) and nothing else.
+// Version 2: every connection is TLS 1.3 unless both ends chose plaintext (credentials.h). The
+// server sends {"type": "challenge", "version": 2, "nonce": HEX, "tls": true|false} in plaintext;
+// with "tls" the peer starts TLS at once (the server checks that the first byte it gets opens a
+// TLS record, so an older peer's plaintext hello is refused with a reason), and everything after
+// goes through the channel. The peer decides from its own credentials, never from the frame, so
+// a challenge altered on the way cannot talk it down to plaintext. Then the peer proves it holds
+// the shared token: {"type": "hello", "version": 2, "role": "agent"|"client", "mac":
+// HEX(HMAC-SHA256(token, nonce + role))}, and the server answers {"type": "welcome", "version": 2}
+// or closes the connection. Peers of another version refuse each other with a reason. A frame that
+// is too large, not JSON, or not expected closes that connection (a Status says why) and nothing
+// else.
 //
 // Every frame type is a FrameType and every frame a struct below: programs switch on TypeOf(frame)
 // and read a frame only through its struct's FromJson, so a malformed one is an error value
@@ -17,6 +23,7 @@
 #pragma once
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,6 +36,7 @@
 
 #include "hyperpack/scheduler/executor.h"
 #include "hyperpack/status.h"
+#include "tls.h"
 
 namespace hyperpack::scheduler::protocol {
 
@@ -36,7 +44,9 @@ namespace asio = boost::asio;
 using Json = nlohmann::json;
 using tcp = asio::ip::tcp;
 
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
+// Seconds a peer has for the whole handshake before the server closes the connection.
+constexpr double kHandshakeTimeoutS = 10;
 constexpr size_t kMaxFrame = 1 << 20;
 
 // What went wrong, for people: a system error's message without Boost's source location.
@@ -48,8 +58,8 @@ std::string Hmac(const std::string& key, const std::string& data);
 std::string RandomHex(size_t bytes);
 // Constant-time comparison of two strings.
 bool SameSecret(const std::string& a, const std::string& b);
-// Reads a token file: its first line, trimmed; an error when it is missing, empty or readable by
-// others than its owner would be a warning the caller prints.
+// Reads a token file: its first line, trimmed; empty with *error set when the file is missing,
+// the token shorter than 16 characters, or the file open to others than its owner.
 std::string ReadTokenFile(const std::string& path, std::string* error);
 
 // A frame's body (what follows the length) as JSON: an object with a string "type";
@@ -61,10 +71,18 @@ Result<Json> ParseFrame(std::string_view body);
 // kInvalidArgument when the frame would be larger than `max_frame`.
 Result<std::string> EncodeFrame(const Json& message, size_t max_frame = kMaxFrame);
 
-// One TCP connection carrying frames.
+// One TCP connection carrying frames, in TLS once StartTls has succeeded.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, size_t max_frame = kMaxFrame);
+
+  // Writes `message` now, in plaintext, before anything is queued: the server's challenge.
+  asio::awaitable<Status> SendFirst(const Json& message);
+  // Wraps the connection in TLS and shakes hands as `context`'s end (a client checks that a
+  // server's certificate names `host`). A server first checks that the peer opens a TLS record
+  // at all. kUnauthenticated with the reason when the handshake fails.
+  asio::awaitable<Status> StartTls(tls::TlsContext& context, const std::string& host);
+  bool secure() const { return tls_ != nullptr; }
 
   // The next frame; kUnavailable when the peer closed or the connection broke, kInvalidArgument
   // when the frame is oversized or malformed. Never throws.
@@ -74,15 +92,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Send(const Json& message);
   // Closes the socket; the reason is what Receive's caller reports.
   void Close();
-  bool open() const { return socket_.is_open(); }
+  bool open() const { return Socket().is_open(); }
   const std::string& peer() const { return peer_; }
   // The local address of the connection (what a peer would dial back).
   std::string local_address() const;
 
  private:
   void WriteNext();
+  // The TCP socket, under TLS or not.
+  tcp::socket& Socket() { return tls_ ? tls_->next_layer() : socket_; }
+  const tcp::socket& Socket() const { return tls_ ? tls_->next_layer() : socket_; }
+  asio::awaitable<boost::system::error_code> ReadExactly(asio::mutable_buffer buffer);
 
-  tcp::socket socket_;
+  tcp::socket socket_;  // moved into tls_ by StartTls
+  std::unique_ptr<asio::ssl::stream<tcp::socket>> tls_;
   size_t max_frame_;
   std::string peer_;
   std::deque<std::string> outgoing_;
@@ -196,10 +219,13 @@ T FrameReader::Field(const char* key) {
 // type, or when the frame is of another type. Fields marked "optional" may be absent on the wire,
 // and read as the default shown.
 
-// {"type": "challenge", "version", "nonce"}. A peer does not check the server's version: the
-// server checks the peer's.
+// {"type": "challenge", "version" (optional, 1), "nonce", "tls" (optional, false)}. Sent in
+// plaintext. A peer refuses a challenge of another version with a reason; the server refuses a
+// hello of another version.
 struct Challenge {
   std::string nonce;
+  bool tls = false;
+  int version = kVersion;
   Json ToJson() const;
   static Result<Challenge> FromJson(const Json& frame);
 };
@@ -363,13 +389,15 @@ struct Cancel {
 };
 
 // ---- Handshake ---------------------------------------------------------------------------------
-// The server's side of the handshake; returns the peer's role, or why the peer was refused. The
-// welcome tells the peer `heartbeat_timeout_s`.
-asio::awaitable<Result<Role>> ServerHandshake(Connection& c, const std::string& token,
+// The server's side of the handshake, TLS as `context` says; returns the peer's role, or why the
+// peer was refused. The welcome tells the peer `heartbeat_timeout_s`.
+asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& context,
+                                              const std::string& token,
                                               double heartbeat_timeout_s = 0);
-// A peer's side; returns the server's welcome, or why there is none (the server refused us or went
-// away).
-asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, const std::string& token,
+// A peer's side, to the server at `host`; returns the server's welcome, or why there is none (the
+// server refused us, speaks another version or mode, or went away).
+asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext& context,
+                                                 const std::string& host, const std::string& token,
                                                  Role role);
 
 }  // namespace hyperpack::scheduler::protocol

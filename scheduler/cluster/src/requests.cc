@@ -156,7 +156,8 @@ Result<Json> Carry(storage::Storage& db, const Request& q) {
 // Tries each server in turn until one answers `frame`; the reply's body, or its error, in *result.
 // A coroutine function, not a lambda: its arguments live in its own frame.
 asio::awaitable<void> CallServers(asio::io_context& io, std::vector<ServerAddress> servers,
-                                  std::string token, Json frame, Result<Json>* result) {
+                                  std::shared_ptr<tls::TlsContext> tls, std::string token,
+                                  Json frame, Result<Json>* result) {
   for (const ServerAddress& address : servers) {
     tcp::socket socket(io);
     boost::system::error_code ec;
@@ -167,7 +168,8 @@ asio::awaitable<void> CallServers(asio::io_context& io, std::vector<ServerAddres
     }
     // Shared: its writes keep it alive until they complete.
     auto conn = std::make_shared<protocol::Connection>(std::move(socket));
-    auto welcome = co_await protocol::ClientHandshake(*conn, token, protocol::Role::kClient);
+    auto welcome = co_await protocol::ClientHandshake(*conn, *tls, address.host, token,
+                                                      protocol::Role::kClient);
     if (!welcome.ok()) {
       *result = welcome.status();
       continue;
@@ -196,11 +198,15 @@ asio::awaitable<void> CallServers(asio::io_context& io, std::vector<ServerAddres
 }
 
 // Sends `request` to the first server that answers and returns its reply's body, or its error.
-Result<Json> Call(const std::string& server, const std::string& token, const Request& request) {
+Result<Json> Call(const std::string& server, const Credentials& credentials,
+                  const Request& request) {
   asio::io_context io;
   HP_ASSIGN_OR_RETURN(std::vector<ServerAddress> servers, ResolveAll(io, server));
+  HP_ASSIGN_OR_RETURN(auto tls, tls::TlsContext::Make(credentials, tls::End::kClient));
   Result<Json> result = Status::Io(server, ": no server answered");
-  asio::co_spawn(io, CallServers(io, std::move(servers), token, request.ToJson(), &result),
+  asio::co_spawn(io,
+                 CallServers(io, std::move(servers), std::move(tls), credentials.token,
+                             request.ToJson(), &result),
                  asio::detached);
   io.run();
   return result;
@@ -223,28 +229,28 @@ Reply HandleRequest(const std::string& storage_url, const Request& request) {
   return reply;
 }
 
-Result<ControlAnswer> RemoteControl(const std::string& server, const std::string& token,
+Result<ControlAnswer> RemoteControl(const std::string& server, const Credentials& credentials,
                                     const ControlRequest& request) {
-  HP_ASSIGN_OR_RETURN(
-      Json body, Call(server, token, {RequestOp::kControl, request.study, ControlJson(request)}));
+  HP_ASSIGN_OR_RETURN(Json body, Call(server, credentials,
+                                      {RequestOp::kControl, request.study, ControlJson(request)}));
   return AnswerFromJson(body);
 }
 
 Result<std::vector<report::StudyCondition>> RemoteConditions(const std::string& server,
-                                                             const std::string& token,
+                                                             const Credentials& credentials,
                                                              const std::string& study) {
   HP_ASSIGN_OR_RETURN(Json body,
-                      Call(server, token, {RequestOp::kConditions, study, Json::object()}));
+                      Call(server, credentials, {RequestOp::kConditions, study, Json::object()}));
   if (!body.contains("conditions")) return Status::Invalid("reply: no conditions");
   return report::ParseConditionsJson(body["conditions"].dump());
 }
 
-Result<report::LogChunk> RemoteLogs(const std::string& server, const std::string& token,
+Result<report::LogChunk> RemoteLogs(const std::string& server, const Credentials& credentials,
                                     const std::string& study, std::optional<int> trial,
                                     int64_t from) {
   Json q = {{"from", from}};
   if (trial) q["trial"] = *trial;
-  HP_ASSIGN_OR_RETURN(Json body, Call(server, token, {RequestOp::kLogs, study, q}));
+  HP_ASSIGN_OR_RETURN(Json body, Call(server, credentials, {RequestOp::kLogs, study, q}));
   FrameReader r(body);
   report::LogChunk chunk{r.Field<std::string>("text"), r.Field<int64_t>("next"),
                          r.Field<bool>("over")};
@@ -252,9 +258,10 @@ Result<report::LogChunk> RemoteLogs(const std::string& server, const std::string
   return chunk;
 }
 
-Result<AskedTrial> RemoteAsk(const std::string& server, const std::string& token,
+Result<AskedTrial> RemoteAsk(const std::string& server, const Credentials& credentials,
                              const std::string& study) {
-  HP_ASSIGN_OR_RETURN(Json body, Call(server, token, {RequestOp::kAsk, study, Json::object()}));
+  HP_ASSIGN_OR_RETURN(Json body,
+                      Call(server, credentials, {RequestOp::kAsk, study, Json::object()}));
   FrameReader r(body);
   AskedTrial asked;
   asked.number = r.Field<int>("trial");
@@ -263,13 +270,13 @@ Result<AskedTrial> RemoteAsk(const std::string& server, const std::string& token
   return asked;
 }
 
-Status RemoteTell(const std::string& server, const std::string& token, const std::string& study,
-                  int number, const Tell& tell) {
+Status RemoteTell(const std::string& server, const Credentials& credentials,
+                  const std::string& study, int number, const Tell& tell) {
   Json q = {{"trial", number}, {"state", storage::TrialStateName(tell.state)}};
   if (tell.value) q["value"] = *tell.value;
   if (tell.step) q["step"] = *tell.step;
   if (!tell.values.empty()) q["values"] = tell.values;
-  return Call(server, token, {RequestOp::kTell, study, q}).status();
+  return Call(server, credentials, {RequestOp::kTell, study, q}).status();
 }
 
 }  // namespace hyperpack::scheduler

@@ -105,6 +105,7 @@ class Server {
 
   Status Run() {
     HP_ASSIGN_OR_RETURN(tcp::endpoint ep, Resolve(io_, options_.listen));
+    HP_ASSIGN_OR_RETURN(tls_, tls::TlsContext::Make(options_.credentials, tls::End::kServer));
     HP_ASSIGN_OR_RETURN(db_, storage::Storage::Open(options_.storage_path));
     HP_ASSIGN_OR_RETURN(const bool leads, Lead());
     if (!leads) return Status::Ok();  // stopped while a standby
@@ -116,6 +117,7 @@ class Server {
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return Status::Io("cannot listen on ", options_.listen, ": ", ec.message());
     auto local = acceptor_.local_endpoint();
+    LogTransport(local.address());
     Log("listening on ", local.address().to_string(), ":", local.port());
     if (!options_.metrics_listen.empty()) {
       HP_ASSIGN_OR_RETURN(metrics_, ServerMetrics::Start(options_.metrics_listen));
@@ -142,6 +144,26 @@ class Server {
     pool_.join();
     requests_pool_.join();
     return Status::Ok();
+  }
+
+  // What protects the connections, said once; plaintext beyond loopback is a warning.
+  void LogTransport(const asio::ip::address& address) {
+    switch (tls_->mode()) {
+      case tls::Mode::kPsk:
+        Log("connections: TLS 1.3, both ends authenticated by the shared token (TLS-PSK)");
+        break;
+      case tls::Mode::kCertificates:
+        Log("connections: TLS 1.3, both ends authenticated by certificates of ",
+            options_.credentials.ca_file);
+        break;
+      case tls::Mode::kPlain:
+        if (address.is_loopback())
+          Log("connections: plaintext (--insecure), on loopback");
+        else
+          Log("warning: connections in plaintext (--insecure) on ", address.to_string(),
+              ": anyone on the path can read every command and result and change them");
+        break;
+    }
   }
 
   // Called by the executors.
@@ -248,7 +270,15 @@ class Server {
   asio::awaitable<void> Session(std::shared_ptr<Connection> c) {
     Result<protocol::Role> role = Status::Internal("no handshake");
     try {
-      role = co_await protocol::ServerHandshake(*c, options_.token, options_.heartbeat_timeout_s);
+      // A peer that says nothing (or too little) holds no session open for long.
+      auto deadline =
+          std::make_shared<asio::steady_timer>(io_, Seconds(protocol::kHandshakeTimeoutS));
+      deadline->async_wait([c](boost::system::error_code e) {
+        if (!e) c->Close();
+      });
+      role = co_await protocol::ServerHandshake(*c, *tls_, options_.credentials.token,
+                                                options_.heartbeat_timeout_s);
+      deadline->cancel();
     } catch (const std::exception& e) {
       role = Status::Internal(e.what());
     }
@@ -737,6 +767,7 @@ class Server {
   std::map<int64_t, Active> active_;  // by submission id
   std::map<int64_t, std::pair<int, std::string>> done_;  // exit code and message
   std::unique_ptr<ServerMetrics> metrics_;               // with --metrics
+  std::shared_ptr<tls::TlsContext> tls_;                 // every connection's, made in Run
   bool recovering_ = false;
   bool stopping_ = false;
   bool arbitrating_ = false, rearbitrate_ = false;
@@ -769,7 +800,8 @@ std::string protocol_ReadToken(const std::string& path, std::string* error) {
 }
 
 Status Serve(const ServeOptions& options) {
-  if (options.token.empty()) return Status::Invalid("a token is required (--token-file)");
+  if (options.credentials.token.empty())
+    return Status::Invalid("a token is required (--token-file)");
   try {
     return Server(options).Run();
   } catch (const std::exception& e) {

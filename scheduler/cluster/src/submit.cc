@@ -33,10 +33,12 @@ Result<int> ResultOf(const protocol::Done& done) {
 
 class Follower {
  public:
-  Follower(asio::io_context& io, const SubmitOptions& options, std::vector<ServerAddress> servers)
+  Follower(asio::io_context& io, const SubmitOptions& options, std::vector<ServerAddress> servers,
+           std::shared_ptr<tls::TlsContext> tls)
       : io_(io),
         options_(options),
         servers_(std::move(servers)),
+        tls_(std::move(tls)),
         out_(options.out ? *options.out : std::cout),
         signals_(io, SIGINT, SIGTERM),
         retry_(io),
@@ -99,8 +101,8 @@ class Follower {
     tcp::socket socket(io_);
     co_await socket.async_connect(servers_[next_].endpoint, asio::use_awaitable);
     conn_ = std::make_shared<Connection>(std::move(socket));
-    Result<protocol::Welcome> welcome =
-        co_await protocol::ClientHandshake(*conn_, options_.token, protocol::Role::kClient);
+    Result<protocol::Welcome> welcome = co_await protocol::ClientHandshake(
+        *conn_, *tls_, servers_[next_].host, options_.credentials.token, protocol::Role::kClient);
     if (!welcome.ok()) co_return welcome.status();
     conn_->Send(protocol::Submit{options_.study_text, options_.study_path, options_.max_trials,
                                  options_.max_parallel, submission_}
@@ -160,8 +162,9 @@ class Follower {
   asio::io_context& io_;
   const SubmitOptions& options_;
   std::vector<ServerAddress> servers_;  // --server's, in order
-  size_t next_ = 0;                     // the one to connect to next
-  size_t unanswered_ = 0;               // addresses tried before any accepted the study
+  std::shared_ptr<tls::TlsContext> tls_;
+  size_t next_ = 0;        // the one to connect to next
+  size_t unanswered_ = 0;  // addresses tried before any accepted the study
   std::ostream& out_;
   asio::signal_set signals_;
   asio::steady_timer retry_;
@@ -178,7 +181,8 @@ class Follower {
 Result<int> SubmitStudy(const SubmitOptions& options) {
   asio::io_context io;
   HP_ASSIGN_OR_RETURN(std::vector<ServerAddress> servers, ResolveAll(io, options.server));
-  return Follower(io, options, std::move(servers)).Run();
+  HP_ASSIGN_OR_RETURN(auto tls, tls::TlsContext::Make(options.credentials, tls::End::kClient));
+  return Follower(io, options, std::move(servers), std::move(tls)).Run();
 }
 
 }  // namespace hyperpack::scheduler

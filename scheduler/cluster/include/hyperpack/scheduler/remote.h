@@ -13,23 +13,24 @@
 #include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/ask_tell.h"
 #include "hyperpack/scheduler/control.h"
+#include "hyperpack/scheduler/credentials.h"
 #include "hyperpack/status.h"
 
 namespace hyperpack::scheduler {
 
 // `server`: HOST:PORT, or HOST:PORT,HOST:PORT,...; errors are the server's (a study it does not
 // have: kNotFound, ...), or kIo when no server could be reached or it does not take requests.
-Result<ControlAnswer> RemoteControl(const std::string& server, const std::string& token,
+Result<ControlAnswer> RemoteControl(const std::string& server, const Credentials& credentials,
                                     const ControlRequest& request);
 Result<std::vector<report::StudyCondition>> RemoteConditions(const std::string& server,
-                                                             const std::string& token,
+                                                             const Credentials& credentials,
                                                              const std::string& study);
-Result<report::LogChunk> RemoteLogs(const std::string& server, const std::string& token,
+Result<report::LogChunk> RemoteLogs(const std::string& server, const Credentials& credentials,
                                     const std::string& study, std::optional<int> trial,
                                     int64_t from);
-Result<AskedTrial> RemoteAsk(const std::string& server, const std::string& token,
+Result<AskedTrial> RemoteAsk(const std::string& server, const Credentials& credentials,
                              const std::string& study);
-Status RemoteTell(const std::string& server, const std::string& token, const std::string& study,
-                  int number, const Tell& tell);
+Status RemoteTell(const std::string& server, const Credentials& credentials,
+                  const std::string& study, int number, const Tell& tell);
 
 }  // namespace hyperpack::scheduler

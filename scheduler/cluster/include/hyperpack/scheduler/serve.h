@@ -2,15 +2,16 @@
 // on every node and starts the ranks it is given, and `hyperpack run --server` submits a study and
 // follows it.
 //
-// The server listens on loopback unless told otherwise. Every connection proves it holds the
-// shared token (an HMAC-SHA256 challenge); a connection that cannot, or that sends an oversized or
-// malformed frame, is closed with a logged reason and harms nothing else. Agents report their
-// devices, send heartbeats (each answered), stream their ranks' output and exits; an agent silent
-// for longer than the heartbeat timeout (or whose connection drops) is lost, and its trials are run
-// again, from their checkpoints, up to budget.max_attempts. An agent's fence kills its ranks
-// before then, so two attempts of a trial never run at once. Every submitted study runs at once,
-// on its weighted fair share of the agents (fair_share.h; `priority:` is the weight; a study over
-// its share when another starts preempts its youngest trials, at once or after
+// The server listens on loopback unless told otherwise. Every connection is TLS 1.3 with both ends
+// authenticated, from the shared token or certificates, unless every end chose plaintext
+// (credentials.h), and proves it holds the shared token; a connection that cannot, or that sends an
+// oversized or malformed frame, is closed with a logged reason and harms nothing else. Agents
+// report their devices, send heartbeats (each answered), stream their ranks' output and exits; an
+// agent silent for longer than the heartbeat timeout (or whose connection drops) is lost, and its
+// trials are run again, from their checkpoints, up to budget.max_attempts. An agent's fence kills
+// its ranks before then, so two attempts of a trial never run at once. Every submitted study runs
+// at once, on its weighted fair share of the agents (fair_share.h; `priority:` is the weight; a
+// study over its share when another starts preempts its youngest trials, at once or after
 // ServeOptions::preempt_after_s); submissions are kept in storage, so a server started again on
 // the same storage resumes them; agents and clients reconnect with backoff. Storage is the
 // server's, which the read commands open as usual.
@@ -27,18 +28,18 @@
 #include <ostream>
 #include <string>
 
+#include "hyperpack/scheduler/credentials.h"
 #include "hyperpack/status.h"
 
 namespace hyperpack::scheduler {
 
 // The token in a token file: its first line, trimmed. Empty, with *error set, when the file is
-// missing or the token shorter than 16 characters; *error holds a warning (and the token is
-// returned) when others than the owner may read the file.
+// missing, the token shorter than 16 characters, or the file open to others than its owner.
 std::string protocol_ReadToken(const std::string& path, std::string* error);
 
 struct ServeOptions {
   std::string listen = "127.0.0.1:7766";  // ADDRESS:PORT; port 0 picks a free one
-  std::string token;
+  Credentials credentials;
   std::string storage_path = "hyperpack.db";
   std::string log_dir;
   double heartbeat_timeout_s = 30;
@@ -55,7 +56,7 @@ Status Serve(const ServeOptions& options);
 
 struct AgentOptions {
   std::string connect;  // HOST:PORT of the server, or HOST:PORT,HOST:PORT,...: it and its standbys
-  std::string token;
+  Credentials credentials;
   std::string name;    // default: the host name
   int fake_gpus = -1;  // >= 0: pretend to have this many GPUs
   double heartbeat_s = 5;
@@ -68,7 +69,7 @@ Status RunAgent(const AgentOptions& options);
 
 struct SubmitOptions {
   std::string server;  // HOST:PORT, or HOST:PORT,HOST:PORT,...: a server and its standbys
-  std::string token;
+  Credentials credentials;
   std::string study_text;
   std::string study_path;
   std::optional<int> max_trials, max_parallel;
