@@ -64,6 +64,8 @@ std::optional<int> Parse(cxxopts::Options& options, int argc, char** argv,
                          cxxopts::ParseResult* out, int positional_min, int positional_max);
 
 std::vector<std::string> Positional(const cxxopts::ParseResult& args);
+// A string option's value; empty when it was not given.
+std::string OptionalString(const cxxopts::ParseResult& args, const char* name);
 
 hyperpack::Result<std::unique_ptr<hyperpack::storage::Storage>> OpenForReading(
     const cxxopts::ParseResult& args);

@@ -109,6 +109,10 @@ std::vector<std::string> Positional(const cxxopts::ParseResult& args) {
   return args["args"].as<std::vector<std::string>>();
 }
 
+std::string OptionalString(const cxxopts::ParseResult& args, const char* name) {
+  return args.count(name) ? args[name].as<std::string>() : std::string();
+}
+
 hyperpack::Result<std::unique_ptr<hyperpack::storage::Storage>> OpenForReading(
     const cxxopts::ParseResult& args) {
   hyperpack::storage::Storage::Options o;
@@ -135,13 +139,10 @@ hyperpack::Result<hyperpack::scheduler::Credentials> ClusterCredentials(
     const cxxopts::ParseResult& args) {
   hyperpack::scheduler::Credentials c;
   HP_ASSIGN_OR_RETURN(c.token, Token(args));
-  auto flag = [&](const char* name) {
-    return args.count(name) ? args[name].as<std::string>() : std::string();
-  };
-  c.ca_file = flag("tls-ca");
-  c.cert_file = flag("tls-cert");
-  c.key_file = flag("tls-key");
-  c.crl_file = flag("tls-crl");
+  c.ca_file = OptionalString(args, "tls-ca");
+  c.cert_file = OptionalString(args, "tls-cert");
+  c.key_file = OptionalString(args, "tls-key");
+  c.crl_file = OptionalString(args, "tls-crl");
   c.insecure = args.count("insecure") > 0;
   if (c.insecure && !(c.ca_file + c.cert_file + c.key_file + c.crl_file).empty())
     return Status::Invalid("--insecure and --tls-* contradict each other: choose one");

@@ -194,14 +194,23 @@ int CmdExport(int argc, char** argv) {
 }
 
 int CmdDashboard(int argc, char** argv) {
-  cxxopts::Options o("dashboard",
-                     "hyperpack dashboard: every study's page, live, over HTTP (read-only)");
-  o.custom_help("[--listen 127.0.0.1:8080] [--token-file FILE] [options]");
+  cxxopts::Options o(
+      "dashboard", "hyperpack dashboard: every study's page, live, over HTTP or HTTPS (read-only)");
+  o.custom_help(
+      "[--listen 127.0.0.1:8080] [--token-file FILE --tls-cert FILE --tls-key FILE] [options]");
   AddStorage(o);
-  o.add_options()("listen", "IP:PORT (port 0 picks one); beyond loopback it needs --token-file",
+  o.add_options()("listen",
+                  "IP:PORT (port 0 picks one); beyond loopback it needs --token-file, and "
+                  "--tls-cert and --tls-key (or --insecure)",
                   cxxopts::value<std::string>()->default_value("127.0.0.1:8080"))(
       "token-file", "a file holding the token every request must carry (?token= or Bearer)",
-      cxxopts::value<std::string>());
+      cxxopts::value<std::string>())("tls-cert", "HTTPS: this server's certificate, PEM",
+                                     cxxopts::value<std::string>())(
+      "tls-key", "its private key, PEM, mode 600", cxxopts::value<std::string>())(
+      "tls-ca", "HTTPS with client certificates: the CA that must have signed them",
+      cxxopts::value<std::string>())("tls-crl", "revoked client certificates, PEM",
+                                     cxxopts::value<std::string>())(
+      "insecure", "plain HTTP beyond loopback: only on a network you trust");
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
   hyperpack::dashboard::DashboardOptions d;
@@ -212,6 +221,11 @@ int CmdDashboard(int argc, char** argv) {
     if (!token.ok()) return Fail(token.status());
     d.token = *token;
   }
+  d.tls_cert_file = OptionalString(args, "tls-cert");
+  d.tls_key_file = OptionalString(args, "tls-key");
+  d.tls_ca_file = OptionalString(args, "tls-ca");
+  d.tls_crl_file = OptionalString(args, "tls-crl");
+  d.insecure = args.count("insecure") > 0;
   d.on_listening = [&](const std::string& url) {
     std::cout << "hyperpack dashboard of " << d.storage_path << " on " << url
               << (d.token.empty() ? "" : " (add ?token=YOUR_TOKEN)") << "\n"

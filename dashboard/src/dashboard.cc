@@ -1,8 +1,12 @@
 #include "hyperpack/dashboard/dashboard.h"
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -10,6 +14,7 @@
 #include <utility>
 
 #include "hyperpack/net/accept.h"
+#include "hyperpack/net/tls_files.h"
 #include "hyperpack/report/report.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
@@ -21,6 +26,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 constexpr size_t kHeaderLimit = 16 * 1024;
@@ -56,11 +62,36 @@ http::status StatusFor(const Status& s) {
 
 // "GET /study/x 200": the path without its query (it may hold the token), printable ASCII only,
 // at most 200 characters of it.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 200)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return out;
+}
+
 std::string LogLine(beast::string_view method, beast::string_view target, unsigned status) {
-  std::string path;
-  for (char c : target.substr(0, target.find('?')).substr(0, 200))
-    path += c >= 0x20 && c < 0x7f ? c : '?';
+  const std::string path = Printable(target.substr(0, target.find('?')));
   return StrCat(std::string(method), " ", path.empty() ? "-" : path, " ", status);
+}
+
+// --listen's address: an IP address ("localhost" being 127.0.0.1), IPv6 in brackets or not.
+Result<tcp::endpoint> ParseListen(const std::string& listen) {
+  HP_ASSIGN_OR_RETURN(auto host_port, SplitHostPort(listen));
+  std::string host = host_port.first == "localhost" ? "127.0.0.1" : host_port.first;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(host, ec);
+  if (ec)
+    return Status::Invalid("--listen ", listen,
+                           ": the address must be an IP address, e.g. 127.0.0.1:8080");
+  return tcp::endpoint(address, static_cast<unsigned short>(host_port.second));
+}
+
+// Whether a read's error is the connection's end (closed, reset, timed out, broken TLS) rather
+// than a request that could not be parsed, which is answered 400.
+bool ConnectionEnded(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream ||
+         ec.category() != http::make_error_code(http::error::end_of_stream).category();
 }
 
 class Server {
@@ -69,20 +100,9 @@ class Server {
       : options_(options), acceptor_(io_), signals_(io_, SIGINT, SIGTERM), pool_(kWorkers) {}
 
   Status Run() {
-    HP_ASSIGN_OR_RETURN(auto host_port, SplitHostPort(options_.listen));
+    HP_ASSIGN_OR_RETURN(const tcp::endpoint endpoint, ParseListen(options_.listen));
+    HP_RETURN_IF_ERROR(SetUpTransport(endpoint.address()));
     boost::system::error_code ec;
-    std::string host = host_port.first == "localhost" ? "127.0.0.1" : host_port.first;
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-      host = host.substr(1, host.size() - 2);
-    const asio::ip::address address = asio::ip::make_address(host, ec);
-    if (ec)
-      return Status::Invalid("--listen ", options_.listen,
-                             ": the address must be an IP address, e.g. 127.0.0.1:8080");
-    if (!address.is_loopback() && options_.token.empty())
-      return Status::Invalid("--listen ", options_.listen,
-                             " is beyond loopback: give --token-file FILE, and the dashboard asks "
-                             "every request for that token");
-    const tcp::endpoint endpoint(address, static_cast<unsigned short>(host_port.second));
     acceptor_.open(endpoint.protocol(), ec);
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
@@ -91,8 +111,8 @@ class Server {
     const tcp::endpoint bound = acceptor_.local_endpoint();
     const std::string shown = bound.address().is_v6() ? "[" + bound.address().to_string() + "]"
                                                       : bound.address().to_string();
-    if (options_.on_listening)
-      options_.on_listening(StrCat("http://", shown, ":", bound.port(), "/"));
+    url_ = StrCat(ssl_ ? "https://" : "http://", shown, ":", bound.port(), "/");
+    if (options_.on_listening) options_.on_listening(url_);
     signals_.async_wait([this](boost::system::error_code, int) {
       boost::system::error_code ignored;
       acceptor_.close(ignored);
@@ -105,50 +125,140 @@ class Server {
   }
 
  private:
+  // HTTPS or HTTP, as ChooseTransport decides from the options; the certificate loaded.
+  Status SetUpTransport(const asio::ip::address& address) {
+    const DashboardOptions& o = options_;
+    if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+      return Status::Invalid("HTTPS needs both --tls-cert and --tls-key");
+    if (o.tls_cert_file.empty() && !o.tls_ca_file.empty())
+      return Status::Invalid(
+          "--tls-ca asks clients for certificates over HTTPS: give the "
+          "server's own with --tls-cert and --tls-key");
+    bool warn = false;
+    HP_ASSIGN_OR_RETURN(const Transport transport,
+                        ChooseTransport({o.listen, address.is_loopback(), !o.token.empty(),
+                                         !o.tls_cert_file.empty(), o.insecure},
+                                        &warn));
+    if (warn && o.log)
+      o.log(StrCat("warning: plain HTTP beyond loopback (--insecure) on ", o.listen,
+                   ": anyone on the network's path can read the token and every page"));
+    if (transport == Transport::kHttp) return Status::Ok();
+    ssl_ = std::make_unique<ssl::context>(ssl::context::tls_server);
+    net::RequireTls13(*ssl_);
+    return net::LoadCertificates(*ssl_,
+                                 {o.tls_ca_file, o.tls_cert_file, o.tls_key_file, o.tls_crl_file});
+  }
+
   asio::awaitable<void> Accept() {
     return net::AcceptLoop(acceptor_, [this](tcp::socket socket) {
       asio::co_spawn(io_, Session(std::move(socket)), asio::detached);
     });
   }
 
-  // One connection: requests in turn (keep-alive), each bounded in size and time.
+  // One connection. Over HTTPS: what it opens with decides; TLS is shaken hands with, anything
+  // else is read as HTTP and answered 400.
   asio::awaitable<void> Session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer(8192);
+    bool moved = false;
     try {
-      for (;;) {
-        http::request_parser<http::empty_body> parser;
-        parser.header_limit(kHeaderLimit);
-        parser.body_limit(0);
+      if (!ssl_) {
+        co_await Requests(stream, buffer);
+      } else {
         stream.expires_after(kRequestTimeout);
-        boost::system::error_code ec;
-        co_await http::async_read(stream, buffer, parser,
-                                  asio::redirect_error(asio::use_awaitable, ec));
-        if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-            ec == asio::error::operation_aborted || ec == asio::error::connection_reset)
-          break;
-        // Not one conditional expression: GCC 12 mishandles a co_await inside one.
-        Response res;
-        if (ec) {
-          res = Text(http::status::bad_request, "malformed request: " + ec.message());
+        const bool tls = co_await beast::async_detect_ssl(stream, buffer, asio::use_awaitable);
+        if (!tls) {
+          co_await RefusePlain(stream, buffer);
         } else {
-          res = co_await Handle(parser.get());
+          moved = true;  // to the TLS stream, which closes it
+          co_await Secure(std::move(stream), buffer);
         }
-        const bool keep = !ec && parser.get().keep_alive();
-        res.keep_alive(keep);
-        if (!ec && parser.get().method() == http::verb::head) res.body().clear();
-        res.prepare_payload();
-        if (options_.log)
-          options_.log(LogLine(ec ? "-" : parser.get().method_string(),
-                               ec ? "" : parser.get().target(), res.result_int()));
-        co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
-        if (ec || !keep) break;
       }
     } catch (const std::exception&) {
       // A broken connection's last word: nothing to answer, and nothing else is affected.
     }
     boost::system::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    if (!moved) stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
+  asio::awaitable<void> Secure(beast::tcp_stream stream, beast::flat_buffer& buffer) {
+    beast::ssl_stream<beast::tcp_stream> secure(std::move(stream), *ssl_);
+    boost::system::error_code ec;
+    const size_t used = co_await secure.async_handshake(
+        ssl::stream_base::server, buffer.data(), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (options_.log) options_.log(HandshakeRefused(secure, ec));
+      co_return;
+    }
+    buffer.consume(used);
+    co_await Requests(secure, buffer);
+    beast::get_lowest_layer(secure).expires_after(std::chrono::seconds(5));
+    co_await secure.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // "- TLS handshake refused from 10.0.0.7: certificate verify failed (certificate revoked)".
+  static std::string HandshakeRefused(beast::ssl_stream<beast::tcp_stream>& secure,
+                                      const boost::system::error_code& ec) {
+    boost::system::error_code ignored;
+    const auto peer = beast::get_lowest_layer(secure).socket().remote_endpoint(ignored);
+    std::string line = StrCat("- TLS handshake refused from ", peer.address().to_string(), ": ",
+                              Printable(ec.message()));
+    const long verify = SSL_get_verify_result(secure.native_handle());
+    if (verify != X509_V_OK) line += StrCat(" (", X509_verify_cert_error_string(verify), ")");
+    return line;
+  }
+
+  // A plain HTTP request on the HTTPS port: its header read (so that the answer is not lost to a
+  // reset), and 400 with where to go instead. Nothing it asked for is served.
+  asio::awaitable<void> RefusePlain(beast::tcp_stream& stream, beast::flat_buffer& buffer) {
+    http::request_parser<http::empty_body> parser;
+    parser.header_limit(kHeaderLimit);
+    boost::system::error_code ec;
+    co_await http::async_read_header(stream, buffer, parser,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    // The address the client dialled, rather than the listening one (0.0.0.0 is no address).
+    const auto host = parser.get()[http::field::host];
+    const std::string where = ec || host.empty() ? url_ : "https://" + Printable(host) + "/";
+    Response res = Text(http::status::bad_request, "this dashboard serves HTTPS only: " + where +
+                                                       " (nothing was sent over HTTP)");
+    res.keep_alive(false);
+    res.prepare_payload();
+    if (options_.log)
+      options_.log(LogLine(ec ? "-" : parser.get().method_string(), ec ? "" : parser.get().target(),
+                           res.result_int()) +
+                   " (plain HTTP on the HTTPS port: refused)");
+    co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // Requests in turn (keep-alive), each bounded in size and time.
+  template <class Stream>
+  asio::awaitable<void> Requests(Stream& stream, beast::flat_buffer& buffer) {
+    for (;;) {
+      http::request_parser<http::empty_body> parser;
+      parser.header_limit(kHeaderLimit);
+      parser.body_limit(0);
+      beast::get_lowest_layer(stream).expires_after(kRequestTimeout);
+      boost::system::error_code ec;
+      co_await http::async_read(stream, buffer, parser,
+                                asio::redirect_error(asio::use_awaitable, ec));
+      if (ec && ConnectionEnded(ec)) break;
+      // Not one conditional expression: GCC 12 mishandles a co_await inside one.
+      Response res;
+      if (ec) {
+        res = Text(http::status::bad_request, "malformed request: " + ec.message());
+      } else {
+        res = co_await Handle(parser.get());
+      }
+      const bool keep = !ec && parser.get().keep_alive();
+      res.keep_alive(keep);
+      if (!ec && parser.get().method() == http::verb::head) res.body().clear();
+      res.prepare_payload();
+      if (options_.log)
+        options_.log(LogLine(ec ? "-" : parser.get().method_string(),
+                             ec ? "" : parser.get().target(), res.result_int()));
+      co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec || !keep) break;
+    }
   }
 
   asio::awaitable<Response> Handle(const http::request<http::empty_body>& req) {
@@ -229,6 +339,8 @@ class Server {
   asio::signal_set signals_;
   asio::thread_pool pool_;
   report::PageCache cache_;
+  std::unique_ptr<ssl::context> ssl_;  // null: plain HTTP
+  std::string url_;
 };
 
 }  // namespace

@@ -68,6 +68,25 @@ bool UrlDecode(std::string_view text, std::string* out) {
   return true;
 }
 
+Result<Transport> ChooseTransport(const Exposure& e, bool* warn) {
+  *warn = false;
+  if (e.insecure && e.certificate)
+    return Status::Invalid("--insecure and --tls-cert contradict each other: choose one");
+  if (e.loopback) return e.certificate ? Transport::kHttps : Transport::kHttp;
+  if (!e.token)
+    return Status::Invalid("--listen ", e.listen,
+                           " is beyond loopback: give --token-file FILE, and the dashboard asks "
+                           "every request for that token");
+  if (e.certificate) return Transport::kHttps;
+  if (!e.insecure)
+    return Status::Invalid("--listen ", e.listen,
+                           " is beyond loopback, where the dashboard serves HTTPS: give --tls-cert "
+                           "and --tls-key (scripts/cluster-certs DIR HOST makes them), or "
+                           "--insecure for plain HTTP on a network you trust");
+  *warn = true;
+  return Transport::kHttp;
+}
+
 Route ParseTarget(std::string_view target) {
   Route r;
   const size_t q = target.find('?');

@@ -1,12 +1,30 @@
-// The dashboard's pure half: what a request's target asks for, whether it carries the token, and
-// the studies' index page. No sockets, no storage.
+// The dashboard's pure half: whether it may listen as asked, what a request's target asks for,
+// whether it carries the token, and the studies' index page. No sockets, no storage.
 // Thread-safety: pure functions.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "hyperpack/status.h"
+
 namespace hyperpack::dashboard {
+
+enum class Transport { kHttp, kHttps };
+
+// What the operator gave, and where the dashboard is to listen.
+struct Exposure {
+  std::string listen;  // as given, for the messages
+  bool loopback = true;
+  bool token = false;
+  bool certificate = false;  // --tls-cert and --tls-key
+  bool insecure = false;     // --insecure
+};
+
+// HTTPS when a certificate is given. Plain HTTP on loopback, or beyond it only by choice
+// (--insecure, with a warning the caller logs: `*warn` is set). Beyond loopback a token is
+// required either way. kInvalidArgument saying what to give otherwise.
+Result<Transport> ChooseTransport(const Exposure& exposure, bool* warn);
 
 enum class RouteKind { kIndex, kStudyPage, kStudyJson, kStudiesJson, kNotFound, kBadRequest };
 

@@ -3,10 +3,11 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <utility>
+
+#include "hyperpack/net/tls_files.h"
 
 namespace hyperpack::scheduler::protocol {
 namespace {
@@ -67,9 +68,8 @@ std::string ReadTokenFile(const std::string& path, std::string* error) {
     *error = path + ": the token must be at least 16 characters";
     return "";
   }
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-    *error = path + ": the token file is open to other users; chmod 600 " + path;
+  if (Status s = net::CheckPrivate(path, "token file"); !s.ok()) {
+    *error = s.message();
     return "";
   }
   return token;

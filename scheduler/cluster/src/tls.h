@@ -46,9 +46,6 @@ class TlsContext {
   std::string psk_;  // the derived key (binary), read by OpenSSL's callbacks
 };
 
-// Refuses a secret file (a key, a token) that others than its owner may read or write.
-Status CheckPrivate(const std::string& path, const char* what);
-
 // A TLS failure's text for people: OpenSSL's reason, with what usually causes it.
 std::string HandshakeError(const std::string& reason, Mode mode);
 
