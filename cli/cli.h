@@ -103,6 +103,7 @@ int CmdValidate(int argc, char** argv);
 int CmdCreate(int argc, char** argv);
 int CmdAsk(int argc, char** argv);
 int CmdTell(int argc, char** argv);
+int CmdHeartbeat(int argc, char** argv);
 
 int CmdStop(int argc, char** argv);
 int CmdCancel(int argc, char** argv);

@@ -33,6 +33,14 @@ Result<hyperpack::storage::TrialState> TellState(const cxxopts::ParseResult& arg
   return *state;
 }
 
+// A trial number given on the command line.
+Result<int> TrialNumber(const std::string& text) {
+  const std::optional<int64_t> number = ParseInt(text);
+  if (!number || *number < 0 || *number > INT32_MAX)
+    return Status::Invalid("trial number '", text, "' is not a whole number >= 0");
+  return static_cast<int>(*number);
+}
+
 }  // namespace
 
 int CmdCreate(int argc, char** argv) {
@@ -132,9 +140,8 @@ int CmdTell(int argc, char** argv) {
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 2, 2)) return *rc;
   const std::vector<std::string> pos = Positional(args);
-  const std::optional<int64_t> number = ParseInt(pos[1]);
-  if (!number || *number < 0 || *number > INT32_MAX)
-    return Fail(Status::Invalid("trial number '", pos[1], "' is not a whole number >= 0"));
+  const Result<int> number = TrialNumber(pos[1]);
+  if (!number.ok()) return Fail(number.status());
   auto state = TellState(args);
   if (!state.ok()) return Fail(state.status());
   hyperpack::scheduler::Tell tell;
@@ -150,10 +157,10 @@ int CmdTell(int argc, char** argv) {
     if (args.count("server")) {
       HP_ASSIGN_OR_RETURN(auto credentials, ClusterCredentials(args));
       return hyperpack::scheduler::RemoteTell(args["server"].as<std::string>(), credentials, pos[0],
-                                              static_cast<int>(*number), tell);
+                                              *number, tell);
     }
     HP_ASSIGN_OR_RETURN(auto db, OpenForWriting(args));
-    return hyperpack::scheduler::TellTrial(*db, pos[0], static_cast<int>(*number), tell, WallNow());
+    return hyperpack::scheduler::TellTrial(*db, pos[0], *number, tell, WallNow());
   }();
   if (!told.ok()) return Fail(told);
   std::cout << "trial " << *number << " of study '" << pos[0]
@@ -162,6 +169,30 @@ int CmdTell(int argc, char** argv) {
   for (const auto& [metric, v] : tell.values) std::cout << ", " << metric << " " << FormatDouble(v);
   std::cout << "\n";
   return kOk;
+}
+
+int CmdHeartbeat(int argc, char** argv) {
+  cxxopts::Options o("heartbeat",
+                     "hyperpack heartbeat STUDY N: tell a study with ask_timeout that asked trial "
+                     "N is still being evaluated");
+  o.custom_help("STUDY N [options]");
+  AddStorage(o);
+  AddServer(o);
+  cxxopts::ParseResult args;
+  if (auto rc = Parse(o, argc, argv, &args, 2, 2)) return *rc;
+  const std::vector<std::string> pos = Positional(args);
+  const Result<int> number = TrialNumber(pos[1]);
+  if (!number.ok()) return Fail(number.status());
+  Status beat = [&]() -> Status {
+    if (args.count("server")) {
+      HP_ASSIGN_OR_RETURN(auto credentials, ClusterCredentials(args));
+      return hyperpack::scheduler::RemoteHeartbeat(args["server"].as<std::string>(), credentials,
+                                                   pos[0], *number);
+    }
+    HP_ASSIGN_OR_RETURN(auto db, OpenForWriting(args));
+    return hyperpack::scheduler::HeartbeatTrial(*db, pos[0], *number, WallNow());
+  }();
+  return beat.ok() ? kOk : Fail(beat);
 }
 
 }  // namespace hyperpack::cli

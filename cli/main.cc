@@ -65,6 +65,8 @@ const std::vector<Command>& Commands() {
        "store a study whose trials your own program asks for and tells", CmdCreate},
       {"ask", "ask STUDY", "reserve the next trial: its number and parameters", CmdAsk},
       {"tell", "tell STUDY N", "record how an asked trial ended (--value V, or --state)", CmdTell},
+      {"heartbeat", "heartbeat STUDY N", "an asked trial is still being evaluated (ask_timeout)",
+       CmdHeartbeat},
       {"stop", "stop STUDY", "start no more trials; running ones end as they would", CmdStop},
       {"cancel", "cancel STUDY", "stop the running trials too, recorded as cancelled", CmdCancel},
       {"pause", "pause STUDY", "stop the running trials until resume (from their checkpoints)",

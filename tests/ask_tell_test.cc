@@ -39,10 +39,11 @@ study::StudySpec Spec(const std::string& text = kStudy) {
   return *parsed.spec;
 }
 
-std::unique_ptr<storage::Storage> Created(const std::string& url = "memory:") {
+std::unique_ptr<storage::Storage> Created(const std::string& url = "memory:",
+                                          const std::string& text = kStudy) {
   auto db = storage::OpenStorage(url).value();
   bool created = false;
-  EXPECT_TRUE(CreateStudy(*db, Spec(), &created).ok());
+  EXPECT_TRUE(CreateStudy(*db, Spec(text), &created).ok());
   EXPECT_TRUE(created);
   return db;
 }
@@ -225,6 +226,69 @@ TEST(AskTellTest, AStudyARunnerHoldsIsNotAskedAndAMissingOneIsNotFound) {
   EXPECT_THAT(missing.status().message(), HasSubstr("hyperpack create"));
 }
 
+// Asked trials that go quiet, on each kind of store (the heartbeat is a column of its own).
+void ExpectAQuietTrialIsFailedAndAskedAgain(const std::string& url) {
+  auto db = Created(url, std::string(kStudy) + "ask_timeout: 60s\nbudget: {max_attempts: 2}\n");
+  const int64_t id = db->FindStudy("q").value()->id;
+  AskedTrial first = Ask(*db, "q", "h", 1000).value();
+  ASSERT_TRUE(HeartbeatTrial(*db, "q", first.number, 1050).ok());
+  // 50 s after its heartbeat: still alive.
+  AskedTrial second = Ask(*db, "q", "h", 1100).value();
+  EXPECT_EQ(second.number, 1);
+  EXPECT_EQ(db->ListTrials(id).value()[0].state, TrialState::kRunning);
+  // 150 s after it, 100 s after the second's ask: both are failed, and the first's configuration
+  // is this ask's, the second's the next one's.
+  AskedTrial again = Ask(*db, "q", "h", 1200).value();
+  EXPECT_EQ(again.number, 2);
+  EXPECT_EQ(again.params, first.params);
+  EXPECT_EQ(Ask(*db, "q", "h", 1201).value().params, second.params);
+  std::vector<storage::TrialRecord> trials = db->ListTrials(id).value();
+  ASSERT_EQ(trials.size(), 4u);
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error, HasSubstr("no tell or heartbeat for 2m30s"));
+  EXPECT_EQ(trials[2].retry_of, 0);
+  EXPECT_EQ(trials[2].attempt, 2);
+  EXPECT_EQ(trials[2].heartbeat, 1200);
+  // A late tell, or heartbeat, is refused with what happened.
+  Tell late;
+  late.value = 1.0;
+  const Status told = TellTrial(*db, "q", first.number, late, 1300);
+  EXPECT_EQ(told.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(told.message(), HasSubstr("is not running: it is failed (no tell or heartbeat"));
+  EXPECT_EQ(HeartbeatTrial(*db, "q", first.number, 1300).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(HeartbeatTrial(*db, "q", 99, 1300).code(), StatusCode::kNotFound);
+  // The second attempt goes quiet too: failed, and not asked a third time (max_attempts: 2).
+  ASSERT_TRUE(HeartbeatTrial(*db, "q", 3, 1290).ok());
+  ASSERT_TRUE(TellTrial(*db, "q", 3, late, 1300).ok());
+  AskedTrial fresh = Ask(*db, "q", "h", 1400).value();
+  trials = db->ListTrials(id).value();
+  EXPECT_EQ(trials[2].state, TrialState::kFailed);
+  EXPECT_THAT(trials[2].error, HasSubstr("not asked again after 2 attempts"));
+  EXPECT_EQ(trials[3].state, TrialState::kCompleted);
+  EXPECT_NE(fresh.params, first.params);
+  EXPECT_FALSE(trials.back().retry_of.has_value());
+}
+
+TEST(AskTellTest, AQuietTrialIsFailedAndAskedAgain) {
+  ExpectAQuietTrialIsFailedAndAskedAgain("memory:");
+}
+
+TEST(AskTellTest, AQuietTrialIsFailedAndAskedAgainOnSQLite) {
+  testing::TempDir dir;
+  ExpectAQuietTrialIsFailedAndAskedAgain(dir / "q.db");
+}
+
+TEST(AskTellTest, WithoutAnAskTimeoutAnAskedTrialWaitsForItsTell) {
+  auto db = Created();
+  const int number = Ask(*db, "q", "h", 0).value().number;
+  Ask(*db, "q", "h", 1e7).value();
+  EXPECT_EQ(db->ListTrials(db->FindStudy("q").value()->id).value()[0].state, TrialState::kRunning);
+  EXPECT_TRUE(HeartbeatTrial(*db, "q", number, 1e7).ok());
+  EXPECT_THAT(study::ParseStudy(std::string(kStudy) + "ask_timeout: 0\n", "q.yaml").ErrorText(),
+              HasSubstr("q.yaml:7:14: ask_timeout: '0' is not a duration"));
+  EXPECT_EQ(Spec(std::string(kStudy) + "ask_timeout: 10m\n").ask_timeout_s, 600);
+}
+
 // Programs asking side by side, each with its own connection to one store: every ask gets its own
 // number and a configuration no other got.
 void ExpectThreadsGetTheirOwnTrials(const std::string& url) {
@@ -270,6 +334,16 @@ TEST(AskTellTest, ThreadsAskingAtOnceGetTheirOwnTrialsOnPostgreSQL) {
   const std::string url = server->NewDatabase("asks", &error);
   ASSERT_FALSE(url.empty()) << error;
   ExpectThreadsGetTheirOwnTrials(url);
+}
+
+TEST(AskTellTest, AQuietTrialIsFailedAndAskedAgainOnPostgreSQL) {
+  std::string error;
+  auto server = testing::LocalPostgres::Start(&error);
+  if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_NE(server, nullptr) << error;
+  const std::string url = server->NewDatabase("quiet", &error);
+  ASSERT_FALSE(url.empty()) << error;
+  ExpectAQuietTrialIsFailedAndAskedAgain(url);
 }
 #endif
 

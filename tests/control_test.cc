@@ -307,9 +307,16 @@ TEST_P(ControlTest, WithoutARunnerVerbsWaitForTheNextRunAndResultsAreStoredAtOnc
   ASSERT_EQ(asked.exit_code, 0) << asked.err;
   Json a = Json::parse(asked.out);
   EXPECT_EQ(a["params"]["x"], 0.75);
-  auto told = Cli({"tell", "s", std::to_string(a["trial"].get<int>()), "--value", "0.5"});
+  const std::string number = std::to_string(a["trial"].get<int>());
+  auto beat = Cli({"heartbeat", "s", number});
+  EXPECT_EQ(beat.exit_code, 0) << beat.err;
+  EXPECT_TRUE(Trials().back().heartbeat.has_value());
+  auto told = Cli({"tell", "s", number, "--value", "0.5"});
   EXPECT_EQ(told.exit_code, 0) << told.err;
   EXPECT_EQ(Trials().back().state, TrialState::kCompleted);
+  auto late = Cli({"heartbeat", "s", number});
+  EXPECT_NE(late.exit_code, 0);
+  EXPECT_THAT(late.err, HasSubstr("is not running: it is completed"));
 
   EXPECT_EQ(Cli({"delete", "s"}).exit_code, 2) << "--yes is required";
   auto deleted = Cli({"delete", "s", "--yes"});

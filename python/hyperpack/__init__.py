@@ -9,7 +9,7 @@ written in Python. The one most people want:
 
 `hyperpack.load_study(name, storage)` opens a study that hyperpack stores (one `hyperpack run`
 runs, or one made with `hyperpack.create_study(FILE)` whose trials this program evaluates):
-`study.ask()`, `study.tell(trial, value)`, `study.best_trial`, `study.trials`, and the lifecycle
+`study.ask()`, `study.tell(trial, value)`, `study.heartbeat(trial)`, `study.best_trial`, `study.trials`, and the lifecycle
 verbs (`study.stop()`, `enqueue`, `add_results`, ...) as the command line has them.
 
 `hyperpack.Tuner` is the tuner itself, as `hyperpack.optuna.GPSampler` drives it.
@@ -78,6 +78,12 @@ class Study:
             state = "completed" if value is not None or values else "failed"
         self._impl.tell(number, state, None if value is None else float(value), step,
                         {k: float(v) for k, v in (values or {}).items()})
+
+    def heartbeat(self, trial) -> None:
+        """Says that an asked trial is still being evaluated. A study with `ask_timeout:` fails
+        an asked trial that is neither told nor sent a heartbeat within it, and asks its
+        configuration again; call this more often than that while the trial runs."""
+        self._impl.heartbeat(trial.number if isinstance(trial, Trial) else int(trial))
 
     @property
     def trials(self) -> List[Trial]:

@@ -92,6 +92,12 @@ class PyStudy {
     if (!s.ok()) Raise(s);
   }
 
+  void Heartbeat(int number) {
+    auto db = Open();
+    Status s = scheduler::HeartbeatTrial(*db, name_, number, WallNow());
+    if (!s.ok()) Raise(s);
+  }
+
   std::vector<TrialTuple> Trials() {
     auto db = Open();
     const storage::StudyRecord study = Stored(*db);
@@ -164,6 +170,7 @@ void BindStudy(py::module_& m) {
       .def("tell", &PyStudy::Tell, py::arg("number"), py::arg("state"),
            py::arg("value") = py::none(), py::arg("step") = py::none(),
            py::arg("values") = std::map<std::string, double>())
+      .def("heartbeat", &PyStudy::Heartbeat, py::arg("number"))
       .def("trials", &PyStudy::Trials)
       .def("best", &PyStudy::Best)
       .def("control", &PyStudy::Control, py::arg("verb"), py::arg("params_json") = "",

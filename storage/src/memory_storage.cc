@@ -154,6 +154,17 @@ class MemoryStorage final : public Storage {
     });
   }
 
+  Result<bool> Heartbeat(int64_t study_id, int number, double now) override {
+    bool found = false;
+    HP_RETURN_IF_ERROR(Write([&](Data& d) -> Status {
+      auto it = d.trials.find({study_id, number});
+      found = it != d.trials.end() && it->second.state == TrialState::kRunning;
+      if (found) it->second.heartbeat = now;
+      return Status::Ok();
+    }));
+    return found;
+  }
+
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
                                                const std::string& reason) override {
     std::vector<int> numbers;

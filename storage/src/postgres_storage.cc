@@ -122,9 +122,17 @@ CREATE TABLE tuner_states (
 );
 )sql";
 
+// Version 8 as SQLite's: when an asked trial last showed it is alive.
+constexpr char kSchemaV8Heartbeats[] = R"sql(
+ALTER TABLE trials ADD COLUMN heartbeat DOUBLE PRECISION;
+)sql";
+
 const std::vector<Migration>& PostgresMigrations() {
-  static const std::vector<Migration> kMigrations = {
-      {4, kSchemaV4}, {5, kSchemaV5Controls}, {6, kSchemaV6Values}, {7, kSchemaV7TunerStates}};
+  static const std::vector<Migration> kMigrations = {{4, kSchemaV4},
+                                                     {5, kSchemaV5Controls},
+                                                     {6, kSchemaV6Values},
+                                                     {7, kSchemaV7TunerStates},
+                                                     {8, kSchemaV8Heartbeats}};
   return kMigrations;
 }
 
@@ -326,8 +334,9 @@ class PostgresStorage final : public Storage {
   Status InsertTrial(const TrialRecord& t) override {
     return Query(
                "INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-               "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values) "
-               "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+               "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values, "
+               "heartbeat) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
+               "$15, $16)",
                Params()
                    .Add(t.study_id)
                    .Add(t.number)
@@ -343,7 +352,8 @@ class PostgresStorage final : public Storage {
                    .Add(t.retry_of)
                    .Add(t.log_path)
                    .Add(EncodePlacement(t.placement))
-                   .Add(EncodeValues(t.values)),
+                   .Add(EncodeValues(t.values))
+                   .Add(t.heartbeat),
                StrCat("inserting trial ", t.number), StrCat("trial ", t.number, " already exists"))
         .status();
   }
@@ -377,6 +387,15 @@ class PostgresStorage final : public Storage {
               StrCat("resuming trial ", number)));
     if (Changed(res.get()) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
+  }
+
+  Result<bool> Heartbeat(int64_t study_id, int number, double now) override {
+    HP_ASSIGN_OR_RETURN(PgResult res,
+                        Query("UPDATE trials SET heartbeat = $1 WHERE study_id = $2 AND number = "
+                              "$3 AND state = 'running'",
+                              Params().Add(now).Add(study_id).Add(number),
+                              StrCat("recording trial ", number, "'s heartbeat")));
+    return Changed(res.get()) == 1;
   }
 
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,
@@ -751,7 +770,7 @@ class PostgresStorage final : public Storage {
     HP_ASSIGN_OR_RETURN(
         PgResult res,
         Query("SELECT number, state, params, value, started, ended, exit_status, error, host, "
-              "attempt, retry_of, log_path, placement, metric_values FROM trials " +
+              "attempt, retry_of, log_path, placement, metric_values, heartbeat FROM trials " +
                   where,
               params, "listing trials"));
     std::vector<TrialRecord> out;
@@ -782,6 +801,7 @@ class PostgresStorage final : public Storage {
     t.log_path = Text(res, r, 11);
     t.placement = DecodePlacement(Text(res, r, 12));
     t.values = DecodeValues(Text(res, r, 13));
+    t.heartbeat = OptDouble(res, r, 14);
     return t;
   }
 

@@ -136,11 +136,16 @@ CREATE TABLE tuner_states (
 );
 )sql";
 
+// When an asked trial last showed it is alive (TrialRecord::heartbeat).
+constexpr char kSchemaV8Heartbeats[] = R"sql(
+ALTER TABLE trials ADD COLUMN heartbeat REAL;
+)sql";
+
 const std::vector<Migration>& DefaultMigrations() {
   static const std::vector<Migration> kMigrations = {
-      {1, kSchemaV1Tables},     {2, kSchemaV2Journal},  {3, kSchemaV3Submissions},
-      {4, kSchemaV4Placement},  {5, kSchemaV5Controls}, {6, kSchemaV6Values},
-      {7, kSchemaV7TunerStates}};
+      {1, kSchemaV1Tables},      {2, kSchemaV2Journal},   {3, kSchemaV3Submissions},
+      {4, kSchemaV4Placement},   {5, kSchemaV5Controls},  {6, kSchemaV6Values},
+      {7, kSchemaV7TunerStates}, {8, kSchemaV8Heartbeats}};
   return kMigrations;
 }
 
@@ -481,8 +486,8 @@ Status SqliteStorage::InsertTrial(const TrialRecord& t) {
       sqlite3_stmt * raw,
       db_->Prepare(
           "INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-          "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+          "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values, "
+          "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
@@ -492,7 +497,7 @@ Status SqliteStorage::InsertTrial(const TrialRecord& t) {
         .Bind(t.ended)
         .Bind(t.exit_status);
     stmt.Bind(t.error).Bind(t.host).Bind(t.attempt).Bind(t.retry_of).Bind(t.log_path);
-    stmt.Bind(EncodePlacement(t.placement)).Bind(EncodeValues(t.values));
+    stmt.Bind(EncodePlacement(t.placement)).Bind(EncodeValues(t.values)).Bind(t.heartbeat);
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
@@ -534,6 +539,22 @@ Status SqliteStorage::ResumeTrial(int64_t study_id, int number,
   });
 }
 
+Result<bool> SqliteStorage::Heartbeat(int64_t study_id, int number, double now) {
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare("UPDATE trials SET heartbeat = ? WHERE study_id = ? AND "
+                                   "number = ? AND state = 'running'"));
+  bool found = false;
+  HP_RETURN_IF_ERROR(Transaction([&]() -> Status {
+    Statement stmt(raw);
+    stmt.Bind(now).Bind(study_id).Bind(number);
+    if (stmt.Step() != SQLITE_DONE)
+      return db_->Error(StrCat("recording trial ", number, "'s heartbeat"));
+    found = sqlite3_changes(db_->handle()) == 1;
+    return Status::Ok();
+  }));
+  return found;
+}
+
 Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, double now,
                                                             const std::string& reason) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * select,
@@ -564,7 +585,7 @@ Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, do
 namespace {
 constexpr char kTrialColumns[] =
     "SELECT number, state, params, value, started, ended, exit_status, error, host, attempt, "
-    "retry_of, log_path, placement, metric_values FROM trials ";
+    "retry_of, log_path, placement, metric_values, heartbeat FROM trials ";
 
 // The rows of a statement that selects kTrialColumns, as records.
 Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, int64_t study_id) {
@@ -589,6 +610,7 @@ Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, 
     t.log_path = Text(raw, 11);
     t.placement = DecodePlacement(Text(raw, 12));
     t.values = DecodeValues(Text(raw, 13));
+    t.heartbeat = OptDouble(raw, 14);
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE)

@@ -38,6 +38,7 @@ class SqliteStorage final : public Storage {
 
   Status InsertTrial(const TrialRecord& trial) override;
   Status FinishTrial(const TrialRecord& trial) override;
+  Result<bool> Heartbeat(int64_t study_id, int number, double now) override;
   Status ResumeTrial(int64_t study_id, int number,
                      const std::vector<RankRecord>& placement) override;
   Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,

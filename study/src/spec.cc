@@ -228,9 +228,9 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
     return;
   }
   static const std::vector<std::string> kKeys = {
-      "name",         "description", "objective", "objectives", "constraints",
-      "search_space", "trial",       "tuner",     "budget",     "queue",
-      "resources",    "pruner",      "cluster",   "export",     "priority"};
+      "name",    "description", "objective", "objectives", "constraints", "search_space",
+      "trial",   "tuner",       "budget",    "queue",      "resources",   "pruner",
+      "cluster", "export",      "priority",  "ask_timeout"};
   auto fields = Fields(root, "", kKeys);
 
   ParseHeader(root, fields, spec);
@@ -246,6 +246,8 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
   // Without `trial:` the study is one whose trials another program evaluates (ask and tell).
   if (auto* f = Get(fields, "trial"))
     ParseTrial(*f, spec->space, &spec->trial, &spec->metric_patterns);
+
+  if (auto* f = Get(fields, "ask_timeout")) spec->ask_timeout_s = Duration(*f, "ask_timeout");
 
   if (auto* f = Get(fields, "tuner")) ParseTuner(*f, &spec->tuner);
   if (auto* f = Get(fields, "budget")) ParseBudget(*f, &spec->budget);
@@ -319,6 +321,8 @@ std::string DescribeStudy(const StudySpec& s) {
                                   : s.trial.command)
       << "\n";
   if (s.trial.timeout_s) out << "timeout     " << *s.trial.timeout_s << "s\n";
+  if (s.ask_timeout_s)
+    out << "ask timeout " << *s.ask_timeout_s << "s without a tell or heartbeat\n";
   if (s.resources.gpus) out << "gpus        " << s.resources.gpus->text() << "\n";
   if (s.resources.cpus) out << "cpus        " << s.resources.cpus->text() << "\n";
   out << "\nsearch space (" << s.space.size() << " parameters)\n";

@@ -349,6 +349,27 @@ def test_a_study_is_asked_and_told_from_python(tmp_path):
     assert again.best_value < 0.2, "the tuner found the bowl's floor"
 
 
+def test_an_asked_trial_that_goes_quiet_is_failed_and_asked_again(tmp_path):
+    (tmp_path / "q.yaml").write_text(ASKED_STUDY + "ask_timeout: 1s\n")
+    storage = str(tmp_path / "h.db")
+    study = hyperpack.create_study(str(tmp_path / "q.yaml"), storage)
+    quiet, alive = study.ask(), study.ask()
+    # A timeout's test waits for its time to pass: a second and a half of heartbeats for one of
+    # the two, none for the other.
+    import time
+    start = time.monotonic()
+    while time.monotonic() - start < 1.5:
+        study.heartbeat(alive)
+    again = study.ask()
+    trials = study.trials
+    assert trials[quiet.number].state == "failed"
+    assert trials[alive.number].state == "running"
+    assert again.params == quiet.params, "the quiet trial's configuration is asked again"
+    with pytest.raises(RuntimeError, match="no tell or heartbeat"):
+        study.tell(quiet, 0.5)
+    study.tell(alive, bowl(alive.params))
+
+
 def test_a_study_with_two_objectives_is_told_each_value_by_metric(tmp_path):
     (tmp_path / "mo.yaml").write_text(
         "name: mo\n"

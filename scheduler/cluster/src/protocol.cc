@@ -238,7 +238,7 @@ constexpr Names<FrameType> kFrameTypeNames[] = {
 constexpr Names<RequestOp> kRequestOpNames[] = {
     {RequestOp::kControl, "control"}, {RequestOp::kConditions, "conditions"},
     {RequestOp::kLogs, "logs"},       {RequestOp::kAsk, "ask"},
-    {RequestOp::kTell, "tell"},
+    {RequestOp::kTell, "tell"},       {RequestOp::kHeartbeat, "heartbeat"},
 };
 constexpr Names<Role> kRoleNames[] = {{Role::kAgent, "agent"}, {Role::kClient, "client"}};
 constexpr Names<Stream> kStreamNames[] = {{Stream::kOut, "out"}, {Stream::kErr, "err"}};

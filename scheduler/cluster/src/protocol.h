@@ -356,7 +356,7 @@ struct Done {
 
 // {"type": "request", "op", "study", "body" (optional, {})}: what `hyperpack stop --server` and
 // the other verbs ask of a study in the server's storage (requests.h decodes each op's body).
-enum class RequestOp { kControl, kConditions, kLogs, kAsk, kTell };
+enum class RequestOp { kControl, kConditions, kLogs, kAsk, kTell, kHeartbeat };
 struct Request {
   RequestOp op = RequestOp::kControl;
   std::string study;

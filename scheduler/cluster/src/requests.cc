@@ -147,6 +147,13 @@ Result<Json> Carry(storage::Storage& db, const Request& q) {
       HP_RETURN_IF_ERROR(TellTrial(db, q.study, number, tell, WallNow()));
       return Json::object();
     }
+    case RequestOp::kHeartbeat: {
+      FrameReader r(q.body);
+      const int number = r.Field<int>("trial");
+      if (!r.ok()) return r.status();
+      HP_RETURN_IF_ERROR(HeartbeatTrial(db, q.study, number, WallNow()));
+      return Json::object();
+    }
   }
   return Status::Internal("an op without a handler");
 }
@@ -277,6 +284,12 @@ Status RemoteTell(const std::string& server, const Credentials& credentials,
   if (tell.step) q["step"] = *tell.step;
   if (!tell.values.empty()) q["values"] = tell.values;
   return Call(server, credentials, {RequestOp::kTell, study, q}).status();
+}
+
+Status RemoteHeartbeat(const std::string& server, const Credentials& credentials,
+                       const std::string& study, int number) {
+  return Call(server, credentials, {RequestOp::kHeartbeat, study, Json{{"trial", number}}})
+      .status();
 }
 
 }  // namespace hyperpack::scheduler

@@ -101,6 +101,47 @@ Result<Config> Propose(storage::Storage& db, const storage::StudyRecord& study,
   return proposed.front();
 }
 
+// Fails the study's asked trials whose last sign of life (ask or heartbeat) is older than its
+// ask_timeout, and offers each one's configuration again (an enqueue control, which the next ask
+// takes first) while it has attempts left (budget.max_attempts), as Optuna's RDB heartbeat with
+// its retry callback does. Runners' trials have no heartbeat and are never touched.
+Status FailStale(storage::Storage& db, const storage::StudyRecord& study,
+                 const study::StudySpec& spec, double now) {
+  if (!spec.ask_timeout_s) return Status::Ok();
+  HP_ASSIGN_OR_RETURN(auto open,
+                      db.ListTrialsIn(study.id, std::vector<TrialState>{TrialState::kRunning}));
+  for (TrialRecord t : open) {
+    if (!t.heartbeat || now - *t.heartbeat <= *spec.ask_timeout_s) continue;
+    const bool again = t.attempt < spec.budget.max_attempts;
+    t.state = TrialState::kFailed;
+    t.ended = now;
+    t.error = StrCat(
+        "no tell or heartbeat for ", FormatDuration(now - *t.heartbeat), " (ask_timeout ",
+        FormatDuration(*spec.ask_timeout_s), "): ",
+        again ? "its configuration is asked again"
+              : StrCat("not asked again after ", t.attempt, " attempts (budget.max_attempts)"));
+    HP_RETURN_IF_ERROR(db.FinishTrial(t));
+    HP_RETURN_IF_ERROR(db.AddEvent(
+        study.id, {now, t.number, storage::EventKindName(storage::EventKind::kTrialFinished),
+                   "failed: " + t.error}));
+    if (!again) continue;
+    storage::ControlRecord c;
+    c.kind = storage::ControlKind::kEnqueue;
+    c.created = now;
+    c.trials = {storage::ControlTrial{t.params, std::nullopt, t.number}};
+    HP_RETURN_IF_ERROR(db.AddControl(study.id, c).status());
+  }
+  return Status::Ok();
+}
+
+// Which run of its configuration a trial that re-runs trial `retry_of` is.
+Result<int> AttemptAfter(storage::Storage& db, int64_t study_id, int retry_of) {
+  HP_ASSIGN_OR_RETURN(auto all, db.ListTrials(study_id));
+  for (const TrialRecord& t : all)
+    if (t.number == retry_of) return t.attempt + 1;
+  return 1;
+}
+
 // One attempt: propose and record, in one transaction.
 Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const std::string& host,
                            double now) {
@@ -111,25 +152,28 @@ Result<AskedTrial> AskOnce(storage::Storage& db, const std::string& name, const 
     HP_RETURN_IF_ERROR(CheckNotHeld(study, spec));
     // Every ask before this one committed, and none after it reads until it commits.
     HP_RETURN_IF_ERROR(db.LockStudy(study.id));
+    HP_RETURN_IF_ERROR(FailStale(db, study, spec, now));
     HP_ASSIGN_OR_RETURN(out.number, db.NextTrialNumber(study.id));
     // A configuration enqueued (hyperpack enqueue, retry) goes out before any proposal.
     HP_ASSIGN_OR_RETURN(std::optional<storage::ControlTrial> queued,
                         TakeEnqueued(db, study.id, out.number, now));
-    std::optional<int> retry_of;
+    TrialRecord t;
     if (queued) {
       out.params = queued->params;
-      retry_of = queued->retry_of;
+      t.retry_of = queued->retry_of;
+      if (t.retry_of) {
+        HP_ASSIGN_OR_RETURN(t.attempt, AttemptAfter(db, study.id, *t.retry_of));
+      }
     } else {
       HP_ASSIGN_OR_RETURN(out.params, Propose(db, study, spec));
     }
-    TrialRecord t;
     t.study_id = study.id;
     t.number = out.number;
     t.state = TrialState::kRunning;
     t.params = out.params;
     t.started = now;
+    t.heartbeat = now;
     t.host = host;
-    t.retry_of = retry_of;
     HP_RETURN_IF_ERROR(db.InsertTrial(t));
     return db.AddEvent(study.id,
                        {now, out.number, storage::EventKindName(storage::EventKind::kTrialStarted),
@@ -171,6 +215,18 @@ Result<AskedTrial> Ask(storage::Storage& db, const std::string& name, const std:
 }
 
 namespace {
+
+// Why trial `number` cannot be told or beat: what it is instead (a failed one's reason with it),
+// or that there is no such trial.
+Status NotRunning(storage::Storage& db, int64_t study_id, const std::string& name, int number) {
+  HP_ASSIGN_OR_RETURN(auto all, db.ListTrials(study_id));
+  for (const TrialRecord& t : all)
+    if (t.number == number)
+      return Status::FailedPrecondition(
+          "trial ", number, " of study '", name, "' is not running: it is ",
+          storage::TrialStateName(t.state), t.error.empty() ? "" : " (" + t.error + ")");
+  return Status::NotFound("study '", name, "' has no trial ", number);
+}
 
 // The value a told trial keeps, from `value` or, in a study that keeps values, from `values`; an
 // error naming what is missing or not the study's.
@@ -229,15 +285,7 @@ Status TellTrial(storage::Storage& db, const std::string& name, int number, cons
     const TrialRecord* asked = nullptr;
     for (const TrialRecord& t : open)
       if (t.number == number) asked = &t;
-    if (!asked) {
-      HP_ASSIGN_OR_RETURN(auto all, db.ListTrials(study.id));
-      for (const TrialRecord& t : all)
-        if (t.number == number)
-          return Status::FailedPrecondition("trial ", number, " of study '", name,
-                                            "' is not running: it is ",
-                                            storage::TrialStateName(t.state));
-      return Status::NotFound("study '", name, "' has no trial ", number);
-    }
+    if (!asked) return NotRunning(db, study.id, name, number);
     TrialRecord t = *asked;
     t.state = tell.state;
     t.value = value;
@@ -256,6 +304,14 @@ Status TellTrial(storage::Storage& db, const std::string& name, int number, cons
     return db.AddEvent(study.id,
                        {now, number, storage::EventKindName(storage::EventKind::kTrialFinished),
                         storage::TrialStateName(tell.state)});
+  });
+}
+
+Status HeartbeatTrial(storage::Storage& db, const std::string& name, int number, double now) {
+  return db.Transaction([&]() -> Status {
+    HP_ASSIGN_OR_RETURN(auto loaded, LoadStoredStudy(db, name));
+    HP_ASSIGN_OR_RETURN(const bool beat, db.Heartbeat(loaded.first.id, number, now));
+    return beat ? Status::Ok() : NotRunning(db, loaded.first.id, name, number);
   });
 }
 

@@ -211,6 +211,9 @@ struct TrialRecord {
   std::map<std::string, double> values;
   std::optional<double> started;
   std::optional<double> ended;
+  // An asked trial's last sign of life: its ask, then each heartbeat (hyperpack heartbeat, or the
+  // Python module's). None for a runner's trials.
+  std::optional<double> heartbeat;
   std::optional<int> exit_status;  // exit code, or 128 + signal
   std::string error;               // why it failed: the tail of stderr, or a reason
   std::string host;

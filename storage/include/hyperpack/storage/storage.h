@@ -88,6 +88,8 @@ class Storage {
   // and its end, exit status and error are cleared. NotFound when the trial is not paused.
   virtual Status ResumeTrial(int64_t study_id, int number,
                              const std::vector<RankRecord>& placement) = 0;
+  // Sets a running trial's heartbeat to `now`; false when no running trial has that number.
+  virtual Result<bool> Heartbeat(int64_t study_id, int number, double now) = 0;
   // Marks every running or pending trial of the study interrupted (its end `now` unless it has
   // one, its error `reason`); returns their numbers, ascending.
   virtual Result<std::vector<int>> InterruptUnfinished(int64_t study_id, double now,

@@ -253,6 +253,10 @@ struct StudySpec {
   std::vector<MetricPattern> metric_patterns;
   SearchSpace space;
   TrialSpec trial;
+  // `ask_timeout`: a trial handed out by ask that is neither told nor sent a heartbeat for this
+  // long is failed, and its configuration offered again (ask_tell.h). Absent: asked trials wait
+  // for their tell however long it takes.
+  std::optional<double> ask_timeout_s;
   TunerSpec tuner;
   BudgetSpec budget;
   QueueSpec queue;

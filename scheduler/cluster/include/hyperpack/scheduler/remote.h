@@ -32,5 +32,7 @@ Result<AskedTrial> RemoteAsk(const std::string& server, const Credentials& crede
                              const std::string& study);
 Status RemoteTell(const std::string& server, const Credentials& credentials,
                   const std::string& study, int number, const Tell& tell);
+Status RemoteHeartbeat(const std::string& server, const Credentials& credentials,
+                       const std::string& study, int number);
 
 }  // namespace hyperpack::scheduler

@@ -3,10 +3,11 @@
 // out its parameters, `hyperpack tell` records how it ended. The proposals come from the study's
 // own tuner (tuner: in its file, its stored seed), which observes every ended trial and counts the
 // trials asked and not yet told as pending, so that programs asking in parallel get different
-// configurations.
-// Thread-safety: each call uses the Storage it is given on the calling thread; calls from several
-// processes on one store are safe (Ask reserves its number in a transaction, and retries on a
-// number another process took).
+// configurations. A study with `ask_timeout:` expects each asked trial's tell, or a heartbeat,
+// within it; a trial that goes quiet is failed and its configuration asked again. Thread-safety:
+// each call uses the Storage it is given on the calling thread; calls from several processes on one
+// store are safe (Ask reserves its number in a transaction, and retries on a number another process
+// took).
 #pragma once
 
 #include <map>
@@ -32,8 +33,11 @@ struct AskedTrial {
 };
 
 // Reserves study `name`'s next trial: one configuration proposed by its tuner, recorded as running
-// on `host`. Errors: kNotFound (no such study), kFailedPrecondition (a runner holds the study;
-// its budget.max_trials are all asked; its space has no configuration left), kIo.
+// on `host`. First, where the study has an ask_timeout, each asked trial with no tell or heartbeat
+// within it is failed, and its configuration is the one this ask hands out (while it has
+// attempts left: budget.max_attempts). Errors: kNotFound (no such study), kFailedPrecondition (a
+// runner holds the study; its budget.max_trials are all asked; its space has no configuration
+// left), kIo.
 Result<AskedTrial> Ask(storage::Storage& db, const std::string& name, const std::string& host,
                        double now);
 
@@ -55,6 +59,12 @@ struct Tell {
 // `values`, a value of a metric the study does not keep, or an objective missing), kIo.
 Status TellTrial(storage::Storage& db, const std::string& name, int number, const Tell& tell,
                  double now);
+
+// Tells the study that asked trial `number` is still being evaluated: its heartbeat is now, and
+// its ask_timeout counts from here. Errors: kNotFound (no such study or trial),
+// kFailedPrecondition (the trial is not running: told already, or failed for want of a heartbeat,
+// the message says which), kIo.
+Status HeartbeatTrial(storage::Storage& db, const std::string& name, int number, double now);
 
 // A study brought over with its history (`hyperpack import` of an Optuna storage), stored in one
 // transaction: the study of `spec`, `trials` as its first trials (numbered 0, 1, ... in their
