@@ -269,6 +269,33 @@ TEST(TlsTest, APlaintextPeerOfProtocolOneIsRefusedWithWhatToDo) {
   EXPECT_THAT(s.message(), HasSubstr("same release"));
 }
 
+// A peer's handshake with whatever listens at `port`, given `timeout_s`.
+asio::awaitable<void> DialWithin(uint16_t port, TlsContext& context, double timeout_s,
+                                 Status* out) {
+  tcp::socket socket(co_await asio::this_coro::executor);
+  co_await socket.async_connect({asio::ip::address_v4::loopback(), port}, asio::use_awaitable);
+  auto c = std::make_shared<Connection>(std::move(socket));
+  Result<Welcome> welcome =
+      co_await ClientHandshake(*c, context, "127.0.0.1", kToken, Role::kAgent, timeout_s);
+  *out = welcome.status();
+}
+
+TEST(TlsTest, AServerThatSaysNothingIsLeftAtTheDeadline) {
+  auto client = Make(WithToken(), tls::End::kClient);
+  ASSERT_TRUE(client);
+  asio::io_context io;
+  tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
+  tcp::socket held(io);  // accepted, and never answered
+  acceptor.async_accept(held, [](boost::system::error_code) {});
+  Status got = Status::Internal("no handshake ended");
+  asio::co_spawn(io, DialWithin(acceptor.local_endpoint().port(), *client, 0.2, &got),
+                 asio::detached);
+  io.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(io.stopped());
+  EXPECT_EQ(got.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(got.message(), HasSubstr("no handshake with the server within"));
+}
+
 TEST(TlsTest, PlaintextOnlyWhenBothEndsChoseIt) {
   Credentials plain = WithToken();
   plain.insecure = true;
@@ -350,6 +377,8 @@ TEST_F(CertificatesTest, ARevokedCertificateIsRefused) {
   Outcome out = With(Of(*dir_, "node2"));
   EXPECT_THAT(out.server.message(), HasSubstr("TLS handshake failed"));
   EXPECT_THAT(out.server.message(), HasSubstr("revoked"));
+  // Under TLS 1.3 the peer learns it at its first read, and is told what it means.
+  EXPECT_THAT(out.client.message(), HasSubstr("did not accept this end's certificate"));
   EXPECT_FALSE(out.received.has_value());
 }
 

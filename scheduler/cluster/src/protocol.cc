@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hyperpack/net/tls_files.h"
+#include "hyperpack/text.h"
 
 namespace hyperpack::scheduler::protocol {
 namespace {
@@ -629,9 +630,10 @@ Status AgreeWith(const Challenge& challenge, const tls::TlsContext& context) {
 
 }  // namespace
 
-asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext& context,
-                                                 const std::string& host, const std::string& token,
-                                                 Role role) {
+// ClientHandshake without its deadline.
+asio::awaitable<Result<Welcome>> Greet(Connection& c, tls::TlsContext& context,
+                                       const std::string& host, const std::string& token,
+                                       Role role) {
   Result<Json> first = co_await c.Receive();
   if (!first.ok()) co_return first.status();
   Result<FrameType> first_type = TypeOf(*first);
@@ -644,13 +646,43 @@ asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext&
   if (challenge->tls) HP_CO_RETURN_IF_ERROR(co_await c.StartTls(context, host));
   c.Send(Hello{role, Hmac(token, challenge->nonce + RoleName(role))}.ToJson());
   Result<Json> welcome = co_await c.Receive();
+  // Under TLS 1.3 a server that refuses this end's certificate says so after the handshake: here.
   if (!welcome.ok())
-    co_return Status::Unavailable("the server closed the connection: wrong token or version");
+    co_return Status::Unavailable(
+        "the server closed the connection (", welcome.status().message(), "): ",
+        context.mode() == tls::Mode::kCertificates
+            ? "it did not accept this end's certificate (another CA, revoked or expired)"
+            : "a wrong token or version");
   Result<FrameType> welcome_type = TypeOf(*welcome);
   if (!welcome_type.ok()) co_return welcome_type.status();
   if (*welcome_type != FrameType::kWelcome)
     co_return Status::Invalid("the server did not welcome us");
   co_return Welcome::FromJson(*welcome);
+}
+
+asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext& context,
+                                                 const std::string& host, const std::string& token,
+                                                 Role role, double timeout_s) {
+  // A server (or whatever answers at its address) that says nothing, or too little, holds no
+  // client for long: the connection is closed under the handshake, which then ends.
+  struct Watch {
+    bool done = false, expired = false;
+  };
+  auto watch = std::make_shared<Watch>();
+  asio::steady_timer deadline(co_await asio::this_coro::executor,
+                              std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  deadline.async_wait([weak = c.weak_from_this(), watch](boost::system::error_code e) {
+    if (e || watch->done) return;
+    watch->expired = true;
+    if (auto conn = weak.lock()) conn->Close();
+  });
+  Result<Welcome> welcome = co_await Greet(c, context, host, token, role);
+  watch->done = true;
+  deadline.cancel();
+  if (watch->expired && !welcome.ok())
+    co_return Status::Unavailable("no handshake with the server within ", FormatDuration(timeout_s),
+                                  " of connecting: is it a hyperpack server, of this release?");
+  co_return welcome;
 }
 
 }  // namespace hyperpack::scheduler::protocol

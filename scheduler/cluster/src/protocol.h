@@ -395,9 +395,10 @@ asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& co
                                               const std::string& token,
                                               double heartbeat_timeout_s = 0);
 // A peer's side, to the server at `host`; returns the server's welcome, or why there is none (the
-// server refused us, speaks another version or mode, or went away).
+// server refused us, speaks another version or mode, went away, or did not finish within
+// `timeout_s`: then `c` is closed, when a shared_ptr owns it).
 asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext& context,
                                                  const std::string& host, const std::string& token,
-                                                 Role role);
+                                                 Role role, double timeout_s = kHandshakeTimeoutS);
 
 }  // namespace hyperpack::scheduler::protocol
