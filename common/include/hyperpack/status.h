@@ -26,6 +26,9 @@ enum class StatusCode {
   kCancelled,           // stopped on request (Ctrl-C)
   kUnavailable,         // a peer that is gone (an agent lost with its node)
   kInternal,            // a bug: should not happen
+  // A peer that did not answer in time (a handshake past its deadline). Last, so that the codes
+  // before it keep their numbers on the wire.
+  kDeadlineExceeded,
 };
 
 // Concatenates anything an ostream can print. Used for error messages.
@@ -73,6 +76,10 @@ class [[nodiscard]] Status {
   template <typename... Args>
   static Status Cancelled(const Args&... args) {
     return Status(StatusCode::kCancelled, StrCat(args...));
+  }
+  template <typename... Args>
+  static Status DeadlineExceeded(const Args&... args) {
+    return Status(StatusCode::kDeadlineExceeded, StrCat(args...));
   }
   template <typename... Args>
   static Status Internal(const Args&... args) {

@@ -134,9 +134,10 @@ class Agent {
     Result<protocol::Welcome> welcomed = co_await protocol::ClientHandshake(
         *conn_, *tls_, servers_[next_].host, options_.credentials.token, protocol::Role::kAgent);
     if (!welcomed.ok()) {
-      // Refused the first time (a wrong token, certificate or version; no handshake at all
-      // within the deadline): trying again will not mend it.
-      if (!welcomed_once_) refused_ = Status::Invalid(welcomed.status().message());
+      // Refused the first time (a wrong token, certificate or version): trying again will not
+      // mend it. A server that did not answer in time (stopped, or busy) is tried again.
+      if (!welcomed_once_ && welcomed.status().code() != StatusCode::kDeadlineExceeded)
+        refused_ = Status::Invalid(welcomed.status().message());
       co_return welcomed.status();
     }
     const protocol::Welcome& welcome = *welcomed;

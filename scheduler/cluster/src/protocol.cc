@@ -680,8 +680,9 @@ asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext&
   watch->done = true;
   deadline.cancel();
   if (watch->expired && !welcome.ok())
-    co_return Status::Unavailable("no handshake with the server within ", FormatDuration(timeout_s),
-                                  " of connecting: is it a hyperpack server, of this release?");
+    co_return Status::DeadlineExceeded(
+        "no handshake with the server within ", FormatDuration(timeout_s),
+        " of connecting: is it a hyperpack server, of this release?");
   co_return welcome;
 }
 

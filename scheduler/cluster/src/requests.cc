@@ -194,7 +194,8 @@ asio::awaitable<void> CallServers(asio::io_context& io, std::vector<ServerAddres
       *result = reply.status();
     } else if (reply->code != 0) {
       // A code this client does not know reads as the server failing.
-      const bool known = reply->code > 0 && reply->code <= static_cast<int>(StatusCode::kInternal);
+      const bool known =
+          reply->code > 0 && reply->code <= static_cast<int>(StatusCode::kDeadlineExceeded);
       *result =
           Status(known ? static_cast<StatusCode>(reply->code) : StatusCode::kIo, reply->message);
     } else {
