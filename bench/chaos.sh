@@ -6,16 +6,25 @@
 #
 #   bench/chaos.sh [SEEDS] [FAULTS] [CHAOS_TEST]   (default 20 seeds, 12 faults each,
 #                                                   build/tests/chaos_test)
+#
+# STANDBY=1 runs the other test of the binary instead: two servers on one PostgreSQL database (a
+# throwaway server the test starts), where a killed leader's study goes on at the standby.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seeds="${1:-20}"
 faults="${2:-12}"
 binary="${3:-$root/build/tests/chaos_test}"
+if [ "${STANDBY:-0}" = 1 ]; then
+  filter=ChaosTest.AStudySurvivesLeaderKillsWithAStandbyOnPostgreSQL
+else
+  filter=ChaosTest.AStudySurvivesKilledAndStoppedAgentsAndServer
+fi
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 for seed in $(seq 1 "$seeds"); do
   start=$(date +%s%N)
-  if HYPERPACK_CHAOS_SEED=$seed HYPERPACK_CHAOS_FAULTS=$faults "$binary" > "$out.log" 2>&1; then
+  if HYPERPACK_CHAOS_SEED=$seed HYPERPACK_CHAOS_FAULTS=$faults "$binary" --gtest_filter="$filter" \
+    > "$out.log" 2>&1; then
     result=pass
   else
     result=FAIL

@@ -4,8 +4,10 @@
 // the completed values equal to the objective's, no two attempts of a trial running at once, and
 // re-runs resumed from their checkpoints.
 //
-// HYPERPACK_CHAOS_SEED (default 1) and HYPERPACK_CHAOS_FAULTS (default 8) choose the script;
-// bench/chaos.sh runs many seeds. The test prints one JSON line of what it injected and measured.
+// A second test runs the same script with a standby: two servers on one PostgreSQL database, where
+// killing the leader hands the study to the standby. HYPERPACK_CHAOS_SEED (default 1) and
+// HYPERPACK_CHAOS_FAULTS (default 8) choose the script; bench/chaos.sh runs many seeds. The test
+// prints one JSON line of what it injected and measured.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include "hyperpack/host.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/text.h"
+#include "local_postgres.h"
 #include "test_util.h"
 
 namespace hyperpack {
@@ -152,32 +155,137 @@ class ChaosTest : public ::testing::Test {
     token_ = dir_ / "token";
     WriteFile(token_, "0123456789abcdef-shared-secret\n");
     chmod(token_.c_str(), 0600);
-    address_ = StrCat("127.0.0.1:", FreeLoopbackPort());
+    storage_ = dir_ / "h.db";
+    addresses_ = {StrCat("127.0.0.1:", FreeLoopbackPort())};
     setenv("OVERLAPS", (dir_ / "overlaps").c_str(), 1);
   }
 
-  void StartServer() {
-    server_ = std::make_unique<Process>(
-        std::vector<std::string>{HYPERPACK_CLI, "serve", "--listen", address_, "--token-file",
-                                 token_, "--storage", dir_ / "h.db", "--heartbeat-timeout", "1.5"},
+  // Every server's address, as agents and the client are given them.
+  std::string Addresses() const { return Join(addresses_, ","); }
+
+  // Starts server `i` and waits until its output says `expect` ("listening on", or "another
+  // server leads" for a standby).
+  void StartServer(size_t i, const std::string& expect = "listening on") {
+    servers_.resize(addresses_.size());
+    servers_[i] = std::make_unique<Process>(
+        std::vector<std::string>{HYPERPACK_CLI, "serve", "--listen", addresses_[i], "--token-file",
+                                 token_, "--storage", storage_, "--heartbeat-timeout", "1.5"},
         dir_.path().string());
-    ASSERT_NE(server_->WaitFor("listening on"), std::string::npos) << server_->Output();
+    ASSERT_NE(servers_[i]->WaitFor(expect), std::string::npos) << servers_[i]->Output();
   }
   std::unique_ptr<Process> StartAgent(int i) {
     return std::make_unique<Process>(
-        std::vector<std::string>{HYPERPACK_CLI, "agent", "--connect", address_, "--token-file",
+        std::vector<std::string>{HYPERPACK_CLI, "agent", "--connect", Addresses(), "--token-file",
                                  token_, "--name", StrCat("c", i), "--fake-gpus", "1",
                                  "--heartbeat", "0.15"},
         dir_.path().string());
   }
 
+  // The leading server is killed. Alone, it is started again on the same storage after at most
+  // 0.5 s; with a standby, that one takes over, and the killed one comes back `undo_s` later as
+  // the standby.
+  void KillLeader(double undo_s) {
+    servers_[leader_]->Signal(SIGKILL);
+    servers_[leader_]->Reap();
+    if (servers_.size() == 1) {
+      Pause(std::min(undo_s, 0.5));
+      StartServer(0);
+      return;
+    }
+    const size_t other = 1 - leader_;
+    ASSERT_NE(servers_[other]->WaitFor("listening on"), std::string::npos)
+        << "the standby did not take over\n"
+        << servers_[other]->Output();
+    Pause(undo_s);
+    StartServer(leader_, "another server leads");
+    leader_ = other;
+  }
+
+  static void Pause(double s) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(s));  // the fault schedule
+  }
+
+  // The script: a fault every 0.3 to 1.2 s, each undone (restarted, continued) 0.1 to 2.5 s later
+  // (past the heartbeat timeout sometimes), while the client still runs. What it injected, by
+  // kind.
+  std::map<std::string, int> InjectFaults(Process& client, int seed, int max_faults) {
+    std::mt19937 rng(seed);
+    auto uniform = [&](double lo, double hi) {
+      return std::uniform_real_distribution<double>(lo, hi)(rng);
+    };
+    std::map<std::string, int> injected;
+    for (int fault = 0; fault < max_faults && !HasFatalFailure(); ++fault) {
+      Pause(uniform(0.3, 1.2));
+      if (waitpid(client.pid(), nullptr, WNOHANG) != 0) break;  // done (or gone): no more faults
+      const int what = std::uniform_int_distribution<int>(0, 9)(rng);
+      const double undo = uniform(0.1, 2.5);
+      const int agent = std::uniform_int_distribution<int>(0, 2)(rng);
+      if (what < 4) {  // an agent is killed and comes back
+        agents_[agent]->Signal(SIGKILL);
+        agents_[agent]->Reap();
+        ++injected["agent_kill"];
+        Pause(undo);
+        agents_[agent] = StartAgent(agent);
+      } else if (what < 7) {  // an agent stops and continues
+        agents_[agent]->Signal(SIGSTOP);
+        ++injected["agent_stop"];
+        Pause(undo);
+        agents_[agent]->Signal(SIGCONT);
+      } else if (what < 9) {  // the leading server is killed
+        ++injected["server_kill"];
+        KillLeader(undo);
+      } else {  // the leading server stops and continues
+        servers_[leader_]->Signal(SIGSTOP);
+        ++injected["server_stop"];
+        Pause(undo);
+        servers_[leader_]->Signal(SIGCONT);
+      }
+    }
+    return injected;
+  }
+
+  void RunStudyUnderChaos();
+
   TempDir dir_;
   std::string token_;
-  std::string address_;
-  std::unique_ptr<Process> server_;
+  std::string storage_;  // a SQLite file, or postgresql://...
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<Process>> servers_;
+  size_t leader_ = 0;
+  std::vector<std::unique_ptr<Process>> agents_;
 };
 
 TEST_F(ChaosTest, AStudySurvivesKilledAndStoppedAgentsAndServer) {
+  StartServer(0);
+  if (HasFatalFailure()) return;
+  RunStudyUnderChaos();
+}
+
+#ifdef HYPERPACK_WITH_POSTGRES
+// The same script with two servers on one PostgreSQL database: the leader, and a standby that
+// takes over whenever the leader is killed (which then comes back as the standby). Agents and the
+// client are given both addresses.
+TEST_F(ChaosTest, AStudySurvivesLeaderKillsWithAStandbyOnPostgreSQL) {
+  std::string error;
+  auto postgres = testing::LocalPostgres::Start(&error);
+  if (!postgres && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_NE(postgres, nullptr) << error;
+  storage_ = postgres->NewDatabase("chaos", &error);
+  ASSERT_FALSE(storage_.empty()) << error;
+  addresses_.push_back(StrCat("127.0.0.1:", FreeLoopbackPort()));
+  StartServer(0);
+  if (HasFatalFailure()) return;
+  StartServer(1, "another server leads");
+  if (HasFatalFailure()) return;
+  RunStudyUnderChaos();
+  servers_.clear();  // before the database goes
+  agents_.clear();
+}
+#endif
+
+// A study of kTrials checkpointing trials run through the servers while faults are injected;
+// then every check of the file's header comment.
+void ChaosTest::RunStudyUnderChaos() {
   const int seed = EnvInt("HYPERPACK_CHAOS_SEED", 1);
   const int max_faults = EnvInt("HYPERPACK_CHAOS_FAULTS", 8);
   constexpr int kTrials = 30;
@@ -194,56 +302,13 @@ budget: {max_trials: )",
                    kTrials, R"(, max_parallel: 3, max_attempts: 20, max_failed: 1000}
 resources: {gpus: 1}
 )"));
-  StartServer();
-  std::vector<std::unique_ptr<Process>> agents;
-  for (int i = 0; i < 3; ++i) agents.push_back(StartAgent(i));
+  for (int i = 0; i < 3; ++i) agents_.push_back(StartAgent(i));
   Process client(
-      {HYPERPACK_CLI, "run", dir_ / "study.yaml", "--server", address_, "--token-file", token_},
+      {HYPERPACK_CLI, "run", dir_ / "study.yaml", "--server", Addresses(), "--token-file", token_},
       dir_.path().string());
   ASSERT_NE(client.WaitFor("started"), std::string::npos) << client.Output();
-
-  // The script: a fault every 0.3 to 1.2 s, each undone (restarted, continued) 0.1 to 2.5 s later
-  // (past the heartbeat timeout sometimes), while the client still runs.
-  std::mt19937 rng(seed);
-  auto uniform = [&](double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(rng);
-  };
-  std::map<std::string, int> injected;
-  auto pause = [](double s) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(s));  // the fault schedule
-  };
-  for (int fault = 0; fault < max_faults; ++fault) {
-    pause(uniform(0.3, 1.2));
-    if (waitpid(client.pid(), nullptr, WNOHANG) != 0) break;  // done (or gone): no more faults
-    const int what = std::uniform_int_distribution<int>(0, 9)(rng);
-    const double undo = uniform(0.1, 2.5);
-    if (what < 4) {  // an agent is killed and comes back
-      int i = std::uniform_int_distribution<int>(0, 2)(rng);
-      agents[i]->Signal(SIGKILL);
-      agents[i]->Reap();
-      ++injected["agent_kill"];
-      pause(undo);
-      agents[i] = StartAgent(i);
-    } else if (what < 7) {  // an agent stops and continues
-      int i = std::uniform_int_distribution<int>(0, 2)(rng);
-      agents[i]->Signal(SIGSTOP);
-      ++injected["agent_stop"];
-      pause(undo);
-      agents[i]->Signal(SIGCONT);
-    } else if (what < 9) {  // the server is killed and started again on the same storage
-      server_->Signal(SIGKILL);
-      server_->Reap();
-      ++injected["server_kill"];
-      pause(std::min(undo, 0.5));
-      StartServer();
-      if (HasFatalFailure()) return;  // ~Process stops the client and the agents
-    } else {                          // the server stops and continues
-      server_->Signal(SIGSTOP);
-      ++injected["server_stop"];
-      pause(undo);
-      server_->Signal(SIGCONT);
-    }
-  }
+  const std::map<std::string, int> injected = InjectFaults(client, seed, max_faults);
+  if (HasFatalFailure()) return;  // ~Process stops the client, the agents and the servers
   // A study that never ends is a failure, not a hang: the client is stopped after 90 s.
   std::mutex done_mu;
   std::condition_variable done_cv;
@@ -265,7 +330,7 @@ resources: {gpus: 1}
   EXPECT_THAT(out, ::testing::HasSubstr("budget reached"));
 
   // Every trial ended once, in a final state; the completed ones with the objective's value.
-  auto db = storage::Storage::Open(dir_ / "h.db").value();
+  auto db = storage::OpenStorage(storage_).value();
   auto study = db->FindStudy("chaos").value();
   ASSERT_TRUE(study.has_value());
   auto trials = db->ListTrials(study->id).value();
@@ -330,6 +395,7 @@ resources: {gpus: 1}
 
   std::sort(relaunch_s.begin(), relaunch_s.end());
   nlohmann::json summary = {{"seed", seed},
+                            {"servers", servers_.size()},
                             {"faults", injected},
                             {"trials", trials.size()},
                             {"attempts_resumed_from_checkpoint", resumed},
