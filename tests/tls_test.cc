@@ -296,6 +296,29 @@ TEST(TlsTest, AServerThatSaysNothingIsLeftAtTheDeadline) {
   EXPECT_THAT(got.message(), HasSubstr("no handshake with the server within"));
 }
 
+// The server's end against a peer at `port`'s other end that says nothing.
+asio::awaitable<void> AdmitWithin(tcp::acceptor& acceptor, TlsContext& context, double timeout_s,
+                                  Status* out) {
+  auto c = std::make_shared<Connection>(co_await acceptor.async_accept(asio::use_awaitable));
+  Result<Role> role = co_await ServerHandshake(*c, context, kToken, 0, timeout_s);
+  *out = role.status();
+}
+
+TEST(TlsTest, APeerThatSaysNothingIsLeftAtTheDeadline) {
+  auto server = Make(WithToken(), tls::End::kServer);
+  ASSERT_TRUE(server);
+  asio::io_context io;
+  tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
+  Status got = Status::Internal("no handshake ended");
+  asio::co_spawn(io, AdmitWithin(acceptor, *server, 0.2, &got), asio::detached);
+  tcp::socket silent(io);  // connects, and never says a word
+  silent.connect(acceptor.local_endpoint());
+  io.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(io.stopped());
+  EXPECT_EQ(got.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got.message(), HasSubstr("no hello within"));
+}
+
 TEST(TlsTest, PlaintextOnlyWhenBothEndsChoseIt) {
   Credentials plain = WithToken();
   plain.insecure = true;

@@ -589,9 +589,37 @@ Result<Cancel> Cancel::FromJson(const Json& frame) {
   return FrameReader(frame, FrameType::kCancel).Finish(Cancel{});
 }
 
-asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& context,
-                                              const std::string& token,
-                                              double heartbeat_timeout_s) {
+// Whether a handshake ended, and whether its deadline came first. Outside the anonymous
+// namespace: a coroutine's frame that holds a type from there draws GCC's -Wsubobject-linkage.
+struct HandshakeWatch {
+  bool done = false, expired = false;
+};
+
+// The handshakes' deadline: runs `step` (a handshake on `c`), closing `c` under it when `timeout_s`
+// passes first (when a shared_ptr owns `c`), which ends it; the result is then `late`.
+template <typename T>
+asio::awaitable<Result<T>> WithDeadline(Connection& c, double timeout_s,
+                                        asio::awaitable<Result<T>> step, std::string late) {
+  auto watch = std::make_shared<HandshakeWatch>();
+  asio::steady_timer deadline(co_await asio::this_coro::executor,
+                              std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  deadline.async_wait([weak = c.weak_from_this(), watch](boost::system::error_code e) {
+    if (e || watch->done) return;
+    watch->expired = true;
+    if (auto conn = weak.lock()) conn->Close();
+  });
+  Result<T> out = co_await std::move(step);
+  watch->done = true;
+  deadline.cancel();
+  if (watch->expired && !out.ok()) co_return Status::DeadlineExceeded(late);
+  co_return out;
+}
+
+namespace {
+
+// ServerHandshake without its deadline.
+asio::awaitable<Result<Role>> Admit(Connection& c, tls::TlsContext& context,
+                                    const std::string& token, double heartbeat_timeout_s) {
   Challenge challenge;
   challenge.nonce = RandomHex(32);
   challenge.tls = context.mode() != tls::Mode::kPlain;
@@ -608,6 +636,17 @@ asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& co
     co_return Status::Invalid("authentication failed: wrong token");
   c.Send(Welcome{heartbeat_timeout_s}.ToJson());
   co_return hello->role;
+}
+
+}  // namespace
+
+asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& context,
+                                              const std::string& token, double heartbeat_timeout_s,
+                                              double timeout_s) {
+  // A peer that says nothing, or too little, holds no session open for long.
+  co_return co_await WithDeadline(
+      c, timeout_s, Admit(c, context, token, heartbeat_timeout_s),
+      StrCat("no hello within ", FormatDuration(timeout_s), " of connecting"));
 }
 
 namespace {
@@ -664,26 +703,11 @@ asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext&
                                                  const std::string& host, const std::string& token,
                                                  Role role, double timeout_s) {
   // A server (or whatever answers at its address) that says nothing, or too little, holds no
-  // client for long: the connection is closed under the handshake, which then ends.
-  struct Watch {
-    bool done = false, expired = false;
-  };
-  auto watch = std::make_shared<Watch>();
-  asio::steady_timer deadline(co_await asio::this_coro::executor,
-                              std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-  deadline.async_wait([weak = c.weak_from_this(), watch](boost::system::error_code e) {
-    if (e || watch->done) return;
-    watch->expired = true;
-    if (auto conn = weak.lock()) conn->Close();
-  });
-  Result<Welcome> welcome = co_await Greet(c, context, host, token, role);
-  watch->done = true;
-  deadline.cancel();
-  if (watch->expired && !welcome.ok())
-    co_return Status::DeadlineExceeded(
-        "no handshake with the server within ", FormatDuration(timeout_s),
-        " of connecting: is it a hyperpack server, of this release?");
-  co_return welcome;
+  // client for long.
+  co_return co_await WithDeadline(
+      c, timeout_s, Greet(c, context, host, token, role),
+      StrCat("no handshake with the server within ", FormatDuration(timeout_s),
+             " of connecting: is it a hyperpack server, of this release?"));
 }
 
 }  // namespace hyperpack::scheduler::protocol

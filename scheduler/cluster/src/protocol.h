@@ -390,10 +390,12 @@ struct Cancel {
 
 // ---- Handshake ---------------------------------------------------------------------------------
 // The server's side of the handshake, TLS as `context` says; returns the peer's role, or why the
-// peer was refused. The welcome tells the peer `heartbeat_timeout_s`.
+// peer was refused (kDeadlineExceeded: it did not finish within `timeout_s`, and `c` is closed).
+// The welcome tells the peer `heartbeat_timeout_s`.
 asio::awaitable<Result<Role>> ServerHandshake(Connection& c, tls::TlsContext& context,
                                               const std::string& token,
-                                              double heartbeat_timeout_s = 0);
+                                              double heartbeat_timeout_s = 0,
+                                              double timeout_s = kHandshakeTimeoutS);
 // A peer's side, to the server at `host`; returns the server's welcome, or why there is none (the
 // server refused us, speaks another version or mode, went away, or did not finish within
 // `timeout_s`: then `c` is closed, when a shared_ptr owns it).

@@ -270,15 +270,8 @@ class Server {
   asio::awaitable<void> Session(std::shared_ptr<Connection> c) {
     Result<protocol::Role> role = Status::Internal("no handshake");
     try {
-      // A peer that says nothing (or too little) holds no session open for long.
-      auto deadline =
-          std::make_shared<asio::steady_timer>(io_, Seconds(protocol::kHandshakeTimeoutS));
-      deadline->async_wait([c](boost::system::error_code e) {
-        if (!e) c->Close();
-      });
       role = co_await protocol::ServerHandshake(*c, *tls_, options_.credentials.token,
                                                 options_.heartbeat_timeout_s);
-      deadline->cancel();
     } catch (const std::exception& e) {
       role = Status::Internal(e.what());
     }
