@@ -17,6 +17,7 @@
 #include <set>
 
 #include "hyperpack/config_json.h"
+#include "hyperpack/scheduler/run_phase.h"
 #include "hyperpack/storage/storage.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
@@ -28,7 +29,9 @@ namespace {
 
 using storage::TrialRecord;
 using storage::TrialState;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -842,6 +845,30 @@ TEST(StudyControllerTest, AllNodesLostTheRerunWaitsInsteadOfFailing) {
   EXPECT_FALSE(h.summary);
   EXPECT_THAT(h.said.back(), HasSubstr("waiting for capacity"));
   h.Feed(NodeJoined{{{"back", 0, 1}, {}, "10.0.0.3"}});
+  EXPECT_THAT(h.said, Contains(HasSubstr("node back joined: placing trials")));
+  ASSERT_EQ(h.launches.size(), 2u);
+  EXPECT_EQ(h.launches[1].attempt, 2);
+  EXPECT_EQ(h.launches[1].ranks[0].node, 1);
+}
+
+// Waiting for a node is said once however many events pass; paused meanwhile, the run places
+// nothing when one joins (and says nothing of placing) until it is resumed.
+TEST(StudyControllerTest, AStudyPausedWhileNoNodeIsUpPlacesNothingUntilResumed) {
+  Harness h(Spec("resources: {cpus: 1}\n", 2, 1), /*nodes=*/1, /*cpus=*/1);
+  h.Start();
+  ASSERT_EQ(h.launches.size(), 1u);
+  h.Feed(NodeLost{0});
+  h.Exit(0, RankExit::Lost());
+  h.Feed(Tick{});
+  h.Feed(Tick{});
+  EXPECT_EQ(std::count_if(h.said.begin(), h.said.end(),
+                          [](const std::string& s) { return s.find("waiting for capacity") == 0; }),
+            1);
+  ASSERT_FALSE(h.Ask(ControlKind::kPause).refused);
+  h.Feed(NodeJoined{{{"back", 0, 1}, {}, "10.0.0.3"}});
+  EXPECT_EQ(h.launches.size(), 1u);
+  EXPECT_THAT(h.said, Not(Contains(HasSubstr("joined: placing trials"))));
+  ASSERT_FALSE(h.Ask(ControlKind::kResume).refused);
   ASSERT_EQ(h.launches.size(), 2u);
   EXPECT_EQ(h.launches[1].attempt, 2);
   EXPECT_EQ(h.launches[1].ranks[0].node, 1);
@@ -1201,6 +1228,96 @@ TEST_F(StudyControllerReplayTest, RandomEventStreamsReplayToTheSameState) {
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_EQ(checked, 240);
+}
+
+}  // namespace
+}  // namespace hyperpack::scheduler
+
+namespace hyperpack::scheduler {
+namespace {
+
+// The run's lifecycle against the diagram in run_phase.h: from every phase, every transition
+// either moves to the phase drawn there or changes nothing.
+TEST(RunLifecycleTest, EachTransitionMovesOnlyWhereTheDiagramSays) {
+  using P = RunPhase;
+  using storage::StopReason;
+  struct Transition {
+    const char* name;
+    std::function<bool(RunLifecycle&)> apply;
+    std::map<P, P> moves;  // from -> to; from any other phase it does not apply
+  };
+  const std::vector<Transition> transitions = {
+      {"Start", [](RunLifecycle& r) { return r.Start(); }, {{P::kRestoring, P::kLaunching}}},
+      {"NoNodes",
+       [](RunLifecycle& r) { return r.NoNodes(); },
+       {{P::kLaunching, P::kWaitingForNodes}}},
+      {"NodesBack",
+       [](RunLifecycle& r) { return r.NodesBack(); },
+       {{P::kWaitingForNodes, P::kLaunching}}},
+      {"Hold",
+       [](RunLifecycle& r) { return r.Hold(); },
+       {{P::kLaunching, P::kHeld}, {P::kWaitingForNodes, P::kHeld}}},
+      {"Release", [](RunLifecycle& r) { return r.Release(); }, {{P::kHeld, P::kLaunching}}},
+      {"Stop",
+       [](RunLifecycle& r) { return r.Stop(StopReason::kStopped); },
+       {{P::kRestoring, P::kStopping},
+        {P::kLaunching, P::kStopping},
+        {P::kWaitingForNodes, P::kStopping},
+        {P::kHeld, P::kStopping}}},
+      {"Cancel",
+       [](RunLifecycle& r) { return r.Cancel(); },
+       {{P::kRestoring, P::kStopping},
+        {P::kLaunching, P::kStopping},
+        {P::kWaitingForNodes, P::kStopping},
+        {P::kHeld, P::kStopping},
+        {P::kStopping, P::kStopping}}},
+      {"Finish", [](RunLifecycle& r) { return r.Finish(); }, {{P::kStopping, P::kDone}}},
+  };
+  // A lifecycle in each phase, reached by transitions alone (kStopping: stopped by request).
+  auto in = [](P phase) {
+    RunLifecycle r;
+    if (phase == P::kRestoring) return r;
+    if (phase == P::kStopping || phase == P::kDone) {
+      r.Stop(StopReason::kStopped);
+      if (phase == P::kDone) r.Finish();
+      return r;
+    }
+    r.Start();
+    if (phase == P::kWaitingForNodes) r.NoNodes();
+    if (phase == P::kHeld) r.Hold();
+    return r;
+  };
+  const std::vector<P> phases = {P::kRestoring, P::kLaunching, P::kWaitingForNodes,
+                                 P::kHeld,      P::kStopping,  P::kDone};
+  for (P from : phases) {
+    ASSERT_EQ(in(from).phase(), from) << RunPhaseName(from);
+    for (const Transition& t : transitions) {
+      RunLifecycle r = in(from);
+      auto it = t.moves.find(from);
+      const bool applies = it != t.moves.end();
+      EXPECT_EQ(t.apply(r), applies) << t.name << " from " << RunPhaseName(from);
+      EXPECT_EQ(r.phase(), applies ? it->second : from) << t.name << " from " << RunPhaseName(from);
+    }
+  }
+}
+
+TEST(RunLifecycleTest, TheStopReasonIsTheFirstOnesUnlessACancelFollows) {
+  RunLifecycle r;
+  EXPECT_EQ(r.stop_reason(), storage::StopReason::kNone);
+  EXPECT_FALSE(r.Stop(storage::StopReason::kNone));  // a stop names why
+  r.Start();
+  EXPECT_TRUE(r.Stop(storage::StopReason::kTimeLimit));
+  EXPECT_FALSE(r.Stop(storage::StopReason::kBudgetReached));
+  EXPECT_EQ(r.stop_reason(), storage::StopReason::kTimeLimit);
+  EXPECT_TRUE(r.stopped());
+  EXPECT_FALSE(r.placing());
+  EXPECT_TRUE(r.Cancel());
+  EXPECT_EQ(r.stop_reason(), storage::StopReason::kCancelled);
+  EXPECT_FALSE(r.Cancel());  // cancelled once
+  EXPECT_TRUE(r.Finish());
+  EXPECT_TRUE(r.done());
+  EXPECT_FALSE(r.Cancel());  // nothing changes once done
+  EXPECT_EQ(r.stop_reason(), storage::StopReason::kCancelled);
 }
 
 }  // namespace

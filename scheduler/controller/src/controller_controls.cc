@@ -47,26 +47,21 @@ void StudyController::Impl::On(const ControlArrived& e) {
   Log(std::nullopt, EventKind::kControl,
       StrCat(storage::ControlKindName(c.kind), out.refused ? " refused: " : ": ", out.text));
   Write(ControlDoneRow{c.id, out.refused, out.text, Wall()});
-  refill_ = true;
+  ++refills_;
 }
 
 StudyController::Impl::ControlOutcome StudyController::Impl::StopByRequest() {
-  if (stopping_)
+  // A paused study that is stopped ends: its trials wait for the next run.
+  if (!StopLaunching(StopReason::kStopped))
     return {true, StrCat("the study is already stopping (", summary_.stop_reason, ")")};
-  StopLaunching(StopReason::kStopped);
-  held_ = false;  // a paused study that is stopped ends: its trials wait for the next run
   return {false, StrCat("stopping: no trial starts any more; ", Trials(running_.size()),
                         " running end as they would")};
 }
 
 StudyController::Impl::ControlOutcome StudyController::Impl::Cancel() {
-  if (stopping_ && summary_.reason == StopReason::kCancelled)
-    return {true, "the study is already cancelled"};
-  const bool was_stopping = stopping_;
-  StopLaunching(StopReason::kCancelled);
-  summary_.reason = StopReason::kCancelled;
-  summary_.stop_reason = StopReasonName(StopReason::kCancelled);
-  held_ = false;
+  const bool was_stopping = run_.stopped();
+  if (!run_.Cancel()) return {true, "the study is already cancelled"};
+  StoppedLaunching();
   size_t stopped = 0;
   for (auto& [n, t] : running_) {
     if (t.cancelled) continue;
@@ -79,9 +74,8 @@ StudyController::Impl::ControlOutcome StudyController::Impl::Cancel() {
 }
 
 StudyController::Impl::ControlOutcome StudyController::Impl::Pause() {
-  if (stopping_) return {true, StrCat("the study is stopping (", summary_.stop_reason, ")")};
-  if (held_) return {true, "the study is already paused"};
-  held_ = true;
+  if (run_.stopped()) return {true, StrCat("the study is stopping (", summary_.stop_reason, ")")};
+  if (!run_.Hold()) return {true, "the study is already paused"};
   size_t stopped = 0;
   for (auto& [n, t] : running_) {
     if (t.Stopping()) continue;
@@ -95,8 +89,7 @@ StudyController::Impl::ControlOutcome StudyController::Impl::Pause() {
 }
 
 StudyController::Impl::ControlOutcome StudyController::Impl::Resume() {
-  if (!held_) return {true, "the study is not paused"};
-  held_ = false;
+  if (!run_.Release()) return {true, "the study is not paused"};
   return {false,
           StrCat("resumed: placing trials (", Trials(retries_.size()), " paused to run again)")};
 }
@@ -136,7 +129,7 @@ StudyController::Impl::ControlOutcome StudyController::Impl::Update(
 
 StudyController::Impl::ControlOutcome StudyController::Impl::EnqueueTrials(
     const std::vector<storage::ControlTrial>& trials) {
-  if (stopping_) return {true, StrCat("the study is stopping (", summary_.stop_reason, ")")};
+  if (run_.stopped()) return {true, StrCat("the study is stopping (", summary_.stop_reason, ")")};
   std::vector<std::string> bad;
   size_t queued = 0;
   for (const storage::ControlTrial& t : trials) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "hyperpack/scheduler/run_phase.h"
 #include "hyperpack/scheduler/study_controller.h"
 
 namespace hyperpack::scheduler {
@@ -39,7 +40,7 @@ class StudyController::Impl {
   std::vector<Command> Handle(const Event& event);
   std::string StatusLine() const;
   bool pauses() const { return pruner_->pauses(); }
-  bool done() const { return done_; }
+  bool done() const { return run_.done(); }
   ControllerState State() const;
   Occupancy occupancy() const;
   ShareClaim Claim() const;
@@ -197,7 +198,10 @@ class StudyController::Impl {
   void Dispatch();
   int LiveNodes() const;
   std::string WaitingForCapacity() const;
-  void StopLaunching(StopReason reason);
+  // Stops launching for `reason`; false where the run had stopped already (for another).
+  bool StopLaunching(StopReason reason);
+  // What stopping launching does: the summary says why, and what waits for room is dropped.
+  void StoppedLaunching();
   void MaybeFinish();
   bool ForcePromotionAtTheEnd();
   void Finish();
@@ -310,7 +314,6 @@ class StudyController::Impl {
   Scheduler scheduler_;
   std::vector<ClusterNode> nodes_;    // every node that ever joined, as it joined
   std::vector<bool> lost_;            // by node
-  bool said_waiting_ = false;         // the wait for capacity was told (once per wait)
   std::optional<ShareGrant> share_;   // set by ShareChanged; a node that joins is withheld by it
   std::optional<double> preempt_at_;  // over its share: when what is still over is preempted
   Demand typical_demand_;  // the latest trial's, for what a proposal not made yet will hold
@@ -319,8 +322,8 @@ class StudyController::Impl {
   double now_ = 0;
   std::vector<Command> out_;
   std::vector<Row> pending_rows_;
-  bool refill_ = false;
-  bool settling_ = false;
+  // Reasons the event being handled gave for another Fill pass (a slot freed, a trial queued).
+  int refills_ = 0;
 
   std::map<int, Trial> running_;
   std::map<uint64_t, Queued> waiting_;  // scheduler job -> trial waiting for room
@@ -339,14 +342,12 @@ class StudyController::Impl {
   int finished_ = 0;
   int failed_this_run_ = 0;
   int interrupts_ = 0;
-  bool proposing_ = false;
-  bool stopping_ = false;
-  bool held_ = false;  // paused by `hyperpack pause`: nothing is placed until resume
+  int asked_ = 0;     // configurations asked of the tuner (ProposeCmd) and not answered yet
+  RunLifecycle run_;  // the run's phase: launching, held, stopping, ... (run_phase.h)
   std::vector<storage::ControlRecord> start_controls_;  // StoredStudy::controls, for Start
-  bool done_ = false;
-  bool resumed_ = false;
-  bool replaying_ = false;
-  bool storage_failed_ = false;
+  // Whether this run carries on a study stored before (Restore), for the line it starts with.
+  enum class Origin { kNew, kResumed } origin_ = Origin::kNew;
+  std::optional<Status> storage_error_;  // the first that stopped the run
   std::optional<double> best_;
   std::optional<int> best_trial_;
   RunSummary summary_;

@@ -81,7 +81,7 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
   }
   if (d.kind != Kind::kContinue) Decided(t, d);
   // A new value at a rung may let a paused trial be promoted into a free slot.
-  if (d.rung && pruner_->pauses()) refill_ = true;
+  if (d.rung && pruner_->pauses()) ++refills_;
 }
 
 // The one place a report reaches the pruner and the tuner, live and in replay.
@@ -203,7 +203,7 @@ std::vector<double> StudyController::Impl::ObjectiveValues(const Trial& t) const
 
 void StudyController::Impl::Journal(JournalKind kind, int root, double resource, double value,
                                     bool completed, std::vector<double> values) {
-  if (replaying_) return;
+  if (run_.restoring()) return;  // replayed: written already
   storage::JournalEntry e;
   e.trial = root;
   e.kind = kind;
@@ -269,8 +269,7 @@ void StudyController::Impl::FinalizePaused() {
 // ---- Resume is replay ---------------------------------------------------------------------------
 
 Status StudyController::Impl::Replay(const StoredStudy& stored) {
-  replaying_ = true;
-  resumed_ = stored.resumed;
+  origin_ = stored.resumed ? Origin::kResumed : Origin::kNew;
   next_number_ = stored.next_number;
   std::map<int, int> parent;
   std::set<int> has_retry;
@@ -293,7 +292,6 @@ Status StudyController::Impl::Replay(const StoredStudy& stored) {
   for (const storage::JournalEntry& e : stored.journal) ReplayEntry(e, config_of_root);
   for (const TrialRecord& t : stored.trials)
     RestoreTrial(t, configs[t.number], root_of(t.number), has_retry.count(t.number) > 0, stored);
-  replaying_ = false;
   return Status::Ok();
 }
 
@@ -421,7 +419,7 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
 }
 
 std::string StudyController::Impl::StartLine() const {
-  if (resumed_)
+  if (origin_ == Origin::kResumed)
     return StrCat(
         "resuming study '", spec_.name, "': ", finished_, " of ", options_.max_trials,
         " trials finished",

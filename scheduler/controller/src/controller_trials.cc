@@ -397,7 +397,7 @@ void StudyController::Impl::Complete(int number) {
               e.stopped_after.empty() ? "" : "; " + e.stopped_after)}});
   Account(t, e, elapsed);
   // Another pass: a slot is free (and a trial that could not even start completes inside Fill).
-  refill_ = true;
+  ++refills_;
 }
 
 // The deciding rank's end, as stored (exit status) and told ("rank 1: exit 2"); its exit code,
@@ -599,8 +599,7 @@ void StudyController::Impl::Account(const Trial& t, const Ending& e, double elap
     line = LearnFinished(t, e);
   }
   Tell(t.number, StrCat(line, "  [", FormatDuration(elapsed), "]"));
-  if (failed_this_run_ >= spec_.budget.max_failed && !stopping_) {
-    StopLaunching(StopReason::kTooManyFailed);
+  if (failed_this_run_ >= spec_.budget.max_failed && StopLaunching(StopReason::kTooManyFailed)) {
     summary_.exit_code = 1;
     Say(StrCat("stopping: ", failed_this_run_, " trials failed in this run (budget.max_failed = ",
                spec_.budget.max_failed, "); see the logs under ", options_.log_root));

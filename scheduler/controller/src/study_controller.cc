@@ -130,12 +130,13 @@ Result<std::vector<Command>> StudyController::Impl::Restore(const StoredStudy& s
 std::vector<Command> StudyController::Impl::Start(double now) {
   now_ = now;
   out_.clear();
+  run_.Start();
   Say(StartLine());
   if (spec_.budget.time_limit_s) Wake(*spec_.budget.time_limit_s);
   if (options_.share) On(ShareChanged{*options_.share});
   for (const storage::ControlRecord& c : start_controls_) On(ControlArrived{c});
   start_controls_.clear();
-  refill_ = true;
+  ++refills_;
   Settle();
   FlushRows();
   return std::move(out_);
@@ -143,7 +144,7 @@ std::vector<Command> StudyController::Impl::Start(double now) {
 
 std::vector<Command> StudyController::Impl::Handle(const Event& event) {
   out_.clear();
-  if (done_) return {};
+  if (run_.done()) return {};
   now_ = std::max(now_, event.now);
   CheckDeadlines();
   std::visit([this](const auto& payload) { On(payload); }, event.what);
@@ -153,8 +154,8 @@ std::vector<Command> StudyController::Impl::Handle(const Event& event) {
 }
 
 void StudyController::Impl::On(const ProposalsReady& e) {
-  proposing_ = false;
-  if (stopping_) return;
+  asked_ = 0;
+  if (run_.stopped()) return;
   if (!e.configs.ok()) {
     StopLaunching(StopReason::kTunerError);
     Say("tuner error: " + e.configs.status().message());
@@ -173,7 +174,7 @@ void StudyController::Impl::On(const ProposalsReady& e) {
     Enqueue({(*e.configs)[i], 1, std::nullopt, std::nullopt, std::nullopt},
             i < e.costs.size() ? e.costs[i] : std::nullopt);
   }
-  refill_ = true;
+  ++refills_;
 }
 
 void StudyController::Impl::On(const NodeJoined& e) {
@@ -183,9 +184,8 @@ void StudyController::Impl::On(const NodeJoined& e) {
   if (const size_t n = nodes_.size() - 1; share_ && n < share_->withheld.size())
     cluster_.Withhold(static_cast<int>(n), share_->withheld[n].gpus, share_->withheld[n].cpus);
   lost_.push_back(e.node.node.gpus == 0 && e.node.node.cpus == 0);
-  if (said_waiting_) Say(StrCat("node ", e.node.node.name, " joined: placing trials"));
-  said_waiting_ = false;
-  refill_ = true;
+  if (run_.NodesBack()) Say(StrCat("node ", e.node.node.name, " joined: placing trials"));
+  ++refills_;
 }
 
 // Nothing more is placed there; its ranks are reported lost by the driver.
@@ -210,8 +210,8 @@ void StudyController::Impl::On(const Interrupt& e) {
 }
 
 void StudyController::Impl::On(const StorageFailed& e) {
-  if (storage_failed_) return;
-  storage_failed_ = true;
+  if (storage_error_) return;
+  storage_error_ = e.status;
   Say("storage error: " + e.status.message() + "; stopping the study");
   StopLaunching(StopReason::kStorageError);
   summary_.exit_code = 1;
@@ -248,7 +248,7 @@ void StudyController::Impl::On(const ShareChanged& e) {
   share_ = e.grant;
   scheduler_.SetLimit(e.grant.limit);
   GiveBackShare();
-  refill_ = true;
+  ++refills_;
 }
 
 void StudyController::Impl::GiveBackShare() {
@@ -318,7 +318,7 @@ ShareClaim StudyController::Impl::Claim() const {
   c.wanted_gpus = scheduler_.waiting_gpus();
   c.wanted_slots = scheduler_.waiting_slots();
   // Re-runs and proposals not placed yet: as many as the budget and max_parallel allow.
-  if (!stopping_) {
+  if (!run_.stopped()) {
     const Held typical = HeldOf(typical_demand_);
     (typical.gpus ? c.wanted_gpus : c.wanted_slots) += Free() * typical.units;
   }
@@ -336,8 +336,8 @@ void StudyController::Impl::CheckDeadlines() {
       YieldOverShare();
     }
   }
-  if (spec_.budget.time_limit_s && now_ + 1e-9 >= *spec_.budget.time_limit_s && !stopping_) {
-    StopLaunching(StopReason::kTimeLimit);
+  if (spec_.budget.time_limit_s && now_ + 1e-9 >= *spec_.budget.time_limit_s &&
+      StopLaunching(StopReason::kTimeLimit)) {
     Log(std::nullopt, EventKind::kTimeLimit,
         StrCat("time limit ", FormatDuration(*spec_.budget.time_limit_s), " reached; waiting for ",
                running_.size(), " running trials"));
@@ -375,26 +375,22 @@ int StudyController::Impl::Free() const {
 // Whatever an event freed is filled; a trial that cannot run at all completes at once and asks
 // for another pass.
 void StudyController::Impl::Settle() {
-  if (settling_) return;
-  settling_ = true;
   ResolveAwaiting();
-  for (int passes = 0; refill_ && !done_ && passes < 10000; ++passes) {
-    refill_ = false;
+  for (int passes = 0; refills_ > 0 && !run_.done() && passes < 10000; ++passes) {
+    refills_ = 0;
     Fill();
   }
-  if (!done_) MaybeFinish();
-  settling_ = false;
+  if (!run_.done()) MaybeFinish();
 }
 
 // Re-runs, then promotions (ASHA's rule: they go before new trials), then new proposals, then a
 // scheduling pass.
 void StudyController::Impl::Fill() {
-  if (stopping_ || held_) return;
+  if (!run_.placing()) return;
   // Capacity is not feasibility: with no node up, nothing is queued, proposed or judged
-  // infeasible; the study waits for one to join.
+  // infeasible; the study waits for one to join (and says so once).
   if (LiveNodes() == 0) {
-    if (!said_waiting_) Say(WaitingForCapacity());
-    said_waiting_ = true;
+    if (run_.NoNodes()) Say(WaitingForCapacity());
     return;
   }
   int free = Free();
@@ -410,8 +406,8 @@ void StudyController::Impl::Fill() {
   }
   // New proposals only while nothing waits for room: a proposal made now is better informed than
   // one that would sit in the queue.
-  if (free > 0 && !proposing_ && scheduler_.waiting() == 0) {
-    proposing_ = true;
+  if (free > 0 && asked_ == 0 && scheduler_.waiting() == 0) {
+    asked_ = free;
     ProposeCmd p{free, {}, BudgetSpent()};
     for (const auto& [n, t] : running_) p.pending.push_back(t.config);
     for (const auto& [id, q] : waiting_) p.pending.push_back(q.config);
@@ -453,7 +449,7 @@ void StudyController::Impl::ResolveAwaiting() {
     if (!t.awaiting) continue;
     t.awaiting = false;
     std::optional<tuner::Pruner::Promotion> p;
-    if (!stopping_ && !CostBudgetSpent()) p = pruner_->NextPromotion();
+    if (!run_.stopped() && !CostBudgetSpent()) p = pruner_->NextPromotion();
     if (!p || p->trial != t.root) {
       Terminate(t);
       if (p) ApplyPromotion(*p);
@@ -619,7 +615,7 @@ double StudyController::Impl::CostPerUnit(const Trial& t) const {
 }
 
 void StudyController::Impl::Dispatch() {
-  if (stopping_ || held_) return;
+  if (!run_.placing()) return;
   for (auto& started : scheduler_.Schedule(now_)) {
     auto it = waiting_.find(started.job.id);
     Queued q = std::move(it->second);
@@ -630,11 +626,15 @@ void StudyController::Impl::Dispatch() {
 
 // ---- How a run ends ---------------------------------------------------------------------------
 
-void StudyController::Impl::StopLaunching(StopReason reason) {
-  if (stopping_) return;
-  stopping_ = true;
-  summary_.reason = reason;
-  summary_.stop_reason = StopReasonName(reason);
+bool StudyController::Impl::StopLaunching(StopReason reason) {
+  if (!run_.Stop(reason)) return false;
+  StoppedLaunching();
+  return true;
+}
+
+void StudyController::Impl::StoppedLaunching() {
+  summary_.reason = run_.stop_reason();
+  summary_.stop_reason = StopReasonName(summary_.reason);
   // Nothing that waits for room starts now (the run would otherwise wait for it for ever). A
   // promoted trial stays paused; new and re-run trials had no row yet.
   for (auto& [job, q] : waiting_) {
@@ -646,10 +646,10 @@ void StudyController::Impl::StopLaunching(StopReason reason) {
 }
 
 void StudyController::Impl::MaybeFinish() {
-  if (done_ || !running_.empty() || proposing_ || !waiting_.empty()) return;
-  if (!stopping_ && (held_ || Free() > 0)) return;
-  if (!stopping_ && ForcePromotionAtTheEnd()) return;
-  if (!stopping_) StopLaunching(StopReason::kBudgetReached);
+  if (run_.done() || !running_.empty() || asked_ > 0 || !waiting_.empty()) return;
+  if (!run_.stopped() && (run_.held() || Free() > 0)) return;
+  if (!run_.stopped() && ForcePromotionAtTheEnd()) return;
+  StopLaunching(StopReason::kBudgetReached);
   // Nothing runs, so no report can promote a paused trial any more. (Stopped for another reason,
   // paused trials stay paused and a resumed study may promote them.)
   if (summary_.reason == StopReason::kBudgetReached ||
@@ -676,7 +676,7 @@ bool StudyController::Impl::ForcePromotionAtTheEnd() {
 }
 
 void StudyController::Impl::Finish() {
-  done_ = true;
+  run_.Finish();
   summary_.total_finished = finished_;
   summary_.best_value = best_;
   summary_.best_trial = best_trial_;
@@ -720,7 +720,7 @@ std::string StudyController::Impl::StatusLine() const {
                                     " (trial ", *best_trial_, ")")
                            : "no result yet";
   std::string waiting;
-  if (LiveNodes() == 0 && !stopping_)
+  if (LiveNodes() == 0 && !run_.stopped())
     waiting = WaitingForCapacity() + ", ";
   else if (!waiting_.empty())
     waiting = StrCat(waiting_.size(), " waiting for room, ");
