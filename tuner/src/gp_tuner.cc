@@ -72,23 +72,6 @@ struct Observation {
   double level = 0;  // the resource of the value; +inf for a completed trial's final value
 };
 
-// Values equal up to rounding.
-bool Same(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a)); }
-
-// Whether the best of the values (sorted) is shared: the incumbent sits on a plateau.
-bool IncumbentShared(const std::vector<double>& v) { return v.size() > 1 && Same(v[0], v[1]); }
-
-// The improvement that expected improvement must clear, from the values sorted: 0, or where the
-// best of them is shared (a plateau), the smallest gap between distinct values: one step of the
-// objective's apparent resolution.
-double PlateauMargin(const std::vector<double>& v) {
-  if (!IncumbentShared(v)) return 0.0;
-  double step = std::numeric_limits<double>::infinity();
-  for (size_t i = 1; i < v.size(); ++i)
-    if (!Same(v[i], v[i - 1])) step = std::min(step, v[i] - v[i - 1]);
-  return std::isfinite(step) ? step : 0.0;
-}
-
 class GpTuner : public Tuner {
  public:
   GpTuner(const SearchSpace& space, const TunerOptions& options)

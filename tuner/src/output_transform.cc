@@ -1,6 +1,8 @@
 #include "output_transform.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace hyperpack::tuner {
 namespace {
@@ -70,6 +72,25 @@ double OutputTransform::Apply(double y) const {
 
 Eigen::VectorXd OutputTransform::Apply(const Eigen::VectorXd& y) const {
   return y.unaryExpr([this](double v) { return Apply(v); });
+}
+
+namespace {
+// Values equal up to rounding.
+bool SameValue(double a, double b) {
+  return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(a));
+}
+}  // namespace
+
+bool IncumbentShared(const std::vector<double>& sorted) {
+  return sorted.size() > 1 && SameValue(sorted[0], sorted[1]);
+}
+
+double PlateauMargin(const std::vector<double>& sorted) {
+  if (!IncumbentShared(sorted)) return 0.0;
+  double step = std::numeric_limits<double>::infinity();
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (!SameValue(sorted[i], sorted[i - 1])) step = std::min(step, sorted[i] - sorted[i - 1]);
+  return std::isfinite(step) ? step : 0.0;
 }
 
 }  // namespace hyperpack::tuner

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <Eigen/Dense>
+#include <vector>
 
 namespace hyperpack::tuner {
 
@@ -27,5 +28,12 @@ class OutputTransform {
   double lambda_ = 1;              // 1: no warping
   double mean2_ = 0, scale2_ = 1;  // second standardisation
 };
+
+// Objectives flat in pieces (gp_tuner.cc). Whether the best of the values (sorted ascending) is
+// shared by another: the incumbent sits on a plateau.
+bool IncumbentShared(const std::vector<double>& sorted);
+// The improvement that expected improvement must clear: 0, or where the incumbent is shared, the
+// smallest gap between distinct values (one step of the objective's apparent resolution).
+double PlateauMargin(const std::vector<double>& sorted);
 
 }  // namespace hyperpack::tuner

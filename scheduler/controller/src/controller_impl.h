@@ -1,9 +1,10 @@
-// The study controller's state and steps, shared by its three source files:
+// The study controller's state and steps, shared by its source files:
 //   study_controller.cc  events in, scheduling (budget, proposals, placement), how a run ends;
 //   controller_trials.cc a trial's life: its launch plan, its ranks' exits, how it ended;
 //   controller_pruning.cc reports, the pruner, pauses and promotions, and the replay on resume;
 //   controller_controls.cc what people ask of a live run (stop, cancel, pause, resume, update,
 //                         enqueue, add results).
+//   controller_share.cc   a server's fair share: the grant, preemption, the claim.
 // Thread-safety: as StudyController (one owner, one thread).
 #pragma once
 
@@ -157,12 +158,6 @@ class StudyController::Impl {
   // ---- study_controller.cc ----
   int Busy() const;
   int Free() const;
-  // Over the share's limit: the youngest trials stop, to run again when there is room.
-  void YieldOverShare();
-  // Preempts what is over the share now, or once options_.preempt_after_s has passed.
-  void GiveBackShare();
-  // What it holds beyond its share, less what is already stopping: {GPUs, CPU slots}.
-  std::pair<int, int> OverShare() const;
   void Settle();
   void Fill();
   void PromoteWhatThePrunerAllows();
@@ -237,6 +232,14 @@ class StudyController::Impl {
   std::string TrialDir(int number) const;
   // Where `placement`'s ranks run, as TrialRecord::placement.
   std::vector<storage::RankRecord> Ranks(const Placement& placement) const;
+
+  // ---- controller_share.cc ----
+  // Over the share's limit: the youngest trials stop, to run again when there is room.
+  void YieldOverShare();
+  // Preempts what is over the share now, or once options_.preempt_after_s has passed.
+  void GiveBackShare();
+  // What it holds beyond its share, less what is already stopping: {GPUs, CPU slots}.
+  std::pair<int, int> OverShare() const;
 
   // ---- controller_controls.cc ----
   // What came of a control: the outcome, and whether it was refused.
