@@ -9,7 +9,9 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "local_postgres.h"
@@ -1100,6 +1102,141 @@ TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {
   EXPECT_FALSE(ParseEventKind("trial_exploded").has_value());
   EXPECT_FALSE(ParseEventKind("").has_value());
 }
+
+// ---- The schema's one chain (storage/src/schema.h) against the steps as released ----------------
+
+// A backend's steps as released (tests/fixtures/schema/BACKEND_released.sql), by version.
+std::map<int, std::string> ReleasedSteps(const std::string& backend) {
+  std::istringstream in(ReadFile(std::string(HYPERPACK_SOURCE_DIR) + "/tests/fixtures/schema/" +
+                                 backend + "_released.sql"));
+  std::map<int, std::string> steps;
+  int version = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("-- version ", 0) == 0) {
+      version = std::stoi(line.substr(11));
+    } else if (version > 0) {
+      steps[version] += line + "\n";
+    }
+  }
+  return steps;
+}
+
+std::string Trimmed(const std::string& s) {
+  const size_t first = s.find_first_not_of(" \n");
+  return first == std::string::npos ? "" : s.substr(first, s.find_last_not_of(" \n") - first + 1);
+}
+
+TEST(StorageTest, SqlitesSchemaStepsAreTheReleasedOnesWordForWord) {
+  const std::map<int, std::string> released = ReleasedSteps("sqlite");
+  ASSERT_EQ(released.size(), DefaultMigrations().size());
+  for (const Migration& m : DefaultMigrations()) {
+    ASSERT_TRUE(released.count(m.version)) << m.version;
+    EXPECT_EQ(Trimmed(m.sql), Trimmed(released.at(m.version))) << "version " << m.version;
+  }
+}
+
+// A database made by the released steps up to each earlier version, with a study, a trial, a
+// metric and an event written as that version could, opens at today's version with every row.
+TEST(StorageTest, ADatabaseOfEveryEarlierSchemaVersionOpensAndUpgradesKeepingItsRows) {
+  const std::map<int, std::string> released = ReleasedSteps("sqlite");
+  const int latest = DefaultMigrations().back().version;
+  for (int version = 1; version < latest; ++version) {
+    SCOPED_TRACE("schema version " + std::to_string(version));
+    TempDir dir;
+    const std::string path = dir / "h.db";
+    std::vector<Migration> as_released;
+    for (int v = 1; v <= version; ++v) as_released.push_back({v, released.at(v)});
+    int64_t id = 0;
+    {
+      Storage::Options o;
+      o.migrations = &as_released;
+      auto db = OpenOrDie(path, o);
+      ASSERT_EQ(db->schema_version(), version);
+      id = db->CreateStudy(NewStudy("a"))->id;
+      sqlite3* raw = nullptr;
+      ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+      const std::string insert = "INSERT INTO trials(study_id, number, state, params) VALUES (" +
+                                 std::to_string(id) + R"(, 0, 'completed', '{"x": 1}'))";
+      EXPECT_EQ(sqlite3_exec(raw, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+      sqlite3_close(raw);
+      ASSERT_TRUE(db->AddMetrics(id, 0, std::vector<MetricPoint>{{1, "loss", 0.5, 1}}).ok());
+      ASSERT_TRUE(db->AddEvent(id, {3, 0, "trial_finished", "completed"}).ok());
+    }
+    auto db = OpenOrDie(path);
+    EXPECT_EQ(db->schema_version(), latest);
+    auto trials = db->ListTrials(id).value();
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_EQ(trials[0].params, (Config{{"x", int64_t{1}}}));
+    EXPECT_EQ(db->TrialMetrics(id, 0)->size(), 1u);
+    EXPECT_EQ(db->ListEvents(id, 10)->size(), 1u);
+    // Today's writes work on it.
+    EXPECT_TRUE(db->InsertTrial(NewTrial(id, 1, TrialState::kCompleted)).ok());
+  }
+}
+
+#ifdef HYPERPACK_WITH_POSTGRES
+// PostgreSQL's released chain began at version 4 (SQLite's first four at once); it now follows the
+// same chain from version 1. A database the chain makes has the tables, columns, keys and indexes
+// that the released chain made; and a database of every released version opens and upgrades.
+TEST(PostgresStorageTest, TheOneChainMakesWhatTheReleasedOneMadeAndEveryReleasedVersionUpgrades) {
+  std::string error;
+  auto server = LocalPostgres::Start(&error);
+  if (!server && error.find("install postgresql") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_NE(server, nullptr) << error;
+  const std::map<int, std::string> released = ReleasedSteps("postgres");
+  const int latest = DefaultMigrations().back().version;
+  ASSERT_EQ(released.rbegin()->first, latest);
+  // A database at `version` as the released steps made it.
+  auto made_as_released = [&](const std::string& name, int version) {
+    ASSERT_FALSE(server->NewDatabase(name, &error).empty()) << error;
+    ASSERT_EQ(server->Sql(name, "CREATE TABLE schema_version (version INTEGER NOT NULL)").exit_code,
+              0);
+    for (const auto& [v, step] : released) {
+      if (v > version) break;
+      auto ran =
+          server->Sql(name, step + "INSERT INTO schema_version VALUES (" + std::to_string(v) + ")");
+      ASSERT_EQ(ran.exit_code, 0) << ran.err;
+    }
+  };
+  made_as_released("released", latest);
+  const std::string chain_url = server->NewDatabase("chain", &error);
+  ASSERT_FALSE(chain_url.empty()) << error;
+  EXPECT_EQ(OpenOrDie(chain_url)->schema_version(), latest);
+  for (const char* what :
+       {"SELECT table_name, column_name, data_type, is_nullable, coalesce(column_default, ''), "
+        "is_identity FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2",
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = "
+        "'public'::regnamespace ORDER BY 1"}) {
+    auto chain = server->Sql("chain", what);
+    ASSERT_EQ(chain.exit_code, 0) << chain.err;
+    EXPECT_FALSE(chain.out.empty());
+    EXPECT_EQ(chain.out, server->Sql("released", what).out) << what;
+  }
+  for (const auto& [version, step] : released) {
+    if (version == latest) break;
+    SCOPED_TRACE("released version " + std::to_string(version));
+    const std::string name = "v" + std::to_string(version);
+    made_as_released(name, version);
+    ASSERT_EQ(server
+                  ->Sql(name,
+                        "INSERT INTO studies(name, spec_text, direction, metric, seed, created) "
+                        "VALUES ('a', '', 'minimize', 'loss', 1, 0);"
+                        "INSERT INTO trials(study_id, number, state, params) VALUES "
+                        "((SELECT id FROM studies), 0, 'completed', '{\"x\": 1}')")
+                  .exit_code,
+              0);
+    auto db = OpenOrDie("postgresql://hp@127.0.0.1:" + std::to_string(server->port()) + "/" + name);
+    EXPECT_EQ(db->schema_version(), latest);
+    auto study = db->FindStudy("a").value();
+    ASSERT_TRUE(study.has_value());
+    auto trials = db->ListTrials(study->id).value();
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_EQ(trials[0].params, (Config{{"x", int64_t{1}}}));
+    EXPECT_TRUE(db->InsertTrial(NewTrial(study->id, 1, TrialState::kCompleted)).ok());
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace hyperpack::storage
