@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
 #include "hyperpack/text.h"
 #include "schema.h"
+#include "statements.h"
 #include "transaction.h"
 
 namespace hyperpack::storage {
@@ -20,6 +22,23 @@ namespace {
 
 // The schema's steps (schema.h), in PostgreSQL's words.
 const std::vector<Migration>& PostgresMigrations() { return SchemaMigrations(Dialect::kPostgres); }
+
+// `sql` with each `?` outside quotes numbered as PostgreSQL takes parameters ($1, $2, ...): the
+// shared statements (statements.h) are written as SQLite takes them.
+std::string Numbered(std::string_view sql) {
+  std::string out;
+  int n = 0;
+  bool quoted = false;
+  for (const char c : sql) {
+    if (c == '\'') quoted = !quoted;
+    if (c == '?' && !quoted) {
+      out += "$" + std::to_string(++n);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 // Serialises the schema's creation between processes (pg_advisory_xact_lock's key).
 constexpr int64_t kMigrationLock = 0x6879706572706b;  // "hyperpk"
@@ -90,9 +109,6 @@ std::optional<int64_t> OptInt(const PGresult* res, int r, int c) {
   return Int(res, r, c);
 }
 
-constexpr char kStudyColumns[] =
-    "id, name, spec_text, spec_path, direction, metric, seed, created, runner_pid, runner_host";
-
 StudyRecord ReadStudy(const PGresult* res, int r) {
   StudyRecord s;
   s.id = Int(res, r, 0);
@@ -154,7 +170,7 @@ class PostgresStorage final : public Storage {
     HP_RETURN_IF_ERROR(Exec("SET client_min_messages = warning"));
     const int latest = PostgresMigrations().back().version;
     if (options.read_only) {
-      auto version = Query("SELECT MAX(version) FROM schema_version", {}, "reading the schema");
+      auto version = Query(sql::kSchemaVersion, {}, "reading the schema");
       if (!version.ok())
         return Status::NotFound("no hyperpack database at ", url_,
                                 " (give --storage URL or set HYPERPACK_STORAGE)");
@@ -195,90 +211,77 @@ class PostgresStorage final : public Storage {
 
   Result<std::optional<StudyRecord>> FindStudy(const std::string& name) override {
     HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query(StrCat("SELECT ", kStudyColumns, " FROM studies WHERE name = $1"),
-                              Params().Add(name), "reading study '" + name + "'"));
+                        Query(sql::kFindStudy, Params().Add(name), "reading study '" + name + "'"));
     if (PQntuples(res.get()) == 0) return std::optional<StudyRecord>();
     return std::optional<StudyRecord>(ReadStudy(res.get(), 0));
   }
 
   Result<std::vector<StudyRecord>> ListStudies() override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query(StrCat("SELECT ", kStudyColumns, " FROM studies ORDER BY id"), {},
-                              "listing studies"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kListStudies, {}, "listing studies"));
     std::vector<StudyRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) out.push_back(ReadStudy(res.get(), r));
     return out;
   }
 
   Status SetRunner(int64_t study_id, std::optional<int64_t> pid, const std::string& host) override {
-    return Query("UPDATE studies SET runner_pid = $1, runner_host = $2 WHERE id = $3",
-                 Params().Add(pid).Add(host).Add(study_id), "recording the study's runner")
+    return Query(sql::kSetRunner, Params().Add(pid).Add(host).Add(study_id),
+                 "recording the study's runner")
         .status();
   }
 
   Status InsertTrial(const TrialRecord& t) override {
-    return Query(
-               "INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-               "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values, "
-               "heartbeat) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
-               "$15, $16)",
-               Params()
-                   .Add(t.study_id)
-                   .Add(t.number)
-                   .Add(TrialStateName(t.state))
-                   .Add(EncodeParams(t.params))
-                   .Add(t.value)
-                   .Add(t.started)
-                   .Add(t.ended)
-                   .Add(t.exit_status)
-                   .Add(t.error)
-                   .Add(t.host)
-                   .Add(t.attempt)
-                   .Add(t.retry_of)
-                   .Add(t.log_path)
-                   .Add(EncodePlacement(t.placement))
-                   .Add(EncodeValues(t.values))
-                   .Add(t.heartbeat),
-               StrCat("inserting trial ", t.number), StrCat("trial ", t.number, " already exists"))
+    return Query(sql::kInsertTrial,
+                 Params()
+                     .Add(t.study_id)
+                     .Add(t.number)
+                     .Add(TrialStateName(t.state))
+                     .Add(EncodeParams(t.params))
+                     .Add(t.value)
+                     .Add(t.started)
+                     .Add(t.ended)
+                     .Add(t.exit_status)
+                     .Add(t.error)
+                     .Add(t.host)
+                     .Add(t.attempt)
+                     .Add(t.retry_of)
+                     .Add(t.log_path)
+                     .Add(EncodePlacement(t.placement))
+                     .Add(EncodeValues(t.values))
+                     .Add(t.heartbeat),
+                 StrCat("inserting trial ", t.number),
+                 StrCat("trial ", t.number, " already exists"))
         .status();
   }
 
   Status FinishTrial(const TrialRecord& t) override {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query("UPDATE trials SET state = $1, value = $2, ended = $3, exit_status = $4, error = $5, "
-              "metric_values = $6 WHERE study_id = $7 AND number = $8",
-              Params()
-                  .Add(TrialStateName(t.state))
-                  .Add(t.value)
-                  .Add(t.ended)
-                  .Add(t.exit_status)
-                  .Add(t.error)
-                  .Add(EncodeValues(t.values))
-                  .Add(t.study_id)
-                  .Add(t.number),
-              StrCat("finishing trial ", t.number)));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kFinishTrial,
+                                            Params()
+                                                .Add(TrialStateName(t.state))
+                                                .Add(t.value)
+                                                .Add(t.ended)
+                                                .Add(t.exit_status)
+                                                .Add(t.error)
+                                                .Add(EncodeValues(t.values))
+                                                .Add(t.study_id)
+                                                .Add(t.number),
+                                            StrCat("finishing trial ", t.number)));
     if (Changed(res.get()) != 1) return Status::NotFound("no trial ", t.number, " to finish");
     return Status::Ok();
   }
 
   Status ResumeTrial(int64_t study_id, int number,
                      const std::vector<RankRecord>& placement) override {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query("UPDATE trials SET state = 'running', ended = NULL, exit_status = NULL, error = '', "
-              "placement = $1 WHERE study_id = $2 AND number = $3 AND state = 'paused'",
-              Params().Add(EncodePlacement(placement)).Add(study_id).Add(number),
-              StrCat("resuming trial ", number)));
+    HP_ASSIGN_OR_RETURN(PgResult res,
+                        Query(sql::kResumePaused,
+                              Params().Add(EncodePlacement(placement)).Add(study_id).Add(number),
+                              StrCat("resuming trial ", number)));
     if (Changed(res.get()) != 1) return Status::NotFound("no paused trial ", number);
     return Status::Ok();
   }
 
   Result<bool> Heartbeat(int64_t study_id, int number, double now) override {
     HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("UPDATE trials SET heartbeat = $1 WHERE study_id = $2 AND number = "
-                              "$3 AND state = 'running'",
-                              Params().Add(now).Add(study_id).Add(number),
+                        Query(sql::kHeartbeat, Params().Add(now).Add(study_id).Add(number),
                               StrCat("recording trial ", number, "'s heartbeat")));
     return Changed(res.get()) == 1;
   }
@@ -333,12 +336,8 @@ class PostgresStorage final : public Storage {
   }
 
   Result<TrialTally> TallyTrials(int64_t study_id) override {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query("SELECT state, COUNT(*), MIN(started), MAX(CASE WHEN started IS NOT NULL THEN ended "
-              "END), COUNT(*) FILTER (WHERE started IS NOT NULL AND ended IS NULL) FROM trials "
-              "WHERE study_id = $1 GROUP BY state",
-              Params().Add(study_id), "counting trials"));
+    HP_ASSIGN_OR_RETURN(PgResult res,
+                        Query(sql::kTally, Params().Add(study_id), "counting trials"));
     TrialTally tally;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       auto state = ParseTrialState(Text(res.get(), r, 0));
@@ -351,40 +350,36 @@ class PostgresStorage final : public Storage {
   }
 
   Result<int> NextTrialNumber(int64_t study_id) override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = $1",
-                              Params().Add(study_id), "reading the next trial number"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kNextTrialNumber, Params().Add(study_id),
+                                            "reading the next trial number"));
     return static_cast<int>(Int(res.get(), 0, 0));
   }
 
   Result<std::string> TunerState(int64_t study_id) override {
-    HP_ASSIGN_OR_RETURN(PgResult res, Query("SELECT state FROM tuner_states WHERE study_id = $1",
-                                            Params().Add(study_id), "reading the tuner's state"));
+    HP_ASSIGN_OR_RETURN(
+        PgResult res, Query(sql::kTunerState, Params().Add(study_id), "reading the tuner's state"));
     if (PQntuples(res.get()) == 0) return std::string();
     return Text(res.get(), 0, 0);
   }
 
   Status SetTunerState(int64_t study_id, const std::string& state) override {
-    return Query(
-               "INSERT INTO tuner_states(study_id, state) VALUES ($1, $2) "
-               "ON CONFLICT (study_id) DO UPDATE SET state = excluded.state",
-               Params().Add(study_id).Add(state), "keeping the tuner's state")
+    return Query(sql::kSaveTunerState, Params().Add(study_id).Add(state),
+                 "keeping the tuner's state")
         .status();
   }
 
   Status AddMetrics(int64_t study_id, int trial_number,
                     std::span<const MetricPoint> points) override {
     return Transaction([&]() -> Status {
-      HP_ASSIGN_OR_RETURN(PgResult found,
-                          Query("SELECT id FROM trials WHERE study_id = $1 AND number = $2",
-                                Params().Add(study_id).Add(trial_number), "finding a trial"));
+      HP_ASSIGN_OR_RETURN(
+          PgResult found,
+          Query(sql::kTrialId, Params().Add(study_id).Add(trial_number), "finding a trial"));
       if (PQntuples(found.get()) == 0)
         return Status::NotFound("no trial ", trial_number, " to add metrics to");
       const int64_t trial_id = Int(found.get(), 0, 0);
       for (const MetricPoint& p : points)
         HP_RETURN_IF_ERROR(
-            Query("INSERT INTO metrics(trial_id, step, name, value, time) VALUES ($1, $2, $3, "
-                  "$4, $5)",
+            Query(sql::kInsertMetric,
                   Params().Add(trial_id).Add(p.step).Add(p.name).Add(p.value).Add(p.time),
                   "adding metrics")
                 .status());
@@ -420,20 +415,15 @@ class PostgresStorage final : public Storage {
   }
 
   Status AddEvent(int64_t study_id, const EventRecord& e) override {
-    return Query(
-               "INSERT INTO events(study_id, trial_number, time, kind, message) VALUES ($1, $2, "
-               "$3, $4, $5)",
-               Params().Add(study_id).Add(e.trial).Add(e.time).Add(e.kind).Add(e.message),
-               "adding an event")
+    return Query(sql::kInsertEvent,
+                 Params().Add(study_id).Add(e.trial).Add(e.time).Add(e.kind).Add(e.message),
+                 "adding an event")
         .status();
   }
 
   Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit) override {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query("SELECT trial_number, time, kind, message FROM (SELECT * FROM events WHERE "
-              "study_id = $1 ORDER BY id DESC LIMIT $2) newest ORDER BY id",
-              Params().Add(study_id).Add(limit), "listing events"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kNewestEvents, Params().Add(study_id).Add(limit),
+                                            "listing events"));
     return ReadEvents(res.get());
   }
 
@@ -445,13 +435,10 @@ class PostgresStorage final : public Storage {
     std::string marks;
     for (EventKind kind : kinds) {
       params.Add(EventKindName(kind));
-      marks += StrCat(marks.empty() ? "" : ", ", "$", params.size());
+      marks += marks.empty() ? "?" : ", ?";
     }
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("SELECT trial_number, time, kind, message FROM events WHERE "
-                              "study_id = $1 AND kind IN (" +
-                                  marks + ") ORDER BY id",
-                              params, "listing events"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kEventsOfKinds + marks + ") ORDER BY id", params,
+                                            "listing events"));
     return ReadEvents(res.get());
   }
 
@@ -460,20 +447,18 @@ class PostgresStorage final : public Storage {
       for (const JournalEntry& e : entries) {
         std::optional<double> value;
         if (!std::isnan(e.value)) value = e.value;
-        HP_RETURN_IF_ERROR(
-            Query("INSERT INTO journal(study_id, trial, kind, time, resource, value, completed, "
-                  "objective_values) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                  Params()
-                      .Add(study_id)
-                      .Add(e.trial)
-                      .Add(JournalKindName(e.kind))
-                      .Add(e.time)
-                      .Add(e.resource)
-                      .Add(value)
-                      .Add(e.completed ? 1 : 0)
-                      .Add(EncodeNumbers(e.values)),
-                  StrCat("adding to the journal of trial ", e.trial))
-                .status());
+        HP_RETURN_IF_ERROR(Query(sql::kInsertJournal,
+                                 Params()
+                                     .Add(study_id)
+                                     .Add(e.trial)
+                                     .Add(JournalKindName(e.kind))
+                                     .Add(e.time)
+                                     .Add(e.resource)
+                                     .Add(value)
+                                     .Add(e.completed ? 1 : 0)
+                                     .Add(EncodeNumbers(e.values)),
+                                 StrCat("adding to the journal of trial ", e.trial))
+                               .status());
       }
       return Status::Ok();
     });
@@ -481,9 +466,7 @@ class PostgresStorage final : public Storage {
 
   Result<std::vector<JournalEntry>> ListJournal(int64_t study_id) override {
     HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("SELECT id, trial, kind, time, resource, value, completed, "
-                              "objective_values FROM journal WHERE study_id = $1 ORDER BY id",
-                              Params().Add(study_id), "reading the journal"));
+                        Query(sql::kListJournal, Params().Add(study_id), "reading the journal"));
     std::vector<JournalEntry> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       JournalEntry e;
@@ -528,7 +511,7 @@ class PostgresStorage final : public Storage {
                             const std::string& message) override {
     HP_ASSIGN_OR_RETURN(
         PgResult res,
-        Query("UPDATE submissions SET state = $1, exit_code = $2, message = $3 WHERE id = $4",
+        Query(sql::kFinishSubmission,
               Params().Add(SubmissionStateName(state)).Add(exit_code).Add(message).Add(id),
               StrCat("updating submission ", id)));
     if (Changed(res.get()) == 0) return Status::NotFound("no submission ", id);
@@ -537,11 +520,7 @@ class PostgresStorage final : public Storage {
 
   Result<std::vector<SubmissionRecord>> ListSubmissions(
       std::vector<SubmissionState> states) override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("SELECT id, study_name, spec_text, spec_path, max_trials, "
-                              "max_parallel, state, exit_code, message, submitted FROM "
-                              "submissions ORDER BY id",
-                              {}, "listing submissions"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kListSubmissions, {}, "listing submissions"));
     std::vector<SubmissionRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       HP_ASSIGN_OR_RETURN(SubmissionRecord s, ReadSubmission(res.get(), r));
@@ -592,30 +571,20 @@ class PostgresStorage final : public Storage {
 
   Status FinishControl(int64_t id, double applied, bool refused,
                        const std::string& outcome) override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("UPDATE controls SET applied = $1, refused = $2, outcome = $3 "
-                              "WHERE id = $4 AND applied IS NULL",
-                              Params().Add(applied).Add(refused ? 1 : 0).Add(outcome).Add(id),
-                              StrCat("finishing control ", id)));
+    HP_ASSIGN_OR_RETURN(
+        PgResult res,
+        Query(sql::kFinishControl, Params().Add(applied).Add(refused ? 1 : 0).Add(outcome).Add(id),
+              StrCat("finishing control ", id)));
     if (Changed(res.get()) == 0) return Status::NotFound("no pending control ", id);
     return Status::Ok();
   }
 
   Status DeleteStudy(int64_t study_id) override {
-    static constexpr const char* kDeletes[] = {
-        "DELETE FROM metrics WHERE trial_id IN (SELECT id FROM trials WHERE study_id = $1)",
-        "DELETE FROM trials WHERE study_id = $1",
-        "DELETE FROM events WHERE study_id = $1",
-        "DELETE FROM journal WHERE study_id = $1",
-        "DELETE FROM controls WHERE study_id = $1",
-        "DELETE FROM tuner_states WHERE study_id = $1",
-        "DELETE FROM studies WHERE id = $1",
-    };
     return Transaction([&]() -> Status {
       int64_t changed = 0;
-      for (const char* sql : kDeletes) {
-        HP_ASSIGN_OR_RETURN(
-            PgResult res, Query(sql, Params().Add(study_id), StrCat("deleting study ", study_id)));
+      for (const char* statement : sql::kDeleteStudy) {
+        HP_ASSIGN_OR_RETURN(PgResult res, Query(statement, Params().Add(study_id),
+                                                StrCat("deleting study ", study_id)));
         changed = Changed(res.get());
       }
       if (changed == 0) return Status::NotFound("no study ", study_id);
@@ -631,8 +600,7 @@ class PostgresStorage final : public Storage {
                            .status());
     HP_RETURN_IF_ERROR(
         Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
-    HP_ASSIGN_OR_RETURN(PgResult res, Query("SELECT COALESCE(MAX(version), 0) FROM schema_version",
-                                            {}, "reading the schema"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kSchemaVersionOrZero, {}, "reading the schema"));
     schema_version_ = static_cast<int>(Int(res.get(), 0, 0));
     if (schema_version_ > latest)
       return Status::FailedPrecondition(url_, " has schema version ", schema_version_,
@@ -652,12 +620,7 @@ class PostgresStorage final : public Storage {
   // The trials that `where` (its WHERE and ORDER BY clauses) selects.
   Result<std::vector<TrialRecord>> SelectTrials(const std::string& where, const Params& params,
                                                 int64_t study_id) {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query("SELECT number, state, params, value, started, ended, exit_status, error, host, "
-              "attempt, retry_of, log_path, placement, metric_values, heartbeat FROM trials " +
-                  where,
-              params, "listing trials"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kSelectTrials + where, params, "listing trials"));
     std::vector<TrialRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrial(res.get(), r));
@@ -732,8 +695,9 @@ class PostgresStorage final : public Storage {
   Result<PgResult> Query(const std::string& sql, const Params& params, const std::string& what,
                          const std::string& taken = "") {
     const std::vector<const char*> values = params.Pointers();
-    PgResult res(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
-                              nullptr, 0));
+    const std::string numbered = Numbered(sql);
+    PgResult res(PQexecParams(conn_, numbered.c_str(), params.size(), nullptr, values.data(),
+                              nullptr, nullptr, 0));
     const ExecStatusType status = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return res;
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "schema.h"
+#include "statements.h"
 
 namespace hyperpack::storage {
 
@@ -177,8 +178,7 @@ Result<std::unique_ptr<Storage>> OpenSqlite(const std::string& path,
   if (options.read_only) {
     // A reader never changes the file; it only checks it can understand it.
     sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT MAX(version) FROM schema_version", -1, &stmt, nullptr) !=
-        SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, sql::kSchemaVersion, -1, &stmt, nullptr) != SQLITE_OK) {
       sqlite3_finalize(stmt);
       return Status::Io(path, " is not a hyperpack database: ", sqlite3_errmsg(db));
     }
@@ -214,8 +214,7 @@ Status SqliteStorage::Connection::Migrate(const std::vector<Migration>& migratio
     HP_RETURN_IF_ERROR(
         Exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"));
     sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(handle_, "SELECT COALESCE(MAX(version), 0) FROM schema_version", -1,
-                           &stmt, nullptr) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(handle_, sql::kSchemaVersionOrZero, -1, &stmt, nullptr) != SQLITE_OK) {
       sqlite3_finalize(stmt);
       return Error("reading the schema version");
     }
@@ -266,10 +265,7 @@ Result<sqlite3_stmt*> SqliteStorage::Connection::Prepare(const std::string& sql)
 
 namespace {
 
-constexpr char kStudyColumns[] =
-    "id, name, spec_text, spec_path, direction, metric, seed, created, runner_pid, runner_host";
-
-// A row of kStudyColumns.
+// A row of sql::kFindStudy's columns.
 StudyRecord ReadStudy(sqlite3_stmt* s) {
   StudyRecord r;
   r.id = sqlite3_column_int64(s, 0);
@@ -311,8 +307,7 @@ Result<StudyRecord> SqliteStorage::CreateStudy(const StudyRecord& study) {
 }
 
 Result<std::optional<StudyRecord>> SqliteStorage::FindStudy(const std::string& name) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(StrCat("SELECT ", kStudyColumns,
-                                                              " FROM studies WHERE name = ?")));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kFindStudy));
   Statement stmt(raw);
   stmt.Bind(name);
   int rc = stmt.Step();
@@ -323,8 +318,7 @@ Result<std::optional<StudyRecord>> SqliteStorage::FindStudy(const std::string& n
 }
 
 Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare(StrCat("SELECT ", kStudyColumns, " FROM studies ORDER BY id")));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kListStudies));
   Statement stmt(raw);
   std::vector<StudyRecord> out;
   int rc;
@@ -338,9 +332,7 @@ Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
 
 Status SqliteStorage::SetRunner(int64_t study_id, std::optional<int64_t> pid,
                                 const std::string& host) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("UPDATE studies SET runner_pid = ?, runner_host = ? WHERE id = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kSetRunner));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(pid).Bind(host).Bind(study_id);
@@ -350,12 +342,7 @@ Status SqliteStorage::SetRunner(int64_t study_id, std::optional<int64_t> pid,
 }
 
 Status SqliteStorage::InsertTrial(const TrialRecord& t) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare(
-          "INSERT INTO trials(study_id, number, state, params, value, started, ended, "
-          "exit_status, error, host, attempt, retry_of, log_path, placement, metric_values, "
-          "heartbeat) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kInsertTrial));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
@@ -375,10 +362,7 @@ Status SqliteStorage::InsertTrial(const TrialRecord& t) {
 }
 
 Status SqliteStorage::FinishTrial(const TrialRecord& t) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("UPDATE trials SET state = ?, value = ?, ended = ?, exit_status = ?, "
-                   "error = ?, metric_values = ? WHERE study_id = ? AND number = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kFinishTrial));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(std::string(TrialStateName(t.state))).Bind(t.value).Bind(t.ended);
@@ -393,11 +377,7 @@ Status SqliteStorage::FinishTrial(const TrialRecord& t) {
 
 Status SqliteStorage::ResumeTrial(int64_t study_id, int number,
                                   const std::vector<RankRecord>& placement) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("UPDATE trials SET state = 'running', ended = NULL, exit_status = "
-                   "NULL, error = '', placement = ? WHERE study_id = ? AND number = ? AND "
-                   "state = 'paused'"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kResumePaused));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(EncodePlacement(placement)).Bind(study_id).Bind(number);
@@ -408,9 +388,7 @@ Status SqliteStorage::ResumeTrial(int64_t study_id, int number,
 }
 
 Result<bool> SqliteStorage::Heartbeat(int64_t study_id, int number, double now) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("UPDATE trials SET heartbeat = ? WHERE study_id = ? AND "
-                                   "number = ? AND state = 'running'"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kHeartbeat));
   bool found = false;
   HP_RETURN_IF_ERROR(Transaction([&]() -> Status {
     Statement stmt(raw);
@@ -451,11 +429,7 @@ Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, do
 }
 
 namespace {
-constexpr char kTrialColumns[] =
-    "SELECT number, state, params, value, started, ended, exit_status, error, host, attempt, "
-    "retry_of, log_path, placement, metric_values, heartbeat FROM trials ";
-
-// The rows of a statement that selects kTrialColumns, as records.
+// The rows of a statement that selects sql::kSelectTrials, as records.
 Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, int64_t study_id) {
   std::vector<TrialRecord> out;
   int rc;
@@ -488,7 +462,7 @@ Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, 
 }  // namespace
 
 Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(kTrialColumns) +
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(sql::kSelectTrials) +
                                                        "WHERE study_id = ? ORDER BY number"));
   Statement stmt(raw);
   stmt.Bind(study_id);
@@ -500,7 +474,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::ListTrialsIn(int64_t study_id,
   if (states.empty()) return std::vector<TrialRecord>();
   std::string marks(2 * states.size() - 1, ',');
   for (size_t i = 0; i < states.size(); ++i) marks[2 * i] = '?';
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(kTrialColumns) +
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(sql::kSelectTrials) +
                                                        "WHERE study_id = ? AND state IN (" + marks +
                                                        ") ORDER BY number"));
   Statement stmt(raw);
@@ -515,7 +489,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::BestTrials(int64_t study_id, Dir
   const bool max = direction == Direction::kMaximize;
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      db_->Prepare(std::string(kTrialColumns) +
+      db_->Prepare(std::string(sql::kSelectTrials) +
                    "WHERE study_id = ? AND state = 'completed' AND value IS NOT NULL AND "
                    "(? IS NULL OR value " +
                    (max ? ">=" : "<=") + " ?) ORDER BY value " + (max ? "DESC" : "ASC") +
@@ -526,11 +500,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::BestTrials(int64_t study_id, Dir
 }
 
 Result<TrialTally> SqliteStorage::TallyTrials(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("SELECT state, COUNT(*), MIN(started), MAX(CASE WHEN started IS NOT NULL THEN "
-                   "ended END), SUM(started IS NOT NULL AND ended IS NULL) FROM trials WHERE "
-                   "study_id = ? GROUP BY state"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kTally));
   Statement stmt(raw);
   stmt.Bind(study_id);
   TrialTally tally;
@@ -546,9 +516,7 @@ Result<TrialTally> SqliteStorage::TallyTrials(int64_t study_id) {
 }
 
 Result<int> SqliteStorage::NextTrialNumber(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("SELECT COALESCE(MAX(number) + 1, 0) FROM trials WHERE study_id = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kNextTrialNumber));
   Statement stmt(raw);
   stmt.Bind(study_id);
   if (stmt.Step() != SQLITE_ROW) return db_->Error("reading the next trial number");
@@ -556,8 +524,7 @@ Result<int> SqliteStorage::NextTrialNumber(int64_t study_id) {
 }
 
 Result<std::string> SqliteStorage::TunerState(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("SELECT state FROM tuner_states WHERE study_id = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kTunerState));
   Statement stmt(raw);
   stmt.Bind(study_id);
   const int rc = stmt.Step();
@@ -567,9 +534,7 @@ Result<std::string> SqliteStorage::TunerState(int64_t study_id) {
 }
 
 Status SqliteStorage::SetTunerState(int64_t study_id, const std::string& state) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("INSERT INTO tuner_states(study_id, state) VALUES (?, ?) "
-                                   "ON CONFLICT(study_id) DO UPDATE SET state = excluded.state"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kSaveTunerState));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(study_id).Bind(state);
@@ -580,11 +545,8 @@ Status SqliteStorage::SetTunerState(int64_t study_id, const std::string& state) 
 
 Status SqliteStorage::AddMetrics(int64_t study_id, int trial_number,
                                  std::span<const MetricPoint> points) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * find,
-                      db_->Prepare("SELECT id FROM trials WHERE study_id = ? AND number = ?"));
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert,
-                      db_->Prepare("INSERT INTO metrics(trial_id, step, name, value, time) "
-                                   "VALUES (?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * find, db_->Prepare(sql::kTrialId));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert, db_->Prepare(sql::kInsertMetric));
   return Transaction([&]() -> Status {
     int64_t trial_id = 0;
     {
@@ -640,10 +602,7 @@ Result<std::optional<MetricPoint>> SqliteStorage::LatestMetric(int64_t study_id,
 }
 
 Status SqliteStorage::AddEvent(int64_t study_id, const EventRecord& e) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("INSERT INTO events(study_id, trial_number, time, kind, message) "
-                   "VALUES (?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kInsertEvent));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
     stmt.Bind(study_id).Bind(e.trial).Bind(e.time).Bind(e.kind).Bind(e.message);
@@ -653,10 +612,7 @@ Status SqliteStorage::AddEvent(int64_t study_id, const EventRecord& e) {
 }
 
 Result<std::vector<EventRecord>> SqliteStorage::ListEvents(int64_t study_id, int limit) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("SELECT trial_number, time, kind, message FROM (SELECT * FROM events "
-                   "WHERE study_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kNewestEvents));
   Statement stmt(raw);
   stmt.Bind(study_id).Bind(limit);
   std::vector<EventRecord> out;
@@ -671,9 +627,7 @@ Result<std::vector<EventRecord>> SqliteStorage::ListEventsOfKinds(
   std::string marks = "?";
   for (size_t i = 1; i < kinds.size(); ++i) marks += ", ?";
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("SELECT trial_number, time, kind, message FROM events "
-                                   "WHERE study_id = ? AND kind IN (" +
-                                   marks + ") ORDER BY id"));
+                      db_->Prepare(sql::kEventsOfKinds + marks + ") ORDER BY id"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   for (EventKind kind : kinds) stmt.Bind(std::string(EventKindName(kind)));
@@ -682,10 +636,7 @@ Result<std::vector<EventRecord>> SqliteStorage::ListEventsOfKinds(
 }
 
 Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry> entries) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * insert,
-      db_->Prepare("INSERT INTO journal(study_id, trial, kind, time, resource, value, "
-                   "completed, objective_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert, db_->Prepare(sql::kInsertJournal));
   return Transaction([&]() -> Status {
     for (const JournalEntry& e : entries) {
       Statement stmt(insert);
@@ -701,9 +652,7 @@ Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry>
 }
 
 Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("SELECT id, trial, kind, time, resource, value, completed, "
-                                   "objective_values FROM journal WHERE study_id = ? ORDER BY id"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kListJournal));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<JournalEntry> out;
@@ -744,9 +693,7 @@ Result<int64_t> SqliteStorage::AddSubmission(const SubmissionRecord& r) {
 
 Status SqliteStorage::SetSubmissionState(int64_t id, SubmissionState state, int exit_code,
                                          const std::string& message) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("UPDATE submissions SET state = ?, exit_code = ?, message = ? WHERE id = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kFinishSubmission));
   Statement stmt(raw);
   stmt.Bind(std::string(SubmissionStateName(state))).Bind(exit_code).Bind(message).Bind(id);
   if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("updating submission ", id));
@@ -756,10 +703,7 @@ Status SqliteStorage::SetSubmissionState(int64_t id, SubmissionState state, int 
 
 Result<std::vector<SubmissionRecord>> SqliteStorage::ListSubmissions(
     std::vector<SubmissionState> states) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("SELECT id, study_name, spec_text, spec_path, max_trials, "
-                                   "max_parallel, state, exit_code, message, submitted FROM "
-                                   "submissions ORDER BY id"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kListSubmissions));
   Statement stmt(raw);
   std::vector<SubmissionRecord> out;
   int rc;
@@ -828,9 +772,7 @@ Result<std::vector<ControlRecord>> SqliteStorage::ListControls(int64_t study_id,
 
 Status SqliteStorage::FinishControl(int64_t id, double applied, bool refused,
                                     const std::string& outcome) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("UPDATE controls SET applied = ?, refused = ?, outcome = ? "
-                                   "WHERE id = ? AND applied IS NULL"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kFinishControl));
   Statement stmt(raw);
   stmt.Bind(applied).Bind(refused ? 1 : 0).Bind(outcome).Bind(id);
   if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("finishing control ", id));
@@ -839,18 +781,9 @@ Status SqliteStorage::FinishControl(int64_t id, double applied, bool refused,
 }
 
 Status SqliteStorage::DeleteStudy(int64_t study_id) {
-  static constexpr const char* kDeletes[] = {
-      "DELETE FROM metrics WHERE trial_id IN (SELECT id FROM trials WHERE study_id = ?)",
-      "DELETE FROM trials WHERE study_id = ?",
-      "DELETE FROM events WHERE study_id = ?",
-      "DELETE FROM journal WHERE study_id = ?",
-      "DELETE FROM controls WHERE study_id = ?",
-      "DELETE FROM tuner_states WHERE study_id = ?",
-      "DELETE FROM studies WHERE id = ?",
-  };
   return Transaction([&]() -> Status {
-    for (const char* sql : kDeletes) {
-      HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql));
+    for (const char* statement : sql::kDeleteStudy) {
+      HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(statement));
       Statement stmt(raw);
       stmt.Bind(study_id);
       if (stmt.Step() != SQLITE_DONE) return db_->Error(StrCat("deleting study ", study_id));
