@@ -4,8 +4,8 @@
 # which changes nothing else), each at a random moment (0-0.5 s after the last answer, as a person or
 # a script asks: not in step with the runner's polls) and timed from the command's start to its
 # exit, on this machine's storage and, with a server and an agent on loopback, through --server.
-# The README promises an answer within a quarter of a second (the runner's poll interval) plus the
-# command's own start.
+# docs/guide/command-line.md promises an answer within a quarter of a second (the runner's poll
+# interval) plus the command's own start.
 #
 #   bench/control_latency.sh [HYPERPACK] [N]     (default build/cli/hyperpack, 20 asks each)
 set -euo pipefail

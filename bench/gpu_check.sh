@@ -183,7 +183,7 @@ speed_run() {
 
 if want speed 60; then
   corpus="$(mktemp)"
-  cat "$root"/docs/*.md "$root"/*/src/*.cc "$root"/README.md >"$corpus"
+  cat "$root"/docs/*.md "$root"/docs/guide/*.md "$root"/*/src/*.cc "$root"/README.md >"$corpus"
   : >"$out/speed.tsv"
   for model in $models; do
     for precision in fp32 bf16 fp16; do

@@ -974,58 +974,6 @@ trial: {command: "echo loss={x}"}
   EXPECT_THAT(katib.err, HasSubstr("is not a Katib Experiment"));
 }
 
-// README's command-line block and the program agree: the same commands, and every flag the README
-// shows for a command is one that command's --help lists.
-TEST_F(CliTest, TheReadmesCommandLineMatchesHelp) {
-  std::istringstream readme(ReadFile(std::string(HYPERPACK_SOURCE_DIR) + "/README.md"));
-  std::map<std::string, std::string> documented;  // command -> its README lines
-  std::string last;                               // the command a continued line belongs to
-  bool in_section = false, in_block = false;
-  for (std::string line; std::getline(readme, line);) {
-    if (line.rfind("## ", 0) == 0) in_section = line == "## The command line";
-    if (!in_section) continue;
-    if (line.rfind("```", 0) == 0) {
-      if (in_block) break;
-      in_block = true;
-      continue;
-    }
-    if (in_block && line.rfind("hyperpack ", 0) == 0) {
-      last = line.substr(10, line.find(' ', 10) - 10);
-      documented[last] += line + "\n";
-    } else if (in_block && !last.empty() && line.rfind("  ", 0) == 0) {
-      documented[last] += line + "\n";  // a continued line
-    }
-  }
-  ASSERT_FALSE(documented.empty());
-
-  auto help = Cli({"--help"});
-  ASSERT_EQ(help.exit_code, 0);
-  std::set<std::string> listed;
-  std::istringstream lines(help.out);
-  bool in_commands = false;
-  for (std::string line; std::getline(lines, line);) {
-    if (line == "commands:") in_commands = true;
-    if (!in_commands || line.size() < 3 || line.rfind("  ", 0) != 0 || line[2] == ' ') continue;
-    listed.insert(line.substr(2, line.find(' ', 2) - 2));
-  }
-  std::set<std::string> in_readme;
-  for (const auto& [command, text] : documented) in_readme.insert(command);
-  EXPECT_EQ(in_readme, listed);
-
-  for (const auto& [command, text] : documented) {
-    auto options = Cli({command, "--help"});
-    EXPECT_EQ(options.exit_code, 0) << command;
-    std::istringstream words(text);
-    for (std::string word; words >> word;) {
-      size_t at = word.find("--");
-      if (at == std::string::npos) continue;
-      std::string flag = word.substr(at);
-      flag = flag.substr(0, flag.find_first_not_of("abcdefghijklmnopqrstuvwxyz-", 2));
-      EXPECT_THAT(options.out, HasSubstr(flag)) << "README shows " << flag << " for " << command;
-    }
-  }
-}
-
 TEST_F(CliTest, AMissingStudyOrDatabaseIsReportedClearly) {
   auto nodb = Cli({"status", "--storage", dir_ / "nothing.db"});
   EXPECT_EQ(nodb.exit_code, 2);

@@ -4,8 +4,9 @@
 // then validated); ```yaml other marks another tool's file, left alone. A line in any block that
 // starts with `hyperpack `, `$ hyperpack ` or `build/cli/hyperpack ` is a command: the program
 // has that command, and every --flag the line and its continued lines show is one that command's
-// --help lists. Every examples/ file the pages name exists and validates. ARCHITECTURE.md's
-// drawing is the build's module graph.
+// --help lists. The guide's synopsis lists exactly the commands `hyperpack --help` does, every
+// examples/ file the pages name exists and validates, and ARCHITECTURE.md's drawing is the
+// build's module graph.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -170,6 +171,42 @@ TEST(DocsTest, EveryCommandTheyShowExistsWithTheFlagsItsHelpLists) {
       EXPECT_THAT(h.out, HasSubstr((*it)[2].str()))
           << s.where << ": " << s.command << " shows " << (*it)[2] << ", which its --help lacks";
   }
+}
+
+// The commands `hyperpack --help` lists, in its "commands:" part.
+std::set<std::string> CommandsListed() {
+  auto help = RunCommand({Cli(), "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  std::set<std::string> listed;
+  std::istringstream lines(help.out);
+  bool in_commands = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "commands:") in_commands = true;
+    if (!in_commands || line.size() < 3 || line.rfind("  ", 0) != 0 || line[2] == ' ') continue;
+    listed.insert(line.substr(2, line.find(' ', 2) - 2));
+  }
+  return listed;
+}
+
+// The guide's synopsis and the program list the same commands (each line that starts a command
+// in the block under "## Synopsis"; its flags are checked with every other command line).
+TEST(DocsTest, TheGuidesSynopsisListsEveryCommandTheProgramHas) {
+  const std::string page = "docs/guide/command-line.md";
+  std::istringstream in(ReadFile(std::string(HYPERPACK_SOURCE_DIR) + "/" + page));
+  std::set<std::string> synopsis;
+  bool in_section = false, in_block = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Synopsis";
+    if (!in_section) continue;
+    if (line.rfind("```", 0) == 0) {
+      if (in_block) break;
+      in_block = true;
+    } else if (in_block && line.rfind("hyperpack ", 0) == 0) {
+      synopsis.insert(line.substr(10, line.find(' ', 10) - 10));
+    }
+  }
+  ASSERT_FALSE(synopsis.empty()) << page << " has no '## Synopsis' block";
+  EXPECT_EQ(synopsis, CommandsListed());
 }
 
 TEST(DocsTest, EveryExampleStudyTheyNameExistsAndValidates) {
