@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "hyperpack/text.h"
+#include "postgres_rows.h"
 #include "schema.h"
 #include "statements.h"
 #include "transaction.h"
@@ -20,25 +21,19 @@
 namespace hyperpack::storage {
 namespace {
 
+using pg::Double;
+using pg::Int;
+using pg::Numbered;
+using pg::OptDouble;
+using pg::OptInt;
+using pg::Params;
+using pg::PgResult;
+using pg::ReadEvents;
+using pg::ReadStudy;
+using pg::Text;
+
 // The schema's steps (schema.h), in PostgreSQL's words.
 const std::vector<Migration>& PostgresMigrations() { return SchemaMigrations(Dialect::kPostgres); }
-
-// `sql` with each `?` outside quotes numbered as PostgreSQL takes parameters ($1, $2, ...): the
-// shared statements (statements.h) are written as SQLite takes them.
-std::string Numbered(std::string_view sql) {
-  std::string out;
-  int n = 0;
-  bool quoted = false;
-  for (const char c : sql) {
-    if (c == '\'') quoted = !quoted;
-    if (c == '?' && !quoted) {
-      out += "$" + std::to_string(++n);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 // Serialises the schema's creation between processes (pg_advisory_xact_lock's key).
 constexpr int64_t kMigrationLock = 0x6879706572706b;  // "hyperpk"
@@ -48,94 +43,6 @@ constexpr std::string_view kUniqueViolation = "23505";
 constexpr int64_t kLeaderLock = 0x6879706c656164;  // "hyplead"
 // LockStudy: (this, the study's id) in the two-key advisory lock space.
 constexpr int kStudyLockClass = 0x6870;  // "hp"
-
-// A statement's parameters as libpq takes them: text, or NULL.
-class Params {
- public:
-  Params& Add(std::optional<std::string> v) {
-    values_.push_back(std::move(v));
-    return *this;
-  }
-  Params& Add(const std::string& v) { return Add(std::optional<std::string>(v)); }
-  Params& Add(const char* v) { return Add(std::optional<std::string>(v)); }
-  Params& Add(int64_t v) { return Add(std::optional<std::string>(std::to_string(v))); }
-  Params& Add(int v) { return Add(static_cast<int64_t>(v)); }
-  Params& Add(double v) { return Add(std::optional<std::string>(DoubleText(v))); }
-  template <typename T>
-  Params& Add(const std::optional<T>& v) {
-    if (!v) return Add(std::optional<std::string>());
-    return Add(*v);
-  }
-  std::vector<const char*> Pointers() const {
-    std::vector<const char*> out;
-    for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
-    return out;
-  }
-  int size() const { return static_cast<int>(values_.size()); }
-
- private:
-  // Exact: 17 significant digits read back as the same double; PostgreSQL's names for the rest.
-  static std::string DoubleText(double v) {
-    if (std::isnan(v)) return "NaN";
-    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.17g", v);
-    return buf;
-  }
-  std::vector<std::optional<std::string>> values_;
-};
-
-// A result, cleared when it goes.
-struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
-
-// Column readers of row `r` of `res`.
-bool IsNull(const PGresult* res, int r, int c) { return PQgetisnull(res, r, c) != 0; }
-std::string Text(const PGresult* res, int r, int c) { return PQgetvalue(res, r, c); }
-int64_t Int(const PGresult* res, int r, int c) {
-  return std::strtoll(PQgetvalue(res, r, c), nullptr, 10);
-}
-double Double(const PGresult* res, int r, int c) {
-  return std::strtod(PQgetvalue(res, r, c), nullptr);
-}
-std::optional<double> OptDouble(const PGresult* res, int r, int c) {
-  if (IsNull(res, r, c)) return std::nullopt;
-  return Double(res, r, c);
-}
-std::optional<int64_t> OptInt(const PGresult* res, int r, int c) {
-  if (IsNull(res, r, c)) return std::nullopt;
-  return Int(res, r, c);
-}
-
-StudyRecord ReadStudy(const PGresult* res, int r) {
-  StudyRecord s;
-  s.id = Int(res, r, 0);
-  s.name = Text(res, r, 1);
-  s.spec_text = Text(res, r, 2);
-  s.spec_path = Text(res, r, 3);
-  s.direction = ParseDirection(Text(res, r, 4)).value_or(Direction::kMinimize);
-  s.metric = Text(res, r, 5);
-  s.seed = static_cast<uint64_t>(Int(res, r, 6));
-  s.created = Double(res, r, 7);
-  s.runner_pid = OptInt(res, r, 8);
-  s.runner_host = Text(res, r, 9);
-  return s;
-}
-
-Result<std::vector<EventRecord>> ReadEvents(const PGresult* res) {
-  std::vector<EventRecord> out;
-  for (int r = 0; r < PQntuples(res); ++r) {
-    EventRecord e;
-    if (auto t = OptInt(res, r, 0)) e.trial = static_cast<int>(*t);
-    e.time = Double(res, r, 1);
-    e.kind = Text(res, r, 2);
-    e.message = Text(res, r, 3);
-    out.push_back(std::move(e));
-  }
-  return out;
-}
 
 class PostgresStorage final : public Storage {
  public:
