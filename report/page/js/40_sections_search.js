@@ -49,12 +49,8 @@ function renderSummary(d) {
   $('hp-states').replaceChildren(...states.map((st) => stateChip(st, counts.get(st), stateColour(st))));
 }
 
-function renderHistory(d) {
-  const empty = d.valued.length === 0;
-  setHidden('hp-history-empty', !empty);
-  setHidden('hp-history-box', empty);
-  if (empty) return 0;  // the chart, if any, stays (hidden) and is updated when data comes back
-
+// The history chart's datasets: the best value so far (one objective only), then the trials by state.
+function historyDatasets(d) {
   const point = (t) => ({ x: t.number, y: t.value, trial: t.number, state: t.state });
   const completed = d.valued.filter((t) => t.state === 'completed');
   const pruned = d.valued.filter((t) => t.state === 'pruned');
@@ -94,6 +90,16 @@ function renderHistory(d) {
       borderWidth: 1.5, pointRadius: 4, pointHoverRadius: 6,
     });
   }
+  return datasets;
+}
+
+function renderHistory(d) {
+  const empty = d.valued.length === 0;
+  setHidden('hp-history-empty', !empty);
+  setHidden('hp-history-box', empty);
+  if (empty) return 0;  // the chart, if any, stays (hidden) and is updated when data comes back
+
+  const datasets = historyDatasets(d);
   const byNumber = new Map(d.valued.map((t) => [t.number, t]));
 
   upsertChart('history', $('hp-history-chart'), {
@@ -122,12 +128,8 @@ function renderHistory(d) {
   return d.valued.length;
 }
 
-function renderParallel(d) {
-  const empty = d.valued.length === 0;
-  setHidden('hp-parallel-empty', !empty);
-  setHidden('hp-parallel-body', empty);
-  if (empty) return 0;
-
+// One axis per parameter, then the objective's; objective is that last axis's scale.
+function parallelAxes(d) {
   const axes = d.params.map((p) => ({
     name: p.name,
     scale: paramScale(p, d.valued.map((t) => own(t.params, p.name))),
@@ -136,7 +138,11 @@ function renderParallel(d) {
   const values = d.valued.map((t) => t.value);
   const objective = paramScale({ name: d.metric, type: 'float', low: minOf(values), high: maxOf(values) }, values);
   axes.push({ name: d.metric, scale: objective, get: (t) => t.value, isObjective: true });
+  return { axes, objective };
+}
 
+// One line per trial with a value, darker and more saturated the better its value; pruned trials dashed.
+function parallelDatasets(d, axes, objective) {
   const lines = d.valued.map((t) => {
     const n = objective.norm(t.value);
     const goodness = d.minimize ? 1 - n : n;
@@ -147,7 +153,7 @@ function renderParallel(d) {
 
   // Point markers on hundreds of lines cost more than they show.
   const many = lines.length > 150;
-  const datasets = lines.map(({ t, goodness: g }) => {
+  return lines.map(({ t, goodness: g }) => {
     const colour = `hsla(222, ${Math.round(25 + 65 * g)}%, ${Math.round(80 - 50 * g)}%, ${(0.45 + 0.55 * g).toFixed(2)})`;
     return {
       hpKey: `t${t.number}`,
@@ -167,6 +173,27 @@ function renderParallel(d) {
       spanGaps: false,
     };
   });
+}
+
+// The table under the parallel chart: each axis's kind and range.
+function parallelAxesTable(axes) {
+  const tbody = $('hp-parallel-axes').tBodies[0];
+  tbody.replaceChildren(...axes.map((a) => el('tr', null,
+    el('td', { text: a.isObjective ? `${a.name} (objective)` : a.name }),
+    el('td', { text: a.scale.kind }),
+    el('td', { className: 'hp-num', text: a.scale.low }),
+    el('td', { className: 'hp-num', text: a.scale.high }),
+    el('td', { text: a.scale.categories }))));
+}
+
+function renderParallel(d) {
+  const empty = d.valued.length === 0;
+  setHidden('hp-parallel-empty', !empty);
+  setHidden('hp-parallel-body', empty);
+  if (empty) return 0;
+
+  const { axes, objective } = parallelAxes(d);
+  const datasets = parallelDatasets(d, axes, objective);
 
   upsertChart('parallel', $('hp-parallel-chart'), {
     type: 'line',
@@ -200,13 +227,7 @@ function renderParallel(d) {
     },
   });
 
-  const tbody = $('hp-parallel-axes').tBodies[0];
-  tbody.replaceChildren(...axes.map((a) => el('tr', null,
-    el('td', { text: a.isObjective ? `${a.name} (objective)` : a.name }),
-    el('td', { text: a.scale.kind }),
-    el('td', { className: 'hp-num', text: a.scale.low }),
-    el('td', { className: 'hp-num', text: a.scale.high }),
-    el('td', { text: a.scale.categories }))));
+  parallelAxesTable(axes);
   return datasets.length;
 }
 
@@ -250,15 +271,8 @@ function renderImportance(d) {
   return values.length;
 }
 
-function renderSlices(d) {
-  const grid = $('hp-slices-grid');
-  const empty = d.valued.length === 0 || d.params.length === 0;
-  const emptyNote = $('hp-slices-empty');
-  emptyNote.hidden = !empty;
-  emptyNote.textContent = d.params.length === 0 ? 'The study has no parameters.' : 'No trial has a value yet.';
-  grid.hidden = empty;
-
-  // One card per parameter; rebuilt only when the search space itself changes.
+// One card per parameter; rebuilt only when the search space itself changes.
+function sliceCards(d, grid) {
   const signature = JSON.stringify(d.params.map((p) => [p.name, p.type, Boolean(p.log), arr(p.choices)]));
   if (grid.dataset.signature !== signature) {
     for (const key of Object.keys(charts)) if (key.startsWith('slice:')) dropChart(key);
@@ -270,63 +284,89 @@ function renderSlices(d) {
     }));
     grid.dataset.signature = signature;
   }
-  if (empty) return 0;
+}
 
-  const counts = d.params.map((p, i) => {
-    const categorical = p.type === 'categorical';
-    const log = Boolean(p.log) && !categorical;
-    const pts = [];
-    for (const t of d.valued) {
-      const v = own(t.params, p.name);
-      if (v === undefined || v === null) continue;
-      if (categorical) pts.push({ x: fmtValue(v), y: t.value, trial: t.number, state: t.state });
-      else if (isNum(v) && (!log || v > 0)) pts.push({ x: v, y: t.value, trial: t.number, state: t.state });
-    }
-    let x;
-    if (categorical) {
-      x = { type: 'category', labels: arr(p.choices).map(fmtValue), offset: true };
-      for (const pt of pts) if (!x.labels.includes(pt.x)) x.labels.push(pt.x);  // values outside the choices
-    } else {
-      const xs = pts.map((pt) => pt.x);
-      const bounds = [p.low, p.high].filter((b) => isNum(b) && (!log || b > 0));
-      const all = xs.concat(bounds);
-      x = log
-        ? { type: 'logarithmic', ticks: logTicks() }
-        : { type: 'linear', ticks: p.type === 'int' ? { precision: 0, callback: (v) => fmtNum(v) } : numberTicks };
-      if (all.length) {
-        x.min = minOf(all);
-        x.max = maxOf(all);
-        if (x.min === x.max) {  // a one-point range would collapse the axis
-          x.min = log ? x.min / 2 : x.min - 1;
-          x.max = log ? x.max * 2 : x.max + 1;
-        }
+// A parameter's slice points: the trials with a value whose parameter value the axis can show.
+function slicePoints(d, p, categorical, log) {
+  const pts = [];
+  for (const t of d.valued) {
+    const v = own(t.params, p.name);
+    if (v === undefined || v === null) continue;
+    if (categorical) pts.push({ x: fmtValue(v), y: t.value, trial: t.number, state: t.state });
+    else if (isNum(v) && (!log || v > 0)) pts.push({ x: v, y: t.value, trial: t.number, state: t.state });
+  }
+  return pts;
+}
+
+// A slice's x axis: the choices (and any values outside them), or a range over the values and the bounds.
+function sliceXAxis(p, pts, categorical, log) {
+  let x;
+  if (categorical) {
+    x = { type: 'category', labels: arr(p.choices).map(fmtValue), offset: true };
+    for (const pt of pts) if (!x.labels.includes(pt.x)) x.labels.push(pt.x);  // values outside the choices
+  } else {
+    const xs = pts.map((pt) => pt.x);
+    const bounds = [p.low, p.high].filter((b) => isNum(b) && (!log || b > 0));
+    const all = xs.concat(bounds);
+    x = log
+      ? { type: 'logarithmic', ticks: logTicks() }
+      : { type: 'linear', ticks: p.type === 'int' ? { precision: 0, callback: (v) => fmtNum(v) } : numberTicks };
+    if (all.length) {
+      x.min = minOf(all);
+      x.max = maxOf(all);
+      if (x.min === x.max) {  // a one-point range would collapse the axis
+        x.min = log ? x.min / 2 : x.min - 1;
+        x.max = log ? x.max * 2 : x.max + 1;
       }
     }
-    x.title = axisTitle(p.name);
-    upsertChart(`slice:${i}`, $(`hp-slice-${i}`), {
-      type: 'scatter',
-      data: {
-        labels: categorical ? x.labels : [],
-        datasets: [{
-          hpKey: 'points', label: p.name, data: pts,
-          backgroundColor: pts.map((pt) => withAlpha(stateColour(pt.state), 0.7)),
-          borderColor: pts.map((pt) => stateColour(pt.state)),
-          pointStyle: pts.map((pt) => (pt.state === 'pruned' ? 'crossRot' : 'circle')),
-          borderWidth: pts.map((pt) => (pt.state === 'pruned' ? 2 : 1)),
-          pointRadius: 4, pointHoverRadius: 6,
-        }],
+  }
+  x.title = axisTitle(p.name);
+  return x;
+}
+
+// Draws parameter p's slice (the i-th card); returns how many points it shows.
+function renderSliceChart(d, p, i) {
+  const categorical = p.type === 'categorical';
+  const log = Boolean(p.log) && !categorical;
+  const pts = slicePoints(d, p, categorical, log);
+  const x = sliceXAxis(p, pts, categorical, log);
+  upsertChart(`slice:${i}`, $(`hp-slice-${i}`), {
+    type: 'scatter',
+    data: {
+      labels: categorical ? x.labels : [],
+      datasets: [{
+        hpKey: 'points', label: p.name, data: pts,
+        backgroundColor: pts.map((pt) => withAlpha(stateColour(pt.state), 0.7)),
+        borderColor: pts.map((pt) => stateColour(pt.state)),
+        pointStyle: pts.map((pt) => (pt.state === 'pruned' ? 'crossRot' : 'circle')),
+        borderWidth: pts.map((pt) => (pt.state === 'pruned' ? 2 : 1)),
+        pointRadius: 4, pointHoverRadius: 6,
+      }],
+    },
+    options: {
+      scales: { x, y: { title: axisTitle(d.metric), ticks: numberTicks } },
+      plugins: {
+        legend: { display: false },
+        tooltip: pointTooltip((r) => `trial ${fmtValue(r.trial)} (${r.state}): ${p.name} = ` +
+          `${categorical ? r.x : fmtNum(r.x)}, ${d.metric} = ${fmtNum(r.y)}`),
       },
-      options: {
-        scales: { x, y: { title: axisTitle(d.metric), ticks: numberTicks } },
-        plugins: {
-          legend: { display: false },
-          tooltip: pointTooltip((r) => `trial ${fmtValue(r.trial)} (${r.state}): ${p.name} = ` +
-            `${categorical ? r.x : fmtNum(r.x)}, ${d.metric} = ${fmtNum(r.y)}`),
-        },
-      },
-    });
-    return pts.length;
+    },
   });
+  return pts.length;
+}
+
+function renderSlices(d) {
+  const grid = $('hp-slices-grid');
+  const empty = d.valued.length === 0 || d.params.length === 0;
+  const emptyNote = $('hp-slices-empty');
+  emptyNote.hidden = !empty;
+  emptyNote.textContent = d.params.length === 0 ? 'The study has no parameters.' : 'No trial has a value yet.';
+  grid.hidden = empty;
+
+  sliceCards(d, grid);
+  if (empty) return 0;
+
+  const counts = d.params.map((p, i) => renderSliceChart(d, p, i));
   return counts.length ? counts[0] : 0;
 }
 

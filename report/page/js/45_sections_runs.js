@@ -4,12 +4,8 @@ const MARKS = {
   promoted: { label: 'promoted', pointStyle: 'triangle', colour: '#16a34a', radius: 6, width: 1 },
 };
 
-function renderCurves(d) {
-  const empty = d.curves.length === 0;
-  setHidden('hp-curves-empty', !empty);
-  setHidden('hp-curves-body', empty);
-  if (empty) return 0;
-
+// The curves' datasets (one per curve, in its trial's state's colour), the marks' (one per kind), and the states seen.
+function curveDatasets(d) {
   const stateOf = new Map(d.trials.map((t) => [t.number, t.state]));
   const marks = { pruned: [], paused: [], promoted: [] };
   const seenStates = new Set();
@@ -35,15 +31,25 @@ function renderCurves(d) {
       normalized: true,  // sorted by resource above
     };
   });
-  // Marks first so that they draw on top of the lines (datasets draw last-to-first).
   const markSets = Object.entries(MARKS).map(([kind, m]) => ({
     hpKey: `mark:${kind}`, hpMark: true, label: m.label, data: marks[kind], showLine: false,
     pointStyle: m.pointStyle, pointRadius: m.radius, pointHoverRadius: m.radius + 2, borderWidth: m.width,
     borderColor: m.colour, backgroundColor: kind === 'pruned' ? m.colour : withAlpha(m.colour, 0.85),
   }));
+  return { datasets, markSets, seenStates };
+}
+
+function renderCurves(d) {
+  const empty = d.curves.length === 0;
+  setHidden('hp-curves-empty', !empty);
+  setHidden('hp-curves-body', empty);
+  if (empty) return 0;
+
+  const { datasets, markSets, seenStates } = curveDatasets(d);
 
   upsertChart('curves', $('hp-curves-chart'), {
     type: 'scatter',
+    // Marks first so that they draw on top of the lines (datasets draw last-to-first).
     data: { datasets: markSets.concat(datasets) },
     options: {
       parsing: false,  // the points are built as {x, y} already; parsing thousands of them is the cost
@@ -73,14 +79,8 @@ function renderCurves(d) {
   return datasets.length;
 }
 
-function renderTimeline(d) {
-  const bars = d.bars.filter((b) => isNum(b.start));
-  const empty = bars.length === 0;
-  setHidden('hp-timeline-empty', !empty);
-  setHidden('hp-timeline-body', empty);
-  if (empty) return 0;
-
-  // Lanes by id (unique), in the data's order; bars on a lane the list lacks still get a row.
+// The timeline's rows: lanes by id (unique), in the data's order; bars on a lane the list lacks still get a row.
+function timelineLanes(d, bars) {
   const lanes = [];
   const laneLabel = new Map();
   for (const l of d.lanes) {
@@ -93,10 +93,11 @@ function renderTimeline(d) {
     const id = str(b.lane);
     if (!laneLabel.has(id)) { lanes.push(id); laneLabel.set(id, id); }
   }
+  return { lanes, laneLabel };
+}
 
-  const t0 = minOf(bars.map((b) => b.start));
-  const endOf = (b) => (isNum(b.end) ? b.end : (d.generated !== null ? d.generated : b.start));
-  const span = Math.max(1, maxOf(bars.map((b) => endOf(b) - t0)));
+// One dataset per state (in STATE_ORDER) of its bars, each [start, end] in seconds since t0.
+function timelineDatasets(bars, t0, endOf) {
   const byState = new Map();
   for (const b of bars) {
     const state = str(b.state) || 'unknown';
@@ -111,11 +112,26 @@ function renderTimeline(d) {
     return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
   });
   // grouped: false lets bars of different states share a row instead of splitting it per dataset.
-  const datasets = states.map((s) => ({
+  return states.map((s) => ({
     hpKey: `state:${s}`, label: s, data: byState.get(s), grouped: false,
     backgroundColor: withAlpha(stateColour(s), 0.8), borderColor: stateColour(s), borderWidth: 1,
     borderSkipped: false, minBarLength: 2, barPercentage: 0.85, categoryPercentage: 0.9,
   }));
+}
+
+function renderTimeline(d) {
+  const bars = d.bars.filter((b) => isNum(b.start));
+  const empty = bars.length === 0;
+  setHidden('hp-timeline-empty', !empty);
+  setHidden('hp-timeline-body', empty);
+  if (empty) return 0;
+
+  const { lanes, laneLabel } = timelineLanes(d, bars);
+
+  const t0 = minOf(bars.map((b) => b.start));
+  const endOf = (b) => (isNum(b.end) ? b.end : (d.generated !== null ? d.generated : b.start));
+  const span = Math.max(1, maxOf(bars.map((b) => endOf(b) - t0)));
+  const datasets = timelineDatasets(bars, t0, endOf);
 
   const rowHeight = Math.max(14, Math.min(28, 700 / lanes.length));
   $('hp-timeline-box').style.height = `${Math.round(80 + lanes.length * rowHeight)}px`;
@@ -195,6 +211,25 @@ function renderCost(d) {
 const trialSort = { key: 'number', descending: false };
 let lastPrepared = null;
 
+// The Error column's cell: the error's last line, cut to fit.
+function trialErrorCell(t) {
+  const e = str(t.error);
+  // Only the last line fits; the whole tail of stderr is in the tooltip.
+  const lines = e.trim().split('\n');
+  const last = lines[lines.length - 1];
+  const shown = last.length > 80 ? `${last.slice(0, 79)}…` : last;
+  // A block inside the cell, because table layout ignores a cell's own max-width.
+  return el('td', { title: e || null }, el('div', { className: 'hp-error', text: shown }));
+}
+
+// The Log column's cell: the log's path, its start cut off when long.
+function trialLogCell(t) {
+  // The end of a log path (trial directory, rank) is what tells rows apart: keep that end.
+  const log = str(t.log);
+  return el('td', { className: 'hp-mono', title: log || null },
+    el('div', { className: 'hp-log', text: log.length > 48 ? `…${log.slice(-47)}` : log }));
+}
+
 function trialColumns(d) {
   const compareNull = (v) => (v === null || v === undefined ? null : v);
   const units = [...new Set(d.trials.filter((t) => isNum(t.cost)).map((t) => str(t.cost_unit)).filter(Boolean))];
@@ -237,23 +272,8 @@ function trialColumns(d) {
       // The unit goes in the header, unless the trials mix GPU-s and CPU-s.
       cell: (t) => el('td', { className: 'hp-num',
         text: isNum(t.cost) ? `${fmtNum(t.cost)}${units.length > 1 ? ` ${str(t.cost_unit)}` : ''}` : '—' }) },
-    { key: 'error', label: 'Error', sort: (t) => str(t.error) || null,
-      cell: (t) => {
-        const e = str(t.error);
-        // Only the last line fits; the whole tail of stderr is in the tooltip.
-        const lines = e.trim().split('\n');
-        const last = lines[lines.length - 1];
-        const shown = last.length > 80 ? `${last.slice(0, 79)}…` : last;
-        // A block inside the cell, because table layout ignores a cell's own max-width.
-        return el('td', { title: e || null }, el('div', { className: 'hp-error', text: shown }));
-      } },
-    { key: 'log', label: 'Log', sort: (t) => str(t.log) || null,
-      cell: (t) => {
-        // The end of a log path (trial directory, rank) is what tells rows apart: keep that end.
-        const log = str(t.log);
-        return el('td', { className: 'hp-mono', title: log || null },
-          el('div', { className: 'hp-log', text: log.length > 48 ? `…${log.slice(-47)}` : log }));
-      } },
+    { key: 'error', label: 'Error', sort: (t) => str(t.error) || null, cell: trialErrorCell },
+    { key: 'log', label: 'Log', sort: (t) => str(t.log) || null, cell: trialLogCell },
   );
   return cols;
 }
