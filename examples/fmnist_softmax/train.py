@@ -59,7 +59,7 @@ def softmax_loss(w, b, x, y, weight_decay=0.0):
     return loss, p
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lr", type=float, required=True, help="learning rate")
     ap.add_argument("--batch-size", type=int, default=64)
@@ -74,7 +74,31 @@ def main():
     args = ap.parse_args()
     if args.lr <= 0 or args.batch_size < 1 or args.epochs < 1:
         ap.error("--lr must be > 0, --batch-size and --epochs >= 1")
+    return args
 
+
+def step(args, state, w, b, gw, gb):
+    """One optimizer step on w and b (in place) from their gradients."""
+    if args.optimizer == "sgd":
+        gw = gw + args.weight_decay * w
+        state["vw"] = args.momentum * state["vw"] + gw
+        state["vb"] = args.momentum * state["vb"] + gb
+        w -= args.lr * state["vw"]
+        b -= args.lr * state["vb"]
+        return
+    state["t"] += 1
+    t, b1, b2 = state["t"], 0.9, 0.999
+    w *= 1 - args.lr * args.weight_decay
+    for p_, g_, m, v in ((w, gw, "mw", "vw"), (b, gb, "mb", "vb")):
+        state[m] = b1 * state[m] + (1 - b1) * g_
+        state[v] = b2 * state[v] + (1 - b2) * g_ * g_
+        mhat = state[m] / (1 - b1 ** t)
+        vhat = state[v] / (1 - b2 ** t)
+        p_ -= args.lr * mhat / (np.sqrt(vhat) + 1e-8)
+
+
+def main():
+    args = parse_args()
     try:
         x, y = load(args.data_dir, "train")
     except (OSError, ValueError) as e:
@@ -100,23 +124,7 @@ def main():
             xb, yb = x_tr[idx], y_tr[idx]
             loss, p = softmax_loss(w, b, xb, yb)
             g = (p - onehot[yb]) / xb.shape[0]
-            gw, gb = xb.T @ g, g.sum(axis=0)
-            if args.optimizer == "sgd":
-                gw = gw + args.weight_decay * w
-                state["vw"] = args.momentum * state["vw"] + gw
-                state["vb"] = args.momentum * state["vb"] + gb
-                w -= args.lr * state["vw"]
-                b -= args.lr * state["vb"]
-            else:
-                state["t"] += 1
-                t, b1, b2 = state["t"], 0.9, 0.999
-                w *= 1 - args.lr * args.weight_decay
-                for p_, g_, m, v in ((w, gw, "mw", "vw"), (b, gb, "mb", "vb")):
-                    state[m] = b1 * state[m] + (1 - b1) * g_
-                    state[v] = b2 * state[v] + (1 - b2) * g_ * g_
-                    mhat = state[m] / (1 - b1 ** t)
-                    vhat = state[v] / (1 - b2 ** t)
-                    p_ -= args.lr * mhat / (np.sqrt(vhat) + 1e-8)
+            step(args, state, w, b, xb.T @ g, g.sum(axis=0))
             total += float(loss)
             batches += 1
         val_loss, p = softmax_loss(w, b, x_val, y_val)
