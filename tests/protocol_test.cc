@@ -193,6 +193,27 @@ TEST(ClientMessagesTest, AcceptedAndCancelRoundTripInTheirWireFormat) {
 }
 
 // A trial's output is bytes: invalid UTF-8 goes out replaced, never as an exception from a send.
+TEST(ClientMessagesTest, RequestAndReplyRoundTripInTheirWireFormat) {
+  const Request request =
+      RoundTrip(Request{RequestOp::kTell, "s", Json{{"trial", 3}}},
+                {{"type", "request"}, {"op", "tell"}, {"study", "s"}, {"body", {{"trial", 3}}}});
+  EXPECT_EQ(request.op, RequestOp::kTell);
+  EXPECT_EQ(request.body, (Json{{"trial", 3}}));
+  const Reply reply =
+      RoundTrip(Reply{5, "no study named 's'", Json::object()}, {{"type", "reply"},
+                                                                 {"code", 5},
+                                                                 {"message", "no study named 's'"},
+                                                                 {"body", Json::object()}});
+  EXPECT_EQ(reply.code, 5);
+  EXPECT_EQ(Ok(Reply::FromJson({{"type", "reply"}})).body, Json::object());
+  auto unknown = Request::FromJson({{"type", "request"}, {"op", "own"}, {"study", "s"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("request: unknown op 'own'; expected one of"));
+  auto list = Request::FromJson({{"type", "request"}, {"op", "ask"}, {"study", "s"}, {"body", 1}});
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(list.status().message(), HasSubstr("request: body is not an object"));
+}
+
 TEST(FramesTest, TextThatIsNotUtf8IsEncodedWithReplacementCharacters) {
   const std::string bytes = "loss=\xff\xfe 0.5 \xc3";
   const std::string frame = Ok(EncodeFrame(Line{{1, {0, 0}}, Stream::kOut, bytes}.ToJson()));

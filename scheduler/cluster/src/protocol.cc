@@ -7,6 +7,7 @@
 #include <fstream>
 #include <utility>
 
+#include "frame_codec.h"
 #include "hyperpack/net/tls_files.h"
 #include "hyperpack/text.h"
 
@@ -222,9 +223,15 @@ void Connection::Close() {
 
 namespace {
 
-// A name on the wire for each value of an enum.
-template <typename E>
-using Names = std::pair<E, const char*>;
+using codec::Custom;
+using codec::Field;
+using codec::NamedField;
+using codec::NameIn;
+using codec::Names;
+using codec::Rank;
+using codec::ReadRank;
+using codec::ValueIn;
+using codec::WriteRank;
 
 constexpr Names<FrameType> kFrameTypeNames[] = {
     {FrameType::kChallenge, "challenge"}, {FrameType::kHello, "hello"},
@@ -249,51 +256,6 @@ constexpr Names<RankExit::Kind> kExitNames[] = {
     {RankExit::Kind::kTimedOut, "timed_out"}, {RankExit::Kind::kPreempted, "preempted"},
     {RankExit::Kind::kRefused, "refused"},
 };
-
-template <typename E, size_t N>
-const char* NameIn(const Names<E> (&names)[N], E value) {
-  for (const auto& [v, name] : names)
-    if (v == value) return name;
-  return "?";  // unreachable: every table lists every value
-}
-
-// The value named `name`, or an error saying where and what was allowed.
-template <typename E, size_t N>
-Result<E> ValueIn(const Names<E> (&names)[N], const std::string& name, const std::string& what) {
-  std::string allowed;
-  for (const auto& [v, n] : names) {
-    if (name == n) return v;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(n);
-  }
-  return Status::Invalid(what, " '", name, "'; expected one of ", allowed);
-}
-
-// The value named by field `key` of the frame `r` reads; the first value after an error.
-template <typename E, size_t N>
-E NamedField(FrameReader& r, const Names<E> (&names)[N], const char* key, const std::string& what) {
-  const std::string name = r.Field<std::string>(key);
-  if (!r.ok()) return names[0].first;
-  Result<E> value = ValueIn(names, name, what);
-  if (value.ok()) return *value;
-  r.Fail(value.status());
-  return names[0].first;
-}
-
-// A frame of `type` with nothing else yet.
-Json Frame(FrameType type) { return {{"type", FrameTypeName(type)}}; }
-
-Json WithRank(FrameType type, const RankRef& ref) {
-  Json j = Frame(type);
-  j["run"] = ref.run;
-  j["trial"] = ref.id.trial;
-  j["rank"] = ref.id.rank;
-  return j;
-}
-
-// Braced initialisers run left to right: the fields are read in this order.
-RankRef RankOf(FrameReader& r) {
-  return {r.Optional<int64_t>("run", 0), {r.Field<int>("trial"), r.Field<int>("rank")}};
-}
 
 }  // namespace
 
@@ -323,78 +285,63 @@ FrameReader::FrameReader(const Json& frame, FrameType type) : frame_(frame) {
   }
 }
 
-Json Challenge::ToJson() const {
-  Json j = Frame(FrameType::kChallenge);
-  j["version"] = version;
-  j["nonce"] = nonce;
-  j["tls"] = tls;
-  return j;
+// ---- Each frame's fields, once (frame_codec.h)
+// ----------------------------------------------------
+
+namespace codec {
+
+template <>
+struct FrameFields<Challenge> {
+  static constexpr FrameType kType = FrameType::kChallenge;
+  static auto Fields() {
+    return std::tuple{Field("version", &Challenge::version, 1), Field("nonce", &Challenge::nonce),
+                      Field("tls", &Challenge::tls, false)};
+  }
+};
+
+template <>
+struct FrameFields<Hello> {
+  static constexpr FrameType kType = FrameType::kHello;
+  static auto Fields() {
+    // Another version is refused before anything else is read: the rest may differ there.
+    auto version = Custom{[](const Hello&, Json& j) { j["version"] = kVersion; },
+                          [](FrameReader& r, Hello&) {
+                            const int v = r.Optional<int>("version", 0);
+                            if (r.ok() && v != kVersion)
+                              r.Fail(Status::Invalid("protocol version ", v, " is not ", kVersion));
+                          }};
+    return std::tuple{version, Field("role", &Hello::role, kRoleNames, "unknown role"),
+                      Field("mac", &Hello::mac)};
+  }
+};
+
+template <>
+struct FrameFields<Welcome> {
+  static constexpr FrameType kType = FrameType::kWelcome;
+  static auto Fields() {
+    auto version = Custom{[](const Welcome&, Json& j) { j["version"] = kVersion; },
+                          [](FrameReader&, Welcome&) {}};
+    return std::tuple{version, Field("heartbeat_timeout_s", &Welcome::heartbeat_timeout_s, 0.0)};
+  }
+  static void Check(FrameReader& r, const Welcome& w) {
+    if (!(w.heartbeat_timeout_s >= 0) || w.heartbeat_timeout_s > 1e6)
+      r.Fail(Status::Invalid("'heartbeat_timeout_s' is out of range in a 'welcome' frame"));
+  }
+};
+
+namespace {
+// A reconnecting agent's running ranks: [{"run", "trial", "rank"}...].
+void WriteRunning(const Register& reg, Json& j) {
+  Json running = Json::array();
+  for (const RankRef& ref : reg.running) {
+    Json entry = Json::object();
+    WriteRank(ref, entry);
+    running.push_back(std::move(entry));
+  }
+  j["running"] = std::move(running);
 }
 
-Result<Challenge> Challenge::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kChallenge);
-  Challenge c;
-  c.version = r.Optional<int>("version", 1);
-  c.nonce = r.Field<std::string>("nonce");
-  c.tls = r.Optional<bool>("tls", false);
-  return r.Finish(std::move(c));
-}
-
-Json Hello::ToJson() const {
-  Json j = Frame(FrameType::kHello);
-  j["version"] = kVersion;
-  j["role"] = RoleName(role);
-  j["mac"] = mac;
-  return j;
-}
-
-Result<Hello> Hello::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kHello);
-  const int version = r.Optional<int>("version", 0);
-  if (r.ok() && version != kVersion)
-    r.Fail(Status::Invalid("protocol version ", version, " is not ", kVersion));
-  Hello h;
-  h.role = NamedField(r, kRoleNames, "role", "unknown role");
-  h.mac = r.Field<std::string>("mac");
-  return r.Finish(std::move(h));
-}
-
-Json Welcome::ToJson() const {
-  Json j = Frame(FrameType::kWelcome);
-  j["version"] = kVersion;
-  j["heartbeat_timeout_s"] = heartbeat_timeout_s;
-  return j;
-}
-
-Result<Welcome> Welcome::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kWelcome);
-  Welcome w;
-  w.heartbeat_timeout_s = r.Optional<double>("heartbeat_timeout_s", 0.0);
-  if (r.ok() && (!(w.heartbeat_timeout_s >= 0) || w.heartbeat_timeout_s > 1e6))
-    r.Fail(Status::Invalid("'heartbeat_timeout_s' is out of range in a 'welcome' frame"));
-  return r.Finish(w);
-}
-
-Json Register::ToJson() const {
-  Json j = Frame(FrameType::kRegister);
-  j["name"] = name;
-  j["gpus"] = gpus;
-  j["cpus"] = cpus;
-  j["address"] = address;
-  Json running_json = Json::array();
-  for (const RankRef& r : running)
-    running_json.push_back({{"run", r.run}, {"trial", r.id.trial}, {"rank", r.id.rank}});
-  j["running"] = std::move(running_json);
-  return j;
-}
-
-Result<Register> Register::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kRegister);
-  Register reg;
-  reg.name = r.Field<std::string>("name");
-  reg.gpus = r.Field<std::vector<std::string>>("gpus");
-  reg.cpus = r.Field<int>("cpus");
-  reg.address = r.Optional<std::string>("address", "");
+void ReadRunning(FrameReader& r, Register& reg) {
   const Json running = r.Optional<Json>("running", Json::array());
   if (r.ok() && !running.is_array())
     r.Fail(Status::Invalid("'running' is not a list in a 'register' frame"));
@@ -405,189 +352,156 @@ Result<Register> Register::FromJson(const Json& frame) {
       break;
     }
     FrameReader e(entry);
-    reg.running.push_back(RankOf(e));
+    reg.running.push_back(ReadRank(e));
     if (!e.ok()) r.Fail(e.status());
   }
-  return r.Finish(std::move(reg));
 }
+}  // namespace
 
-Json Heartbeat::ToJson() const {
-  Json j = Frame(FrameType::kHeartbeat);
-  j["seq"] = seq;
-  return j;
-}
+template <>
+struct FrameFields<Register> {
+  static constexpr FrameType kType = FrameType::kRegister;
+  static auto Fields() {
+    return std::tuple{Field("name", &Register::name), Field("gpus", &Register::gpus),
+                      Field("cpus", &Register::cpus), Field("address", &Register::address, ""),
+                      Custom{WriteRunning, ReadRunning}};
+  }
+};
 
-Result<Heartbeat> Heartbeat::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kHeartbeat);
-  return r.Finish(Heartbeat{r.Optional<int64_t>("seq", 0)});
-}
+template <>
+struct FrameFields<Heartbeat> {
+  static constexpr FrameType kType = FrameType::kHeartbeat;
+  static auto Fields() { return std::tuple{Field("seq", &Heartbeat::seq, 0)}; }
+};
 
-Json Launch::ToJson() const {
-  Json j = WithRank(FrameType::kLaunch, ref);
-  j["command"] = command;
-  j["workdir"] = workdir;
-  j["env"] = env;
-  if (!warm_argv.empty()) j["warm_argv"] = warm_argv;
-  return j;
-}
+template <>
+struct FrameFields<Launch> {
+  static constexpr FrameType kType = FrameType::kLaunch;
+  static auto Fields() {
+    return std::tuple{
+        Rank<Launch>{&Launch::ref}, Field("command", &Launch::command),
+        Field("workdir", &Launch::workdir, ""), Field("env", &Launch::env),
+        codec::IfNotEmpty<Launch, std::vector<std::string>>{"warm_argv", &Launch::warm_argv}};
+  }
+};
 
-Result<Launch> Launch::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kLaunch);
-  Launch l;
-  l.ref = RankOf(r);
-  l.command = r.Field<std::string>("command");
-  l.workdir = r.Optional<std::string>("workdir", "");
-  l.env = r.Field<std::vector<std::string>>("env");
-  l.warm_argv = r.Optional<std::vector<std::string>>("warm_argv", {});
-  return r.Finish(std::move(l));
-}
+template <>
+struct FrameFields<Kill> {
+  static constexpr FrameType kType = FrameType::kKill;
+  static auto Fields() {
+    return std::tuple{Rank<Kill>{&Kill::ref}, Field("signal", &Kill::signal)};
+  }
+};
 
-Json Kill::ToJson() const {
-  Json j = WithRank(FrameType::kKill, ref);
-  j["signal"] = signal;
-  return j;
-}
+template <>
+struct FrameFields<Line> {
+  static constexpr FrameType kType = FrameType::kLine;
+  static auto Fields() {
+    return std::tuple{Rank<Line>{&Line::ref},
+                      Field("stream", &Line::stream, kStreamNames, "a 'line' frame's stream"),
+                      Field("text", &Line::text)};
+  }
+};
 
-Result<Kill> Kill::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kKill);
-  return r.Finish(Kill{RankOf(r), r.Field<int>("signal")});
-}
+template <>
+struct FrameFields<Exit> {
+  static constexpr FrameType kType = FrameType::kExit;
+  static auto Fields() {
+    // The rank's end, RankExit: its kind by name ("how") and its code.
+    auto how = Custom{[](const Exit& e, Json& j) { j["how"] = NameIn(kExitNames, e.exit.kind); },
+                      [](FrameReader& r, Exit& e) {
+                        e.exit.kind = NamedField(r, kExitNames, "how", "an 'exit' frame's how");
+                      }};
+    auto code = Custom{[](const Exit& e, Json& j) { j["code"] = e.exit.code; },
+                       [](FrameReader& r, Exit& e) { e.exit.code = r.Field<int>("code"); }};
+    return std::tuple{Rank<Exit>{&Exit::ref}, how, code};
+  }
+};
 
-Json Line::ToJson() const {
-  Json j = WithRank(FrameType::kLine, ref);
-  j["stream"] = NameIn(kStreamNames, stream);
-  j["text"] = text;
-  return j;
-}
+template <>
+struct FrameFields<Submit> {
+  static constexpr FrameType kType = FrameType::kSubmit;
+  static auto Fields() {
+    return std::tuple{Field("study_text", &Submit::study_text),
+                      Field("study_path", &Submit::study_path, "study.yaml"),
+                      Field("max_trials", &Submit::max_trials),
+                      Field("max_parallel", &Submit::max_parallel),
+                      Field("submission", &Submit::submission)};
+  }
+};
 
-Result<Line> Line::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kLine);
-  Line l;
-  l.ref = RankOf(r);
-  l.stream = NamedField(r, kStreamNames, "stream", "a 'line' frame's stream");
-  l.text = r.Field<std::string>("text");
-  return r.Finish(std::move(l));
-}
+template <>
+struct FrameFields<Progress> {
+  static constexpr FrameType kType = FrameType::kProgress;
+  static auto Fields() { return std::tuple{Field("text", &Progress::text, "")}; }
+};
 
-Json Exit::ToJson() const {
-  Json j = WithRank(FrameType::kExit, ref);
-  j["how"] = NameIn(kExitNames, exit.kind);
-  j["code"] = exit.code;
-  return j;
-}
+template <>
+struct FrameFields<Done> {
+  static constexpr FrameType kType = FrameType::kDone;
+  static auto Fields() {
+    return std::tuple{Field("exit_code", &Done::exit_code, 1),
+                      Field("message", &Done::message, "")};
+  }
+};
 
-Result<Exit> Exit::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kExit);
-  Exit e;
-  e.ref = RankOf(r);
-  e.exit.kind = NamedField(r, kExitNames, "how", "an 'exit' frame's how");
-  e.exit.code = r.Field<int>("code");
-  return r.Finish(e);
-}
+template <>
+struct FrameFields<Request> {
+  static constexpr FrameType kType = FrameType::kRequest;
+  static auto Fields() {
+    return std::tuple{Field("op", &Request::op, kRequestOpNames, "request: unknown op"),
+                      Field("study", &Request::study),
+                      Field("body", &Request::body, Json::object())};
+  }
+  static void Check(FrameReader& r, const Request& q) {
+    if (!q.body.is_object()) r.Fail(Status::Invalid("request: body is not an object"));
+  }
+};
 
-Json Submit::ToJson() const {
-  Json j = Frame(FrameType::kSubmit);
-  j["study_text"] = study_text;
-  j["study_path"] = study_path;
-  if (max_trials) j["max_trials"] = *max_trials;
-  if (max_parallel) j["max_parallel"] = *max_parallel;
-  if (submission) j["submission"] = *submission;
-  return j;
-}
+template <>
+struct FrameFields<Reply> {
+  static constexpr FrameType kType = FrameType::kReply;
+  static auto Fields() {
+    return std::tuple{Field("code", &Reply::code, 0), Field("message", &Reply::message, ""),
+                      Field("body", &Reply::body, Json::object())};
+  }
+};
 
-Result<Submit> Submit::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kSubmit);
-  Submit s;
-  s.study_text = r.Field<std::string>("study_text");
-  s.study_path = r.Optional<std::string>("study_path", "study.yaml");
-  if (r.Has("max_trials")) s.max_trials = r.Field<int>("max_trials");
-  if (r.Has("max_parallel")) s.max_parallel = r.Field<int>("max_parallel");
-  if (r.Has("submission")) s.submission = r.Field<int64_t>("submission");
-  return r.Finish(std::move(s));
-}
+template <>
+struct FrameFields<Accepted> {
+  static constexpr FrameType kType = FrameType::kAccepted;
+  static auto Fields() { return std::tuple{Field("submission", &Accepted::submission)}; }
+};
 
-Json Progress::ToJson() const {
-  Json j = Frame(FrameType::kProgress);
-  j["text"] = text;
-  return j;
-}
+template <>
+struct FrameFields<Cancel> {
+  static constexpr FrameType kType = FrameType::kCancel;
+  static auto Fields() { return std::tuple{}; }
+};
 
-Result<Progress> Progress::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kProgress);
-  return r.Finish(Progress{r.Optional<std::string>("text", "")});
-}
+}  // namespace codec
 
-Json Done::ToJson() const {
-  Json j = Frame(FrameType::kDone);
-  j["exit_code"] = exit_code;
-  j["message"] = message;
-  return j;
-}
-
-Result<Done> Done::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kDone);
-  return r.Finish(Done{r.Optional<int>("exit_code", 1), r.Optional<std::string>("message", "")});
-}
-
-Json Request::ToJson() const {
-  Json j = Frame(FrameType::kRequest);
-  for (const auto& [o, name] : kRequestOpNames)
-    if (o == op) j["op"] = name;
-  j["study"] = study;
-  j["body"] = body;
-  return j;
-}
-
-Result<Request> Request::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kRequest);
-  Request out;
-  const std::string op = r.Field<std::string>("op");
-  out.study = r.Field<std::string>("study");
-  if (r.Has("body")) out.body = r.Field<Json>("body");
-  if (!out.body.is_object()) r.Fail(Status::Invalid("request: body is not an object"));
-  bool known = false;
-  for (const auto& [o, name] : kRequestOpNames)
-    if (op == name) {
-      out.op = o;
-      known = true;
-    }
-  if (r.ok() && !known) r.Fail(Status::Invalid("request: unknown op '", op, "'"));
-  return r.Finish(std::move(out));
-}
-
-Json Reply::ToJson() const {
-  Json j = Frame(FrameType::kReply);
-  j["code"] = code;
-  j["message"] = message;
-  j["body"] = body;
-  return j;
-}
-
-Result<Reply> Reply::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kReply);
-  Reply out;
-  out.code = r.Optional<int>("code", 0);
-  out.message = r.Optional<std::string>("message", "");
-  if (r.Has("body")) out.body = r.Field<Json>("body");
-  return r.Finish(std::move(out));
-}
-
-Json Accepted::ToJson() const {
-  Json j = Frame(FrameType::kAccepted);
-  j["submission"] = submission;
-  return j;
-}
-
-Result<Accepted> Accepted::FromJson(const Json& frame) {
-  FrameReader r(frame, FrameType::kAccepted);
-  return r.Finish(Accepted{r.Field<int64_t>("submission")});
-}
-
-Json Cancel::ToJson() const { return Frame(FrameType::kCancel); }
-
-Result<Cancel> Cancel::FromJson(const Json& frame) {
-  return FrameReader(frame, FrameType::kCancel).Finish(Cancel{});
-}
+// Every frame struct's ToJson and FromJson: its description's Encode and Decode.
+#define HYPERPACK_FRAME_CODEC(S)                          \
+  Json S::ToJson() const { return codec::Encode(*this); } \
+  Result<S> S::FromJson(const Json& frame) { return codec::Decode<S>(frame); }
+HYPERPACK_FRAME_CODEC(Challenge)
+HYPERPACK_FRAME_CODEC(Hello)
+HYPERPACK_FRAME_CODEC(Welcome)
+HYPERPACK_FRAME_CODEC(Register)
+HYPERPACK_FRAME_CODEC(Heartbeat)
+HYPERPACK_FRAME_CODEC(Launch)
+HYPERPACK_FRAME_CODEC(Kill)
+HYPERPACK_FRAME_CODEC(Line)
+HYPERPACK_FRAME_CODEC(Exit)
+HYPERPACK_FRAME_CODEC(Submit)
+HYPERPACK_FRAME_CODEC(Progress)
+HYPERPACK_FRAME_CODEC(Done)
+HYPERPACK_FRAME_CODEC(Request)
+HYPERPACK_FRAME_CODEC(Reply)
+HYPERPACK_FRAME_CODEC(Accepted)
+HYPERPACK_FRAME_CODEC(Cancel)
+#undef HYPERPACK_FRAME_CODEC
 
 // Whether a handshake ended, and whether its deadline came first. Outside the anonymous
 // namespace: a coroutine's frame that holds a type from there draws GCC's -Wsubobject-linkage.
