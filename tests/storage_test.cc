@@ -1067,6 +1067,33 @@ TEST(StorageTest, ControlKindNamesAndTheCancelledStateArePinned) {
   EXPECT_FALSE(c.max_trials.has_value());
 }
 
+// A control's arguments: what storage keeps and a client sends, one codec for both.
+TEST(StorageTest, AControlsArgumentsRoundTripAndAWrongTypeIsRefusedByName) {
+  ControlArgs args;
+  args.max_trials = 40;
+  args.time_limit_s = 5400;
+  args.trials = {{Config{{"lr", 0.01}}, std::nullopt, 3},
+                 {Config{{"lr", 0.1}}, 0.42, std::nullopt}};
+  const std::string text = EncodeControlArgs(args);
+  EXPECT_EQ(ParseControlArgs(text).value(), args);
+  EXPECT_EQ(ParseControlArgs("{}").value(), ControlArgs{});
+  // Keys beside the arguments (a request's verb) are left alone.
+  EXPECT_EQ(ParseControlArgs(R"({"verb": "update", "priority": 2})").value().priority, 2.0);
+  for (const auto& [bad, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"max_trials": "x"})", "max_trials"},
+           {R"({"max_parallel": 1.5})", "max_parallel"},
+           {R"({"max_trials": 4294967297})", "max_trials"},
+           {R"({"trials": {}})", "trials"},
+           {R"({"trials": [{"params": 3}]})", "params"},
+           {R"({"trials": [{"params": "{}", "value": "high"}]})", "value"}}) {
+    auto parsed = ParseControlArgs(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(field), std::string::npos)
+        << bad << ": " << parsed.status().message();
+  }
+}
+
 TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {
   // The names are what the database holds, so they are pinned here, not only round-tripped.
   const std::vector<std::pair<JournalKind, std::string>> journal_kinds = {

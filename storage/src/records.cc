@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <type_traits>
+#include <utility>
 
 #include "hyperpack/config_json.h"
 
@@ -315,10 +317,23 @@ constexpr std::pair<ControlKind, const char*> kControlKinds[] = {
     {ControlKind::kAddResults, "add_results"},
 };
 
+// An optional number of `j`: left unset when absent; an error when not a number (an integer for
+// an integer field, within its range).
 template <typename T>
-void ReadOptional(const nlohmann::json& j, const char* key, std::optional<T>* out) {
+Status ReadOptional(const nlohmann::json& j, const char* key, std::optional<T>* out) {
   auto it = j.find(key);
-  if (it != j.end() && it->is_number()) *out = it->get<T>();
+  if (it == j.end()) return Status::Ok();
+  bool fits = it->is_number();
+  if constexpr (std::is_integral_v<T>) {
+    fits = it->is_number_unsigned()  ? std::in_range<T>(it->template get<uint64_t>())
+           : it->is_number_integer() ? std::in_range<T>(it->template get<int64_t>())
+                                     : false;
+  }
+  if (!fits)
+    return Status::Invalid("a control's '", key, "' is not a ",
+                           std::is_integral_v<T> ? "whole number in range" : "number");
+  *out = it->template get<T>();
+  return Status::Ok();
 }
 }  // namespace
 
@@ -344,7 +359,7 @@ TrialRecord AddedResult(int64_t study_id, int number, const ControlTrial& result
   return rec;
 }
 
-std::string EncodeControlArgs(const ControlRecord& c) {
+std::string EncodeControlArgs(const ControlArgs& c) {
   nlohmann::json out = nlohmann::json::object();
   if (c.max_trials) out["max_trials"] = *c.max_trials;
   if (c.max_parallel) out["max_parallel"] = *c.max_parallel;
@@ -364,23 +379,32 @@ std::string EncodeControlArgs(const ControlRecord& c) {
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void DecodeControlArgs(const std::string& text, ControlRecord* c) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return;
-  ReadOptional(j, "max_trials", &c->max_trials);
-  ReadOptional(j, "max_parallel", &c->max_parallel);
-  ReadOptional(j, "time_limit_s", &c->time_limit_s);
-  ReadOptional(j, "priority", &c->priority);
+Result<ControlArgs> ParseControlArgs(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::Invalid("a control's arguments are not a JSON object");
+  ControlArgs c;
+  HP_RETURN_IF_ERROR(ReadOptional(j, "max_trials", &c.max_trials));
+  HP_RETURN_IF_ERROR(ReadOptional(j, "max_parallel", &c.max_parallel));
+  HP_RETURN_IF_ERROR(ReadOptional(j, "time_limit_s", &c.time_limit_s));
+  HP_RETURN_IF_ERROR(ReadOptional(j, "priority", &c.priority));
   auto trials = j.find("trials");
-  if (trials == j.end() || !trials->is_array()) return;
+  if (trials == j.end()) return c;
+  if (!trials->is_array()) return Status::Invalid("a control's 'trials' is not a list");
   for (const nlohmann::json& one : *trials) {
-    if (!one.is_object() || !one.contains("params") || !one["params"].is_string()) continue;
+    if (!one.is_object() || !one.contains("params") || !one["params"].is_string())
+      return Status::Invalid("a control's trial has no 'params' text");
     ControlTrial t;
     t.params = DecodeParams(one["params"].get<std::string>());
-    ReadOptional(one, "value", &t.value);
-    ReadOptional(one, "retry_of", &t.retry_of);
-    c->trials.push_back(std::move(t));
+    HP_RETURN_IF_ERROR(ReadOptional(one, "value", &t.value));
+    HP_RETURN_IF_ERROR(ReadOptional(one, "retry_of", &t.retry_of));
+    c.trials.push_back(std::move(t));
   }
+  return c;
+}
+
+void DecodeControlArgs(const std::string& text, ControlRecord* c) {
+  Result<ControlArgs> args = ParseControlArgs(text);
+  if (args.ok()) static_cast<ControlArgs&>(*c) = *std::move(args);
 }
 
 int TrialTally::Finished() const {

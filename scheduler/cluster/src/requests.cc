@@ -24,33 +24,23 @@ namespace {
 
 // ---- Bodies on the wire ----
 
-Json TrialsJson(const std::vector<storage::ControlTrial>& trials) {
-  Json out = Json::array();
-  for (const storage::ControlTrial& t : trials) {
-    Json one = {{"params", storage::EncodeParams(t.params)}};
-    if (t.value) one["value"] = *t.value;
-    if (t.retry_of) one["retry_of"] = *t.retry_of;
-    out.push_back(std::move(one));
-  }
-  return out;
-}
-
-Json ControlJson(const ControlRequest& r) {
-  Json j = {{"verb", VerbName(r.verb)},       {"trials", TrialsJson(r.trials)},
-            {"params_json", r.params_json},   {"results_text", r.results_text},
-            {"results_path", r.results_path}, {"retry_failed", r.retry_failed},
-            {"retry_trials", r.retry_trials}};
-  if (r.max_trials) j["max_trials"] = *r.max_trials;
-  if (r.max_parallel) j["max_parallel"] = *r.max_parallel;
-  if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
-  if (r.priority) j["priority"] = *r.priority;
-  return j;
-}
-
 template <typename T>
 std::optional<T> OptionalField(FrameReader& r, const char* key) {
   if (!r.Has(key)) return std::nullopt;
   return r.Field<T>(key);
+}
+
+// A control request as its body: its arguments as storage keeps them (storage::ControlArgs),
+// the verb, and how the rest was given.
+Json ControlJson(const ControlRequest& r) {
+  Json j = Json::parse(storage::EncodeControlArgs(r));
+  j["verb"] = VerbName(r.verb);
+  j["params_json"] = r.params_json;
+  j["results_text"] = r.results_text;
+  j["results_path"] = r.results_path;
+  j["retry_failed"] = r.retry_failed;
+  j["retry_trials"] = r.retry_trials;
+  return j;
 }
 
 Result<ControlRequest> ControlFromJson(const Json& body, const std::string& study) {
@@ -58,30 +48,18 @@ Result<ControlRequest> ControlFromJson(const Json& body, const std::string& stud
   ControlRequest out;
   out.study = study;
   const std::string verb = r.Field<std::string>("verb");
-  out.max_trials = OptionalField<int>(r, "max_trials");
-  out.max_parallel = OptionalField<int>(r, "max_parallel");
-  out.time_limit_s = OptionalField<double>(r, "time_limit_s");
-  out.priority = OptionalField<double>(r, "priority");
   out.params_json = r.Optional<std::string>("params_json", "");
   out.results_text = r.Optional<std::string>("results_text", "");
   out.results_path = r.Optional<std::string>("results_path", "results");
   out.retry_failed = r.Optional<bool>("retry_failed", false);
   out.retry_trials = r.Optional<std::vector<int>>("retry_trials", {});
-  const Json trials = r.Optional<Json>("trials", Json::array());
   if (!r.ok()) return r.status();
   const std::optional<Verb> parsed = ParseVerb(verb);
   if (!parsed) return Status::Invalid("request: unknown verb '", verb, "'");
   out.verb = *parsed;
-  if (!trials.is_array()) return Status::Invalid("request: trials is not a list");
-  for (const Json& one : trials) {
-    FrameReader t(one);
-    storage::ControlTrial trial;
-    trial.params = storage::DecodeParams(t.Field<std::string>("params"));
-    trial.value = OptionalField<double>(t, "value");
-    trial.retry_of = OptionalField<int>(t, "retry_of");
-    if (!t.ok()) return t.status();
-    out.trials.push_back(std::move(trial));
-  }
+  Result<storage::ControlArgs> args = storage::ParseControlArgs(body.dump());
+  if (!args.ok()) return Status::Invalid("request: ", args.status().message());
+  static_cast<storage::ControlArgs&>(out) = *std::move(args);
   return out;
 }
 

@@ -105,10 +105,8 @@ Result<ControlRecord> ToControl(Storage& db, const storage::StudyRecord& study,
   ControlRecord c;
   c.kind = KindOf(r.verb);
   c.created = WallNow();
-  c.max_trials = r.max_trials;
-  c.max_parallel = r.max_parallel;
-  c.time_limit_s = r.time_limit_s;
-  c.priority = r.priority;
+  static_cast<storage::ControlArgs&>(c) = r;
+  c.trials.clear();  // conformed below
   if (r.verb == Verb::kUpdate && !r.max_trials && !r.max_parallel && !r.time_limit_s && !r.priority)
     return Status::Invalid("update: give --max-trials, --max-parallel, --time-limit or --priority");
   if (r.verb == Verb::kRetry) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hyperpack/direction.h"
@@ -89,22 +90,33 @@ struct ControlTrial {
   bool operator==(const ControlTrial&) const = default;
 };
 
-struct ControlRecord {
-  int64_t id = 0;  // set by storage: controls are carried out in id order
-  ControlKind kind = ControlKind::kStop;
+// What a control changes or brings, as its asker gave it: stored as the control's arguments, and
+// carried the same way from a client to the server (run/control.h's ControlRequest has them too).
+struct ControlArgs {
   // kUpdate: the settings it changes (the others are left as they are).
   std::optional<int> max_trials, max_parallel;
   std::optional<double> time_limit_s, priority;
   std::vector<ControlTrial> trials;  // kEnqueue, kAddResults
-  double created = 0;                // seconds since the epoch
-  std::optional<double> applied;     // when it was carried out
-  bool refused = false;              // carried out as far as it could not be: `outcome` says why
-  std::string outcome;               // what it did, for the one who asked
+  bool operator==(const ControlArgs&) const = default;
 };
 
-// The codec of a control's arguments (every field but id, kind, the times and the outcome), as the
-// backends store them: a JSON object. Decoding text that is not that shape gives no arguments.
-std::string EncodeControlArgs(const ControlRecord& control);
+struct ControlRecord : ControlArgs {
+  int64_t id = 0;  // set by storage: controls are carried out in id order
+  ControlKind kind = ControlKind::kStop;
+  double created = 0;             // seconds since the epoch
+  std::optional<double> applied;  // when it was carried out
+  bool refused = false;           // carried out as far as it could not be: `outcome` says why
+  std::string outcome;            // what it did, for the one who asked
+};
+
+// The codec of a control's arguments, as the backends store them and a client sends them: a JSON
+// object, {"max_trials", "max_parallel", "time_limit_s", "priority" (each only when set), "trials"
+// (only when there are some): [{"params": the stored parameters' text, "value", "retry_of"}...]}.
+// Parsing ignores other keys (a request carries its verb beside them) and refuses a field of the
+// wrong type, naming it (kInvalidArgument).
+std::string EncodeControlArgs(const ControlArgs& args);
+Result<ControlArgs> ParseControlArgs(std::string_view text);
+// For the backends: the stored arguments of `control`; none when the text is not that shape.
 void DecodeControlArgs(const std::string& text, ControlRecord* control);
 
 // What a study's controller fed its pruner, in order: replaying these entries through a fresh

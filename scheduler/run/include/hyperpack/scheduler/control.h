@@ -39,15 +39,12 @@ enum class Verb {
 const char* VerbName(Verb verb);
 std::optional<Verb> ParseVerb(const std::string& name);
 
-struct ControlRequest {
+// The verb and what it changes or brings (storage::ControlArgs: kUpdate's settings; kEnqueue's
+// configurations to run next, conformed to the space here, an error naming the first that does not
+// fit; kAddResults' evaluated configurations with their values), and how it was given.
+struct ControlRequest : storage::ControlArgs {
   Verb verb = Verb::kStop;
   std::string study;
-  // kUpdate: what changes.
-  std::optional<int> max_trials, max_parallel;
-  std::optional<double> time_limit_s, priority;
-  // kEnqueue: configurations to run next (conformed to the space here; an error names the first
-  // that does not fit). kAddResults: evaluated configurations with their values.
-  std::vector<storage::ControlTrial> trials;
   // kEnqueue: more configurations, as JSON text: an object of parameters, or a list of them.
   std::string params_json;
   // kAddResults: more results, as a results file's text (study/results.h) and its name.
