@@ -18,6 +18,7 @@
 
 #include "hyperpack/status.h"
 #include "hyperpack/storage/records.h"
+#include "rows.h"
 
 namespace hyperpack::storage::pg {
 
@@ -37,6 +38,12 @@ class Params {
   Params& Add(int64_t v) { return Add(std::optional<std::string>(std::to_string(v))); }
   Params& Add(int v) { return Add(static_cast<int64_t>(v)); }
   Params& Add(double v) { return Add(std::optional<std::string>(DoubleText(v))); }
+  Params& Add(const Cell& v) {
+    if (const auto* i = std::get_if<int64_t>(&v)) return Add(*i);
+    if (const auto* d = std::get_if<double>(&v)) return Add(*d);
+    if (const auto* t = std::get_if<std::string>(&v)) return Add(*t);
+    return Add(std::optional<std::string>());
+  }
   template <typename T>
   Params& Add(const std::optional<T>& v) {
     if (!v) return Add(std::optional<std::string>());
@@ -79,5 +86,21 @@ std::optional<int64_t> OptInt(const PGresult* res, int r, int c);
 StudyRecord ReadStudy(const PGresult* res, int r);
 // The rows of a query of (trial_number, time, kind, message).
 Result<std::vector<EventRecord>> ReadEvents(const PGresult* res);
+
+// Row `r` of a result, for the rows both backends read alike (rows.h).
+class Row final : public RowView {
+ public:
+  Row(const PGresult* res, int r) : res_(res), r_(r) {}
+  std::optional<std::string> TextAt(int column) const override {
+    if (IsNull(res_, r_, column)) return std::nullopt;
+    return Text(res_, r_, column);
+  }
+  std::optional<int64_t> IntAt(int column) const override { return OptInt(res_, r_, column); }
+  std::optional<double> DoubleAt(int column) const override { return OptDouble(res_, r_, column); }
+
+ private:
+  const PGresult* res_;
+  int r_;
+};
 
 }  // namespace hyperpack::storage::pg

@@ -137,25 +137,9 @@ class PostgresStorage final : public Storage {
   }
 
   Status InsertTrial(const TrialRecord& t) override {
-    return Query(sql::kInsertTrial,
-                 Params()
-                     .Add(t.study_id)
-                     .Add(t.number)
-                     .Add(TrialStateName(t.state))
-                     .Add(EncodeParams(t.params))
-                     .Add(t.value)
-                     .Add(t.started)
-                     .Add(t.ended)
-                     .Add(t.exit_status)
-                     .Add(t.error)
-                     .Add(t.host)
-                     .Add(t.attempt)
-                     .Add(t.retry_of)
-                     .Add(t.log_path)
-                     .Add(EncodePlacement(t.placement))
-                     .Add(EncodeValues(t.values))
-                     .Add(t.heartbeat),
-                 StrCat("inserting trial ", t.number),
+    Params params;
+    for (const Cell& cell : TrialCells(t)) params.Add(cell);
+    return Query(sql::kInsertTrial, params, StrCat("inserting trial ", t.number),
                  StrCat("trial ", t.number, " already exists"))
         .status();
   }
@@ -530,34 +514,10 @@ class PostgresStorage final : public Storage {
     HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kSelectTrials + where, params, "listing trials"));
     std::vector<TrialRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
-      HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrial(res.get(), r));
-      t.study_id = study_id;
+      HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(pg::Row(res.get(), r), study_id));
       out.push_back(std::move(t));
     }
     return out;
-  }
-
-  Result<TrialRecord> ReadTrial(const PGresult* res, int r) const {
-    TrialRecord t;
-    t.number = static_cast<int>(Int(res, r, 0));
-    auto state = ParseTrialState(Text(res, r, 1));
-    if (!state)
-      return Status::Io("trial ", t.number, " has an unknown state '", Text(res, r, 1), "'");
-    t.state = *state;
-    t.params = DecodeParams(Text(res, r, 2));
-    t.value = OptDouble(res, r, 3);
-    t.started = OptDouble(res, r, 4);
-    t.ended = OptDouble(res, r, 5);
-    if (auto e = OptInt(res, r, 6)) t.exit_status = static_cast<int>(*e);
-    t.error = Text(res, r, 7);
-    t.host = Text(res, r, 8);
-    t.attempt = static_cast<int>(Int(res, r, 9));
-    if (auto v = OptInt(res, r, 10)) t.retry_of = static_cast<int>(*v);
-    t.log_path = Text(res, r, 11);
-    t.placement = DecodePlacement(Text(res, r, 12));
-    t.values = DecodeValues(Text(res, r, 13));
-    t.heartbeat = OptDouble(res, r, 14);
-    return t;
   }
 
   Result<SubmissionRecord> ReadSubmission(const PGresult* res, int r) const {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "rows.h"
 #include "sqlite_storage.h"
 #include "transaction.h"
 
@@ -48,6 +49,13 @@ class Statement {
     sqlite3_bind_null(stmt_, ++index_);
     return *this;
   }
+  Statement& Bind(const Cell& v) {
+    if (const auto* i = std::get_if<int64_t>(&v)) return Bind(*i);
+    if (const auto* d = std::get_if<double>(&v)) return Bind(*d);
+    if (const auto* t = std::get_if<std::string>(&v)) return Bind(*t);
+    sqlite3_bind_null(stmt_, ++index_);
+    return *this;
+  }
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return sqlite3_step(stmt_); }
   sqlite3_stmt* get() { return stmt_; }
@@ -69,6 +77,21 @@ inline std::optional<int64_t> OptInt(sqlite3_stmt* s, int col) {
   if (sqlite3_column_type(s, col) == SQLITE_NULL) return std::nullopt;
   return sqlite3_column_int64(s, col);
 }
+
+// The current row of a stepped statement, for the rows both backends read alike (rows.h).
+class Row final : public RowView {
+ public:
+  explicit Row(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  std::optional<std::string> TextAt(int column) const override {
+    if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
+    return Text(stmt_, column);
+  }
+  std::optional<int64_t> IntAt(int column) const override { return OptInt(stmt_, column); }
+  std::optional<double> DoubleAt(int column) const override { return OptDouble(stmt_, column); }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
 
 }  // namespace sqlite
 

@@ -154,14 +154,7 @@ Status SqliteStorage::InsertTrial(const TrialRecord& t) {
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kInsertTrial));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
-    stmt.Bind(t.study_id).Bind(t.number).Bind(std::string(TrialStateName(t.state)));
-    stmt.Bind(EncodeParams(t.params))
-        .Bind(t.value)
-        .Bind(t.started)
-        .Bind(t.ended)
-        .Bind(t.exit_status);
-    stmt.Bind(t.error).Bind(t.host).Bind(t.attempt).Bind(t.retry_of).Bind(t.log_path);
-    stmt.Bind(EncodePlacement(t.placement)).Bind(EncodeValues(t.values)).Bind(t.heartbeat);
+    for (const Cell& cell : TrialCells(t)) stmt.Bind(cell);
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
@@ -243,25 +236,7 @@ Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, 
   std::vector<TrialRecord> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
-    TrialRecord t;
-    t.study_id = study_id;
-    t.number = sqlite3_column_int(raw, 0);
-    auto state = ParseTrialState(Text(raw, 1));
-    if (!state) return Status::Io("trial ", t.number, " has an unknown state '", Text(raw, 1), "'");
-    t.state = *state;
-    t.params = DecodeParams(Text(raw, 2));
-    t.value = OptDouble(raw, 3);
-    t.started = OptDouble(raw, 4);
-    t.ended = OptDouble(raw, 5);
-    if (auto e = OptInt(raw, 6)) t.exit_status = static_cast<int>(*e);
-    t.error = Text(raw, 7);
-    t.host = Text(raw, 8);
-    t.attempt = sqlite3_column_int(raw, 9);
-    if (auto r = OptInt(raw, 10)) t.retry_of = static_cast<int>(*r);
-    t.log_path = Text(raw, 11);
-    t.placement = DecodePlacement(Text(raw, 12));
-    t.values = DecodeValues(Text(raw, 13));
-    t.heartbeat = OptDouble(raw, 14);
+    HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(sqlite::Row(raw), study_id));
     out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE)
