@@ -1,7 +1,7 @@
 // The PostgreSQL backend's small pieces (postgres_storage.cc is the backend): a statement's
 // parameters as libpq takes them, a result that clears itself, column readers, the rows two of its
-// queries share, and the numbering of the shared statements' parameters. Private to storage/src.
-// Thread-safety: values and pure functions.
+// queries share (rows.h reads them), and the numbering of the shared statements' parameters.
+// Private to storage/src. Thread-safety: values and pure functions.
 #pragma once
 
 #include <libpq-fe.h>
@@ -82,10 +82,8 @@ double Double(const PGresult* res, int r, int c);
 std::optional<double> OptDouble(const PGresult* res, int r, int c);
 std::optional<int64_t> OptInt(const PGresult* res, int r, int c);
 
-// Row `r` of a query of sql::kFindStudy's columns.
-StudyRecord ReadStudy(const PGresult* res, int r);
-// The rows of a query of (trial_number, time, kind, message).
-Result<std::vector<EventRecord>> ReadEvents(const PGresult* res);
+// The rows of a query of (trial_number, time, kind, message), as rows.h reads them.
+std::vector<EventRecord> EventsOf(const PGresult* res);
 
 // Row `r` of a result, for the rows both backends read alike (rows.h).
 class Row final : public RowView {

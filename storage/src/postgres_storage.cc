@@ -22,14 +22,13 @@ namespace hyperpack::storage {
 namespace {
 
 using pg::Double;
+using pg::EventsOf;
 using pg::Int;
 using pg::Numbered;
 using pg::OptDouble;
 using pg::OptInt;
 using pg::Params;
 using pg::PgResult;
-using pg::ReadEvents;
-using pg::ReadStudy;
 using pg::Text;
 
 // The schema's steps (schema.h), in PostgreSQL's words.
@@ -120,13 +119,14 @@ class PostgresStorage final : public Storage {
     HP_ASSIGN_OR_RETURN(PgResult res,
                         Query(sql::kFindStudy, Params().Add(name), "reading study '" + name + "'"));
     if (PQntuples(res.get()) == 0) return std::optional<StudyRecord>();
-    return std::optional<StudyRecord>(ReadStudy(res.get(), 0));
+    return std::optional<StudyRecord>(ReadStudyRow(pg::Row(res.get(), 0)));
   }
 
   Result<std::vector<StudyRecord>> ListStudies() override {
     HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kListStudies, {}, "listing studies"));
     std::vector<StudyRecord> out;
-    for (int r = 0; r < PQntuples(res.get()); ++r) out.push_back(ReadStudy(res.get(), r));
+    for (int r = 0; r < PQntuples(res.get()); ++r)
+      out.push_back(ReadStudyRow(pg::Row(res.get(), r)));
     return out;
   }
 
@@ -315,7 +315,7 @@ class PostgresStorage final : public Storage {
   Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit) override {
     HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kNewestEvents, Params().Add(study_id).Add(limit),
                                             "listing events"));
-    return ReadEvents(res.get());
+    return EventsOf(res.get());
   }
 
   Result<std::vector<EventRecord>> ListEventsOfKinds(int64_t study_id,
@@ -330,7 +330,7 @@ class PostgresStorage final : public Storage {
     }
     HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kEventsOfKinds + marks + ") ORDER BY id", params,
                                             "listing events"));
-    return ReadEvents(res.get());
+    return EventsOf(res.get());
   }
 
   Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries) override {
@@ -360,20 +360,8 @@ class PostgresStorage final : public Storage {
                         Query(sql::kListJournal, Params().Add(study_id), "reading the journal"));
     std::vector<JournalEntry> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
-      JournalEntry e;
-      e.seq = Int(res.get(), r, 0);
-      e.trial = static_cast<int>(Int(res.get(), r, 1));
-      auto kind = ParseJournalKind(Text(res.get(), r, 2));
-      if (!kind)
-        return Status::Io("study ", study_id, ": journal row ", e.seq, " has an unknown kind '",
-                          Text(res.get(), r, 2), "'");
-      e.kind = *kind;
-      e.time = Double(res.get(), r, 3);
-      e.resource = OptDouble(res.get(), r, 4).value_or(0.0);
-      e.value = OptDouble(res.get(), r, 5).value_or(std::numeric_limits<double>::quiet_NaN());
-      e.completed = Int(res.get(), r, 6) != 0;
-      e.values = DecodeNumbers(Text(res.get(), r, 7));
-      out.push_back(e);
+      HP_ASSIGN_OR_RETURN(JournalEntry e, ReadJournalRow(pg::Row(res.get(), r), study_id));
+      out.push_back(std::move(e));
     }
     return out;
   }
@@ -414,7 +402,7 @@ class PostgresStorage final : public Storage {
     HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kListSubmissions, {}, "listing submissions"));
     std::vector<SubmissionRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
-      HP_ASSIGN_OR_RETURN(SubmissionRecord s, ReadSubmission(res.get(), r));
+      HP_ASSIGN_OR_RETURN(SubmissionRecord s, ReadSubmissionRow(pg::Row(res.get(), r)));
       if (states.empty() || std::find(states.begin(), states.end(), s.state) != states.end())
         out.push_back(std::move(s));
     }
@@ -436,25 +424,12 @@ class PostgresStorage final : public Storage {
   }
 
   Result<std::vector<ControlRecord>> ListControls(int64_t study_id, bool pending_only) override {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query(StrCat("SELECT id, kind, args, created, applied, refused, outcome FROM controls "
-                     "WHERE study_id = $1",
-                     pending_only ? " AND applied IS NULL" : "", " ORDER BY id"),
-              Params().Add(study_id), "listing controls"));
+    HP_ASSIGN_OR_RETURN(PgResult res,
+                        Query(pending_only ? sql::kListPendingControls : sql::kListControls,
+                              Params().Add(study_id), "listing controls"));
     std::vector<ControlRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
-      ControlRecord c;
-      c.id = Int(res.get(), r, 0);
-      auto kind = ParseControlKind(Text(res.get(), r, 1));
-      if (!kind)
-        return Status::Io("control ", c.id, " has an unknown kind '", Text(res.get(), r, 1), "'");
-      c.kind = *kind;
-      DecodeControlArgs(Text(res.get(), r, 2), &c);
-      c.created = Double(res.get(), r, 3);
-      c.applied = OptDouble(res.get(), r, 4);
-      c.refused = Int(res.get(), r, 5) != 0;
-      c.outcome = Text(res.get(), r, 6);
+      HP_ASSIGN_OR_RETURN(ControlRecord c, ReadControlRow(pg::Row(res.get(), r)));
       out.push_back(std::move(c));
     }
     return out;
@@ -518,24 +493,6 @@ class PostgresStorage final : public Storage {
       out.push_back(std::move(t));
     }
     return out;
-  }
-
-  Result<SubmissionRecord> ReadSubmission(const PGresult* res, int r) const {
-    SubmissionRecord s;
-    s.id = Int(res, r, 0);
-    s.study_name = Text(res, r, 1);
-    s.spec_text = Text(res, r, 2);
-    s.spec_path = Text(res, r, 3);
-    if (auto v = OptInt(res, r, 4)) s.max_trials = static_cast<int>(*v);
-    if (auto v = OptInt(res, r, 5)) s.max_parallel = static_cast<int>(*v);
-    auto state = ParseSubmissionState(Text(res, r, 6));
-    if (!state)
-      return Status::Io("submission ", s.id, " has an unknown state '", Text(res, r, 6), "'");
-    s.state = *state;
-    s.exit_code = static_cast<int>(Int(res, r, 7));
-    s.message = Text(res, r, 8);
-    s.submitted = Double(res, r, 9);
-    return s;
   }
 
   static int64_t Changed(const PGresult* res) {

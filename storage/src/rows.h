@@ -1,7 +1,7 @@
 // Rows as both SQL backends read and write them, written once: a backend shows a result row as a
 // RowView (its columns by index: text, a whole number, a double, or NULL) and binds a statement's
-// parameters from Cells; what a trial's row holds, column by column, is here alone, in the order of
-// sql::kInsertTrial's parameters and sql::kSelectTrials' columns (statements.h).
+// parameters from Cells; what each record's row holds, column by column, is here alone, in the
+// order of its statement's columns (statements.h).
 // Pure. Thread-safety: values and pure functions.
 #pragma once
 
@@ -33,5 +33,17 @@ std::vector<Cell> TrialCells(const TrialRecord& t);
 // A row of sql::kSelectTrials' columns, as the trial of study `study_id`; kIo for a state no
 // hyperpack writes.
 Result<TrialRecord> ReadTrialRow(const RowView& row, int64_t study_id);
+
+// A row of sql::kFindStudy's columns.
+StudyRecord ReadStudyRow(const RowView& row);
+// A row of (trial_number, time, kind, message): sql::kNewestEvents', sql::kEventsOfKinds'.
+EventRecord ReadEventRow(const RowView& row);
+// A row of sql::kListJournal's columns, of study `study_id` (named in errors); kIo for a kind no
+// hyperpack writes.
+Result<JournalEntry> ReadJournalRow(const RowView& row, int64_t study_id);
+// A row of sql::kListSubmissions' columns; kIo for an unknown state.
+Result<SubmissionRecord> ReadSubmissionRow(const RowView& row);
+// A row of sql::kListControls' columns; kIo for an unknown kind.
+Result<ControlRecord> ReadControlRow(const RowView& row);
 
 }  // namespace hyperpack::storage

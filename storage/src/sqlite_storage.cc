@@ -30,14 +30,7 @@ namespace {
 bool StepEvents(Statement& stmt, std::vector<EventRecord>* out) {
   sqlite3_stmt* raw = stmt.get();
   int rc;
-  while ((rc = stmt.Step()) == SQLITE_ROW) {
-    EventRecord e;
-    if (auto t = OptInt(raw, 0)) e.trial = static_cast<int>(*t);
-    e.time = sqlite3_column_double(raw, 1);
-    e.kind = Text(raw, 2);
-    e.message = Text(raw, 3);
-    out->push_back(std::move(e));
-  }
+  while ((rc = stmt.Step()) == SQLITE_ROW) out->push_back(ReadEventRow(sqlite::Row(raw)));
   return rc == SQLITE_DONE;
 }
 
@@ -72,27 +65,6 @@ Status SqliteStorage::Transaction(const std::function<Status()>& body) {
   return db_->Transaction(body);
 }
 
-namespace {
-
-// A row of sql::kFindStudy's columns.
-StudyRecord ReadStudy(sqlite3_stmt* s) {
-  StudyRecord r;
-  r.id = sqlite3_column_int64(s, 0);
-  r.name = Text(s, 1);
-  r.spec_text = Text(s, 2);
-  r.spec_path = Text(s, 3);
-  // The column's CHECK admits only the two names.
-  r.direction = ParseDirection(Text(s, 4)).value_or(Direction::kMinimize);
-  r.metric = Text(s, 5);
-  r.seed = static_cast<uint64_t>(sqlite3_column_int64(s, 6));
-  r.created = sqlite3_column_double(s, 7);
-  r.runner_pid = OptInt(s, 8);
-  r.runner_host = Text(s, 9);
-  return r;
-}
-
-}  // namespace
-
 Result<StudyRecord> SqliteStorage::CreateStudy(const StudyRecord& study) {
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
@@ -122,7 +94,7 @@ Result<std::optional<StudyRecord>> SqliteStorage::FindStudy(const std::string& n
   int rc = stmt.Step();
   if (rc == SQLITE_DONE) return std::optional<StudyRecord>();
   if (rc != SQLITE_ROW) return db_->Error("reading study '" + name + "'");
-  StudyRecord r = ReadStudy(raw);
+  StudyRecord r = ReadStudyRow(sqlite::Row(raw));
   return std::optional<StudyRecord>(std::move(r));
 }
 
@@ -132,7 +104,7 @@ Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
   std::vector<StudyRecord> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
-    StudyRecord r = ReadStudy(raw);
+    StudyRecord r = ReadStudyRow(sqlite::Row(raw));
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return db_->Error("listing studies");
@@ -442,20 +414,8 @@ Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
   std::vector<JournalEntry> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
-    JournalEntry e;
-    e.seq = sqlite3_column_int64(raw, 0);
-    e.trial = sqlite3_column_int(raw, 1);
-    auto kind = ParseJournalKind(Text(raw, 2));
-    if (!kind)
-      return Status::Io("study ", study_id, ": journal row ", e.seq, " has an unknown kind '",
-                        Text(raw, 2), "'");
-    e.kind = *kind;
-    e.time = sqlite3_column_double(raw, 3);
-    e.resource = OptDouble(raw, 4).value_or(0.0);
-    e.value = OptDouble(raw, 5).value_or(std::numeric_limits<double>::quiet_NaN());
-    e.completed = sqlite3_column_int(raw, 6) != 0;
-    e.values = DecodeNumbers(Text(raw, 7));
-    out.push_back(e);
+    HP_ASSIGN_OR_RETURN(JournalEntry e, ReadJournalRow(sqlite::Row(raw), study_id));
+    out.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) return db_->Error("reading the journal");
   return out;
@@ -492,20 +452,7 @@ Result<std::vector<SubmissionRecord>> SqliteStorage::ListSubmissions(
   std::vector<SubmissionRecord> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
-    SubmissionRecord r;
-    r.id = sqlite3_column_int64(raw, 0);
-    r.study_name = Text(raw, 1);
-    r.spec_text = Text(raw, 2);
-    r.spec_path = Text(raw, 3);
-    if (auto v = OptInt(raw, 4)) r.max_trials = static_cast<int>(*v);
-    if (auto v = OptInt(raw, 5)) r.max_parallel = static_cast<int>(*v);
-    const std::string state = Text(raw, 6);
-    auto parsed = ParseSubmissionState(state);
-    if (parsed) r.state = *parsed;
-    if (!parsed) return Status::Io("submission ", r.id, " has an unknown state '", state, "'");
-    r.exit_code = sqlite3_column_int(raw, 7);
-    r.message = Text(raw, 8);
-    r.submitted = sqlite3_column_double(raw, 9);
+    HP_ASSIGN_OR_RETURN(SubmissionRecord r, ReadSubmissionRow(sqlite::Row(raw)));
     if (states.empty() || std::find(states.begin(), states.end(), r.state) != states.end())
       out.push_back(std::move(r));
   }
@@ -527,27 +474,14 @@ Result<int64_t> SqliteStorage::AddControl(int64_t study_id, const ControlRecord&
 
 Result<std::vector<ControlRecord>> SqliteStorage::ListControls(int64_t study_id,
                                                                bool pending_only) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare(pending_only ? "SELECT id, kind, args, created, applied, refused, outcome FROM "
-                                  "controls WHERE study_id = ? AND applied IS NULL ORDER BY id"
-                                : "SELECT id, kind, args, created, applied, refused, outcome FROM "
-                                  "controls WHERE study_id = ? ORDER BY id"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare(pending_only ? sql::kListPendingControls : sql::kListControls));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<ControlRecord> out;
   int rc;
   while ((rc = stmt.Step()) == SQLITE_ROW) {
-    ControlRecord c;
-    c.id = sqlite3_column_int64(raw, 0);
-    auto kind = ParseControlKind(Text(raw, 1));
-    if (!kind) return Status::Io("control ", c.id, " has an unknown kind '", Text(raw, 1), "'");
-    c.kind = *kind;
-    DecodeControlArgs(Text(raw, 2), &c);
-    c.created = sqlite3_column_double(raw, 3);
-    c.applied = OptDouble(raw, 4);
-    c.refused = sqlite3_column_int(raw, 5) != 0;
-    c.outcome = Text(raw, 6);
+    HP_ASSIGN_OR_RETURN(ControlRecord c, ReadControlRow(sqlite::Row(raw)));
     out.push_back(std::move(c));
   }
   if (rc != SQLITE_DONE) return db_->Error("listing controls");

@@ -68,6 +68,12 @@ inline constexpr char kSaveTunerState[] =
 inline constexpr char kNewestEvents[] =
     "SELECT trial_number, time, kind, message FROM (SELECT * FROM events WHERE study_id = ? ORDER "
     "BY id DESC LIMIT ?) newest ORDER BY id";
+inline constexpr char kListControls[] =
+    "SELECT id, kind, args, created, applied, refused, outcome FROM controls WHERE study_id = ? "
+    "ORDER BY id";
+inline constexpr char kListPendingControls[] =
+    "SELECT id, kind, args, created, applied, refused, outcome FROM controls WHERE study_id = ? "
+    "AND applied IS NULL ORDER BY id";
 // A study and everything it stored, child rows first.
 inline constexpr const char* kDeleteStudy[] = {
     "DELETE FROM metrics WHERE trial_id IN (SELECT id FROM trials WHERE study_id = ?)",
