@@ -1,6 +1,6 @@
 // Events in, scheduling (budget, proposals, placement) and how a run ends. A trial's own life is in
-// controller_trials.cc; reports, the pruner and the replay in controller_pruning.cc; a server's fair
-// share in controller_share.cc.
+// controller_trials.cc; reports, the pruner and the replay in controller_pruning.cc; a server's
+// fair share in controller_share.cc.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
