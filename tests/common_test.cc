@@ -184,6 +184,33 @@ TEST(DidYouMeanTest, SuggestsNothingForUnrelatedWords) {
   EXPECT_FALSE(DidYouMean("anything", {}).has_value());
 }
 
+// ---- IsToken / IsDigits -------------------------------------------------------------------------
+
+TEST(IsTokenTest, MatchesOneFirstCharacterAndThenAnyOfTheRest) {
+  const CharSet name_first = {.others = "_"}, name_rest = {.others = "_.-"};
+  EXPECT_TRUE(IsToken("lr", name_first, name_rest));
+  EXPECT_TRUE(IsToken("_x.1-b", name_first, name_rest));
+  EXPECT_TRUE(IsToken("9", name_first, name_rest));
+  EXPECT_FALSE(IsToken("", name_first, name_rest));
+  EXPECT_FALSE(IsToken(".x", name_first, name_rest));
+  EXPECT_FALSE(IsToken("a b", name_first, name_rest));
+  EXPECT_FALSE(IsToken("a/b", name_first, name_rest));
+  // Listed characters count even where their class is left out: upper-case letters only.
+  const CharSet upper = {.letters = false, .digits = false, .others = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"};
+  EXPECT_TRUE(IsToken("USR1", upper, {.letters = false, .others = upper.others}));
+  EXPECT_FALSE(IsToken("Usr1", upper, {.letters = false, .others = upper.others}));
+  EXPECT_FALSE(IsToken("1USR", upper, {.letters = false, .others = upper.others}));
+}
+
+TEST(IsDigitsTest, AcceptsOnlyANonEmptyRunOfDigits) {
+  EXPECT_TRUE(IsDigits("0"));
+  EXPECT_TRUE(IsDigits("0123456789"));
+  EXPECT_FALSE(IsDigits(""));
+  EXPECT_FALSE(IsDigits("-1"));
+  EXPECT_FALSE(IsDigits("1 "));
+  EXPECT_FALSE(IsDigits("1.0"));
+}
+
 TEST(JoinTest, PutsTheSeparatorBetweenParts) {
   EXPECT_EQ(Join({"a", "b", "c"}, ", "), "a, b, c");
   EXPECT_EQ(Join({"a"}, ", "), "a");

@@ -999,6 +999,40 @@ trial:
                                               "'PARAM == VALUE'")));
 }
 
+TEST(StudyFileTest, ConditionsReadTheSameWithOrWithoutSpacesAroundTheOperator) {
+  for (const char* when : {"optimizer==sgd", "  optimizer !=adamw ", "optimizer in[sgd]"}) {
+    ParseOutcome out = Parse(std::string(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw]
+  momentum: {type: float, low: 0.0, high: 0.9, when: ")") +
+                             when + R"("}
+trial:
+  command: run {optimizer}
+)");
+    ASSERT_TRUE(out.errors.empty()) << when << ": " << out.errors.front().message;
+    const ParamSpec& momentum = out.spec->space.params().at(1);
+    ASSERT_TRUE(momentum.when.has_value()) << when;
+    EXPECT_EQ(momentum.when->parent, "optimizer") << when;
+    EXPECT_TRUE(momentum.when->Holds(std::string("sgd"))) << when;
+    EXPECT_FALSE(momentum.when->Holds(std::string("adamw"))) << when;
+  }
+  // "in" glued to the name is part of the name; an operator with nothing after it is no condition.
+  for (const char* when : {"optimizerin [sgd]", "optimizer == ", "optimizer in"}) {
+    ParseOutcome out = Parse(std::string(R"(name: demo
+objective: {metric: loss, direction: minimize}
+search_space:
+  optimizer: [sgd, adamw]
+  momentum: {type: float, low: 0.0, high: 0.9, when: ")") +
+                             when + R"("}
+trial:
+  command: run {optimizer}
+)");
+    ASSERT_EQ(out.errors.size(), 1u) << when;
+    EXPECT_THAT(out.errors.front().message, HasSubstr("is not a condition")) << when;
+  }
+}
+
 TEST(StudyFileTest, RejectsInWithoutAList) {
   ParseOutcome out = Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}

@@ -1,8 +1,8 @@
 #include "hyperpack/text.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -139,6 +139,21 @@ std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
+}
+
+bool CharSet::Contains(char c) const {
+  if (c != '\0' && others.find(c) != std::string_view::npos) return true;
+  if (c >= '0' && c <= '9') return digits;
+  return ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) && letters;
+}
+
+bool IsToken(std::string_view s, const CharSet& first, const CharSet& rest) {
+  if (s.empty() || !first.Contains(s.front())) return false;
+  return std::all_of(s.begin() + 1, s.end(), [&](char c) { return rest.Contains(c); });
+}
+
+bool IsDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 std::string Join(const std::vector<std::string>& parts, std::string_view sep) {

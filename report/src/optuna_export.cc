@@ -29,7 +29,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/report/optuna.h"
@@ -385,24 +384,45 @@ Status WriteStudy(Writer& w, storage::Storage& db, const StudyView& l, OptunaSch
 }  // namespace
 
 Result<OptunaSchema> ParseOptunaRelease(const std::string& release) {
-  // MAJOR[.MINOR[.PATCH]], maybe with a pre-release tail: 3.1, 4.6.0, 5.0.0rc1.
-  static const std::regex kRelease(R"((\d{1,3})(?:\.(\d{1,3})(?:\.\d{1,3})?)?(?:(?:a|b|rc)\d*)?)");
-  std::smatch m;
-  if (!std::regex_match(release, m, kRelease))
+  // MAJOR[.MINOR[.PATCH]], each of one to three digits, maybe with a pre-release tail (a, b or rc
+  // and digits): 3.1, 4.6.0, 5.0.0rc1.
+  std::string_view rest = release;
+  auto number = [&rest]() -> std::optional<int> {
+    const size_t n = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    if (n == 0 || n > 3) return std::nullopt;
+    const int value = std::stoi(std::string(rest.substr(0, n)));
+    rest.remove_prefix(n);
+    return value;
+  };
+  auto dot_number = [&]() -> std::optional<int> {
+    if (!rest.starts_with('.')) return std::nullopt;
+    rest.remove_prefix(1);
+    auto value = number();
+    return value ? value : std::optional<int>(-1);  // -1: a dot without a number
+  };
+  const std::optional<int> major = number();
+  const std::optional<int> minor = major ? dot_number() : std::nullopt;
+  const std::optional<int> patch = minor >= 0 ? dot_number() : std::nullopt;
+  for (std::string_view tail : {"rc", "a", "b"}) {
+    if (!rest.starts_with(tail)) continue;
+    rest.remove_prefix(tail.size());
+    break;
+  }
+  const bool tail_ok = rest.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!major || minor == -1 || patch == -1 || !tail_ok)
     return Status::Invalid("--optuna: '", release,
                            "' is not a release; give the Optuna release that will open the "
                            "database, e.g. 3.1, 4.6 or 5.0");
-  const int major = std::stoi(m[1].str());
-  if (major < 3)
+  if (*major < 3)
     return Status::Invalid("--optuna ", release,
                            ": Optuna before 3.0 has another schema; hyperpack writes databases "
                            "for Optuna 3.0 and later (upgrade Optuna, or give 3.1)");
-  if (major > 3) return OptunaSchema::kOptuna32;
-  if (!m[2].matched)
+  if (*major > 3) return OptunaSchema::kOptuna32;
+  if (!minor)
     return Status::Invalid(
         "--optuna 3: Optuna 3.0 and 3.1 open one schema and 3.2 on another; "
         "give the minor release too (3.1 or 3.2)");
-  return std::stoi(m[2].str()) < 2 ? OptunaSchema::kOptuna30 : OptunaSchema::kOptuna32;
+  return *minor < 2 ? OptunaSchema::kOptuna30 : OptunaSchema::kOptuna32;
 }
 
 const char* OptunaSchemaReleases(OptunaSchema schema) {

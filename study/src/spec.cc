@@ -6,13 +6,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <boost/regex.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -174,8 +172,7 @@ void Parser::ParseHeader(const YAML::Node& root, const std::map<std::string, Fie
                          StudySpec* spec) {
   if (auto* f = Get(fields, "name")) {
     if (auto name = String(*f, "name")) {
-      static const std::regex kName("[A-Za-z0-9][A-Za-z0-9_.-]*");
-      if (!std::regex_match(*name, kName)) {
+      if (!IsToken(*name, {.others = ""}, {.others = "_.-"})) {
         Error(f->value, "name", "'", *name,
               "' is not a valid study name; use letters, digits, '_', '-' and '.'");
       }

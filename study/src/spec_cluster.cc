@@ -4,12 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <boost/regex.hpp>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -24,18 +22,29 @@ enum class SlurmTime { kNotSlurm, kTooLong, kRead };
 
 // A time as Slurm writes it: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, into `seconds`.
 SlurmTime ReadSlurmTime(const std::string& text, double* seconds) {
-  static const std::regex kSlurm(R"((?:([0-9]+)-)?([0-9]+)(?::([0-9]+))?(?::([0-9]+))?)");
-  std::smatch m;
-  if (!std::regex_match(text, m, kSlurm)) return SlurmTime::kNotSlurm;
-  std::vector<double> parts;  // the numbers after the days, in order
-  for (int i = 2; i <= 4; ++i) {
-    if (!m[i].matched) continue;
-    auto n = ParseInt(m[i].str());
+  std::string_view rest = text;
+  std::optional<std::string_view> day_text;
+  if (const size_t dash = rest.find('-'); dash != rest.npos) {
+    day_text = rest.substr(0, dash);
+    rest.remove_prefix(dash + 1);
+    if (!IsDigits(*day_text)) return SlurmTime::kNotSlurm;
+  }
+  std::vector<std::string_view> numbers;  // after the days: one to three, split at ':'
+  for (size_t colon = 0; colon != rest.npos;) {
+    colon = rest.find(':');
+    numbers.push_back(rest.substr(0, colon));
+    if (colon != rest.npos) rest.remove_prefix(colon + 1);
+  }
+  if (numbers.size() > 3 || !std::all_of(numbers.begin(), numbers.end(), IsDigits))
+    return SlurmTime::kNotSlurm;
+  std::vector<double> parts;
+  for (std::string_view number : numbers) {
+    auto n = ParseInt(number);
     if (!n) return SlurmTime::kTooLong;
     parts.push_back(static_cast<double>(*n));
   }
-  if (m[1].matched) {  // D-HH, D-HH:MM, D-HH:MM:SS
-    auto days = ParseInt(m[1].str());
+  if (day_text) {  // D-HH, D-HH:MM, D-HH:MM:SS
+    auto days = ParseInt(*day_text);
     if (!days) return SlurmTime::kTooLong;
     static const double kUnits[] = {3600, 60, 1};
     *seconds = static_cast<double>(*days) * 86400;
@@ -222,16 +231,22 @@ std::optional<std::string> Parser::Signal(const Field& f, const std::string& pat
   const std::string& text = f.value.Scalar();
   if (text.empty() || text == "none" || text == "false" || text == "False" || text == "FALSE")
     return std::string();
-  static const std::regex kSignal("(B:)?([A-Z][A-Z0-9]*|[0-9]+)@([0-9]+)");
-  std::smatch m;
-  if (!std::regex_match(text, m, kSignal)) {
+  // [B:]NAME@SECONDS, NAME a signal's name (USR1) or number (10).
+  std::string_view rest = text;
+  if (rest.starts_with("B:")) rest.remove_prefix(2);
+  const size_t at = rest.find('@');
+  const std::string_view signal = rest.substr(0, at);
+  const std::string_view ahead = at == rest.npos ? "" : rest.substr(at + 1);
+  constexpr std::string_view kUpperCase = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  const CharSet upper = {.letters = false, .digits = false, .others = kUpperCase};
+  const bool named = IsToken(signal, upper, {.letters = false, .others = kUpperCase});
+  if (!(named || IsDigits(signal)) || !IsDigits(ahead)) {
     Error(f.value, path, "'", text, "' is not a signal; ", kExpected);
     return std::nullopt;
   }
-  auto seconds = ParseInt(m[3].str());
+  auto seconds = ParseInt(ahead);
   if (!seconds || *seconds > 65535) {
-    Error(f.value, path, "the warning must come at most 65535 seconds ahead (got ", m[3].str(),
-          ")");
+    Error(f.value, path, "the warning must come at most 65535 seconds ahead (got ", ahead, ")");
     return std::nullopt;
   }
   return text;

@@ -4,12 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <boost/regex.hpp>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -20,19 +18,12 @@
 namespace hyperpack::study::internal {
 
 bool IsIdentifier(const std::string& s) {
-  static const std::regex kIdent("[A-Za-z_][A-Za-z0-9_]*");
-  return std::regex_match(s, kIdent);
+  return IsToken(s, {.digits = false, .others = "_"}, {.others = "_"});
 }
 
-bool IsMetricName(const std::string& s) {
-  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_./\\-]*");
-  return std::regex_match(s, kName);
-}
+bool IsMetricName(const std::string& s) { return IsToken(s, {.others = "_"}, {.others = "_./-"}); }
 
-bool IsParamName(const std::string& s) {
-  static const std::regex kName("[A-Za-z0-9_][A-Za-z0-9_.\\-]*");
-  return std::regex_match(s, kName);
-}
+bool IsParamName(const std::string& s) { return IsToken(s, {.others = "_"}, {.others = "_.-"}); }
 
 bool Parser::Load(const std::string& text, YAML::Node* root) {
   std::optional<YAML::Node> loaded = LoadYaml(text, file_, &errors_);

@@ -4,12 +4,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <boost/regex.hpp>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 

@@ -4,12 +4,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <boost/regex.hpp>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -36,6 +35,46 @@ const ParamTypeKeys* FindParamType(const std::string& name) {
   for (const ParamTypeKeys& t : kTypes)
     if (name == t.name) return &t;
   return nullptr;
+}
+
+// A condition's parent, operator and value: "PARAM == VALUE", "PARAM != VALUE" or
+// "PARAM in [A, B]", with any white space around each part.
+struct ConditionParts {
+  std::string_view parent;
+  Condition::Op op;
+  std::string_view value;
+};
+
+bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+bool IsWordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+std::optional<ConditionParts> SplitCondition(std::string_view text) {
+  size_t begin = 0;
+  while (begin < text.size() && IsSpace(text[begin])) ++begin;
+  const CharSet first = {.others = "_"}, rest = {.others = "_.-"};
+  if (begin == text.size() || !first.Contains(text[begin])) return std::nullopt;
+  size_t end = begin + 1;
+  while (end < text.size() && rest.Contains(text[end])) ++end;
+  // The longest name first, then shorter ones: "a.in [1]" is a condition on "a.".
+  for (; end > begin; --end) {
+    size_t op = end;
+    while (op < text.size() && IsSpace(text[op])) ++op;
+    const std::string_view after = text.substr(op);
+    ConditionParts parts = {text.substr(begin, end - begin), Condition::Op::kEq, {}};
+    if (after.starts_with("!=")) {
+      parts.op = Condition::Op::kNe;
+    } else if (after.starts_with("in") && !IsWordChar(text[op - 1]) &&
+               (after.size() == 2 || !IsWordChar(after[2]))) {
+      parts.op = Condition::Op::kIn;  // "in" as a word of its own
+    } else if (!after.starts_with("==")) {
+      continue;
+    }
+    parts.value = Trim(after.substr(2));
+    if (parts.value.empty() || parts.value.find_first_of("\n\r") != std::string_view::npos)
+      continue;
+    return parts;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -260,7 +299,7 @@ bool Parser::ParseConditionValues(const Field& f, const std::string& path, const
     items.push_back(rhs);
   }
   for (std::string item : items) {
-    item = std::regex_replace(item, std::regex(R"(^\s+|\s+$)"), "");
+    item = std::string(Trim(item));
     bool quoted = item.size() >= 2 && (item.front() == '\'' || item.front() == '"') &&
                   item.back() == item.front();
     if (quoted) item = item.substr(1, item.size() - 2);
@@ -284,21 +323,17 @@ void Parser::ParseCondition(const Field& f, const std::string& path,
                             const std::vector<ParamSpec>& earlier, ParamSpec* p) {
   auto text = String(f, path);
   if (!text) return;
-  static const std::regex kCond(
-      R"(^\s*([A-Za-z0-9_][A-Za-z0-9_.\-]*)\s*(==|!=|\bin\b)\s*(.+?)\s*$)");
-  std::smatch m;
-  if (!std::regex_match(*text, m, kCond)) {
+  auto parts = SplitCondition(*text);
+  if (!parts) {
     Error(f.value, path, "'", *text,
           "' is not a condition; expected 'PARAM == VALUE', 'PARAM != VALUE' or "
           "'PARAM in [A, B]'");
     return;
   }
   Condition c;
-  c.parent = m[1];
+  c.parent = std::string(parts->parent);
   c.text = *text;
-  std::string op = m[2];
-  std::string rhs = m[3];
-  c.op = op == "==" ? Condition::Op::kEq : op == "!=" ? Condition::Op::kNe : Condition::Op::kIn;
+  c.op = parts->op;
   auto parent = std::find_if(earlier.begin(), earlier.end(),
                              [&](const ParamSpec& q) { return q.name == c.parent; });
   if (parent == earlier.end()) {
@@ -315,7 +350,7 @@ void Parser::ParseCondition(const Field& f, const std::string& path,
           "') are not supported; use a categorical, int or fixed parent");
     return;
   }
-  if (!ParseConditionValues(f, path, *parent, rhs, &c)) return;
+  if (!ParseConditionValues(f, path, *parent, std::string(parts->value), &c)) return;
   p->when = std::move(c);
 }
 

@@ -35,6 +35,21 @@ std::optional<std::string> DidYouMean(std::string_view word,
 // `s` without the white space at either end (a view into `s`).
 std::string_view Trim(std::string_view s);
 
+// A set of ASCII characters: the letters and the digits where asked, and the others listed.
+// The study file's names are checked with these rather than std::regex, whose instantiation cost
+// each file that used it seconds of compile time.
+struct CharSet {
+  bool letters = true;
+  bool digits = true;
+  std::string_view others;
+  bool Contains(char c) const;
+};
+// Whether all of `s` is one character of `first` and then any number of `rest` (what the regular
+// expression "[first][rest]*" matches).
+bool IsToken(std::string_view s, const CharSet& first, const CharSet& rest);
+// Whether `s` is one or more ASCII digits and nothing else.
+bool IsDigits(std::string_view s);
+
 // Joins with a separator: {"a","b"} -> "a, b".
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 
