@@ -44,6 +44,10 @@ class Params {
     if (const auto* t = std::get_if<std::string>(&v)) return Add(*t);
     return Add(std::optional<std::string>());
   }
+  Params& AddAll(const std::vector<Cell>& cells) {
+    for (const Cell& cell : cells) Add(cell);
+    return *this;
+  }
   template <typename T>
   Params& Add(const std::optional<T>& v) {
     if (!v) return Add(std::optional<std::string>());

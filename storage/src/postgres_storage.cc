@@ -97,16 +97,7 @@ class PostgresStorage final : public Storage {
     StudyRecord out = study;
     HP_ASSIGN_OR_RETURN(
         PgResult res,
-        Query("INSERT INTO studies(name, spec_text, spec_path, direction, metric, seed, created) "
-              "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-              Params()
-                  .Add(study.name)
-                  .Add(study.spec_text)
-                  .Add(study.spec_path)
-                  .Add(DirectionName(study.direction))
-                  .Add(study.metric)
-                  .Add(static_cast<int64_t>(study.seed))
-                  .Add(study.created),
+        Query(StudyTable().insert() + " RETURNING id", Params().AddAll(StudyTable().Cells(study)),
               "creating study '" + study.name + "'",
               StrCat("a study named '", study.name, "' already exists")));
     out.id = Int(res.get(), 0, 0);
@@ -116,14 +107,14 @@ class PostgresStorage final : public Storage {
   }
 
   Result<std::optional<StudyRecord>> FindStudy(const std::string& name) override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query(sql::kFindStudy, Params().Add(name), "reading study '" + name + "'"));
+    HP_ASSIGN_OR_RETURN(
+        PgResult res, Query(sql::FindStudy(), Params().Add(name), "reading study '" + name + "'"));
     if (PQntuples(res.get()) == 0) return std::optional<StudyRecord>();
     return std::optional<StudyRecord>(ReadStudyRow(pg::Row(res.get(), 0)));
   }
 
   Result<std::vector<StudyRecord>> ListStudies() override {
-    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kListStudies, {}, "listing studies"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::ListStudies(), {}, "listing studies"));
     std::vector<StudyRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r)
       out.push_back(ReadStudyRow(pg::Row(res.get(), r)));
@@ -137,9 +128,8 @@ class PostgresStorage final : public Storage {
   }
 
   Status InsertTrial(const TrialRecord& t) override {
-    Params params;
-    for (const Cell& cell : TrialCells(t)) params.Add(cell);
-    return Query(sql::kInsertTrial, params, StrCat("inserting trial ", t.number),
+    return Query(TrialTable().insert(), Params().AddAll(TrialTable().Cells(t, t.study_id)),
+                 StrCat("inserting trial ", t.number),
                  StrCat("trial ", t.number, " already exists"))
         .status();
   }
@@ -306,14 +296,13 @@ class PostgresStorage final : public Storage {
   }
 
   Status AddEvent(int64_t study_id, const EventRecord& e) override {
-    return Query(sql::kInsertEvent,
-                 Params().Add(study_id).Add(e.trial).Add(e.time).Add(e.kind).Add(e.message),
+    return Query(EventTable().insert(), Params().AddAll(EventTable().Cells(e, study_id)),
                  "adding an event")
         .status();
   }
 
   Result<std::vector<EventRecord>> ListEvents(int64_t study_id, int limit) override {
-    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kNewestEvents, Params().Add(study_id).Add(limit),
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::NewestEvents(), Params().Add(study_id).Add(limit),
                                             "listing events"));
     return EventsOf(res.get());
   }
@@ -328,7 +317,7 @@ class PostgresStorage final : public Storage {
       params.Add(EventKindName(kind));
       marks += marks.empty() ? "?" : ", ?";
     }
-    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kEventsOfKinds + marks + ") ORDER BY id", params,
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::EventsOfKinds() + marks + ") ORDER BY id", params,
                                             "listing events"));
     return EventsOf(res.get());
   }
@@ -336,18 +325,8 @@ class PostgresStorage final : public Storage {
   Status AddJournal(int64_t study_id, std::span<const JournalEntry> entries) override {
     return Transaction([&]() -> Status {
       for (const JournalEntry& e : entries) {
-        std::optional<double> value;
-        if (!std::isnan(e.value)) value = e.value;
-        HP_RETURN_IF_ERROR(Query(sql::kInsertJournal,
-                                 Params()
-                                     .Add(study_id)
-                                     .Add(e.trial)
-                                     .Add(JournalKindName(e.kind))
-                                     .Add(e.time)
-                                     .Add(e.resource)
-                                     .Add(value)
-                                     .Add(e.completed ? 1 : 0)
-                                     .Add(EncodeNumbers(e.values)),
+        HP_RETURN_IF_ERROR(Query(JournalTable().insert(),
+                                 Params().AddAll(JournalTable().Cells(e, study_id)),
                                  StrCat("adding to the journal of trial ", e.trial))
                                .status());
       }
@@ -357,7 +336,7 @@ class PostgresStorage final : public Storage {
 
   Result<std::vector<JournalEntry>> ListJournal(int64_t study_id) override {
     HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query(sql::kListJournal, Params().Add(study_id), "reading the journal"));
+                        Query(sql::ListJournal(), Params().Add(study_id), "reading the journal"));
     std::vector<JournalEntry> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       HP_ASSIGN_OR_RETURN(JournalEntry e, ReadJournalRow(pg::Row(res.get(), r), study_id));
@@ -367,22 +346,9 @@ class PostgresStorage final : public Storage {
   }
 
   Result<int64_t> AddSubmission(const SubmissionRecord& s) override {
-    HP_ASSIGN_OR_RETURN(
-        PgResult res,
-        Query("INSERT INTO submissions(study_name, spec_text, spec_path, max_trials, "
-              "max_parallel, state, exit_code, message, submitted) VALUES ($1, $2, $3, $4, $5, "
-              "$6, $7, $8, $9) RETURNING id",
-              Params()
-                  .Add(s.study_name)
-                  .Add(s.spec_text)
-                  .Add(s.spec_path)
-                  .Add(s.max_trials)
-                  .Add(s.max_parallel)
-                  .Add(SubmissionStateName(s.state))
-                  .Add(s.exit_code)
-                  .Add(s.message)
-                  .Add(s.submitted),
-              "storing a submission"));
+    HP_ASSIGN_OR_RETURN(PgResult res,
+                        Query(SubmissionTable().insert() + " RETURNING id",
+                              Params().AddAll(SubmissionTable().Cells(s)), "storing a submission"));
     return Int(res.get(), 0, 0);
   }
 
@@ -399,7 +365,7 @@ class PostgresStorage final : public Storage {
 
   Result<std::vector<SubmissionRecord>> ListSubmissions(
       std::vector<SubmissionState> states) override {
-    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kListSubmissions, {}, "listing submissions"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::ListSubmissions(), {}, "listing submissions"));
     std::vector<SubmissionRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       HP_ASSIGN_OR_RETURN(SubmissionRecord s, ReadSubmissionRow(pg::Row(res.get(), r)));
@@ -410,23 +376,17 @@ class PostgresStorage final : public Storage {
   }
 
   Result<int64_t> AddControl(int64_t study_id, const ControlRecord& c) override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query("INSERT INTO controls(study_id, kind, args, created) SELECT id, $1, "
-                              "$2, $3 FROM studies WHERE id = $4 RETURNING id",
-                              Params()
-                                  .Add(ControlKindName(c.kind))
-                                  .Add(EncodeControlArgs(c))
-                                  .Add(c.created)
-                                  .Add(study_id),
-                              "storing a control"));
+    HP_ASSIGN_OR_RETURN(
+        PgResult res,
+        Query(sql::InsertControl() + " RETURNING id",
+              Params().AddAll(ControlTable().ColumnCells(c)).Add(study_id), "storing a control"));
     if (PQntuples(res.get()) == 0) return Status::NotFound("no study ", study_id);
     return Int(res.get(), 0, 0);
   }
 
   Result<std::vector<ControlRecord>> ListControls(int64_t study_id, bool pending_only) override {
-    HP_ASSIGN_OR_RETURN(PgResult res,
-                        Query(pending_only ? sql::kListPendingControls : sql::kListControls,
-                              Params().Add(study_id), "listing controls"));
+    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::ListControls(pending_only), Params().Add(study_id),
+                                            "listing controls"));
     std::vector<ControlRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       HP_ASSIGN_OR_RETURN(ControlRecord c, ReadControlRow(pg::Row(res.get(), r)));
@@ -486,7 +446,8 @@ class PostgresStorage final : public Storage {
   // The trials that `where` (its WHERE and ORDER BY clauses) selects.
   Result<std::vector<TrialRecord>> SelectTrials(const std::string& where, const Params& params,
                                                 int64_t study_id) {
-    HP_ASSIGN_OR_RETURN(PgResult res, Query(sql::kSelectTrials + where, params, "listing trials"));
+    HP_ASSIGN_OR_RETURN(PgResult res,
+                        Query(TrialTable().select() + where, params, "listing trials"));
     std::vector<TrialRecord> out;
     for (int r = 0; r < PQntuples(res.get()); ++r) {
       HP_ASSIGN_OR_RETURN(TrialRecord t, ReadTrialRow(pg::Row(res.get(), r), study_id));

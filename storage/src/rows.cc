@@ -1,132 +1,149 @@
 #include "rows.h"
 
+#include <cmath>
 #include <limits>
-#include <utility>
+
+#include "hyperpack/direction.h"
 
 namespace hyperpack::storage {
 namespace {
 
-Cell Of(const std::optional<double>& v) { return v ? Cell(*v) : Cell(); }
-Cell Of(const std::optional<int>& v) { return v ? Cell(int64_t{*v}) : Cell(); }
+Direction DirectionOrMinimize(const std::string& name) {
+  // The column's CHECK admits only the two names.
+  return ParseDirection(name).value_or(Direction::kMinimize);
+}
+
+// A report's objective; NaN (a value the pruner could not read) is stored as NULL.
+Column<JournalEntry> JournalValue() {
+  return {"value", true,
+          [](const JournalEntry& e) { return std::isnan(e.value) ? Cell() : Cell(e.value); },
+          [](const RowView& row, int i, JournalEntry* e) -> std::optional<std::string> {
+            e->value = row.DoubleAt(i).value_or(std::numeric_limits<double>::quiet_NaN());
+            return std::nullopt;
+          }};
+}
+
+// A control's arguments, as one JSON text (ControlArgs).
+Column<ControlRecord> ControlArgsColumn() {
+  return {"args", true, [](const ControlRecord& c) { return Cell(EncodeControlArgs(c)); },
+          [](const RowView& row, int i, ControlRecord* c) -> std::optional<std::string> {
+            DecodeControlArgs(row.TextAt(i).value_or(""), c);
+            return std::nullopt;
+          }};
+}
 
 }  // namespace
 
-std::vector<Cell> TrialCells(const TrialRecord& t) {
-  return {t.study_id,
-          int64_t{t.number},
-          std::string(TrialStateName(t.state)),
-          EncodeParams(t.params),
-          Of(t.value),
-          Of(t.started),
-          Of(t.ended),
-          Of(t.exit_status),
-          t.error,
-          t.host,
-          int64_t{t.attempt},
-          Of(t.retry_of),
-          t.log_path,
-          EncodePlacement(t.placement),
-          EncodeValues(t.values),
-          Of(t.heartbeat)};
+const Table<TrialRecord>& TrialTable() {
+  using T = TrialRecord;
+  static const auto* table = new Table<T>(
+      "trials", "study_id",
+      {Stored<&T::number>("number"), Named<&T::state, TrialStateName, ParseTrialState>("state"),
+       Coded<&T::params, EncodeParams, DecodeParams>("params"), Stored<&T::value>("value"),
+       Stored<&T::started>("started"), Stored<&T::ended>("ended"),
+       Stored<&T::exit_status>("exit_status"), Stored<&T::error>("error"), Stored<&T::host>("host"),
+       Stored<&T::attempt>("attempt"), Stored<&T::retry_of>("retry_of"),
+       Stored<&T::log_path>("log_path"),
+       Coded<&T::placement, EncodePlacement, DecodePlacement>("placement"),
+       Coded<&T::values, EncodeValues, DecodeValues>("metric_values"),
+       Stored<&T::heartbeat>("heartbeat")});
+  return *table;
+}
+
+const Table<StudyRecord>& StudyTable() {
+  using S = StudyRecord;
+  static const auto* table = new Table<S>(
+      "studies", "",
+      {ReadOnly<&S::id>("id"), Stored<&S::name>("name"), Stored<&S::spec_text>("spec_text"),
+       Stored<&S::spec_path>("spec_path"),
+       Coded<&S::direction, DirectionName, DirectionOrMinimize>("direction"),
+       Stored<&S::metric>("metric"), Stored<&S::seed>("seed"), Stored<&S::created>("created"),
+       // Set by the runner that holds the study (sql::kSetRunner).
+       ReadOnly<&S::runner_pid>("runner_pid"), ReadOnly<&S::runner_host>("runner_host")});
+  return *table;
+}
+
+const Table<EventRecord>& EventTable() {
+  using E = EventRecord;
+  static const auto* table =
+      new Table<E>("events", "study_id",
+                   {Stored<&E::trial>("trial_number"), Stored<&E::time>("time"),
+                    Stored<&E::kind>("kind"), Stored<&E::message>("message")});
+  return *table;
+}
+
+const Table<JournalEntry>& JournalTable() {
+  using J = JournalEntry;
+  static const auto* table = new Table<J>(
+      "journal", "study_id",
+      {ReadOnly<&J::seq>("id"), Stored<&J::trial>("trial"),
+       Named<&J::kind, JournalKindName, ParseJournalKind>("kind"), Stored<&J::time>("time"),
+       Stored<&J::resource>("resource"), JournalValue(), Stored<&J::completed>("completed"),
+       Coded<&J::values, EncodeNumbers, DecodeNumbers>("objective_values")});
+  return *table;
+}
+
+const Table<SubmissionRecord>& SubmissionTable() {
+  using S = SubmissionRecord;
+  static const auto* table =
+      new Table<S>("submissions", "",
+                   {ReadOnly<&S::id>("id"), Stored<&S::study_name>("study_name"),
+                    Stored<&S::spec_text>("spec_text"), Stored<&S::spec_path>("spec_path"),
+                    Stored<&S::max_trials>("max_trials"), Stored<&S::max_parallel>("max_parallel"),
+                    Named<&S::state, SubmissionStateName, ParseSubmissionState>("state"),
+                    Stored<&S::exit_code>("exit_code"), Stored<&S::message>("message"),
+                    Stored<&S::submitted>("submitted")});
+  return *table;
+}
+
+const Table<ControlRecord>& ControlTable() {
+  using C = ControlRecord;
+  static const auto* table = new Table<C>(
+      "controls", "study_id",
+      {ReadOnly<&C::id>("id"), Named<&C::kind, ControlKindName, ParseControlKind>("kind"),
+       ControlArgsColumn(), Stored<&C::created>("created"), ReadOnly<&C::applied>("applied"),
+       ReadOnly<&C::refused>("refused"), ReadOnly<&C::outcome>("outcome")});
+  return *table;
 }
 
 Result<TrialRecord> ReadTrialRow(const RowView& row, int64_t study_id) {
   TrialRecord t;
   t.study_id = study_id;
-  t.number = static_cast<int>(row.IntAt(0).value_or(0));
-  const std::string state = row.TextAt(1).value_or("");
-  auto parsed = ParseTrialState(state);
-  if (!parsed) return Status::Io("trial ", t.number, " has an unknown state '", state, "'");
-  t.state = *parsed;
-  t.params = DecodeParams(row.TextAt(2).value_or(""));
-  t.value = row.DoubleAt(3);
-  t.started = row.DoubleAt(4);
-  t.ended = row.DoubleAt(5);
-  if (auto e = row.IntAt(6)) t.exit_status = static_cast<int>(*e);
-  t.error = row.TextAt(7).value_or("");
-  t.host = row.TextAt(8).value_or("");
-  t.attempt = static_cast<int>(row.IntAt(9).value_or(0));
-  if (auto r = row.IntAt(10)) t.retry_of = static_cast<int>(*r);
-  t.log_path = row.TextAt(11).value_or("");
-  t.placement = DecodePlacement(row.TextAt(12).value_or(""));
-  t.values = DecodeValues(row.TextAt(13).value_or(""));
-  t.heartbeat = row.DoubleAt(14);
+  if (Status s = TrialTable().Read(row, &t); !s.ok())
+    return Status::Io("trial ", t.number, " has ", s.message());
   return t;
 }
 
 StudyRecord ReadStudyRow(const RowView& row) {
   StudyRecord r;
-  r.id = row.IntAt(0).value_or(0);
-  r.name = row.TextAt(1).value_or("");
-  r.spec_text = row.TextAt(2).value_or("");
-  r.spec_path = row.TextAt(3).value_or("");
-  // The column's CHECK admits only the two names.
-  r.direction = ParseDirection(row.TextAt(4).value_or("")).value_or(Direction::kMinimize);
-  r.metric = row.TextAt(5).value_or("");
-  r.seed = static_cast<uint64_t>(row.IntAt(6).value_or(0));
-  r.created = row.DoubleAt(7).value_or(0);
-  r.runner_pid = row.IntAt(8);
-  r.runner_host = row.TextAt(9).value_or("");
+  (void)StudyTable().Read(row, &r);  // no column of a study can be unknown
   return r;
 }
 
 EventRecord ReadEventRow(const RowView& row) {
   EventRecord e;
-  if (auto t = row.IntAt(0)) e.trial = static_cast<int>(*t);
-  e.time = row.DoubleAt(1).value_or(0);
-  e.kind = row.TextAt(2).value_or("");
-  e.message = row.TextAt(3).value_or("");
+  (void)EventTable().Read(row, &e);  // no column of an event can be unknown
   return e;
 }
 
 Result<JournalEntry> ReadJournalRow(const RowView& row, int64_t study_id) {
   JournalEntry e;
-  e.seq = row.IntAt(0).value_or(0);
-  e.trial = static_cast<int>(row.IntAt(1).value_or(0));
-  const std::string kind = row.TextAt(2).value_or("");
-  auto parsed = ParseJournalKind(kind);
-  if (!parsed)
-    return Status::Io("study ", study_id, ": journal row ", e.seq, " has an unknown kind '", kind,
-                      "'");
-  e.kind = *parsed;
-  e.time = row.DoubleAt(3).value_or(0);
-  e.resource = row.DoubleAt(4).value_or(0.0);
-  e.value = row.DoubleAt(5).value_or(std::numeric_limits<double>::quiet_NaN());
-  e.completed = row.IntAt(6).value_or(0) != 0;
-  e.values = DecodeNumbers(row.TextAt(7).value_or(""));
+  if (Status s = JournalTable().Read(row, &e); !s.ok())
+    return Status::Io("study ", study_id, ": journal row ", e.seq, " has ", s.message());
   return e;
 }
 
 Result<SubmissionRecord> ReadSubmissionRow(const RowView& row) {
   SubmissionRecord s;
-  s.id = row.IntAt(0).value_or(0);
-  s.study_name = row.TextAt(1).value_or("");
-  s.spec_text = row.TextAt(2).value_or("");
-  s.spec_path = row.TextAt(3).value_or("");
-  if (auto v = row.IntAt(4)) s.max_trials = static_cast<int>(*v);
-  if (auto v = row.IntAt(5)) s.max_parallel = static_cast<int>(*v);
-  const std::string state = row.TextAt(6).value_or("");
-  auto parsed = ParseSubmissionState(state);
-  if (!parsed) return Status::Io("submission ", s.id, " has an unknown state '", state, "'");
-  s.state = *parsed;
-  s.exit_code = static_cast<int>(row.IntAt(7).value_or(0));
-  s.message = row.TextAt(8).value_or("");
-  s.submitted = row.DoubleAt(9).value_or(0);
+  if (Status st = SubmissionTable().Read(row, &s); !st.ok())
+    return Status::Io("submission ", s.id, " has ", st.message());
   return s;
 }
 
 Result<ControlRecord> ReadControlRow(const RowView& row) {
   ControlRecord c;
-  c.id = row.IntAt(0).value_or(0);
-  const std::string kind = row.TextAt(1).value_or("");
-  auto parsed = ParseControlKind(kind);
-  if (!parsed) return Status::Io("control ", c.id, " has an unknown kind '", kind, "'");
-  c.kind = *parsed;
-  DecodeControlArgs(row.TextAt(2).value_or(""), &c);
-  c.created = row.DoubleAt(3).value_or(0);
-  c.applied = row.DoubleAt(4);
-  c.refused = row.IntAt(5).value_or(0) != 0;
-  c.outcome = row.TextAt(6).value_or("");
+  if (Status s = ControlTable().Read(row, &c); !s.ok())
+    return Status::Io("control ", c.id, " has ", s.message());
   return c;
 }
 

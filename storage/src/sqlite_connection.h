@@ -56,6 +56,11 @@ class Statement {
     sqlite3_bind_null(stmt_, ++index_);
     return *this;
   }
+  Statement& BindAll(const std::vector<Cell>& cells) {
+    for (const Cell& cell : cells) Bind(cell);
+    return *this;
+  }
+
   // SQLITE_ROW, SQLITE_DONE or an error code.
   int Step() { return sqlite3_step(stmt_); }
   sqlite3_stmt* get() { return stmt_; }

@@ -66,16 +66,11 @@ Status SqliteStorage::Transaction(const std::function<Status()>& body) {
 }
 
 Result<StudyRecord> SqliteStorage::CreateStudy(const StudyRecord& study) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("INSERT INTO studies(name, spec_text, spec_path, direction, metric, "
-                   "seed, created) VALUES (?, ?, ?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(StudyTable().insert()));
   StudyRecord out = study;
   Status s = Transaction([&]() -> Status {
     Statement stmt(raw);
-    stmt.Bind(study.name).Bind(study.spec_text).Bind(study.spec_path);
-    stmt.Bind(std::string(DirectionName(study.direction)));
-    stmt.Bind(study.metric).Bind(static_cast<int64_t>(study.seed)).Bind(study.created);
+    stmt.BindAll(StudyTable().Cells(study));
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("a study named '", study.name, "' already exists");
@@ -88,7 +83,7 @@ Result<StudyRecord> SqliteStorage::CreateStudy(const StudyRecord& study) {
 }
 
 Result<std::optional<StudyRecord>> SqliteStorage::FindStudy(const std::string& name) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kFindStudy));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::FindStudy()));
   Statement stmt(raw);
   stmt.Bind(name);
   int rc = stmt.Step();
@@ -99,7 +94,7 @@ Result<std::optional<StudyRecord>> SqliteStorage::FindStudy(const std::string& n
 }
 
 Result<std::vector<StudyRecord>> SqliteStorage::ListStudies() {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kListStudies));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::ListStudies()));
   Statement stmt(raw);
   std::vector<StudyRecord> out;
   int rc;
@@ -123,10 +118,10 @@ Status SqliteStorage::SetRunner(int64_t study_id, std::optional<int64_t> pid,
 }
 
 Status SqliteStorage::InsertTrial(const TrialRecord& t) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kInsertTrial));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(TrialTable().insert()));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
-    for (const Cell& cell : TrialCells(t)) stmt.Bind(cell);
+    stmt.BindAll(TrialTable().Cells(t, t.study_id));
     int rc = stmt.Step();
     if (rc == SQLITE_CONSTRAINT_UNIQUE)
       return Status::AlreadyExists("trial ", t.number, " already exists");
@@ -203,7 +198,7 @@ Result<std::vector<int>> SqliteStorage::InterruptUnfinished(int64_t study_id, do
 }
 
 namespace {
-// The rows of a statement that selects sql::kSelectTrials, as records.
+// The rows of a statement that selects TrialTable()'s columns, as records.
 Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, int64_t study_id) {
   std::vector<TrialRecord> out;
   int rc;
@@ -218,8 +213,8 @@ Result<std::vector<TrialRecord>> ReadTrials(Statement& stmt, sqlite3_stmt* raw, 
 }  // namespace
 
 Result<std::vector<TrialRecord>> SqliteStorage::ListTrials(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(sql::kSelectTrials) +
-                                                       "WHERE study_id = ? ORDER BY number"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare(TrialTable().select() + "WHERE study_id = ? ORDER BY number"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   return ReadTrials(stmt, raw, study_id);
@@ -230,9 +225,9 @@ Result<std::vector<TrialRecord>> SqliteStorage::ListTrialsIn(int64_t study_id,
   if (states.empty()) return std::vector<TrialRecord>();
   std::string marks(2 * states.size() - 1, ',');
   for (size_t i = 0; i < states.size(); ++i) marks[2 * i] = '?';
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(std::string(sql::kSelectTrials) +
-                                                       "WHERE study_id = ? AND state IN (" + marks +
-                                                       ") ORDER BY number"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
+                      db_->Prepare(TrialTable().select() + "WHERE study_id = ? AND state IN (" +
+                                   marks + ") ORDER BY number"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   for (TrialState s : states) stmt.Bind(std::string(TrialStateName(s)));
@@ -245,7 +240,7 @@ Result<std::vector<TrialRecord>> SqliteStorage::BestTrials(int64_t study_id, Dir
   const bool max = direction == Direction::kMaximize;
   HP_ASSIGN_OR_RETURN(
       sqlite3_stmt * raw,
-      db_->Prepare(std::string(sql::kSelectTrials) +
+      db_->Prepare(TrialTable().select() +
                    "WHERE study_id = ? AND state = 'completed' AND value IS NOT NULL AND "
                    "(? IS NULL OR value " +
                    (max ? ">=" : "<=") + " ?) ORDER BY value " + (max ? "DESC" : "ASC") +
@@ -358,17 +353,17 @@ Result<std::optional<MetricPoint>> SqliteStorage::LatestMetric(int64_t study_id,
 }
 
 Status SqliteStorage::AddEvent(int64_t study_id, const EventRecord& e) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kInsertEvent));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(EventTable().insert()));
   return Transaction([&]() -> Status {
     Statement stmt(raw);
-    stmt.Bind(study_id).Bind(e.trial).Bind(e.time).Bind(e.kind).Bind(e.message);
+    stmt.BindAll(EventTable().Cells(e, study_id));
     if (stmt.Step() != SQLITE_DONE) return db_->Error("adding an event");
     return Status::Ok();
   });
 }
 
 Result<std::vector<EventRecord>> SqliteStorage::ListEvents(int64_t study_id, int limit) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kNewestEvents));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::NewestEvents()));
   Statement stmt(raw);
   stmt.Bind(study_id).Bind(limit);
   std::vector<EventRecord> out;
@@ -383,7 +378,7 @@ Result<std::vector<EventRecord>> SqliteStorage::ListEventsOfKinds(
   std::string marks = "?";
   for (size_t i = 1; i < kinds.size(); ++i) marks += ", ?";
   HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare(sql::kEventsOfKinds + marks + ") ORDER BY id"));
+                      db_->Prepare(sql::EventsOfKinds() + marks + ") ORDER BY id"));
   Statement stmt(raw);
   stmt.Bind(study_id);
   for (EventKind kind : kinds) stmt.Bind(std::string(EventKindName(kind)));
@@ -392,14 +387,11 @@ Result<std::vector<EventRecord>> SqliteStorage::ListEventsOfKinds(
 }
 
 Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry> entries) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert, db_->Prepare(sql::kInsertJournal));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * insert, db_->Prepare(JournalTable().insert()));
   return Transaction([&]() -> Status {
     for (const JournalEntry& e : entries) {
       Statement stmt(insert);
-      std::optional<double> value;
-      if (!std::isnan(e.value)) value = e.value;
-      stmt.Bind(study_id).Bind(e.trial).Bind(std::string(JournalKindName(e.kind))).Bind(e.time);
-      stmt.Bind(e.resource).Bind(value).Bind(e.completed ? 1 : 0).Bind(EncodeNumbers(e.values));
+      stmt.BindAll(JournalTable().Cells(e, study_id));
       if (stmt.Step() != SQLITE_DONE)
         return db_->Error(StrCat("adding to the journal of trial ", e.trial));
     }
@@ -408,7 +400,7 @@ Status SqliteStorage::AddJournal(int64_t study_id, std::span<const JournalEntry>
 }
 
 Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kListJournal));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::ListJournal()));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<JournalEntry> out;
@@ -422,15 +414,9 @@ Result<std::vector<JournalEntry>> SqliteStorage::ListJournal(int64_t study_id) {
 }
 
 Result<int64_t> SqliteStorage::AddSubmission(const SubmissionRecord& r) {
-  HP_ASSIGN_OR_RETURN(
-      sqlite3_stmt * raw,
-      db_->Prepare("INSERT INTO submissions(study_name, spec_text, spec_path, max_trials, "
-                   "max_parallel, state, exit_code, message, submitted) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(SubmissionTable().insert()));
   Statement stmt(raw);
-  stmt.Bind(r.study_name).Bind(r.spec_text).Bind(r.spec_path).Bind(r.max_trials);
-  stmt.Bind(r.max_parallel).Bind(std::string(SubmissionStateName(r.state))).Bind(r.exit_code);
-  stmt.Bind(r.message).Bind(r.submitted);
+  stmt.BindAll(SubmissionTable().Cells(r));
   if (stmt.Step() != SQLITE_DONE) return db_->Error("storing a submission");
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_->handle()));
 }
@@ -447,7 +433,7 @@ Status SqliteStorage::SetSubmissionState(int64_t id, SubmissionState state, int 
 
 Result<std::vector<SubmissionRecord>> SqliteStorage::ListSubmissions(
     std::vector<SubmissionState> states) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::kListSubmissions));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::ListSubmissions()));
   Statement stmt(raw);
   std::vector<SubmissionRecord> out;
   int rc;
@@ -461,12 +447,9 @@ Result<std::vector<SubmissionRecord>> SqliteStorage::ListSubmissions(
 }
 
 Result<int64_t> SqliteStorage::AddControl(int64_t study_id, const ControlRecord& c) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare("INSERT INTO controls(study_id, kind, args, created) "
-                                   "SELECT id, ?, ?, ? FROM studies WHERE id = ?"));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::InsertControl()));
   Statement stmt(raw);
-  stmt.Bind(std::string(ControlKindName(c.kind))).Bind(EncodeControlArgs(c)).Bind(c.created);
-  stmt.Bind(study_id);
+  stmt.BindAll(ControlTable().ColumnCells(c)).Bind(study_id);
   if (stmt.Step() != SQLITE_DONE) return db_->Error("storing a control");
   if (sqlite3_changes(db_->handle()) == 0) return Status::NotFound("no study ", study_id);
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_->handle()));
@@ -474,8 +457,7 @@ Result<int64_t> SqliteStorage::AddControl(int64_t study_id, const ControlRecord&
 
 Result<std::vector<ControlRecord>> SqliteStorage::ListControls(int64_t study_id,
                                                                bool pending_only) {
-  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw,
-                      db_->Prepare(pending_only ? sql::kListPendingControls : sql::kListControls));
+  HP_ASSIGN_OR_RETURN(sqlite3_stmt * raw, db_->Prepare(sql::ListControls(pending_only)));
   Statement stmt(raw);
   stmt.Bind(study_id);
   std::vector<ControlRecord> out;
