@@ -999,17 +999,22 @@ trial:
                                               "'PARAM == VALUE'")));
 }
 
-TEST(StudyFileTest, ConditionsReadTheSameWithOrWithoutSpacesAroundTheOperator) {
-  for (const char* when : {"optimizer==sgd", "  optimizer !=adamw ", "optimizer in[sgd]"}) {
-    ParseOutcome out = Parse(std::string(R"(name: demo
+// A study whose `momentum` is conditioned on `optimizer` by `when`.
+ParseOutcome ParseWithCondition(const std::string& when) {
+  return Parse(R"(name: demo
 objective: {metric: loss, direction: minimize}
 search_space:
   optimizer: [sgd, adamw]
-  momentum: {type: float, low: 0.0, high: 0.9, when: ")") +
-                             when + R"("}
+  momentum: {type: float, low: 0.0, high: 0.9, when: ")" +
+               when + R"("}
 trial:
   command: run {optimizer}
 )");
+}
+
+TEST(StudyFileTest, ConditionsReadTheSameWithOrWithoutSpacesAroundTheOperator) {
+  for (const char* when : {"optimizer==sgd", "  optimizer !=adamw ", "optimizer in[sgd]"}) {
+    ParseOutcome out = ParseWithCondition(when);
     ASSERT_TRUE(out.errors.empty()) << when << ": " << out.errors.front().message;
     const ParamSpec& momentum = out.spec->space.params().at(1);
     ASSERT_TRUE(momentum.when.has_value()) << when;
@@ -1019,15 +1024,7 @@ trial:
   }
   // "in" glued to the name is part of the name; an operator with nothing after it is no condition.
   for (const char* when : {"optimizerin [sgd]", "optimizer == ", "optimizer in"}) {
-    ParseOutcome out = Parse(std::string(R"(name: demo
-objective: {metric: loss, direction: minimize}
-search_space:
-  optimizer: [sgd, adamw]
-  momentum: {type: float, low: 0.0, high: 0.9, when: ")") +
-                             when + R"("}
-trial:
-  command: run {optimizer}
-)");
+    ParseOutcome out = ParseWithCondition(when);
     ASSERT_EQ(out.errors.size(), 1u) << when;
     EXPECT_THAT(out.errors.front().message, HasSubstr("is not a condition")) << when;
   }
