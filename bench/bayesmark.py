@@ -28,6 +28,10 @@ best loss within the first N evaluations, where opt is the best loss anything fo
 a median random configuration scores 0, the best known 100). `random (expected)` is random search's
 expected score at N from those draws (order statistics). Mean over problems and seeds, on the
 problems that every method in the files ran the same number of times (the others are named).
+`--paired METHOD` adds each method's difference from METHOD on the same problem and seed, with its
+standard error: the evaluations are noisy (a forest's cross-validated loss varies from run to run),
+so a difference is read against its spread. Each run's record keeps its configurations (`params`,
+in the order they were tried) beside its losses, to see where a method's trials went.
 
 The split (`split`, run once, committed as bench/data/bayesmark_split.json): the 90 problems
 shuffled with a fixed seed into a development half and a check half, and 24 problems of the check
@@ -43,7 +47,7 @@ Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna
                              [--hyperpack build/cli/hyperpack] [--label NAME]
                              [--python50 "$(../shared/tools/optuna-python 5.0)"]
   $PY bench/bayesmark.py table FILE.json [FILE.json ...] [--draws D.json] [--checkpoints 16,32,64]
-                               [--by-model] [--by-problem]
+                               [--by-model] [--by-problem] [--paired METHOD]
   $PY bench/bayesmark.py split            # once; prints and writes the split
   $PY bench/bayesmark.py serve SOCKET | eval SOCKET PROBLEM NAME=VALUE ...
 """
@@ -298,7 +302,8 @@ def run_hyperpack(hyperpack, name, seed, budget, parallel, sock, work):
                           "--json", "--storage", stem + ".db"], check=True, capture_output=True,
                          text=True).stdout
     trials = sorted(json.loads(out), key=lambda t: t["trial"])
-    return [t["value"] if t.get("value") is not None else math.inf for t in trials]
+    return ([t["value"] if t.get("value") is not None else math.inf for t in trials],
+            [t["params"] for t in trials])
 
 
 def optuna_worker(args):
@@ -323,7 +328,7 @@ def optuna_worker(args):
                       if kind == "int"
                       else optuna.distributions.FloatDistribution(lo, hi, log=scale == "log"))
     study = optuna.create_study(sampler=sampler)
-    losses = []
+    losses, params = [], []
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(args.parallel) as pool:
         while len(losses) < args.budget:
@@ -336,7 +341,8 @@ def optuna_worker(args):
                 else:
                     study.tell(t, state=optuna.trial.TrialState.FAIL)
                 losses.append(loss)
-    print(json.dumps(losses))
+                params.append(t.params)
+    print(json.dumps({"losses": losses, "params": params}))
 
 
 def run_optuna(python, method, name, seed, budget, parallel, sock):
@@ -344,7 +350,8 @@ def run_optuna(python, method, name, seed, budget, parallel, sock):
                           "--problem", name, "--seed", str(seed), "--budget", str(budget),
                           "--parallel", str(parallel), "--socket", sock],
                          check=True, capture_output=True, text=True).stdout
-    return [math.inf if x is None else x for x in json.loads(out.strip().splitlines()[-1])]
+    told = json.loads(out.strip().splitlines()[-1])
+    return [math.inf if x is None else x for x in told["losses"]], told["params"]
 
 
 def run(args):
@@ -363,12 +370,14 @@ def run(args):
         method, name, seed, parallel = job
         start = time.time()
         if method == "hyperpack":
-            losses = run_hyperpack(args.hyperpack, name, seed, args.budget, parallel, sock, work)
+            losses, params = run_hyperpack(args.hyperpack, name, seed, args.budget, parallel, sock,
+                                           work)
         else:
-            losses = run_optuna(pythons[method], method, name, seed, args.budget, parallel, sock)
+            losses, params = run_optuna(pythons[method], method, name, seed, args.budget, parallel,
+                                        sock)
         label = args.label if method == "hyperpack" and args.label else method
         return {"method": label, "problem": name, "seed": seed, "parallel": parallel,
-                "losses": losses, "seconds": time.time() - start}
+                "losses": losses, "params": params, "seconds": time.time() - start}
 
     from concurrent.futures import ThreadPoolExecutor
     try:
@@ -418,7 +427,7 @@ def common_results(results):
     return [r for r in results if r["problem"] in keep]
 
 
-def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=False):
+def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=False, paired=None):
     results = common_results(results)
     names = sorted({r["problem"] for r in results})
     opt, median = {}, {}
@@ -452,9 +461,32 @@ def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=Fa
         print(f"{'method':22s}" + "".join(f"{c:>8d}" for c in checkpoints))
         for m, row in rows.items():
             print(f"{m:22s}" + "".join(f"{sum(v) / len(v):8.1f}" for v in row.values()))
+        if paired:
+            differences(results, parallel, methods, paired, score, checkpoints)
         if by_model or by_problem:
             breakdown(results, parallel, methods, names, score, checkpoints[-1], by_problem)
     return table
+
+
+def differences(results, parallel, methods, ref, score, checkpoints):
+    """Each method's score minus `ref`'s on the same problem and seed: the mean over those pairs
+    and its standard error."""
+    runs = {(r["method"], r["problem"], r["seed"]): r for r in results if r["parallel"] == parallel}
+    print(f"\n  minus {ref}, paired by problem and seed (mean +- standard error)")
+    for m in methods:
+        if m == ref:
+            continue
+        keys = [(p, s) for (mm, p, s) in runs if mm == m and (ref, p, s) in runs]
+        if len(keys) < 2:
+            continue
+        cells = []
+        for c in checkpoints:
+            d = [score(p, min(runs[(m, p, s)]["losses"][:c]))
+                 - score(p, min(runs[(ref, p, s)]["losses"][:c])) for p, s in keys]
+            mean = sum(d) / len(d)
+            se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+            cells.append(f"{mean:+6.1f} +-{se:4.1f}")
+        print(f"  {m:20s}" + "".join(f"{x:>16s}" for x in cells) + f"   ({len(keys)} pairs)")
 
 
 def breakdown(results, parallel, methods, names, score, n, by_problem):
@@ -512,6 +544,9 @@ def main():
     t.add_argument("--checkpoints", default="16,32,64")
     t.add_argument("--by-model", action="store_true")
     t.add_argument("--by-problem", action="store_true")
+    t.add_argument("--paired", metavar="METHOD",
+                   help="also each method's difference from METHOD's, problem by problem and seed "
+                        "by seed")
     sub.add_parser("split")
     s = sub.add_parser("serve")
     s.add_argument("socket")
@@ -535,7 +570,8 @@ def main():
         with open(a.draws) as f:
             losses = json.load(f)["losses"]
         score_table(load_results(a.files), losses,
-                    tuple(int(c) for c in a.checkpoints.split(",")), a.by_model, a.by_problem)
+                    tuple(int(c) for c in a.checkpoints.split(",")), a.by_model, a.by_problem,
+                    a.paired)
     elif a.command == "split":
         split(a)
     elif a.command == "serve":
