@@ -35,11 +35,12 @@ in the order they were tried) beside its losses, to see where a method's trials 
 
 The split (`split`, run once, committed as bench/data/bayesmark_split.json): the 90 problems
 shuffled with a fixed seed into a development half and a check half, and 24 problems of the check
-half for the check run. Tune on the development half only; `dev-fast` is the 27 development
-problems whose evaluations take under a second, for quick comparisons.
+half for the check run (`check12`, every other one of those 24, for the runs of 128 trials). Tune on
+the development half only; `dev-fast` is the 27 development problems whose evaluations take under
+a second, for quick comparisons.
 
 Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna 3.1):
-  $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|all|A,B] [--draws 200]
+  $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|all|A,B] [--draws 200]
                                [--jobs 2]
                                [--out bench/data/bayesmark_draws.json]
   $PY bench/bayesmark.py run --problems dev --seeds 3 --budget 64 --modes 1,8
@@ -157,9 +158,11 @@ def problems_of(spec):
         return list(PROBLEMS)
     if spec == "dev-fast":
         return list(DEV_FAST)
-    if spec in ("dev", "check", "check24"):
+    if spec in ("dev", "check", "check24", "check12"):
         with open(SPLIT_FILE) as f:
-            return json.load(f)[spec]
+            split_names = json.load(f)
+        # check12: every other problem of check24, for the runs of 128 trials.
+        return split_names["check24"][::2] if spec == "check12" else split_names[spec]
     names = spec.split(",")
     unknown = [n for n in names if n not in PROBLEMS]
     if unknown:
