@@ -37,11 +37,13 @@ The split (`split`, run once, committed as bench/data/bayesmark_split.json): the
 shuffled with a fixed seed into a development half and a check half, and 24 problems of the check
 half for the check run (`check12`, every other one of those 24, for the runs of 128 trials). Tune on
 the development half only; `dev-fast` is the 27 development problems whose evaluations take under
-a second, for quick comparisons.
+a second, for quick comparisons. `stand-ins` are development problems outside the grid (the
+models on made-up data shaped like digits and diabetes): where a check problem shows a fault, its
+stand-in is what gets traced.
 
 Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna 3.1):
-  $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|all|A,B] [--draws 200]
-                               [--jobs 2]
+  $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|stand-ins|all|A,B]
+                               [--draws 200] [--jobs 2]
                                [--out bench/data/bayesmark_draws.json]
   $PY bench/bayesmark.py run --problems dev --seeds 3 --budget 64 --modes 1,8
                              --methods hyperpack,gp5,tpe5,tpe31 [--jobs 2] [--out FILE.json]
@@ -132,13 +134,20 @@ METRICS = {"clf": ("acc", "nll"), "reg": ("mse", "mae")}
 SCORERS = {"acc": "accuracy", "nll": "neg_log_loss", "mse": "neg_mean_squared_error",
            "mae": "neg_mean_absolute_error"}
 PROBLEMS = [f"{m}_{d}_{s}" for m in MODELS for d in DATASETS for s in METRICS[DATASETS[d]]]
+# Development stand-ins outside the grid (neither half): a check problem that shows a fault is not
+# traced; a problem like it on data the grid does not have is. Made-up data of the size and shape
+# of digits (10 classes) and of diabetes (a regression on 10 features), with fixed seeds.
+STAND_IN_DATASETS = {"synth10": "clf", "friedman": "reg"}
+STAND_INS = [f"{m}_{d}_{s}" for m in MODELS for d in STAND_IN_DATASETS
+             for s in METRICS[STAND_IN_DATASETS[d]]]
 METHODS = ("hyperpack", "gp5", "tpe5", "tpe31", "random")
 
 
 def problem(name):
     """(model, data set, metric, estimator, fixed arguments, space) of a problem."""
     model, data, metric = name.split("_")
-    estimator, fixed, space = MODELS[model][0 if DATASETS[data] == "clf" else 1]
+    kind = DATASETS.get(data) or STAND_IN_DATASETS[data]
+    estimator, fixed, space = MODELS[model][0 if kind == "clf" else 1]
     return model, data, metric, estimator, fixed, space
 
 
@@ -158,13 +167,15 @@ def problems_of(spec):
         return list(PROBLEMS)
     if spec == "dev-fast":
         return list(DEV_FAST)
+    if spec == "stand-ins":
+        return list(STAND_INS)
     if spec in ("dev", "check", "check24", "check12"):
         with open(SPLIT_FILE) as f:
             split_names = json.load(f)
         # check12: every other problem of check24, for the runs of 128 trials.
         return split_names["check24"][::2] if spec == "check12" else split_names[spec]
     names = spec.split(",")
-    unknown = [n for n in names if n not in PROBLEMS]
+    unknown = [n for n in names if n not in PROBLEMS and n not in STAND_INS]
     if unknown:
         sys.exit(f"unknown problems {unknown}; they are MODEL_DATA_METRIC, e.g. {PROBLEMS[0]}")
     return names
@@ -182,7 +193,12 @@ def _loss(name, params, cache={}):
     if data not in cache:
         load = {"digits": datasets.load_digits, "iris": datasets.load_iris,
                 "wine": datasets.load_wine, "breast": datasets.load_breast_cancer,
-                "diabetes": datasets.load_diabetes}[data]
+                "diabetes": datasets.load_diabetes,
+                "synth10": lambda return_X_y: datasets.make_classification(
+                    n_samples=1797, n_features=64, n_informative=10, n_redundant=0,
+                    n_classes=10, n_clusters_per_class=1, class_sep=2.0, random_state=0),
+                "friedman": lambda return_X_y: datasets.make_friedman1(
+                    n_samples=442, n_features=10, noise=1.0, random_state=0)}[data]
         x, y = load(return_X_y=True)
         cache[data] = train_test_split(x, y, test_size=0.2, random_state=0, shuffle=True)[0::2]
     x, y = cache[data]
