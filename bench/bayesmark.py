@@ -183,6 +183,21 @@ def problems_of(spec):
 
 # ---- the evaluator -------------------------------------------------------------------------
 
+def _data(data):
+    """A data set's (x, y): scikit-learn's own, or a stand-in made with a fixed seed."""
+    from sklearn import datasets
+    if data == "synth10":
+        return datasets.make_classification(n_samples=1797, n_features=64, n_informative=10,
+                                            n_redundant=0, n_classes=10, n_clusters_per_class=1,
+                                            class_sep=2.0, random_state=0)
+    if data == "friedman":
+        return datasets.make_friedman1(n_samples=442, n_features=10, noise=1.0, random_state=0)
+    load = {"digits": datasets.load_digits, "iris": datasets.load_iris,
+            "wine": datasets.load_wine, "breast": datasets.load_breast_cancer,
+            "diabetes": datasets.load_diabetes}[data]
+    return load(return_X_y=True)
+
+
 def _loss(name, params, cache={}):
     import warnings
     import numpy as np
@@ -191,15 +206,7 @@ def _loss(name, params, cache={}):
     from sklearn.model_selection import cross_val_score, train_test_split
     _, data, metric, estimator, fixed, space = problem(name)
     if data not in cache:
-        load = {"digits": datasets.load_digits, "iris": datasets.load_iris,
-                "wine": datasets.load_wine, "breast": datasets.load_breast_cancer,
-                "diabetes": datasets.load_diabetes,
-                "synth10": lambda return_X_y: datasets.make_classification(
-                    n_samples=1797, n_features=64, n_informative=10, n_redundant=0,
-                    n_classes=10, n_clusters_per_class=1, class_sep=2.0, random_state=0),
-                "friedman": lambda return_X_y: datasets.make_friedman1(
-                    n_samples=442, n_features=10, noise=1.0, random_state=0)}[data]
-        x, y = load(return_X_y=True)
+        x, y = _data(data)
         cache[data] = train_test_split(x, y, test_size=0.2, random_state=0, shuffle=True)[0::2]
     x, y = cache[data]
     classes = {c: getattr(mod, c) for mod in (tree, ensemble, svm, neighbors, neural_network,
