@@ -141,6 +141,17 @@ std::vector<TestFunction> BuildAll() {
   };
   all.push_back(std::move(mixed));
 
+  TestFunction stump;
+  stump.name = "stump5";
+  stump.title = "Stump (5-d, flat in pieces)";
+  stump.space = Box(5, 0, 1);
+  stump.f_min = 0.02 * 12;
+  const double s_argmin[] = {0.0, 0.3, 0.7, 0.5, 0.5};
+  stump.argmin = Point(s_argmin);
+  stump.flat_in_pieces = true;
+  stump.evaluate = [](const Config& c) { return Stump5(Vector(c, 5)); };
+  all.push_back(std::move(stump));
+
   return all;
 }
 
@@ -219,6 +230,14 @@ double Mixed(double lr, double batch, std::string_view optimizer, double dropout
   const double s = std::sin(kPi * du);
   const double dd = dropout - 0.25;
   return o->offset + du * du - 1.6 * du * dv + dv * dv + 0.3 * s * s + 2.0 * dd * dd;
+}
+
+double Stump5(std::span<const double> x) {
+  assert(x.size() == 5);
+  if (x[0] > 0.8) return 0.4;
+  const double a = x[1] - 0.3, b = x[2] - 0.7, c = x[3] - 0.5;
+  const double v = 0.25 + 0.3 * x[0] + 1.2 * (a * a + b * b + c * c);
+  return 0.02 * std::floor(v / 0.02);
 }
 
 const std::vector<TestFunction>& AllFunctions() {

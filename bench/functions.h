@@ -30,6 +30,13 @@
 //                along which a larger batch wants a larger learning rate) and every other term is
 //                >= 0, so f >= offset >= 0 with equality only at adam, lr = 1e-3, batch = 128,
 //                dropout = 0.25: minimum exactly 0. Each optimizer's best value is its offset.
+//   stump5       5-d in [0, 1], flat in pieces, as a decision tree's loss is: where x1 > 0.8 (a
+//                tree too constrained to split: a fifth of the space) f = 0.4; elsewhere
+//                v = 0.25 + 0.3 x1 + 1.2 ((x2 - 0.3)^2 + (x3 - 0.7)^2 + (x4 - 0.5)^2), rounded down
+//                to a multiple of 0.02 (a finite validation set): f = 0.02 floor(v / 0.02). x5 does
+//                nothing. The stump is better than most of the space (v's mean is about 0.77), so
+//                it draws trials; values tie everywhere. Minimum 0.02 * 12 = 0.24 where v < 0.26,
+//                around (0, 0.3, 0.7, 0.5, any). The only function here whose values tie.
 //
 // Thread-safety: the table of functions is built once and immutable; Evaluate is a pure function.
 #pragma once
@@ -47,8 +54,9 @@ struct TestFunction {
   std::string name;   // "branin": the name on the command line
   std::string title;  // "Branin (2-d)": for people
   SearchSpace space;
-  double f_min = 0.0;  // the global minimum value
-  Config argmin;       // one configuration where f_min is attained
+  double f_min = 0.0;           // the global minimum value
+  Config argmin;                // one configuration where f_min is attained
+  bool flat_in_pieces = false;  // its values tie: a small step need not change them
 
   // The function's value at `config`, which must hold every parameter of `space`.
   double Evaluate(const Config& config) const { return evaluate(config); }
@@ -68,5 +76,6 @@ double Ackley(std::span<const double> x);
 double Levy(std::span<const double> x);
 double Rosenbrock(std::span<const double> x);
 double Mixed(double lr, double batch, std::string_view optimizer, double dropout);
+double Stump5(std::span<const double> x);  // x.size() == 5
 
 }  // namespace hyperpack::bench

@@ -112,6 +112,14 @@ def mixed(lr, batch, optimizer, dropout):
     return offset + du * du - 1.6 * du * dv + dv * dv + 0.3 * s * s + 2.0 * dd * dd
 
 
+def stump5(x):
+    if x[0] > 0.8:
+        return 0.4
+    a, b, c = x[1] - 0.3, x[2] - 0.7, x[3] - 0.5
+    v = 0.25 + 0.3 * x[0] + 1.2 * (a * a + b * b + c * c)
+    return 0.02 * math.floor(v / 0.02)
+
+
 def _box(d, low, high):
     return [Param("x%d" % (i + 1), "float", low, high) for i in range(d)]
 
@@ -144,6 +152,8 @@ FUNCTIONS = {f.name: f for f in [
                   Param("dropout", "float", 0.0, 0.8)],
                  0.0, {"lr": 1e-3, "batch": 128, "optimizer": "adam", "dropout": 0.25},
                  lambda p: mixed(p["lr"], p["batch"], p["optimizer"], p["dropout"])),
+    TestFunction("stump5", _box(5, 0.0, 1.0), 0.02 * 12, _point([0.0, 0.3, 0.7, 0.5, 0.5]),
+                 lambda p: stump5(_vector(p, 5))),
 ]}
 
 # ---- the harness ----------------------------------------------------------------------------

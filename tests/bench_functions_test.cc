@@ -38,7 +38,7 @@ std::vector<Config> RandomConfigs(const TestFunction& f, int count, uint64_t see
 
 TEST(BenchFunctionsTest, EveryFunctionHasItsStatedMinimumAtItsMinimiser) {
   ASSERT_EQ(FunctionNames(), (std::vector<std::string>{"branin", "hartmann6", "ackley5", "levy10",
-                                                       "rosenbrock4", "mixed"}));
+                                                       "rosenbrock4", "mixed", "stump5"}));
   for (const TestFunction& f : AllFunctions()) {
     SCOPED_TRACE(f.name);
     EXPECT_TRUE(f.space.Validate(f.argmin).ok()) << f.space.Validate(f.argmin).message();
@@ -77,6 +77,7 @@ TEST(BenchFunctionsTest, RandomConfigurationsAreWorseThanTheMinimum) {
 
 TEST(BenchFunctionsTest, SmallStepsAwayFromTheMinimiserIncreaseTheValue) {
   for (const TestFunction& f : AllFunctions()) {
+    if (f.flat_in_pieces) continue;  // StumpIsFlatInPiecesAndQuantised
     SCOPED_TRACE(f.name);
     const double at_min = f.Evaluate(f.argmin);
     for (const ParamSpec& p : f.space.params()) {
@@ -90,6 +91,29 @@ TEST(BenchFunctionsTest, SmallStepsAwayFromTheMinimiserIncreaseTheValue) {
         EXPECT_GT(f.Evaluate(moved), at_min) << p.name << " moved by " << step;
       }
     }
+  }
+}
+
+TEST(BenchFunctionsTest, StumpIsFlatInPiecesAndQuantised) {
+  const std::vector<double> best = {0.0, 0.3, 0.7, 0.5, 0.5};
+  EXPECT_EQ(Stump5(best), FindFunction("stump5")->f_min);
+  // Near the minimiser the value does not move; x5 never moves it.
+  for (double d : {-0.01, 0.01}) {
+    std::vector<double> x = best;
+    x[1] += d;
+    EXPECT_EQ(Stump5(x), Stump5(best));
+    x = best;
+    x[4] = 0.5 + 40 * d;
+    EXPECT_EQ(Stump5(x), Stump5(best));
+  }
+  // The stump: a fifth of the space at one value, better than the space's typical value.
+  EXPECT_EQ(Stump5(std::vector<double>{0.81, 0.0, 0.0, 0.0, 0.0}), 0.4);
+  EXPECT_EQ(Stump5(std::vector<double>{1.0, 0.3, 0.7, 0.5, 0.9}), 0.4);
+  EXPECT_GT(Stump5(std::vector<double>{0.5, 0.5, 0.5, 0.5, 0.5}), 0.4);
+  // Elsewhere every value is a multiple of 0.02.
+  for (const Config& c : RandomConfigs(*FindFunction("stump5"), 200, 3)) {
+    const double v = FindFunction("stump5")->Evaluate(c);
+    EXPECT_NEAR(v / 0.02, std::round(v / 0.02), 1e-9) << v;
   }
 }
 
