@@ -566,24 +566,6 @@ TEST(OutputTransformTest, LeavesWellBehavedValuesAlone) {
   for (Eigen::Index i = 0; i < y.size(); ++i) EXPECT_NEAR(z(i), (y(i) - y.mean()) / sd, 1e-9);
 }
 
-// The margin below a shared incumbent is one step of the values' resolution until the plateau has
-// drawn more trials than that step is worth, then kPlateauGrowth per further tie; an unshared
-// incumbent has none, ties among worse values do not count.
-TEST(PlateauMarginTest, GrowsWithTheTrialsThatTieTheIncumbent) {
-  EXPECT_EQ(PlateauMargin({-1.0, -0.5, 0.3}), 0.0);
-  EXPECT_EQ(PlateauMargin({-1.0, -0.5, 2.0, 2.0, 2.0}), 0.0);
-  EXPECT_DOUBLE_EQ(PlateauMargin({-1.0, -1.0, -0.5, 0.5}), 0.5);
-  std::vector<double> sorted(7, -1.0);
-  sorted.push_back(-0.5);
-  EXPECT_DOUBLE_EQ(PlateauMargin(sorted), 6 * kPlateauGrowth);
-  sorted.insert(sorted.begin(), -1.0);
-  EXPECT_DOUBLE_EQ(PlateauMargin(sorted), 7 * kPlateauGrowth);
-  // Every value tied: no step to measure, the growth alone.
-  EXPECT_DOUBLE_EQ(PlateauMargin({0.0, 0.0, 0.0}), 2 * kPlateauGrowth);
-  // A step larger than the growth is kept.
-  EXPECT_DOUBLE_EQ(PlateauMargin({-1.0, -1.0, -1.0, 1.0}), 2.0);
-}
-
 // ---- the tuner ---------------------------------------------------------------------------------
 
 double Quadratic(const Config& c) {

@@ -15,11 +15,10 @@
 // value is shared by another trial (it sits on a plateau), the length-scale prior moves from its
 // short level to the long one (LengthScaleLevel), so that the model keeps the trend across the
 // pieces instead of explaining each piece locally, and while it is shared, expected improvement is
-// counted from one step below it, the smallest gap between distinct values seen (less cannot be
-// observed), or further below the more trials tie it (PlateauMargin). The model then also learns
-// each float and int dimension's scale: a Kumaraswamy input warp per dimension (gp.h), so that a
-// fraction or a rate declared linear whose good values sit by one bound is stretched there, as a
-// log scale would. Ties elsewhere do not count: the worst
+// counted from one step below it, the smallest gap between distinct values seen: less cannot be
+// observed. The model then also learns each float and int dimension's scale: a Kumaraswamy input
+// warp per dimension (gp.h), so that a fraction or a rate declared linear whose good values sit
+// by one bound is stretched there, as a log scale would. Ties elsewhere do not count: the worst
 // values of many objectives tie (a model that predicts nothing scores log 10 on ten classes) where
 // the region that matters is smooth, and there the long scales and warping cost more than they
 // find (Bayesmark's development problems, docs/BENCHMARKS.md). A continuous objective never

@@ -87,13 +87,10 @@ bool IncumbentShared(const std::vector<double>& sorted) {
 
 double PlateauMargin(const std::vector<double>& sorted) {
   if (!IncumbentShared(sorted)) return 0.0;
-  size_t shared = 1;
-  while (shared < sorted.size() && SameValue(sorted[shared], sorted[0])) ++shared;
   double step = std::numeric_limits<double>::infinity();
   for (size_t i = 1; i < sorted.size(); ++i)
     if (!SameValue(sorted[i], sorted[i - 1])) step = std::min(step, sorted[i] - sorted[i - 1]);
-  const double grown = kPlateauGrowth * static_cast<double>(shared - 1);
-  return std::isfinite(step) ? std::max(step, grown) : grown;
+  return std::isfinite(step) ? step : 0.0;
 }
 
 }  // namespace hyperpack::tuner

@@ -33,13 +33,7 @@ class OutputTransform {
 // shared by another: the incumbent sits on a plateau.
 bool IncumbentShared(const std::vector<double>& sorted);
 // The improvement that expected improvement must clear: 0, or where the incumbent is shared, the
-// larger of the smallest gap between distinct values (one step of the objective's apparent
-// resolution) and kPlateauGrowth per value beyond the first that ties it. Values are the model's
-// standardised targets, so the growing part is in units of their spread: the more trials a
-// plateau has drawn, the further below it expected improvement looks, and the more the model's
-// uncertainty weighs against its mean. Kept on the development half of Bayesmark (log-loss
-// problems gain most); on quantised made-up objectives it costs (docs/BENCHMARKS.md, stop 59).
-inline constexpr double kPlateauGrowth = 0.2;
+// smallest gap between distinct values (one step of the objective's apparent resolution).
 double PlateauMargin(const std::vector<double>& sorted);
 
 }  // namespace hyperpack::tuner
