@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Simple regret of Optuna's samplers on the test functions of bench/functions.h.
 
-    /usr/bin/python3 bench/optuna_regret.py --sampler tpe|random|hyperpack [--functions branin,...]
+    /usr/bin/python3 bench/optuna_regret.py --sampler tpe|gp|random|hyperpack [--functions branin,...]
         [--seeds 20] [--evals 100] [--batch 1] [--json]
 
 The counterpart of tuner_regret for Optuna: the same functions over the same spaces (same
@@ -185,6 +185,8 @@ def suggest(trial, param):
 def make_sampler(optuna, name, seed):
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
+    if name == "gp":  # Optuna 3.6 and later: ../shared/tools/optuna-python 5.0
+        return optuna.samplers.GPSampler(seed=seed)
     if name == "hyperpack":
         import hyperpack.optuna  # the Python module: PYTHONPATH=build/python
         return hyperpack.optuna.GPSampler(seed=seed)
@@ -256,7 +258,7 @@ def main(argv=None):
         prog="optuna_regret",
         description="Simple regret of an Optuna sampler on test functions, median and quartiles "
                     "over seeds")
-    parser.add_argument("--sampler", choices=["tpe", "random", "hyperpack"], required=True)
+    parser.add_argument("--sampler", choices=["tpe", "gp", "random", "hyperpack"], required=True)
     parser.add_argument("--functions", default=",".join(FUNCTIONS),
                         help="comma-separated: " + ",".join(FUNCTIONS))
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0 .. N-1")

@@ -1,0 +1,53 @@
+// The GP tuner on the synthetic suite's functions (bench/functions.h) where the suite guards a
+// claim the unit tests cannot: stump5, flat in pieces and quantised, whose stump (a fifth of the
+// space at one value, better than most of the rest) draws trials, and whose values tie everywhere.
+// A rule for ties that looked right on Bayesmark's development half (the margin below a shared
+// incumbent growing with the trials that tie it) held the tuner on the stump: median regret 0.16
+// at 64 trials over 20 seeds, against 0 without it (docs/BENCHMARKS.md, stop 59). Like
+// tuner_quality_test, it drives hundreds of proposals and is built only without the sanitizers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "functions.h"
+#include "hyperpack/tuner/tuner.h"
+
+namespace hyperpack::bench {
+namespace {
+
+// Of the tuner's seeds 0..9, how many come within `regret` of f's minimum in `evals` trials.
+int SeedsReaching(const TestFunction& f, int evals, double regret) {
+  int reached = 0;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    tuner::TunerOptions o;
+    o.seed = seed;
+    auto t = tuner::MakeTuner(f.space, o);
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    if (!t.ok()) return 0;
+    double best = 1e9;
+    for (int i = 0; i < evals; ++i) {
+      auto cs = (*t)->Propose(1, {});
+      EXPECT_TRUE(cs.ok() && cs->size() == 1u);
+      if (!cs.ok() || cs->empty()) return reached;
+      tuner::TrialOutcome out;
+      out.config = cs->front();
+      const double value = f.Evaluate(out.config);
+      out.value = value;
+      best = std::min(best, value);
+      (*t)->Observe(out);
+    }
+    reached += best <= f.f_min + regret;
+  }
+  return reached;
+}
+
+TEST(GpTunerOnTheSuiteTest, LeavesTheStumpOfAQuantisedObjective) {
+  const TestFunction* f = FindFunction("stump5");
+  ASSERT_NE(f, nullptr);
+  const int reached = SeedsReaching(*f, 64, 0.02 + 1e-9);
+  EXPECT_GE(reached, 6) << reached << " of 10 seeds came within one step of the minimum";
+}
+
+}  // namespace
+}  // namespace hyperpack::bench
