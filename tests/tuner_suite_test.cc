@@ -46,7 +46,8 @@ TEST(GpTunerOnTheSuiteTest, LeavesTheStumpOfAQuantisedObjective) {
   const TestFunction* f = FindFunction("stump5");
   ASSERT_NE(f, nullptr);
   const int reached = SeedsReaching(*f, 64, 0.02 + 1e-9);
-  EXPECT_GE(reached, 6) << reached << " of 10 seeds came within one step of the minimum";
+  // 6 of 10 here; 3 with the growing margin.
+  EXPECT_GE(reached, 5) << reached << " of 10 seeds came within one step of the minimum";
 }
 
 }  // namespace
