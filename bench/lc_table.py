@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""Real learning curves for judging early stopping and multi-fidelity methods over many seeds.
+
+A table per family: a few hundred configurations of one model on one data set, each trained epoch
+by epoch to the full budget, with its validation error, its validation log loss and the seconds of
+every epoch (training and validation, one thread, as a trial would spend them). A replay serves the
+table in virtual time: a method that stops a configuration after e epochs is charged the first e
+epochs' seconds and sees the first e values, so that twenty seeds of a study take minutes, not days,
+and every method sees the same curves.
+
+The models are scikit-learn's, trained one epoch per `partial_fit` call (one pass over the training
+set in mini-batches), on data sets this Debian ships:
+  mlp-sgd-fmnist   MLPClassifier, one hidden layer, SGD with Nesterov momentum, on Fashion-MNIST
+                   (package dataset-fashion-mnist): 6,000 training images drawn from its training
+                   set, 2,000 validation images from its test set, pixels scaled to [0, 1].
+                   lr [1e-4, 1] log, batch_size [16, 512] log int, momentum [0.5, 0.99],
+                   alpha (L2) [1e-6, 1e-1] log, hidden [16, 512] log int. 27 epochs.
+  mlp-adam-digits  MLPClassifier, two hidden layers of `hidden`, Adam, on scikit-learn's digits
+                   (1,797 8x8 images; 1,347 for training, 450 for validation, stratified, seed 0),
+                   standardised. lr [1e-5, 1e-1] log, batch_size [8, 256] log int, beta_1 [0.5,
+                   0.99], alpha [1e-6, 1] log, hidden [8, 256] log int. 27 epochs.
+  linear-sgd-fmnist SGDClassifier (logistic loss, elastic net) on the same Fashion-MNIST subset.
+                   eta0 [1e-5, 1] log (constant step), alpha [1e-7, 1e-1] log, l1_ratio [0, 1],
+                   average {0, 1} (Polyak averaging). 27 epochs.
+The configurations are a scrambled Sobol sequence over the space (its log dimensions in log
+space), seeded; each model's own random state is the configuration's index, so a table is
+reproduced by its command. A diverged model (non-finite weights) is recorded from that epoch on as
+a predictor of nothing: error 1 - 1/classes (10 classes: 0.9), log loss ln(classes).
+
+Usage (PY=$(../shared/tools/sklearn-python)):
+  $PY bench/lc_table.py make --family mlp-sgd-fmnist [--configs 256] [--seed 0] [--jobs 2]
+                             [--epochs 27] --out bench/data/lc_mlp-sgd-fmnist.json
+  $PY bench/lc_table.py show FILE.json [FILE.json ...]
+`show` prints what a table holds: the best, median and worst final error, how often the best at
+epoch 1, 3 and 9 is among the best at the end (Spearman's rank correlation with the final error),
+and the seconds a full training of the average configuration takes.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+# One thread per worker: the recorded seconds are one core's, and two workers share two cores.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402
+
+FMNIST_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def _idx(path):
+    """An IDX file (gzipped) as a numpy array: the format Fashion-MNIST ships in."""
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 8:
+        raise ValueError("%s: not an IDX file of unsigned bytes" % path)
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims)
+    if body.size != int(np.prod(shape)):
+        raise ValueError("%s: %d bytes for shape %s" % (path, body.size, shape))
+    return body.reshape(shape)
+
+
+def fmnist(train=6000, valid=2000, seed=0):
+    """Fashion-MNIST subsets: `train` images of its training set, `valid` of its test set."""
+    rng = np.random.default_rng(seed)
+    xs = _idx(os.path.join(FMNIST_DIR, "train-images-idx3-ubyte.gz"))
+    ys = _idx(os.path.join(FMNIST_DIR, "train-labels-idx1-ubyte.gz"))
+    xt = _idx(os.path.join(FMNIST_DIR, "t10k-images-idx3-ubyte.gz"))
+    yt = _idx(os.path.join(FMNIST_DIR, "t10k-labels-idx1-ubyte.gz"))
+    i = rng.choice(len(ys), train, replace=False)
+    j = rng.choice(len(yt), valid, replace=False)
+    scale = lambda x: x.reshape(len(x), -1).astype(np.float64) / 255.0  # noqa: E731
+    return scale(xs[i]), ys[i].astype(np.int64), scale(xt[j]), yt[j].astype(np.int64)
+
+
+def digits():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+    x, y = load_digits(return_X_y=True)
+    xa, xb, ya, yb = train_test_split(x, y, test_size=450, stratify=y, random_state=0)
+    s = StandardScaler().fit(xa)
+    return s.transform(xa), ya, s.transform(xb), yb
+
+
+def _mlp_sgd(p, seed):
+    from sklearn.neural_network import MLPClassifier
+    return MLPClassifier(hidden_layer_sizes=(p["hidden"],), solver="sgd",
+                         learning_rate_init=p["lr"], momentum=p["momentum"],
+                         nesterovs_momentum=True, alpha=p["alpha"], batch_size=p["batch_size"],
+                         random_state=seed)
+
+
+def _mlp_adam(p, seed):
+    from sklearn.neural_network import MLPClassifier
+    return MLPClassifier(hidden_layer_sizes=(p["hidden"], p["hidden"]), solver="adam",
+                         learning_rate_init=p["lr"], beta_1=p["beta_1"], alpha=p["alpha"],
+                         batch_size=p["batch_size"], random_state=seed)
+
+
+def _linear_sgd(p, seed):
+    from sklearn.linear_model import SGDClassifier
+    return SGDClassifier(loss="log_loss", penalty="elasticnet", alpha=p["alpha"],
+                         l1_ratio=p["l1_ratio"], learning_rate="constant", eta0=p["eta0"],
+                         average=bool(p["average"]), random_state=seed)
+
+
+def _f(name, low, high, log=False):
+    return {"name": name, "type": "float", "low": low, "high": high, "log": log}
+
+
+def _i(name, low, high, log=False):
+    return {"name": name, "type": "int", "low": low, "high": high, "log": log}
+
+
+FAMILIES = {
+    "mlp-sgd-fmnist": {
+        "data": fmnist, "model": _mlp_sgd,
+        "space": [_f("lr", 1e-4, 1.0, True), _i("batch_size", 16, 512, True),
+                  _f("momentum", 0.5, 0.99), _f("alpha", 1e-6, 1e-1, True),
+                  _i("hidden", 16, 512, True)]},
+    "mlp-adam-digits": {
+        "data": digits, "model": _mlp_adam,
+        "space": [_f("lr", 1e-5, 1e-1, True), _i("batch_size", 8, 256, True),
+                  _f("beta_1", 0.5, 0.99), _f("alpha", 1e-6, 1.0, True),
+                  _i("hidden", 8, 256, True)]},
+    "linear-sgd-fmnist": {
+        "data": fmnist, "model": _linear_sgd,
+        "space": [_f("eta0", 1e-5, 1.0, True), _f("alpha", 1e-7, 1e-1, True),
+                  _f("l1_ratio", 0.0, 1.0), _i("average", 0, 1)]},
+}
+
+
+def configurations(space, n, seed):
+    """n configurations of `space` from a scrambled Sobol sequence (log dimensions in log space)."""
+    from scipy.stats import qmc
+    u = qmc.Sobol(len(space), scramble=True, seed=seed).random(n)
+    out = []
+    for row in u:
+        p = {}
+        for x, d in zip(row, space):
+            lo, hi = d["low"], d["high"]
+            if d["type"] == "int":
+                # Each integer gets an equal share of [0, 1) (of its log range where log).
+                if d["log"]:  # lo >= 1
+                    a, b = math.log(lo - 0.5), math.log(hi + 0.5)
+                    v = math.exp(a + x * (b - a))
+                else:
+                    v = lo - 0.5 + x * (hi - lo + 1)
+                p[d["name"]] = int(min(hi, max(lo, round(v))))
+            elif d["log"]:
+                p[d["name"]] = float(math.exp(math.log(lo) + x * (math.log(hi) - math.log(lo))))
+            else:
+                p[d["name"]] = float(lo + x * (hi - lo))
+        out.append(p)
+    return out
+
+
+_DATA = {}
+
+
+def _train(job):
+    """Trains one configuration epoch by epoch; its error, log loss and seconds per epoch."""
+    family, index, params, epochs = job
+    spec = FAMILIES[family]
+    if family not in _DATA:
+        _DATA[family] = spec["data"]()
+    xa, ya, xb, yb = _DATA[family]
+    classes = np.unique(np.concatenate([ya, yb]))
+    k = len(classes)
+    model = spec["model"](params, index)
+    errors, losses, seconds = [], [], []
+    diverged = False
+    for _ in range(epochs):
+        start = time.perf_counter()
+        if not diverged:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with np.errstate(all="ignore"):
+                    try:
+                        model.partial_fit(xa, ya, classes=classes)
+                        prob = model.predict_proba(xb)
+                    except (ValueError, FloatingPointError, OverflowError):
+                        prob = None
+            if prob is None or not np.all(np.isfinite(prob)):
+                diverged = True
+        if diverged:
+            errors.append(1.0 - 1.0 / k)
+            losses.append(math.log(k))
+        else:
+            pred = classes[np.argmax(prob, axis=1)]
+            errors.append(float(np.mean(pred != yb)))
+            picked = prob[np.arange(len(yb)), np.searchsorted(classes, yb)]
+            losses.append(float(-np.mean(np.log(np.clip(picked, 1e-15, 1.0)))))
+        seconds.append(time.perf_counter() - start)
+    return {"index": index, "params": params, "error": [round(e, 6) for e in errors],
+            "loss": [float("%.6g" % v) for v in losses],
+            "seconds": [float("%.4g" % s) for s in seconds], "diverged": diverged}
+
+
+def make(args):
+    import sklearn
+    from multiprocessing import Pool
+    spec = FAMILIES[args.family]
+    params = configurations(spec["space"], args.configs, args.seed)
+    jobs = [(args.family, i, p, args.epochs) for i, p in enumerate(params)]
+    rows = [None] * len(jobs)
+    began = time.time()
+    with Pool(args.jobs) as pool:
+        for done, row in enumerate(pool.imap_unordered(_train, jobs), 1):
+            rows[row["index"]] = row
+            print("[%d/%d] %s config %d: final error %.4f (%.1f s)" %
+                  (done, len(jobs), args.family, row["index"], row["error"][-1],
+                   sum(row["seconds"])), file=sys.stderr, flush=True)
+    table = {
+        "family": args.family,
+        "command": "bench/lc_table.py make --family %s --configs %d --seed %d --epochs %d" %
+                   (args.family, args.configs, args.seed, args.epochs),
+        "scikit_learn": sklearn.__version__, "epochs": args.epochs,
+        "metric": "validation error (lower is better); loss: validation log loss",
+        "space": spec["space"], "made_in_s": round(time.time() - began, 1),
+        "configs": [{k: r[k] for k in ("params", "error", "loss", "seconds")} for r in rows],
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(table, f, separators=(",", ":"))
+        f.write("\n")
+    print("wrote %s (%d configurations, %.0f s)" % (args.out, len(rows), time.time() - began),
+          file=sys.stderr)
+
+
+def _spearman(a, b):
+    ra = np.argsort(np.argsort(a)).astype(float)
+    rb = np.argsort(np.argsort(b)).astype(float)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def show(args):
+    print("%-20s %7s %7s %7s %7s %6s %6s %6s %9s" %
+          ("family", "configs", "best", "median", "worst", "rho@1", "rho@3", "rho@9", "full s"))
+    for path in args.files:
+        with open(path) as f:
+            t = json.load(f)
+        final = np.array([c["error"][-1] for c in t["configs"]])
+        rho = [_spearman([c["error"][e - 1] for c in t["configs"]], final)
+               if e <= t["epochs"] else float("nan") for e in (1, 3, 9)]
+        full = np.mean([sum(c["seconds"]) for c in t["configs"]])
+        print("%-20s %7d %7.4f %7.4f %7.4f %6.2f %6.2f %6.2f %9.1f" %
+              (t["family"], len(final), final.min(), np.median(final), final.max(), *rho, full))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--family", required=True, choices=sorted(FAMILIES))
+    m.add_argument("--configs", type=int, default=256)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--epochs", type=int, default=27)
+    m.add_argument("--jobs", type=int, default=2)
+    m.add_argument("--out", required=True)
+    s = sub.add_parser("show")
+    s.add_argument("files", nargs="+")
+    args = parser.parse_args()
+    {"make": make, "show": show}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
