@@ -1,0 +1,179 @@
+#include "curve_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace hyperpack::bench {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kMaxCurves = 100000;
+constexpr int kMaxEpochs = 10000;
+
+// A parameter of the table's space: float or int, with finite bounds (positive where log).
+Result<ParamSpec> ReadParam(const Json& j, const std::string& where) {
+  if (!j.is_object()) return Status::Invalid(where, ": expected an object");
+  ParamSpec p;
+  if (!j.contains("name") || !j["name"].is_string() || j["name"].get<std::string>().empty())
+    return Status::Invalid(where, ".name: expected a non-empty string");
+  p.name = j["name"].get<std::string>();
+  const std::string type = j.value("type", "");
+  if (type == "float") {
+    p.type = ParamType::kFloat;
+  } else if (type == "int") {
+    p.type = ParamType::kInt;
+  } else {
+    return Status::Invalid(where, ".type: '", type, "'; expected float or int");
+  }
+  if (!j.contains("low") || !j["low"].is_number() || !j.contains("high") || !j["high"].is_number())
+    return Status::Invalid(where, ": low and high must be numbers");
+  p.low = j["low"].get<double>();
+  p.high = j["high"].get<double>();
+  p.log = j.value("log", false);
+  if (!std::isfinite(p.low) || !std::isfinite(p.high) || !(p.low < p.high) ||
+      (p.log && !(p.low > 0)))
+    return Status::Invalid(where, ": bounds [", p.low, ", ", p.high, "] are not a range",
+                           p.log ? " of positive numbers (log: true)" : "");
+  return p;
+}
+
+// A list of `n` finite numbers (non-negative where `non_negative`).
+Result<std::vector<double>> ReadSeries(const Json& j, size_t n, bool non_negative,
+                                       const std::string& where) {
+  if (!j.is_array() || j.size() != n)
+    return Status::Invalid(where, ": expected a list of ", n, " numbers (one per epoch)");
+  std::vector<double> v;
+  v.reserve(n);
+  for (const Json& x : j) {
+    if (!x.is_number()) return Status::Invalid(where, "[", v.size(), "]: not a number");
+    const double d = x.get<double>();
+    if (!std::isfinite(d) || (non_negative && d < 0))
+      return Status::Invalid(where, "[", v.size(), "]: ", d, " is not a finite",
+                             non_negative ? " non-negative" : "", " number");
+    v.push_back(d);
+  }
+  return v;
+}
+
+Result<Curve> ReadCurve(const Json& j, const SearchSpace& space, int epochs,
+                        const std::string& where) {
+  if (!j.is_object() || !j.contains("params") || !j["params"].is_object())
+    return Status::Invalid(where, ": expected an object with params, error and seconds");
+  Curve c;
+  for (const ParamSpec& p : space.params()) {
+    const auto it = j["params"].find(p.name);
+    if (it == j["params"].end() || !it->is_number())
+      return Status::Invalid(where, ".params.", p.name, ": missing or not a number");
+    if (p.type == ParamType::kInt) {
+      if (!it->is_number_integer())
+        return Status::Invalid(where, ".params.", p.name, ": expected an integer");
+      c.config[p.name] = it->get<int64_t>();
+    } else {
+      c.config[p.name] = it->get<double>();
+    }
+  }
+  if (Status s = space.Validate(c.config); !s.ok()) return s.WithContext(where + ".params");
+  const size_t n = static_cast<size_t>(epochs);
+  HP_ASSIGN_OR_RETURN(c.error, ReadSeries(j.value("error", Json()), n, false, where + ".error"));
+  HP_ASSIGN_OR_RETURN(c.seconds,
+                      ReadSeries(j.value("seconds", Json()), n, true, where + ".seconds"));
+  return c;
+}
+
+}  // namespace
+
+Result<CurveTable> CurveTable::Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path, ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return Parse(text.str(), path);
+}
+
+Result<CurveTable> CurveTable::Parse(const std::string& text, const std::string& name) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
+  }
+  if (!j.is_object()) return Status::Invalid(name, ": expected a JSON object");
+  try {
+    CurveTable t;
+    t.family_ = j.value("family", "");
+    if (!j.contains("epochs") || !j["epochs"].is_number_integer())
+      return Status::Invalid(name, ": epochs: expected a whole number");
+    t.epochs_ = j["epochs"].get<int>();
+    if (t.epochs_ < 1 || t.epochs_ > kMaxEpochs)
+      return Status::Invalid(name, ": epochs: ", t.epochs_, " is not in 1..", kMaxEpochs);
+    if (!j.contains("space") || !j["space"].is_array() || j["space"].empty())
+      return Status::Invalid(name, ": space: expected a non-empty list of parameters");
+    std::vector<ParamSpec> params;
+    for (size_t i = 0; i < j["space"].size(); ++i) {
+      HP_ASSIGN_OR_RETURN(ParamSpec p,
+                          ReadParam(j["space"][i], name + ": space[" + std::to_string(i) + "]"));
+      params.push_back(std::move(p));
+    }
+    t.space_ = SearchSpace(std::move(params));
+    if (!j.contains("configs") || !j["configs"].is_array() || j["configs"].empty() ||
+        j["configs"].size() > kMaxCurves)
+      return Status::Invalid(name, ": configs: expected a list of 1 to ", kMaxCurves, " curves");
+    for (size_t i = 0; i < j["configs"].size(); ++i) {
+      HP_ASSIGN_OR_RETURN(Curve c, ReadCurve(j["configs"][i], t.space_, t.epochs_,
+                                             name + ": configs[" + std::to_string(i) + "]"));
+      t.coordinates_.push_back(t.Coordinates(c.config));
+      t.curves_.push_back(std::move(c));
+    }
+    return t;
+  } catch (const Json::exception& e) {  // a field of an unexpected type
+    return Status::Invalid(name, ": ", e.what());
+  }
+}
+
+std::vector<double> CurveTable::Coordinates(const Config& config) const {
+  std::vector<double> x;
+  for (const ParamSpec& p : space_.params()) {
+    const auto it = config.find(p.name);
+    const double v = it == config.end() ? p.low : ValueAsNumber(it->second).value_or(p.low);
+    const double clamped = std::clamp(v, p.low, p.high);
+    x.push_back(p.log ? std::log(clamped / p.low) / std::log(p.high / p.low)
+                      : (clamped - p.low) / (p.high - p.low));
+  }
+  return x;
+}
+
+size_t CurveTable::Nearest(const Config& config) const {
+  const std::vector<double> x = Coordinates(config);
+  size_t best = 0;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < coordinates_.size(); ++i) {
+    double d = 0;
+    for (size_t k = 0; k < x.size(); ++k)
+      d += (x[k] - coordinates_[i][k]) * (x[k] - coordinates_[i][k]);
+    if (d < best_d) {
+      best_d = d;
+      best = i;
+    }
+  }
+  return best;
+}
+
+double CurveTable::BestFinalError() const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const Curve& c : curves_) best = std::min(best, c.error.back());
+  return best;
+}
+
+double CurveTable::MeanFullSeconds() const {
+  double sum = 0;
+  for (const Curve& c : curves_)
+    for (double s : c.seconds) sum += s;
+  return sum / static_cast<double>(curves_.size());
+}
+
+}  // namespace hyperpack::bench

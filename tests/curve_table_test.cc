@@ -1,0 +1,108 @@
+// bench/curve_table.h: the tables of real learning curves that bench/lc_table.py made, read and
+// checked; a proposed configuration served by its nearest neighbour; a malformed table refused
+// with the field that is wrong.
+#include "curve_table.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace hyperpack::bench {
+namespace {
+
+// Two configurations of a space with a log float and a linear int, three epochs each.
+constexpr const char* kSmall = R"({
+  "family": "small", "epochs": 3,
+  "space": [{"name": "lr", "type": "float", "low": 0.0001, "high": 1.0, "log": true},
+            {"name": "width", "type": "int", "low": 10, "high": 110, "log": false}],
+  "configs": [
+    {"params": {"lr": 0.001, "width": 20}, "error": [0.5, 0.4, 0.3], "seconds": [1, 1, 1]},
+    {"params": {"lr": 0.1, "width": 100}, "error": [0.6, 0.3, 0.2], "seconds": [2, 2, 3]}]})";
+
+std::string With(const std::string& from, const std::string& to) {
+  std::string text = kSmall;
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+TEST(CurveTableTest, ReadsASmallTable) {
+  auto t = CurveTable::Parse(kSmall, "small.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->family(), "small");
+  EXPECT_EQ(t->epochs(), 3);
+  ASSERT_EQ(t->curves().size(), 2u);
+  EXPECT_EQ(t->curves()[1].config.at("width"), Value(int64_t{100}));
+  EXPECT_DOUBLE_EQ(t->BestFinalError(), 0.2);
+  EXPECT_DOUBLE_EQ(t->MeanFullSeconds(), (3.0 + 7.0) / 2);
+}
+
+// Distances are taken in the unit cube with log dimensions in log space. At width 60 (halfway),
+// lr 0.03 is 1.5 decades above 0.001 and half a decade below 0.1: nearer the second, where on a
+// linear scale it would be nearer the first (0.029 against 0.07 of the range).
+TEST(CurveTableTest, ServesAConfigurationByItsNearestNeighbourInTheUnitCube) {
+  auto t = CurveTable::Parse(kSmall, "small.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->Nearest({{"lr", 0.0012}, {"width", int64_t{25}}}), 0u);
+  EXPECT_EQ(t->Nearest({{"lr", 0.08}, {"width", int64_t{95}}}), 1u);
+  EXPECT_EQ(t->Nearest({{"lr", 0.03}, {"width", int64_t{60}}}), 1u);
+  EXPECT_EQ(t->Nearest({{"lr", 0.004}, {"width", int64_t{60}}}), 0u);
+  // The width counts as much as the learning rate's decades: lr 0.02 at width 20 is the first's.
+  EXPECT_EQ(t->Nearest({{"lr", 0.02}, {"width", int64_t{20}}}), 0u);
+}
+
+TEST(CurveTableTest, RefusesAMalformedTableNamingTheField) {
+  struct Case {
+    std::string text, expected;
+  };
+  const Case cases[] = {
+      {"{", "not JSON"},
+      {"[1, 2]", "expected a JSON object"},
+      {With("\"epochs\": 3", "\"epochs\": 0"), "epochs: 0 is not in 1..10000"},
+      {With("\"epochs\": 3", "\"epochs\": \"3\""), "epochs: expected a whole number"},
+      {With("\"type\": \"float\"", "\"type\": \"categorical\""),
+       "space[0].type: 'categorical'; expected float or int"},
+      {With("\"low\": 0.0001", "\"low\": 0"), "space[0]: bounds [0, 1] are not a range"},
+      {With("\"error\": [0.5, 0.4, 0.3]", "\"error\": [0.5, 0.4]"),
+       "configs[0].error: expected a list of 3 numbers"},
+      {With("\"seconds\": [2, 2, 3]", "\"seconds\": [2, -2, 3]"),
+       "configs[1].seconds[1]: -2 is not a finite non-negative number"},
+      {With("\"width\": 100}", "\"width\": 500}"), "configs[1].params"},
+      {With("\"width\": 100}", "\"width\": 50.5}"), "configs[1].params.width: expected an integer"},
+      {With("{\"lr\": 0.001, ", "{"), "configs[0].params.lr: missing or not a number"},
+      {With("\"family\": \"small\"", "\"family\": 7"), "small.json"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text.substr(0, 60));
+    auto t = CurveTable::Parse(c.text, "small.json");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.status().message().find("small.json"), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find(c.expected), std::string::npos) << t.status().message();
+  }
+  auto missing = CurveTable::Read("/nonexistent/table.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/table.json: cannot open"),
+            std::string::npos);
+}
+
+// The tables in bench/data read whole, and each configuration is its own nearest neighbour.
+TEST(CurveTableTest, ReadsTheTablesInTheTree) {
+  for (const char* family : {"mlp-sgd-fmnist", "mlp-adam-digits", "linear-sgd-fmnist"}) {
+    SCOPED_TRACE(family);
+    const std::string path =
+        std::string(HYPERPACK_SOURCE_DIR) + "/bench/data/lc_" + family + ".json";
+    auto t = CurveTable::Read(path);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    EXPECT_EQ(t->family(), family);
+    EXPECT_EQ(t->epochs(), 27);
+    ASSERT_EQ(t->curves().size(), 256u);
+    EXPECT_GT(t->BestFinalError(), 0.0);
+    EXPECT_LT(t->BestFinalError(), 0.2);
+    EXPECT_GT(t->MeanFullSeconds(), 0.0);
+    for (size_t i = 0; i < t->curves().size(); i += 17)
+      EXPECT_EQ(t->Nearest(t->curves()[i].config), i);
+  }
+}
+
+}  // namespace
+}  // namespace hyperpack::bench
