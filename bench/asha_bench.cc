@@ -1,9 +1,9 @@
 // asha_bench: early stopping (ASHA, Hyperband, median) against full training, on synthetic
-// learning curves, in virtual time.
+// learning curves or on a table of real ones, in virtual time.
 //
 //   asha_bench [--seeds 20] [--methods gp+asha,gp,random,...] [--budget-trials 40]
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
-//              [--threads 1] [--precision]
+//              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
 // by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
@@ -52,6 +52,13 @@
 // it.
 // The noise is seeded by the benchmark seed and the configuration (and the epoch), so that two
 // methods that try the same configuration on the same seed see the same curve.
+//
+// With --table (bench/curve_table.h) the curves are real ones recorded by bench/lc_table.py: the
+// study's space is the table's, a trial takes one GPU, each proposal is served by the curve of
+// the table's nearest configuration (its validation error as `loss`, every epoch charged its
+// recorded seconds), a job start costs a tenth of a full run's mean unless --start-cost says
+// otherwise, the target is the table's best final error plus --target-gap, and the budget counts
+// full runs of the table's mean length. --precision and --speedup do not apply.
 //
 // A simulated trial does what hyperpack-trainer does: it reads its parameters from the launch
 // plan, continues from the epochs it trained before when the plan resumes it, trains to
@@ -113,6 +120,7 @@
 #include <variant>
 #include <vector>
 
+#include "curve_table.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/scheduler/study_controller.h"
 #include "hyperpack/scheduler/virtual_driver.h"
@@ -143,7 +151,7 @@ constexpr double kNoiseSd = 0.01;    // per report
 constexpr double kEpochBase = 60.0;  // seconds per epoch at batch 128 on one GPU
 constexpr double kDpEfficiency = 0.9;
 constexpr double kSpanPenalty = 1.25;
-constexpr int kCpusPerRank = 4;  // CPU slots per rank (32 per 8-GPU node)
+constexpr int kCpusPerRank = 4;    // CPU slots per rank (32 per 8-GPU node)
 constexpr double kBf16Time = 0.5;  // --precision: a bf16 epoch's time, as a share of fp32's
 
 struct Hp {
@@ -256,9 +264,9 @@ double MeanFullTrialGpuSeconds(double epochs, double overhead) {
 
 struct Method {
   std::string name;
-  std::string tuner;   // gp | random
-  std::string pruner;  // none | median | asha | hyperband
-  std::string mode;    // stop | promote
+  std::string tuner;       // gp | random
+  std::string pruner;      // none | median | asha | hyperband
+  std::string mode;        // stop | promote
   bool cost_aware = true;  // the default where resources are declared, as here
 };
 
@@ -285,10 +293,11 @@ struct Settings {
   bool learn_ladder = true;
   bool precision = false;  // the space has precision {fp32, bf16}
   bool in_place = false;   // a trial promoted at its rung goes on without a restart (ContinueCmd)
-  double horizon_s = 0;  // virtual seconds
-  double target = 0;     // true loss at max_epochs
+  double horizon_s = 0;    // virtual seconds
+  double target = 0;       // true loss at max_epochs
   int nodes = 1;
   int gpus_per_node = 8;
+  const CurveTable* table = nullptr;  // --table: real curves instead of the synthetic ones
 };
 
 struct RunResult {
@@ -304,23 +313,41 @@ struct RunResult {
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
 
 // The study the controller runs, as a user would write it.
+std::string SearchSpaceText(const Settings& s) {
+  if (s.table == nullptr) {
+    std::string text =
+        "search_space:\n"
+        "  lr:            {type: float, low: 1.0e-4, high: 1.0, log: true}\n"
+        "  batch_size:    {type: int, low: 32, high: 1024, log: true}\n"
+        "  momentum:      {type: float, low: 0.5, high: 0.99}\n"
+        "  weight_decay:  {type: float, low: 1.0e-6, high: 1.0e-2, log: true}\n"
+        "  data_parallel: {type: categorical, values: [1, 2, 4]}\n";
+    if (s.precision) text += "  precision:     {type: categorical, values: [fp32, bf16]}\n";
+    return text;
+  }
+  // The table's own space; a trial is one process on one GPU.
+  std::string text = "search_space:\n";
+  for (const ParamSpec& p : s.table->space().params())
+    text += StrCat("  ", p.name, ": {type: ", p.type == ParamType::kInt ? "int" : "float",
+                   ", low: ", FormatDouble(p.low), ", high: ", FormatDouble(p.high),
+                   ", log: ", p.log ? "true" : "false", "}\n");
+  return text;
+}
+
 std::string StudyText(const Settings& s, const Method& m) {
   std::string text =
       "name: asha-bench\n"
-      "objective: {metric: loss, direction: minimize}\n"
-      "search_space:\n"
-      "  lr:            {type: float, low: 1.0e-4, high: 1.0, log: true}\n"
-      "  batch_size:    {type: int, low: 32, high: 1024, log: true}\n"
-      "  momentum:      {type: float, low: 0.5, high: 0.99}\n"
-      "  weight_decay:  {type: float, low: 1.0e-6, high: 1.0e-2, log: true}\n"
-      "  data_parallel: {type: categorical, values: [1, 2, 4]}\n";
-  if (s.precision) text += "  precision:     {type: categorical, values: [fp32, bf16]}\n";
+      "objective: {metric: loss, direction: minimize}\n" +
+      SearchSpaceText(s);
   text += StrCat("trial: {command: train --epochs ", FormatDouble(s.max_epochs), "}\n");
   text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false", "}\n");
   text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
                  ", time_limit: ", FormatDouble(s.horizon_s), "}\n");
-  text += StrCat("resources: {gpus: \"{data_parallel}\", cpus: \"", kCpusPerRank,
-                 " * {data_parallel}\"}\n");
+  if (s.table == nullptr)
+    text += StrCat("resources: {gpus: \"{data_parallel}\", cpus: \"", kCpusPerRank,
+                   " * {data_parallel}\"}\n");
+  else
+    text += StrCat("resources: {gpus: 1, cpus: ", kCpusPerRank, "}\n");
   text += StrCat("pruner: {algorithm: ", m.pruner, ", min_resource: ", FormatDouble(s.min_epochs),
                  ", max_resource: ", FormatDouble(s.max_epochs),
                  ", reduction_factor: ", FormatDouble(s.eta), ", mode: ", m.mode, "}\n");
@@ -330,6 +357,7 @@ std::string StudyText(const Settings& s, const Method& m) {
 // What the model and the measurements keep of one trial number, across its pauses.
 struct TrialModel {
   Hp hp;
+  size_t curve = 0;  // --table: the nearest configuration's curve
   uint64_t key = 0;
   double offset = 0;
   double proposed = kInf;  // virtual time
@@ -353,9 +381,17 @@ class Job : public hs::VirtualTrial {
     hs::MetricLine line;
     line.step = e;
     line.epoch = e;
-    line.values = {{"loss", TrueLoss(t_.hp, e, t_.offset, s_.speedup) +
-                                kNoiseSd * Normal(t_.key ^ Mix64(0x1000 + e))}};
-    const double after = (reported_ ? 0.0 : s_.overhead_s) + epoch_s_;
+    double loss = 0, epoch_s = epoch_s_;
+    if (s_.table != nullptr) {  // the recorded value and time of that epoch
+      const Curve& c = s_.table->curves()[t_.curve];
+      loss = c.error[static_cast<size_t>(e - 1)];
+      epoch_s = c.seconds[static_cast<size_t>(e - 1)];
+    } else {
+      loss =
+          TrueLoss(t_.hp, e, t_.offset, s_.speedup) + kNoiseSd * Normal(t_.key ^ Mix64(0x1000 + e));
+    }
+    line.values = {{"loss", loss}};
+    const double after = (reported_ ? 0.0 : s_.overhead_s) + epoch_s;
     reported_ = e;
     return {after, std::move(line), std::nullopt};
   }
@@ -382,6 +418,7 @@ class Workload : public hs::VirtualWorkload {
     TrialModel& t = trials_[plan.trial];
     if (!plan.resume) {
       t.hp = FromConfig(plan.config);
+      if (s_.table != nullptr) t.curve = s_.table->Nearest(plan.config);
       t.key = Mix64(seed_ ^ Mix64(ConfigHash(plan.config)));
       t.offset = kOffsetSd * Normal(t.key);
       auto it = proposed_.find(plan.config);
@@ -392,8 +429,9 @@ class Workload : public hs::VirtualWorkload {
     for (const hs::RankPlacement& r : plan.placement.ranks)
       t.gpus += static_cast<int>(r.gpus.size());
     t.started = now;
-    return std::make_unique<Job>(s_, t, StopAt(plan),
-                                 EpochSeconds(t.hp, plan.placement.Nodes().size() > 1));
+    const double epoch_s =
+        s_.table != nullptr ? 0.0 : EpochSeconds(t.hp, plan.placement.Nodes().size() > 1);
+    return std::make_unique<Job>(s_, t, StopAt(plan), epoch_s);
   }
 
   void Ended(int trial, double now) override {
@@ -500,7 +538,9 @@ class Simulation {
         return Status::Internal("trial ", number, " completed after ", t ? t->epochs : 0,
                                 " epochs, not ", s_.max_epochs);
       ++r.full_trials;
-      const double truth = TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
+      const double truth = s_.table != nullptr
+                               ? s_.table->curves()[t->curve].error.back()
+                               : TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
       r.best_full = std::min(r.best_full, truth);
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
         r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
@@ -547,7 +587,10 @@ double Quantile(std::vector<double> v, double q) {
   return frac > 0 ? v[lo] + frac * (v[hi] - v[lo]) : v[lo];
 }
 
-std::string Hours(double s) { return std::isfinite(s) ? FormatShort(s / 3600.0, 3) : "never"; }
+// Virtual seconds in `unit` seconds (3600: hours; a table's runs are seconds long).
+std::string Time(double s, double unit) {
+  return std::isfinite(s) ? FormatShort(s / unit, 3) : "never";
+}
 std::string Loss(double x) { return std::isfinite(x) ? FormatShort(x, 4) : "none"; }
 
 int Main(int argc, char** argv) {
@@ -576,12 +619,21 @@ int Main(int argc, char** argv) {
       "does (false: only at the rungs of its own bracket)",
       cxxopts::value<bool>()->default_value("true"))(
       "precision", "the space gains precision {fp32, bf16}; bf16 halves the epoch time")(
+      "table",
+      "real curves instead of the synthetic ones: a table of bench/lc_table.py (its space, its "
+      "epochs, each proposal served by the nearest configuration's recorded errors and seconds)",
+      cxxopts::value<std::string>())(
+      "start-cost",
+      "seconds every job start costs (default: 30; with --table, a tenth of a full run's mean)",
+      cxxopts::value<double>())(
       "in-place",
       "promote mode: a trial promoted at the rung it has just reached goes on without a restart "
       "(the local runner's way; agents and Slurm restart it)")(
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))("h,help", "this help");
   Settings s;
+  std::optional<CurveTable> table;
+  std::optional<double> start_cost;
   std::vector<const Method*> methods;
   double budget_trials = 0, gap = 0;
   int threads = 1;
@@ -599,6 +651,20 @@ int Main(int argc, char** argv) {
     s.learn_ladder = args["learn-ladder"].as<bool>();
     s.precision = args["precision"].as<bool>();
     s.in_place = args["in-place"].as<bool>();
+    if (args.count("start-cost")) start_cost = args["start-cost"].as<double>();
+    if (args.count("table")) {
+      Result<CurveTable> read = CurveTable::Read(args["table"].as<std::string>());
+      if (!read.ok()) {
+        std::cerr << "asha_bench: --table: " << read.status().message() << "\n";
+        return 2;
+      }
+      table = std::move(*read);
+      if (s.precision || s.speedup != 0) {
+        std::cerr << "asha_bench: --precision and --speedup shape the synthetic curves; a "
+                     "table's are recorded\n";
+        return 2;
+      }
+    }
     const std::string cluster = args["cluster"].as<std::string>();
     if (cluster == "1x8") {
       s.nodes = 1;
@@ -624,15 +690,31 @@ int Main(int argc, char** argv) {
     std::cerr << "asha_bench: " << e.what() << "\n";
     return 2;
   }
+  if (start_cost && !(*start_cost >= 0 && std::isfinite(*start_cost))) {
+    std::cerr << "asha_bench: --start-cost must be a finite number of seconds >= 0\n";
+    return 2;
+  }
   if (s.seeds < 1 || threads < 1 || !(budget_trials > 0) || !(gap > 0) || methods.empty()) {
     std::cerr << "asha_bench: --seeds, --threads, --budget-trials, --target-gap must be > 0 and "
                  "--methods not empty\n";
     return 2;
   }
   const int gpus = s.nodes * s.gpus_per_node;
-  const double optimum = GlobalOptimum(s.max_epochs, s.speedup);
+  double optimum = 0, trial_gpu_s = 0;
+  if (table) {
+    s.table = &*table;
+    s.max_epochs = table->epochs();
+    s.overhead_s = start_cost.value_or(table->MeanFullSeconds() / 10);
+    optimum = table->BestFinalError();
+    trial_gpu_s = table->MeanFullSeconds() + s.overhead_s;
+  } else {
+    s.overhead_s = start_cost.value_or(s.overhead_s);
+    optimum = GlobalOptimum(s.max_epochs, s.speedup);
+    trial_gpu_s = MeanFullTrialGpuSeconds(s.max_epochs, s.overhead_s);
+  }
   s.target = optimum + gap;
-  const double trial_gpu_s = MeanFullTrialGpuSeconds(s.max_epochs, s.overhead_s);
+  const double unit = table ? 1.0 : 3600.0;
+  const char* unit_name = table ? "s" : "h";
   s.horizon_s = budget_trials * trial_gpu_s / gpus;
 
   // Every (method, seed), spread over the threads; each run is independent.
@@ -657,9 +739,9 @@ int Main(int argc, char** argv) {
       }
       results[i] = *r;
       std::fprintf(stderr,
-                   "asha_bench: %-12s seed %2d: target at %s h, best %s, %d trials (%d full), "
+                   "asha_bench: %-12s seed %2d: target at %s %s, best %s, %d trials (%d full), "
                    "%.2fs\n",
-                   m.name.c_str(), seed, Hours(r->time_to_target).c_str(),
+                   m.name.c_str(), seed, Time(r->time_to_target, unit).c_str(), unit_name,
                    Loss(r->best_full).c_str(), r->trials, r->full_trials,
                    std::chrono::duration<double>(Clock::now() - t0).count());
     }
@@ -695,21 +777,20 @@ int Main(int argc, char** argv) {
   const double ref_ttt = Quantile(sums[ref].ttt, 0.5);
 
   std::printf(
-      "%d seeds, %d GPUs (%dx%d), budget %.2f h of virtual time (%.1f GPU-hours: %g average "
-      "full-length trials of %.0f GPU-s), rungs %g..%g epochs, eta %g.\n"
+      "%d seeds, %d GPUs (%dx%d), budget %.3g %s of virtual time (%.3g GPU-%s: %g average "
+      "full-length trials of %.3g GPU-s), rungs %g..%g epochs, eta %g.\n"
       "Target: a trial trained to %g epochs with true loss <= %.4f (global optimum %.4f + %g). "
       "Median [quartiles] over seeds; 'never': the median seed did not reach it; 'proposed at': "
       "when "
       "the trial that first reached the target was proposed.\n\n",
-      s.seeds, gpus, s.nodes, s.gpus_per_node, s.horizon_s / 3600, gpus * s.horizon_s / 3600,
-      budget_trials, trial_gpu_s, s.min_epochs, s.max_epochs, s.eta, s.max_epochs, s.target,
-      optimum, gap);
+      s.seeds, gpus, s.nodes, s.gpus_per_node, s.horizon_s / unit, unit_name,
+      gpus * s.horizon_s / unit, unit_name, budget_trials, trial_gpu_s, s.min_epochs, s.max_epochs,
+      s.eta, s.max_epochs, s.target, optimum, gap);
   std::printf(
-      "| method | seeds at target | time to target (h) | vs %s | proposed at (h) | best 27-epoch "
-      "loss "
-      "at budget | trials | trained to 27 | GPUs busy | tuner s/run |\n"
+      "| method | seeds at target | time to target (%s) | vs %s | proposed at (%s) | best "
+      "27-epoch loss at budget | trials | trained to 27 | GPUs busy | tuner s/run |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n",
-      methods[ref]->name.c_str());
+      unit_name, methods[ref]->name.c_str(), unit_name);
   for (size_t k = 0; k < methods.size(); ++k) {
     const Summary& su = sums[k];
     const double t = Quantile(su.ttt, 0.5);
@@ -722,12 +803,12 @@ int Main(int argc, char** argv) {
       ratio = "> " + FormatShort(s.horizon_s / ref_ttt, 3) + "x";
     std::printf(
         "| %s | %d/%d | %s [%s, %s] | %s | %s | %s [%s, %s] | %.0f | %.0f | %.0f%% | %.2f |\n",
-        methods[k]->name.c_str(), su.reached, s.seeds, Hours(t).c_str(),
-        Hours(Quantile(su.ttt, 0.25)).c_str(), Hours(Quantile(su.ttt, 0.75)).c_str(), ratio.c_str(),
-        Hours(Quantile(su.proposed, 0.5)).c_str(), Loss(Quantile(su.best, 0.5)).c_str(),
-        Loss(Quantile(su.best, 0.25)).c_str(), Loss(Quantile(su.best, 0.75)).c_str(),
-        Quantile(su.trials, 0.5), Quantile(su.full, 0.5), 100 * Quantile(su.busy, 0.5),
-        Quantile(su.tuner, 0.5));
+        methods[k]->name.c_str(), su.reached, s.seeds, Time(t, unit).c_str(),
+        Time(Quantile(su.ttt, 0.25), unit).c_str(), Time(Quantile(su.ttt, 0.75), unit).c_str(),
+        ratio.c_str(), Time(Quantile(su.proposed, 0.5), unit).c_str(),
+        Loss(Quantile(su.best, 0.5)).c_str(), Loss(Quantile(su.best, 0.25)).c_str(),
+        Loss(Quantile(su.best, 0.75)).c_str(), Quantile(su.trials, 0.5), Quantile(su.full, 0.5),
+        100 * Quantile(su.busy, 0.5), Quantile(su.tuner, 0.5));
   }
 
   // The goals: gp+asha reaches the target >= 3x sooner than gp and >= 5x sooner than random, with
