@@ -312,7 +312,7 @@ struct RunResult {
 
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
 
-// The study the controller runs, as a user would write it.
+// The study's search space: the synthetic curves' own, or a table's.
 std::string SearchSpaceText(const Settings& s) {
   if (s.table == nullptr) {
     std::string text =
@@ -334,6 +334,7 @@ std::string SearchSpaceText(const Settings& s) {
   return text;
 }
 
+// The study the controller runs, as a user would write it.
 std::string StudyText(const Settings& s, const Method& m) {
   std::string text =
       "name: asha-bench\n"
