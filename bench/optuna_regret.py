@@ -185,7 +185,10 @@ def suggest(trial, param):
 def make_sampler(optuna, name, seed):
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
-    if name == "gp":  # Optuna 3.6 and later: ../shared/tools/optuna-python 5.0
+    if name == "gp":
+        if not hasattr(optuna.samplers, "GPSampler"):
+            sys.exit("optuna_regret: --sampler gp: Optuna %s has no GPSampler (3.6 and later "
+                     "have it; tests/python/optuna_python 5.0 gives one)" % optuna.__version__)
         return optuna.samplers.GPSampler(seed=seed)
     if name == "hyperpack":
         import hyperpack.optuna  # the Python module: PYTHONPATH=build/python
