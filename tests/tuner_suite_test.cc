@@ -12,6 +12,7 @@
 
 #include "functions.h"
 #include "hyperpack/tuner/tuner.h"
+#include "tuner_drive.h"
 
 namespace hyperpack::bench {
 namespace {
@@ -26,17 +27,8 @@ int SeedsReaching(const TestFunction& f, int evals, double regret) {
     EXPECT_TRUE(t.ok()) << t.status().message();
     if (!t.ok()) return 0;
     double best = 1e9;
-    for (int i = 0; i < evals; ++i) {
-      auto cs = (*t)->Propose(1, {});
-      EXPECT_TRUE(cs.ok() && cs->size() == 1u);
-      if (!cs.ok() || cs->empty()) return reached;
-      tuner::TrialOutcome out;
-      out.config = cs->front();
-      const double value = f.Evaluate(out.config);
-      out.value = value;
-      best = std::min(best, value);
-      (*t)->Observe(out);
-    }
+    for (const Config& c : tuner::Drive(**t, evals, 1, f.evaluate))
+      best = std::min(best, f.Evaluate(c));
     reached += best <= f.f_min + regret;
   }
   return reached;
