@@ -927,5 +927,81 @@ TEST(GpTunerTest, AStateThatIsNotItsOwnIsIgnored) {
     EXPECT_EQ(with_state(bad), fresh) << bad;
 }
 
+// Rungs that mislead: after one epoch the best configurations sit by x = 0.2, at the end by 0.8,
+// and only two trials have ended. The highest-rung model (BOHB's rule: a level needs d + 2 = 3
+// values) has only the first rung to go on and proposes by 0.2; the joint model of (x, fidelity)
+// has the two full-resource values too and is asked at the full resource: it proposes by 0.8.
+TEST(GpTunerTest, TheJointFidelityModelFollowsFullResourceValuesOverMisleadingRungs) {
+  SearchSpace space({Float("x", 0, 1)});
+  auto propose = [&](TunerOptions::FidelityModel model) {
+    TunerOptions o;
+    o.seed = 5;
+    o.fidelity_model = model;
+    o.min_resource = 1;
+    o.max_resource = 27;
+    auto tuner = MakeTuner(space, o).value();
+    for (int i = 0; i < 12; ++i) {
+      TrialOutcome rung;
+      rung.config = {{"x", (i + 0.5) / 12}};
+      rung.kind = TrialOutcome::Kind::kPruned;
+      rung.resource = 1;
+      rung.value = 1 + std::pow((i + 0.5) / 12 - 0.2, 2);
+      tuner->Observe(rung);
+    }
+    for (double x : {0.2, 0.8}) {
+      TrialOutcome done;
+      done.config = {{"x", x}};
+      done.value = std::pow(x - 0.8, 2);
+      tuner->Observe(done);
+    }
+    return std::get<double>(tuner->Propose(1, {}).value().at(0).at("x"));
+  };
+  const double highest = propose(TunerOptions::FidelityModel::kHighestRung);
+  const double joint = propose(TunerOptions::FidelityModel::kJoint);
+  EXPECT_LT(std::abs(highest - 0.2), 0.2) << highest;
+  EXPECT_LT(std::abs(joint - 0.8), 0.2) << joint;
+}
+
+// A joint tuner's state holds the model's extra input: a tuner rebuilt from it proposes what the
+// living one does, and a tuner of the highest-rung model ignores it (another model's state).
+TEST(GpTunerTest, AJointTunersStateRestoresOnlyIntoAJointTuner) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 11;
+  o.fidelity_model = TunerOptions::FidelityModel::kJoint;
+  o.min_resource = 1;
+  o.max_resource = 9;
+  std::vector<TrialOutcome> seen;
+  for (int i = 0; i < 16; ++i) {
+    TrialOutcome t;
+    t.config = {{"x", (i % 4 + 0.5) / 4}, {"y", (i / 4 + 0.5) / 4}};
+    t.value = Quadratic(t.config) + (i % 3 == 2 ? 0 : 0.3 / (1 + i % 3));
+    if (i % 3 != 2) {
+      t.kind = TrialOutcome::Kind::kPruned;
+      t.resource = i % 3 == 0 ? 1 : 3;
+    }
+    seen.push_back(t);
+  }
+  auto living = MakeTuner(space, o).value();
+  for (const TrialOutcome& t : seen) living->Observe(t);
+  const Config first = living->Propose(1, {}).value().at(0);
+  const std::string state = living->SaveState();
+  ASSERT_EQ(state.rfind("gp1 0 3 ", 0), 0u) << state;  // two dimensions and the fidelity
+  auto rebuilt = MakeTuner(space, o).value();
+  rebuilt->RestoreState(state);
+  for (const TrialOutcome& t : seen) rebuilt->Observe(t);
+  for (const char* name : {"x", "y"})
+    EXPECT_NEAR(std::get<double>(rebuilt->Propose(1, {}).value().at(0).at(name)),
+                std::get<double>(first.at(name)), 1e-6)
+        << name;
+  TunerOptions plain = o;
+  plain.fidelity_model = TunerOptions::FidelityModel::kHighestRung;
+  auto other = MakeTuner(space, plain).value();
+  other->RestoreState(state);
+  for (const TrialOutcome& t : seen) other->Observe(t);
+  EXPECT_TRUE(other->Propose(1, {}).ok());
+  EXPECT_EQ(other->SaveState().rfind("gp1 0 2 ", 0), 0u) << other->SaveState();
+}
+
 }  // namespace
 }  // namespace hyperpack::tuner

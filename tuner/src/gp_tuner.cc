@@ -25,6 +25,9 @@
 // repeats a value and is modelled as before (bench/tuner_regret).
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
+// A pruner's rungs: by default the GP models the highest rung with enough values (BOHB); with
+// FidelityModel::kJoint it models every rung's value with the fidelity as one more input, and the
+// proposals query it at the full resource (TargetModel).
 
 #include <algorithm>
 #include <cmath>
@@ -64,6 +67,39 @@ constexpr int kSweepRounds = 1;
 // Cost-aware proposals start once this many configurations have a cost.
 constexpr int kMinCosts = 3;
 
+// The objective model as proposals query it: at the full resource. Joint, the GP's last input is
+// the fidelity and every query and fantasy is at 1; otherwise the GP is the model itself.
+class TargetModel {
+ public:
+  TargetModel(GaussianProcess gp, bool joint) : gp_(std::move(gp)), joint_(joint) {}
+
+  void Predict(const Eigen::MatrixXd& xs, Eigen::VectorXd* mean, Eigen::VectorXd* var) const {
+    if (!joint_) return gp_.Predict(xs, mean, var);
+    Eigen::MatrixXd lifted(xs.rows(), xs.cols() + 1);
+    lifted << xs, Eigen::VectorXd::Ones(xs.rows());
+    gp_.Predict(lifted, mean, var);
+  }
+  void PredictWithGradient(const Eigen::VectorXd& x, double* mean, double* var,
+                           Eigen::VectorXd* dmean, Eigen::VectorXd* dvar) const {
+    if (!joint_) return gp_.PredictWithGradient(x, mean, var, dmean, dvar);
+    gp_.PredictWithGradient(Lift(x), mean, var, dmean, dvar);
+    const Eigen::Index d = x.size();
+    *dmean = dmean->head(d).eval();  // the fidelity is held at 1
+    *dvar = dvar->head(d).eval();
+  }
+  Status Append(const Eigen::VectorXd& x, double y) { return gp_.Append(joint_ ? Lift(x) : x, y); }
+
+ private:
+  static Eigen::VectorXd Lift(const Eigen::VectorXd& x) {
+    Eigen::VectorXd out(x.size() + 1);
+    out << x, 1.0;
+    return out;
+  }
+
+  GaussianProcess gp_;
+  bool joint_;
+};
+
 struct Observation {
   Config config;
   Eigen::VectorXd x;
@@ -79,7 +115,9 @@ class GpTuner : public Tuner {
         options_(options),
         initial_(options.initial_trials > 0 ? options.initial_trials
                                             : std::max<int>(5, encoder_.dims() + 1)),
-        sobol_(space, options.seed) {
+        sobol_(space, options.seed),
+        joint_(options.fidelity_model == TunerOptions::FidelityModel::kJoint &&
+               options.min_resource > 0 && options.max_resource > options.min_resource) {
     // Which encoded dimensions a gradient may move: floats only (ints and categoricals are
     // chosen from real configurations).
     for (int d = 0; d < encoder_.dims(); ++d) {
@@ -99,7 +137,7 @@ class GpTuner : public Tuner {
     if (!gp_ || fitted_n_ == 0) return "";
     std::ostringstream out;
     out.precision(17);
-    out << kStateTag << ' ' << static_cast<int>(scale_level_) << ' ' << encoder_.dims() << ' '
+    out << kStateTag << ' ' << static_cast<int>(scale_level_) << ' ' << gp_->dims() << ' '
         << gp_->prior().warp_dims.size() << ' ' << fitted_n_;
     for (double v : gp_->hyper().Pack()) out << ' ' << v;
     return out.str();
@@ -111,7 +149,7 @@ class GpTuner : public Tuner {
     int level = 0, dims = 0, fitted = 0;
     size_t warped = 0;
     if (!(in >> tag >> level >> dims >> warped >> fitted) || tag != kStateTag ||
-        dims != encoder_.dims() || fitted <= 0 || (level != 0 && level != 1))
+        dims != ModelDims() || fitted <= 0 || (level != 0 && level != 1))
       return;
     const auto scale = static_cast<LengthScaleLevel>(level);
     GpPrior prior = GpPrior::ForDims(dims, scale);
@@ -197,14 +235,30 @@ class GpTuner : public Tuner {
   double ValueOf(int i) const { return observed_[i].value.value_or(penalty_); }
 
   // Values at the chosen level only: a trial stopped at a lower fidelity has a different value.
+  // Joint, every level's: the fidelity is an input.
   bool IsModelled(const Observation& o) const {
-    return o.value.has_value() && o.level == level_ &&
+    return o.value.has_value() && (joint_ || o.level == level_) &&
            (o.kind == TrialOutcome::Kind::kCompleted || o.kind == TrialOutcome::Kind::kPruned);
+  }
+
+  // The GP's inputs: the encoding, and joint, the fidelity.
+  int ModelDims() const { return encoder_.dims() + (joint_ ? 1 : 0); }
+  Eigen::VectorXd ModelInput(const Observation& o) const {
+    if (!joint_) return o.x;
+    const double f = std::isinf(o.level)
+                         ? 1.0
+                         : std::clamp(std::log(o.level / options_.min_resource) /
+                                          std::log(options_.max_resource / options_.min_resource),
+                                      0.0, 1.0);
+    Eigen::VectorXd out(o.x.size() + 1);
+    out << o.x, f;
+    return out;
   }
 
   // The BOHB rule: the highest level (completed trials highest) with at least d + 2 values; else
   // the level with the most, so that the model starts as soon as any level has two.
   void ChooseLevel() {
+    if (joint_) return;  // every level is modelled
     std::map<double, int> count;
     for (const Observation& o : observed_)
       if (o.value &&
@@ -244,14 +298,14 @@ class GpTuner : public Tuner {
     if (static_cast<int>(idx.size()) > options_.max_model_points)
       idx = Subset(idx, options_.max_model_points);
 
-    const int d = encoder_.dims();
+    const int d = ModelDims();
     Eigen::VectorXd raw(idx.size());
     for (size_t i = 0; i < idx.size(); ++i) raw(i) = ValueOf(idx[i]);
     transform_.Fit(raw, options_.warp_outputs);
     Eigen::VectorXd y = transform_.Apply(raw);
     ReadValues(idx, y);
     if (!gp_) {
-      GpPrior prior = GpPrior::ForDims(d, scale_level_);
+      GpPrior prior = GpPrior::ForDims(d, scale_level_);  // the fidelity is never warped
       // Flat in pieces: the scale each numeric dimension is declared on is learnt too.
       if (scale_level_ == LengthScaleLevel::kLong) prior.warp_dims = warp_dims_;
       gp_ = std::make_unique<GaussianProcess>(d, prior);
@@ -266,7 +320,8 @@ class GpTuner : public Tuner {
       // Same hyperparameters, same first points: extend the factor, O(n^2) per new point.
       gp_->SetTargets(y.head(static_cast<Eigen::Index>(model_idx_.size())));
       for (size_t i = model_idx_.size(); i < idx.size(); ++i)
-        HP_RETURN_IF_ERROR(gp_->Append(observed_[idx[i]].x, y(static_cast<Eigen::Index>(i))));
+        HP_RETURN_IF_ERROR(
+            gp_->Append(ModelInput(observed_[idx[i]]), y(static_cast<Eigen::Index>(i))));
     } else {
       GpHyper hyper = gp_->hyper();
       if (refit) {
@@ -274,11 +329,23 @@ class GpTuner : public Tuner {
         fitted_n_ = n;
       }
       Eigen::MatrixXd x(n, d);
-      for (int i = 0; i < n; ++i) x.row(i) = observed_[idx[i]].x.transpose();
+      for (int i = 0; i < n; ++i) x.row(i) = ModelInput(observed_[idx[i]]).transpose();
       HP_RETURN_IF_ERROR(gp_->SetDataAndHyper(x, y, hyper));
     }
     model_idx_ = idx;
+    if (joint_) best_ = FullResourceIncumbent(idx);
     return UpdateFeasibility();
+  }
+
+  // Joint: the best full-resource value the model predicts for a configuration it has seen (the
+  // plug-in incumbent), so that expected improvement is counted at the resource it is asked at.
+  double FullResourceIncumbent(const std::vector<int>& idx) const {
+    Eigen::MatrixXd xs(idx.size(), encoder_.dims() + 1);
+    for (size_t i = 0; i < idx.size(); ++i)
+      xs.row(static_cast<Eigen::Index>(i)) << observed_[idx[i]].x.transpose(), 1.0;
+    Eigen::VectorXd mean, var;
+    gp_->Predict(xs, &mean, &var);
+    return mean.size() > 0 ? mean.minCoeff() : std::numeric_limits<double>::infinity();
   }
 
   // The incumbent and the plateau margin from the model's targets y (of observed_[idx[i]]), and
@@ -286,9 +353,11 @@ class GpTuner : public Tuner {
   // to be refitted.
   void ReadValues(const std::vector<int>& idx, const Eigen::VectorXd& y) {
     // Infeasible trials' penalties are not values of the objective.
+    // Joint: only full-resource values say where the objective is flat.
     std::vector<double> values;
     for (size_t i = 0; i < idx.size(); ++i)
-      if (observed_[idx[i]].value) values.push_back(y(static_cast<Eigen::Index>(i)));
+      if (observed_[idx[i]].value && (!joint_ || std::isinf(observed_[idx[i]].level)))
+        values.push_back(y(static_cast<Eigen::Index>(i)));
     std::sort(values.begin(), values.end());
     best_ = values.empty() ? std::numeric_limits<double>::infinity() : values.front();
     margin_ = PlateauMargin(values);
@@ -404,11 +473,11 @@ class GpTuner : public Tuner {
   Result<GpHyper> FitOn(const std::vector<int>& idx, const Eigen::VectorXd& y,
                         const std::vector<int>& pos, const GpHyper& start,
                         const GaussianProcess::FitOptions& fo) {
-    const int d = encoder_.dims();
+    const int d = ModelDims();
     Eigen::MatrixXd x(pos.size(), d);
     Eigen::VectorXd ys(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) {
-      x.row(i) = observed_[idx[pos[i]]].x.transpose();
+      x.row(i) = ModelInput(observed_[idx[pos[i]]]).transpose();
       ys(i) = y(pos[i]);
     }
     GaussianProcess fit(d, gp_->prior());
@@ -443,7 +512,7 @@ class GpTuner : public Tuner {
   using Scored = ScoredPoint;
 
   // The acquisition at x under `model` (and the feasibility model), with its gradient.
-  double Acquisition(const GaussianProcess& model, const Eigen::VectorXd& x,
+  double Acquisition(const TargetModel& model, const Eigen::VectorXd& x,
                      Eigen::VectorXd* grad) const {
     double mean, var;
     Eigen::VectorXd dmean, dvar;
@@ -467,7 +536,7 @@ class GpTuner : public Tuner {
   }
 
   // The acquisition at many points at once.
-  Eigen::VectorXd AcquisitionBatch(const GaussianProcess& model, const Eigen::MatrixXd& xs) const {
+  Eigen::VectorXd AcquisitionBatch(const TargetModel& model, const Eigen::MatrixXd& xs) const {
     Eigen::VectorXd mean, var;
     model.Predict(xs, &mean, &var);
     Eigen::VectorXd out(xs.rows());
@@ -504,7 +573,7 @@ class GpTuner : public Tuner {
   }
 
   // Moves the continuous, active dimensions of `start` uphill on the acquisition.
-  Scored Refine(const GaussianProcess& model, const Scored& start) const {
+  Scored Refine(const TargetModel& model, const Scored& start) const {
     return RefineContinuous(encoder_, continuous_, start,
                             [&](const Eigen::VectorXd& x, Eigen::VectorXd* grad) {
                               return Acquisition(model, x, grad);
@@ -543,7 +612,7 @@ class GpTuner : public Tuner {
   // Coordinate sweeps over the discrete parameters of `start`: each int and each categorical on
   // which no condition depends is set in turn to its value of highest acquisition, then the
   // continuous dimensions are refined again; up to two rounds.
-  Scored SweepDiscrete(const GaussianProcess& model, Scored start) const {
+  Scored SweepDiscrete(const TargetModel& model, Scored start) const {
     const SearchSpace& space = encoder_.space();
     for (int round = 0; round < kSweepRounds; ++round) {
       bool moved = false;
@@ -584,7 +653,7 @@ class GpTuner : public Tuner {
 
   // Candidates under `model` by acquisition, best first: the best few distinct ones refined (the
   // best also swept over its discrete values) ahead of all of them unrefined, as fallbacks.
-  std::vector<Scored> RankedCandidates(const GaussianProcess& model, uint64_t salt) const {
+  std::vector<Scored> RankedCandidates(const TargetModel& model, uint64_t salt) const {
     std::mt19937_64 rng(Mix64(options_.seed ^ Mix64(0xac0 + salt)));
     std::vector<Eigen::VectorXd> cands = Candidates(rng, salt);
     Eigen::MatrixXd xs(cands.size(), encoder_.dims());
@@ -612,7 +681,7 @@ class GpTuner : public Tuner {
 
   Result<std::vector<Config>> ProposeFromModel(int n, std::vector<Config> pending, int seen) {
     // Fantasies: pending configurations as if they had returned the posterior mean.
-    GaussianProcess model = *gp_;
+    TargetModel model(*gp_, joint_);
     std::vector<Eigen::VectorXd> pending_x;
     for (const Config& c : pending) {
       Eigen::VectorXd x = ToEigen(encoder_.Encode(c).x);
@@ -648,6 +717,7 @@ class GpTuner : public Tuner {
   TunerOptions options_;
   int initial_;
   SobolSampler sobol_;
+  bool joint_;  // FidelityModel::kJoint with a resource range
   std::vector<bool> continuous_;
   std::vector<int> warp_dims_;  // the float and int dimensions: what input warping may stretch
   std::vector<std::string> parents_;  // parameters that a condition depends on

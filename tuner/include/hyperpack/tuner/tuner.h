@@ -57,6 +57,18 @@ struct TunerOptions {
   bool cost_aware = false;
   // gp only: keep the cost GP for PredictCost even when not cost-aware (a duration-aware queue).
   bool predict_costs = false;
+  // gp only, with a pruner's rungs (TrialOutcome::resource): how values at several resources are
+  // modelled. kHighestRung: a GP of the highest rung with d + 2 values (BOHB). kJoint: one GP of
+  // (configuration, fidelity), the fidelity log(resource / min_resource) / log(max_resource /
+  // min_resource) in [0, 1] and a completed trial's value at 1, queried at 1 (the full resource)
+  // with expected improvement over the best predicted full-resource value of the trials seen
+  // (MOBSTER, Klein et al. 2020): every rung's value informs the model, weighed by how far its
+  // fidelity is from the end, as the model learns a length scale along it. kJoint needs
+  // 0 < min_resource < max_resource, else it is kHighestRung.
+  enum class FidelityModel { kHighestRung, kJoint };
+  FidelityModel fidelity_model = FidelityModel::kHighestRung;
+  double min_resource = 0;
+  double max_resource = 0;
 };
 
 // EI-cool's alpha for the share of the budget spent (clamped to [0, 1]): 1 - spent, so 1 at the
