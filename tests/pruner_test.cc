@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -343,6 +344,85 @@ TEST(PrunerTest, WithTwoObjectivesAMissingValueRanksLast) {
   EXPECT_FALSE(p->NextPromotion());
   // Forced, the best placed paused trial at the highest rung goes: trial 3 beats trial 0.
   EXPECT_EQ(p->ForcePromotion()->trial, 3);
+}
+
+// The forecast pruner with rungs at 1, 3 and 9 of 27 epochs, and `completed` trials that reported
+// `first[i]` after one epoch and `last[i]` at the end (values flipped in sign when maximising).
+std::unique_ptr<Pruner> Forecast(const std::vector<double>& first, const std::vector<double>& last,
+                                 bool maximize = false) {
+  PrunerOptions o = Asha("stop");
+  o.algorithm = PrunerAlgorithm::kForecast;
+  o.maximize = maximize;
+  const double sign = maximize ? -1 : 1;
+  auto p = MakePruner(o).value();
+  for (size_t t = 0; t < first.size(); ++t) {
+    p->Report(static_cast<int>(t), 1, sign * first[t]);
+    p->Report(static_cast<int>(t), 27, sign * last[t]);
+    p->End(static_cast<int>(t), true);
+  }
+  return p;
+}
+
+// Five completed trials whose final error is half their first epoch's, give or take 0.005.
+const std::vector<double> kFirst = {0.5, 0.6, 0.7, 0.8, 0.9};
+const std::vector<double> kLast = {0.255, 0.295, 0.355, 0.395, 0.455};
+
+TEST(PrunerTest, ForecastStopsATrialTheCompletedOnesSayCannotEndBest) {
+  auto p = Forecast(kFirst, kLast);
+  PrunerDecision d = p->Report(10, 1, 0.75);  // forecast about 0.375, best 0.255
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("forecast: 0.75 at rung 1"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("from 5 completed trials"), std::string::npos) << d.reason;
+  // Better than the completed trials' median after one epoch: never stopped, whatever the line.
+  EXPECT_EQ(p->Report(11, 1, 0.65).kind, Kind::kContinue);
+  // Just worse than the median: the line is tight, and 0.705 forecasts about 0.355.
+  EXPECT_EQ(p->Report(12, 1, 0.705).kind, Kind::kStop);
+}
+
+TEST(PrunerTest, ForecastKeepsASlowStarterWhenTheFirstEpochSaysLittle) {
+  // The same first epochs, and final values that do not follow them: a trial worse than every
+  // completed one after an epoch (which ASHA and the median would stop) may still end best.
+  auto p = Forecast(kFirst, {0.3, 0.2, 0.35, 0.25, 0.3});
+  EXPECT_EQ(p->Report(10, 1, 0.95).kind, Kind::kContinue);
+  auto median = Asha("stop");
+  median.algorithm = PrunerAlgorithm::kMedian;
+  auto m = MakePruner(median).value();
+  for (int t = 0; t < 5; ++t) {
+    m->Report(t, 1, kFirst[t]);
+    m->End(t, true);
+  }
+  EXPECT_EQ(m->Report(10, 1, 0.95).kind, Kind::kStop) << "the median would have stopped it";
+}
+
+TEST(PrunerTest, ForecastJudgesAtRungsOnlyOnceItsStartupTrialsHaveCompleted) {
+  // Four completed trials are fewer than startup_trials (5): no judgement yet.
+  auto early = Forecast({0.5, 0.6, 0.7, 0.8}, {0.255, 0.295, 0.355, 0.395});
+  EXPECT_EQ(early->Report(10, 1, 2.0).kind, Kind::kContinue);
+  auto p = Forecast(kFirst, kLast);
+  // Before the first rung, nothing is judged; at it, the trial is.
+  EXPECT_EQ(p->Report(10, 0.5, 2.0).kind, Kind::kContinue);
+  EXPECT_EQ(p->Report(10, 1, 2.0).kind, Kind::kStop);
+  // The first report at or past a rung is judged there (rungs 1 and 3 passed at once: once).
+  EXPECT_EQ(p->Report(11, 4, 2.0).kind, Kind::kStop);
+  // Between rungs nothing is judged; at a rung the best value so far counts, as the median's.
+  EXPECT_EQ(p->Report(12, 1, 0.5).kind, Kind::kContinue);
+  EXPECT_EQ(p->Report(12, 2, 2.0).kind, Kind::kContinue);
+  EXPECT_EQ(p->Report(12, 3, 2.0).kind, Kind::kContinue);
+  // The last report saves nothing: never stopped.
+  EXPECT_EQ(p->Report(12, 27, 2.0).kind, Kind::kContinue);
+}
+
+TEST(PrunerTest, ForecastMaximisesWhenTheStudyDoes) {
+  // The same curves flipped in sign and maximised: the same decisions.
+  auto p = Forecast(kFirst, kLast, /*maximize=*/true);
+  EXPECT_EQ(p->Report(10, 1, -2.0).kind, Kind::kStop);
+  EXPECT_EQ(p->Report(11, 1, -0.55).kind, Kind::kContinue);
+  PrunerOptions o = Asha("stop");
+  o.algorithm = PrunerAlgorithm::kForecast;
+  for (double bad : {0.0, 1.0, -0.5, std::nan("")}) {
+    o.probability = bad;
+    EXPECT_FALSE(MakePruner(o).ok()) << bad;
+  }
 }
 
 }  // namespace

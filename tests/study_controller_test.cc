@@ -1034,6 +1034,28 @@ TEST(StudyControllerTest, MedianPrunerStopsACurveWorseThanTheMedianOfCompletedTr
   EXPECT_THAT(h.ErrorOf(1), HasSubstr("median:"));
 }
 
+// The completed trials' first epochs forecast their ends (about half): a trial far worse after one
+// epoch is stopped there, saying what it was forecast; the first trials are never judged.
+TEST(StudyControllerTest, ForecastPrunerStopsATrialItsCompletedOnesSayCannotEndBest) {
+  Harness h(Spec("pruner: {algorithm: forecast, max_resource: 9, startup_trials: 3}\n", 5, 1));
+  h.Start();
+  for (int t = 0; t < 3; ++t) {
+    h.Report(t, 0.5 + 0.1 * t, 1);
+    EXPECT_FALSE(h.Signalled(t)) << "fewer than startup_trials have completed";
+    h.Report(t, 0.25 + 0.05 * t + 0.005 * (t % 2), 9);
+    h.Exit(t, RankExit::Exited(0));
+  }
+  h.Report(3, 0.55, 1);
+  EXPECT_FALSE(h.Signalled(3)) << "better than the completed trials' median after an epoch";
+  h.Report(3, 0.3, 9);
+  h.Exit(3, RankExit::Exited(0));
+  h.Report(4, 2.0, 1);
+  EXPECT_TRUE(h.Signalled(4));
+  h.Exit(4, RankExit::Signaled(SIGTERM));
+  EXPECT_EQ(h.StateOf(4), TrialState::kPruned);
+  EXPECT_THAT(h.ErrorOf(4), HasSubstr("forecast: 2 at rung 1"));
+}
+
 // ---- Resume is replay -------------------------------------------------------------------------
 
 // What storage holds after the rows a controller wrote: applied to a real SQLite file and read

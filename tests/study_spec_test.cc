@@ -1410,10 +1410,13 @@ TEST(StudyFileTest, RejectsAConstraintWithoutExactlyOneBound) {
                                    IsError(6, 5, "constraints[3].metric", "missing")));
 }
 
-TEST(StudyFileTest, RefusesTheMedianPrunerWithSeveralObjectives) {
+TEST(StudyFileTest, RefusesTheMedianAndForecastPrunersWithSeveralObjectives) {
   ParseOutcome out = Parse(StrCat(kTwoObjectives, "pruner: {algorithm: median}\n"));
   EXPECT_THAT(out.errors, ElementsAre(IsError(10, 1, "pruner.algorithm",
                                               "the median pruner compares one value")));
+  out = Parse(StrCat(kTwoObjectives, "pruner: {algorithm: forecast, max_resource: 9}\n"));
+  EXPECT_THAT(out.errors, ElementsAre(IsError(10, 1, "pruner.algorithm",
+                                              "the forecast pruner compares one value")));
   for (const char* pruner : {"asha", "hyperband", "none"})
     EXPECT_TRUE(
         Parse(StrCat(kTwoObjectives, "pruner: {algorithm: ", pruner, ", max_resource: 9}\n")).spec)
@@ -1459,6 +1462,12 @@ TEST(StudyFileTest, PrunerDefaultsToNoneAndParsesEveryField) {
   ASSERT_TRUE(median.spec) << median.ErrorText();
   EXPECT_EQ(median.spec->pruner.warmup_steps, 2);
   EXPECT_EQ(median.spec->pruner.startup_trials, 4);
+  EXPECT_EQ(median.spec->pruner.probability, 0.05) << "the forecast's default";
+  auto forecast = Parse(std::string(kPrunerBase) +
+                        "pruner: {algorithm: forecast, max_resource: 27, probability: 0.1}\n");
+  ASSERT_TRUE(forecast.spec) << forecast.ErrorText();
+  EXPECT_EQ(forecast.spec->pruner.algorithm, tuner::PrunerAlgorithm::kForecast);
+  EXPECT_EQ(forecast.spec->pruner.probability, 0.1);
 }
 
 TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
@@ -1476,6 +1485,11 @@ TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
                      "pruner: {algorithm: asha, min_resource: 9, max_resource: 3}\n");
   EXPECT_THAT(order.errors,
               ElementsAre(IsError(5, 58, "pruner.max_resource", "greater than min_resource")));
+  auto forecast =
+      Parse(std::string(kPrunerBase) + "pruner: {algorithm: forecast, probability: 1.5}\n");
+  EXPECT_THAT(forecast.errors,
+              UnorderedElementsAre(IsError(5, 44, "pruner.probability", "between 0 and 1"),
+                                   IsError(5, 1, "pruner.max_resource", "the epochs (or steps)")));
 }
 
 // ---- cluster.slurm ------------------------------------------------------------------------------

@@ -254,10 +254,12 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
   if (auto* f = Get(fields, "resources")) ParseResources(*f, spec->space, &spec->resources);
   if (auto* f = Get(fields, "pruner")) {
     ParsePruner(*f, &spec->pruner);
-    // The median compares one value; asha's and hyperband's rungs rank by non-dominated sorting.
-    if (spec->MultiObjective() && spec->pruner.algorithm == tuner::PrunerAlgorithm::kMedian)
-      Error(f->key, "pruner.algorithm",
-            "the median pruner compares one value, and this study has several objectives; "
+    // The median and the forecast compare one value; asha's and hyperband's rungs rank by
+    // non-dominated sorting.
+    if (spec->MultiObjective() && (spec->pruner.algorithm == tuner::PrunerAlgorithm::kMedian ||
+                                   spec->pruner.algorithm == tuner::PrunerAlgorithm::kForecast))
+      Error(f->key, "pruner.algorithm", "the ", tuner::PrunerAlgorithmName(spec->pruner.algorithm),
+            " pruner compares one value, and this study has several objectives; "
             "expected asha or hyperband (their rungs rank trials by non-dominated sorting) or "
             "none");
   }

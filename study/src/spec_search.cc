@@ -86,13 +86,13 @@ void Parser::ParseQueue(const Field& field, QueueSpec* queue) {
 void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
   auto fields = Fields(field, "pruner",
                        {"algorithm", "resource", "min_resource", "max_resource", "reduction_factor",
-                        "mode", "warmup_steps", "startup_trials", "in_place"});
+                        "mode", "warmup_steps", "startup_trials", "in_place", "probability"});
   if (!field.value.IsMap()) return;
   using tuner::PrunerAlgorithm;
   using tuner::PrunerMode;
   OneOf(fields, "pruner", "algorithm",
         {PrunerAlgorithm::kNone, PrunerAlgorithm::kMedian, PrunerAlgorithm::kAsha,
-         PrunerAlgorithm::kHyperband},
+         PrunerAlgorithm::kHyperband, PrunerAlgorithm::kForecast},
         tuner::PrunerAlgorithmName, &pruner->algorithm);
   OneOf(fields, "pruner", "resource", {PrunerResource::kEpoch, PrunerResource::kStep}, ResourceName,
         &pruner->resource);
@@ -116,6 +116,12 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
   const Field* max = number("max_resource", 0, false, "> 0", &pruner->max_resource);
   number("reduction_factor", 1, false, "> 1, e.g. 3", &pruner->reduction_factor);
   number("warmup_steps", 0, true, ">= 0", &pruner->warmup_steps);
+  if (const Field* f =
+          number("probability", 0, false, "between 0 and 1, e.g. 0.05", &pruner->probability);
+      f && pruner->probability >= 1) {
+    Error(f->value, "pruner.probability", "must be between 0 and 1, e.g. 0.05 (got ",
+          FormatDouble(pruner->probability), ")");
+  }
   if (const Field* f = Get(fields, "startup_trials")) {
     if (auto n = Integer(*f, "pruner.startup_trials")) {
       if (*n < 0 || *n > 1000000) {
@@ -129,7 +135,8 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
     if (auto b = Bool(*f, "pruner.in_place")) pruner->in_place = *b;
   }
   bool rungs = pruner->algorithm == tuner::PrunerAlgorithm::kAsha ||
-               pruner->algorithm == tuner::PrunerAlgorithm::kHyperband;
+               pruner->algorithm == tuner::PrunerAlgorithm::kHyperband ||
+               pruner->algorithm == tuner::PrunerAlgorithm::kForecast;
   if (rungs && !Get(fields, "max_resource")) {
     Missing(field.key, "pruner", "max_resource",
             "the epochs (or steps) a full trial trains, e.g. max_resource: 27");

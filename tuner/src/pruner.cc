@@ -77,6 +77,113 @@ class MedianPruner : public Pruner {
   std::set<int> completed_;
 };
 
+// Stops a trial at a rung when the completed trials forecast that it will not end better than the
+// best of them (pruner.h). Values are kept in the minimised direction.
+class ForecastPruner : public Pruner {
+ public:
+  explicit ForecastPruner(const PrunerOptions& o) : o_(o) {
+    for (double r = o.min_resource; r < o.max_resource * (1 - kEps); r *= o.reduction_factor)
+      rungs_.push_back(r);
+  }
+  double Begin(int) override { return o_.max_resource; }
+  std::optional<Promotion> NextPromotion() override { return std::nullopt; }
+  std::vector<double> Rungs() const override { return {o_.max_resource}; }
+
+  PrunerDecision Report(int trial, double resource, double value) override {
+    Curve& c = curves_[trial];
+    c.values[resource] = o_.maximize ? -value : value;
+    // The first report at or past the next rung is judged there (steps may skip a rung).
+    size_t rung = c.judged;
+    while (c.judged < rungs_.size() && rungs_[c.judged] <= resource + kEps) ++c.judged;
+    if (c.judged == rung || resource + kEps >= o_.max_resource) return {};
+    if (static_cast<int>(completed_.size()) < std::max(o_.startup_trials, kMinPoints)) return {};
+    return Judge(c, rungs_[c.judged - 1], resource);
+  }
+
+  void End(int trial, bool completed) override {
+    auto it = curves_.find(trial);
+    if (completed && it != curves_.end() && !it->second.values.empty()) completed_.insert(trial);
+  }
+
+ private:
+  struct Curve {
+    std::map<double, double> values;  // by resource, minimised
+    size_t judged = 0;                // rungs passed
+  };
+  static constexpr int kMinPoints = 3;  // a line and a residual
+
+  // The best value at or before `resource`; nullopt when none.
+  static std::optional<double> BestBy(const Curve& c, double resource) {
+    std::optional<double> best;
+    for (const auto& [r, v] : c.values)
+      if (r <= resource + kEps && (!best || v < *best)) best = v;
+    return best;
+  }
+
+  PrunerDecision Judge(const Curve& c, double rung, double resource) const {
+    const double v = *BestBy(c, resource);
+    std::vector<double> xs, ys;
+    bool positive = v > 0;
+    for (int t : completed_) {
+      const Curve& done = curves_.at(t);
+      std::optional<double> at = BestBy(done, resource);
+      if (!at) continue;
+      xs.push_back(*at);
+      ys.push_back(done.values.rbegin()->second);  // its final value
+      positive = positive && *at > 0 && ys.back() > 0;
+    }
+    const size_t n = xs.size();
+    if (static_cast<int>(n) < std::max(o_.startup_trials, kMinPoints)) return {};
+    std::vector<double> sorted = xs;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    if (!(v > median)) return {};  // the line is trusted only to stop the worse half
+    auto t = [&](double z) { return positive ? std::log(z) : z; };
+    double mx = 0, my = 0;
+    for (size_t i = 0; i < n; ++i) {
+      mx += t(xs[i]) / n;
+      my += t(ys[i]) / n;
+    }
+    double sxx = 0, sxy = 0;
+    for (size_t i = 0; i < n; ++i) {
+      sxx += (t(xs[i]) - mx) * (t(xs[i]) - mx);
+      sxy += (t(xs[i]) - mx) * (t(ys[i]) - my);
+    }
+    const double slope = sxx > kEps ? sxy / sxx : 0;
+    double rss = 0, best = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+      const double r = t(ys[i]) - (my + slope * (t(xs[i]) - mx));
+      rss += r * r;
+      best = std::min(best, t(ys[i]));
+    }
+    const double x = t(v);
+    const double forecast = my + slope * (x - mx);
+    // The prediction's standard error for a new point, with a floor: a line through the points
+    // exactly is no certainty.
+    const double s =
+        std::max(std::sqrt(rss / static_cast<double>(n - 2)), 1e-6 * (1 + std::abs(my)));
+    const double se = s * std::sqrt(1 + 1.0 / n + (sxx > kEps ? (x - mx) * (x - mx) / sxx : 0));
+    const double chance = 0.5 * std::erfc((forecast - best) / (se * std::sqrt(2.0)));
+    if (!(chance < o_.probability)) return {};
+    auto shown = [&](double z) {
+      const double raw = positive ? std::exp(z) : z;
+      return FormatShort(o_.maximize ? -raw : raw, 4);
+    };
+    return {PrunerDecision::Kind::kStop,
+            StrCat("forecast: ", shown(x), " at rung ", FormatShort(rung, 6),
+                   " predicts a final value of ", shown(forecast), " from ", n,
+                   " completed trials; the chance of ending better than the best, ", shown(best),
+                   ", is ", FormatShort(100 * chance, 2), "% < ",
+                   FormatShort(100 * o_.probability, 3), "%"),
+            std::nullopt};
+  }
+
+  PrunerOptions o_;
+  std::vector<double> rungs_;  // judged at: min_resource x eta^k below max_resource
+  std::map<int, Curve> curves_;
+  std::set<int> completed_;
+};
+
 // ASHA with one or more brackets (Hyperband's asynchronous form). A rung's trials are ranked by
 // their value, or with several objectives by non-dominated sorting, then by crowding distance
 // within a front (most isolated first), then by trial number.
@@ -332,15 +439,19 @@ const char* PrunerAlgorithmName(PrunerAlgorithm algorithm) {
       return "asha";
     case PrunerAlgorithm::kHyperband:
       return "hyperband";
+    case PrunerAlgorithm::kForecast:
+      return "forecast";
   }
   return "?";
 }
 
 Result<PrunerAlgorithm> ParsePrunerAlgorithm(std::string_view name) {
-  for (PrunerAlgorithm a : {PrunerAlgorithm::kNone, PrunerAlgorithm::kMedian,
-                            PrunerAlgorithm::kAsha, PrunerAlgorithm::kHyperband})
+  for (PrunerAlgorithm a :
+       {PrunerAlgorithm::kNone, PrunerAlgorithm::kMedian, PrunerAlgorithm::kAsha,
+        PrunerAlgorithm::kHyperband, PrunerAlgorithm::kForecast})
     if (name == PrunerAlgorithmName(a)) return a;
-  return Status::Invalid("unknown pruner '", name, "'; expected none, median, asha or hyperband");
+  return Status::Invalid("unknown pruner '", name,
+                         "'; expected none, median, asha, hyperband or forecast");
 }
 
 const char* PrunerModeName(PrunerMode mode) {
@@ -360,6 +471,11 @@ Result<std::unique_ptr<Pruner>> MakePruner(const PrunerOptions& o) {
   if (!(o.min_resource > 0) || !(o.max_resource > o.min_resource))
     return Status::Invalid("pruner resources: need 0 < min_resource < max_resource");
   if (!(o.reduction_factor > 1)) return Status::Invalid("reduction_factor must be > 1");
+  if (o.algorithm == PrunerAlgorithm::kForecast) {
+    if (!(o.probability > 0 && o.probability < 1))
+      return Status::Invalid("forecast probability must be in (0, 1)");
+    return std::unique_ptr<Pruner>(new ForecastPruner(o));
+  }
   int brackets = 1;
   if (o.algorithm == PrunerAlgorithm::kHyperband) {
     brackets =

@@ -62,6 +62,7 @@ tuner::PrunerOptions PrunerOptionsFor(const study::StudySpec& spec) {
   o.mode = spec.pruner.mode;
   o.warmup_steps = spec.pruner.warmup_steps;
   o.startup_trials = spec.pruner.startup_trials;
+  o.probability = spec.pruner.probability;
   o.maximize = spec.objective.direction == study::Direction::kMaximize;
   if (spec.MultiObjective())
     for (const study::Objective& objective : spec.objectives)

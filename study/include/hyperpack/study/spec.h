@@ -147,7 +147,8 @@ struct PrunerSpec {
   double reduction_factor = 3;
   tuner::PrunerMode mode = tuner::PrunerMode::kStop;  // asha, hyperband
   double warmup_steps = 0;                            // median
-  int startup_trials = 5;                             // median
+  int startup_trials = 5;                             // median, forecast
+  double probability = 0.05;                          // forecast
   // promote: a trial promoted at the rung it has just reached goes on in the same process where
   // the runner can tell it so (HYPERPACK_CONTROL_FD); false: it is always restarted.
   bool in_place = true;

@@ -15,7 +15,15 @@
 //              is promoted to the next rung as soon as it ranks in the top 1/eta of its rung (Li et
 //              al., "A System for Massively Parallel Hyperparameter Tuning", 2020);
 //   hyperband  ASHA brackets with minimum resources min_resource x eta^s, s = 0, 1, ...; new trials
-//              go to the brackets in turn.
+//              go to the brackets in turn;
+//   forecast   at ASHA's rungs below max_resource, once startup_trials have completed: the
+//              completed trials' values there and at their end, related by a least-squares line
+//              (in logs where every value is positive), forecast the trial's final value as a
+//              normal; the trial stops when the chance that it ends better than the best
+//              completed trial is below `probability` (0.05) and its value is worse than the
+//              completed trials' median there. Learning-curve prediction in the manner of Domhan
+//              et al. (IJCAI 2015), from the study's own curves: a slow starter that the
+//              completed trials say can still win goes on, where ASHA ranks by the rung alone.
 // Thread-safety: not thread-safe; one owner (the runner's io thread, or a simulation).
 #pragma once
 
@@ -30,7 +38,7 @@
 
 namespace hyperpack::tuner {
 
-enum class PrunerAlgorithm { kNone, kMedian, kAsha, kHyperband };
+enum class PrunerAlgorithm { kNone, kMedian, kAsha, kHyperband, kForecast };
 const char* PrunerAlgorithmName(PrunerAlgorithm algorithm);  // "none", "median", "asha", ...
 Result<PrunerAlgorithm> ParsePrunerAlgorithm(std::string_view name);
 
@@ -46,8 +54,9 @@ struct PrunerOptions {
   double max_resource = 27;
   double reduction_factor = 3;
   PrunerMode mode = PrunerMode::kStop;
-  double warmup_steps = 0;  // median
-  int startup_trials = 5;   // median
+  double warmup_steps = 0;    // median
+  int startup_trials = 5;     // median, forecast
+  double probability = 0.05;  // forecast: stop below this chance of beating the best
   bool maximize = false;
   // asha, hyperband with several objectives (2 to 4): each one's direction (true: maximised), in
   // the order ReportObjectives takes them. A rung then ranks its trials by non-dominated sorting,
