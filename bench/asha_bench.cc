@@ -4,6 +4,7 @@
 //   asha_bench [--seeds 20] [--methods gp+asha,gp,random,...] [--budget-trials 40]
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
 //              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
+//              [--json runs.json]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
 // by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
@@ -106,6 +107,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -265,21 +267,28 @@ double MeanFullTrialGpuSeconds(double epochs, double overhead) {
 struct Method {
   std::string name;
   std::string tuner;       // gp | random
-  std::string pruner;      // none | median | asha | hyperband
+  std::string pruner;      // none | median | asha | hyperband | forecast
   std::string mode;        // stop | promote
   bool cost_aware = true;  // the default where resources are declared, as here
+  bool joint = false;      // the GP models (configuration, fidelity) jointly (FidelityModel)
 };
 
 const std::vector<Method>& AllMethods() {
-  static const std::vector<Method> methods = {{"gp+asha", "gp", "asha", "promote"},
-                                              {"gp+asha-nocost", "gp", "asha", "promote", false},
-                                              {"gp+asha-stop", "gp", "asha", "stop"},
-                                              {"gp+hyperband", "gp", "hyperband", "promote"},
-                                              {"gp+median", "gp", "median", "stop"},
-                                              {"gp", "gp", "none", "stop"},
-                                              {"gp-nocost", "gp", "none", "stop", false},
-                                              {"random+asha", "random", "asha", "promote"},
-                                              {"random", "random", "none", "stop"}};
+  static const std::vector<Method> methods = {
+      {"gp+asha", "gp", "asha", "promote"},
+      {"gp+asha-nocost", "gp", "asha", "promote", false},
+      {"gp+asha-joint", "gp", "asha", "promote", true, true},
+      {"gp+hyperband-joint", "gp", "hyperband", "promote", true, true},
+      {"gp+asha-stop", "gp", "asha", "stop"},
+      {"gp+hyperband", "gp", "hyperband", "promote"},
+      {"gp+median", "gp", "median", "stop"},
+      {"gp+forecast", "gp", "forecast", "stop"},
+      {"gp+forecast-joint", "gp", "forecast", "stop", true, true},
+      {"random+forecast", "random", "forecast", "stop"},
+      {"gp", "gp", "none", "stop"},
+      {"gp-nocost", "gp", "none", "stop", false},
+      {"random+asha", "random", "asha", "promote"},
+      {"random", "random", "none", "stop"}};
   return methods;
 }
 
@@ -308,6 +317,9 @@ struct RunResult {
   int full_trials = 0;            // trained to max_epochs
   double gpu_busy_s = 0;          // GPU-seconds allocated to jobs, within the horizon
   double tuner_s = 0;             // real time in Propose and Observe
+  // Each trial trained to max_epochs: when it ended (virtual seconds) and its final error, in the
+  // order they ended (--json).
+  std::vector<std::pair<double, double>> completions;
 };
 
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
@@ -504,8 +516,13 @@ class Simulation {
     const study::ParseOutcome parsed = study::ParseStudy(StudyText(s_, m_), "asha_bench");
     if (!parsed.spec) return Status::Internal("the benchmark's study: ", parsed.ErrorText());
     const study::StudySpec& spec = *parsed.spec;
-    HP_ASSIGN_OR_RETURN(std::unique_ptr<ht::Tuner> made,
-                        ht::MakeTuner(spec.space, hs::TunerOptionsFor(spec, seed_)));
+    ht::TunerOptions tuner_options = hs::TunerOptionsFor(spec, seed_);
+    if (m_.joint) {
+      tuner_options.fidelity_model = ht::TunerOptions::FidelityModel::kJoint;
+      tuner_options.min_resource = s_.min_epochs;
+      tuner_options.max_resource = s_.max_epochs;
+    }
+    HP_ASSIGN_OR_RETURN(std::unique_ptr<ht::Tuner> made, ht::MakeTuner(spec.space, tuner_options));
     CheckedTuner tuner(std::move(made));
     hs::ControllerOptions options;
     options.max_trials = kMaxTrials;
@@ -543,6 +560,7 @@ class Simulation {
                                ? s_.table->curves()[t->curve].error.back()
                                : TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
       r.best_full = std::min(r.best_full, truth);
+      r.completions.emplace_back(finish->trial.ended.value_or(kInf), truth);
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
         r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
         r.target_proposed = t->proposed;
@@ -594,9 +612,46 @@ std::string Time(double s, double unit) {
 }
 std::string Loss(double x) { return std::isfinite(x) ? FormatShort(x, 4) : "none"; }
 
-int Main(int argc, char** argv) {
-  std::vector<std::string> names;
-  for (const Method& m : AllMethods()) names.push_back(m.name);
+// --json: every run's completions, for bench/lc_optuna.py's side-by-side table of regret at
+// several budgets (Optuna's samplers and pruners replay the same table there). Method names are
+// this file's own, so they need no escaping.
+bool WriteRuns(const std::string& path, const Settings& s,
+               const std::vector<const Method*>& methods, const std::vector<RunResult>& results,
+               double optimum, int gpus) {
+  std::ofstream out(path);
+  out.precision(10);
+  out << "{\"tool\": \"hyperpack\", \"family\": \""
+      << (s.table != nullptr ? s.table->family() : "synthetic")
+      << "\", \"epochs\": " << s.max_epochs << ", \"gpus\": " << gpus
+      << ", \"horizon_s\": " << s.horizon_s << ", \"start_cost_s\": " << s.overhead_s
+      << ", \"in_place\": " << (s.in_place ? "true" : "false")
+      << ", \"best_final_error\": " << optimum << ", \"runs\": [";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
+    out << (i ? ",\n  " : "\n  ") << "{\"method\": \"" << m.name
+        << "\", \"seed\": " << i % static_cast<size_t>(s.seeds)
+        << ", \"trials\": " << results[i].trials << ", \"completions\": [";
+    for (size_t k = 0; k < results[i].completions.size(); ++k)
+      out << (k ? ", [" : "[") << results[i].completions[k].first << ", "
+          << results[i].completions[k].second << "]";
+    out << "]}";
+  }
+  out << "\n]}\n";
+  return static_cast<bool>(out.flush());
+}
+
+// The command line, checked. `table` is where Settings::table points once Main has read it.
+struct Args {
+  Settings s;
+  std::optional<CurveTable> table;
+  std::optional<double> start_cost;
+  std::vector<const Method*> methods;
+  double budget_trials = 0, gap = 0;
+  int threads = 1;
+  std::string json_path;
+};
+
+cxxopts::Options Options(const std::vector<std::string>& names) {
   cxxopts::Options options(
       "asha_bench",
       "Early stopping against full training on synthetic learning curves, "
@@ -631,35 +686,56 @@ int Main(int argc, char** argv) {
       "promote mode: a trial promoted at the rung it has just reached goes on without a restart "
       "(the local runner's way; agents and Slurm restart it)")(
       "threads", "runs in parallel (each run is deterministic either way)",
-      cxxopts::value<int>()->default_value("1"))("h,help", "this help");
-  Settings s;
-  std::optional<CurveTable> table;
-  std::optional<double> start_cost;
-  std::vector<const Method*> methods;
-  double budget_trials = 0, gap = 0;
-  int threads = 1;
+      cxxopts::value<int>()->default_value("1"))(
+      "json", "also write every run's completed trials (time, final error) to this file",
+      cxxopts::value<std::string>())("h,help", "this help");
+  return options;
+}
+
+// The methods named, in order; an error names the unknown one.
+Result<std::vector<const Method*>> FindMethods(const std::vector<std::string>& wanted,
+                                               const std::vector<std::string>& names) {
+  std::vector<const Method*> out;
+  for (const std::string& n : wanted) {
+    auto it = std::find_if(AllMethods().begin(), AllMethods().end(),
+                           [&](const Method& m) { return m.name == n; });
+    if (it == AllMethods().end())
+      return Status::Invalid("--methods: unknown method '", n, "'; expected one of ",
+                             Join(names, ", "));
+    out.push_back(&*it);
+  }
+  return out;
+}
+
+// Reads the command line into *a: 0 to go on, else the exit status (help printed: -1 for 0).
+int ParseArgs(int argc, char** argv, Args* a) {
+  std::vector<std::string> names;
+  for (const Method& m : AllMethods()) names.push_back(m.name);
+  cxxopts::Options options = Options(names);
+  Settings& s = a->s;
   try {
     cxxopts::ParseResult args = options.parse(argc, argv);
     if (args.count("help")) {
       std::cout << options.help();
-      return 0;
+      return -1;
     }
     s.seeds = args["seeds"].as<int>();
-    budget_trials = args["budget-trials"].as<double>();
-    gap = args["target-gap"].as<double>();
-    threads = args["threads"].as<int>();
+    a->budget_trials = args["budget-trials"].as<double>();
+    a->gap = args["target-gap"].as<double>();
+    a->threads = args["threads"].as<int>();
     s.speedup = args["speedup"].as<double>();
     s.learn_ladder = args["learn-ladder"].as<bool>();
     s.precision = args["precision"].as<bool>();
     s.in_place = args["in-place"].as<bool>();
-    if (args.count("start-cost")) start_cost = args["start-cost"].as<double>();
+    if (args.count("json")) a->json_path = args["json"].as<std::string>();
+    if (args.count("start-cost")) a->start_cost = args["start-cost"].as<double>();
     if (args.count("table")) {
       Result<CurveTable> read = CurveTable::Read(args["table"].as<std::string>());
       if (!read.ok()) {
         std::cerr << "asha_bench: --table: " << read.status().message() << "\n";
         return 2;
       }
-      table = std::move(*read);
+      a->table = std::move(*read);
       if (s.precision || s.speedup != 0) {
         std::cerr << "asha_bench: --precision and --speedup shape the synthetic curves; a "
                      "table's are recorded\n";
@@ -667,64 +743,47 @@ int Main(int argc, char** argv) {
       }
     }
     const std::string cluster = args["cluster"].as<std::string>();
-    if (cluster == "1x8") {
-      s.nodes = 1;
-      s.gpus_per_node = 8;
-    } else if (cluster == "2x4") {
-      s.nodes = 2;
-      s.gpus_per_node = 4;
-    } else {
+    if (cluster != "1x8" && cluster != "2x4") {
       std::cerr << "asha_bench: --cluster is 1x8 or 2x4\n";
       return 2;
     }
-    for (const std::string& n : args["methods"].as<std::vector<std::string>>()) {
-      auto it = std::find_if(AllMethods().begin(), AllMethods().end(),
-                             [&](const Method& m) { return m.name == n; });
-      if (it == AllMethods().end()) {
-        std::cerr << "asha_bench: --methods: unknown method '" << n << "'; expected one of "
-                  << Join(names, ", ") << "\n";
-        return 2;
-      }
-      methods.push_back(&*it);
+    s.nodes = cluster == "1x8" ? 1 : 2;
+    s.gpus_per_node = cluster == "1x8" ? 8 : 4;
+    Result<std::vector<const Method*>> methods =
+        FindMethods(args["methods"].as<std::vector<std::string>>(), names);
+    if (!methods.ok()) {
+      std::cerr << "asha_bench: " << methods.status().message() << "\n";
+      return 2;
     }
+    a->methods = std::move(*methods);
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "asha_bench: " << e.what() << "\n";
     return 2;
   }
-  if (start_cost && !(*start_cost >= 0 && std::isfinite(*start_cost))) {
+  if (a->start_cost && !(*a->start_cost >= 0 && std::isfinite(*a->start_cost))) {
     std::cerr << "asha_bench: --start-cost must be a finite number of seconds >= 0\n";
     return 2;
   }
-  if (s.seeds < 1 || threads < 1 || !(budget_trials > 0) || !(gap > 0) || methods.empty()) {
+  if (s.seeds < 1 || a->threads < 1 || !(a->budget_trials > 0) || !(a->gap > 0) ||
+      a->methods.empty()) {
     std::cerr << "asha_bench: --seeds, --threads, --budget-trials, --target-gap must be > 0 and "
                  "--methods not empty\n";
     return 2;
   }
-  const int gpus = s.nodes * s.gpus_per_node;
-  double optimum = 0, trial_gpu_s = 0;
-  if (table) {
-    s.table = &*table;
-    s.max_epochs = table->epochs();
-    s.overhead_s = start_cost.value_or(table->MeanFullSeconds() / 10);
-    optimum = table->BestFinalError();
-    trial_gpu_s = table->MeanFullSeconds() + s.overhead_s;
-  } else {
-    s.overhead_s = start_cost.value_or(s.overhead_s);
-    optimum = GlobalOptimum(s.max_epochs, s.speedup);
-    trial_gpu_s = MeanFullTrialGpuSeconds(s.max_epochs, s.overhead_s);
-  }
-  s.target = optimum + gap;
-  const double unit = table ? 1.0 : 3600.0;
-  const char* unit_name = table ? "s" : "h";
-  s.horizon_s = budget_trials * trial_gpu_s / gpus;
+  return 0;
+}
 
-  // Every (method, seed), spread over the threads; each run is independent.
+// Every (method, seed), spread over the threads; each run is independent. Results in method-major
+// order; false when a run failed (its error printed).
+bool RunAll(const Settings& s, const std::vector<const Method*>& methods, int threads,
+            std::vector<RunResult>* results) {
+  const double unit = s.table ? 1.0 : 3600.0;
+  const char* unit_name = s.table ? "s" : "h";
   const size_t n_runs = methods.size() * static_cast<size_t>(s.seeds);
-  std::vector<RunResult> results(n_runs);
+  results->assign(n_runs, RunResult{});
   std::vector<std::string> errors(n_runs);
   std::atomic<size_t> next{0};
   std::mutex mu;
-  const Clock::time_point start = Clock::now();
   auto worker = [&] {
     for (size_t i = next++; i < n_runs; i = next++) {
       const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
@@ -738,7 +797,7 @@ int Main(int argc, char** argv) {
                      errors[i].c_str());
         continue;
       }
-      results[i] = *r;
+      (*results)[i] = *r;
       std::fprintf(stderr,
                    "asha_bench: %-12s seed %2d: target at %s %s, best %s, %d trials (%d full), "
                    "%.2fs\n",
@@ -750,17 +809,20 @@ int Main(int argc, char** argv) {
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
   for (std::thread& t : pool) t.join();
-  for (const std::string& e : errors)
-    if (!e.empty()) return 1;
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  return std::all_of(errors.begin(), errors.end(), [](const std::string& e) { return e.empty(); });
+}
 
-  // Per method: the summaries over seeds.
-  struct Summary {
-    std::vector<double> ttt, proposed, best, trials, full, busy, tuner;
-    int reached = 0;
-  };
-  std::vector<Summary> sums(methods.size());
-  for (size_t i = 0; i < n_runs; ++i) {
+// Per method: the summaries over seeds.
+struct Summary {
+  std::vector<double> ttt, proposed, best, trials, full, busy, tuner;
+  int reached = 0;
+};
+
+std::vector<Summary> Summarise(const Settings& s, size_t methods,
+                               const std::vector<RunResult>& results) {
+  const int gpus = s.nodes * s.gpus_per_node;
+  std::vector<Summary> sums(methods);
+  for (size_t i = 0; i < results.size(); ++i) {
     Summary& su = sums[i / static_cast<size_t>(s.seeds)];
     const RunResult& r = results[i];
     su.ttt.push_back(r.time_to_target);
@@ -772,6 +834,19 @@ int Main(int argc, char** argv) {
     su.tuner.push_back(r.tuner_s);
     su.reached += std::isfinite(r.time_to_target);
   }
+  return sums;
+}
+
+void PrintGoals(const Settings& s, const std::vector<const Method*>& methods,
+                const std::vector<Summary>& sums);
+
+// The table, one row per method, and the goals against gp+asha where it ran.
+void Print(const Settings& s, const std::vector<const Method*>& methods,
+           const std::vector<Summary>& sums, double budget_trials, double trial_gpu_s,
+           double optimum, double gap) {
+  const int gpus = s.nodes * s.gpus_per_node;
+  const double unit = s.table ? 1.0 : 3600.0;
+  const char* unit_name = s.table ? "s" : "h";
   size_t ref = 0;
   for (size_t k = 0; k < methods.size(); ++k)
     if (methods[k]->name == "gp+asha") ref = k;
@@ -812,8 +887,13 @@ int Main(int argc, char** argv) {
         100 * Quantile(su.busy, 0.5), Quantile(su.tuner, 0.5));
   }
 
-  // The goals: gp+asha reaches the target >= 3x sooner than gp and >= 5x sooner than random, with
-  // the same or a better final value.
+  PrintGoals(s, methods, sums);
+}
+
+// The goals: gp+asha reaches the target >= 3x sooner than gp and >= 5x sooner than random, with
+// the same or a better final value.
+void PrintGoals(const Settings& s, const std::vector<const Method*>& methods,
+                const std::vector<Summary>& sums) {
   auto find = [&](const std::string& name) -> const Summary* {
     for (size_t k = 0; k < methods.size(); ++k)
       if (methods[k]->name == name) return &sums[k];
@@ -840,7 +920,39 @@ int Main(int argc, char** argv) {
           sooner && final_ok ? "met" : "NOT met");
     }
   }
-  std::fprintf(stderr, "asha_bench: %zu runs in %.1f s\n", n_runs, wall);
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  if (int status = ParseArgs(argc, argv, &a); status != 0) return status < 0 ? 0 : status;
+  Settings& s = a.s;
+  const int gpus = s.nodes * s.gpus_per_node;
+  double optimum = 0, trial_gpu_s = 0;
+  if (a.table) {
+    s.table = &*a.table;
+    s.max_epochs = a.table->epochs();
+    s.overhead_s = a.start_cost.value_or(a.table->MeanFullSeconds() / 10);
+    optimum = a.table->BestFinalError();
+    trial_gpu_s = a.table->MeanFullSeconds() + s.overhead_s;
+  } else {
+    s.overhead_s = a.start_cost.value_or(s.overhead_s);
+    optimum = GlobalOptimum(s.max_epochs, s.speedup);
+    trial_gpu_s = MeanFullTrialGpuSeconds(s.max_epochs, s.overhead_s);
+  }
+  s.target = optimum + a.gap;
+  s.horizon_s = a.budget_trials * trial_gpu_s / gpus;
+
+  const Clock::time_point start = Clock::now();
+  std::vector<RunResult> results;
+  if (!RunAll(s, a.methods, a.threads, &results)) return 1;
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!a.json_path.empty() && !WriteRuns(a.json_path, s, a.methods, results, optimum, gpus)) {
+    std::cerr << "asha_bench: --json: cannot write " << a.json_path << "\n";
+    return 1;
+  }
+  Print(s, a.methods, Summarise(s, a.methods.size(), results), a.budget_trials, trial_gpu_s,
+        optimum, a.gap);
+  std::fprintf(stderr, "asha_bench: %zu runs in %.1f s\n", results.size(), wall);
   return 0;
 }
 

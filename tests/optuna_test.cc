@@ -25,11 +25,10 @@ using Json = nlohmann::json;
 class OptunaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto found =
-        RunCommand({std::string(HYPERPACK_SOURCE_DIR) + "/tests/python/optuna_python", release()});
-    if (found.exit_code == 77) GTEST_SKIP() << found.err;
-    ASSERT_EQ(found.exit_code, 0) << found.err;
-    python_ = found.out.substr(0, found.out.find('\n'));
+    const testing::OptunaPython found = testing::FindOptunaPython(release());
+    if (found.skip) GTEST_SKIP() << found.why;
+    ASSERT_FALSE(found.path.empty()) << found.why;
+    python_ = found.path;
   }
 
   const std::string& release() const { return GetParam(); }

@@ -186,6 +186,26 @@ inline Ran RunCommand(const std::vector<std::string>& argv, const std::string& c
   return r;
 }
 
+#ifdef HYPERPACK_SOURCE_DIR
+// The python that imports Optuna `release` (3.1, 4.6, 5.0: tests/python/optuna_python): `path`
+// when found; else `skip` (the release is not at hand) or an error, the reason in `why`.
+struct OptunaPython {
+  std::string path;
+  bool skip = false;
+  std::string why;
+};
+
+inline OptunaPython FindOptunaPython(const std::string& release) {
+  Ran found =
+      RunCommand({std::string(HYPERPACK_SOURCE_DIR) + "/tests/python/optuna_python", release});
+  OptunaPython p;
+  p.skip = found.exit_code == 77;
+  p.why = found.err;
+  if (found.exit_code == 0) p.path = found.out.substr(0, found.out.find('\n'));
+  return p;
+}
+#endif
+
 // A child process whose stdout (and stderr) the test reads line by line.
 struct PipedChild {
   pid_t pid = -1;

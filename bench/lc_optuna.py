@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Optuna's samplers and pruners on a table of real learning curves, side by side with hyperpack's.
+
+A table (bench/lc_table.py) holds configurations of one space, each trained epoch by epoch, with
+its validation error and the seconds of every epoch. `build/bench/asha_bench --table FILE --json
+OUT` replays hyperpack's methods on it in virtual time; `run` replays Optuna's the same way, and
+`table` puts both side by side as regret against the budget spent:
+
+  PY=$(../shared/tools/optuna-python 5.0)
+  $PY bench/lc_optuna.py run --table bench/data/lc_mlp-sgd-fmnist.json --seeds 20 --jobs 2 \\
+      --out optuna.json
+  build/bench/asha_bench --table bench/data/lc_mlp-sgd-fmnist.json --seeds 20 --threads 2 \\
+      --json hyperpack.json
+  python3 bench/lc_optuna.py table hyperpack.json optuna.json
+
+The replay is asha_bench's: 8 GPUs in virtual time, one trial a GPU. Each free GPU asks the study
+for a trial (study.ask over the table's space), which is served by the curve of the table's
+nearest configuration (the unit cube, log dimensions in log space: bench/curve_table.h's rule). It
+pays the start cost, then each epoch's recorded seconds; after every epoch it reports the error
+(trial.report) and asks trial.should_prune(); a pruned trial is told PRUNED and its GPU asks for
+the next. A trial trained to the table's last epoch is told COMPLETE with its final error. Events
+are played in the order of their virtual time, so the pruners see the study as it stands then.
+The budget and the start cost are asha_bench's defaults: 40 full runs of the table's mean
+configuration on the 8 GPUs, and a tenth of a full run per start.
+
+Regret: the final error of the best trial trained to the last epoch by then, minus the table's
+best final error. `table` gives its median [quartiles] over seeds at several shares of the budget,
+and how soon each method reaches the reference method's (default gp+asha) median regret at the
+whole budget.
+"""
+import argparse
+import heapq
+import json
+import math
+import multiprocessing
+import sys
+import time
+
+METHODS = ["tpe", "tpe+median", "tpe+sha", "tpe+hyperband", "gp", "gp+median", "gp+sha",
+           "gp+hyperband", "random", "random+hyperband"]
+DEFAULT_METHODS = ["tpe", "tpe+sha", "tpe+hyperband", "gp", "gp+sha", "gp+hyperband"]
+
+
+def read_json(path, keys, what):
+    """The JSON object in `path`, which must hold `keys`; else exit naming the file."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"lc_optuna: {path}: {e}")
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            raise SystemExit(f"lc_optuna: {path}: no '{key}': not {what}")
+    return data
+
+
+def load_table(path):
+    return read_json(path, ("family", "epochs", "space", "configs"),
+                     "a table of bench/lc_table.py")
+
+
+def coordinates(space, params):
+    """`params` in the unit cube, one coordinate per parameter (bench/curve_table.cc's rule)."""
+    x = []
+    for p in space:
+        v = min(max(float(params[p["name"]]), p["low"]), p["high"])
+        if p.get("log", False):
+            x.append(math.log(v / p["low"]) / math.log(p["high"] / p["low"]))
+        else:
+            x.append((v - p["low"]) / (p["high"] - p["low"]))
+    return x
+
+
+class Table:
+    def __init__(self, table):
+        self.space = table["space"]
+        self.epochs = table["epochs"]
+        self.family = table["family"]
+        self.curves = table["configs"]
+        self.points = [coordinates(self.space, c["params"]) for c in self.curves]
+        self.best = min(c["error"][-1] for c in self.curves)
+        self.mean_full_s = sum(sum(c["seconds"]) for c in self.curves) / len(self.curves)
+
+    def nearest(self, params):
+        x = coordinates(self.space, params)
+        best, best_d = 0, math.inf
+        for i, p in enumerate(self.points):
+            d = sum((a - b) ** 2 for a, b in zip(x, p))
+            if d < best_d:  # ties: the lower index
+                best, best_d = i, d
+        return best
+
+
+def distributions(optuna, space):
+    out = {}
+    for p in space:
+        log = bool(p.get("log", False))
+        if p["type"] == "int":
+            out[p["name"]] = optuna.distributions.IntDistribution(int(p["low"]), int(p["high"]),
+                                                                  log=log)
+        else:
+            out[p["name"]] = optuna.distributions.FloatDistribution(p["low"], p["high"], log=log)
+    return out
+
+
+def make_study(optuna, method, seed, epochs):
+    sampler_name, _, pruner_name = method.partition("+")
+    if sampler_name == "tpe":
+        sampler = optuna.samplers.TPESampler(seed=seed)
+    elif sampler_name == "gp":
+        if not hasattr(optuna.samplers, "GPSampler"):
+            raise SystemExit(f"lc_optuna: Optuna {optuna.__version__} has no GPSampler "
+                             "(3.6 and later): run under ../shared/tools/optuna-python 5.0")
+        sampler = optuna.samplers.GPSampler(seed=seed)
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    if pruner_name == "sha":
+        pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
+    elif pruner_name == "hyperband":
+        pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs,
+                                                reduction_factor=3)
+    elif pruner_name == "median":
+        pruner = optuna.pruners.MedianPruner()
+    else:
+        pruner = optuna.pruners.NopPruner()
+    return optuna.create_study(direction="minimize", sampler=sampler, pruner=pruner)
+
+
+def replay(args):
+    """One method on one seed: the completions (virtual time, final error) and the trials begun."""
+    table_path, method, seed, budget_trials, start_cost, gpus = args
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    table = Table(load_table(table_path))
+    horizon = budget_trials * (table.mean_full_s + start_cost) / gpus
+    study = make_study(optuna, method, seed, table.epochs)
+    dists = distributions(optuna, table.space)
+    events, order, workers = [], 0, {}
+    completions, trials = [], 0
+    t0 = time.perf_counter()
+
+    def start(gpu, now):
+        nonlocal order, trials
+        trial = study.ask(dists)
+        trials += 1
+        curve = table.curves[table.nearest(trial.params)]
+        workers[gpu] = [trial, curve, 0]
+        order += 1
+        heapq.heappush(events, (now + start_cost + curve["seconds"][0], order, gpu))
+
+    for gpu in range(gpus):
+        start(gpu, 0.0)
+    while events:
+        now, _, gpu = heapq.heappop(events)
+        if now > horizon:
+            break
+        trial, curve, done = workers[gpu]
+        done += 1
+        workers[gpu][2] = done
+        error = curve["error"][done - 1]
+        if done == table.epochs:
+            study.tell(trial, error)
+            completions.append([now, error])
+            start(gpu, now)
+            continue
+        trial.report(error, done)
+        if trial.should_prune():
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            start(gpu, now)
+            continue
+        order += 1
+        heapq.heappush(events, (now + curve["seconds"][done], order, gpu))
+    return {"method": method, "seed": seed, "trials": trials, "completions": completions,
+            "seconds": time.perf_counter() - t0}
+
+
+def run(args):
+    import optuna
+    table = Table(load_table(args.table))
+    methods = args.methods.split(",")
+    for m in methods:
+        if m not in METHODS:
+            raise SystemExit(f"lc_optuna: --methods: unknown method '{m}'; expected one of "
+                             + ", ".join(METHODS))
+    if any(m.startswith("gp") for m in methods) and not hasattr(optuna.samplers, "GPSampler"):
+        raise SystemExit(f"lc_optuna: Optuna {optuna.__version__} has no GPSampler (3.6 and "
+                         "later): run under ../shared/tools/optuna-python 5.0")
+    start_cost = args.start_cost if args.start_cost is not None else table.mean_full_s / 10
+    horizon = args.budget_trials * (table.mean_full_s + start_cost) / args.gpus
+    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus)
+            for m in methods for s in range(args.seeds)]
+    runs = []
+    with multiprocessing.Pool(args.jobs) as pool:
+        for r in pool.imap_unordered(replay, jobs):
+            runs.append(r)
+            best = min((e for _, e in r["completions"]), default=math.inf)
+            print(f"lc_optuna: {r['method']:<16} seed {r['seed']:2d}: best {best:.4g}, "
+                  f"{r['trials']} trials ({len(r['completions'])} full), {r['seconds']:.1f}s "
+                  f"[{len(runs)}/{len(jobs)}]", file=sys.stderr, flush=True)
+    runs.sort(key=lambda r: (methods.index(r["method"]), r["seed"]))
+    out = {"tool": f"optuna {optuna.__version__}", "family": table.family,
+           "epochs": table.epochs, "gpus": args.gpus, "horizon_s": horizon,
+           "start_cost_s": start_cost, "in_place": True, "best_final_error": table.best,
+           "runs": runs}
+    with open(args.out, "w") as f:
+        json.dump(out, f)
+    print(f"lc_optuna: {len(runs)} runs written to {args.out}", file=sys.stderr)
+
+
+def quantile(values, q):
+    v = sorted(values)
+    h = (len(v) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(v) - 1)
+    if math.isinf(v[lo]) or (h > lo and math.isinf(v[hi])):
+        return math.inf
+    return v[lo] + (h - lo) * (v[hi] - v[lo])
+
+
+def regret_at(run, t, best):
+    return min((e for when, e in run["completions"] if when <= t), default=math.inf) - best
+
+
+def first_time_at(run, level, best):
+    """When the run's regret first fell to `level` or below; inf if never."""
+    for when, e in sorted(run["completions"]):
+        if e - best <= level + 1e-12:
+            return when
+    return math.inf
+
+
+def fmt(x, digits=3):
+    return "none" if math.isinf(x) else f"{x:.{digits}g}"
+
+
+def read_runs(path):
+    return read_json(path, ("tool", "family", "gpus", "epochs", "horizon_s", "start_cost_s",
+                            "best_final_error", "runs"),
+                     "the runs of asha_bench --json or lc_optuna.py run")
+
+
+def table(args):
+    files = [read_runs(p) for p in args.files]
+    ref = files[0]
+    for p, f in zip(args.files, files):
+        for key in ("family", "gpus", "epochs"):
+            if f[key] != ref[key]:
+                raise SystemExit(f"lc_optuna: {p}: {key} {f[key]} differs from {args.files[0]}'s "
+                                 f"{ref[key]}: not the same replay")
+        for key in ("horizon_s", "start_cost_s"):
+            if abs(f[key] - ref[key]) > 1e-6 * max(1.0, abs(ref[key])):
+                raise SystemExit(f"lc_optuna: {p}: {key} {f[key]:.6g} differs from "
+                                 f"{args.files[0]}'s {ref[key]:.6g}: not the same budget")
+    horizon, best = ref["horizon_s"], ref["best_final_error"]
+    budgets = [float(b) for b in args.budgets.split(",")]
+    by_method, source = {}, {}
+    for path, f in zip(args.files, files):
+        hyperpack = f["tool"] == "hyperpack"
+        tag = "" if hyperpack else "optuna "
+        where = " in place" if hyperpack and f["in_place"] else ""
+        for r in f["runs"]:
+            name = tag + r["method"] + where
+            if source.setdefault(name, path) != path:
+                continue  # a method in two files: the first file's runs
+            by_method.setdefault(name, []).append(r)
+    reference = by_method.get(args.reference)
+    if reference is None:
+        raise SystemExit(f"lc_optuna: --reference {args.reference}: no such method in the files "
+                         f"({', '.join(by_method)})")
+    # The upper median, a value some seed reached: at least half the reference's seeds reach it.
+    regrets = sorted(regret_at(r, horizon, best) for r in reference)
+    level = regrets[len(regrets) // 2]
+    print(f"{ref['family']}: {ref['gpus']} GPUs, budget {horizon:.3g} s of virtual time, start "
+          f"{ref['start_cost_s']:.3g} s; regret = best final error of a fully trained trial - "
+          f"{best:.4g} (the table's best); median [quartiles] over seeds.")
+    head = " | ".join(f"regret at {b:g} of the budget" for b in budgets)
+    print(f"\n| method | seeds | {head} | share of the budget to {args.reference}'s median "
+          f"regret ({fmt(level, 2)}) | trials |")
+    print("|---|---|" + "---|" * len(budgets) + "---|---|")
+    for name, runs in by_method.items():
+        cells = []
+        for b in budgets:
+            r = [regret_at(x, b * horizon, best) for x in runs]
+            cells.append(f"{fmt(quantile(r, 0.5))} [{fmt(quantile(r, 0.25))}, "
+                         f"{fmt(quantile(r, 0.75))}]")
+        reach = quantile([first_time_at(x, level, best) / horizon for x in runs], 0.5)
+        trials = quantile([x["trials"] for x in runs], 0.5)
+        print(f"| {name} | {len(runs)} | " + " | ".join(cells) +
+              f" | {fmt(reach, 2) if reach <= 1 else 'never'} | {trials:.0f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="replay Optuna's samplers and pruners on a table")
+    r.add_argument("--table", required=True)
+    r.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                   help="comma-separated, of: " + ", ".join(METHODS))
+    r.add_argument("--seeds", type=int, default=20)
+    r.add_argument("--budget-trials", type=float, default=40)
+    r.add_argument("--start-cost", type=float, default=None,
+                   help="seconds a trial's start costs (default: a tenth of a full run's mean)")
+    r.add_argument("--gpus", type=int, default=8)
+    r.add_argument("--jobs", type=int, default=1)
+    r.add_argument("--out", required=True)
+    t = sub.add_parser("table", help="regret against budget, from --json files of both replays")
+    t.add_argument("files", nargs="+")
+    t.add_argument("--budgets", default="0.25,0.5,1")
+    t.add_argument("--reference", default="gp+asha")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        if args.seeds < 1 or args.jobs < 1 or args.gpus < 1 or not args.budget_trials > 0:
+            raise SystemExit("lc_optuna: --seeds, --jobs, --gpus and --budget-trials must be > 0")
+        run(args)
+    else:
+        table(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+// bench/lc_optuna.py, Optuna's samplers and pruners replayed on a table of learning curves as
+// asha_bench --table replays hyperpack's, under each Optuna release users run (3.1, 4.6, 5.0;
+// skipped, saying why, where a release is not at hand): it runs, serves each proposal by the same
+// nearest configuration as bench/curve_table.h, charges within the budget, refuses GPSampler where
+// the release has none, and `table` sets its runs beside others of the same budget only.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "curve_table.h"
+#include "test_util.h"
+
+namespace hyperpack::bench {
+namespace {
+
+using hyperpack::testing::RunCommand;
+using hyperpack::testing::TempDir;
+using hyperpack::testing::WriteFile;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// Six configurations of a log float and an int, three epochs each, final errors 0.1 .. 0.6.
+std::string SmallTable() {
+  Json configs = Json::array();
+  for (int i = 0; i < 6; ++i)
+    configs.push_back({{"params", {{"lr", std::pow(10.0, -4 + 0.7 * i)}, {"width", 10 + 19 * i}}},
+                       {"error", {0.9 - 0.05 * i, 0.8 - 0.1 * i, 0.6 - 0.1 * i}},
+                       {"seconds", {1.0, 1.0 + 0.1 * i, 1.0}}});
+  return Json({{"family", "small"},
+               {"epochs", 3},
+               {"space",
+                {{{"name", "lr"}, {"type", "float"}, {"low", 1e-4}, {"high", 1.0}, {"log", true}},
+                 {{"name", "width"}, {"type", "int"}, {"low", 10}, {"high", 110}, {"log", false}}}},
+               {"configs", configs}})
+      .dump();
+}
+
+class LcOptunaTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const testing::OptunaPython found = testing::FindOptunaPython(GetParam());
+    if (found.skip) GTEST_SKIP() << found.why;
+    ASSERT_FALSE(found.path.empty()) << found.why;
+    python_ = found.path;
+    table_ = dir_ / "table.json";
+    WriteFile(table_, SmallTable());
+  }
+
+  testing::Ran Script(std::vector<std::string> args) {
+    args.insert(args.begin(), {python_, std::string(HYPERPACK_SOURCE_DIR) + "/bench/lc_optuna.py"});
+    return RunCommand(args, dir_.path().string());
+  }
+
+  TempDir dir_;
+  std::string python_, table_;
+};
+
+TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
+  std::string methods = "tpe+hyperband,tpe+median,random";
+  if (GetParam() != "3.1") methods += ",gp+sha";
+  const std::string out = dir_ / "optuna.json";
+  auto ran = Script({"run", "--table", table_, "--seeds", "2", "--methods", methods,
+                     "--budget-trials", "12", "--out", out});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json runs = Json::parse(testing::ReadFile(out));
+  // 12 full runs of the mean (3.25 s) and a tenth of it per start, on 8 GPUs.
+  EXPECT_NEAR(runs["horizon_s"].get<double>(), 12 * 3.25 * 1.1 / 8, 1e-9);
+  std::set<double> finals;  // as the table holds them
+  for (int i = 0; i < 6; ++i) finals.insert(0.6 - 0.1 * i);
+  EXPECT_EQ(runs["best_final_error"].get<double>(), *finals.begin());
+  ASSERT_EQ(runs["runs"].size(),
+            2 * static_cast<size_t>(std::count(methods.begin(), methods.end(), ',') + 1));
+  int completions = 0;
+  for (const Json& r : runs["runs"]) {
+    EXPECT_GE(r["trials"].get<int>(), 8) << r.dump();  // a trial per GPU at the start
+    for (const Json& c : r["completions"]) {
+      ++completions;
+      EXPECT_LE(c[0].get<double>(), runs["horizon_s"].get<double>());
+      EXPECT_GE(c[0].get<double>(), 0.325 + 3.0) << "a start and three epochs";
+      EXPECT_EQ(finals.count(c[1].get<double>()), 1u) << c.dump();
+    }
+  }
+  EXPECT_GT(completions, 0);
+  // Beside itself: the table names every method, with its seeds.
+  auto table = Script({"table", out, "--reference", "optuna random"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("| optuna tpe+hyperband | 2 |"));
+}
+
+TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay) {
+  auto table = CurveTable::Parse(SmallTable(), "small");
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  std::mt19937 rng(3);
+  Json configs = Json::array();
+  std::vector<size_t> expected;
+  for (int i = 0; i < 40; ++i) {
+    const double lr = std::pow(10.0, std::uniform_real_distribution<double>(-4, 0)(rng));
+    const int64_t width = std::uniform_int_distribution<int64_t>(10, 110)(rng);
+    configs.push_back({{"lr", lr}, {"width", width}});
+    expected.push_back(table->Nearest({{"lr", lr}, {"width", width}}));
+  }
+  const std::string script =
+      "import json, sys\n"
+      "sys.path.insert(0, sys.argv[1])\n"
+      "import lc_optuna as m\n"
+      "t = m.Table(m.load_table(sys.argv[2]))\n"
+      "print(json.dumps([t.nearest(p) for p in json.loads(sys.argv[3])]))\n";
+  auto ran = RunCommand({python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench",
+                         table_, configs.dump()});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(Json::parse(ran.out).get<std::vector<size_t>>(), expected);
+}
+
+TEST_P(LcOptunaTest, RefusesWhatItCannotRunOrCompareSayingWhy) {
+  if (GetParam() == "3.1") {
+    auto gp = Script(
+        {"run", "--table", table_, "--seeds", "1", "--methods", "gp", "--out", dir_ / "gp.json"});
+    EXPECT_EQ(gp.exit_code, 1);
+    EXPECT_THAT(gp.err, HasSubstr("has no GPSampler (3.6 and later)"));
+  }
+  auto unknown = Script({"run", "--table", table_, "--methods", "tpe+asha", "--out", dir_ / "x"});
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown method 'tpe+asha'"));
+  // Two replays of different budgets are not set side by side.
+  for (const char* budget : {"12", "20"})
+    ASSERT_EQ(Script({"run", "--table", table_, "--seeds", "1", "--methods", "random",
+                      "--budget-trials", budget, "--out", dir_ / (std::string(budget) + ".json")})
+                  .exit_code,
+              0);
+  auto mixed =
+      Script({"table", dir_ / "12.json", dir_ / "20.json", "--reference", "optuna random"});
+  EXPECT_EQ(mixed.exit_code, 1);
+  EXPECT_THAT(mixed.err, HasSubstr("not the same budget"));
+  auto not_runs = Script({"table", table_});
+  EXPECT_EQ(not_runs.exit_code, 1);
+  EXPECT_THAT(not_runs.err, HasSubstr("not the runs of asha_bench --json or lc_optuna.py run"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Releases, LcOptunaTest, ::testing::Values("3.1", "4.6", "5.0"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           name.replace(name.find('.'), 1, "_");
+                           return "optuna_" + name;
+                         });
+
+}  // namespace
+}  // namespace hyperpack::bench
