@@ -10,10 +10,13 @@
 #
 #   bench/peer_fmnist.sh [BUILD_DIR]      run from the repository root; BUILD_DIR: build
 #   SEEDS="1 2 3" SECONDS_EACH=900 bench/peer_fmnist.sh
+#   PRUNER='{algorithm: forecast, max_resource: 27}' bench/peer_fmnist.sh   hyperpack's pruner line
+#                                         instead of the example's ASHA
 set -eu
 build=${1:-build}
 seeds=${SEEDS:-1 2 3}
 seconds=${SECONDS_EACH:-900}
+pruner=${PRUNER:-}
 python=/usr/bin/python3
 here=$(dirname "$0")
 work=$(mktemp -d)
@@ -36,6 +39,9 @@ for seed in $seeds; do
     -e "s/^tuner: .*/tuner: {seed: $seed}/" \
     -e "s/^budget: .*/budget: {max_trials: 100000, max_parallel: 2, time_limit: ${seconds}s}/" \
     examples/fmnist/asha.yaml >"$work/$name.yaml"
+  if [ -n "$pruner" ]; then
+    sed -i "s|^pruner: .*|pruner: $pruner|" "$work/$name.yaml"
+  fi
   echo "seed $seed: hyperpack ..." >&2
   date +%s.%N >"$work/$name.t0"
   # A short SECONDS_EACH may end before any trial completes, which `run` reports with exit 1.
