@@ -206,6 +206,9 @@ class Parser {
   void ParseQueue(const Field& field, QueueSpec* queue);
 
   void ParsePruner(const Field& field, PrunerSpec* pruner);
+  // asha, hyperband and forecast judge at rungs: max_resource is required, above min_resource.
+  void CheckPrunerRungs(const Field& field, const std::map<std::string, Field>& fields,
+                        const Field* max, const PrunerSpec& spec);
 
   void ParseBudget(const Field& field, BudgetSpec* budget);
 

@@ -134,6 +134,12 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
   if (const Field* f = Get(fields, "in_place")) {
     if (auto b = Bool(*f, "pruner.in_place")) pruner->in_place = *b;
   }
+  CheckPrunerRungs(field, fields, max, *pruner);
+}
+
+void Parser::CheckPrunerRungs(const Field& field, const std::map<std::string, Field>& fields,
+                              const Field* max, const PrunerSpec& spec) {
+  const PrunerSpec* pruner = &spec;
   bool rungs = pruner->algorithm == tuner::PrunerAlgorithm::kAsha ||
                pruner->algorithm == tuner::PrunerAlgorithm::kHyperband ||
                pruner->algorithm == tuner::PrunerAlgorithm::kForecast;
