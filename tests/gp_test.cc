@@ -962,6 +962,38 @@ TEST(GpTunerTest, TheJointFidelityModelFollowsFullResourceValuesOverMisleadingRu
   EXPECT_LT(std::abs(joint - 0.8), 0.2) << joint;
 }
 
+// Trials a pruner stopped early in one basin enter the model at the completed level as no better
+// than their own values there: the next proposal goes to the other basin, where completed trials
+// alone (the stopped ones left out) would send it back to the stopped one.
+TEST(GpTunerTest, TrialsStoppedBelowTheModelledLevelSteerProposalsAway) {
+  SearchSpace space({Float("x", 0, 1)});
+  auto propose = [&](bool with_stopped) {
+    TunerOptions o;
+    o.seed = 3;
+    auto tuner = MakeTuner(space, o).value();
+    for (auto [x, v] : {std::pair{0.1, 0.28}, {0.3, 0.45}, {0.5, 0.5}, {0.7, 0.45}, {0.9, 0.3}}) {
+      TrialOutcome done;
+      done.config = {{"x", x}};
+      done.value = v;
+      tuner->Observe(done);
+    }
+    for (double x : {0.0, 0.04, 0.08, 0.12, 0.16, 0.2}) {
+      if (!with_stopped) break;
+      TrialOutcome stopped;
+      stopped.config = {{"x", x}};
+      stopped.kind = TrialOutcome::Kind::kPruned;
+      stopped.resource = 1;
+      stopped.value = 1.0;
+      tuner->Observe(stopped);
+    }
+    return std::get<double>(tuner->Propose(1, {}).value().at(0).at("x"));
+  };
+  const double alone = propose(false);
+  const double steered = propose(true);
+  EXPECT_LT(alone, 0.5) << "the completed trials alone favour the left basin";
+  EXPECT_GT(steered, 0.5) << steered;
+}
+
 // A joint tuner's state holds the model's extra input: a tuner rebuilt from it proposes what the
 // living one does, and a tuner of the highest-rung model ignores it (another model's state).
 TEST(GpTunerTest, AJointTunersStateRestoresOnlyIntoAJointTuner) {

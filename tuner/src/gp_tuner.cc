@@ -25,7 +25,8 @@
 // repeats a value and is modelled as before (bench/tuner_regret).
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
-// A pruner's rungs: by default the GP models the highest rung with enough values (BOHB); with
+// A pruner's rungs: by default the GP models the highest rung with enough values (BOHB), where a
+// trial stopped below it counts as no better than that rung's median (StoppedBelowLevel); with
 // FidelityModel::kJoint it models every rung's value with the fidelity as one more input, and the
 // proposals query it at the full resource (TargetModel).
 
@@ -35,6 +36,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -223,7 +225,7 @@ class GpTuner : public Tuner {
 
     std::vector<Config> all_pending(pending.begin(), pending.end());
     all_pending.insert(all_pending.end(), out.begin(), out.end());
-    HP_RETURN_IF_ERROR(UpdateModel(seen));
+    HP_RETURN_IF_ERROR(UpdateModel(seen, pending));
     auto more = ProposeFromModel(n - static_cast<int>(out.size()), all_pending, seen);
     if (!more.ok()) return more.status();
     for (Config& c : *more) out.push_back(std::move(c));
@@ -232,7 +234,10 @@ class GpTuner : public Tuner {
 
  private:
   // The value the objective model sees for observation i.
-  double ValueOf(int i) const { return observed_[i].value.value_or(penalty_); }
+  double ValueOf(int i) const {
+    auto it = stopped_.find(i);
+    return it != stopped_.end() ? it->second : observed_[i].value.value_or(penalty_);
+  }
 
   // Values at the chosen level only: a trial stopped at a lower fidelity has a different value.
   // Joint, every level's: the fidelity is an input.
@@ -283,15 +288,17 @@ class GpTuner : public Tuner {
 
   // Brings the objective model (and the feasibility model, when some trials were infeasible) up
   // to date with the observations.
-  Status UpdateModel(int seen) {
+  Status UpdateModel(int seen, std::span<const Config> pending) {
     // Infeasible trials enter the objective model at the worst value seen, a penalty that keeps
     // the model from promising improvements where nothing can run; the classifier does the rest.
+    stopped_ = StoppedBelowLevel(pending);
     std::vector<int> idx;
     double worst = -std::numeric_limits<double>::infinity();
     for (int i = 0; i < static_cast<int>(observed_.size()); ++i) {
       const Observation& o = observed_[i];
       if (IsModelled(o)) worst = std::max(worst, *o.value);
-      if (IsModelled(o) || o.kind == TrialOutcome::Kind::kInfeasible) idx.push_back(i);
+      if (IsModelled(o) || o.kind == TrialOutcome::Kind::kInfeasible || stopped_.count(i))
+        idx.push_back(i);
     }
     penalty_ = worst;
     rng_.seed(Mix64(options_.seed ^ Mix64(0x9e0 + static_cast<uint64_t>(seen))));
@@ -337,6 +344,40 @@ class GpTuner : public Tuner {
     return UpdateFeasibility();
   }
 
+  // Trials a pruner stopped below the modelled level (and not running or queued again): the last
+  // value of each, by observation, as it enters the model at that level: no better than the median
+  // value there, nor than its own. Left out, the model never learns where trials are stopped and
+  // proposes that region again and again (TPE ranks pruned trials below completed ones for the
+  // same reason). Joint: every level is modelled as it is.
+  std::map<int, double> StoppedBelowLevel(std::span<const Config> pending) const {
+    std::map<int, double> out;
+    if (joint_) return out;
+    std::vector<double> at_level;
+    for (const Observation& o : observed_)
+      if (IsModelled(o)) at_level.push_back(*o.value);
+    if (at_level.empty()) return out;
+    auto mid = at_level.begin() + static_cast<std::ptrdiff_t>(at_level.size() / 2);
+    std::nth_element(at_level.begin(), mid, at_level.end());
+    const double median = *mid;
+    // By configuration: its highest observation below the level, unless one reached the level.
+    std::map<std::vector<double>, int> last;
+    std::set<std::vector<double>> reached;
+    for (const Config& c : pending) reached.insert(encoder_.Encode(c).x);
+    for (int i = 0; i < static_cast<int>(observed_.size()); ++i) {
+      const Observation& o = observed_[i];
+      std::vector<double> key(o.x.data(), o.x.data() + o.x.size());
+      if (o.level >= level_) {
+        reached.insert(std::move(key));
+      } else if (o.kind == TrialOutcome::Kind::kPruned && o.value) {
+        auto [it, added] = last.emplace(std::move(key), i);
+        if (!added && observed_[it->second].level <= o.level) it->second = i;
+      }
+    }
+    for (const auto& [key, i] : last)
+      if (!reached.count(key)) out[i] = std::max(*observed_[i].value, median);
+    return out;
+  }
+
   // Joint: the best full-resource value the model predicts for a configuration it has seen (the
   // plug-in incumbent), so that expected improvement is counted at the resource it is asked at.
   double FullResourceIncumbent(const std::vector<int>& idx) const {
@@ -356,7 +397,8 @@ class GpTuner : public Tuner {
     // Joint: only full-resource values say where the objective is flat.
     std::vector<double> values;
     for (size_t i = 0; i < idx.size(); ++i)
-      if (observed_[idx[i]].value && (!joint_ || std::isinf(observed_[idx[i]].level)))
+      if (observed_[idx[i]].value && !stopped_.count(idx[i]) &&
+          (!joint_ || std::isinf(observed_[idx[i]].level)))
         values.push_back(y(static_cast<Eigen::Index>(i)));
     std::sort(values.begin(), values.end());
     best_ = values.empty() ? std::numeric_limits<double>::infinity() : values.front();
@@ -731,7 +773,8 @@ class GpTuner : public Tuner {
   double margin_ = 0;  // PlateauMargin of the modelled values
   LengthScaleLevel scale_level_ = LengthScaleLevel::kShort;
   double level_ = std::numeric_limits<double>::infinity();
-  double penalty_ = 0;  // the worst completed value: what an infeasible trial counts as
+  double penalty_ = 0;             // the worst completed value: what an infeasible trial counts as
+  std::map<int, double> stopped_;  // StoppedBelowLevel at the last model update
   std::mt19937_64 rng_;
   // Cost-aware: the latest log cost of each configuration (by its encoding), in order of first
   // report; the cost GP on them, standardised.
