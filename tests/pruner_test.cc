@@ -379,6 +379,26 @@ TEST(PrunerTest, ForecastStopsATrialTheCompletedOnesSayCannotEndBest) {
   EXPECT_EQ(p->Report(12, 1, 0.705).kind, Kind::kStop);
 }
 
+TEST(PrunerTest, ForecastSetsAsideTrialsThatDivergedAfterTheRung) {
+  // The five trials above and two that diverged after a good first epoch: a line through all
+  // seven would have so wide an error that the trial would go on.
+  std::vector<double> first = kFirst, last = kLast;
+  first.insert(first.end(), {0.55, 0.65});
+  last.insert(last.end(), {2.3, 2.3});
+  auto p = Forecast(first, last);
+  PrunerDecision d = p->Report(10, 1, 0.75);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("from 7 completed trials (2 off the line set aside)"), std::string::npos)
+      << d.reason;
+  // Two slow starters that ended far better than their first epoch promised are the evidence that
+  // the rung says little, not set aside (set aside, the chance would be nil): 0.9 goes on.
+  first = kFirst;
+  last = kLast;
+  first.insert(first.end(), {0.85, 0.95});
+  last.insert(last.end(), {0.1, 0.11});
+  EXPECT_EQ(Forecast(first, last)->Report(10, 1, 0.9).kind, Kind::kContinue);
+}
+
 TEST(PrunerTest, ForecastKeepsASlowStarterWhenTheFirstEpochSaysLittle) {
   // The same first epochs, and final values that do not follow them: a trial worse than every
   // completed one after an epoch (which ASHA and the median would stop) may still end best.

@@ -77,6 +77,79 @@ class MedianPruner : public Pruner {
   std::set<int> completed_;
 };
 
+// The median of a non-empty list.
+double MedianOf(std::vector<double> v) {
+  const auto h = static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), v.begin() + h, v.end());
+  if (v.size() % 2) return v[h];
+  return 0.5 * (*std::max_element(v.begin(), v.begin() + h) + v[h]);
+}
+
+// A least-squares line from x to y, and the standard error of a new point's y.
+struct Line {
+  size_t n = 0;
+  double mx = 0, my = 0, slope = 0, sxx = 0, s = 0;
+  double At(double x) const { return my + slope * (x - mx); }
+  double Error(double x) const {
+    return s * std::sqrt(1 + 1.0 / n + (sxx > kEps ? (x - mx) * (x - mx) / sxx : 0));
+  }
+};
+
+Line LeastSquares(const std::vector<double>& xs, const std::vector<double>& ys,
+                  const std::vector<bool>& use) {
+  Line l;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!use[i]) continue;
+    ++l.n;
+    l.mx += xs[i];
+    l.my += ys[i];
+  }
+  l.mx /= l.n;
+  l.my /= l.n;
+  double sxy = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!use[i]) continue;
+    l.sxx += (xs[i] - l.mx) * (xs[i] - l.mx);
+    sxy += (xs[i] - l.mx) * (ys[i] - l.my);
+  }
+  l.slope = l.sxx > kEps ? sxy / l.sxx : 0;
+  double rss = 0;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (use[i]) rss += (ys[i] - l.At(xs[i])) * (ys[i] - l.At(xs[i]));
+  // A floor: a line through the points exactly is no certainty.
+  l.s = std::max(std::sqrt(rss / static_cast<double>(l.n - 2)), 1e-6 * (1 + std::abs(l.my)));
+  return l;
+}
+
+// The points that ended more than three robust standard deviations (1.4826 x the median absolute
+// residual) worse than a Theil-Sen line says (the median of the pairwise slopes, on an evenly
+// thinned subset of at most kRobustPoints, and the median intercept): trials that diverged after
+// the rung. Only worse: one that ended better than its rung promised is the evidence that the rung
+// says little. None when that would leave fewer than half of the points, or fewer than `least`.
+std::vector<bool> Inliers(const std::vector<double>& xs, const std::vector<double>& ys,
+                          size_t least) {
+  constexpr size_t kRobustPoints = 128;
+  const size_t n = xs.size(), stride = (n + kRobustPoints - 1) / kRobustPoints;
+  std::vector<bool> all(n, true);
+  std::vector<double> slopes;
+  for (size_t i = 0; i < n; i += stride)
+    for (size_t j = i + stride; j < n; j += stride)
+      if (std::abs(xs[j] - xs[i]) > kEps) slopes.push_back((ys[j] - ys[i]) / (xs[j] - xs[i]));
+  const double slope = slopes.empty() ? 0 : MedianOf(std::move(slopes));
+  std::vector<double> offsets(n), residuals(n);
+  for (size_t i = 0; i < n; ++i) offsets[i] = ys[i] - slope * xs[i];
+  const double intercept = MedianOf(offsets);
+  for (size_t i = 0; i < n; ++i) residuals[i] = std::abs(offsets[i] - intercept);
+  const double cutoff = 3 * 1.4826 * MedianOf(residuals);
+  std::vector<bool> in(n);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = offsets[i] - intercept <= cutoff;
+    kept += in[i] ? 1 : 0;
+  }
+  return cutoff > kEps && kept >= std::max(least, (n + 1) / 2) ? in : all;
+}
+
 // Stops a trial at a rung when the completed trials forecast that it will not end better than the
 // best of them (pruner.h). Values are kept in the minimised direction.
 class ForecastPruner : public Pruner {
@@ -133,48 +206,29 @@ class ForecastPruner : public Pruner {
       positive = positive && *at > 0 && ys.back() > 0;
     }
     const size_t n = xs.size();
-    if (static_cast<int>(n) < std::max(o_.startup_trials, kMinPoints)) return {};
-    std::vector<double> sorted = xs;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-    if (!(v > median)) return {};  // the line is trusted only to stop the worse half
+    const size_t least = std::max<size_t>(o_.startup_trials, kMinPoints);
+    if (n < least) return {};
+    if (!(v > MedianOf(xs))) return {};  // the line is trusted only to stop the worse half
     auto t = [&](double z) { return positive ? std::log(z) : z; };
-    double mx = 0, my = 0;
-    for (size_t i = 0; i < n; ++i) {
-      mx += t(xs[i]) / n;
-      my += t(ys[i]) / n;
-    }
-    double sxx = 0, sxy = 0;
-    for (size_t i = 0; i < n; ++i) {
-      sxx += (t(xs[i]) - mx) * (t(xs[i]) - mx);
-      sxy += (t(xs[i]) - mx) * (t(ys[i]) - my);
-    }
-    const double slope = sxx > kEps ? sxy / sxx : 0;
-    double rss = 0, best = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < n; ++i) {
-      const double r = t(ys[i]) - (my + slope * (t(xs[i]) - mx));
-      rss += r * r;
-      best = std::min(best, t(ys[i]));
-    }
-    const double x = t(v);
-    const double forecast = my + slope * (x - mx);
-    // The prediction's standard error for a new point, with a floor: a line through the points
-    // exactly is no certainty.
-    const double s =
-        std::max(std::sqrt(rss / static_cast<double>(n - 2)), 1e-6 * (1 + std::abs(my)));
-    const double se = s * std::sqrt(1 + 1.0 / n + (sxx > kEps ? (x - mx) * (x - mx) / sxx : 0));
-    const double chance = 0.5 * std::erfc((forecast - best) / (se * std::sqrt(2.0)));
+    std::transform(xs.begin(), xs.end(), xs.begin(), t);
+    std::transform(ys.begin(), ys.end(), ys.begin(), t);
+    const std::vector<bool> in = Inliers(xs, ys, least);
+    const Line line = LeastSquares(xs, ys, in);
+    const double best = *std::min_element(ys.begin(), ys.end());  // outliers' too
+    const double x = t(v), forecast = line.At(x);
+    const double chance = 0.5 * std::erfc((forecast - best) / (line.Error(x) * std::sqrt(2.0)));
     if (!(chance < o_.probability)) return {};
     auto shown = [&](double z) {
       const double raw = positive ? std::exp(z) : z;
       return FormatShort(o_.maximize ? -raw : raw, 4);
     };
+    const std::string aside =
+        line.n < n ? StrCat(" (", n - line.n, " off the line set aside)") : std::string();
     return {PrunerDecision::Kind::kStop,
             StrCat("forecast: ", shown(x), " at rung ", FormatShort(rung, 6),
-                   " predicts a final value of ", shown(forecast), " from ", n,
-                   " completed trials; the chance of ending better than the best, ", shown(best),
-                   ", is ", FormatShort(100 * chance, 2), "% < ",
-                   FormatShort(100 * o_.probability, 3), "%"),
+                   " predicts a final value of ", shown(forecast), " from ", n, " completed trials",
+                   aside, "; the chance of ending better than the best, ", shown(best), ", is ",
+                   FormatShort(100 * chance, 2), "% < ", FormatShort(100 * o_.probability, 3), "%"),
             std::nullopt};
   }
 

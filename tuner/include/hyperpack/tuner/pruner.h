@@ -18,8 +18,9 @@
 //              go to the brackets in turn;
 //   forecast   at ASHA's rungs below max_resource, once startup_trials have completed: the
 //              completed trials' values there and at their end, related by a least-squares line
-//              (in logs where every value is positive), forecast the trial's final value as a
-//              normal; the trial stops when the chance that it ends better than the best
+//              (in logs where every value is positive; trials that ended far worse than a robust
+//              line says, diverged after the rung, set aside), forecast the trial's final value
+//              as a normal; the trial stops when the chance that it ends better than the best
 //              completed trial is below `probability` (0.05) and its value is worse than the
 //              completed trials' median there. Learning-curve prediction in the manner of Domhan
 //              et al. (IJCAI 2015), from the study's own curves: a slow starter that the
