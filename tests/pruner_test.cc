@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -397,6 +398,20 @@ TEST(PrunerTest, ForecastSetsAsideTrialsThatDivergedAfterTheRung) {
   first.insert(first.end(), {0.85, 0.95});
   last.insert(last.end(), {0.1, 0.11});
   EXPECT_EQ(Forecast(first, last)->Report(10, 1, 0.9).kind, Kind::kContinue);
+}
+
+TEST(PrunerTest, ForecastLeavesTrialsThatEndedWithoutAFiniteValueOffItsLine) {
+  // Two more completed trials whose loss became NaN, which the controller ranks worst (infinity):
+  // on no line, they neither stop nor shield the trial the other five judge.
+  const double worst = std::numeric_limits<double>::infinity();
+  std::vector<double> first = kFirst, last = kLast;
+  first.insert(first.end(), {0.55, worst});
+  last.insert(last.end(), {worst, worst});
+  auto p = Forecast(first, last);
+  PrunerDecision d = p->Report(10, 1, 0.75);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("from 5 completed trials;"), std::string::npos) << d.reason;
+  EXPECT_EQ(p->Report(11, 1, 0.65).kind, Kind::kContinue);
 }
 
 TEST(PrunerTest, ForecastKeepsASlowStarterWhenTheFirstEpochSaysLittle) {

@@ -200,10 +200,12 @@ class ForecastPruner : public Pruner {
     for (int t : completed_) {
       const Curve& done = curves_.at(t);
       std::optional<double> at = BestBy(done, resource);
-      if (!at) continue;
+      const double final = done.values.rbegin()->second;
+      // A trial whose value was NaN (ranked worst, as infinity) is on no line.
+      if (!at || !std::isfinite(*at) || !std::isfinite(final)) continue;
       xs.push_back(*at);
-      ys.push_back(done.values.rbegin()->second);  // its final value
-      positive = positive && *at > 0 && ys.back() > 0;
+      ys.push_back(final);
+      positive = positive && *at > 0 && final > 0;
     }
     const size_t n = xs.size();
     const size_t least = std::max<size_t>(o_.startup_trials, kMinPoints);
