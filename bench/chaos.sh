@@ -2,7 +2,9 @@
 # The chaos test (tests/chaos_test.cc) over many seeds: a server and three agents on loopback run
 # a study of 30 checkpointing trials while each seed's script SIGKILLs and SIGSTOPs/SIGCONTs agents
 # and the server. Prints, per seed, what was injected and whether every check held, then the
-# totals per kind of fault and the time from a lost agent to its trial running elsewhere.
+# totals per kind of fault and the time from a lost agent to its trial running elsewhere. "waited":
+# attempts that found an earlier attempt of their trial still running (its fence late) and waited
+# for its attempt lock.
 #
 #   bench/chaos.sh [SEEDS] [FAULTS] [CHAOS_TEST]   (default 20 seeds, 12 faults each,
 #                                                   build/tests/chaos_test)
@@ -42,7 +44,7 @@ kinds = ["agent_kill", "agent_stop", "server_kill", "server_stop"]
 total = {k: 0 for k in kinds}
 relaunch = []
 print(f"{'seed':>4} {'result':>6} {'secs':>6} " + " ".join(f"{k:>11}" for k in kinds) +
-      f" {'trials':>6} {'resumed':>7}")
+      f" {'trials':>6} {'resumed':>7} {'waited':>6}")
 for seed, result, secs, payload in rows:
     j = json.loads(payload)
     f = j.get("faults", {})
@@ -52,10 +54,14 @@ for seed, result, secs, payload in rows:
         relaunch.append(j["relaunch_median_s"])
     print(f"{seed:>4} {result:>6} {int(secs) / 1000:>6.1f} " +
           " ".join(f"{f.get(k, 0):>11}" for k in kinds) +
-          f" {j.get('trials', 0):>6} {j.get('attempts_resumed_from_checkpoint', 0):>7}")
+          f" {j.get('trials', 0):>6} {j.get('attempts_resumed_from_checkpoint', 0):>7}"
+          f" {j.get('attempts_waited_for_lock', 0):>6}")
 passed = sum(r[1] == "pass" for r in rows)
+waited = sum(json.loads(r[3]).get("attempts_waited_for_lock", 0) for r in rows)
 print(f"\n{passed}/{len(rows)} seeds passed; faults injected: " +
       ", ".join(f"{k} {v}" for k, v in total.items()))
+print(f"attempts that found an earlier one of their trial still running and waited for its lock: "
+      f"{waited}")
 if relaunch:
     print(f"from an agent declared lost to its trial running elsewhere (median of the seeds' "
           f"medians): {statistics.median(relaunch):.2f} s (max {max(relaunch):.2f} s); a killed "

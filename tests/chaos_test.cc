@@ -393,12 +393,21 @@ resources: {gpus: 1}
     EXPECT_EQ(best_step, 5) << ck;
   }
 
+  // Attempts that found an earlier one still running and waited for its lock (its fence was
+  // late): what would have overlapped without the attempt lock.
+  int waited = 0;
+  for (const auto& t : trials)
+    if (ReadFile(t.log_path).find("an earlier attempt of this trial still runs") !=
+        std::string::npos)
+      ++waited;
+
   std::sort(relaunch_s.begin(), relaunch_s.end());
   nlohmann::json summary = {{"seed", seed},
                             {"servers", servers_.size()},
                             {"faults", injected},
                             {"trials", trials.size()},
                             {"attempts_resumed_from_checkpoint", resumed},
+                            {"attempts_waited_for_lock", waited},
                             {"node_lost_relaunches", relaunch_s.size()}};
   if (!relaunch_s.empty()) {
     summary["relaunch_median_s"] = relaunch_s[relaunch_s.size() / 2];

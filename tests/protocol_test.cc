@@ -125,6 +125,18 @@ TEST(AgentMessagesTest, LaunchAndKillRoundTripInTheirWireFormat) {
        {"env", Json::array()},
        {"warm_argv", {"hyperpack-trainer", "--lr", "1"}}});
   EXPECT_EQ(warm.warm_argv, (std::vector<std::string>{"hyperpack-trainer", "--lr", "1"}));
+  EXPECT_TRUE(warm.lock.empty()) << "left out of the frame when empty";
+  const Launch locked =
+      RoundTrip(Launch{{3, {4, 1}}, "train", "", {}, {}, "logs/s/trial-0002/rank-1.lock"},
+                {{"type", "launch"},
+                 {"run", 3},
+                 {"trial", 4},
+                 {"rank", 1},
+                 {"command", "train"},
+                 {"workdir", ""},
+                 {"env", Json::array()},
+                 {"lock", "logs/s/trial-0002/rank-1.lock"}});
+  EXPECT_EQ(locked.lock, "logs/s/trial-0002/rank-1.lock");
 
   const Kill kill =
       RoundTrip(Kill{{3, {4, 0}}, 15},

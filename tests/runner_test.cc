@@ -957,6 +957,85 @@ TEST(SpawnTest, AChildWhoseRunnerDiesBeforeItsGoAheadNeverRuns) {
   EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the child ran without its go-ahead";
 }
 
+// What a Spawn test reads from a child: one line of `fd`, up to its newline (blocking).
+std::string ReadLineFrom(int fd) {
+  std::string line;
+  char c;
+  while (read(fd, &c, 1) == 1 && c != '\n') line += c;
+  return line;
+}
+
+// An earlier attempt that holds the lock: a shell whose background child, which inherited the
+// lock, waits on the control socket after the shell itself has exited.
+Result<Spawned> SpawnLockHolder(const std::string& lock, const std::string& order) {
+  SpawnRequest holder;
+  holder.command = "sh -c 'read -r x <&3; echo holder-end >> " + order + "' & echo started";
+  holder.env = CurrentEnvironment();
+  holder.control = true;
+  holder.lock_path = lock;
+  return Spawn(holder);
+}
+
+// Two attempts of a trial never run at once: the second, with the same lock, runs nothing of its
+// command while anything of the first (here a background child of its shell) still runs; it says
+// on stderr that it waits, without holding up the runner, and runs once the first has ended.
+TEST(SpawnTest, AnAttemptRunsOnlyOnceEverythingOfTheEarlierOneHasEnded) {
+  TempDir dir;
+  const std::string lock = dir / "rank-0.lock", order = dir / "order";
+  auto first = SpawnLockHolder(lock, order);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_EQ(ReadLineFrom(first->stdout_fd), "started");
+  int status = 0;
+  ASSERT_EQ(waitpid(first->pid, &status, 0), first->pid) << "its shell has exited";
+
+  SpawnRequest second;
+  second.command = "echo second >> " + order;
+  second.env = CurrentEnvironment();
+  second.lock_path = lock;
+  auto spawned = Spawn(second);  // returns while the lock is held: the runner is not held up
+  ASSERT_TRUE(spawned.ok()) << spawned.status().message();
+  EXPECT_THAT(ReadLineFrom(spawned->stderr_fd),
+              HasSubstr("an earlier attempt of this trial still runs (it holds " + lock));
+  EXPECT_NE(access(order.c_str(), F_OK), 0) << "nothing of either has written yet";
+
+  close(first->control_fd);  // the background child reads end of file and ends
+  ASSERT_EQ(waitpid(spawned->pid, &status, 0), spawned->pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(ReadFile(order), "holder-end\nsecond\n");
+  for (int fd : {first->stdout_fd, first->stderr_fd, spawned->stdout_fd, spawned->stderr_fd})
+    close(fd);
+}
+
+// The wait is bounded: an attempt whose lock is still held after lock_wait_s exits
+// kLockedOutExit, having run nothing, and says why.
+TEST(SpawnTest, AnAttemptThatCannotHaveItsLockInTimeRunsNothingAndSaysWhy) {
+  TempDir dir;
+  const std::string lock = dir / "rank-0.lock", order = dir / "order";
+  auto first = SpawnLockHolder(lock, order);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_EQ(ReadLineFrom(first->stdout_fd), "started");
+
+  SpawnRequest second;
+  second.command = "echo second >> " + order;
+  second.env = CurrentEnvironment();
+  second.lock_path = lock;
+  second.lock_wait_s = 0.2;
+  auto spawned = Spawn(second);
+  ASSERT_TRUE(spawned.ok()) << spawned.status().message();
+  int status = 0;
+  ASSERT_EQ(waitpid(spawned->pid, &status, 0), spawned->pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == kLockedOutExit) << status;
+  ReadLineFrom(spawned->stderr_fd);  // the line that says it waits
+  EXPECT_THAT(ReadLineFrom(spawned->stderr_fd),
+              HasSubstr("still ran after 0.2 s (it holds " + lock + "); this attempt ran nothing"));
+  EXPECT_NE(access(order.c_str(), F_OK), 0) << "the second ran its command";
+
+  close(first->control_fd);
+  ASSERT_EQ(waitpid(first->pid, &status, 0), first->pid);
+  for (int fd : {first->stdout_fd, first->stderr_fd, spawned->stdout_fd, spawned->stderr_fd})
+    close(fd);
+}
+
 TEST(EnvironmentMapTest, SplitsAtTheFirstEqualsSoAValueMayHoldMore) {
   const std::map<std::string, std::string> want = {
       {"PATH", "/usr/bin:/bin"}, {"OPTS", "a=1,b=2"}, {"EMPTY", ""}};

@@ -218,6 +218,7 @@ class Agent {
     r.workdir = launch.workdir;
     r.env = launch.env;
     r.warm_argv = launch.warm_argv;
+    r.lock_path = launch.lock;
     r.env.push_back(std::string(env::kAgent) + "=" + node_.name);
     Status s = MakeCheckpointDir(r.env);
     const RankId local{next_local_++, 0};

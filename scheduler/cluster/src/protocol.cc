@@ -379,9 +379,12 @@ struct FrameFields<Launch> {
   static constexpr FrameType kType = FrameType::kLaunch;
   static auto Fields() {
     return std::tuple{
-        Rank<Launch>{&Launch::ref}, Field("command", &Launch::command),
-        Field("workdir", &Launch::workdir, ""), Field("env", &Launch::env),
-        codec::IfNotEmpty<Launch, std::vector<std::string>>{"warm_argv", &Launch::warm_argv}};
+        Rank<Launch>{&Launch::ref},
+        Field("command", &Launch::command),
+        Field("workdir", &Launch::workdir, ""),
+        Field("env", &Launch::env),
+        codec::IfNotEmpty<Launch, std::vector<std::string>>{"warm_argv", &Launch::warm_argv},
+        codec::IfNotEmpty<Launch, std::string>{"lock", &Launch::lock}};
   }
 };
 

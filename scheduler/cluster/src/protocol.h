@@ -282,15 +282,17 @@ struct Heartbeat {
 };
 
 // {"type": "launch", "run" (optional, 0), "trial", "rank", "command", "workdir" (optional, ""),
-// "env": ["NAME=VALUE"...], "warm_argv" (optional, [])}. warm_argv: a warm hyperpack-trainer on the
-// agent's node may serve the rank (SpawnRequest::warm_argv); an agent that does not know the field
-// runs `command` as always.
+// "env": ["NAME=VALUE"...], "warm_argv" (optional, []), "lock" (optional, "")}. warm_argv: a warm
+// hyperpack-trainer on the agent's node may serve the rank (SpawnRequest::warm_argv); an agent that
+// does not know the field runs `command` as always. lock: SpawnRequest::lock_path, the file the
+// trial's attempts take in turn.
 struct Launch {
   RankRef ref;
   std::string command;
   std::string workdir;
   std::vector<std::string> env;
   std::vector<std::string> warm_argv;
+  std::string lock;  // SpawnRequest::lock_path
   Json ToJson() const;
   static Result<Launch> FromJson(const Json& frame);
 };

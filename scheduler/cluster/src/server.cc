@@ -115,7 +115,7 @@ Status Server::Launch(int64_t run, RankId id, int node, const SpawnRequest& r) {
   if (it == links_.end() || it->second.lost)
     return Status::Unavailable("the agent of node ", node, " is gone");
   it->second.conn->Send(
-      protocol::Launch{{run, id}, r.command, r.workdir, r.env, r.warm_argv}.ToJson());
+      protocol::Launch{{run, id}, r.command, r.workdir, r.env, r.warm_argv, r.lock_path}.ToJson());
   UpdateMetrics();  // before the rank can start: a scrape after it sees it
   return Status::Ok();
 }

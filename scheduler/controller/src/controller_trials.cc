@@ -209,6 +209,7 @@ RankPlan StudyController::Impl::PlanRank(
   if (r < world && ranks[r].cpus > 0)
     rank.env.emplace_back(env::kCpus, std::to_string(ranks[r].cpus));
   rank.log_path = r == 0 ? p.trial_dir + "/output.log" : StrCat(p.trial_dir, "/rank-", r, ".log");
+  rank.lock_path = StrCat(TrialDir(t.root), "/rank-", r, ".lock");
   rank.log_header = StrCat("# hyperpack trial ", t.number, " (attempt ", t.attempt, ")",
                            gang ? StrCat(", rank ", r, " of ", world) : std::string(),
                            "\n# command: ", p.command, "\n");

@@ -544,6 +544,7 @@ class LocalDriver : public StudyRun {
       g.request.workdir = plan.workdir;
       g.request.control = plan.control && r == 0;
       g.request.warm_argv = plan.warm_argv;
+      g.request.lock_path = rank.lock_path;
       for (const auto& [k, v] : env) g.request.env.push_back(k + "=" + v);
     }
     Follow(plan);

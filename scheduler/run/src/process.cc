@@ -2,19 +2,24 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <initializer_list>
 
 #include "hyperpack/env_vars.h"
 #include "hyperpack/scheduler/study_controller.h"
+#include "hyperpack/text.h"
 
 extern char** environ;
 
@@ -81,6 +86,11 @@ struct ChildPlan {
   const char* workdir;  // nullptr: stay in the runner's
   pid_t parent;
   int devnull;  // -1 when /dev/null could not be opened
+  // The attempt lock (SpawnRequest::lock_path), absolute; empty: none. And what the child says on
+  // its stderr, made before the fork.
+  std::string lock_path;
+  int64_t lock_wait_ns = 0;
+  std::string waiting, gave_up, unlockable;
 };
 
 void CloseAll(std::initializer_list<int> fds) {
@@ -130,16 +140,77 @@ ChildPlan PlanChild(const SpawnRequest& request) {
   plan.workdir = request.workdir.empty() ? nullptr : request.workdir.c_str();
   plan.parent = getpid();
   plan.devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!request.lock_path.empty()) {
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(request.lock_path, ec);
+    plan.lock_path = ec ? request.lock_path : abs.string();
+    const double wait = std::max(0.0, request.lock_wait_s);
+    plan.lock_wait_ns = static_cast<int64_t>(std::llround(wait * 1e9));
+    const std::string secs = FormatShort(wait, 6);
+    plan.waiting = StrCat("hyperpack: an earlier attempt of this trial still runs (it holds ",
+                          plan.lock_path, "); waiting up to ", secs, " s for it to end\n");
+    plan.gave_up = StrCat("hyperpack: the earlier attempt of this trial still ran after ", secs,
+                          " s (it holds ", plan.lock_path, "); this attempt ran nothing\n");
+    plan.unlockable =
+        StrCat("hyperpack: cannot open ", plan.lock_path, "; running without the attempt lock\n");
+  }
   return plan;
 }
 
 // Child side, below: async-signal-safe calls only, nothing allocated.
 
+void Say(const std::string& text) {
+  ssize_t ignored = write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
+// `status_fd` is -1 once the runner has stopped listening (the child waited for its lock): the
+// failure then goes to the trial's stderr.
 [[noreturn]] void ReportAndExit(int status_fd, ChildFailure stage) {
   int msg[2] = {stage, errno};
-  ssize_t ignored = write(status_fd, msg, sizeof(msg));
+  static constexpr char kCannotRun[] = "hyperpack: cannot run /bin/sh\n";
+  ssize_t ignored = status_fd >= 0 ? write(status_fd, msg, sizeof(msg))
+                                   : write(STDERR_FILENO, kCannotRun, sizeof(kCannotRun) - 1);
   (void)ignored;
   _exit(127);
+}
+
+int64_t MonotonicNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+// Whether flock(LOCK_NB) on `fd` ended the wait: taken, or a file system without locks.
+bool LockSettled(int fd) {
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+  return errno != EWOULDBLOCK && errno != EINTR;
+}
+
+// The attempt lock (SpawnRequest::lock_path), on a descriptor the command inherits, numbered
+// high, out of the way of the ones a script numbers itself. Taken at once, the runner hears of a
+// failed exec as before; held by another, the child says so, lets the runner go on (closing the
+// status pipe, as exec would) and polls until it is free or its time is up.
+void TakeAttemptLock(const ChildPlan& plan, int* status_fd) {
+  if (plan.lock_path.empty()) return;
+  const int opened = open(plan.lock_path.c_str(), O_RDWR | O_CREAT | O_NOCTTY | O_CLOEXEC, 0644);
+  const int fd = opened < 0 ? -1 : fcntl(opened, F_DUPFD, 100);  // not close-on-exec
+  if (opened >= 0) close(opened);
+  if (fd < 0) return Say(plan.unlockable);
+  if (LockSettled(fd)) return;
+  Say(plan.waiting);
+  close(*status_fd);
+  *status_fd = -1;
+  const int64_t deadline = MonotonicNs() + plan.lock_wait_ns;
+  const timespec step{0, 50000000};
+  for (;;) {
+    nanosleep(&step, nullptr);
+    if (LockSettled(fd)) return;
+    if (MonotonicNs() >= deadline) {
+      Say(plan.gave_up);
+      _exit(kLockedOutExit);
+    }
+  }
 }
 
 void ResetSignals() {
@@ -195,6 +266,7 @@ void CloseAllBut(int keep_fd, int control_fd) {
     }
   }
   CloseAllBut(status_fd, control_fd);
+  TakeAttemptLock(plan, &status_fd);
   execve("/bin/sh", const_cast<char* const*>(plan.argv), plan.envp.data());
   ReportAndExit(status_fd, kCannotExec);
 }

@@ -214,6 +214,9 @@ struct RankPlan {
   std::vector<std::pair<std::string, std::string>> env;  // set over the inherited environment
   std::string log_path;
   std::string log_header;  // the first lines of its log
+  // Held by the rank's processes while they run, and waited for by the same rank of the trial's
+  // next attempt (SpawnRequest::lock_path): two attempts never run at once, whatever a fence did.
+  std::string lock_path;
 };
 struct LaunchPlan {
   int trial = 0;

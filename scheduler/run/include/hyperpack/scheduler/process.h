@@ -3,7 +3,8 @@
 // (PR_SET_PDEATHSIG), and runs nothing of its command before the runner has seen its process
 // group (`before_run`, where the runner tells its fence). On request it also gets one end of a
 // socket pair as file descriptor env::kControlFdNumber, the runner keeping the other, to be told
-// lines (env::kControlFd).
+// lines (env::kControlFd). On request (SpawnRequest::lock_path) the child holds a lock that an
+// attempt of the same trial still running holds too: it runs nothing until that one has ended.
 // Thread-safety: Spawn may be called from any thread; the child runs only async-signal-safe
 // code between fork and exec.
 #pragma once
@@ -35,7 +36,17 @@ struct SpawnRequest {
   // Not empty: these words run the same program as `command` (hyperpack-trainer), and a warm
   // trainer may serve the rank instead of a new process (LocalExecutor; hyperpack/warm.h).
   std::vector<std::string> warm_argv;
+  // Not empty: before its command runs, the child takes an exclusive flock on this file (made if
+  // missing) and passes it on to the command, so that it is held until the command and everything
+  // that inherited it have ended, fence or no fence. Held already (an earlier attempt of the trial
+  // still runs), the child says so on stderr and waits up to lock_wait_s, then exits
+  // kLockedOutExit having run nothing. A file system without locks runs the command unlocked.
+  std::string lock_path;
+  double lock_wait_s = 60;
 };
+
+// The exit code of a child that gave up waiting for SpawnRequest::lock_path (sysexits' TEMPFAIL).
+inline constexpr int kLockedOutExit = 75;
 
 struct Spawned {
   pid_t pid = -1;  // also the process group id
