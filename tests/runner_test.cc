@@ -426,6 +426,56 @@ TEST_F(RunnerTest, ATrialLeftRunningByADeadRunnerIsInterruptedAndRunAgain) {
   EXPECT_EQ(finished, 4);
 }
 
+// The rerun of a trial whose runner died waits for what the earlier attempt still runs (here a
+// process that left its group, which no fence kills), and runs once it has ended: never both.
+TEST_F(RunnerTest, ARerunWaitsForWhatItsEarlierAttemptStillRunsAndSaysSo) {
+  const std::string order = dir_ / "order";
+  std::string script = Script("t.sh", "[ \"$HYPERPACK_TRIAL_ATTEMPT\" = 2 ] && echo rerun >> " +
+                                          order + "\necho \"{\\\"loss\\\": $1}\"\n");
+  auto spec =
+      Spec(StudyYaml("s").Command("sh " + script + " {x}").str() + R"(budget: {max_trials: 2}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  const std::filesystem::path root =
+      std::filesystem::path(Trials()[0].log_path).parent_path().parent_path();
+  {
+    auto db = Storage::Open(db_path_).value();
+    TrialRecord t;
+    t.study_id = db->FindStudy("s").value()->id;
+    t.number = 2;
+    t.state = TrialState::kRunning;
+    t.params = {{"x", 0.125}};
+    t.started = WallNow();
+    ASSERT_TRUE(db->InsertTrial(t).ok());
+  }
+  // What the dead runner's attempt left: it holds trial 2's lock until the rerun (trial 3) has
+  // said that it waits (or 10 s have passed, should it never say so).
+  std::filesystem::create_directories(root / "trial-0002");
+  SpawnRequest left;
+  left.command = "i=0; until grep -q 'still runs' " + (root / "trial-0003/output.log").string() +
+                 " 2>/dev/null || [ $i -ge 200 ]; do sleep 0.05; i=$((i + 1)); done; " +
+                 "echo holder-end >> " + order;
+  left.env = CurrentEnvironment();
+  left.lock_path = root / "trial-0002/rank-0.lock";
+  auto holder = Spawn(left);
+  ASSERT_TRUE(holder.ok()) << holder.status().message();
+
+  RunOptions more;
+  more.max_trials = 4;
+  ASSERT_TRUE(Run(spec, more).ok());
+  int status = 0;
+  ASSERT_EQ(waitpid(holder->pid, &status, 0), holder->pid);
+  for (int fd : {holder->stdout_fd, holder->stderr_fd}) close(fd);
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 5u);
+  EXPECT_EQ(trials[3].retry_of, 2);
+  EXPECT_EQ(trials[3].state, TrialState::kCompleted);
+  EXPECT_THAT(ReadFile(trials[3].log_path),
+              HasSubstr("an earlier attempt of this trial still runs (it holds " +
+                        (root / "trial-0002/rank-0.lock").string()));
+  EXPECT_EQ(ReadFile(order), "holder-end\nrerun\n");
+}
+
 TEST_F(RunnerTest, RefusesToResumeWithADifferentSearchSpaceAndChangesNothing) {
   std::string script = Script("t.sh", "echo '{\"loss\": 1}'\n");
   std::string common = R"(

@@ -260,7 +260,8 @@ class LocalDriver : public StudyRun {
     auto it = files_.find(id.trial);
     if (it == files_.end() || id.rank >= static_cast<int>(it->second.logs.size())) return;
     TrialFiles& f = it->second;
-    f.logs[id.rank] << line << "\n";
+    // Line by line: `hyperpack logs -f` and a user's tail read the file while the trial runs.
+    f.logs[id.rank] << line << "\n" << std::flush;
     if (is_err) {
       std::string& tail = f.err_tails[id.rank];
       tail += line;
