@@ -233,6 +233,32 @@ TEST(OptunaImportTest, ASpaceNoCategoricalExplainsIsRefusedNamingTheParameter) {
   EXPECT_THAT(imported.status().message(), HasSubstr("has no trial with parameters"));
 }
 
+// A distribution's fields of a type Optuna never writes (the fuzzer's "log": 1) are refused by
+// name, never thrown: a flag that is not true or false, a name or attributes that are not what
+// they should be, a step that is not a number.
+TEST(OptunaImportTest, DistributionFieldsOfTheWrongTypeAreErrorsNotExceptions) {
+  struct Case {
+    std::string distribution, says;
+  };
+  for (const Case& c : {
+           Case{R"({"name": "FloatDistribution", "attributes": {"low": 0, "high": 1, "log": 1}})",
+                "a range whose 'log' is 1, not true or false"},
+           Case{R"({"name": 5, "attributes": {"low": 0, "high": 1}})", "is not one Optuna writes"},
+           Case{R"({"name": "FloatDistribution", "attributes": 5})",
+                "a range without its low and high"},
+           Case{R"({"name": "IntDistribution", "attributes": {"low": 0, "high": 8, "step": "2"}})",
+                "a step that is not a number"},
+       }) {
+    OptunaStudy s;
+    s.name = "s";
+    s.directions = {Direction::kMinimize};
+    s.trials = {Trial(0, OptunaState::kComplete, {{"x", c.distribution, 0.5}}, {1})};
+    auto imported = ImportOptunaStudy(s, {"f.db", std::nullopt, 20});
+    ASSERT_FALSE(imported.ok()) << c.distribution;
+    EXPECT_THAT(imported.status().message(), HasSubstr(c.says)) << c.distribution;
+  }
+}
+
 TEST(OptunaImportTest, PrunedTrialsKeepTheirLastReportAndConditionsTakeSeveralValues) {
   OptunaStudy s;
   s.name = "s";

@@ -46,16 +46,34 @@ constexpr OldName kOldNames[] = {{"UniformDistribution", Dist::Kind::kFloat, fal
                                  {"IntUniformDistribution", Dist::Kind::kInt, false, "step"},
                                  {"IntLogUniformDistribution", Dist::Kind::kInt, true, "step"}};
 
+// `key` of `object`, or null where `object` is no object or lacks it: the distribution's JSON is
+// the file's, and a wrong type is an error value, never nlohmann's exception.
+Json At(const Json& object, const char* key) {
+  if (!object.is_object()) return Json();
+  auto it = object.find(key);
+  return it == object.end() ? Json() : *it;
+}
+std::string StringAt(const Json& object, const char* key) {
+  const Json v = At(object, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
 Result<Dist> Range(const Json& a, Dist::Kind kind, bool log, const char* step_key) {
   Dist d;
   d.kind = kind;
-  d.log = log || a.value("log", false);
-  std::optional<double> low = Number(a.value("low", Json())),
-                        high = Number(a.value("high", Json()));
+  const Json log_flag = At(a, "log");
+  if (!log_flag.is_null() && !log_flag.is_boolean())
+    return Status::Invalid("a range whose 'log' is ", log_flag.dump().substr(0, 40),
+                           ", not true or false");
+  d.log = log || (log_flag.is_boolean() && log_flag.get<bool>());
+  std::optional<double> low = Number(At(a, "low")), high = Number(At(a, "high"));
   if (!low || !high) return Status::Invalid("a range without its low and high");
   d.low = *low;
   d.high = *high;
-  if (step_key && a.contains(step_key) && !a[step_key].is_null()) d.step = Number(a[step_key]);
+  if (step_key && !At(a, step_key).is_null()) {
+    d.step = Number(At(a, step_key));
+    if (!d.step) return Status::Invalid("a step that is not a number");
+  }
   if (kind == Dist::Kind::kInt && !d.step) d.step = 1;
   // Integers beyond 2^53 are not whole doubles; Optuna's own are far inside.
   const double bound = kind == Dist::Kind::kInt ? 9007199254740992.0 : HUGE_VAL;
@@ -66,17 +84,16 @@ Result<Dist> Range(const Json& a, Dist::Kind kind, bool log, const char* step_ke
   return d;
 }
 
-Result<Dist> ParseDistribution(const std::string& text) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+Result<Dist> DistributionOf(const Json& j, const std::string& text) {
   if (!j.is_object())
     return Status::Invalid("its distribution is not JSON (", text.substr(0, 60), ")");
-  const std::string name = j.value("name", "");
-  const Json a = j.value("attributes", Json::object());
-  const std::string type = j.value("type", "");
+  const std::string name = StringAt(j, "name");
+  const Json a = At(j, "attributes");
+  const std::string type = StringAt(j, "type");
   if (name == "CategoricalDistribution" || type == "categorical") {
     Dist d;
     d.kind = Dist::Kind::kCategorical;
-    const Json choices = name.empty() ? j.value("choices", Json()) : a.value("choices", Json());
+    const Json choices = name.empty() ? At(j, "choices") : At(a, "choices");
     if (!choices.is_array() || choices.empty())
       return Status::Invalid("a categorical without choices");
     d.choices.assign(choices.begin(), choices.end());
@@ -90,6 +107,20 @@ Result<Dist> ParseDistribution(const std::string& text) {
     if (name == old.name) return Range(a, old.kind, old.log, old.step);
   return Status::Invalid("its distribution '", name.empty() ? type : name,
                          "' is not one Optuna writes");
+}
+
+// The file's JSON, read with no exception let out (a field of a type Optuna does not write is an
+// error value).
+Result<Dist> ParseDistribution(const std::string& text) {
+  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  try {
+    return DistributionOf(j, text);
+  } catch (const Json::exception& e) {
+    return Status::Invalid("its distribution (", text.substr(0, 60),
+                           ") has a field of a type "
+                           "Optuna does not write: ",
+                           e.what());
+  }
 }
 
 // A categorical choice as a hyperpack value: Optuna's are None, bool, int, float or str.
