@@ -87,6 +87,8 @@ study::ImportOptions ImportOptionsArg(const cxxopts::ParseResult& args);
 
 // The options of a run on this machine (or on Slurm) from run's flags, but its budget.
 Result<hyperpack::scheduler::RunOptions> LocalRunOptions(const cxxopts::ParseResult& args);
+// --fake-gpu-memory MIB (0 when not given); an error without --fake-gpus or out of range.
+Result<int64_t> FakeGpuMemory(const cxxopts::ParseResult& args);
 
 int CmdRun(int argc, char** argv);
 

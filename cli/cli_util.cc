@@ -168,9 +168,23 @@ Result<hyperpack::scheduler::RunOptions> LocalRunOptions(const cxxopts::ParseRes
   if (args.count("fake-gpus")) {
     int n = args["fake-gpus"].as<int>();
     if (n < 0 || n > 64) return Status::Invalid("--fake-gpus must be between 0 and 64");
-    ro.node = hyperpack::scheduler::FakeGpuNode(n);
+    HP_ASSIGN_OR_RETURN(int64_t mib, FakeGpuMemory(args));
+    ro.node = hyperpack::scheduler::FakeGpuNode(n, mib);
   }
   return ro;
+}
+
+Result<int64_t> FakeGpuMemory(const cxxopts::ParseResult& args) {
+  if (!args.count("fake-gpu-memory")) return int64_t{0};
+  if (!args.count("fake-gpus"))
+    return Status::Invalid(
+        "--fake-gpu-memory goes with --fake-gpus (a real GPU's memory is read "
+        "from nvidia-smi)");
+  const int64_t mib = args["fake-gpu-memory"].as<int64_t>();
+  if (mib <= 0 || mib > int64_t{1} << 30)
+    return Status::Invalid("--fake-gpu-memory ", mib,
+                           " is out of range; expected MiB above 0, e.g. 81920 for 80 GiB");
+  return mib;
 }
 
 }  // namespace hyperpack::cli

@@ -66,6 +66,8 @@ int CmdRun(int argc, char** argv) {
       "auto | line | log | quiet (auto: a live line on a terminal, log lines otherwise)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "fake-gpus", "pretend this machine has N GPUs (tests and demos)", cxxopts::value<int>())(
+      "fake-gpu-memory", "with --fake-gpus: each one's memory, in MiB (default: not known)",
+      cxxopts::value<int64_t>())(
       "server",
       "submit to hyperpack serve at HOST:PORT and follow the run; HOST:PORT,HOST:PORT: a server "
       "and its standbys, tried in turn",
@@ -172,7 +174,9 @@ int CmdAgent(int argc, char** argv) {
                                                  cxxopts::value<std::string>())(
       "name", "this node's name (default: the host name)", cxxopts::value<std::string>())(
       "fake-gpus", "pretend to have N GPUs (tests and demos)", cxxopts::value<int>())(
-      "heartbeat", "seconds between heartbeats", cxxopts::value<double>()->default_value("5"));
+      "fake-gpu-memory", "with --fake-gpus: each one's memory, in MiB (default: not known)",
+      cxxopts::value<int64_t>())("heartbeat", "seconds between heartbeats",
+                                 cxxopts::value<double>()->default_value("5"));
   AddTls(o);
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 0, 0)) return *rc;
@@ -184,6 +188,11 @@ int CmdAgent(int argc, char** argv) {
   ao.credentials = *credentials;
   if (args.count("name")) ao.name = args["name"].as<std::string>();
   if (args.count("fake-gpus")) ao.fake_gpus = args["fake-gpus"].as<int>();
+  if (args.count("fake-gpu-memory")) {
+    auto mib = hyperpack::cli::FakeGpuMemory(args);
+    if (!mib.ok()) return Fail(mib.status());
+    ao.fake_gpu_memory_mb = *mib;
+  }
   ao.heartbeat_s = args["heartbeat"].as<double>();
   if (!(ao.heartbeat_s > 0) || ao.heartbeat_s > 3600)
     return Fail(Status::Invalid("--heartbeat ", args["heartbeat"].as<double>(),

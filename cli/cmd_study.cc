@@ -63,9 +63,9 @@ int ImportOptuna(const cxxopts::ParseResult& args, const std::string& path) {
     counts.push_back(StrCat(n, " ", storage::TrialStateName(state)));
   std::cerr << "imported Optuna study '" << chosen->name << "' into " << (*db)->path() << " as '"
             << stored->study.name << "': " << imported->trials.size()
-            << (imported->trials.size() == 1 ? " trial (" : " trials (")
-            << Join(counts, ", ") << ")"
-            << (stored->queued ? StrCat(", ", stored->queued, " queued to run first") : "") << "\n"
+            << (imported->trials.size() == 1 ? " trial (" : " trials (") << Join(counts, ", ")
+            << ")" << (stored->queued ? StrCat(", ", stored->queued, " queued to run first") : "")
+            << "\n"
             << (parsed.spec->trial.command.empty()
                     ? StrCat("go on with hyperpack ask ", stored->study.name,
                              ", or add trial.command to ", file, " and hyperpack run it")

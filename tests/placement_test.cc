@@ -631,5 +631,125 @@ TEST(SchedulerTest, AGpuJobIsHeldByTheGpuLimitAloneAndCountsItsGpusWhileItWaits)
   EXPECT_EQ(s.waiting_slots(), 0);
 }
 
+// ---- Shares of a GPU ----
+
+std::vector<Node> GpuNodesWithMemory(std::vector<int> gpus, int64_t memory_mb, int cpus = 64) {
+  std::vector<Node> out;
+  for (size_t i = 0; i < gpus.size(); ++i)
+    out.push_back({"n" + std::to_string(i), gpus[i], cpus, memory_mb});
+  return out;
+}
+
+Demand Share(int64_t memory_mb, int milli = 0, int cpus = 1) {
+  Demand d{1, 0, cpus};
+  d.share = {memory_mb, milli};
+  return d;
+}
+
+// Shares fill one GPU by memory before another is taken; a GPU holding a share is not free for a
+// whole-GPU trial until its last share is released.
+TEST(GpuShareTest, SharesFillOneGpuByMemoryBeforeTakingAnother) {
+  ClusterState c(GpuNodesWithMemory({2}, 8192));
+  std::vector<Placement> held;
+  for (int i = 0; i < 4; ++i) {
+    auto p = c.Find(Share(2048), Fit::kBest);
+    ASSERT_TRUE(p) << i;
+    EXPECT_EQ(p->ranks[0].gpus, std::vector<int>{0}) << i;
+    c.Allocate(*p);
+    held.push_back(*p);
+  }
+  EXPECT_EQ(c.sharers(0, 0), 4);
+  EXPECT_EQ(c.shared_memory_mb(0, 0), 8192);
+  EXPECT_EQ(c.free_gpus(0), 1);
+  auto fifth = c.Find(Share(2048), Fit::kBest);
+  ASSERT_TRUE(fifth);
+  EXPECT_EQ(fifth->ranks[0].gpus, std::vector<int>{1}) << "GPU 0 is full";
+  c.Allocate(*fifth);
+  EXPECT_EQ(c.free_gpus(0), 0);
+  EXPECT_FALSE(c.Find(Gpus(1), Fit::kBest)) << "both GPUs hold shares";
+  c.Release(*fifth);
+  auto whole = c.Find(Gpus(1), Fit::kBest);
+  ASSERT_TRUE(whole) << "GPU 1's last share is gone";
+  EXPECT_EQ(whole->ranks[0].gpus, std::vector<int>{1});
+  for (const Placement& p : held) c.Release(p);
+  EXPECT_EQ(c.free_gpus(0), 2);
+  EXPECT_EQ(c.sharers(0, 0), 0);
+  EXPECT_EQ(c.shared_memory_mb(0, 0), 0);
+}
+
+// Best fit puts a share on the shared GPU it leaves with the least memory; first fit on the
+// first that holds it.
+TEST(GpuShareTest, BestFitPacksOntoTheTightestSharedGpu) {
+  ClusterState c(GpuNodesWithMemory({2}, 8192));
+  Placement on0{{{0, {0}, 1, {6000, 0}}}}, on1{{{0, {1}, 1, {2000, 0}}}};
+  c.Allocate(on0);
+  c.Allocate(on1);
+  EXPECT_EQ(c.Find(Share(2000), Fit::kBest)->ranks[0].gpus, std::vector<int>{0});
+  EXPECT_EQ(c.Find(Share(3000), Fit::kBest)->ranks[0].gpus, std::vector<int>{1});
+  EXPECT_EQ(c.Find(Share(1000), Fit::kFirst)->ranks[0].gpus, std::vector<int>{0});
+  EXPECT_FALSE(c.Find(Share(6500), Fit::kBest)) << "no GPU has 6500 MiB left, none is free";
+}
+
+// Fractions need no memory figure: four quarters share a GPU whose memory is not known, a share
+// by memory goes nowhere there, and a node with too little memory is passed over.
+TEST(GpuShareTest, FractionsPackWithoutMemoryAndMemoryOnlyWhereItIsKnown) {
+  ClusterState unknown(GpuNodes({1}));
+  for (int i = 0; i < 4; ++i) {
+    auto p = unknown.Find(Share(0, 250), Fit::kBest);
+    ASSERT_TRUE(p) << i;
+    unknown.Allocate(*p);
+  }
+  EXPECT_FALSE(unknown.Find(Share(0, 250), Fit::kBest)) << "four quarters fill it";
+  EXPECT_FALSE(unknown.Satisfiable(Share(1024)));
+  EXPECT_TRUE(unknown.Satisfiable(Share(0, 500)));
+  EXPECT_FALSE(unknown.Satisfiable(Share(0, 1500)));
+
+  std::vector<Node> mixed = {{"small", 1, 8, 16384}, {"large", 1, 8, 81920}};
+  ClusterState c(mixed);
+  auto p = c.Find(Share(20000), Fit::kBest);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->ranks[0].node, 1) << "only the 80 GiB GPU holds 20000 MiB";
+  EXPECT_FALSE(c.Satisfiable(Share(90000)));
+  Demand gang = Share(1024);
+  gang.ranks = 2;
+  EXPECT_FALSE(c.Satisfiable(gang)) << "a gang's ranks need GPUs of their own";
+}
+
+// Each share also holds its CPU slots: a node out of slots takes no more shares.
+TEST(GpuShareTest, SharesHoldTheirCpuSlots) {
+  ClusterState c(GpuNodesWithMemory({1}, 81920, /*cpus=*/3));
+  for (int i = 0; i < 3; ++i) c.Allocate(*c.Find(Share(1024), Fit::kBest));
+  EXPECT_EQ(c.free_cpus(0), 0);
+  EXPECT_FALSE(c.Find(Share(1024), Fit::kBest));
+}
+
+// Through the queue: eight 2 GiB trials on one 8 GiB GPU run four at a time, each next one as one
+// ends; a share no node can hold is refused at submission, saying why.
+TEST(GpuShareTest, TheSchedulerRunsAsManySharesAsTheGpuHolds) {
+  ClusterState c(GpuNodesWithMemory({1}, 8192));
+  Scheduler s(&c, Policy::kBestFit);
+  for (uint64_t id = 1; id <= 8; ++id) {
+    Job j;
+    j.id = id;
+    j.demand = Share(2048);
+    j.submit = 0;
+    j.estimate = 10;
+    ASSERT_TRUE(s.Submit(j).ok());
+  }
+  auto first = s.Schedule(0);
+  ASSERT_EQ(first.size(), 4u);
+  EXPECT_EQ(s.waiting(), 4u);
+  s.Finish(first[0].job.id);
+  auto next = s.Schedule(10);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].placement.ranks[0].gpus, std::vector<int>{0});
+  Job big;
+  big.id = 9;
+  big.demand = Share(9000);
+  Status refused = s.Submit(big);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("9000 MiB of one GPU"), std::string::npos) << refused.message();
+}
+
 }  // namespace
 }  // namespace hyperpack::scheduler

@@ -96,6 +96,16 @@ TEST(AgentMessagesTest, RegisterAndHeartbeatRoundTripInTheirWireFormat) {
   EXPECT_EQ(reg.cpus, 16);
   EXPECT_EQ(reg.address, "10.0.0.2");
   EXPECT_EQ(reg.running, (std::vector<RankRef>{{9, {4, 1}}}));
+  EXPECT_EQ(reg.gpu_memory_mb, 0) << "left out of the frame when not known";
+  EXPECT_EQ(RoundTrip(Register{"node-b", {"0"}, 8, "", {}, 81920}, {{"type", "register"},
+                                                                    {"name", "node-b"},
+                                                                    {"gpus", {"0"}},
+                                                                    {"cpus", 8},
+                                                                    {"address", ""},
+                                                                    {"running", Json::array()},
+                                                                    {"gpu_memory_mb", 81920}})
+                .gpu_memory_mb,
+            81920);
   EXPECT_EQ(RoundTrip(Heartbeat{7}, {{"type", "heartbeat"}, {"seq", 7}}).seq, 7);
 }
 

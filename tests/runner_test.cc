@@ -641,6 +641,81 @@ resources: {gpus: "{g}"}
   }
 }
 
+// Trials that need part of a GPU share one: on two fake GPUs of 8 GiB, trials of 2-4 GiB (a
+// template) run as many at once as the memory holds, each told its one GPU; a GPU never holds
+// more than its memory. The first four wait for one another, so at least four ran at once.
+TEST_F(RunnerTest, TrialsThatNeedPartOfAGpuShareOneByMemory) {
+  const std::string marks = dir_ / "marks";
+  std::filesystem::create_directories(marks);
+  std::string script = Script(
+      "share.sh", "touch " + marks + R"sh(/$HYPERPACK_TRIAL_ID
+i=0
+while [ "$(ls )sh" + marks +
+                      R"sh( | wc -l)" -lt 4 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+echo "$CUDA_VISIBLE_DEVICES" > "$HYPERPACK_TRIAL_DIR/device"
+echo '{"loss": 1}'
+)sh");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize}
+search_space:
+  gib: {type: categorical, values: [2, 4]}
+  x: {type: float, low: 0, high: 1}
+trial: {command: "sh )" +
+                   script + R"("}
+tuner: {algorithm: random, seed: 3}
+budget: {max_trials: 12, max_parallel: 12}
+resources: {gpu_memory: "{gib} GiB"}
+)");
+  RunOptions o;
+  o.node = FakeGpuNode(2, 8192);
+  auto summary = Run(spec, o);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->completed, 12);
+  struct Use {
+    double start, end;
+    std::string device;
+    int64_t mib;
+  };
+  std::vector<Use> uses;
+  for (const TrialRecord& t : Trials()) {
+    std::string device =
+        ReadFile((std::filesystem::path(t.log_path).parent_path() / "device").string());
+    ASSERT_TRUE(device == "0\n" || device == "1\n") << "one GPU each: " << device;
+    uses.push_back({*t.started, *t.ended, device, std::get<int64_t>(t.params.at("gib")) * 1024});
+  }
+  size_t most_at_once = 0;
+  for (const Use& u : uses) {
+    std::map<std::string, int64_t> held;
+    size_t at_once = 0;
+    for (const Use& v : uses) {
+      if (!(v.start <= u.start && u.start < v.end)) continue;
+      held[v.device] += v.mib;
+      ++at_once;
+    }
+    for (const auto& [device, mib] : held) EXPECT_LE(mib, 8192) << "GPU " << device;
+    most_at_once = std::max(most_at_once, at_once);
+  }
+  EXPECT_GE(most_at_once, 4u);
+}
+
+// A share by memory needs GPUs whose memory is known; a study that asks for one where none is
+// says so and runs nothing.
+TEST_F(RunnerTest, AShareByMemoryOnGpusOfUnknownMemoryIsRefusedSayingWhy) {
+  std::string script = Script("t.sh", "echo '{\"loss\": 1}'\n");
+  auto spec = Spec(StudyYaml("s").Command("sh " + script).str() +
+                   "budget: {max_trials: 2}\nresources: {gpu_memory: 2GiB}\n");
+  RunOptions o;
+  o.node = FakeGpuNode(1);
+  auto summary = Run(spec, o);
+  std::string all = summary.ok() ? std::string() : summary.status().message();
+  for (const TrialRecord& t : Trials()) {
+    EXPECT_NE(t.state, TrialState::kCompleted);
+    all += t.error;
+  }
+  EXPECT_THAT(all, HasSubstr("2048 MiB of one GPU"));
+}
+
 TEST_F(RunnerTest, WhenOneRankFailsTheWholeGangIsStopped) {
   std::string script = Script("gang.sh", R"(
 if [ "$RANK" = 1 ]; then echo "rank one broke" >&2; exit 1; fi

@@ -1174,6 +1174,49 @@ TEST(StudyFileTest, RejectsMalformedResourceExpression) {
   EXPECT_THAT(out.errors, ElementsAre(IsError(6, 19, "resources.cpus", "at character 4")));
 }
 
+// A trial's share of a GPU: memory as a size (binary and decimal units, plain MiB, a template
+// with its unit), or gpus as a fraction below 1.
+TEST(StudyFileTest, ReadsGpuMemoryAsASizeAndAFractionOfAGpuAsAShare) {
+  struct Case {
+    std::string text;
+    double mib;  // for gib = 3
+  };
+  for (const Case& c : {Case{"2GiB", 2048}, Case{"1500", 1500}, Case{"512 MiB", 512},
+                        Case{"\"{gib} * 2 GiB\"", 6144}, Case{"1GB", 1e9 / 1048576}}) {
+    ParseOutcome out =
+        Parse(StudyYaml().Space("{gib: {type: int, low: 1, high: 4}}").TrialBlock("run").str() +
+              "resources: {gpu_memory: " + c.text + "}\n");
+    ASSERT_TRUE(out.errors.empty()) << c.text << ": " << out.errors[0].ToString();
+    const ResourceSpec& r = out.spec->resources;
+    ASSERT_TRUE(r.gpu_memory.has_value()) << c.text;
+    EXPECT_NEAR(*r.gpu_memory->Evaluate({{"gib", int64_t{3}}}) * r.gpu_memory_unit_mb, c.mib, 1e-6)
+        << c.text;
+    EXPECT_TRUE(r.SharesGpu());
+  }
+  ParseOutcome half = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() +
+                            "resources: {gpus: 0.5}\n");
+  ASSERT_TRUE(half.errors.empty());
+  EXPECT_TRUE(half.spec->resources.SharesGpu());
+}
+
+TEST(StudyFileTest, RejectsAShareBesideWholeGpusAndAFractionAboveOne) {
+  ParseOutcome both = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() +
+                            "resources: {gpus: 2, gpu_memory: 4GiB}\n");
+  EXPECT_THAT(both.errors,
+              ElementsAre(IsError(6, 34, "resources.gpu_memory",
+                                  "gives each rank whole GPUs; leave out gpu_memory, or make gpus "
+                                  "a fraction such as 0.5")));
+  ParseOutcome odd = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() +
+                           "resources: {gpus: 1.5}\n");
+  EXPECT_THAT(odd.errors, ElementsAre(IsError(6, 19, "resources.gpus",
+                                              "expected a whole number of GPUs, or a fraction "
+                                              "below 1 to share one, got 1.5")));
+  ParseOutcome bad = Parse(StudyYaml().Space("{x: [1, 2]}").TrialBlock("run {x}").str() +
+                           "resources: {gpu_memory: [2GiB]}\n");
+  EXPECT_THAT(bad.errors, ElementsAre(IsError(6, 25, "resources.gpu_memory",
+                                              "expected a size such as 2GiB or 1500 (MiB)")));
+}
+
 // ---- several problems at once -------------------------------------------------------------------
 
 TEST(StudyFileTest, ReportsEveryProblemInOneFileInOrder) {

@@ -20,7 +20,9 @@ int Slots(const Demand& d, int free_gpus, int free_cpus) {
 // The smallest gang of one shape (per-rank GPUs and CPUs) that failed to backfill in this pass.
 // Capacity only shrinks during a pass, so a shape that failed with r ranks fails with more.
 struct Failed {
-  int gpus_per_rank, cpus_per_rank, ranks_anywhere, ranks_off_reserved;
+  int gpus_per_rank, cpus_per_rank;
+  GpuShare share;
+  int ranks_anywhere, ranks_off_reserved;
 };
 
 // Backfill, once the head of the queue is blocked: its reservation, and the failures so far.
@@ -32,9 +34,11 @@ struct Backfill {
 
 Failed& FailedFor(std::vector<Failed>& failed, const Demand& d) {
   for (Failed& f : failed)
-    if (f.gpus_per_rank == d.gpus_per_rank && f.cpus_per_rank == d.cpus_per_rank) return f;
+    if (f.gpus_per_rank == d.gpus_per_rank && f.cpus_per_rank == d.cpus_per_rank &&
+        f.share == d.share)
+      return f;
   const int never = std::numeric_limits<int>::max();
-  failed.push_back({d.gpus_per_rank, d.cpus_per_rank, never, never});
+  failed.push_back({d.gpus_per_rank, d.cpus_per_rank, d.share, never, never});
   return failed.back();
 }
 
@@ -59,6 +63,13 @@ std::optional<Placement> BackfillPlacement(const ClusterState& cluster, const Jo
 
 }  // namespace
 
+std::string ShareText(const GpuShare& share) {
+  std::string out;
+  if (share.memory_mb > 0) out = StrCat(share.memory_mb, " MiB");
+  if (share.milli > 0) out += StrCat(out.empty() ? "" : " and ", share.milli / 1000.0 * 100, "%");
+  return StrCat(out.empty() ? "nothing" : out, " of one GPU");
+}
+
 std::vector<int> Placement::Nodes() const {
   std::vector<int> out;
   for (const RankPlacement& r : ranks)
@@ -75,6 +86,8 @@ ClusterState::ClusterState(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
   free_cpus_.resize(n);
   free_mask_.resize(n);
   pos_in_bucket_.assign(n, -1);
+  shared_.resize(n);
+  for (int i = 0; i < n; ++i) shared_[i].resize(nodes_[i].gpus);
   for (const Node& node : nodes_) {
     max_node_gpus_ = std::max(max_node_gpus_, node.gpus);
     max_node_cpus_ = std::max(max_node_cpus_, node.cpus);
@@ -106,9 +119,11 @@ void ClusterState::Reindex(int node, int old_free) {
 }
 
 std::optional<int> ClusterState::OneNode(int gpus, int cpus, Fit fit,
-                                         const std::vector<bool>* avoid) const {
+                                         const std::vector<bool>* avoid,
+                                         int64_t min_gpu_memory_mb) const {
   auto ok = [&](int i) {
-    return free_gpus_[i] >= gpus && free_cpus_[i] >= cpus && !(avoid && (*avoid)[i]);
+    return free_gpus_[i] >= gpus && free_cpus_[i] >= cpus && !(avoid && (*avoid)[i]) &&
+           nodes_[i].gpu_memory_mb >= min_gpu_memory_mb;
   };
   if (gpus > 0 && fit == Fit::kBest) {
     // The node left with the fewest free GPUs: keep the large holes for large gangs.
@@ -130,8 +145,39 @@ std::optional<Placement> ClusterState::Find(const Demand& d, Fit fit) const {
   return FindAvoiding(d, fit, nullptr);
 }
 
+bool ClusterState::ShareFits(int node, const SharedGpu& on, const GpuShare& share) const {
+  if (on.milli + share.milli > 1000) return false;
+  return share.memory_mb == 0 || on.memory_mb + share.memory_mb <= nodes_[node].gpu_memory_mb;
+}
+
+std::optional<Placement> ClusterState::FindShare(const Demand& d, Fit fit,
+                                                 const std::vector<bool>* avoid) const {
+  if (d.ranks != 1) return std::nullopt;  // ranks of a gang need GPUs of their own
+  // A GPU that holds shares already; best fit: the one left with the least memory (then the
+  // smallest fraction) once this share is on it.
+  std::optional<std::pair<int, int>> pick;
+  std::pair<int64_t, int> least{std::numeric_limits<int64_t>::max(), 0};
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (removed_[i] || (avoid && (*avoid)[i]) || free_cpus_[i] < d.cpus_per_rank) continue;
+    for (int g = 0; g < nodes_[i].gpus; ++g) {
+      const SharedGpu& on = shared_[i][g];
+      if (on.sharers == 0 || !ShareFits(i, on, d.share)) continue;
+      const std::pair<int64_t, int> left{nodes_[i].gpu_memory_mb - on.memory_mb, 1000 - on.milli};
+      if (fit == Fit::kFirst) return Placement{{{i, {g}, d.cpus_per_rank, d.share}}};
+      if (!pick || left < least) pick = {i, g}, least = left;
+    }
+  }
+  if (pick) return Placement{{{pick->first, {pick->second}, d.cpus_per_rank, d.share}}};
+  // Else a free GPU, as a one-GPU trial would take it, on a node whose GPUs can hold the memory.
+  if (d.share.milli > 1000) return std::nullopt;
+  auto node = OneNode(1, d.cpus_per_rank, fit, avoid, d.share.memory_mb);
+  if (!node) return std::nullopt;
+  return Placement{{{*node, {__builtin_ctzll(free_mask_[*node])}, d.cpus_per_rank, d.share}}};
+}
+
 std::optional<Placement> ClusterState::FindAvoiding(const Demand& d, Fit fit,
                                                     const std::vector<bool>* avoid) const {
+  if (d.shares_gpu()) return FindShare(d, fit, avoid);
   // Which nodes, and how many ranks on each.
   std::vector<std::pair<int, int>> layout;
   if (auto node = OneNode(d.total_gpus(), d.total_cpus(), fit, avoid)) {
@@ -190,6 +236,13 @@ std::optional<Placement> ClusterState::FindAvoiding(const Demand& d, Fit fit,
 
 bool ClusterState::Satisfiable(const Demand& d) const {
   if (d.gpus_per_rank > max_node_gpus_ || d.cpus_per_rank > max_node_cpus_) return false;
+  if (d.shares_gpu()) {
+    if (d.ranks != 1 || d.share.milli > 1000) return false;
+    for (const Node& n : nodes_)
+      if (n.gpus > 0 && n.cpus >= d.cpus_per_rank && n.gpu_memory_mb >= d.share.memory_mb)
+        return true;
+    return false;
+  }
   int64_t slots = 0;
   for (const Node& n : nodes_) slots += std::min(Slots(d, n.gpus, n.cpus), d.ranks);
   return slots >= d.ranks;
@@ -198,10 +251,19 @@ bool ClusterState::Satisfiable(const Demand& d) const {
 void ClusterState::Allocate(const Placement& p) {
   for (const RankPlacement& r : p.ranks) {
     int old = free_gpus_[r.node];
-    for (int g : r.gpus) free_mask_[r.node] &= ~(1ULL << g);
-    free_gpus_[r.node] -= static_cast<int>(r.gpus.size());
+    int taken = static_cast<int>(r.gpus.size());
+    if (r.share.any()) {
+      // A GPU's first share takes it from the free ones; later shares only add to it.
+      SharedGpu& on = shared_[r.node][r.gpus[0]];
+      taken = on.sharers++ == 0 ? 1 : 0;
+      on.memory_mb += r.share.memory_mb;
+      on.milli += r.share.milli;
+    }
+    if (taken > 0)
+      for (int g : r.gpus) free_mask_[r.node] &= ~(1ULL << g);
+    free_gpus_[r.node] -= taken;
     free_cpus_[r.node] -= r.cpus;
-    total_free_gpus_ -= static_cast<int>(r.gpus.size());
+    total_free_gpus_ -= taken;
     Reindex(r.node, old);
   }
 }
@@ -212,6 +274,7 @@ void ClusterState::AddNode(const Node& node) {
   removed_.push_back(false);
   withheld_mask_.push_back(0);
   withheld_cpus_.push_back(0);
+  shared_.emplace_back(node.gpus);
   max_node_gpus_ = std::max(max_node_gpus_, node.gpus);
   max_node_cpus_ = std::max(max_node_cpus_, node.cpus);
   if (static_cast<int>(by_free_.size()) <= max_node_gpus_) by_free_.resize(max_node_gpus_ + 1);
@@ -248,6 +311,7 @@ void ClusterState::RemoveNode(int i) {
   }
   nodes_[i].gpus = 0;
   nodes_[i].cpus = 0;
+  shared_[i].clear();
   removed_[i] = true;
 }
 
@@ -255,10 +319,19 @@ void ClusterState::Release(const Placement& p) {
   for (const RankPlacement& r : p.ranks) {
     if (removed_[r.node]) continue;
     int old = free_gpus_[r.node];
-    for (int g : r.gpus) free_mask_[r.node] |= 1ULL << g;
-    free_gpus_[r.node] += static_cast<int>(r.gpus.size());
+    int given = static_cast<int>(r.gpus.size());
+    if (r.share.any()) {
+      // Free again with its last share.
+      SharedGpu& on = shared_[r.node][r.gpus[0]];
+      on.memory_mb -= r.share.memory_mb;
+      on.milli -= r.share.milli;
+      given = --on.sharers == 0 ? 1 : 0;
+    }
+    if (given > 0)
+      for (int g : r.gpus) free_mask_[r.node] |= 1ULL << g;
+    free_gpus_[r.node] += given;
     free_cpus_[r.node] += r.cpus;
-    total_free_gpus_ += static_cast<int>(r.gpus.size());
+    total_free_gpus_ += given;
     Reindex(r.node, old);
   }
 }
@@ -321,6 +394,11 @@ const char* OrderName(Order order) { return order == Order::kShortestFirst ? "sj
 Status Scheduler::Submit(const Job& job) {
   if (job.demand.ranks < 1 || job.demand.gpus_per_rank < 0 || job.demand.cpus_per_rank < 0)
     return Status::Invalid("job ", job.id, ": a gang needs at least one rank");
+  if (!cluster_->Satisfiable(job.demand) && job.demand.shares_gpu())
+    return Status::Invalid("job ", job.id, " needs ", ShareText(job.demand.share), " and ",
+                           job.demand.cpus_per_rank,
+                           " CPUs, more than any node has (memory is packed only onto GPUs whose "
+                           "memory their node states)");
   if (!cluster_->Satisfiable(job.demand))
     return Status::Invalid("job ", job.id, " needs ", job.demand.ranks, " ranks of ",
                            job.demand.gpus_per_rank, " GPUs and ", job.demand.cpus_per_rank,

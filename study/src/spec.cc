@@ -276,6 +276,13 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
 using internal::Field;
 using internal::Parser;
 
+bool ResourceSpec::SharesGpu() const {
+  if (gpu_memory) return true;
+  if (!gpus || !gpus->references().empty()) return false;
+  auto v = gpus->Evaluate({});
+  return v.ok() && *v > 0 && *v < 1;
+}
+
 ParseOutcome ParseStudy(const std::string& text, const std::string& filename) {
   return Parser(filename).Parse(text);
 }

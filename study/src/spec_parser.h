@@ -213,6 +213,7 @@ class Parser {
   void ParseBudget(const Field& field, BudgetSpec* budget);
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources);
+  void CheckGpuShare(const std::map<std::string, Field>& fields, const ResourceSpec& resources);
 
   // `export: {roles: {ROLE: PARAM or VALUE}}`.
   void ParseExport(const Field& field, const SearchSpace& space, ExportSpec* exports);

@@ -6,31 +6,60 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::study::internal {
 
+namespace {
+
+// A size's unit at the end of `text` ("2GiB", "{batch} * 16 MiB"), in MiB, and the text before it;
+// a plain number is MiB.
+std::pair<std::string, double> SplitSizeUnit(const std::string& text) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"KiB", 1.0 / 1024},   {"MiB", 1},
+      {"GiB", 1024},         {"TiB", 1024 * 1024},
+      {"KB", 1e3 / 1048576}, {"MB", 1e6 / 1048576},
+      {"GB", 1e9 / 1048576}, {"TB", 1e12 / 1048576}};
+  std::string body = text;
+  while (!body.empty() && std::isspace(static_cast<unsigned char>(body.back()))) body.pop_back();
+  for (const auto& [unit, mib] : kUnits) {
+    const size_t n = std::strlen(unit);
+    if (body.size() > n && body.compare(body.size() - n, n, unit) == 0)
+      return {body.substr(0, body.size() - n), mib};
+  }
+  return {body, 1};
+}
+
+}  // namespace
+
 void Parser::ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources) {
-  auto fields = Fields(field, "resources", {"gpus", "cpus"});
-  auto expr = [&](const char* key) -> std::optional<Expression> {
+  auto fields = Fields(field, "resources", {"gpus", "cpus", "gpu_memory"});
+  auto expr = [&](const char* key, double* unit_mb) -> std::optional<Expression> {
     const Field* f = Get(fields, key);
     if (!f) return std::nullopt;
     std::string path = Path("resources", key);
     if (!f->value.IsScalar()) {
       Error(f->value.IsNull() ? f->key : f->value, path,
-            "expected a number or an expression such as \"{data_parallel}\", got ",
+            unit_mb ? "expected a size such as 2GiB or 1500 (MiB), or an expression such as "
+                      "\"{batch_size} * 16 MiB\", got "
+                    : "expected a number or an expression such as \"{data_parallel}\", got ",
             Describe(f->value));
       return std::nullopt;
     }
-    auto e = Expression::Parse(f->value.Scalar());
+    std::string text = f->value.Scalar();
+    if (unit_mb) std::tie(text, *unit_mb) = SplitSizeUnit(text);
+    auto e = Expression::Parse(text);
     if (!e.ok()) {
       Error(f->value, path, e.status().message());
       return std::nullopt;
@@ -61,8 +90,30 @@ void Parser::ParseResources(const Field& field, const SearchSpace& space, Resour
     }
     return *e;
   };
-  resources->gpus = expr("gpus");
-  resources->cpus = expr("cpus");
+  resources->gpus = expr("gpus", nullptr);
+  resources->cpus = expr("cpus", nullptr);
+  resources->gpu_memory = expr("gpu_memory", &resources->gpu_memory_unit_mb);
+  CheckGpuShare(fields, *resources);
+}
+
+// A share of a GPU is one rank's: gpus, where it is a constant, is a whole number, or a fraction
+// below 1.
+void Parser::CheckGpuShare(const std::map<std::string, Field>& fields,
+                           const ResourceSpec& resources) {
+  if (!resources.gpus || !resources.gpus->references().empty()) return;
+  auto v = resources.gpus->Evaluate({});
+  if (!v.ok()) return;
+  const Field* f = Get(fields, "gpus");
+  if (*v > 1 && *v != std::floor(*v)) {
+    Error(f->value, "resources.gpus",
+          "expected a whole number of GPUs, or a fraction below 1 to share one, got ",
+          f->value.Scalar());
+  } else if (*v >= 1 && resources.gpu_memory) {
+    Error(Get(fields, "gpu_memory")->value, "resources.gpu_memory",
+          "packs trials that need less than a GPU onto one, and gpus: ", f->value.Scalar(),
+          " gives each rank whole GPUs; leave out gpu_memory, or make gpus a fraction such as "
+          "0.5");
+  }
 }
 
 void Parser::ParseExport(const Field& field, const SearchSpace& space, ExportSpec* exports) {

@@ -43,7 +43,7 @@ class Agent {
         beat_(io_),
         retry_(io_),
         jitter_(std::random_device{}()) {
-    node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus) : DetectLocalNode();
+    node_ = o.fake_gpus >= 0 ? FakeGpuNode(o.fake_gpus, o.fake_gpu_memory_mb) : DetectLocalNode();
     if (!o.name.empty()) node_.name = o.name;
     // Until a server says its heartbeat timeout: three heartbeats.
     lease_s_ = 3 * options_.heartbeat_s;
@@ -156,7 +156,8 @@ class Agent {
             "shorter --heartbeat");
       }
     }
-    protocol::Register reg{node_.name, node_.gpus, node_.cpus, conn_->local_address(), {}};
+    protocol::Register reg{node_.name, node_.gpus,         node_.cpus, conn_->local_address(),
+                           {},         node_.gpu_memory_mb};
     for (const auto& [id, r] : running_) reg.running.push_back(r.ref);
     // The server counts this node as heard from when the register arrives, after this.
     const Clock::time_point sent = Clock::now();

@@ -99,6 +99,17 @@ struct IfNotEmpty {
   void Read(FrameReader& r, S& s) const { s.*member = r.Optional<T>(name, T{}); }
 };
 
+// A number sent only when it is not zero, read as zero when absent.
+template <class S, class T>
+struct IfNonZero {
+  const char* name;
+  T S::*member;
+  void Write(const S& s, Json& j) const {
+    if (s.*member != T{}) j[name] = s.*member;
+  }
+  void Read(FrameReader& r, S& s) const { s.*member = r.Optional<T>(name, T{}); }
+};
+
 // An enum, as its name in `names`; `what` opens the error for a name not there.
 template <class S, class E, size_t N>
 struct Named {

@@ -362,9 +362,13 @@ template <>
 struct FrameFields<Register> {
   static constexpr FrameType kType = FrameType::kRegister;
   static auto Fields() {
-    return std::tuple{Field("name", &Register::name), Field("gpus", &Register::gpus),
-                      Field("cpus", &Register::cpus), Field("address", &Register::address, ""),
-                      Custom{WriteRunning, ReadRunning}};
+    return std::tuple{
+        Field("name", &Register::name),
+        Field("gpus", &Register::gpus),
+        Field("cpus", &Register::cpus),
+        Field("address", &Register::address, ""),
+        Custom{WriteRunning, ReadRunning},
+        codec::IfNonZero<Register, int64_t>{"gpu_memory_mb", &Register::gpu_memory_mb}};
   }
 };
 

@@ -261,14 +261,16 @@ struct RankRef {
 };
 
 // {"type": "register", "name", "gpus": [name...], "cpus", "address" (optional, ""), "running"
-// (optional, []): [{"run", "trial", "rank"}...]}. An empty address: the server uses the address
-// the agent connected from. "running": what an agent that reconnects still runs.
+// (optional, []): [{"run", "trial", "rank"}...], "gpu_memory_mb" (optional, 0)}. An empty address:
+// the server uses the address the agent connected from. "running": what an agent that reconnects
+// still runs. "gpu_memory_mb": each GPU's memory (0: not known; no share by memory goes there).
 struct Register {
   std::string name;
   std::vector<std::string> gpus;  // as CUDA_VISIBLE_DEVICES names them on the agent
   int cpus = 0;
   std::string address;
   std::vector<RankRef> running;
+  int64_t gpu_memory_mb = 0;
   Json ToJson() const;
   static Result<Register> FromJson(const Json& frame);
 };
@@ -292,7 +294,7 @@ struct Launch {
   std::string workdir;
   std::vector<std::string> env;
   std::vector<std::string> warm_argv;
-  std::string lock;  // SpawnRequest::lock_path
+  std::string lock = "";  // SpawnRequest::lock_path
   Json ToJson() const;
   static Result<Launch> FromJson(const Json& frame);
 };

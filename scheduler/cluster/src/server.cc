@@ -247,9 +247,11 @@ Result<int> Server::Join(const std::shared_ptr<Connection>& c, const protocol::R
   n.gpu_names = reg.gpus;
   n.node.gpus = static_cast<int>(n.gpu_names.size());
   n.node.cpus = reg.cpus;
+  n.node.gpu_memory_mb = reg.gpu_memory_mb;
   n.address = reg.address;
   if (n.address.empty()) n.address = c->peer().substr(0, c->peer().rfind(':'));
-  if (n.node.gpus > 64 || n.node.cpus < 0 || n.node.cpus > 1 << 20)
+  if (n.node.gpus > 64 || n.node.cpus < 0 || n.node.cpus > 1 << 20 || n.node.gpu_memory_mb < 0 ||
+      n.node.gpu_memory_mb > int64_t{1} << 40)
     return Status::Invalid("impossible node description");
   const int node = static_cast<int>(nodes_.size());
   nodes_.push_back(n);

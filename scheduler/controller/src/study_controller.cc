@@ -24,7 +24,8 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   o.initial_trials = spec.tuner.initial_trials;
   o.acquisition = spec.tuner.acquisition;
   // A declared resource is a statement that trials differ in what they hold: weigh it.
-  const bool resources = spec.resources.gpus || spec.resources.cpus;
+  const bool resources =
+      spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;
   o.cost_aware = spec.tuner.cost_aware.value_or(resources);
   // The queue orders by predicted run time.
   o.predict_costs = QueueOptionsFor(spec).order == Order::kShortestFirst;
@@ -34,7 +35,8 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
 QueueOptions QueueOptionsFor(const study::StudySpec& spec) {
   QueueOptions q;
   // Declared resources make trials' run times differ, and the tuner predicts them.
-  const bool resources = spec.resources.gpus || spec.resources.cpus;
+  const bool resources =
+      spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;
   q.order = spec.queue.order.value_or(resources ? Order::kShortestFirst : Order::kArrival);
   q.aging = spec.queue.aging;
   // The starvation guard: on the tuning workload 6x the typical run time keeps the longest trials'
@@ -368,25 +370,45 @@ void StudyController::Impl::ResolveAwaiting() {
 }
 
 // What one trial needs: resources.gpus G makes a gang of G ranks with a GPU each (launched with
-// torchrun's variables); otherwise one process with resources.cpus CPU slots. Without resources a
-// trial takes no slot and only max_parallel bounds it.
+// torchrun's variables); a fraction of a GPU, or resources.gpu_memory, one rank holding a share of
+// one GPU; otherwise one process with resources.cpus CPU slots. Without resources a trial takes no
+// slot and only max_parallel bounds it.
 Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
+  const study::ResourceSpec& res = spec_.resources;
   Demand d{1, 0, 0};
-  auto count = [&](const Expression& e, const char* key) -> Result<int> {
+  auto value = [&](const Expression& e, const char* key) -> Result<double> {
     HP_ASSIGN_OR_RETURN(double v, e.Evaluate(config));
-    if (v < 0 || v != std::floor(v) || v > 1e6)
+    if (!(v >= 0) || v > 1e6)
       return Status::Invalid("resources.", key, " = ", e.text(), " is ", FormatDouble(v),
-                             "; expected a whole number >= 0");
-    return static_cast<int>(v);
+                             "; expected a number >= 0");
+    return v;
   };
-  int gpus = 0;
-  if (spec_.resources.gpus) {
-    HP_ASSIGN_OR_RETURN(gpus, count(*spec_.resources.gpus, "gpus"));
-    if (gpus > 0) d = Demand{gpus, 1, 0};
+  double gpus = 0;
+  if (res.gpus) {
+    HP_ASSIGN_OR_RETURN(gpus, value(*res.gpus, "gpus"));
+    if (gpus > 1 && gpus != std::floor(gpus))
+      return Status::Invalid("resources.gpus = ", res.gpus->text(), " is ", FormatDouble(gpus),
+                             "; expected a whole number of GPUs, or a fraction below 1");
+    if (gpus >= 1) d = Demand{static_cast<int>(gpus), 1, 0};
+    if (gpus > 0 && gpus < 1)
+      d.share.milli = std::max(1, static_cast<int>(std::lround(gpus * 1000)));
   }
-  if (spec_.resources.cpus) {
-    HP_ASSIGN_OR_RETURN(int cpus, count(*spec_.resources.cpus, "cpus"));
-    d.cpus_per_rank = gpus > 0 ? (cpus + gpus - 1) / gpus : cpus;
+  if (res.gpu_memory) {
+    HP_ASSIGN_OR_RETURN(double m, value(*res.gpu_memory, "gpu_memory"));
+    if (gpus >= 1)
+      return Status::Invalid(
+          "resources.gpu_memory packs trials that need less than a GPU, and "
+          "resources.gpus is ",
+          FormatDouble(gpus), " here (whole GPUs)");
+    d.share.memory_mb = static_cast<int64_t>(std::ceil(m * res.gpu_memory_unit_mb));
+  }
+  if (res.cpus) {
+    HP_ASSIGN_OR_RETURN(double c, value(*res.cpus, "cpus"));
+    if (c != std::floor(c))
+      return Status::Invalid("resources.cpus = ", res.cpus->text(), " is ", FormatDouble(c),
+                             "; expected a whole number >= 0");
+    const int cpus = static_cast<int>(c);
+    d.cpus_per_rank = d.gpus_per_rank > 0 ? (cpus + d.ranks - 1) / d.ranks : cpus;
   }
   return d;
 }
@@ -433,7 +455,8 @@ std::string StudyController::Impl::WaitingForCapacity() const {
   std::string needs;
   Config probe = retries_.empty() ? Config{} : retries_.front().config;
   if (auto d = DemandFor(probe); d.ok()) {
-    needs = d->gpus_per_rank > 0
+    needs = d->shares_gpu() ? StrCat("needs ", ShareText(d->share), "; ")
+            : d->gpus_per_rank > 0
                 ? StrCat("needs ", d->total_gpus(), d->total_gpus() == 1 ? " GPU; " : " GPUs; ")
                 : StrCat("needs ", std::max(1, d->cpus_per_rank), " CPU slot",
                          d->cpus_per_rank > 1 ? "s; " : "; ");

@@ -669,7 +669,9 @@ Result<RunSummary> RunStudy(const study::StudySpec& spec, const RunOptions& opti
   asio::thread_pool pool(2);
   LocalNode local = options.node ? *options.node : DetectLocalNode();
   std::vector<ClusterNode> nodes = {
-      {{local.name, static_cast<int>(local.gpus.size()), local.cpus}, local.gpus, "127.0.0.1"}};
+      {{local.name, static_cast<int>(local.gpus.size()), local.cpus, local.gpu_memory_mb},
+       local.gpus,
+       "127.0.0.1"}};
   LocalDriver driver(spec, options, io, pool, std::move(nodes), nullptr);
   Result<RunSummary> result = Status::Internal("the run ended without a result");
   HP_RETURN_IF_ERROR(driver.Begin([&](Result<RunSummary> r) { result = std::move(r); }));

@@ -56,6 +56,12 @@ slurm::Demand ProbeDemand(const study::StudySpec& spec) {
 // configuration Slurm refuses is an error before anything is stored.
 Status CheckRequest(const study::StudySpec& spec) {
   const study::SlurmSpec& s = *spec.cluster.slurm;
+  // Slurm shares a GPU between jobs only through gres it must be configured for (shard, mps).
+  if (spec.resources.gpu_memory || spec.resources.SharesGpu())
+    return Status::Invalid(
+        "resources: a share of a GPU (gpu_memory, or gpus below 1) is packed by hyperpack on "
+        "this machine and on agents; on Slurm each trial is a job, and hyperpack does not ask "
+        "Slurm for shared GPUs (its shard or mps gres); give whole gpus with cluster.slurm");
   HP_ASSIGN_OR_RETURN(slurm::JobShape shape, slurm::ShapeFor(s, ProbeDemand(spec)));
   char tmpl[] = "/tmp/hyperpack-sbatch-test-XXXXXX";
   const int fd = mkstemp(tmpl);

@@ -23,6 +23,12 @@
 // running jobs' expected ends leave room for it; a later job may jump ahead only if it fits now and
 // either is expected to end before that time or stays off the reserved nodes. So small trials
 // fill the gaps and a large trial cannot starve.
+//
+// A trial that needs less than a GPU asks for a share of one (GpuShare: memory, a fraction, or
+// both). Shares pack onto a GPU while its memory and its whole hold them: first onto a GPU that
+// already holds shares (best fit: the one left with the least memory), then onto a free GPU, chosen
+// as a one-GPU trial's would be. A GPU that holds a share is not free for whole-GPU trials until
+// its last share is released. Memory is packed only onto GPUs whose memory a node states.
 // Thread-safety: not thread-safe; one owner (the scheduler's io_context thread, or a simulation).
 #pragma once
 
@@ -41,15 +47,31 @@ namespace hyperpack::scheduler {
 
 struct Node {
   std::string name;
-  int gpus = 0;  // devices 0 .. gpus-1 (at most 64)
-  int cpus = 0;  // CPU slots
+  int gpus = 0;               // devices 0 .. gpus-1 (at most 64)
+  int cpus = 0;               // CPU slots
+  int64_t gpu_memory_mb = 0;  // each GPU's memory (MiB); 0: not known, no memory share goes there
   bool operator==(const Node&) const = default;
 };
+
+// Part of one GPU: `memory_mb` of its memory and/or `milli` thousandths of it (Ray's fractional
+// GPUs: four trials of 250 share one).
+struct GpuShare {
+  int64_t memory_mb = 0;
+  int milli = 0;  // 0..1000; 0: only memory counts
+  bool any() const { return memory_mb > 0 || milli > 0; }
+  bool operator==(const GpuShare&) const = default;
+};
+
+// "2048 MiB of one GPU", "25% of one GPU", "2048 MiB and 50% of one GPU".
+std::string ShareText(const GpuShare& share);
 
 struct Demand {
   int ranks = 1;
   int gpus_per_rank = 0;
   int cpus_per_rank = 1;
+  // With gpus_per_rank 0 and one rank: the rank holds this share of one GPU.
+  GpuShare share = {};
+  bool shares_gpu() const { return gpus_per_rank == 0 && share.any(); }
   int total_gpus() const { return ranks * gpus_per_rank; }
   int total_cpus() const { return ranks * cpus_per_rank; }
 };
@@ -69,6 +91,7 @@ struct RankPlacement {
   int node = 0;
   std::vector<int> gpus;  // device indices on that node
   int cpus = 0;
+  GpuShare share = {};  // any(): gpus[0] is shared, and this is the rank's part of it
 };
 
 // Rank r runs at ranks[r]; ranks on one node are consecutive and the node of rank 0 comes first.
@@ -110,9 +133,31 @@ class ClusterState {
   // What the placements allocated here hold on `node` now (not what is withheld).
   uint64_t held_gpu_mask(int node) const;
   int held_cpus(int node) const;
+  // How many shares GPU `gpu` of `node` holds, and how much of its memory (MiB).
+  int sharers(int node, int gpu) const { return Shared(node, gpu).sharers; }
+  int64_t shared_memory_mb(int node, int gpu) const { return Shared(node, gpu).memory_mb; }
 
  private:
-  std::optional<int> OneNode(int gpus, int cpus, Fit fit, const std::vector<bool>* avoid) const;
+  // What the shares on one GPU hold.
+  struct SharedGpu {
+    int64_t memory_mb = 0;
+    int milli = 0;
+    int sharers = 0;
+  };
+  // Nothing, for a removed node or a GPU it does not have.
+  const SharedGpu& Shared(int node, int gpu) const {
+    static const SharedGpu kNone;
+    if (node < 0 || node >= static_cast<int>(shared_.size()) || gpu < 0 ||
+        gpu >= static_cast<int>(shared_[node].size()))
+      return kNone;
+    return shared_[node][gpu];
+  }
+  std::optional<int> OneNode(int gpus, int cpus, Fit fit, const std::vector<bool>* avoid,
+                             int64_t min_gpu_memory_mb = 0) const;
+  // Where a one-rank share goes: a GPU that already holds shares, else a free one.
+  std::optional<Placement> FindShare(const Demand& d, Fit fit,
+                                     const std::vector<bool>* avoid) const;
+  bool ShareFits(int node, const SharedGpu& on, const GpuShare& share) const;
   void Reindex(int node, int old_free);
   friend class Scheduler;
 
@@ -121,6 +166,7 @@ class ClusterState {
   std::vector<uint64_t> free_mask_;  // bit i: GPU i free
   std::vector<uint64_t> withheld_mask_;
   std::vector<int> withheld_cpus_;
+  std::vector<std::vector<SharedGpu>> shared_;  // [node][gpu]
   // by_free_[k]: nodes with exactly k free GPUs (GPU nodes only), for best fit in O(max GPUs).
   std::vector<std::vector<int>> by_free_;
   std::vector<int> pos_in_bucket_;

@@ -154,9 +154,16 @@ struct PrunerSpec {
   bool in_place = true;
 };
 
+// What one trial holds. `gpus`: a whole number of GPUs (a gang of that many ranks), or a fraction
+// below 1 (a share of one GPU, packed with others). `gpu_memory`: what a trial needs of one GPU's
+// memory, MiB = the expression's value x gpu_memory_unit_mb (`2GiB`, `1500`, `"{batch} * 8 MiB"`);
+// the trial shares a GPU with others while their memory fits.
 struct ResourceSpec {
   std::optional<Expression> gpus;
   std::optional<Expression> cpus;
+  std::optional<Expression> gpu_memory;
+  double gpu_memory_unit_mb = 1;
+  bool SharesGpu() const;  // gpu_memory given, or gpus a constant fraction
 };
 
 // Where a key was written, for errors found after parsing (Slurm refusing a partition).

@@ -57,8 +57,9 @@ Status Serve(const ServeOptions& options);
 struct AgentOptions {
   std::string connect;  // HOST:PORT of the server, or HOST:PORT,HOST:PORT,...: it and its standbys
   Credentials credentials;
-  std::string name;    // default: the host name
-  int fake_gpus = -1;  // >= 0: pretend to have this many GPUs
+  std::string name;                // default: the host name
+  int fake_gpus = -1;              // >= 0: pretend to have this many GPUs
+  int64_t fake_gpu_memory_mb = 0;  // with fake_gpus: each one's memory (0: not known)
   double heartbeat_s = 5;
   std::ostream* log = nullptr;
 };
