@@ -76,11 +76,17 @@ class ServeTest : public ::testing::Test {
   }
 
   // Starts an agent; waits for the server to say it joined unless `wait` is false.
-  void StartAgent(const std::string& name, int gpus, bool wait = true) {
-    agents_.push_back(Start(
-        {HYPERPACK_CLI, "agent", "--connect", address_, "--token-file", token_, "--name", name,
-         "--fake-gpus", std::to_string(gpus), "--heartbeat", FormatDouble(agent_heartbeat_)},
-        dir_.path().string()));
+  // `extra`: more of the agent's flags.
+  void StartAgent(const std::string& name, int gpus, bool wait = true,
+                  const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {HYPERPACK_CLI,  "agent",
+                                     "--connect",    address_,
+                                     "--token-file", token_,
+                                     "--name",       name,
+                                     "--fake-gpus",  std::to_string(gpus),
+                                     "--heartbeat",  FormatDouble(agent_heartbeat_)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    agents_.push_back(Start(args, dir_.path().string()));
     if (!wait) return;
     ASSERT_THAT(server_.Until("agent " + name + " joined"), HasSubstr("joined"));
   }
@@ -221,6 +227,59 @@ resources: {gpus: "{g}"}
   // The read commands work against the server's storage.
   auto best = RunCommand({HYPERPACK_CLI, "best", "spread", "--storage", db_});
   EXPECT_EQ(best.exit_code, 0);
+}
+
+// Shares of a GPU on agents: each agent states its GPU's memory when it joins, and trials of
+// 4 GiB run two to each 8 GiB GPU; the first four wait for one another, so four ran at once.
+TEST_F(ServeTest, AgentsStateTheirGpusMemoryAndTrialsShareThem) {
+  StartAgent("m1", 1, false, {"--fake-gpu-memory", "8192"});
+  ASSERT_THAT(server_.Until("agent m1 joined"), HasSubstr("1 GPUs of 8192 MiB"));
+  StartAgent("m2", 1, true, {"--fake-gpu-memory", "8192"});
+  const std::string marks = dir_ / "marks";
+  std::filesystem::create_directories(marks);
+  WriteFile(dir_ / "share.sh",
+            "#!/bin/sh\ntouch " + marks + R"sh(/$HYPERPACK_TRIAL_ID
+i=0
+while [ "$(ls )sh" +
+                marks + R"sh( | wc -l)" -lt 4 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+echo "$HYPERPACK_AGENT/$CUDA_VISIBLE_DEVICES" > "$HYPERPACK_TRIAL_DIR/where"
+echo "{\"loss\": $1}"
+)sh",
+            true);
+  auto r = Submit(R"(
+name: shared
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                  (dir_ / "share.sh") + R"( {x}"}
+tuner: {algorithm: random, seed: 3}
+budget: {max_trials: 8, max_parallel: 8}
+resources: {gpu_memory: 4GiB}
+)");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  struct Use {
+    double start, end;
+    std::string where;
+  };
+  std::vector<Use> uses;
+  for (const auto& t : Trials("shared")) {
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.error;
+    std::string where =
+        ReadFile((std::filesystem::path(t.log_path).parent_path() / "where").string());
+    EXPECT_TRUE(where == "m1/0\n" || where == "m2/0\n") << where;
+    uses.push_back({*t.started, *t.ended, where});
+  }
+  ASSERT_EQ(uses.size(), 8u);
+  size_t most = 0;
+  for (const Use& u : uses) {
+    std::map<std::string, int> on;
+    size_t at_once = 0;
+    for (const Use& v : uses)
+      if (v.start <= u.start && u.start < v.end) ++on[v.where], ++at_once;
+    for (const auto& [where, n] : on) EXPECT_LE(n, 2) << where << " holds 8 GiB, two trials";
+    most = std::max(most, at_once);
+  }
+  EXPECT_GE(most, 4u);
 }
 
 // Prometheus's text format: "name{labels} value" lines, by "name{labels}"; comments skipped.

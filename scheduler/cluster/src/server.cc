@@ -261,8 +261,9 @@ Result<int> Server::Join(const std::shared_ptr<Connection>& c, const protocol::R
   for (auto& [id, a] : active_) a.run->AddNode(n);
   // The gauges are set before each line that tells of a change: a scrape after the line sees it.
   UpdateMetrics();
-  Log("agent ", n.node.name, " joined from ", c->peer(), ": ", n.node.gpus, " GPUs, ", n.node.cpus,
-      " CPU slots");
+  Log("agent ", n.node.name, " joined from ", c->peer(), ": ", n.node.gpus, " GPUs",
+      n.node.gpu_memory_mb > 0 ? StrCat(" of ", n.node.gpu_memory_mb, " MiB") : std::string(), ", ",
+      n.node.cpus, " CPU slots");
   return node;
 }
 
