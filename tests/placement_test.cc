@@ -743,6 +743,14 @@ TEST(GpuShareTest, TheSchedulerRunsAsManySharesAsTheGpuHolds) {
   auto next = s.Schedule(10);
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].placement.ranks[0].gpus, std::vector<int>{0});
+  // Sized again while waiting (the packer learnt they need more): two of 3300 MiB fit where four
+  // of 2048 did; a size no GPU holds is refused and leaves the job as it was.
+  for (uint64_t id = 2; id <= 8; ++id)
+    if (id != next[0].job.id) EXPECT_EQ(s.Resubmit(id, Share(3300)).ok(), id > 4) << id;
+  EXPECT_FALSE(s.Resubmit(8, Share(9000)).ok());
+  for (const auto& started : first) s.Finish(started.job.id);
+  s.Finish(next[0].job.id);
+  EXPECT_EQ(s.Schedule(20).size(), 2u);
   Job big;
   big.id = 9;
   big.demand = Share(9000);

@@ -699,6 +699,51 @@ resources: {gpu_memory: "{gib} GiB"}
   EXPECT_GE(most_at_once, 4u);
 }
 
+// A share that runs out of GPU memory beside others runs again on a GPU of its own, whatever
+// max_attempts says; its peak memory there, past what the study states, sizes the shares after
+// it: 3000 MiB against 2 GiB stated makes shares of 3300 MiB, two to the 8 GiB GPU.
+TEST_F(RunnerTest, AShareOutOfMemoryRunsAgainAloneAndTeachesThePacker) {
+  std::string script = Script("oom.sh", R"sh(
+if [ "$HYPERPACK_TRIAL_ID" = 0 ] && [ "$HYPERPACK_TRIAL_ATTEMPT" = 1 ]; then
+  echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2
+  exit 1
+fi
+sleep 0.05
+if [ "$HYPERPACK_TRIAL_ATTEMPT" = 2 ]; then peak=3000; else peak=1500; fi
+echo "{\"loss\": $1, \"peak_gpu_mb\": $peak}"
+)sh");
+  auto spec = Spec(StudyYaml("s").Command("sh " + script + " {x}").str() +
+                   "budget: {max_trials: 10, max_parallel: 8, max_attempts: 1}\n"
+                   "resources: {gpu_memory: 2GiB}\n");
+  RunOptions o;
+  o.node = FakeGpuNode(1, 8192);
+  auto summary = Run(spec, o);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  auto trials = Trials();
+  ASSERT_GE(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state, TrialState::kFailed);
+  EXPECT_THAT(trials[0].error, HasSubstr("out of GPU memory on a shared GPU (it held 2048 MiB of "
+                                         "one GPU); it runs again alone"));
+  const TrialRecord* again = nullptr;
+  for (const TrialRecord& t : trials)
+    if (t.retry_of == 0) again = &t;
+  ASSERT_NE(again, nullptr) << "no retry, though max_attempts is 1";
+  EXPECT_EQ(again->state, TrialState::kCompleted) << again->error;
+  for (const TrialRecord& t : trials) {
+    if (&t == again || !t.started || !t.ended) continue;
+    EXPECT_FALSE(*t.started < *again->ended && *again->started < *t.ended)
+        << "trial " << t.number << " ran beside the retry, which holds the whole GPU";
+  }
+  // After the retry's report, shares of 3300 MiB: at most two at once.
+  for (const TrialRecord& t : trials) {
+    if (!t.started || *t.started < *again->ended) continue;
+    int at_once = 0;
+    for (const TrialRecord& u : trials)
+      if (u.started && u.ended && *u.started <= *t.started && *t.started < *u.ended) ++at_once;
+    EXPECT_LE(at_once, 2) << "trial " << t.number;
+  }
+}
+
 // A share by memory needs GPUs whose memory is known; a study that asks for one where none is
 // says so and runs nothing.
 TEST_F(RunnerTest, AShareByMemoryOnGpusOfUnknownMemoryIsRefusedSayingWhy) {

@@ -441,6 +441,22 @@ bool Scheduler::Cancel(uint64_t id) {
   return true;
 }
 
+Status Scheduler::Resubmit(uint64_t id, const Demand& demand) {
+  auto it = key_of_.find(id);
+  if (it == key_of_.end()) return Status::NotFound("job ", id, " is not waiting");
+  if (!cluster_->Satisfiable(demand))
+    return Status::Invalid("job ", id, ": no node could hold what it would need");
+  Job job = queue_.at(it->second);
+  Cancel(id);
+  // Counted once: Submit adds its estimate to the typical one again.
+  if (job.estimate > 0 && std::isfinite(job.estimate)) {
+    log_estimates_ -= std::log(job.estimate);
+    --estimates_;
+  }
+  job.demand = demand;
+  return Submit(job);
+}
+
 double Scheduler::MaxWait() const {
   if (queue_options_.max_wait > 0) return queue_options_.max_wait;
   if (estimates_ == 0) return std::numeric_limits<double>::infinity();

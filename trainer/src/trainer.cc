@@ -492,7 +492,7 @@ class Trainer {
       line["skipped_steps"] = scaler_->state().skipped_steps;
     }
     line["peak_rss_mb"] = PeakRssMb();
-    if (auto gpu_mb = PeakGpuMb(device_)) line["peak_gpu_mb"] = *gpu_mb;
+    if (auto gpu_mb = PeakGpuMb(device_)) line[env::kPeakGpuMetric] = *gpu_mb;
     return line;
   }
 

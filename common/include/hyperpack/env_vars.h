@@ -8,11 +8,11 @@
 namespace hyperpack::env {
 
 // ---- What hyperpack tells a trial ----
-inline constexpr char kStudy[] = "HYPERPACK_STUDY";            // the study's name
-inline constexpr char kTrialId[] = "HYPERPACK_TRIAL_ID";       // the trial's number
-inline constexpr char kAttempt[] = "HYPERPACK_TRIAL_ATTEMPT";  // 1, 2, ... (re-runs)
-inline constexpr char kTrialDir[] = "HYPERPACK_TRIAL_DIR";     // its log and params folder
-inline constexpr char kParams[] = "HYPERPACK_PARAMS";          // its parameters as JSON
+inline constexpr char kStudy[] = "HYPERPACK_STUDY";             // the study's name
+inline constexpr char kTrialId[] = "HYPERPACK_TRIAL_ID";        // the trial's number
+inline constexpr char kAttempt[] = "HYPERPACK_TRIAL_ATTEMPT";   // 1, 2, ... (re-runs)
+inline constexpr char kTrialDir[] = "HYPERPACK_TRIAL_DIR";      // its log and params folder
+inline constexpr char kParams[] = "HYPERPACK_PARAMS";           // its parameters as JSON
 inline constexpr char kParamsFile[] = "HYPERPACK_PARAMS_FILE";  // the same, as a file
 // Shared by every attempt of a trial; a re-run or a promotion resumes from it.
 inline constexpr char kCheckpointDir[] = "HYPERPACK_CHECKPOINT_DIR";
@@ -39,6 +39,10 @@ inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
 inline constexpr char kMasterAddr[] = "MASTER_ADDR";
 inline constexpr char kMasterPort[] = "MASTER_PORT";
 inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
+
+// ---- A metric hyperpack reads by name from a trial's lines ----
+// hyperpack-trainer's peak GPU memory so far (MiB); the packer of GPU shares learns from it.
+inline constexpr char kPeakGpuMetric[] = "peak_gpu_mb";
 
 // ---- What hyperpack's own commands read ----
 inline constexpr char kStorage[] = "HYPERPACK_STORAGE";  // the default --storage

@@ -83,6 +83,7 @@ class StudyController::Impl {
     std::optional<int> retry_of;
     std::optional<int> root;
     std::optional<Paused> promoted;
+    bool alone = false;  // a share that ran out of GPU memory: it runs again on a GPU of its own
   };
   struct Rank {
     bool launched = false;
@@ -140,6 +141,7 @@ class StudyController::Impl {
     storage::TrialRecord record;
     std::string how;
     std::string stopped_after;
+    bool alone = false;  // it ran out of memory on a shared GPU: it runs again on one of its own
   };
   // Per root (every attempt of a trial is one to the pruner).
   struct RootState {
@@ -182,6 +184,8 @@ class StudyController::Impl {
                                                             const Demand& demand,
                                                             double segment) const;
   Result<Demand> DemandFor(const Config& config) const;
+  // A trial's peak GPU memory (peak_gpu_mb) beside what its share states: the packer learns.
+  void LearnGpuMemory(const Trial& t, double peak_mb);
   double EstimateSeconds() const;
   // The cost budget: GPU- (or CPU-slot-) seconds spent, running trials until now included; the
   // share of the whole budget spent, for the tuner; whether a cost budget is used up.
@@ -224,6 +228,10 @@ class StudyController::Impl {
   void KillAll();
   void Complete(int number);
   Ending Classify(const Trial& t) const;
+  // Whether a trial that held a share of a GPU ended out of its memory (exit 3 or a failure that
+  // says "out of memory"): its neighbours may be why, so it runs again alone.
+  bool RanOutSharing(const Trial& t, int code, const std::string& tail) const;
+  void RunsAgainAlone(const Trial& t, Ending* e) const;
   // A trial whose node was lost or that was preempted: requeued while it has attempts left.
   void Requeued(const Trial& t, RankExit::Kind kind, Ending* e) const;
   int DescribeExit(const Trial& t, Ending* e) const;
@@ -320,6 +328,9 @@ class StudyController::Impl {
   std::optional<ShareGrant> share_;   // set by ShareChanged; a node that joins is withheld by it
   std::optional<double> preempt_at_;  // over its share: when what is still over is preempted
   Demand typical_demand_;  // the latest trial's, for what a proposal not made yet will hold
+  // What shares by memory are multiplied by: the most a trial's peak GPU memory passed what its
+  // study stated for it, with a margin; 1 until one did.
+  double share_memory_factor_ = 1;
 
   // The event being handled: its time, and what it makes us do.
   double now_ = 0;

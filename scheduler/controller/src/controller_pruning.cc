@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "controller_impl.h"
+#include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::scheduler {
@@ -49,6 +50,7 @@ void StudyController::Impl::On(const MetricReport& e) {
       reported = true;
     }
     if (spec_.KeepsValues() && !t.pruned && !t.pausing) KeepValue(t, name, value);
+    if (name == env::kPeakGpuMetric) LearnGpuMemory(t, value);
     // SQLite stores NaN as NULL; a NaN point says nothing a chart could show.
     if (!std::isnan(value)) points.push_back({step, name, value, Wall()});
   }

@@ -1,5 +1,7 @@
 // A trial's life in the controller: placed, its row written, its ranks launched, signalled, and
 // how it ended (stored, learnt, counted and told).
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -503,6 +505,8 @@ StudyController::Impl::Ending StudyController::Impl::Classify(const Trial& t) co
   } else if (code == 0) {
     rec.state = TrialState::kFailed;
     rec.error = NoObjectiveError(t, values);
+  } else if (RanOutSharing(t, code, tail)) {
+    RunsAgainAlone(t, &e);
   } else if (code == 3) {
     rec.state = TrialState::kInfeasible;
     rec.error = tail.empty() ? "exit 3: this configuration cannot run" : tail;
@@ -572,11 +576,34 @@ std::string StudyController::Impl::ValuesText(const TrialRecord& rec) const {
   return Join(parts, "  ");
 }
 
+void StudyController::Impl::RunsAgainAlone(const Trial& t, Ending* e) const {
+  e->record.state = TrialState::kFailed;
+  e->record.error = StrCat("out of GPU memory on a shared GPU (it held ",
+                           ShareText(t.plan.placement.ranks[0].share), "); it runs again alone");
+  e->alone = true;
+}
+
+bool StudyController::Impl::RanOutSharing(const Trial& t, int code, const std::string& tail) const {
+  const auto& ranks = t.plan.placement.ranks;
+  if (ranks.empty() || !ranks[0].share.any() || code == 0) return false;
+  std::string lower = tail;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return code == 3 || lower.find("out of memory") != std::string::npos ||
+         lower.find("outofmemoryerror") != std::string::npos;
+}
+
 // Learn, count, tell.
 void StudyController::Impl::Account(const Trial& t, const Ending& e, double elapsed) {
   const TrialRecord& rec = e.record;
   std::string line;
-  if (rec.state == TrialState::kInterrupted && (t.yielded || t.held) && !t.interrupted) {
+  if (e.alone) {
+    // The packer's doing, not the trial's: it runs again whatever max_attempts says.
+    Queued again{t.config, t.attempt + 1, t.number, t.root, std::nullopt};
+    again.alone = true;
+    retries_.push_back(std::move(again));
+    line = "out of GPU memory on a shared GPU; requeued to run on a GPU of its own";
+  } else if (rec.state == TrialState::kInterrupted && (t.yielded || t.held) && !t.interrupted) {
     // Not its own doing: it runs again whatever max_attempts says.
     if (!t.held) ++summary_.preempted;
     retries_.push_back({t.config, t.attempt + 1, t.number, t.root, std::nullopt});

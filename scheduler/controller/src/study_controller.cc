@@ -24,8 +24,7 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   o.initial_trials = spec.tuner.initial_trials;
   o.acquisition = spec.tuner.acquisition;
   // A declared resource is a statement that trials differ in what they hold: weigh it.
-  const bool resources =
-      spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;
+  const bool resources = spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;
   o.cost_aware = spec.tuner.cost_aware.value_or(resources);
   // The queue orders by predicted run time.
   o.predict_costs = QueueOptionsFor(spec).order == Order::kShortestFirst;
@@ -35,8 +34,7 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
 QueueOptions QueueOptionsFor(const study::StudySpec& spec) {
   QueueOptions q;
   // Declared resources make trials' run times differ, and the tuner predicts them.
-  const bool resources =
-      spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;
+  const bool resources = spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;
   q.order = spec.queue.order.value_or(resources ? Order::kShortestFirst : Order::kArrival);
   q.aging = spec.queue.aging;
   // The starvation guard: on the tuning workload 6x the typical run time keeps the longest trials'
@@ -400,7 +398,8 @@ Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
           "resources.gpu_memory packs trials that need less than a GPU, and "
           "resources.gpus is ",
           FormatDouble(gpus), " here (whole GPUs)");
-    d.share.memory_mb = static_cast<int64_t>(std::ceil(m * res.gpu_memory_unit_mb));
+    d.share.memory_mb =
+        static_cast<int64_t>(std::ceil(m * res.gpu_memory_unit_mb * share_memory_factor_));
   }
   if (res.cpus) {
     HP_ASSIGN_OR_RETURN(double c, value(*res.cpus, "cpus"));
@@ -411,6 +410,27 @@ Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
     d.cpus_per_rank = d.gpus_per_rank > 0 ? (cpus + d.ranks - 1) / d.ranks : cpus;
   }
   return d;
+}
+
+void StudyController::Impl::LearnGpuMemory(const Trial& t, double peak_mb) {
+  if (!spec_.resources.gpu_memory || !(peak_mb > 0)) return;
+  auto stated = spec_.resources.gpu_memory->Evaluate(t.config);
+  if (!stated.ok() || !(*stated > 0)) return;
+  const double stated_mb = *stated * spec_.resources.gpu_memory_unit_mb;
+  // A tenth more than the most seen, so that the next one like it fits.
+  const double factor = 1.1 * peak_mb / stated_mb;
+  if (!(factor > share_memory_factor_) || !std::isfinite(factor)) return;
+  share_memory_factor_ = factor;
+  // The waiting shares too, or those proposed already would still be packed by the old size.
+  for (const auto& [job, q] : waiting_) {
+    if (q.alone) continue;
+    auto d = DemandFor(q.config);
+    if (d.ok() && d->shares_gpu() && !scheduler_.Resubmit(job, *d).ok())
+      (void)scheduler_.Resubmit(job, Demand{1, 1, d->cpus_per_rank});  // more than a GPU holds
+  }
+  Tell(t.number, StrCat("peak GPU memory ", FormatShort(peak_mb, 6), " MiB, more than the ",
+                        FormatShort(stated_mb, 6), " MiB resources.gpu_memory states; shares are ",
+                        "sized ", FormatShort(factor, 3), "x from now on"));
 }
 
 void StudyController::Impl::Enqueue(Queued q, std::optional<tuner::CostPrediction> cost,
@@ -427,6 +447,11 @@ void StudyController::Impl::Enqueue(Queued q, std::optional<tuner::CostPredictio
     auto it = roots_.find(*q.root);
     if (it != roots_.end()) cost = it->second.predicted;
   }
+  // Out of memory beside others, or sized past what a GPU holds by what the packer learnt: a GPU
+  // of its own.
+  if (demand.ok() && demand->shares_gpu() &&
+      (q.alone || (share_memory_factor_ > 1 && !cluster_.Satisfiable(*demand))))
+    demand = Demand{1, 1, demand->cpus_per_rank};
   Status s = demand.ok() ? Status::Ok() : demand.status();
   if (demand.ok()) {
     job.demand = *demand;

@@ -222,6 +222,10 @@ class Scheduler {
   Status Submit(const Job& job);
   // Removes a waiting job; false when it is not waiting.
   bool Cancel(uint64_t id);
+  // A waiting job needs `demand` instead (a share of a GPU sized again); it keeps its place
+  // unless it had been moved ahead. Errors: it is not waiting, or no node could hold the demand
+  // (the job is left as it was).
+  Status Resubmit(uint64_t id, const Demand& demand);
   struct Started {
     Job job;
     Placement placement;
