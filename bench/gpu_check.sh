@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The trainer on a CUDA GPU, in one run: build, tests, precision, packing and throughput.
 #
-#   bench/gpu_check.sh CARRY OUT [--budget SECONDS] [--phases "env build test precision pack speed"]
+#   bench/gpu_check.sh CARRY OUT [--budget SECONDS]
+#                      [--phases "env build test precision pack share speed"]
 #                      [--models "mlp cnn charlm"] [--device cuda] [--python python3]
 #
 # Run from the repository root on a machine with an NVIDIA GPU whose python3 has a CUDA torch
@@ -23,6 +24,9 @@
 #              on the GPU, for comparison with the same runs on a CPU;
 #   pack       `hyperpack run` of a study with resources {gpus: 1}: the CLI finds the GPU with
 #              nvidia-smi; then its trials (peak_gpu_mb each) and its page;
+#   share      the CNN study for the same time twice: one trial per GPU ({gpus: 1}), then
+#              packed by memory ({gpu_memory: 1GiB}); trials per hour and best accuracy in
+#              share.tsv (issue 50's packed study);
 #   speed      hyperpack-trainer against bench/pytorch_fmnist.py (the same loop in PyTorch, eager)
 #              on the GPU, one rank: the MLP, the CNN and the char transformer at width 768,
 #              each in fp32, bf16 and fp16, alternately; each run's epochs after the first are its
@@ -33,7 +37,7 @@ carry="${1:?CARRY folder}"
 out="${2:?OUT folder}"
 shift 2
 budget=480
-phases="env build test precision pack speed"
+phases="env build test precision pack share speed"
 models="mlp cnn charlm"
 device=cuda   # cpu: a rehearsal of the script on a machine without a GPU
 python=python3
@@ -152,6 +156,49 @@ EOF
   run hyperpack trials gpu-pack --storage "$study/h.db"
   hyperpack trials gpu-pack --storage "$study/h.db" --json >"$out/trials.json"
   run hyperpack report gpu-pack --storage "$study/h.db" -o "$out/study.html"
+fi
+
+# The same CNN study twice for the same time: one trial per GPU (resources {gpus: 1}), then packed
+# by memory (resources {gpu_memory: 1GiB}; the packer sizes the shares again from the trials'
+# peak_gpu_mb). share.tsv: mode, trials completed, seconds, trials per hour, best val_accuracy.
+share_study() {
+  local mode="$1" resources="$2" dir
+  dir="$(mktemp -d)"
+  cat >"$dir/s.yaml" <<EOF
+name: gpu-share-$mode
+objective: {metric: val_accuracy, direction: maximize}
+search_space:
+  learning_rate: {type: float, low: 1.0e-3, high: 0.3, log: true}
+  batch_size: {type: categorical, values: [64, 128, 256]}
+trial:
+  command: hyperpack-trainer --model cnn --cnn-channels 32,64 --epochs 2 --device $device
+    --train-samples 20000 --data-path $data
+  timeout: 5m
+tuner: {algorithm: random, seed: 1}
+budget: {max_trials: 200, max_parallel: 16, time_limit: ${share_seconds}s}
+resources: $resources
+EOF
+  local t0=$SECONDS
+  (cd "$dir" && run hyperpack run s.yaml --storage "$dir/h.db" --progress log) | tail -n 5
+  local secs=$((SECONDS - t0))
+  hyperpack trials "gpu-share-$mode" --storage "$dir/h.db" --json >"$out/share-$mode.json"
+  "$python" - "$out/share-$mode.json" "$mode" "$secs" >>"$out/share.tsv" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows.get("trials", rows) if isinstance(rows, dict) else rows
+done = [r for r in rows if r.get("state") == "completed"]
+best = max((r.get("value") or 0 for r in done), default=0)
+secs = max(1, int(sys.argv[3]))
+print(f"{sys.argv[2]}\t{len(done)}\t{secs}\t{3600 * len(done) / secs:.0f}\t{best:.4f}")
+PY
+}
+
+if want share 200; then
+  share_seconds=$(( ($(left) - 40) / 2 < 120 ? ($(left) - 40) / 2 : 120 ))
+  printf 'mode\tcompleted\tseconds\ttrials_per_hour\tbest_val_accuracy\n' >"$out/share.tsv"
+  share_study whole "{gpus: 1}"
+  share_study packed "{gpu_memory: 1GiB}"
+  cat "$out/share.tsv"
 fi
 
 # One speed run: hyperpack or pytorch, a model, a precision; appends its epoch lines to speed.tsv.
