@@ -744,6 +744,44 @@ echo "{\"loss\": $1, \"peak_gpu_mb\": $peak}"
   }
 }
 
+// gpu_memory: auto: the first trial runs on a GPU of its own; once it reports peak_gpu_mb (2000
+// MiB) the rest, waiting ones included, share the 16 GiB GPU in shares of 2000 x 1.2 + 1024 =
+// 3424 MiB: four at once, never five. The four after the first wait for one another.
+TEST_F(RunnerTest, AutoGpuMemoryMeasuresTheFirstTrialAloneThenPacksByItsPeak) {
+  const std::string marks = dir_ / "marks";
+  std::filesystem::create_directories(marks);
+  std::string script = Script(
+      "auto.sh", "if [ \"$HYPERPACK_TRIAL_ID\" != 0 ]; then touch " + marks +
+                     R"sh(/$HYPERPACK_TRIAL_ID
+i=0
+while [ "$(ls )sh" + marks +
+                     R"sh( | wc -l)" -lt 4 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+fi
+echo "{\"loss\": $1, \"peak_gpu_mb\": 2000}"
+)sh");
+  auto spec = Spec(StudyYaml("s").Command("sh " + script + " {x}").str() +
+                   "budget: {max_trials: 9, max_parallel: 8}\nresources: {gpu_memory: auto}\n");
+  RunOptions o;
+  o.node = FakeGpuNode(1, 16384);
+  auto summary = Run(spec, o);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  EXPECT_EQ(summary->completed, 9);
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 9u);
+  size_t most = 0;
+  for (const TrialRecord& t : trials) {
+    size_t at_once = 0;
+    for (const TrialRecord& u : trials)
+      if (*u.started <= *t.started && *t.started < *u.ended) ++at_once;
+    if (t.number == 0) {
+      EXPECT_EQ(at_once, 1u) << "the first trial is measured alone";
+    }
+    EXPECT_LE(at_once, 4u) << "trial " << t.number;
+    most = std::max(most, at_once);
+  }
+  EXPECT_EQ(most, 4u);
+}
+
 // A share by memory needs GPUs whose memory is known; a study that asks for one where none is
 // says so and runs nothing.
 TEST_F(RunnerTest, AShareByMemoryOnGpusOfUnknownMemoryIsRefusedSayingWhy) {

@@ -277,7 +277,7 @@ using internal::Field;
 using internal::Parser;
 
 bool ResourceSpec::SharesGpu() const {
-  if (gpu_memory) return true;
+  if (gpu_memory || gpu_memory_auto) return true;
   if (!gpus || !gpus->references().empty()) return false;
   auto v = gpus->Evaluate({});
   return v.ok() && *v > 0 && *v < 1;

@@ -51,8 +51,8 @@ void Parser::ParseResources(const Field& field, const SearchSpace& space, Resour
     std::string path = Path("resources", key);
     if (!f->value.IsScalar()) {
       Error(f->value.IsNull() ? f->key : f->value, path,
-            unit_mb ? "expected a size such as 2GiB or 1500 (MiB), or an expression such as "
-                      "\"{batch_size} * 16 MiB\", got "
+            unit_mb ? "expected a size such as 2GiB or 1500 (MiB), an expression such as "
+                      "\"{batch_size} * 16 MiB\", or auto, got "
                     : "expected a number or an expression such as \"{data_parallel}\", got ",
             Describe(f->value));
       return std::nullopt;
@@ -92,7 +92,11 @@ void Parser::ParseResources(const Field& field, const SearchSpace& space, Resour
   };
   resources->gpus = expr("gpus", nullptr);
   resources->cpus = expr("cpus", nullptr);
-  resources->gpu_memory = expr("gpu_memory", &resources->gpu_memory_unit_mb);
+  const Field* memory = Get(fields, "gpu_memory");
+  resources->gpu_memory_auto =
+      memory && memory->value.IsScalar() && memory->value.Scalar() == "auto";
+  if (!resources->gpu_memory_auto)
+    resources->gpu_memory = expr("gpu_memory", &resources->gpu_memory_unit_mb);
   CheckGpuShare(fields, *resources);
 }
 
@@ -108,7 +112,7 @@ void Parser::CheckGpuShare(const std::map<std::string, Field>& fields,
     Error(f->value, "resources.gpus",
           "expected a whole number of GPUs, or a fraction below 1 to share one, got ",
           f->value.Scalar());
-  } else if (*v >= 1 && resources.gpu_memory) {
+  } else if (*v >= 1 && (resources.gpu_memory || resources.gpu_memory_auto)) {
     Error(Get(fields, "gpu_memory")->value, "resources.gpu_memory",
           "packs trials that need less than a GPU onto one, and gpus: ", f->value.Scalar(),
           " gives each rank whole GPUs; leave out gpu_memory, or make gpus a fraction such as "

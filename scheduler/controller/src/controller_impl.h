@@ -186,6 +186,8 @@ class StudyController::Impl {
   Result<Demand> DemandFor(const Config& config) const;
   // A trial's peak GPU memory (peak_gpu_mb) beside what its share states: the packer learns.
   void LearnGpuMemory(const Trial& t, double peak_mb);
+  // The waiting trials' shares sized again, after the packer learnt.
+  void ResizeWaitingShares();
   double EstimateSeconds() const;
   // The cost budget: GPU- (or CPU-slot-) seconds spent, running trials until now included; the
   // share of the whole budget spent, for the tuner; whether a cost budget is used up.
@@ -331,6 +333,8 @@ class StudyController::Impl {
   // What shares by memory are multiplied by: the most a trial's peak GPU memory passed what its
   // study stated for it, with a margin; 1 until one did.
   double share_memory_factor_ = 1;
+  // gpu_memory: auto: the most GPU memory a trial reported (peak_gpu_mb); 0 until one did.
+  double peak_gpu_mb_ = 0;
 
   // The event being handled: its time, and what it makes us do.
   double now_ = 0;

@@ -367,6 +367,11 @@ void StudyController::Impl::ResolveAwaiting() {
   }
 }
 
+// gpu_memory: auto: a share is the most GPU memory a trial reported times this, plus this much
+// (the CUDA context, some 500 MiB, and the caching allocator's slack are not in peak_gpu_mb).
+constexpr double kAutoShareFactor = 1.2;
+constexpr int64_t kAutoShareSlackMb = 1024;
+
 // What one trial needs: resources.gpus G makes a gang of G ranks with a GPU each (launched with
 // torchrun's variables); a fraction of a GPU, or resources.gpu_memory, one rank holding a share of
 // one GPU; otherwise one process with resources.cpus CPU slots. Without resources a trial takes no
@@ -391,13 +396,17 @@ Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
     if (gpus > 0 && gpus < 1)
       d.share.milli = std::max(1, static_cast<int>(std::lround(gpus * 1000)));
   }
+  if ((res.gpu_memory || res.gpu_memory_auto) && gpus >= 1)
+    return Status::Invalid("resources.gpu_memory packs trials that need less than a GPU, and ",
+                           "resources.gpus is ", FormatDouble(gpus), " here (whole GPUs)");
+  // auto: measured alone first; then the most any trial used, with room for the CUDA context
+  // and the allocator's cache (peak_gpu_mb counts allocated memory only).
+  const bool measure_alone = res.gpu_memory_auto && peak_gpu_mb_ <= 0;
+  if (res.gpu_memory_auto && !measure_alone)
+    d.share.memory_mb =
+        static_cast<int64_t>(std::ceil(peak_gpu_mb_ * kAutoShareFactor)) + kAutoShareSlackMb;
   if (res.gpu_memory) {
     HP_ASSIGN_OR_RETURN(double m, value(*res.gpu_memory, "gpu_memory"));
-    if (gpus >= 1)
-      return Status::Invalid(
-          "resources.gpu_memory packs trials that need less than a GPU, and "
-          "resources.gpus is ",
-          FormatDouble(gpus), " here (whole GPUs)");
     d.share.memory_mb =
         static_cast<int64_t>(std::ceil(m * res.gpu_memory_unit_mb * share_memory_factor_));
   }
@@ -409,28 +418,48 @@ Result<Demand> StudyController::Impl::DemandFor(const Config& config) const {
     const int cpus = static_cast<int>(c);
     d.cpus_per_rank = d.gpus_per_rank > 0 ? (cpus + d.ranks - 1) / d.ranks : cpus;
   }
+  if (measure_alone) return Demand{1, 1, d.cpus_per_rank};
   return d;
 }
 
 void StudyController::Impl::LearnGpuMemory(const Trial& t, double peak_mb) {
-  if (!spec_.resources.gpu_memory || !(peak_mb > 0)) return;
-  auto stated = spec_.resources.gpu_memory->Evaluate(t.config);
+  if (!(peak_mb > 0) || !std::isfinite(peak_mb)) return;
+  const study::ResourceSpec& res = spec_.resources;
+  if (res.gpu_memory_auto) {
+    if (peak_mb <= peak_gpu_mb_) return;
+    const bool first = peak_gpu_mb_ <= 0;
+    peak_gpu_mb_ = peak_mb;
+    ResizeWaitingShares();
+    Tell(t.number,
+         StrCat("peak GPU memory ", FormatShort(peak_mb, 6), " MiB; ",
+                first ? "trials now share GPUs, " : "", "each share sized ",
+                static_cast<int64_t>(std::ceil(peak_mb * kAutoShareFactor)) + kAutoShareSlackMb,
+                " MiB"));
+    return;
+  }
+  if (!res.gpu_memory) return;
+  auto stated = res.gpu_memory->Evaluate(t.config);
   if (!stated.ok() || !(*stated > 0)) return;
-  const double stated_mb = *stated * spec_.resources.gpu_memory_unit_mb;
+  const double stated_mb = *stated * res.gpu_memory_unit_mb;
   // A tenth more than the most seen, so that the next one like it fits.
   const double factor = 1.1 * peak_mb / stated_mb;
-  if (!(factor > share_memory_factor_) || !std::isfinite(factor)) return;
+  if (!(factor > share_memory_factor_)) return;
   share_memory_factor_ = factor;
-  // The waiting shares too, or those proposed already would still be packed by the old size.
+  ResizeWaitingShares();
+  Tell(t.number, StrCat("peak GPU memory ", FormatShort(peak_mb, 6), " MiB, more than the ",
+                        FormatShort(stated_mb, 6), " MiB resources.gpu_memory states; shares are ",
+                        "sized ", FormatShort(factor, 3), "x from now on"));
+}
+
+// The waiting trials too, or those proposed already would be packed by the old size; a size
+// past what any GPU holds takes a whole GPU.
+void StudyController::Impl::ResizeWaitingShares() {
   for (const auto& [job, q] : waiting_) {
     if (q.alone) continue;
     auto d = DemandFor(q.config);
     if (d.ok() && d->shares_gpu() && !scheduler_.Resubmit(job, *d).ok())
-      (void)scheduler_.Resubmit(job, Demand{1, 1, d->cpus_per_rank});  // more than a GPU holds
+      (void)scheduler_.Resubmit(job, Demand{1, 1, d->cpus_per_rank});
   }
-  Tell(t.number, StrCat("peak GPU memory ", FormatShort(peak_mb, 6), " MiB, more than the ",
-                        FormatShort(stated_mb, 6), " MiB resources.gpu_memory states; shares are ",
-                        "sized ", FormatShort(factor, 3), "x from now on"));
 }
 
 void StudyController::Impl::Enqueue(Queued q, std::optional<tuner::CostPrediction> cost,
@@ -449,8 +478,9 @@ void StudyController::Impl::Enqueue(Queued q, std::optional<tuner::CostPredictio
   }
   // Out of memory beside others, or sized past what a GPU holds by what the packer learnt: a GPU
   // of its own.
+  const bool learnt = share_memory_factor_ > 1 || spec_.resources.gpu_memory_auto;
   if (demand.ok() && demand->shares_gpu() &&
-      (q.alone || (share_memory_factor_ > 1 && !cluster_.Satisfiable(*demand))))
+      (q.alone || (learnt && !cluster_.Satisfiable(*demand))))
     demand = Demand{1, 1, demand->cpus_per_rank};
   Status s = demand.ok() ? Status::Ok() : demand.status();
   if (demand.ok()) {

@@ -163,7 +163,9 @@ struct ResourceSpec {
   std::optional<Expression> cpus;
   std::optional<Expression> gpu_memory;
   double gpu_memory_unit_mb = 1;
-  bool SharesGpu() const;  // gpu_memory given, or gpus a constant fraction
+  // `gpu_memory: auto`: learnt from the trials' peak_gpu_mb; a whole GPU until one reports it.
+  bool gpu_memory_auto = false;
+  bool SharesGpu() const;  // gpu_memory given (or auto), or gpus a constant fraction
 };
 
 // Where a key was written, for errors found after parsing (Slurm refusing a partition).
