@@ -717,6 +717,8 @@ TEST(GpuShareTest, FractionsPackWithoutMemoryAndMemoryOnlyWhereItIsKnown) {
 
 // Each share also holds its CPU slots: a node out of slots takes no more shares.
 TEST(GpuShareTest, SharesHoldTheirCpuSlots) {
+  EXPECT_TRUE(HeldOf(Share(1024)).gpus) << "charged as the GPU it is on";
+  EXPECT_EQ(HeldOf(Share(1024, 0, 4)).units, 1);
   ClusterState c(GpuNodesWithMemory({1}, 81920, /*cpus=*/3));
   for (int i = 0; i < 3; ++i) c.Allocate(*c.Find(Share(1024), Fit::kBest));
   EXPECT_EQ(c.free_cpus(0), 0);
@@ -745,8 +747,10 @@ TEST(GpuShareTest, TheSchedulerRunsAsManySharesAsTheGpuHolds) {
   EXPECT_EQ(next[0].placement.ranks[0].gpus, std::vector<int>{0});
   // Sized again while waiting (the packer learnt they need more): two of 3300 MiB fit where four
   // of 2048 did; a size no GPU holds is refused and leaves the job as it was.
-  for (uint64_t id = 2; id <= 8; ++id)
-    if (id != next[0].job.id) EXPECT_EQ(s.Resubmit(id, Share(3300)).ok(), id > 4) << id;
+  for (uint64_t id = 2; id <= 8; ++id) {
+    if (id == next[0].job.id) continue;
+    EXPECT_EQ(s.Resubmit(id, Share(3300)).ok(), id > 4) << id;
+  }
   EXPECT_FALSE(s.Resubmit(8, Share(9000)).ok());
   for (const auto& started : first) s.Finish(started.job.id);
   s.Finish(next[0].job.id);

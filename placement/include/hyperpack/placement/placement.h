@@ -85,7 +85,11 @@ struct Held {
 inline Held HeldOf(int gpus, int cpus) {
   return gpus > 0 ? Held{gpus, true} : Held{std::max(1, cpus), false};
 }
-inline Held HeldOf(const Demand& d) { return HeldOf(d.total_gpus(), d.total_cpus()); }
+// A share of a GPU counts as the GPU it is on (what its trial's cost and a server's fair share
+// charge it).
+inline Held HeldOf(const Demand& d) {
+  return d.shares_gpu() ? Held{1, true} : HeldOf(d.total_gpus(), d.total_cpus());
+}
 
 struct RankPlacement {
   int node = 0;
