@@ -61,6 +61,7 @@ struct Trial {
   bool completed = false;
   bool infeasible = false;         // it could not run here (exit 3, or too large for any node)
   std::vector<double> values;      // minimised; all finite, or empty
+  std::vector<double> stopped;     // a pruned trial's last values, minimised; all finite, or empty
   std::vector<double> violations;  // finite, or +inf (not reported)
   bool Feasible() const {
     return std::all_of(violations.begin(), violations.end(), [](double v) { return v <= 0; });
@@ -154,10 +155,10 @@ class MultiObjectiveGpTuner : public Tuner {
     const bool all =
         static_cast<int>(values.size()) == objectives_ &&
         std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); });
-    if (t.completed && all) {
+    if (all && (t.completed || outcome.kind == TrialOutcome::Kind::kPruned)) {
       for (int k = 0; k < objectives_; ++k)
         if (Maximised(k)) values[k] = -values[k];
-      t.values = std::move(values);
+      (t.completed ? t.values : t.stopped) = std::move(values);
     }
     for (int j = 0; j < options_.constraints; ++j) {
       const double v =
@@ -202,21 +203,50 @@ class MultiObjectiveGpTuner : public Tuner {
     return idx;
   }
 
+  // What the objectives' models learn: each completed trial's values, and each pruned trial's
+  // as no better, objective by objective, than the completed trials' median nor than its own last
+  // report (as the one-objective tuner counts a trial stopped below its level; TPE ranks pruned
+  // trials below completed ones), so that a region pruners keep stopping is not proposed again.
+  std::vector<std::pair<int, std::vector<double>>> Learnt(const std::vector<int>& done) const {
+    std::vector<std::pair<int, std::vector<double>>> out;
+    for (int i : done) out.emplace_back(i, trials_[i].values);
+    if (done.size() < 2) return out;
+    std::vector<double> median(objectives_);
+    for (int k = 0; k < objectives_; ++k) {
+      std::vector<double> v;
+      for (int i : done) v.push_back(trials_[i].values[k]);
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      median[k] = v[v.size() / 2];
+    }
+    for (int i = 0; i < static_cast<int>(trials_.size()); ++i) {
+      if (trials_[i].stopped.empty()) continue;
+      std::vector<double> y = trials_[i].stopped;
+      for (int k = 0; k < objectives_; ++k) y[k] = std::max(y[k], median[k]);
+      out.emplace_back(i, std::move(y));
+    }
+    return out;
+  }
+
   Status UpdateModels() {
     const std::vector<int> idx = Modelled();
-    const int n = static_cast<int>(idx.size()), d = encoder_.dims();
+    const auto learnt = Learnt(idx);
+    const int n = static_cast<int>(learnt.size()), d = encoder_.dims();
     Eigen::MatrixXd x(n, d);
-    for (int i = 0; i < n; ++i) x.row(i) = trials_[idx[i]].x.transpose();
+    for (int i = 0; i < n; ++i) x.row(i) = trials_[learnt[i].first].x.transpose();
     if (ParEgo()) {
-      HP_RETURN_IF_ERROR(UpdateScalarised(idx, x));
+      HP_RETURN_IF_ERROR(UpdateScalarised(learnt, x));
     } else {
       models_.resize(objectives_, Model(d));
       for (int k = 0; k < objectives_; ++k) {
         Eigen::VectorXd y(n);
-        for (int i = 0; i < n; ++i) y(i) = trials_[idx[i]].values[k];
+        for (int i = 0; i < n; ++i) y(i) = learnt[i].second[k];
         HP_RETURN_IF_ERROR(models_[k].Update(x, y, rng_));
       }
     }
+    // The constraints' models and the front: the completed trials only.
+    const int m = static_cast<int>(idx.size());
+    Eigen::MatrixXd xc(m, d);
+    for (int i = 0; i < m; ++i) xc.row(i) = trials_[idx[i]].x.transpose();
     constraint_models_.resize(options_.constraints, Model(d));
     for (int j = 0; j < options_.constraints; ++j) {
       // A constraint never reported counts as broken by more than any reported break.
@@ -224,12 +254,12 @@ class MultiObjectiveGpTuner : public Tuner {
       for (int i : idx)
         if (std::isfinite(trials_[i].violations[j]))
           worst = std::max(worst, trials_[i].violations[j]);
-      Eigen::VectorXd y(n);
-      for (int i = 0; i < n; ++i) {
+      Eigen::VectorXd y(m);
+      for (int i = 0; i < m; ++i) {
         const double v = trials_[idx[i]].violations[j];
         y(i) = std::isfinite(v) ? v : 2 * worst + 1;
       }
-      HP_RETURN_IF_ERROR(constraint_models_[j].Update(x, y, rng_));
+      HP_RETURN_IF_ERROR(constraint_models_[j].Update(xc, y, rng_));
     }
     HP_RETURN_IF_ERROR(UpdateFeasibility(idx));
     front_.clear();
@@ -259,13 +289,14 @@ class MultiObjectiveGpTuner : public Tuner {
   }
 
   // ParEGO: this call's weights, and one model of the scalarised objectives.
-  Status UpdateScalarised(const std::vector<int>& idx, const Eigen::MatrixXd& x) {
+  Status UpdateScalarised(const std::vector<std::pair<int, std::vector<double>>>& learnt,
+                          const Eigen::MatrixXd& x) {
     std::vector<double> lo(objectives_, std::numeric_limits<double>::infinity());
     std::vector<double> hi(objectives_, -std::numeric_limits<double>::infinity());
-    for (int i : idx)
+    for (const auto& [i, values] : learnt)
       for (int k = 0; k < objectives_; ++k) {
-        lo[k] = std::min(lo[k], trials_[i].values[k]);
-        hi[k] = std::max(hi[k], trials_[i].values[k]);
+        lo[k] = std::min(lo[k], values[k]);
+        hi[k] = std::max(hi[k], values[k]);
       }
     // Weights uniform on the simplex: normalised exponential draws.
     std::exponential_distribution<double> draw(1.0);
@@ -276,8 +307,8 @@ class MultiObjectiveGpTuner : public Tuner {
     scalar_lo_ = lo;
     scalar_range_.resize(objectives_);
     for (int k = 0; k < objectives_; ++k) scalar_range_[k] = std::max(hi[k] - lo[k], 1e-12);
-    Eigen::VectorXd y(static_cast<Eigen::Index>(idx.size()));
-    for (size_t i = 0; i < idx.size(); ++i) y(i) = Scalarise(trials_[idx[i]].values);
+    Eigen::VectorXd y(static_cast<Eigen::Index>(learnt.size()));
+    for (size_t i = 0; i < learnt.size(); ++i) y(i) = Scalarise(learnt[i].second);
     if (!scalar_model_) scalar_model_ = std::make_unique<Model>(encoder_.dims());
     return scalar_model_->Update(x, y, rng_);
   }
