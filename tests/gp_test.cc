@@ -971,21 +971,7 @@ TEST(GpTunerTest, TrialsStoppedBelowTheModelledLevelSteerProposalsAway) {
     TunerOptions o;
     o.seed = 3;
     auto tuner = MakeTuner(space, o).value();
-    for (auto [x, v] : {std::pair{0.1, 0.28}, {0.3, 0.45}, {0.5, 0.5}, {0.7, 0.45}, {0.9, 0.3}}) {
-      TrialOutcome done;
-      done.config = {{"x", x}};
-      done.value = v;
-      tuner->Observe(done);
-    }
-    for (double x : {0.0, 0.04, 0.08, 0.12, 0.16, 0.2}) {
-      if (!with_stopped) break;
-      TrialOutcome stopped;
-      stopped.config = {{"x", x}};
-      stopped.kind = TrialOutcome::Kind::kPruned;
-      stopped.resource = 1;
-      stopped.value = 1.0;
-      tuner->Observe(stopped);
-    }
+    ObserveTwoBasins(*tuner, with_stopped);
     return std::get<double>(tuner->Propose(1, {}).value().at(0).at("x"));
   };
   const double alone = propose(false);

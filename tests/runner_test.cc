@@ -34,6 +34,7 @@ namespace {
 
 using hyperpack::testing::ExitsWithin;
 using hyperpack::testing::ReadFile;
+using hyperpack::testing::ShellBarrier;
 using hyperpack::testing::StudyYaml;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
@@ -645,13 +646,7 @@ resources: {gpus: "{g}"}
 // template) run as many at once as the memory holds, each told its one GPU; a GPU never holds
 // more than its memory. The first four wait for one another, so at least four ran at once.
 TEST_F(RunnerTest, TrialsThatNeedPartOfAGpuShareOneByMemory) {
-  const std::string marks = dir_ / "marks";
-  std::filesystem::create_directories(marks);
-  std::string script = Script(
-      "share.sh", "touch " + marks + R"sh(/$HYPERPACK_TRIAL_ID
-i=0
-while [ "$(ls )sh" + marks +
-                      R"sh( | wc -l)" -lt 4 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+  std::string script = Script("share.sh", ShellBarrier(dir_ / "marks", 4) + R"sh(
 echo "$CUDA_VISIBLE_DEVICES" > "$HYPERPACK_TRIAL_DIR/device"
 echo '{"loss": 1}'
 )sh");
@@ -748,15 +743,8 @@ echo "{\"loss\": $1, \"peak_gpu_mb\": $peak}"
 // MiB) the rest, waiting ones included, share the 16 GiB GPU in shares of 2000 x 1.2 + 1024 =
 // 3424 MiB: four at once, never five. The four after the first wait for one another.
 TEST_F(RunnerTest, AutoGpuMemoryMeasuresTheFirstTrialAloneThenPacksByItsPeak) {
-  const std::string marks = dir_ / "marks";
-  std::filesystem::create_directories(marks);
-  std::string script = Script(
-      "auto.sh", "if [ \"$HYPERPACK_TRIAL_ID\" != 0 ]; then touch " + marks +
-                     R"sh(/$HYPERPACK_TRIAL_ID
-i=0
-while [ "$(ls )sh" + marks +
-                     R"sh( | wc -l)" -lt 4 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-fi
+  std::string script = Script("auto.sh", "if [ \"$HYPERPACK_TRIAL_ID\" != 0 ]; then\n" +
+                                             ShellBarrier(dir_ / "marks", 4) + R"sh(fi
 echo "{\"loss\": $1, \"peak_gpu_mb\": 2000}"
 )sh");
   auto spec = Spec(StudyYaml("s").Command("sh " + script + " {x}").str() +

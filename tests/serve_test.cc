@@ -235,13 +235,7 @@ TEST_F(ServeTest, AgentsStateTheirGpusMemoryAndTrialsShareThem) {
   StartAgent("m1", 1, false, {"--fake-gpu-memory", "8192"});
   ASSERT_THAT(server_.Until("agent m1 joined"), HasSubstr("1 GPUs of 8192 MiB"));
   StartAgent("m2", 1, true, {"--fake-gpu-memory", "8192"});
-  const std::string marks = dir_ / "marks";
-  std::filesystem::create_directories(marks);
-  WriteFile(dir_ / "share.sh",
-            "#!/bin/sh\ntouch " + marks + R"sh(/$HYPERPACK_TRIAL_ID
-i=0
-while [ "$(ls )sh" +
-                marks + R"sh( | wc -l)" -lt 4 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+  WriteFile(dir_ / "share.sh", "#!/bin/sh\n" + testing::ShellBarrier(dir_ / "marks", 4) + R"sh(
 echo "$HYPERPACK_AGENT/$CUDA_VISIBLE_DEVICES" > "$HYPERPACK_TRIAL_DIR/where"
 echo "{\"loss\": $1}"
 )sh",

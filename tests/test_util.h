@@ -115,6 +115,15 @@ inline void WriteFile(const std::string& path, const std::string& text, bool exe
   if (executable) std::filesystem::permissions(path, std::filesystem::perms::owner_all);
 }
 
+// Shell lines for a trial script: the trial marks itself in `folder` (made here), then waits until
+// `n` trials have (at most 10 s), so that a test knows `n` ran at once without timing them.
+inline std::string ShellBarrier(const std::filesystem::path& folder, int n) {
+  std::filesystem::create_directories(folder);
+  const std::string f = folder.string();
+  return "touch " + f + "/$HYPERPACK_TRIAL_ID\ni=0\nwhile [ \"$(ls " + f + " | wc -l)\" -lt " +
+         std::to_string(n) + " ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done\n";
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream out;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <numbers>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hyperpack/tuner/tuner.h"
@@ -25,6 +26,28 @@ inline ParamSpec Float(const std::string& name, double low, double high, bool lo
   p.high = high;
   p.log = log;
   return p;
+}
+
+// On x in [0, 1]: five completed trials whose best is in the left basin (0.28 at x = 0.1), and,
+// with `stopped`, six trials a pruner stopped at resource 1 with value 1 over x in [0, 0.2]. Each
+// value for each of `objectives` objectives (0: the one value alone).
+inline void ObserveTwoBasins(Tuner& tuner, bool stopped, size_t objectives = 0) {
+  auto outcome = [&](double x, double v) {
+    TrialOutcome t;
+    t.config = {{"x", x}};
+    t.value = v;
+    t.values.assign(objectives, v);
+    return t;
+  };
+  for (auto [x, v] : {std::pair{0.1, 0.28}, {0.3, 0.45}, {0.5, 0.5}, {0.7, 0.45}, {0.9, 0.3}})
+    tuner.Observe(outcome(x, v));
+  for (double x : {0.0, 0.04, 0.08, 0.12, 0.16, 0.2}) {
+    if (!stopped) break;
+    TrialOutcome t = outcome(x, 1.0);
+    t.kind = TrialOutcome::Kind::kPruned;
+    t.resource = 1;
+    tuner.Observe(t);
+  }
 }
 
 inline ParamSpec Int(const std::string& name, int64_t low, int64_t high, int64_t step = 1,

@@ -43,6 +43,7 @@
 #include "acquisition.h"
 #include "feasibility.h"
 #include "gp.h"
+#include "median.h"
 #include "output_transform.h"
 #include "samplers.h"
 #include "search.h"
@@ -356,9 +357,7 @@ class GpTuner : public Tuner {
     for (const Observation& o : observed_)
       if (IsModelled(o)) at_level.push_back(*o.value);
     if (at_level.empty()) return out;
-    auto mid = at_level.begin() + static_cast<std::ptrdiff_t>(at_level.size() / 2);
-    std::nth_element(at_level.begin(), mid, at_level.end());
-    const double median = *mid;
+    const double median = MedianOf(std::move(at_level));
     // By configuration: its highest observation below the level, unless one reached the level.
     std::map<std::vector<double>, int> last;
     std::set<std::vector<double>> reached;

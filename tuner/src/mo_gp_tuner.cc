@@ -38,6 +38,7 @@
 #include "acquisition.h"
 #include "feasibility.h"
 #include "gp.h"
+#include "median.h"
 #include "output_transform.h"
 #include "samplers.h"
 #include "search.h"
@@ -215,8 +216,7 @@ class MultiObjectiveGpTuner : public Tuner {
     for (int k = 0; k < objectives_; ++k) {
       std::vector<double> v;
       for (int i : done) v.push_back(trials_[i].values[k]);
-      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-      median[k] = v[v.size() / 2];
+      median[k] = MedianOf(std::move(v));
     }
     for (int i = 0; i < static_cast<int>(trials_.size()); ++i) {
       if (trials_[i].stopped.empty()) continue;

@@ -9,6 +9,7 @@
 
 #include "hyperpack/text.h"
 #include "hyperpack/tuner/pareto.h"
+#include "median.h"
 
 namespace hyperpack::tuner {
 namespace {
@@ -76,14 +77,6 @@ class MedianPruner : public Pruner {
   std::map<int, std::map<double, double>> curves_;
   std::set<int> completed_;
 };
-
-// The median of a non-empty list.
-double MedianOf(std::vector<double> v) {
-  const auto h = static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), v.begin() + h, v.end());
-  if (v.size() % 2) return v[h];
-  return 0.5 * (*std::max_element(v.begin(), v.begin() + h) + v[h]);
-}
 
 // A least-squares line from x to y, and the standard error of a new point's y.
 struct Line {
