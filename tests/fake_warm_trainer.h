@@ -18,7 +18,7 @@ while True:
     if not msg:
         sys.exit(0)
     text = msg.decode()
-    if not text.startswith("run ") or len(fds) != 2:
+    if not text.startswith("run ") or len(fds) not in (2, 3):
         for fd in fds:
             os.close(fd)
         continue
@@ -41,8 +41,8 @@ while True:
             if select.select([ctl], [], [], 0.05)[0]:
                 say("told " + ctl.recv(1024).decode().strip())
         end = f"signal {stop[0]}"
-    os.close(fds[0])
-    os.close(fds[1])
+    for fd in fds:
+        os.close(fd)
     ctl.send(end.encode())
 )";
 

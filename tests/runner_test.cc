@@ -1232,6 +1232,65 @@ TEST(SpawnTest, AnAttemptThatCannotHaveItsLockInTimeRunsNothingAndSaysWhy) {
     close(fd);
 }
 
+// A warm trainer serving an attempt holds its lock until the trial ends (the runner hands it the
+// locked file with the trial); a rank whose lock an earlier attempt still holds is not handed to
+// a warm trainer but runs as its own process, which waits for it.
+TEST(LocalExecutorTest, AWarmTrainerHoldsTheAttemptLockAndAHeldLockStartsItsOwnProcess) {
+  TempDir dir;
+  const std::string fake = dir / "fake-trainer", lock = dir / "rank-0.lock";
+  WriteFile(fake, testing::kFakeWarmTrainer);
+  ASSERT_EQ(chmod(fake.c_str(), 0755), 0);
+  boost::asio::io_context io;
+  std::map<int, std::vector<std::string>> out, err;
+  std::map<int, RankExit> exits;
+  auto executor = MakeLocalExecutor(
+      io, {[&](RankId id, bool is_err, const std::string& line) {
+             (is_err ? err : out)[id.trial].push_back(line);
+           },
+           [&](RankId id, RankExit exit) { exits[id.trial] = exit; }, nullptr, nullptr});
+  SpawnRequest warm;
+  warm.command = "echo cold";
+  warm.env = CurrentEnvironment();
+  warm.warm_argv = {fake, "wait"};
+  warm.lock_path = lock;
+  ASSERT_TRUE(executor->Start({1, 0}, 0, warm).ok());
+  while (out[1].empty()) io.run_one();
+  ASSERT_THAT(out[1][0], HasSubstr("served 1 by")) << "a warm trainer serves it";
+  SpawnRequest next;
+  next.command = "true";
+  next.env = CurrentEnvironment();
+  next.lock_path = lock;
+  next.lock_wait_s = 0.2;
+  auto blocked = Spawn(next);
+  ASSERT_TRUE(blocked.ok());
+  int status = 0;
+  ASSERT_EQ(waitpid(blocked->pid, &status, 0), blocked->pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == kLockedOutExit)
+      << "the warm trainer holds the lock while it serves the trial";
+  for (int fd : {blocked->stdout_fd, blocked->stderr_fd}) close(fd);
+  executor->Signal({1, 0}, SIGTERM);
+  while (!exits.count(1)) io.run_one();
+  auto after = Spawn(next);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(waitpid(after->pid, &status, 0), after->pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "released when the trial ended";
+  for (int fd : {after->stdout_fd, after->stderr_fd}) close(fd);
+
+  auto holder = SpawnLockHolder(lock, dir / "order");
+  ASSERT_TRUE(holder.ok());
+  ASSERT_EQ(ReadLineFrom(holder->stdout_fd), "started");
+  ASSERT_TRUE(executor->Start({2, 0}, 0, warm).ok());
+  while (err[2].empty()) io.run_one();
+  EXPECT_THAT(err[2][0], HasSubstr("an earlier attempt of this trial still runs"));
+  close(holder->control_fd);
+  while (!exits.count(2)) io.run_one();
+  EXPECT_EQ(out[2], std::vector<std::string>{"cold"}) << "its own process, not the warm one";
+  EXPECT_TRUE(exits[2].ok());
+  waitpid(holder->pid, &status, 0);
+  for (int fd : {holder->stdout_fd, holder->stderr_fd}) close(fd);
+  executor->Shutdown();
+}
+
 TEST(EnvironmentMapTest, SplitsAtTheFirstEqualsSoAValueMayHoldMore) {
   const std::map<std::string, std::string> want = {
       {"PATH", "/usr/bin:/bin"}, {"OPTS", "a=1,b=2"}, {"EMPTY", ""}};

@@ -138,13 +138,13 @@ int Serve() {
     if (!message->has_value()) return 0;  // the runner is done with this process
     auto request = warm::ParseRun(**message);
     // Anything else (a "continue" that came after its trial had stopped waiting) is dropped.
-    if (!request.ok() || fds.size() != 2) {
+    // A third descriptor is the trial's attempt lock: held, by being open, until the trial ends.
+    if (!request.ok() || fds.size() < 2 || fds.size() > 3) {
       for (int fd : fds) close(fd);
       continue;
     }
     const warm::TrialEnd end = RunOne(*request, fds[0], fds[1], devnull, ++served, &env_storage);
-    close(fds[0]);
-    close(fds[1]);
+    for (int fd : fds) close(fd);
     if (!warm::Send(control, warm::FormatEnd(end)).ok()) return 1;
   }
 }

@@ -5,7 +5,10 @@
 // env::kControlFdNumber; every message is one packet:
 //   runner -> trainer  "run " + JSON {"argv": [...], "env": ["NAME=VALUE", ...], "workdir": ...}
 //                      with the trial's stdout and stderr attached (two descriptors,
-//                      SCM_RIGHTS); "continue N" while a trial waits at its stop epoch.
+//                      SCM_RIGHTS), and a third where the trial has an attempt lock (a file
+//                      the runner holds a flock on: the trainer keeps it open, and so held,
+//                      until the trial ends); "continue N" while a trial waits at its stop
+//                      epoch.
 //   trainer -> runner  "exit N" or "signal N": the trial ended as its own process would have
 //                      (an exit code, or the signal that would have ended it). Its stdout and
 //                      stderr are closed before this is sent.

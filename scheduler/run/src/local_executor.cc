@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "hyperpack/env_vars.h"
 #include "hyperpack/scheduler/executor.h"
@@ -172,10 +174,33 @@ class LocalExecutor : public Executor {
 
  private:
   // ---- Warm trainers ----
+  // The attempt lock (SpawnRequest::lock_path), taken here without waiting and handed to the
+  // warm trainer with the trial, which holds it until the trial ends: -1 where there is none or
+  // the file system keeps no locks; an error while an earlier attempt holds it (the rank then
+  // starts as its own process, which waits for it).
+  static Result<int> TakeLockForWarm(const std::string& path) {
+    if (path.empty()) return -1;
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOCTTY | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    const int e = errno;
+    close(fd);
+    if (e == EWOULDBLOCK) return Status::FailedPrecondition("an earlier attempt holds ", path);
+    return -1;
+  }
+
   Status StartWarm(RankId id, const SpawnRequest& request) {
     const std::string message = warm::FormatRun({request.warm_argv, request.env, request.workdir});
     if (message.size() > warm::kMaxMessage)
       return Status::FailedPrecondition("the trial's request is too large for a warm trainer");
+    HP_ASSIGN_OR_RETURN(const int lock, TakeLockForWarm(request.lock_path));
+    const Status started = StartWarmLocked(id, request, message, lock);
+    if (lock >= 0) close(lock);  // the trainer holds its own copy, or the trial never started
+    return started;
+  }
+
+  Status StartWarmLocked(RankId id, const SpawnRequest& request, const std::string& message,
+                         int lock) {
     const std::string key = WarmKey(request);
     std::shared_ptr<WarmTrainer> w;
     for (const auto& candidate : warm_)
@@ -190,7 +215,8 @@ class LocalExecutor : public Executor {
       close(out[1]);
       return Status::Io("pipe: ", std::strerror(errno));
     }
-    const int ends[2] = {out[1], err[1]};
+    std::vector<int> ends = {out[1], err[1]};
+    if (lock >= 0) ends.push_back(lock);
     Status sent = warm::Send(w->control.native_handle(), message, ends, /*nonblocking=*/true);
     close(out[1]);
     close(err[1]);
