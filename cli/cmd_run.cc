@@ -52,9 +52,8 @@ int SubmitToServer(const cxxopts::ParseResult& args, const study::StudySpec& spe
   return *code;
 }
 
-}  // namespace
-
-int CmdRun(int argc, char** argv) {
+// run's flags.
+cxxopts::Options RunOptionsSpec() {
   cxxopts::Options o("run", "hyperpack run STUDY.yaml: run a study, or resume it if it exists");
   o.custom_help("STUDY.yaml [options]");
   AddStorage(o);
@@ -84,6 +83,13 @@ int CmdRun(int argc, char** argv) {
       "command", "another tool's file: the trial's command in place of the file's (see import)",
       cxxopts::value<std::string>());
   AddTls(o);
+  return o;
+}
+
+}  // namespace
+
+int CmdRun(int argc, char** argv) {
+  cxxopts::Options o = RunOptionsSpec();
   cxxopts::ParseResult args;
   if (auto rc = Parse(o, argc, argv, &args, 1, 1)) return *rc;
 
