@@ -162,7 +162,9 @@ fi
 # by memory (resources {gpu_memory: 1GiB}; the packer sizes the shares again from the trials'
 # peak_gpu_mb). share.tsv: mode, trials completed, seconds, trials per hour, best val_accuracy.
 share_study() {
-  local mode="$1" resources="$2" dir
+  local mode="$1" resources="$2" dir samples=20000 fake=()
+  # A rehearsal on a CPU: one fake GPU of 16 GiB, and trials small enough for its cores.
+  [[ $device == cpu ]] && samples=2000 fake=(--fake-gpus 1 --fake-gpu-memory 16384)
   dir="$(mktemp -d)"
   cat >"$dir/s.yaml" <<EOF
 name: gpu-share-$mode
@@ -172,14 +174,15 @@ search_space:
   batch_size: {type: categorical, values: [64, 128, 256]}
 trial:
   command: hyperpack-trainer --model cnn --cnn-channels 32,64 --epochs 2 --device $device
-    --train-samples 20000 --data-path $data
+    --train-samples $samples --data-path $data
   timeout: 5m
 tuner: {algorithm: random, seed: 1}
 budget: {max_trials: 200, max_parallel: 16, time_limit: ${share_seconds}s}
 resources: $resources
 EOF
   local t0=$SECONDS
-  (cd "$dir" && run hyperpack run s.yaml --storage "$dir/h.db" --progress log) | tail -n 5
+  (cd "$dir" && run hyperpack run s.yaml --storage "$dir/h.db" --progress log "${fake[@]}") |
+    tail -n 5
   local secs=$((SECONDS - t0))
   hyperpack trials "gpu-share-$mode" --storage "$dir/h.db" --json >"$out/share-$mode.json"
   "$python" - "$out/share-$mode.json" "$mode" "$secs" >>"$out/share.tsv" <<'PY'
