@@ -21,7 +21,9 @@
 namespace hyperpack::study {
 namespace {
 
+using internal::At;
 using internal::Number;
+using internal::StringAt;
 using Json = nlohmann::json;
 
 struct Dist {
@@ -45,18 +47,6 @@ constexpr OldName kOldNames[] = {{"UniformDistribution", Dist::Kind::kFloat, fal
                                  {"DiscreteUniformDistribution", Dist::Kind::kFloat, false, "q"},
                                  {"IntUniformDistribution", Dist::Kind::kInt, false, "step"},
                                  {"IntLogUniformDistribution", Dist::Kind::kInt, true, "step"}};
-
-// `key` of `object`, or null where `object` is no object or lacks it: the distribution's JSON is
-// the file's, and a wrong type is an error value, never nlohmann's exception.
-Json At(const Json& object, const char* key) {
-  if (!object.is_object()) return Json();
-  auto it = object.find(key);
-  return it == object.end() ? Json() : *it;
-}
-std::string StringAt(const Json& object, const char* key) {
-  const Json v = At(object, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 Result<Dist> Range(const Json& a, Dist::Kind kind, bool log, const char* step_key) {
   Dist d;

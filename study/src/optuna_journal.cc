@@ -56,7 +56,9 @@ std::optional<double> Number(const nlohmann::json& j) {
 
 }  // namespace internal
 
+using internal::IntAt;
 using internal::Number;
+using internal::ObjectAt;
 using internal::StrictJson;
 using Json = nlohmann::json;
 
@@ -153,20 +155,6 @@ Status AddOptunaStudyAttr(const std::string& key, const std::string& value_json,
 }
 
 namespace {
-
-// j[key] where it is an integer, else `otherwise` (a float is not read as one: no conversion of
-// a number out of range).
-int64_t IntAt(const Json& j, const char* key, int64_t otherwise) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : otherwise;
-}
-
-// j[key] where it is an object, else an empty one (a reference that outlives the loop over it).
-const Json& ObjectAt(const Json& j, const char* key) {
-  static const Json kEmpty = Json::object();
-  auto it = j.find(key);
-  return it != j.end() && it->is_object() ? *it : kEmpty;
-}
 
 // The journal replayed: studies and trials by the ids Optuna gives them as it replays.
 class Replay {
