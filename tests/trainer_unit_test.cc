@@ -7,6 +7,7 @@
 #include <limits>
 #include <thread>
 
+#include "attention.h"
 #include "comm.h"
 #include "ddp.h"
 #include "gpu.h"
@@ -105,22 +106,133 @@ torch::Tensor WithGrad(torch::Tensor value, torch::Tensor grad) {
   return value;
 }
 
+// The kernels this libtorch has for the CPU: the separate ones always, the fused one from 2.4.
+std::vector<UnscaleKernel> CpuUnscaleKernels() {
+  std::vector<UnscaleKernel> kernels = {UnscaleKernel::kSeparate};
+  if (FusedUnscaleAvailable(torch::Device(torch::kCPU))) kernels.push_back(UnscaleKernel::kFused);
+  return kernels;
+}
+
 TEST(UnscaleGradientsTest, DividesEveryGradientAndSaysTheyAreFinite) {
-  auto g1 = torch::tensor({2048.0f, -1024.0f}), g2 = torch::tensor({512.0f});
-  std::vector<torch::Tensor> params = {WithGrad(torch::zeros({2}), g1.clone()),
-                                       WithGrad(torch::zeros({1}), g2.clone()),
-                                       torch::zeros({3})};  // no gradient: skipped
-  EXPECT_TRUE(UnscaleGradients(params, 1024));
-  EXPECT_TRUE(torch::equal(params[0].grad(), g1 / 1024));
-  EXPECT_TRUE(torch::equal(params[1].grad(), g2 / 1024));
+  for (UnscaleKernel kernel : CpuUnscaleKernels()) {
+    auto g1 = torch::tensor({2048.0f, -1024.0f}), g2 = torch::tensor({512.0f});
+    std::vector<torch::Tensor> params = {WithGrad(torch::zeros({2}), g1.clone()),
+                                         WithGrad(torch::zeros({1}), g2.clone()),
+                                         torch::zeros({3})};  // no gradient: skipped
+    EXPECT_TRUE(UnscaleGradients(params, 1024, kernel));
+    EXPECT_TRUE(torch::equal(params[0].grad(), g1 / 1024));
+    EXPECT_TRUE(torch::equal(params[1].grad(), g2 / 1024));
+  }
 }
 
 TEST(UnscaleGradientsTest, FindsAnInfOrANaNInAnyParameter) {
-  for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                    std::numeric_limits<float>::quiet_NaN()}) {
-    std::vector<torch::Tensor> params = {WithGrad(torch::zeros({2}), torch::ones({2})),
-                                         WithGrad(torch::zeros({2}), torch::tensor({1.0f, bad}))};
-    EXPECT_FALSE(UnscaleGradients(params, 8)) << bad;
+  for (UnscaleKernel kernel : CpuUnscaleKernels()) {
+    for (float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()}) {
+      std::vector<torch::Tensor> params = {WithGrad(torch::zeros({2}), torch::ones({2})),
+                                           WithGrad(torch::zeros({2}), torch::tensor({1.0f, bad}))};
+      EXPECT_FALSE(UnscaleGradients(params, 8, kernel)) << bad;
+    }
+  }
+}
+
+// The fused kernel (one launch for the model, as torch.amp.GradScaler) leaves the same gradients
+// and verdict as the separate ones, bit for bit, on every device this libtorch has it for: so the
+// loss-scale trace of an fp16 run does not change with the kernel.
+TEST(UnscaleGradientsTest, TheFusedKernelGivesWhatTheSeparateOnesGive) {
+  std::vector<torch::Device> devices;
+  for (torch::Device d : {torch::Device(torch::kCPU), torch::Device(torch::kCUDA)})
+    if ((d.is_cpu() || GpuCount() > 0) && FusedUnscaleAvailable(d)) devices.push_back(d);
+  if (devices.empty()) GTEST_SKIP() << "this libtorch has the fused kernel for no device here";
+  torch::manual_seed(50);
+  for (const torch::Device& device : devices) {
+    for (bool overflow : {false, true}) {
+      SCOPED_TRACE(device.str() + (overflow ? " with an inf" : ""));
+      std::vector<torch::Tensor> a, b;
+      for (int64_t n : {1, 7, 1000, 65536}) {
+        torch::Tensor g = torch::randn({n}, torch::TensorOptions().device(device)) * 65536;
+        if (overflow && n == 1000) g[3] = std::numeric_limits<float>::infinity();
+        a.push_back(WithGrad(torch::zeros({n}, g.options()), g.clone()));
+        b.push_back(WithGrad(torch::zeros({n}, g.options()), g.clone()));
+      }
+      EXPECT_EQ(UnscaleGradients(a, 65536, UnscaleKernel::kSeparate), !overflow);
+      EXPECT_EQ(UnscaleGradients(b, 65536, UnscaleKernel::kFused), !overflow);
+      for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_TRUE(torch::equal(a[i].grad().cpu(), b[i].grad().cpu())) << i;
+    }
+  }
+}
+
+// ---- The char transformer's attention ---------------------------------------------------------
+
+// The devices here, each with the attention kernels this libtorch has there.
+std::vector<std::pair<torch::Device, AttentionKernel>> AttentionCases() {
+  std::vector<std::pair<torch::Device, AttentionKernel>> cases;
+  std::vector<torch::Device> devices = {torch::Device(torch::kCPU)};
+  if (GpuCount() > 0) devices.push_back(torch::Device(torch::kCUDA));
+  for (const torch::Device& d : devices) {
+    cases.push_back({d, AttentionKernel::kMath});
+    if (FusedAttentionAvailable()) cases.push_back({d, AttentionKernel::kFused});
+  }
+  return cases;
+}
+
+// Our layer on libtorch's layer's parameters computes what that layer computes with a causal mask,
+// forward and backward, with either kernel: the model trains as it did, on any libtorch.
+TEST(AttentionTest, TheLayerComputesWhatLibtorchsLayerComputesForwardAndBackward) {
+  for (auto [device, kernel] : AttentionCases()) {
+    SCOPED_TRACE(device.str() + (kernel == AttentionKernel::kFused ? " fused" : " math"));
+    torch::manual_seed(50);
+    torch::nn::TransformerEncoderLayer layer(
+        torch::nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(64).dropout(0.0));
+    layer->to(device);
+    const int64_t L = 10;
+    torch::Tensor x = torch::randn({3, L, 16}, torch::TensorOptions().device(device));
+    torch::Tensor mask =
+        torch::triu(torch::full({L, L}, -std::numeric_limits<float>::infinity(), x.options()), 1);
+    torch::Tensor want = layer->forward(x.transpose(0, 1), mask).transpose(0, 1);
+    want.square().sum().backward();
+    std::vector<torch::Tensor> want_grads;
+    for (const torch::Tensor& p : layer->parameters()) want_grads.push_back(p.grad().clone());
+    layer->zero_grad();
+    torch::Tensor got = CausalEncoderLayer(*layer, x, kernel);
+    got.square().sum().backward();
+    EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-5)) << (got - want).abs().max().item<double>();
+    std::vector<torch::Tensor> params = layer->parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_TRUE(torch::allclose(params[i].grad(), want_grads[i], 1e-3, 1e-4)) << i;
+    // A position's output depends on the past only: changing the last token changes nothing before.
+    torch::Tensor later = x.clone();
+    later.select(1, L - 1).add_(1.0);
+    torch::NoGradGuard no_grad;
+    torch::Tensor moved = CausalEncoderLayer(*layer, later, kernel);
+    EXPECT_TRUE(torch::allclose(moved.narrow(1, 0, L - 1), got.narrow(1, 0, L - 1), 1e-5, 1e-6));
+    EXPECT_FALSE(torch::allclose(moved.select(1, L - 1), got.select(1, L - 1)));
+  }
+}
+
+// Dropout on the attention weights (the layer's other dropouts off) acts in training mode only,
+// with either kernel.
+TEST(AttentionTest, DropoutOnTheWeightsActsInTrainingOnly) {
+  for (auto [device, kernel] : AttentionCases()) {
+    SCOPED_TRACE(device.str() + (kernel == AttentionKernel::kFused ? " fused" : " math"));
+    torch::manual_seed(50);
+    torch::nn::TransformerEncoderLayer layer(
+        torch::nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(64).dropout(0.5));
+    for (torch::nn::Dropout d : {layer->dropout, layer->dropout1, layer->dropout2})
+      d->options.p(0.0);
+    layer->to(device);
+    torch::Tensor x = torch::randn({2, 8, 16}, torch::TensorOptions().device(device));
+    torch::NoGradGuard no_grad;
+    layer->eval();
+    torch::Tensor a = CausalEncoderLayer(*layer, x, kernel);
+    EXPECT_TRUE(torch::equal(a, CausalEncoderLayer(*layer, x, kernel)));
+    layer->train();
+    torch::Tensor c = CausalEncoderLayer(*layer, x, kernel);
+    EXPECT_FALSE(torch::allclose(c, a));
+    EXPECT_FALSE(torch::allclose(c, CausalEncoderLayer(*layer, x, kernel)));
+    EXPECT_TRUE(torch::isfinite(c).all().item<bool>());
   }
 }
 

@@ -59,8 +59,18 @@ class LossScalePolicy {
   State state_;
 };
 
+// How the gradients are unscaled and checked. kFused is one multi-tensor kernel per device
+// (at::_amp_foreach_non_finite_check_and_unscale_, what torch.amp.GradScaler calls); kSeparate
+// is a multiply and a finiteness check per gradient. Both give the same values and verdict.
+enum class UnscaleKernel { kAuto, kSeparate, kFused };
+
+// Whether this libtorch has the fused kernel for `device`: CUDA always; the CPU from 2.4 on.
+bool FusedUnscaleAvailable(const torch::Device& device);
+
 // Multiplies every defined gradient by 1 / scale in place and says whether all of them are finite
-// (one read from the device for the whole model).
-bool UnscaleGradients(const std::vector<torch::Tensor>& params, double scale);
+// (one read from the device for the whole model). kAuto takes the fused kernel where this libtorch
+// has it for the gradients' device; kFused where it has not throws c10::Error.
+bool UnscaleGradients(const std::vector<torch::Tensor>& params, double scale,
+                      UnscaleKernel kernel = UnscaleKernel::kAuto);
 
 }  // namespace hyperpack::trainer

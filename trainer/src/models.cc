@@ -2,6 +2,8 @@
 
 #include <torch/script.h>
 
+#include "attention.h"
+
 namespace hyperpack::trainer {
 namespace {
 
@@ -67,11 +69,10 @@ struct CharLmImpl : torch::nn::Module {
     const int64_t L = x.size(1);
     auto pos = torch::arange(L, torch::TensorOptions().dtype(torch::kInt64).device(x.device()));
     auto h = tokens->forward(x) + positions->forward(pos).unsqueeze(0);  // [N, L, d]
-    // Each position sees itself and the past only.
-    auto mask = torch::triu(torch::full({L, L}, -std::numeric_limits<float>::infinity(),
-                                        torch::TensorOptions().device(x.device())),
-                            1);
-    h = encoder->forward(h.transpose(0, 1), mask).transpose(0, 1);
+    // Each position sees itself and the past only; fused attention where libtorch is 2.x.
+    for (const auto& layer : *encoder->layers)
+      h = CausalEncoderLayer(*layer->as<torch::nn::TransformerEncoderLayer>(), h,
+                             AttentionKernel::kAuto);
     return out->forward(norm->forward(h));  // [N, L, vocab]
   }
   torch::nn::Embedding tokens, positions;
