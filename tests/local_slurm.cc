@@ -272,9 +272,11 @@ std::string LocalSlurm::StartSlurm(const Options& options) {
     << "InactiveLimit=0\n"
     << "ReturnToService=2\n"
     << "KillWait=5\n";
-  if (gpus_ > 0) c << "GresTypes=gpu\n";
+  const bool shards = gpus_ > 0 && options.gpu_shards > 0;
+  if (gpus_ > 0) c << (shards ? "GresTypes=gpu,shard\n" : "GresTypes=gpu\n");
   c << "NodeName=localhost CPUs=" << cpus_ << " RealMemory=" << real_memory;
   if (gpus_ > 0) c << " Gres=gpu:" << gpus_;
+  if (shards) c << ",shard:" << gpus_ * options.gpu_shards;
   c << " State=UNKNOWN\n"
     << "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
     << " PreemptMode=" << options.preempt_mode << "\n"
@@ -284,6 +286,9 @@ std::string LocalSlurm::StartSlurm(const Options& options) {
   if (gpus_ > 0) {
     std::string files = gpus_ == 1 ? "nvidia0" : "nvidia[0-" + std::to_string(gpus_ - 1) + "]";
     std::string gres = "NodeName=localhost Name=gpu File=" + d + "/gpu/" + files + "\n";
+    for (int i = 0; shards && i < gpus_; ++i)
+      gres += "NodeName=localhost Name=shard Count=" + std::to_string(options.gpu_shards) +
+              " File=" + d + "/gpu/nvidia" + std::to_string(i) + "\n";
     if (!WriteWhole(d + "/gres.conf", gres)) return Errno("writing " + d + "/gres.conf");
   }
 

@@ -27,8 +27,9 @@ namespace hyperpack::testing {
 class LocalSlurm {
  public:
   struct Options {
-    int gpus = 4;  // fake GPUs (character devices under dir()/gpu); 0: no GRES at all
-    int cpus = 0;  // 0: the machine's online CPUs; more than that drains the node
+    int gpus = 4;        // fake GPUs (character devices under dir()/gpu); 0: no GRES at all
+    int gpu_shards = 0;  // Slurm's shard gres: this many shards on each fake GPU; 0: none
+    int cpus = 0;        // 0: the machine's online CPUs; more than that drains the node
     std::string preempt_mode = "REQUEUE";  // for partition `debug` and globally: REQUEUE or CANCEL
   };
 

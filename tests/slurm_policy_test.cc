@@ -238,6 +238,58 @@ TEST(SbatchArgsTest, GresAsksForGpusTheOldWay) {
   EXPECT_FALSE(HasPrefix(args, "--gpus-per-node"));
 }
 
+// A share of a GPU is one task on its shards of one GPU: its fraction of them, or its memory's
+// over the partition's GPU memory, whichever is more, rounded up.
+TEST(ShapeForTest, AShareIsOneTaskOnItsShardsOfOneGpuRoundedUp) {
+  study::SlurmSpec spec;
+  spec.gpu_shards = 8;
+  spec.gpu_memory_mb = 81920;
+  spec.cpus_per_task = 4;
+  struct Case {
+    GpuShare share;
+    int shards;
+  };
+  for (Case c : {Case{{0, 250}, 2}, Case{{0, 300}, 3}, Case{{0, 1}, 1}, Case{{0, 1000}, 8},
+                 Case{{10240, 0}, 1}, Case{{10241, 0}, 2}, Case{{20480, 125}, 2},
+                 Case{{20480, 500}, 4}, Case{{81920, 0}, 8}}) {
+    SCOPED_TRACE(ShareText(c.share));
+    Demand d;
+    d.share = c.share;
+    auto shape = ShapeFor(spec, d);
+    ASSERT_TRUE(shape.ok()) << shape.status().message();
+    EXPECT_EQ(shape->shards, c.shards);
+    EXPECT_EQ(shape->nodes, 1);
+    EXPECT_EQ(shape->tasks_per_node, 1);
+    EXPECT_EQ(shape->gpus_per_node, 0);
+    EXPECT_EQ(shape->cpus_per_task, 4);
+    Strings args = SbatchArgs(spec, *shape, JobTag{"s", 1, 1, 1}, "/l");
+    EXPECT_TRUE(Has(args, "--gres=shard:" + std::to_string(c.shards)));
+    EXPECT_FALSE(HasPrefix(args, "--gpus-per-node"));
+    EXPECT_FALSE(HasPrefix(args, "--gres=gpu"));
+  }
+}
+
+// Without the cluster's shards, or its GPU memory for a memory share, a share cannot be asked for;
+// the error names the key to set.
+TEST(ShapeForTest, AShareNeedsTheClustersShardsAndForMemoryItsGpuMemory) {
+  study::SlurmSpec spec;
+  Demand d;
+  d.share = {0, 500};
+  auto none = ShapeFor(spec, d);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), HasSubstr("cluster.slurm.gpu_shards"));
+  spec.gpu_shards = 4;
+  EXPECT_TRUE(ShapeFor(spec, d).ok());
+  d.share = {2048, 0};
+  auto memory = ShapeFor(spec, d);
+  ASSERT_FALSE(memory.ok());
+  EXPECT_THAT(memory.status().message(), HasSubstr("cluster.slurm.gpu_memory"));
+  spec.gpu_memory_mb = 1024;
+  auto larger = ShapeFor(spec, d);
+  ASSERT_FALSE(larger.ok());
+  EXPECT_THAT(larger.status().message(), HasSubstr("more than a GPU's 1024 MiB"));
+}
+
 TEST(SbatchArgsTest, TimeIsWholeMinutesRoundedUp) {
   study::SlurmSpec spec;
   spec.time_limit_s = 90.5;

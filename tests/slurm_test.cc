@@ -44,6 +44,13 @@ std::vector<std::string> Lines(const std::string& text) {
   return out;
 }
 
+// `text`'s lines, each indented by four spaces (a block scalar's body in a study file).
+std::string Indent(const std::string& text) {
+  std::string out;
+  for (const std::string& line : Lines(text)) out += "    " + line + "\n";
+  return out;
+}
+
 class SlurmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -51,6 +58,7 @@ class SlurmTest : public ::testing::Test {
     std::string error;
     LocalSlurm::Options o;
     o.preempt_mode = "CANCEL";
+    o.gpu_shards = 4;
     cluster_ = LocalSlurm::Start(o, &error);
     error_ = error;
     if (cluster_) {
@@ -223,6 +231,61 @@ cluster: {slurm: {time_limit: 5m}}
   const std::string show = Show(jobs.begin()->first);
   EXPECT_THAT(show, HasSubstr("NumTasks=2"));
   EXPECT_THAT(show, HasSubstr("gpu:2"));
+}
+
+// A share of a GPU is a job on Slurm's shards of one: half a GPU of 4 shards asks for 2, and two
+// such trials run at once.
+TEST_F(SlurmTest, SharesOfAGpuAreJobsOnItsShardsAndRunTogether) {
+  const std::string path = Study(
+      "shards", StrCat(R"(objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial:
+  command: |
+)",
+                       Indent(testing::ShellBarrier(dir_ / "met", 2)), R"(    ls )", dir_ / "met",
+                       R"( | wc -l > {trial_dir}/met
+    echo "$CUDA_VISIBLE_DEVICES" > {trial_dir}/devices
+    echo '{{"loss": {x}}}'
+tuner: {algorithm: sobol, seed: 3}
+budget: {max_trials: 2, max_parallel: 2}
+resources: {gpus: 0.5}
+cluster: {slurm: {time_limit: 5m, gpu_shards: 4, poll_interval: 0.5s}}
+)"));
+  Ran r = Hyperpack({"run", path, "--storage", db_, "--progress", "log"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto trials = Trials("shards");
+  ASSERT_EQ(trials.size(), 2u);
+  for (const TrialRecord& t : trials) {
+    EXPECT_EQ(t.state, TrialState::kCompleted) << t.error;
+    const std::string trial_dir = StrCat(dir_ / "hyperpack_logs/shards", "/trial-000", t.number);
+    EXPECT_EQ(ReadFile(trial_dir + "/met"), "2\n") << "both trials ran at once";
+    EXPECT_NE(ReadFile(trial_dir + "/devices"), "\n") << "Slurm names the shard's GPU";
+  }
+  auto jobs = Jobs("shards");
+  ASSERT_EQ(jobs.size(), 2u);
+  for (const auto& [id, state] : jobs) {
+    const std::string show = Show(id);
+    EXPECT_THAT(show, HasSubstr("shard:2"));
+    EXPECT_THAT(show, ::testing::Not(HasSubstr("gpu:")));
+  }
+}
+
+// Without the cluster's shards a share cannot be asked for: the error names the key, and nothing
+// is stored.
+TEST_F(SlurmTest, AShareWithoutTheClustersShardsIsAnErrorNamingTheKey) {
+  const std::string path = Study("noshards", R"(objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+budget: {max_trials: 1}
+resources: {gpu_memory: 2GiB}
+cluster: {slurm: {gpu_shards: 4}}
+)");
+  Ran r = Hyperpack({"run", path, "--storage", db_});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("cluster.slurm.gpu_memory"));
+  EXPECT_THAT(r.err, HasSubstr("noshards.yaml:"));
+  EXPECT_TRUE(Trials("noshards").empty());
+  EXPECT_TRUE(Jobs("noshards").empty());
 }
 
 TEST_F(SlurmTest, PruningCancelsTheJobAndTheTrialIsPruned) {

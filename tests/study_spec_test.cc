@@ -1548,7 +1548,7 @@ const std::string kClusterBase = StudyYaml("s").Command("run {x}").str();
 
 constexpr char kAllSlurmKeys[] =
     "partition, account, qos, constraint, time_limit, mem, cpus_per_task, gpus_per_node, gres, "
-    "signal, extra_args, poll_interval, pending_limit";
+    "signal, extra_args, poll_interval, pending_limit, gpu_shards, gpu_memory";
 
 TEST(StudyFileTest, ClusterSlurmParsesEveryFieldAndWhereEachWasWritten) {
   ParseOutcome out = Parse(std::string(kClusterBase) + R"(cluster:
@@ -1676,6 +1676,34 @@ TEST(StudyFileTest, ClusterSlurmErrorsSayWhereAndWhatWouldBeRight) {
                   "'y' is not an sbatch option; each item starts with '-' and holds its value "
                   "too, e.g. --exclusive or --nodelist=n01"),
           IsError(13, 20, "cluster.slurm.poll_interval", "must be at least 0.2s (got 0.1s)")));
+}
+
+// How the cluster shares a GPU: its shards per GPU and each GPU's memory, as a size.
+TEST(StudyFileTest, ClusterSlurmGpuShardsAndGpuMemory) {
+  for (auto [text, mib] : std::vector<std::pair<std::string, int64_t>>{
+           {"80GiB", 81920}, {"81920", 81920}, {"40 GB", 38146}, {"0.5 TiB", 524288}}) {
+    ParseOutcome out =
+        Parse(std::string(kClusterBase) + "cluster:\n  slurm: {gpu_shards: 8, gpu_memory: " + text +
+              "}\nresources: {gpus: 0.25}\n");
+    ASSERT_THAT(out.errors, IsEmpty()) << text << out.ErrorText();
+    EXPECT_EQ(out.spec->cluster.slurm->gpu_shards, 8);
+    EXPECT_EQ(out.spec->cluster.slurm->gpu_memory_mb, mib) << text;
+    ASSERT_NE(out.spec->cluster.slurm->Position("gpu_memory"), nullptr);
+    EXPECT_EQ(out.spec->cluster.slurm->Position("gpu_memory")->key, "cluster.slurm.gpu_memory");
+  }
+  ParseOutcome bad = Parse(std::string(kClusterBase) + R"(cluster:
+  slurm:
+    gpu_shards: 0
+    gpu_memory: lots
+)");
+  EXPECT_FALSE(bad.spec.has_value());
+  EXPECT_THAT(bad.errors,
+              ElementsAre(IsError(7, 17, "cluster.slurm.gpu_shards",
+                                  "must be between 1 and 1000000 (got 0): the shards each GPU has "
+                                  "in the cluster's gres.conf (Name=shard Count=...)"),
+                          IsError(8, 17, "cluster.slurm.gpu_memory",
+                                  "expected each GPU's memory as a size such as 80GiB or 81920 "
+                                  "(MiB), got 'lots'")));
 }
 
 TEST(StudyFileTest, ClusterAllowsOnlySlurmAndSlurmMustBeAMapping) {

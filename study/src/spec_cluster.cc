@@ -81,7 +81,7 @@ void Parser::ParseSlurm(const Field& field, const std::string& path, SlurmSpec* 
   static const std::vector<std::string> kKeys = {
       "partition",  "account",       "qos",           "constraint", "time_limit",
       "mem",        "cpus_per_task", "gpus_per_node", "gres",       "signal",
-      "extra_args", "poll_interval", "pending_limit"};
+      "extra_args", "poll_interval", "pending_limit", "gpu_shards", "gpu_memory"};
   auto fields = Fields(field, path, kKeys, /*list_allowed=*/true);
   for (const std::string& name : kKeys) {
     if (const Field* f = Get(fields, name))
@@ -125,6 +125,36 @@ void Parser::ParseSlurm(const Field& field, const std::string& path, SlurmSpec* 
   if (const Field* f = Get(fields, "extra_args"))
     slurm->extra_args = ExtraArgs(*f, Path(path, "extra_args"));
   ParseSlurmWaits(fields, path, slurm);
+  ParseSlurmShards(fields, path, slurm);
+}
+
+void Parser::ParseSlurmShards(const std::map<std::string, Field>& fields, const std::string& path,
+                              SlurmSpec* slurm) {
+  if (const Field* f = Get(fields, "gpu_shards")) {
+    const std::string key = Path(path, "gpu_shards");
+    if (auto v = Integer(*f, key)) {
+      if (*v < 1 || *v > 1000000)
+        Error(f->value, key, "must be between 1 and 1000000 (got ", *v,
+              "): the shards each GPU has in the cluster's gres.conf (Name=shard Count=...)");
+      else
+        slurm->gpu_shards = static_cast<int>(*v);
+    }
+  }
+  if (const Field* f = Get(fields, "gpu_memory")) {
+    const std::string key = Path(path, "gpu_memory");
+    std::optional<double> mib;
+    if (f->value.IsScalar()) {
+      auto [number, unit] = SplitSizeUnit(f->value.Scalar());
+      if (auto n = ParseDouble(Trim(number)); n && *n * unit >= 1 && *n * unit <= 1e12)
+        mib = *n * unit;
+    }
+    if (mib)
+      slurm->gpu_memory_mb = static_cast<int64_t>(*mib);
+    else
+      Error(f->value.IsNull() ? f->key : f->value, key,
+            "expected each GPU's memory as a size such as 80GiB or 81920 (MiB), got ",
+            Describe(f->value));
+  }
 }
 
 void Parser::ParseSlurmWaits(const std::map<std::string, Field>& fields, const std::string& path,

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hyperpack/study/spec.h"
@@ -39,6 +40,10 @@ struct Field {
   YAML::Node key;
   YAML::Node value;
 };
+
+// A size's unit at the end of `text` ("2GiB", "{batch} * 16 MiB"), in MiB, and the text before
+// it; a plain number is MiB.
+std::pair<std::string, double> SplitSizeUnit(const std::string& text);
 
 class Parser {
  public:
@@ -234,6 +239,10 @@ class Parser {
   // An amount of memory as Slurm writes it: digits, then K, M, G or T (megabytes without one).
   // Checked by hand, not with std::regex, whose recursion a long value would overflow.
   std::optional<std::string> Memory(const Field& f, const std::string& key);
+
+  // cluster.slurm's gpu_shards and gpu_memory: how the cluster shares a GPU (Slurm's shard gres).
+  void ParseSlurmShards(const std::map<std::string, Field>& fields, const std::string& path,
+                        SlurmSpec* slurm);
 
   // sbatch options, each one item that starts with '-'.
   std::vector<std::string> ExtraArgs(const Field& f, const std::string& key);

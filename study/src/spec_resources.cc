@@ -21,10 +21,6 @@
 
 namespace hyperpack::study::internal {
 
-namespace {
-
-// A size's unit at the end of `text` ("2GiB", "{batch} * 16 MiB"), in MiB, and the text before it;
-// a plain number is MiB.
 std::pair<std::string, double> SplitSizeUnit(const std::string& text) {
   static const std::pair<const char*, double> kUnits[] = {
       {"KiB", 1.0 / 1024},   {"MiB", 1},
@@ -40,8 +36,6 @@ std::pair<std::string, double> SplitSizeUnit(const std::string& text) {
   }
   return {body, 1};
 }
-
-}  // namespace
 
 void Parser::ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources) {
   auto fields = Fields(field, "resources", {"gpus", "cpus", "gpu_memory"});

@@ -540,6 +540,7 @@ class LocalDriver : public StudyRun {
       if (r < plan.placement.ranks.size()) {
         g.gpus = static_cast<int>(plan.placement.ranks[r].gpus.size());
         g.cpus = plan.placement.ranks[r].cpus;
+        g.share = plan.placement.ranks[r].share;
       }
       g.request.command = plan.command;
       g.request.workdir = plan.workdir;

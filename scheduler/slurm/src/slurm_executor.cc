@@ -147,7 +147,10 @@ class SlurmExecutor : public Executor {
     for (const GangRequest::Rank& r : gang.ranks) {
       demand.gpus += r.gpus;
       demand.cpus = std::max(demand.cpus, r.cpus);
+      if (r.share.any()) demand.share = r.share;
     }
+    // A share is one rank on part of one GPU: shards, not a GPU.
+    if (demand.share.any()) demand.gpus = 0;
     if (demand.gpus == 0) demand.cpus = std::max(demand.cpus, 1);
     auto shape = ShapeFor(options_.spec, demand);
     if (!shape.ok()) return {0, shape.status()};

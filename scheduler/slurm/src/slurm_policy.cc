@@ -258,8 +258,34 @@ Result<std::vector<std::string>> ExpandHostList(std::string_view list) {
   return out;
 }
 
+Result<int> ShardsFor(const study::SlurmSpec& spec, const GpuShare& share) {
+  const int n = spec.gpu_shards;
+  if (n <= 0)
+    return Status::Invalid(
+        "a share of a GPU (resources.gpu_memory, or gpus below 1) runs on Slurm through its "
+        "shard gres; set cluster.slurm.gpu_shards to the shards each GPU has in the cluster's "
+        "gres.conf (Name=shard Count=...), or give whole gpus");
+  if (share.memory_mb > 0 && spec.gpu_memory_mb <= 0)
+    return Status::Invalid(
+        "a share of a GPU's memory (resources.gpu_memory) becomes Slurm shards in proportion to "
+        "each GPU's memory on the partition; set cluster.slurm.gpu_memory (e.g. 80GiB)");
+  if (share.memory_mb > spec.gpu_memory_mb && share.memory_mb > 0)
+    return Status::Invalid("a share of ", share.memory_mb, " MiB is more than a GPU's ",
+                           spec.gpu_memory_mb, " MiB (cluster.slurm.gpu_memory)");
+  // Whole shards, rounded up: a share never gets less than it asked for.
+  int64_t by_milli = (static_cast<int64_t>(share.milli) * n + 999) / 1000;
+  int64_t by_memory =
+      share.memory_mb > 0 ? (share.memory_mb * n + spec.gpu_memory_mb - 1) / spec.gpu_memory_mb : 0;
+  return static_cast<int>(std::clamp<int64_t>(std::max(by_milli, by_memory), 1, n));
+}
+
 Result<JobShape> ShapeFor(const study::SlurmSpec& spec, const Demand& demand) {
   JobShape shape;
+  if (demand.share.any()) {
+    HP_ASSIGN_OR_RETURN(shape.shards, ShardsFor(spec, demand.share));
+    shape.cpus_per_task = spec.cpus_per_task;
+    return shape;
+  }
   if (demand.gpus <= 0) {
     shape.cpus_per_task = std::max(1, demand.cpus);
     return shape;
@@ -350,6 +376,7 @@ std::vector<std::string> SbatchArgs(const study::SlurmSpec& spec, const JobShape
   if (shape.gpus_per_node > 0)
     args.push_back(spec.gres ? StrCat("--gres=gpu:", shape.gpus_per_node)
                              : StrCat("--gpus-per-node=", shape.gpus_per_node));
+  if (shape.shards > 0) args.push_back(StrCat("--gres=shard:", shape.shards));
   if (shape.cpus_per_task > 0) args.push_back(StrCat("--cpus-per-task=", shape.cpus_per_task));
   AddIfSet(args, "--mem=", spec.mem);
   AddIfSet(args, "--partition=", spec.partition);

@@ -25,9 +25,16 @@ Result<std::vector<std::string>> ExpandHostList(std::string_view list);
 
 // A trial's demand, as the study's `resources` gave it.
 struct Demand {
-  int gpus = 0;  // > 0: a gang of this many ranks, one GPU each
-  int cpus = 0;  // a CPU trial's slots (one rank)
+  int gpus = 0;         // > 0: a gang of this many ranks, one GPU each
+  int cpus = 0;         // a CPU trial's slots (one rank)
+  GpuShare share = {};  // any(): one rank with this part of one GPU (gpus is then 0)
 };
+
+// The shards of one GPU (Slurm's shard gres, cluster.slurm.gpu_shards of them per GPU) that hold
+// `share`: its fraction of the shards and its memory's (over cluster.slurm.gpu_memory), rounded
+// up, at least 1. An error names the key that is missing (no gpu_shards; a memory share and no
+// gpu_memory) or says the share is larger than one GPU.
+Result<int> ShardsFor(const study::SlurmSpec& spec, const GpuShare& share);
 
 // The shape of one job. A gang of G GPUs asks for nodes = ceil(G / gpus_per_node) (one node when
 // gpus_per_node is 0 or >= G) with G / nodes tasks and GPUs on each; a gang spanning nodes must be
@@ -38,6 +45,7 @@ struct JobShape {
   int tasks_per_node = 1;
   int gpus_per_node = 0;
   int cpus_per_task = 0;  // 0: not asked
+  int shards = 0;         // > 0: one task on this many shards of one GPU (--gres=shard:N)
 };
 Result<JobShape> ShapeFor(const study::SlurmSpec& spec, const Demand& demand);
 

@@ -37,9 +37,17 @@ std::string SelfExe() {
 }
 
 // A demand to try: resources that name no parameter, or one GPU / one CPU.
+// The smallest share the study's resources can ask for: one shard, with memory where they name it.
+GpuShare ProbeShare(const study::StudySpec& spec) {
+  const bool memory = spec.resources.gpu_memory || spec.resources.gpu_memory_auto;
+  return GpuShare{memory ? 1 : 0, 1};
+}
+
 slurm::Demand ProbeDemand(const study::StudySpec& spec) {
   slurm::Demand d;
-  if (spec.resources.gpus) {
+  if (spec.resources.SharesGpu()) {
+    d.share = ProbeShare(spec);
+  } else if (spec.resources.gpus) {
     auto v = spec.resources.gpus->Evaluate(Config{});
     d.gpus = v.ok() ? std::max(1, static_cast<int>(*v)) : 1;
   } else {
@@ -56,12 +64,15 @@ slurm::Demand ProbeDemand(const study::StudySpec& spec) {
 // configuration Slurm refuses is an error before anything is stored.
 Status CheckRequest(const study::StudySpec& spec) {
   const study::SlurmSpec& s = *spec.cluster.slurm;
-  // Slurm shares a GPU between jobs only through gres it must be configured for (shard, mps).
-  if (spec.resources.gpu_memory || spec.resources.SharesGpu())
-    return Status::Invalid(
-        "resources: a share of a GPU (gpu_memory, or gpus below 1) is packed by hyperpack on "
-        "this machine and on agents; on Slurm each trial is a job, and hyperpack does not ask "
-        "Slurm for shared GPUs (its shard or mps gres); give whole gpus with cluster.slurm");
+  // Slurm shares a GPU between jobs through its shard gres, which the cluster must have.
+  if (spec.resources.SharesGpu()) {
+    if (Status st = slurm::ShardsFor(s, ProbeShare(spec)).status(); !st.ok()) {
+      const study::SourcePos* pos = s.Position(s.gpu_shards > 0 ? "gpu_memory" : "gpu_shards");
+      return Status::Invalid(
+          pos ? StrCat(pos->file, ":", pos->line, ":", pos->column, ": ", pos->key, ": ") : "",
+          st.message());
+    }
+  }
   HP_ASSIGN_OR_RETURN(slurm::JobShape shape, slurm::ShapeFor(s, ProbeDemand(spec)));
   char tmpl[] = "/tmp/hyperpack-sbatch-test-XXXXXX";
   const int fd = mkstemp(tmpl);
@@ -109,7 +120,10 @@ Result<RunSummary> RunSlurmStudy(const study::StudySpec& spec, const RunOptions&
   asio::thread_pool pool(2);
   std::vector<std::string> names;
   for (int g = 0; g < kSlurmSlots; ++g) names.push_back(std::to_string(g));
-  std::vector<ClusterNode> nodes = {{{"slurm", kSlurmSlots, kSlurmSlots}, names, "slurm"}};
+  // Slurm places the jobs; this node only bounds how many run at once. Its GPUs' memory is the
+  // partition's, so that memory shares (Slurm shards) can be placed on it.
+  std::vector<ClusterNode> nodes = {
+      {{"slurm", kSlurmSlots, kSlurmSlots, spec.cluster.slurm->gpu_memory_mb}, names, "slurm"}};
   std::unique_ptr<Executor> executor = slurm::MakeSlurmExecutor(io, std::move(eo));
   std::unique_ptr<StudyRun> run =
       MakeStudyRun(spec, options, io, pool, std::move(nodes), executor.get());

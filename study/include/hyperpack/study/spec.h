@@ -189,6 +189,13 @@ struct SlurmSpec {
   int gpus_per_node =
       0;              // how many GPUs a node has: a gang wider than this spans nodes; 0: one node
   bool gres = false;  // ask --gres=gpu:N instead of --gpus-per-node=N (older clusters)
+  // Slurm's shard gres: how many shards each GPU has in the cluster's gres.conf. A trial with a
+  // share of a GPU (resources.gpu_memory, or gpus below 1) asks --gres=shard:K, its part of them;
+  // 0: not configured, and such a study is refused.
+  int gpu_shards = 0;
+  // Each GPU's memory on the partition (MiB), to turn resources.gpu_memory into shards; 0: not
+  // given, and a study with gpu_memory is refused.
+  int64_t gpu_memory_mb = 0;
   std::string signal = "USR1@90";       // --signal: the warning before a time limit or a preemption
   std::vector<std::string> extra_args;  // appended to sbatch's arguments as given
   double poll_s = 2;  // one squeue per this many seconds, for all of the study's jobs

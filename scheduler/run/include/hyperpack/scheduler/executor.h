@@ -39,6 +39,7 @@ struct GangRequest {
     int gpus = 0;  // GPUs placed for it
     int cpus = 0;  // CPU slots placed for it
     SpawnRequest request;
+    GpuShare share = {};  // any(): its one GPU is shared, and this is its part
   };
   std::vector<Rank> ranks;
 };
