@@ -44,13 +44,6 @@ std::vector<std::string> Lines(const std::string& text) {
   return out;
 }
 
-// `text`'s lines, each indented by four spaces (a block scalar's body in a study file).
-std::string Indent(const std::string& text) {
-  std::string out;
-  for (const std::string& line : Lines(text)) out += "    " + line + "\n";
-  return out;
-}
-
 class SlurmTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -231,6 +224,13 @@ cluster: {slurm: {time_limit: 5m}}
   const std::string show = Show(jobs.begin()->first);
   EXPECT_THAT(show, HasSubstr("NumTasks=2"));
   EXPECT_THAT(show, HasSubstr("gpu:2"));
+}
+
+// `text`'s lines, each indented by four spaces (a block scalar's body in a study file).
+std::string Indent(const std::string& text) {
+  std::string out;
+  for (const std::string& line : Lines(text)) out += "    " + line + "\n";
+  return out;
 }
 
 // A share of a GPU is a job on Slurm's shards of one: half a GPU of 4 shards asks for 2, and two
