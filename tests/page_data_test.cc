@@ -117,17 +117,19 @@ TEST(PageDataTest, APausedTrialIsCutAtItsPauseAndARunningOneEndsNow) {
   EXPECT_EQ(d["trials"][1]["duration"], 900.0);  // still running at `now`
 }
 
-TEST(TrialCostsTest, RunTimeLessPausesTimesTheGpusOrElseTheCpuSlots) {
+TEST(TrialCostsTest, RunTimeLessPausesTimesTheGpusOrTheirShareOrElseTheCpuSlots) {
   StudyView in = Input();
   in.trials = {
       Trial(0, TrialState::kCompleted, 100, 400, R"([{"host":"g","gpus":[0,1],"cpus":1}])"),
       Trial(1, TrialState::kCompleted, 100, 130, R"([{"host":"h","gpus":[],"cpus":3}])"),
       Trial(2, TrialState::kCompleted, 100, 150),  // no placement: one slot
-      Trial(3, TrialState::kPending, 0, std::nullopt)};
+      Trial(3, TrialState::kPending, 0, std::nullopt),
+      Trial(4, TrialState::kCompleted, 100, 140,
+            R"([{"host":"g","gpus":[1],"cpus":1,"gpu_share":0.25}])")};  // a quarter of a GPU
   in.trials[3].started.reset();
   in.events = {{150, 0, "trial_paused", "rung 1"}, {350, 0, "trial_resumed", "to epoch 3"}};
   const std::map<int, TrialCost> costs = TrialCosts(in);
-  ASSERT_EQ(costs.size(), 3u) << "the trial that never started has none";
+  ASSERT_EQ(costs.size(), 4u) << "the trial that never started has none";
   EXPECT_DOUBLE_EQ(costs.at(0).seconds, 50 + 50);
   EXPECT_EQ(costs.at(0).gpus, 2);
   EXPECT_DOUBLE_EQ(costs.at(0).cost, 200);  // GPU-seconds
@@ -135,6 +137,8 @@ TEST(TrialCostsTest, RunTimeLessPausesTimesTheGpusOrElseTheCpuSlots) {
   EXPECT_DOUBLE_EQ(costs.at(1).cost, 90);  // 30 s x 3 CPU slots
   EXPECT_FALSE(costs.at(1).gpu());
   EXPECT_DOUBLE_EQ(costs.at(2).cost, 50);
+  EXPECT_DOUBLE_EQ(costs.at(4).cost, 10);  // 40 s x a quarter of a GPU, as the budget charges
+  EXPECT_TRUE(costs.at(4).gpu());
   // The page says the same.
   json d = PageData(in);
   EXPECT_EQ(d["trials"][0]["cost"], 200.0);

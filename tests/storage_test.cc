@@ -686,9 +686,21 @@ TEST(StorageTest, PlacementsRoundTripAndMalformedOnesReadAsNone) {
   EXPECT_EQ(DecodePlacement(text), ranks);
   EXPECT_EQ(DecodePlacement(EncodePlacement({{"bad\xff", {}, 1}}))[0].host, "bad\xef\xbf\xbd");
   EXPECT_EQ(DecodePlacement(R"([{"host": "n", "cpus": -3}])")[0].cpus, 0);
-  for (const char* bad : {"", "{", "{}", R"([{"gpus": [0]}])", R"([{"host": "n", "gpus": [0.5]}])",
-                          R"([{"host": "n"}, 7])"})
+  for (const char* bad :
+       {"", "{", "{}", R"([{"gpus": [0]}])", R"([{"host": "n", "gpus": [0.5]}])",
+        R"([{"host": "n"}, 7])", R"([{"host": "n", "gpu_share": "half"}])",
+        R"([{"host": "n", "gpu_share": 0}])", R"([{"host": "n", "gpu_share": 1.5}])"})
     EXPECT_TRUE(DecodePlacement(bad).empty()) << bad;
+}
+
+// A share of a GPU is stored with its part of the GPU; a row without one (every row before) is
+// whole GPUs.
+TEST(StorageTest, ASharesPartOfItsGpuIsStoredBesideItsPlacement) {
+  const std::vector<RankRecord> shared = {{"node1", {3}, 1, 0.25}};
+  const std::string text = EncodePlacement(shared);
+  EXPECT_EQ(text, R"([{"cpus":1,"gpu_share":0.25,"gpus":[3],"host":"node1"}])");
+  EXPECT_EQ(DecodePlacement(text), shared);
+  EXPECT_EQ(DecodePlacement(R"([{"cpus":1,"gpus":[3],"host":"node1"}])")[0].gpu_share, 0);
 }
 
 // The codec of a trial's values by metric: non-finite values are left out (JSON has none), no

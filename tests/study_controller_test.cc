@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <limits>
@@ -63,18 +64,32 @@ class Harness {
   explicit Harness(const study::StudySpec& spec, int nodes = 1, int cpus = 4,
                    bool continue_in_place = false, double preempt_after_s = 0)
       : spec_(spec) {
-    ControllerOptions o;
+    ControllerOptions o = Options(spec);
     o.continue_in_place = continue_in_place;
     o.preempt_after_s = preempt_after_s;
+    for (int n = 0; n < nodes; ++n)
+      o.nodes.push_back({{StrCat("n", n), 0, cpus}, {}, StrCat("10.0.0.", n)});
+    controller_ = StudyController::Make(spec, o).value();
+  }
+  // On these nodes (GPUs, their memory).
+  Harness(const study::StudySpec& spec, const std::vector<Node>& nodes) : spec_(spec) {
+    ControllerOptions o = Options(spec);
+    for (const Node& n : nodes) {
+      std::vector<std::string> gpu_names;
+      for (int g = 0; g < n.gpus; ++g) gpu_names.push_back(std::to_string(g));
+      o.nodes.push_back({n, gpu_names, "10.0.0.1"});
+    }
+    controller_ = StudyController::Make(spec, o).value();
+  }
+  static ControllerOptions Options(const study::StudySpec& spec) {
+    ControllerOptions o;
     o.study_id = 1;
     o.max_trials = spec.budget.max_trials;
     o.max_parallel = spec.budget.max_parallel;
     o.kill_grace_s = 5;
     o.host = "here";
     o.log_root = "/logs/s";
-    for (int n = 0; n < nodes; ++n)
-      o.nodes.push_back({{StrCat("n", n), 0, cpus}, {}, StrCat("10.0.0.", n)});
-    controller_ = StudyController::Make(spec, o).value();
+    return o;
   }
 
   void Start(const StoredStudy& stored = {}) {
@@ -1163,6 +1178,47 @@ TEST_F(StudyControllerReplayTest, AResumedStudyTeachesTheTunerWhatEachTrialCost)
   ASSERT_EQ(taught.size(), 1u);
   ASSERT_TRUE(taught[0].cost.has_value()) << "the stored run's time x its slots, per epoch";
   EXPECT_NEAR(*taught[0].cost, *h.observed[0].cost, 1e-6);
+}
+
+// A budget in GPU-hours charges a share of a GPU its part of the GPU (by fraction or by memory),
+// live and after a restart: four quarter-GPU trials for 10 s are 10 GPU-seconds, not 40.
+TEST_F(StudyControllerReplayTest, AShareOfAGpuIsChargedItsPartOfTheGpuAgainstGpuHours) {
+  for (const char* resources : {"resources: {gpus: 0.25}\n", "resources: {gpu_memory: 4GiB}\n"}) {
+    SCOPED_TRACE(resources);
+    // 0.01 GPU-hours = 36 GPU-seconds; one GPU of 16 GiB.
+    study::StudySpec spec = Spec(resources, 50, 4, ", gpu_hours: 0.01");
+    const std::vector<Node> gpu = {{"g", 1, 8, 16384}};
+    Harness h(spec, gpu);
+    h.Start();
+    ASSERT_EQ(h.Running(), (std::set<int>{0, 1, 2, 3})) << "four shares on the one GPU";
+    h.At(10);
+    h.Report(0, 0.5, std::nullopt);
+    h.Exit(0, RankExit::Exited(0));
+    EXPECT_NEAR(h.budget_spent.back(), 10.0 / 36, 1e-9) << "4 x 10 s x a quarter";
+    h.At(20);
+    for (int t : {1, 2, 3, 4}) {
+      h.Report(t, 0.4, std::nullopt);
+      h.Exit(t, RankExit::Exited(0));
+    }
+    // Trials 1-3 ran 20 s, trial 4 10 s: 10 + 3 x 10 x 0.25 + 10 x 0.25 more = 20 GPU-seconds.
+    EXPECT_NEAR(h.budget_spent.back(), 20.0 / 36, 1e-9);
+    // Storage keeps each share's part of its GPU, and a restarted run charges what it kept.
+    StoredStudy stored =
+        StoreAndReadBack(h.rows, Db(StrCat("share", std::strlen(resources), ".db")), {});
+    StoredStudy ended;
+    for (TrialRecord t : stored.trials) {
+      ASSERT_EQ(t.placement.size(), 1u);
+      EXPECT_DOUBLE_EQ(t.placement[0].gpu_share, 0.25) << t.number;
+      if (t.state == TrialState::kCompleted) ended.trials.push_back(t);
+    }
+    ASSERT_EQ(ended.trials.size(), 5u);
+    ended.resumed = true;
+    ended.next_number = 5;
+    Harness replayed(spec, gpu);
+    replayed.Start(ended);
+    ASSERT_FALSE(replayed.budget_spent.empty());
+    EXPECT_NEAR(replayed.budget_spent.front(), 20.0 / 36, 1e-6);
+  }
 }
 
 // Lines printed after a stop decision are stored as metrics but were never the pruner's: the

@@ -100,6 +100,18 @@ std::string RowOf(const std::string& text, int number) {
   return "";
 }
 
+// A share of a GPU says how much of it the trial holds, in the table and in the JSON.
+TEST(WatchTextTest, AShareOfAGpuSaysHowMuchOfItTheTrialHolds) {
+  WatchInput in = Input();
+  in.trials[6].placement =
+      storage::DecodePlacement(R"([{"host":"localhost","gpus":[1],"cpus":1,"gpu_share":0.25}])");
+  EXPECT_THAT(RowOf(WatchText(in), 6), HasSubstr("localhost gpus 1 (25% share, 1 cpu)"));
+  const json j = json::parse(WatchJson(in).dump());
+  EXPECT_EQ(j["running"][0]["placement"][0]["gpu_share"], 0.25);
+  EXPECT_FALSE(
+      json::parse(WatchJson(Input()).dump())["running"][0]["placement"][0].contains("gpu_share"));
+}
+
 TEST(WatchTextTest, SaysTheCountsTheBestAndTheBudget) {
   const std::string text = WatchText(Input());
   EXPECT_THAT(text, HasSubstr("s  running  elapsed 5:00"));

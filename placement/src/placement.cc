@@ -63,6 +63,13 @@ std::optional<Placement> BackfillPlacement(const ClusterState& cluster, const Jo
 
 }  // namespace
 
+double GpuFraction(const GpuShare& share, int64_t gpu_memory_mb) {
+  double f = share.milli / 1000.0;
+  if (share.memory_mb > 0 && gpu_memory_mb > 0)
+    f = std::max(f, static_cast<double>(share.memory_mb) / static_cast<double>(gpu_memory_mb));
+  return f > 0 ? std::min(f, 1.0) : 1.0;
+}
+
 std::string ShareText(const GpuShare& share) {
   std::string out;
   if (share.memory_mb > 0) out = StrCat(share.memory_mb, " MiB");

@@ -183,8 +183,10 @@ std::map<int, TrialCost> TrialCosts(const StudyView& view, const Segments& segme
     for (const storage::RankRecord& r : t.placement) {
       c.gpus += static_cast<int>(r.gpus.size());
       c.cpus += r.cpus;
+      c.gpu_share += r.gpu_share;
     }
-    c.cost = c.seconds * (c.gpu() ? c.gpus : std::max(c.cpus, 1));
+    const double units = c.gpu_share > 0 ? c.gpu_share : c.gpu() ? c.gpus : std::max(c.cpus, 1);
+    c.cost = c.seconds * units;
   }
   return out;
 }

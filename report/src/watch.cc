@@ -98,7 +98,8 @@ Busy BusyOf(const std::vector<const TrialRecord*>& running) {
 }
 
 // Where a trial runs, a host at a time: "localhost gpus 0,1", "localhost 2 cpus", "localhost" (it
-// holds no slot), "node1 gpus 0,1 (2 cpus); node2 gpus 0,1 (2 cpus)"; "-" when it was not recorded.
+// holds no slot), "node1 gpus 0,1 (2 cpus); node2 gpus 0,1 (2 cpus)", "localhost gpus 1 (25%
+// share, 1 cpu)" (a share of a GPU); "-" when it was not recorded.
 std::string WhereText(const std::vector<storage::RankRecord>& placement) {
   std::vector<std::pair<std::string, storage::RankRecord>> hosts;  // in order of first use
   for (const storage::RankRecord& r : placement) {
@@ -108,6 +109,7 @@ std::string WhereText(const std::vector<storage::RankRecord>& placement) {
       it = hosts.insert(hosts.end(), std::make_pair(r.host, storage::RankRecord{}));
     it->second.gpus.insert(it->second.gpus.end(), r.gpus.begin(), r.gpus.end());
     it->second.cpus += r.cpus;
+    it->second.gpu_share += r.gpu_share;
   }
   std::vector<std::string> parts;
   for (const auto& [host, use] : hosts) {
@@ -115,10 +117,20 @@ std::string WhereText(const std::vector<storage::RankRecord>& placement) {
     for (int g : use.gpus) gpus.push_back(std::to_string(g));
     std::string part = host;
     if (!gpus.empty()) part += " gpus " + Join(gpus, ",");
+    std::vector<std::string> notes;  // in brackets after the GPUs
+    if (use.gpu_share > 0) {
+      char percent[32];
+      std::snprintf(percent, sizeof(percent), "%.3g%% share", use.gpu_share * 100);
+      notes.push_back(percent);
+    }
     if (use.cpus > 0) {
       const std::string cpus = Count(use.cpus, "cpu", "cpus");
-      part += gpus.empty() ? " " + cpus : " (" + cpus + ")";
+      if (gpus.empty())
+        part += " " + cpus;
+      else
+        notes.push_back(cpus);
     }
+    if (!notes.empty()) part += " (" + Join(notes, ", ") + ")";
     parts.push_back(part);
   }
   return parts.empty() ? "-" : Join(parts, "; ");
@@ -127,8 +139,11 @@ std::string WhereText(const std::vector<storage::RankRecord>& placement) {
 Json PlacementJson(const std::vector<storage::RankRecord>& ranks) {
   if (ranks.empty()) return nullptr;
   Json out = Json::array();
-  for (const storage::RankRecord& r : ranks)
-    out.push_back({{"host", r.host}, {"gpus", r.gpus}, {"cpus", r.cpus}});
+  for (const storage::RankRecord& r : ranks) {
+    Json rank = {{"host", r.host}, {"gpus", r.gpus}, {"cpus", r.cpus}};
+    if (r.gpu_share > 0) rank["gpu_share"] = r.gpu_share;
+    out.push_back(std::move(rank));
+  }
   return out;
 }
 

@@ -178,8 +178,11 @@ std::optional<SubmissionState> ParseSubmissionState(const std::string& name) {
 
 std::string EncodePlacement(const std::vector<RankRecord>& ranks) {
   nlohmann::json out = nlohmann::json::array();
-  for (const RankRecord& r : ranks)
-    out.push_back({{"host", r.host}, {"gpus", r.gpus}, {"cpus", r.cpus}});
+  for (const RankRecord& r : ranks) {
+    nlohmann::json rank = {{"host", r.host}, {"gpus", r.gpus}, {"cpus", r.cpus}};
+    if (r.gpu_share > 0) rank["gpu_share"] = r.gpu_share;  // absent: whole GPUs, as before
+    out.push_back(std::move(rank));
+  }
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -206,6 +209,12 @@ std::vector<RankRecord> DecodePlacement(const std::string& text) {
     if (cpus != r.end()) {
       if (!cpus->is_number_integer()) return {};
       rank.cpus = std::max(0, cpus->get<int>());
+    }
+    if (auto share = r.find("gpu_share"); share != r.end()) {
+      if (!share->is_number()) return {};
+      const double f = share->get<double>();
+      if (!(f > 0 && f <= 1)) return {};
+      rank.gpu_share = f;
     }
     out.push_back(std::move(rank));
   }

@@ -31,6 +31,11 @@ inline double MedianOf(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// What a budget in GPU- or core-hours charges a trial per second: what it holds (`held`), or for a
+// share of a GPU its part of that GPU (RankRecord::gpu_share). The tuner's cost and a server's
+// fair share count a share as its whole GPU (HeldOf).
+double BudgetUnits(const std::vector<storage::RankRecord>& ranks, const Held& held);
+
 class StudyController::Impl {
  public:
   Impl(const study::StudySpec& spec, ControllerOptions options,
@@ -127,6 +132,8 @@ class StudyController::Impl {
     // What it holds, for its cost: its GPUs, or where it holds none its CPU slots (at least 1).
     int units = 1;
     bool on_gpus = false;
+    // What a budget in GPU- or core-hours charges per second: units, or a share's part of its GPU.
+    double budget_units = 1;
 
     bool AllExited() const;
     // Already on its way out: what it holds counts as given back to a share.

@@ -362,9 +362,9 @@ void StudyController::Impl::RestoreCosts(const StoredStudy& stored,
   for (const TrialRecord& t : stored.trials) {
     if (!t.started || !t.ended || *t.ended <= *t.started) continue;
     const Held held = StoredUnits(t.placement);
-    const double cost = (*t.ended - *t.started) * held.units;
-    roots_[root_of(t.number)].spent += cost;
-    (held.gpus ? gpu_seconds_ : cpu_seconds_) += cost;
+    const double seconds = *t.ended - *t.started;
+    roots_[root_of(t.number)].spent += seconds * held.units;
+    (held.gpus ? gpu_seconds_ : cpu_seconds_) += seconds * BudgetUnits(t.placement, held);
   }
   // Per unit: over the last resource each root reported, as CostPerUnit prices it live.
   std::map<int, double> resource;

@@ -55,6 +55,12 @@ bool StudyController::Impl::Trial::AllExited() const {
   return true;
 }
 
+double BudgetUnits(const std::vector<storage::RankRecord>& ranks, const Held& held) {
+  double shared = 0;
+  for (const storage::RankRecord& r : ranks) shared += r.gpu_share;
+  return shared > 0 ? shared : held.units;
+}
+
 std::string TrialFolderName(int number) {
   char name[32];
   std::snprintf(name, sizeof(name), "trial-%04d", number);
@@ -67,8 +73,11 @@ std::string StudyController::Impl::TrialDir(int number) const {
 
 std::vector<storage::RankRecord> StudyController::Impl::Ranks(const Placement& placement) const {
   std::vector<storage::RankRecord> ranks;
-  for (const RankPlacement& r : placement.ranks)
-    ranks.push_back({cluster_.nodes()[r.node].name, r.gpus, r.cpus});
+  for (const RankPlacement& r : placement.ranks) {
+    const Node& node = cluster_.nodes()[r.node];
+    ranks.push_back({node.name, r.gpus, r.cpus,
+                     r.share.any() ? GpuFraction(r.share, node.gpu_memory_mb) : 0.0});
+  }
   return ranks;
 }
 
@@ -95,6 +104,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   const Held held = HeldOf(gpus, cpus);
   t.units = held.units;
   t.on_gpus = held.gpus;
+  t.budget_units = BudgetUnits(Ranks(t.plan.placement), held);
   if (auto p = predicted_by_job_.find(job); p != predicted_by_job_.end()) {
     roots_[t.root].predicted = p->second;
     predicted_by_job_.erase(p);
@@ -388,7 +398,7 @@ void StudyController::Impl::Complete(int number) {
   }
   // Its run is paid for: the root's cost holds it from now on.
   roots_[t.root].spent += elapsed * t.units;
-  (t.on_gpus ? gpu_seconds_ : cpu_seconds_) += elapsed * t.units;
+  (t.on_gpus ? gpu_seconds_ : cpu_seconds_) += elapsed * t.budget_units;
   t.started = now_;
   const TrialRecord& rec = e.record;
   Write(FinishTrialRow{rec});

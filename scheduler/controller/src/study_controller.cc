@@ -554,7 +554,7 @@ double StudyController::Impl::EstimateSeconds() const {
 double StudyController::Impl::SpentNow(bool gpus) const {
   double spent = gpus ? gpu_seconds_ : cpu_seconds_;
   for (const auto& [n, t] : running_)
-    if (t.on_gpus == gpus) spent += (now_ - t.started) * t.units;
+    if (t.on_gpus == gpus) spent += (now_ - t.started) * t.budget_units;
   return spent;
 }
 

@@ -65,6 +65,10 @@ struct GpuShare {
 // "2048 MiB of one GPU", "25% of one GPU", "2048 MiB and 50% of one GPU".
 std::string ShareText(const GpuShare& share);
 
+// The part of a GPU of `gpu_memory_mb` that `share` holds, in (0, 1]: the larger of its fraction
+// and its memory's; what a budget in GPU-hours charges it. 1 where neither can be told.
+double GpuFraction(const GpuShare& share, int64_t gpu_memory_mb);
+
 struct Demand {
   int ranks = 1;
   int gpus_per_rank = 0;

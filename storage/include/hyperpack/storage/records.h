@@ -208,6 +208,8 @@ struct RankRecord {
   std::string host;
   std::vector<int> gpus;
   int cpus = 0;
+  // In (0, 1): the rank holds this part of gpus[0], shared with other trials; 0: whole GPUs.
+  double gpu_share = 0;
   bool operator==(const RankRecord&) const = default;
 };
 
