@@ -99,10 +99,8 @@ Segments RunSegments(const StudyView& view);
 struct TrialCost {
   double seconds = 0;
   int gpus = 0, cpus = 0;
+  double cost = 0;       // GPU-seconds when gpus > 0 (a share: its part), else CPU-seconds
   double gpu_share = 0;  // > 0: the part of a GPU a share held (storage::RankRecord::gpu_share)
-  // GPU-seconds when gpus > 0 (a share: its part of the GPU), else CPU-seconds; as the budget
-  // counts
-  double cost = 0;
   bool gpu() const { return gpus > 0; }
 };
 std::map<int, TrialCost> TrialCosts(const StudyView& view);
