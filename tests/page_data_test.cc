@@ -100,6 +100,36 @@ TEST(PageDataTest, CpuTrialsTakeTheLowestFreeSlotsAndGpuTrialsTheirDevices) {
   EXPECT_EQ(d["timeline"]["bars"].size(), t.bars.size());
 }
 
+// Trials sharing a GPU each take the first free share lane under it, so packed trials do not
+// draw over one another; a GPU also used whole keeps its own lane, one used only by shares has
+// none.
+TEST(PageDataTest, TrialsSharingAGpuTakeItsShareLanesInTurn) {
+  StudyView in = Input();
+  const std::string share0 = R"([{"host":"g","gpus":[0],"cpus":1,"gpu_share":0.25}])";
+  const std::string share1 = R"([{"host":"g","gpus":[1],"cpus":1,"gpu_share":0.5}])";
+  in.trials = {Trial(0, TrialState::kCompleted, 10, 20, share0),
+               Trial(1, TrialState::kCompleted, 12, 30, share0),
+               Trial(2, TrialState::kCompleted, 15, 25, share0),
+               Trial(3, TrialState::kCompleted, 21, 40, share0),  // after 0 ended: share 1 again
+               Trial(4, TrialState::kCompleted, 50, 60, R"([{"host":"g","gpus":[0],"cpus":1}])"),
+               Trial(5, TrialState::kCompleted, 10, 20, share1)};
+  Timeline t = BuildTimeline(in);
+  EXPECT_THAT(BarsOf(t, 0), ElementsAre("g/gpu0/share0@10.000000"));
+  EXPECT_THAT(BarsOf(t, 1), ElementsAre("g/gpu0/share1@12.000000"));
+  EXPECT_THAT(BarsOf(t, 2), ElementsAre("g/gpu0/share2@15.000000"));
+  EXPECT_THAT(BarsOf(t, 3), ElementsAre("g/gpu0/share0@21.000000"));
+  EXPECT_THAT(BarsOf(t, 4), ElementsAre("g/gpu0@50.000000"));
+  EXPECT_THAT(BarsOf(t, 5), ElementsAre("g/gpu1/share0@10.000000"));
+  std::vector<std::string> lanes, labels;
+  for (const TimelineLane& l : t.lanes) {
+    lanes.push_back(l.id);
+    labels.push_back(l.label);
+  }
+  EXPECT_THAT(lanes, ElementsAre("g/gpu0", "g/gpu0/share0", "g/gpu0/share1", "g/gpu0/share2",
+                                 "g/gpu1/share0"));
+  EXPECT_EQ(labels[1], "g gpu 0 share 1");
+}
+
 TEST(PageDataTest, APausedTrialIsCutAtItsPauseAndARunningOneEndsNow) {
   StudyView in = Input();
   in.trials = {Trial(0, TrialState::kRunning, 100, std::nullopt),

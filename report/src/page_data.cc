@@ -287,57 +287,79 @@ json EventsJson(const StudyView& in) {
   return out;
 }
 
-}  // namespace
+// One run segment of one rank, for the timeline.
+struct Use {
+  double start, end;
+  int trial;
+  std::string host;
+  std::vector<int> gpus;
+  int cpus;
+  bool shared;  // a share of gpus[0]
+};
+struct TimelineUses {
+  std::vector<Use> uses;                                        // by start
+  std::vector<std::string> hosts;                               // in order of first use
+  std::map<std::string, std::set<int>> gpus_of, whole_gpus_of;  // every GPU; those used whole
+};
 
-Timeline BuildTimeline(const StudyView& in) {
+TimelineUses CollectUses(const StudyView& in) {
   const Segments segments = RunSegments(in);
-  struct Use {
-    double start, end;
-    int trial;
-    std::string host;
-    std::vector<int> gpus;
-    int cpus;
-  };
-  std::vector<Use> uses;
-  std::vector<std::string> hosts;  // in order of first use
-  std::map<std::string, std::set<int>> gpus_of;
+  TimelineUses out;
   for (const TrialRecord& t : in.trials) {
     auto it = segments.find(t.number);
     if (it == segments.end()) continue;
     std::vector<storage::RankRecord> ranks = t.placement;
     if (ranks.empty()) ranks.push_back({t.host.empty() ? "local" : t.host, {}, 1});
     for (const storage::RankRecord& r : ranks) {
-      if (std::find(hosts.begin(), hosts.end(), r.host) == hosts.end()) hosts.push_back(r.host);
-      gpus_of[r.host].insert(r.gpus.begin(), r.gpus.end());
+      if (std::find(out.hosts.begin(), out.hosts.end(), r.host) == out.hosts.end())
+        out.hosts.push_back(r.host);
+      out.gpus_of[r.host].insert(r.gpus.begin(), r.gpus.end());
+      const bool shared = r.gpu_share > 0 && !r.gpus.empty();
+      if (!shared) out.whole_gpus_of[r.host].insert(r.gpus.begin(), r.gpus.end());
       // A GPU rank is drawn on its GPUs; its CPU slots are not a lane of their own.
       const int cpus = r.gpus.empty() ? std::max(r.cpus, 1) : 0;
       for (const auto& [start, end] : it->second)
-        uses.push_back({start, end, t.number, r.host, r.gpus, cpus});
+        out.uses.push_back({start, end, t.number, r.host, r.gpus, cpus, shared});
     }
   }
-  std::stable_sort(uses.begin(), uses.end(),
+  std::stable_sort(out.uses.begin(), out.uses.end(),
                    [](const Use& a, const Use& b) { return a.start < b.start; });
+  return out;
+}
+
+}  // namespace
+
+Timeline BuildTimeline(const StudyView& in) {
+  TimelineUses c = CollectUses(in);
   Timeline out;
-  std::map<std::string, std::vector<double>> slot_free_at;  // host -> per CPU slot
-  for (const Use& u : uses) {
-    for (int g : u.gpus) out.bars.push_back({StrCat(u.host, "/gpu", g), u.trial, u.start, u.end});
-    std::vector<double>& free_at = slot_free_at[u.host];
-    int needed = u.cpus;
-    for (size_t s = 0; s < free_at.size() && needed > 0; ++s) {
-      if (free_at[s] > u.start) continue;
-      free_at[s] = u.end;
-      out.bars.push_back({StrCat(u.host, "/cpu", s), u.trial, u.start, u.end});
-      --needed;
+  // Lanes that trials take in turn, the first free one: a host's CPU slots ("host/cpu"), and the
+  // shares of one GPU ("host/gpu0/share"), so that trials packed on a GPU do not overlap.
+  std::map<std::string, std::vector<double>> free_at;  // lane prefix -> when each lane is free
+  auto take = [&](const std::string& prefix, const Use& u) {
+    std::vector<double>& lanes = free_at[prefix];
+    size_t s = 0;
+    while (s < lanes.size() && lanes[s] > u.start) ++s;
+    if (s == lanes.size()) lanes.push_back(0);
+    lanes[s] = u.end;
+    out.bars.push_back({StrCat(prefix, s), u.trial, u.start, u.end});
+  };
+  for (const Use& u : c.uses) {
+    if (u.shared) {
+      take(StrCat(u.host, "/gpu", u.gpus[0], "/share"), u);
+    } else {
+      for (int g : u.gpus) out.bars.push_back({StrCat(u.host, "/gpu", g), u.trial, u.start, u.end});
     }
-    for (; needed > 0; --needed) {
-      out.bars.push_back({StrCat(u.host, "/cpu", free_at.size()), u.trial, u.start, u.end});
-      free_at.push_back(u.end);
-    }
+    for (int n = 0; n < u.cpus; ++n) take(u.host + "/cpu", u);
   }
-  for (const std::string& host : hosts) {
-    for (int g : gpus_of[host])
-      out.lanes.push_back({StrCat(host, "/gpu", g), host, StrCat(host, " gpu ", g)});
-    for (size_t s = 0; s < slot_free_at[host].size(); ++s)
+  for (const std::string& host : c.hosts) {
+    for (int g : c.gpus_of[host]) {
+      if (c.whole_gpus_of[host].count(g))
+        out.lanes.push_back({StrCat(host, "/gpu", g), host, StrCat(host, " gpu ", g)});
+      const std::string shares = StrCat(host, "/gpu", g, "/share");
+      for (size_t s = 0; s < free_at[shares].size(); ++s)
+        out.lanes.push_back({StrCat(shares, s), host, StrCat(host, " gpu ", g, " share ", s + 1)});
+    }
+    for (size_t s = 0; s < free_at[host + "/cpu"].size(); ++s)
       out.lanes.push_back({StrCat(host, "/cpu", s), host, StrCat(host, " cpu ", s)});
   }
   return out;
