@@ -178,15 +178,24 @@ std::vector<std::pair<torch::Device, AttentionKernel>> AttentionCases() {
   return cases;
 }
 
+// A layer of width 16 with 4 heads on `device`, from seed 50, and the case's name for a trace.
+torch::nn::TransformerEncoderLayer SeededLayer(const torch::Device& device, double dropout) {
+  torch::manual_seed(50);
+  torch::nn::TransformerEncoderLayer layer(
+      torch::nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(64).dropout(dropout));
+  layer->to(device);
+  return layer;
+}
+std::string CaseName(const torch::Device& device, AttentionKernel kernel) {
+  return device.str() + (kernel == AttentionKernel::kFused ? " fused" : " math");
+}
+
 // Our layer on libtorch's layer's parameters computes what that layer computes with a causal mask,
 // forward and backward, with either kernel: the model trains as it did, on any libtorch.
 TEST(AttentionTest, TheLayerComputesWhatLibtorchsLayerComputesForwardAndBackward) {
   for (auto [device, kernel] : AttentionCases()) {
-    SCOPED_TRACE(device.str() + (kernel == AttentionKernel::kFused ? " fused" : " math"));
-    torch::manual_seed(50);
-    torch::nn::TransformerEncoderLayer layer(
-        torch::nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(64).dropout(0.0));
-    layer->to(device);
+    SCOPED_TRACE(CaseName(device, kernel));
+    torch::nn::TransformerEncoderLayer layer = SeededLayer(device, 0.0);
     const int64_t L = 10;
     torch::Tensor x = torch::randn({3, L, 16}, torch::TensorOptions().device(device));
     torch::Tensor mask =
@@ -216,13 +225,10 @@ TEST(AttentionTest, TheLayerComputesWhatLibtorchsLayerComputesForwardAndBackward
 // with either kernel.
 TEST(AttentionTest, DropoutOnTheWeightsActsInTrainingOnly) {
   for (auto [device, kernel] : AttentionCases()) {
-    SCOPED_TRACE(device.str() + (kernel == AttentionKernel::kFused ? " fused" : " math"));
-    torch::manual_seed(50);
-    torch::nn::TransformerEncoderLayer layer(
-        torch::nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(64).dropout(0.5));
+    SCOPED_TRACE(CaseName(device, kernel));
+    torch::nn::TransformerEncoderLayer layer = SeededLayer(device, 0.5);
     for (torch::nn::Dropout d : {layer->dropout, layer->dropout1, layer->dropout2})
       d->options.p(0.0);
-    layer->to(device);
     torch::Tensor x = torch::randn({2, 8, 16}, torch::TensorOptions().device(device));
     torch::NoGradGuard no_grad;
     layer->eval();

@@ -104,7 +104,9 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   const Held held = HeldOf(gpus, cpus);
   t.units = held.units;
   t.on_gpus = held.gpus;
-  t.budget_units = BudgetUnits(Ranks(t.plan.placement), held);
+  // Where it runs, as stored; PlanLaunch below keeps the placement.
+  std::vector<storage::RankRecord> where_ranks = Ranks(t.plan.placement);
+  t.budget_units = BudgetUnits(where_ranks, held);
   if (auto p = predicted_by_job_.find(job); p != predicted_by_job_.end()) {
     roots_[t.root].predicted = p->second;
     predicted_by_job_.erase(p);
@@ -130,7 +132,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   rec.attempt = t.attempt;
   rec.retry_of = t.retry_of;
   rec.log_path = t.plan.ranks[0].log_path;
-  rec.placement = Ranks(t.plan.placement);
+  rec.placement = std::move(where_ranks);
   Write(resume ? Row(ResumeTrialRow{t.number, rec.placement}) : Row(InsertTrialRow{rec}));
   std::string where = resume ? StrCat("to ", study::ResourceName(spec_.pruner.resource), " ",
                                       FormatShort(target, 6), " on ", options_.host)
