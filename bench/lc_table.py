@@ -26,6 +26,18 @@ set in mini-batches), on data sets this Debian ships:
   linear-sgd-fmnist SGDClassifier (logistic loss, elastic net) on the same Fashion-MNIST subset.
                    eta0 [1e-5, 1] log (constant step), alpha [1e-7, 1e-1] log, l1_ratio [0, 1],
                    average {0, 1} (Polyak averaging). 27 epochs.
+And hyperpack-trainer's own models (libtorch), run as a study runs them: one process per
+configuration, `--epochs 27` (so its learning-rate schedule spans the full run, as a trial's does),
+one thread, its JSON line per epoch read as it arrives:
+  trainer-mlp-fmnist  `--model mlp --mlp-widths W,W/2`, SGD with momentum, cosine schedule, on
+                   Fashion-MNIST's training file: the first 6,000 images to train, its last 2,000 to
+                   validate (`--train-samples 6000 --val-fraction 2000/60000`). lr [1e-3, 1] log,
+                   batch_size [16, 512] log int, momentum [0.5, 0.99], weight_decay [1e-6, 1e-2]
+                   log, width W [32, 512] log int. 27 epochs.
+  trainer-cnn-fmnist  `--model cnn --cnn-channels C,2C`, the same optimiser and data but 3,000
+                   images to train (a CNN epoch is dearer); lr [1e-3, 1] log, batch_size [16, 256]
+                   log int, momentum [0.5, 0.99], weight_decay [1e-6, 1e-2] log, channels C [4, 32]
+                   log int. 27 epochs; 128 configurations (`--configs 128`: 22 minutes on 2 cores).
 The configurations are a scrambled Sobol sequence over the space (its log dimensions in log
 space), seeded; each model's own random state is the configuration's index, so a table is
 reproduced by its command. A diverged model (non-finite weights) is recorded from that epoch on as
@@ -33,7 +45,8 @@ a predictor of nothing: error 1 - 1/classes (10 classes: 0.9), log loss ln(class
 
 Usage (PY=$(../shared/tools/sklearn-python)):
   $PY bench/lc_table.py make --family mlp-sgd-fmnist [--configs 256] [--seed 0] [--jobs 2]
-                             [--epochs 27] --out bench/data/lc_mlp-sgd-fmnist.json
+                             [--epochs 27] [--trainer build/trainer/hyperpack-trainer]
+                             --out bench/data/lc_mlp-sgd-fmnist.json
   $PY bench/lc_table.py show FILE.json [FILE.json ...]
 `show` prints what a table holds: the best, median and worst final error, how often the best at
 epoch 1, 3 and 9 is among the best at the end (Spearman's rank correlation with the final error),
@@ -116,6 +129,22 @@ def _linear_sgd(p, seed):
                          average=bool(p["average"]), random_state=seed)
 
 
+def _trainer_args(p, width_flag, base):
+    """hyperpack-trainer's flags for configuration `p` of a trainer family."""
+    w = p["width"]
+    return base + [width_flag, "%d,%d" % (w, 2 * w if width_flag == "--cnn-channels" else
+                                           max(1, w // 2)),
+                   "--learning-rate", repr(p["lr"]), "--batch-size", str(p["batch_size"]),
+                   "--optimizer", "sgd", "--momentum", repr(p["momentum"]),
+                   "--weight-decay", repr(p["weight_decay"])]
+
+
+_TRAINER_DATA = ["--data", "fmnist", "--val-fraction", "0.03333334", "--threads", "1",
+                 "--test=false"]
+_TRAINER_MLP = ["--model", "mlp", "--train-samples", "6000"] + _TRAINER_DATA
+_TRAINER_CNN = ["--model", "cnn", "--train-samples", "3000"] + _TRAINER_DATA
+
+
 def _f(name, low, high, log=False):
     return {"name": name, "type": "float", "low": low, "high": high, "log": log}
 
@@ -144,6 +173,16 @@ FAMILIES = {
         "data": fmnist, "model": _linear_sgd,
         "space": [_f("eta0", 1e-5, 1.0, True), _f("alpha", 1e-7, 1e-1, True),
                   _f("l1_ratio", 0.0, 1.0), _i("average", 0, 1)]},
+    "trainer-mlp-fmnist": {
+        "trainer": lambda p: _trainer_args(p, "--mlp-widths", _TRAINER_MLP), "classes": 10,
+        "space": [_f("lr", 1e-3, 1.0, True), _i("batch_size", 16, 512, True),
+                  _f("momentum", 0.5, 0.99), _f("weight_decay", 1e-6, 1e-2, True),
+                  _i("width", 32, 512, True)]},
+    "trainer-cnn-fmnist": {
+        "trainer": lambda p: _trainer_args(p, "--cnn-channels", _TRAINER_CNN), "classes": 10,
+        "space": [_f("lr", 1e-3, 1.0, True), _i("batch_size", 16, 256, True),
+                  _f("momentum", 0.5, 0.99), _f("weight_decay", 1e-6, 1e-2, True),
+                  _i("width", 4, 32, True)]},
 }
 
 
@@ -175,10 +214,57 @@ def configurations(space, n, seed):
 _DATA = {}
 
 
+def _run_trainer(job):
+    """One configuration through hyperpack-trainer: an epoch's seconds are the time between its
+    JSON line and the one before; the first epoch's, which would include the process's start and
+    the data's loading (a replay charges those as the start cost), are its steps at the first
+    epoch's step time plus the second epoch's validation (its wall time less its steps)."""
+    import subprocess
+    family, index, params, epochs, trainer = job
+    spec = FAMILIES[family]
+    k = spec["classes"]
+    cmd = [trainer] + spec["trainer"](params) + ["--epochs", str(epochs), "--seed", str(index)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    errors, losses, wall, train = [], [], [], []
+    last, prev_step = time.perf_counter(), 0
+    for line in proc.stdout:
+        now = time.perf_counter()
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if "epoch" not in m or "val_accuracy" not in m:
+            continue
+        train.append((m["step"] - prev_step) * m["step_time_ms"] / 1000.0)
+        prev_step = m["step"]
+        wall.append(now - last)
+        last = now
+        acc, loss = m["val_accuracy"], m["val_loss"]
+        # A non-finite value is written as null.
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (acc, loss)):
+            break
+        errors.append(round(1.0 - acc, 6))
+        losses.append(float("%.6g" % loss))
+    proc.kill()  # a diverged run has nothing more to say
+    proc.wait()
+    diverged = len(errors) < epochs
+    seconds = list(wall[:len(errors)])
+    if len(seconds) > 1:
+        seconds[0] = train[0] + max(0.0, wall[1] - train[1])
+    while len(errors) < epochs:  # stopped or diverged: a predictor of nothing from here on
+        errors.append(1.0 - 1.0 / k)
+        losses.append(math.log(k))
+        seconds.append(seconds[-1] if seconds else 0.0)
+    return {"index": index, "params": params, "error": errors, "loss": losses,
+            "seconds": [float("%.4g" % s) for s in seconds], "diverged": diverged}
+
+
 def _train(job):
     """Trains one configuration epoch by epoch; its error, log loss and seconds per epoch."""
-    family, index, params, epochs = job
+    family, index, params, epochs = job[:4]
     spec = FAMILIES[family]
+    if "trainer" in spec:
+        return _run_trainer(job)
     if family not in _DATA:
         _DATA[family] = spec["data"]()
     xa, ya, xb, yb = _DATA[family]
@@ -219,7 +305,8 @@ def make(args):
     from multiprocessing import Pool
     spec = FAMILIES[args.family]
     params = configurations(spec["space"], args.configs, args.seed)
-    jobs = [(args.family, i, p, args.epochs) for i, p in enumerate(params)]
+    jobs = [(args.family, i, p, args.epochs, os.path.abspath(args.trainer))
+            for i, p in enumerate(params)]
     rows = [None] * len(jobs)
     began = time.time()
     with Pool(args.jobs) as pool:
@@ -274,6 +361,8 @@ def main():
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--epochs", type=int, default=27)
     m.add_argument("--jobs", type=int, default=2)
+    m.add_argument("--trainer", default="build/trainer/hyperpack-trainer",
+                   help="hyperpack-trainer, for the trainer-* families")
     m.add_argument("--out", required=True)
     s = sub.add_parser("show")
     s.add_argument("files", nargs="+")
