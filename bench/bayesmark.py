@@ -38,8 +38,8 @@ shuffled with a fixed seed into a development half and a check half, and 24 prob
 half for the check run (`check12`, every other one of those 24, for the runs of 128 trials). Tune on
 the development half only; `dev-fast` is the 27 development problems whose evaluations take under
 a second, for quick comparisons. `stand-ins` are development problems outside the grid (the
-models on made-up data shaped like digits and diabetes): where a check problem shows a fault, its
-stand-in is what gets traced.
+models on made-up data shaped like digits and diabetes, and like diabetes with its noise): where
+a check problem shows a fault, its stand-in is what gets traced.
 
 Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna 3.1):
   $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|stand-ins|all|A,B]
@@ -136,8 +136,10 @@ SCORERS = {"acc": "accuracy", "nll": "neg_log_loss", "mse": "neg_mean_squared_er
 PROBLEMS = [f"{m}_{d}_{s}" for m in MODELS for d in DATASETS for s in METRICS[DATASETS[d]]]
 # Development stand-ins outside the grid (neither half): a check problem that shows a fault is not
 # traced; a problem like it on data the grid does not have is. Made-up data of the size and shape
-# of digits (10 classes) and of diabetes (a regression on 10 features), with fixed seeds.
-STAND_IN_DATASETS = {"synth10": "clf", "friedman": "reg"}
+# of digits (10 classes) and of diabetes (a regression on 10 features), with fixed seeds;
+# `friedmannoisy` as noisy as diabetes (half the target's variance is noise: 5 against Friedman's
+# own spread of about 5), where `friedman` is nearly noiseless.
+STAND_IN_DATASETS = {"synth10": "clf", "friedman": "reg", "friedmannoisy": "reg"}
 STAND_INS = [f"{m}_{d}_{s}" for m in MODELS for d in STAND_IN_DATASETS
              for s in METRICS[STAND_IN_DATASETS[d]]]
 METHODS = ("hyperpack", "gp5", "tpe5", "tpe31", "random")
@@ -192,6 +194,8 @@ def _data(data):
                                             class_sep=2.0, random_state=0)
     if data == "friedman":
         return datasets.make_friedman1(n_samples=442, n_features=10, noise=1.0, random_state=0)
+    if data == "friedmannoisy":
+        return datasets.make_friedman1(n_samples=442, n_features=10, noise=5.0, random_state=1)
     load = {"digits": datasets.load_digits, "iris": datasets.load_iris,
             "wine": datasets.load_wine, "breast": datasets.load_breast_cancer,
             "diabetes": datasets.load_diabetes}[data]
