@@ -129,14 +129,13 @@ def _linear_sgd(p, seed):
                          average=bool(p["average"]), random_state=seed)
 
 
-def _trainer_args(p, width_flag, base):
-    """hyperpack-trainer's flags for configuration `p` of a trainer family."""
-    w = p["width"]
-    return base + [width_flag, "%d,%d" % (w, 2 * w if width_flag == "--cnn-channels" else
-                                           max(1, w // 2)),
-                   "--learning-rate", repr(p["lr"]), "--batch-size", str(p["batch_size"]),
-                   "--optimizer", "sgd", "--momentum", repr(p["momentum"]),
-                   "--weight-decay", repr(p["weight_decay"])]
+def _trainer_args(p, base, layers):
+    """hyperpack-trainer's flags for configuration `p` of a trainer family: `base`, then `layers`
+    (its width flags for the width p["width"]), then the optimiser's."""
+    return base + layers(p["width"]) + [
+        "--learning-rate", repr(p["lr"]), "--batch-size", str(p["batch_size"]),
+        "--optimizer", "sgd", "--momentum", repr(p["momentum"]),
+        "--weight-decay", repr(p["weight_decay"])]
 
 
 _TRAINER_DATA = ["--data", "fmnist", "--val-fraction", "0.03333334", "--threads", "1",
@@ -174,12 +173,16 @@ FAMILIES = {
         "space": [_f("eta0", 1e-5, 1.0, True), _f("alpha", 1e-7, 1e-1, True),
                   _f("l1_ratio", 0.0, 1.0), _i("average", 0, 1)]},
     "trainer-mlp-fmnist": {
-        "trainer": lambda p: _trainer_args(p, "--mlp-widths", _TRAINER_MLP), "classes": 10,
+        "trainer": lambda p: _trainer_args(
+            p, _TRAINER_MLP, lambda w: ["--mlp-widths", "%d,%d" % (w, max(1, w // 2))]),
+        "classes": 10,
         "space": [_f("lr", 1e-3, 1.0, True), _i("batch_size", 16, 512, True),
                   _f("momentum", 0.5, 0.99), _f("weight_decay", 1e-6, 1e-2, True),
                   _i("width", 32, 512, True)]},
     "trainer-cnn-fmnist": {
-        "trainer": lambda p: _trainer_args(p, "--cnn-channels", _TRAINER_CNN), "classes": 10,
+        "trainer": lambda p: _trainer_args(
+            p, _TRAINER_CNN, lambda c: ["--cnn-channels", "%d,%d" % (c, 2 * c)]),
+        "classes": 10,
         "space": [_f("lr", 1e-3, 1.0, True), _i("batch_size", 16, 256, True),
                   _f("momentum", 0.5, 0.99), _f("weight_decay", 1e-6, 1e-2, True),
                   _i("width", 4, 32, True)]},
