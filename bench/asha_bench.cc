@@ -115,6 +115,7 @@
 #include <mutex>
 #include <numbers>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -320,6 +321,11 @@ struct RunResult {
   // Each trial trained to max_epochs: when it ended (virtual seconds) and its final error, in the
   // order they ended (--json).
   std::vector<std::pair<double, double>> completions;
+  // --table: the distinct table configurations that served the trials started and those trained
+  // to max_epochs. Proposals nearest to the same configuration see the same curve, so a repeat
+  // tells a method nothing new.
+  int configs = 0;
+  int full_configs = 0;
 };
 
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
@@ -460,6 +466,12 @@ class Workload : public hs::VirtualWorkload {
     return it == trials_.end() ? nullptr : &it->second;
   }
   int new_trials() const { return new_trials_; }
+  // --table: how many distinct configurations served the trials started.
+  int DistinctCurves() const {
+    std::set<size_t> curves;
+    for (const auto& [n, t] : trials_) curves.insert(t.curve);
+    return static_cast<int>(curves.size());
+  }
   // Jobs still running at `horizon` held their GPUs up to it.
   double GpuSeconds(double horizon) const {
     double busy = gpu_busy_s_;
@@ -545,6 +557,7 @@ class Simulation {
                               " s: ", driver.summary()->stop_reason);
 
     RunResult r;
+    std::set<size_t> full_curves;
     // The trials the controller recorded completed, in the order they ended: each exited 0 after
     // reporting its last epoch.
     for (const hs::Row& row : driver.rows()) {
@@ -560,6 +573,7 @@ class Simulation {
                                ? s_.table->curves()[t->curve].error.back()
                                : TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
       r.best_full = std::min(r.best_full, truth);
+      full_curves.insert(t->curve);
       r.completions.emplace_back(finish->trial.ended.value_or(kInf), truth);
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
         r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
@@ -567,6 +581,10 @@ class Simulation {
       }
     }
     r.trials = workload.new_trials();
+    if (s_.table != nullptr) {
+      r.configs = workload.DistinctCurves();
+      r.full_configs = static_cast<int>(full_curves.size());
+    }
     r.gpu_busy_s = workload.GpuSeconds(s_.horizon_s);
     r.tuner_s = driver.tuner_seconds();
     return r;
@@ -630,7 +648,8 @@ bool WriteRuns(const std::string& path, const Settings& s,
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
     out << (i ? ",\n  " : "\n  ") << "{\"method\": \"" << m.name
         << "\", \"seed\": " << i % static_cast<size_t>(s.seeds)
-        << ", \"trials\": " << results[i].trials << ", \"completions\": [";
+        << ", \"trials\": " << results[i].trials << ", \"configs\": " << results[i].configs
+        << ", \"full_configs\": " << results[i].full_configs << ", \"completions\": [";
     for (size_t k = 0; k < results[i].completions.size(); ++k)
       out << (k ? ", [" : "[") << results[i].completions[k].first << ", "
           << results[i].completions[k].second << "]";

@@ -137,14 +137,19 @@ def replay(args):
     dists = distributions(optuna, table.space)
     events, order, workers = [], 0, {}
     completions, trials = [], 0
+    # The distinct table configurations that served the trials started and those trained to the
+    # end: proposals nearest to the same one see the same curve.
+    configs, full_configs = set(), set()
     t0 = time.perf_counter()
 
     def start(gpu, now):
         nonlocal order, trials
         trial = study.ask(dists)
         trials += 1
-        curve = table.curves[table.nearest(trial.params)]
-        workers[gpu] = [trial, curve, 0]
+        index = table.nearest(trial.params)
+        configs.add(index)
+        curve = table.curves[index]
+        workers[gpu] = [trial, curve, 0, index]
         order += 1
         heapq.heappush(events, (now + start_cost + curve["seconds"][0], order, gpu))
 
@@ -154,13 +159,14 @@ def replay(args):
         now, _, gpu = heapq.heappop(events)
         if now > horizon:
             break
-        trial, curve, done = workers[gpu]
+        trial, curve, done, index = workers[gpu]
         done += 1
         workers[gpu][2] = done
         error = curve["error"][done - 1]
         if done == table.epochs:
             study.tell(trial, error)
             completions.append([now, error])
+            full_configs.add(index)
             start(gpu, now)
             continue
         trial.report(error, done)
@@ -170,7 +176,8 @@ def replay(args):
             continue
         order += 1
         heapq.heappush(events, (now + curve["seconds"][done], order, gpu))
-    return {"method": method, "seed": seed, "trials": trials, "completions": completions,
+    return {"method": method, "seed": seed, "trials": trials, "configs": len(configs),
+            "full_configs": len(full_configs), "completions": completions,
             "seconds": time.perf_counter() - t0}
 
 
@@ -275,8 +282,9 @@ def table(args):
           f"{best:.4g} (the table's best); median [quartiles] over seeds.")
     head = " | ".join(f"regret at {b:g} of the budget" for b in budgets)
     print(f"\n| method | seeds | {head} | share of the budget to {args.reference}'s median "
-          f"regret ({fmt(level, 2)}) | trials |")
-    print("|---|---|" + "---|" * len(budgets) + "---|---|")
+          f"regret ({fmt(level, 2)}) | trials (distinct configurations) | trained to the end "
+          f"(distinct) |")
+    print("|---|---|" + "---|" * len(budgets) + "---|---|---|")
     for name, runs in by_method.items():
         cells = []
         for b in budgets:
@@ -284,9 +292,21 @@ def table(args):
             cells.append(f"{fmt(quantile(r, 0.5))} [{fmt(quantile(r, 0.25))}, "
                          f"{fmt(quantile(r, 0.75))}]")
         reach = quantile([first_time_at(x, level, best) / horizon for x in runs], 0.5)
-        trials = quantile([x["trials"] for x in runs], 0.5)
         print(f"| {name} | {len(runs)} | " + " | ".join(cells) +
-              f" | {fmt(reach, 2) if reach <= 1 else 'never'} | {trials:.0f} |")
+              f" | {fmt(reach, 2) if reach <= 1 else 'never'} | "
+              f"{counted(runs, 'trials', 'configs')} | {counted(runs, 'full', 'full_configs')} |")
+
+
+def counted(runs, total, distinct):
+    """The median count of a run's trials (or of those trained to the end, `full`) and, in
+    parentheses, of the distinct table configurations that served them (runs written before
+    they were counted have none)."""
+    def of(run, key):
+        return len(run["completions"]) if key == "full" else run[key]
+    out = f"{quantile([of(x, total) for x in runs], 0.5):.0f}"
+    if all(distinct in x for x in runs):
+        out += f" ({quantile([x[distinct] for x in runs], 0.5):.0f})"
+    return out
 
 
 def main():

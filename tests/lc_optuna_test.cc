@@ -23,6 +23,7 @@ namespace {
 using hyperpack::testing::RunCommand;
 using hyperpack::testing::TempDir;
 using hyperpack::testing::WriteFile;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
@@ -80,6 +81,13 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   int completions = 0;
   for (const Json& r : runs["runs"]) {
     EXPECT_GE(r["trials"].get<int>(), 8) << r.dump();  // a trial per GPU at the start
+    // The table holds 6 configurations: a run of 8 or more trials repeats some.
+    const int configs = r["configs"].get<int>(), full = r["full_configs"].get<int>();
+    EXPECT_GE(configs, 1) << r.dump();
+    EXPECT_LE(configs, 6) << r.dump();
+    EXPECT_LE(full, configs) << r.dump();
+    EXPECT_LE(full, static_cast<int>(r["completions"].size())) << r.dump();
+    EXPECT_EQ(full > 0, !r["completions"].empty()) << r.dump();
     for (const Json& c : r["completions"]) {
       ++completions;
       EXPECT_LE(c[0].get<double>(), runs["horizon_s"].get<double>());
@@ -92,6 +100,8 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   auto table = Script({"table", out, "--reference", "optuna random"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("| optuna tpe+hyperband | 2 |"));
+  // Trials, and the distinct configurations that served them.
+  EXPECT_THAT(table.out, ContainsRegex("\\| [0-9]+ \\([1-6]\\) \\| [0-9]+ \\([0-6]\\) \\|"));
 }
 
 TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay) {
