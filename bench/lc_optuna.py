@@ -26,7 +26,8 @@ configuration on the 8 GPUs, and a tenth of a full run per start.
 Regret: the final error of the best trial trained to the last epoch by then, minus the table's
 best final error. `table` gives its median [quartiles] over seeds at several shares of the budget,
 and how soon each method reaches the reference method's (default gp+asha) median regret at the
-whole budget.
+whole budget. Beside a run's trials and its full runs, in parentheses, the distinct table
+configurations that served them: proposals nearest to the same configuration see the same curve.
 """
 import argparse
 import heapq
