@@ -1533,6 +1533,27 @@ TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
   EXPECT_THAT(forecast.errors,
               UnorderedElementsAre(IsError(5, 44, "pruner.probability", "between 0 and 1"),
                                    IsError(5, 1, "pruner.max_resource", "the epochs (or steps)")));
+  // Only asha and hyperband pause: promote with another algorithm would be silently ignored.
+  for (const char* algorithm : {"forecast", "median", "none"}) {
+    auto promote = Parse(StrCat(kPrunerBase, "pruner: {algorithm: ", algorithm,
+                                ", max_resource: 27, mode: promote}\n"));
+    // The value's column: after "pruner: {algorithm: ", the name and ", max_resource: 27, mode: ".
+    const int column = 47 + static_cast<int>(std::string(algorithm).size());
+    EXPECT_THAT(promote.errors,
+                ElementsAre(IsError(5, column, "pruner.mode",
+                                    StrCat("with algorithm ", algorithm, " nothing pauses"))))
+        << algorithm;
+  }
+  auto promote = Parse(StrCat(kPrunerBase, "pruner: {mode: promote}\n"));
+  EXPECT_THAT(promote.errors, ElementsAre(IsError(5, 16, "pruner.mode", "use algorithm: asha")));
+  for (const char* algorithm : {"asha", "hyperband"}) {
+    auto ok = Parse(StrCat(kPrunerBase, "pruner: {algorithm: ", algorithm,
+                           ", max_resource: 27, mode: promote}\n"));
+    EXPECT_TRUE(ok.spec) << ok.ErrorText();
+  }
+  auto stop =
+      Parse(StrCat(kPrunerBase, "pruner: {algorithm: forecast, max_resource: 27, mode: stop}\n"));
+  EXPECT_TRUE(stop.spec) << stop.ErrorText();
 }
 
 // ---- cluster.slurm ------------------------------------------------------------------------------

@@ -98,6 +98,16 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
         &pruner->resource);
   OneOf(fields, "pruner", "mode", {PrunerMode::kStop, PrunerMode::kPromote}, tuner::PrunerModeName,
         &pruner->mode);
+  // Accepted and ignored, promote would leave a user expecting paused trials with none.
+  if (const Field* f = Get(fields, "mode"); f && pruner->mode == PrunerMode::kPromote &&
+                                            pruner->algorithm != PrunerAlgorithm::kAsha &&
+                                            pruner->algorithm != PrunerAlgorithm::kHyperband) {
+    Error(f->value, "pruner.mode",
+          "promote pauses trials at their rungs and continues the best, which only asha and "
+          "hyperband do; with algorithm ",
+          tuner::PrunerAlgorithmName(pruner->algorithm),
+          " nothing pauses: remove mode, or use algorithm: asha or hyperband");
+  }
   auto number = [&](const char* key, double low, bool inclusive, const char* expected,
                     double* out) -> const Field* {
     const Field* f = Get(fields, key);
