@@ -556,6 +556,15 @@ class Simulation {
       return Status::Internal("the study stopped at ", driver.now(),
                               " s: ", driver.summary()->stop_reason);
 
+    HP_ASSIGN_OR_RETURN(RunResult r, Completed(driver, workload));
+    r.gpu_busy_s = workload.GpuSeconds(s_.horizon_s);
+    r.tuner_s = driver.tuner_seconds();
+    return r;
+  }
+
+ private:
+  // What the run trained to the end, and its trials' counts.
+  Result<RunResult> Completed(const hs::VirtualDriver& driver, const Workload& workload) const {
     RunResult r;
     std::set<size_t> full_curves;
     // The trials the controller recorded completed, in the order they ended: each exited 0 after
@@ -585,12 +594,9 @@ class Simulation {
       r.configs = workload.DistinctCurves();
       r.full_configs = static_cast<int>(full_curves.size());
     }
-    r.gpu_busy_s = workload.GpuSeconds(s_.horizon_s);
-    r.tuner_s = driver.tuner_seconds();
     return r;
   }
 
- private:
   // Nodes as the controller names them: GPUs "0".."N-1", 4 CPU slots per GPU.
   static std::vector<hs::ClusterNode> Nodes(const Settings& s) {
     std::vector<hs::ClusterNode> nodes;
