@@ -1556,6 +1556,37 @@ TEST(StudyFileTest, PrunerErrorsSayWhereAndWhatWouldBeRight) {
   EXPECT_TRUE(stop.spec) << stop.ErrorText();
 }
 
+TEST(StudyFileTest, APrunerFieldTheAlgorithmNeverReadsIsAWarning) {
+  // An Optuna user's habit: a median pruner's warmup on a forecast, a forecast's probability on
+  // asha.
+  auto out = Parse(StrCat(kPrunerBase,
+                          "pruner: {algorithm: asha, max_resource: 27, probability: 0.1, "
+                          "warmup_steps: 3, in_place: false}\n"));
+  ASSERT_TRUE(out.spec) << out.ErrorText();
+  EXPECT_THAT(out.warnings,
+              UnorderedElementsAre(IsError(5, 45, "pruner.probability",
+                                           "only forecast reads it; with algorithm asha"),
+                                   IsError(5, 63, "pruner.warmup_steps", "only median reads it")));
+  auto median = Parse(
+      StrCat(kPrunerBase, "pruner: {algorithm: median, reduction_factor: 2, startup_trials: 3}\n"));
+  ASSERT_TRUE(median.spec) << median.ErrorText();
+  EXPECT_THAT(
+      median.warnings,
+      ElementsAre(IsError(5, 29, "pruner.reduction_factor",
+                          "only asha, hyperband and forecast read it; with algorithm median "
+                          "it has no effect")));
+  // What each algorithm reads draws no warning.
+  for (const char* ok : {"{algorithm: forecast, max_resource: 27, min_resource: 3, "
+                         "reduction_factor: 2, startup_trials: 4, probability: 0.1}",
+                         "{algorithm: median, warmup_steps: 2, startup_trials: 4}",
+                         "{algorithm: hyperband, max_resource: 27, min_resource: 1, "
+                         "reduction_factor: 3, mode: promote, in_place: false}"}) {
+    auto parsed = Parse(StrCat(kPrunerBase, "pruner: ", ok, "\n"));
+    ASSERT_TRUE(parsed.spec) << parsed.ErrorText();
+    EXPECT_THAT(parsed.warnings, IsEmpty()) << parsed.WarningText();
+  }
+}
+
 // ---- cluster.slurm ------------------------------------------------------------------------------
 
 const std::string kClusterBase = StudyYaml("s").Command("run {x}").str();

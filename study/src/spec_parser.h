@@ -214,6 +214,10 @@ class Parser {
   // asha, hyperband and forecast judge at rungs: max_resource is required, above min_resource.
   void CheckPrunerRungs(const Field& field, const std::map<std::string, Field>& fields,
                         const Field* max, const PrunerSpec& spec);
+  // A field the chosen algorithm never reads (probability with asha, warmup_steps with forecast):
+  // a warning that names the algorithms that do.
+  void WarnUnreadPrunerFields(const std::map<std::string, Field>& fields,
+                              tuner::PrunerAlgorithm algorithm);
 
   void ParseBudget(const Field& field, BudgetSpec* budget);
 

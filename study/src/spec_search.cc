@@ -145,6 +145,33 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
     if (auto b = Bool(*f, "pruner.in_place")) pruner->in_place = *b;
   }
   CheckPrunerRungs(field, fields, max, *pruner);
+  WarnUnreadPrunerFields(fields, pruner->algorithm);
+}
+
+void Parser::WarnUnreadPrunerFields(const std::map<std::string, Field>& fields,
+                                    tuner::PrunerAlgorithm algorithm) {
+  using A = tuner::PrunerAlgorithm;
+  // The fields only some algorithms read (pruner.h); the rest (resource, max_resource) all do.
+  // mode: promote without a pausing algorithm is an error (ParsePruner), and stop is what the rest
+  // do.
+  static const std::vector<std::pair<const char*, std::vector<A>>> kReaders = {
+      {"min_resource", {A::kAsha, A::kHyperband, A::kForecast}},
+      {"reduction_factor", {A::kAsha, A::kHyperband, A::kForecast}},
+      {"in_place", {A::kAsha, A::kHyperband}},
+      {"warmup_steps", {A::kMedian}},
+      {"startup_trials", {A::kMedian, A::kForecast}},
+      {"probability", {A::kForecast}},
+  };
+  for (const auto& [key, readers] : kReaders) {
+    const Field* f = Get(fields, key);
+    if (!f || std::find(readers.begin(), readers.end(), algorithm) != readers.end()) continue;
+    std::string names = tuner::PrunerAlgorithmName(readers[0]);
+    for (size_t i = 1; i < readers.size(); ++i)
+      names +=
+          StrCat(i + 1 < readers.size() ? ", " : " and ", tuner::PrunerAlgorithmName(readers[i]));
+    Warning(f->key, Path("pruner", key), "only ", names, readers.size() > 1 ? " read" : " reads",
+            " it; with algorithm ", tuner::PrunerAlgorithmName(algorithm), " it has no effect");
+  }
 }
 
 void Parser::CheckPrunerRungs(const Field& field, const std::map<std::string, Field>& fields,
