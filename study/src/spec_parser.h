@@ -214,6 +214,8 @@ class Parser {
   // asha, hyperband and forecast judge at rungs: max_resource is required, above min_resource.
   void CheckPrunerRungs(const Field& field, const std::map<std::string, Field>& fields,
                         const Field* max, const PrunerSpec& spec);
+  // mode: promote with an algorithm that never pauses (forecast, median, none) is an error.
+  void CheckPrunerMode(const std::map<std::string, Field>& fields, const PrunerSpec& pruner);
   // A field the chosen algorithm never reads (probability with asha, warmup_steps with forecast):
   // a warning that names the algorithms that do.
   void WarnUnreadPrunerFields(const std::map<std::string, Field>& fields,

@@ -98,16 +98,7 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
         &pruner->resource);
   OneOf(fields, "pruner", "mode", {PrunerMode::kStop, PrunerMode::kPromote}, tuner::PrunerModeName,
         &pruner->mode);
-  // Accepted and ignored, promote would leave a user expecting paused trials with none.
-  if (const Field* f = Get(fields, "mode"); f && pruner->mode == PrunerMode::kPromote &&
-                                            pruner->algorithm != PrunerAlgorithm::kAsha &&
-                                            pruner->algorithm != PrunerAlgorithm::kHyperband) {
-    Error(f->value, "pruner.mode",
-          "promote pauses trials at their rungs and continues the best, which only asha and "
-          "hyperband do; with algorithm ",
-          tuner::PrunerAlgorithmName(pruner->algorithm),
-          " nothing pauses: remove mode, or use algorithm: asha or hyperband");
-  }
+  CheckPrunerMode(fields, *pruner);
   auto number = [&](const char* key, double low, bool inclusive, const char* expected,
                     double* out) -> const Field* {
     const Field* f = Get(fields, key);
@@ -146,6 +137,21 @@ void Parser::ParsePruner(const Field& field, PrunerSpec* pruner) {
   }
   CheckPrunerRungs(field, fields, max, *pruner);
   WarnUnreadPrunerFields(fields, pruner->algorithm);
+}
+
+void Parser::CheckPrunerMode(const std::map<std::string, Field>& fields, const PrunerSpec& pruner) {
+  using tuner::PrunerAlgorithm;
+  using tuner::PrunerMode;
+  // Accepted and ignored, promote would leave a user expecting paused trials with none.
+  if (const Field* f = Get(fields, "mode"); f && pruner.mode == PrunerMode::kPromote &&
+                                            pruner.algorithm != PrunerAlgorithm::kAsha &&
+                                            pruner.algorithm != PrunerAlgorithm::kHyperband) {
+    Error(f->value, "pruner.mode",
+          "promote pauses trials at their rungs and continues the best, which only asha and "
+          "hyperband do; with algorithm ",
+          tuner::PrunerAlgorithmName(pruner.algorithm),
+          " nothing pauses: remove mode, or use algorithm: asha or hyperband");
+  }
 }
 
 void Parser::WarnUnreadPrunerFields(const std::map<std::string, Field>& fields,
