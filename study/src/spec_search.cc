@@ -158,9 +158,9 @@ void Parser::WarnUnreadPrunerFields(const std::map<std::string, Field>& fields,
                                     tuner::PrunerAlgorithm algorithm) {
   using A = tuner::PrunerAlgorithm;
   // The fields only some algorithms read (pruner.h); the rest (resource, max_resource) all do.
-  // mode: promote without a pausing algorithm is an error (ParsePruner), and stop is what the rest
-  // do.
-  static const std::vector<std::pair<const char*, std::vector<A>>> kReaders = {
+  // mode is not here: promote without a pausing algorithm is an error (CheckPrunerMode), and stop
+  // is what the rest do.
+  const std::vector<std::pair<const char*, std::vector<A>>> readers_of = {
       {"min_resource", {A::kAsha, A::kHyperband, A::kForecast}},
       {"reduction_factor", {A::kAsha, A::kHyperband, A::kForecast}},
       {"in_place", {A::kAsha, A::kHyperband}},
@@ -168,7 +168,7 @@ void Parser::WarnUnreadPrunerFields(const std::map<std::string, Field>& fields,
       {"startup_trials", {A::kMedian, A::kForecast}},
       {"probability", {A::kForecast}},
   };
-  for (const auto& [key, readers] : kReaders) {
+  for (const auto& [key, readers] : readers_of) {
     const Field* f = Get(fields, key);
     if (!f || std::find(readers.begin(), readers.end(), algorithm) != readers.end()) continue;
     std::string names = tuner::PrunerAlgorithmName(readers[0]);
