@@ -117,6 +117,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -326,6 +327,11 @@ struct RunResult {
   // tells a method nothing new.
   int configs = 0;
   int full_configs = 0;
+  // --table: the median distance in the unit cube from each trial started (and each trained to
+  // max_epochs) to the best trial completed before it started; NaN when none had. How near its
+  // incumbent a method searches, and which of its trials it lets finish.
+  double near_started = std::numeric_limits<double>::quiet_NaN();
+  double near_full = std::numeric_limits<double>::quiet_NaN();
 };
 
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
@@ -380,6 +386,8 @@ struct TrialModel {
   uint64_t key = 0;
   double offset = 0;
   double proposed = kInf;  // virtual time
+  Config config;           // as proposed
+  double begun = kInf;     // virtual time its first job started
   int epochs = 0;          // trained and reported so far
   int gpus = 0;
   std::optional<double> started;  // while a job of it runs
@@ -437,6 +445,8 @@ class Workload : public hs::VirtualWorkload {
     TrialModel& t = trials_[plan.trial];
     if (!plan.resume) {
       t.hp = FromConfig(plan.config);
+      t.config = plan.config;
+      t.begun = now;
       if (s_.table != nullptr) t.curve = s_.table->Nearest(plan.config);
       t.key = Mix64(seed_ ^ Mix64(ConfigHash(plan.config)));
       t.offset = kOffsetSd * Normal(t.key);
@@ -466,6 +476,7 @@ class Workload : public hs::VirtualWorkload {
     return it == trials_.end() ? nullptr : &it->second;
   }
   int new_trials() const { return new_trials_; }
+  const std::map<int, TrialModel>& trials() const { return trials_; }
   // --table: how many distinct configurations served the trials started.
   int DistinctCurves() const {
     std::set<size_t> curves;
@@ -593,8 +604,48 @@ class Simulation {
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
       r.full_configs = static_cast<int>(full_curves.size());
+      NearIncumbent(driver, workload, &r);
     }
     return r;
+  }
+
+  // RunResult::near_started and near_full.
+  void NearIncumbent(const hs::VirtualDriver& driver, const Workload& workload,
+                     RunResult* r) const {
+    struct Done {
+      double ended, error;
+      const Config* config;
+    };
+    std::vector<Done> done;  // completed trials, by when they ended
+    std::set<int> full;
+    for (const hs::Row& row : driver.rows()) {
+      const auto* finish = std::get_if<hs::FinishTrialRow>(&row);
+      if (finish == nullptr || finish->trial.state != storage::TrialState::kCompleted) continue;
+      const TrialModel* t = workload.Find(finish->trial.number);
+      done.push_back({finish->trial.ended.value_or(kInf), s_.table->curves()[t->curve].error.back(),
+                      &t->config});
+      full.insert(finish->trial.number);
+    }
+    std::sort(done.begin(), done.end(),
+              [](const Done& a, const Done& b) { return a.ended < b.ended; });
+    std::vector<double> started, finished;
+    for (const auto& [number, t] : workload.trials()) {
+      const Done* incumbent = nullptr;
+      for (const Done& d : done)
+        if (d.ended <= t.begun && (incumbent == nullptr || d.error < incumbent->error))
+          incumbent = &d;
+      if (incumbent == nullptr) continue;
+      const double distance = s_.table->Distance(t.config, *incumbent->config);
+      started.push_back(distance);
+      if (full.count(number)) finished.push_back(distance);
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t h = v.size() / 2;
+      return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+    };
+    if (!started.empty()) r->near_started = median(std::move(started));
+    if (!finished.empty()) r->near_full = median(std::move(finished));
   }
 
   // Nodes as the controller names them: GPUs "0".."N-1", 4 CPU slots per GPU.
@@ -636,6 +687,15 @@ std::string Time(double s, double unit) {
 }
 std::string Loss(double x) { return std::isfinite(x) ? FormatShort(x, 4) : "none"; }
 
+// A number for JSON, which has no NaN: null.
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream out;
+  out.precision(6);
+  out << v;
+  return out.str();
+}
+
 // --json: every run's completions, for bench/lc_optuna.py's side-by-side table of regret at
 // several budgets (Optuna's samplers and pruners replay the same table there). Method names are
 // this file's own, so they need no escaping.
@@ -655,7 +715,9 @@ bool WriteRuns(const std::string& path, const Settings& s,
     out << (i ? ",\n  " : "\n  ") << "{\"method\": \"" << m.name
         << "\", \"seed\": " << i % static_cast<size_t>(s.seeds)
         << ", \"trials\": " << results[i].trials << ", \"configs\": " << results[i].configs
-        << ", \"full_configs\": " << results[i].full_configs << ", \"completions\": [";
+        << ", \"full_configs\": " << results[i].full_configs
+        << ", \"near_started\": " << JsonNumber(results[i].near_started)
+        << ", \"near_full\": " << JsonNumber(results[i].near_full) << ", \"completions\": [";
     for (size_t k = 0; k < results[i].completions.size(); ++k)
       out << (k ? ", [" : "[") << results[i].completions[k].first << ", "
           << results[i].completions[k].second << "]";

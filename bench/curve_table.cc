@@ -147,6 +147,13 @@ std::vector<double> CurveTable::Coordinates(const Config& config) const {
   return x;
 }
 
+double CurveTable::Distance(const Config& a, const Config& b) const {
+  const std::vector<double> x = Coordinates(a), y = Coordinates(b);
+  double d = 0;
+  for (size_t k = 0; k < x.size(); ++k) d += (x[k] - y[k]) * (x[k] - y[k]);
+  return std::sqrt(d);
+}
+
 size_t CurveTable::Nearest(const Config& config) const {
   const std::vector<double> x = Coordinates(config);
   size_t best = 0;

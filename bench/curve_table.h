@@ -41,6 +41,8 @@ class CurveTable {
 
   // The index of the curve whose configuration is nearest to `config` (ties: the lower index).
   size_t Nearest(const Config& config) const;
+  // The distance between two configurations in the unit cube (the rule Nearest uses).
+  double Distance(const Config& a, const Config& b) const;
   // The lowest final error in the table.
   double BestFinalError() const;
   // The mean over configurations of the seconds of a full-length run.

@@ -28,6 +28,9 @@ best final error. `table` gives its median [quartiles] over seeds at several sha
 and how soon each method reaches the reference method's (default gp+asha) median regret at the
 whole budget. Beside a run's trials and its full runs, in parentheses, the distinct table
 configurations that served them: proposals nearest to the same configuration see the same curve.
+Last, how near its incumbent each method searched: each run's median distance in the unit cube
+from a trial to the best trial completed before it began, over the trials begun and over those
+trained to the end, the median over seeds.
 """
 import argparse
 import heapq
@@ -141,6 +144,7 @@ def replay(args):
     # The distinct table configurations that served the trials started and those trained to the
     # end: proposals nearest to the same one see the same curve.
     configs, full_configs = set(), set()
+    begun, done = [], []  # (start, unit coordinates, full) per trial; (end, error, coordinates)
     t0 = time.perf_counter()
 
     def start(gpu, now):
@@ -150,7 +154,8 @@ def replay(args):
         index = table.nearest(trial.params)
         configs.add(index)
         curve = table.curves[index]
-        workers[gpu] = [trial, curve, 0, index]
+        begun.append([now, coordinates(table.space, trial.params), False])
+        workers[gpu] = [trial, curve, 0, index, len(begun) - 1]
         order += 1
         heapq.heappush(events, (now + start_cost + curve["seconds"][0], order, gpu))
 
@@ -160,26 +165,49 @@ def replay(args):
         now, _, gpu = heapq.heappop(events)
         if now > horizon:
             break
-        trial, curve, done, index = workers[gpu]
-        done += 1
-        workers[gpu][2] = done
-        error = curve["error"][done - 1]
-        if done == table.epochs:
+        trial, curve, epochs, index, k = workers[gpu]
+        epochs += 1
+        workers[gpu][2] = epochs
+        error = curve["error"][epochs - 1]
+        if epochs == table.epochs:
             study.tell(trial, error)
             completions.append([now, error])
             full_configs.add(index)
+            begun[k][2] = True
+            done.append((now, error, begun[k][1]))
             start(gpu, now)
             continue
-        trial.report(error, done)
+        trial.report(error, epochs)
         if trial.should_prune():
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             start(gpu, now)
             continue
         order += 1
-        heapq.heappush(events, (now + curve["seconds"][done], order, gpu))
+        heapq.heappush(events, (now + curve["seconds"][epochs], order, gpu))
+    near_started, near_full = near_incumbent(begun, done)
     return {"method": method, "seed": seed, "trials": trials, "configs": len(configs),
-            "full_configs": len(full_configs), "completions": completions,
+            "full_configs": len(full_configs), "near_started": near_started,
+            "near_full": near_full, "completions": completions,
             "seconds": time.perf_counter() - t0}
+
+
+def near_incumbent(begun, done):
+    """The median distance in the unit cube from each trial begun (and each trained to the end) to
+    the best trial completed before it began: how near its incumbent a method searches, and which
+    trials it lets finish (asha_bench's rule); None when no trial began after a completion."""
+    started, full = [], []
+    for start, x, finished in begun:
+        prior = [d for d in done if d[0] <= start]
+        if not prior:
+            continue
+        incumbent = min(prior, key=lambda d: d[1])[2]
+        distance = math.dist(x, incumbent)
+        started.append(distance)
+        if finished:
+            full.append(distance)
+    def median(v):
+        return quantile(v, 0.5) if v else None
+    return median(started), median(full)
 
 
 def run(args):
@@ -284,8 +312,8 @@ def table(args):
     head = " | ".join(f"regret at {b:g} of the budget" for b in budgets)
     print(f"\n| method | seeds | {head} | share of the budget to {args.reference}'s median "
           f"regret ({fmt(level, 2)}) | trials (distinct configurations) | trained to the end "
-          f"(distinct) |")
-    print("|---|---|" + "---|" * len(budgets) + "---|---|---|")
+          f"(distinct) | distance to the incumbent: started, trained to the end |")
+    print("|---|---|" + "---|" * len(budgets) + "---|---|---|---|")
     for name, runs in by_method.items():
         cells = []
         for b in budgets:
@@ -295,7 +323,18 @@ def table(args):
         reach = quantile([first_time_at(x, level, best) / horizon for x in runs], 0.5)
         print(f"| {name} | {len(runs)} | " + " | ".join(cells) +
               f" | {fmt(reach, 2) if reach <= 1 else 'never'} | "
-              f"{counted(runs, 'trials', 'configs')} | {counted(runs, 'full', 'full_configs')} |")
+              f"{counted(runs, 'trials', 'configs')} | {counted(runs, 'full', 'full_configs')} | "
+              f"{nearness(runs)} |")
+
+
+def nearness(runs):
+    """The median over runs of each run's median distance to its incumbent, for the trials begun
+    and those trained to the end; '?' for runs written before it was measured."""
+    out = []
+    for key in ("near_started", "near_full"):
+        v = [x[key] for x in runs if x.get(key) is not None]
+        out.append(f"{quantile(v, 0.5):.2f}" if v and all(key in x for x in runs) else "?")
+    return ", ".join(out)
 
 
 def counted(runs, total, distinct):

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 namespace hyperpack::bench {
@@ -49,6 +50,20 @@ TEST(CurveTableTest, ServesAConfigurationByItsNearestNeighbourInTheUnitCube) {
   EXPECT_EQ(t->Nearest({{"lr", 0.004}, {"width", int64_t{60}}}), 0u);
   // The width counts as much as the learning rate's decades: lr 0.02 at width 20 is the first's.
   EXPECT_EQ(t->Nearest({{"lr", 0.02}, {"width", int64_t{20}}}), 0u);
+}
+
+// The same distance, between any two configurations: lr 0.001 to 0.1 is two of the range's four
+// decades (0.5), width 20 to 100 is 0.8 of its range.
+TEST(CurveTableTest, MeasuresTheDistanceBetweenTwoConfigurationsInTheUnitCube) {
+  auto t = CurveTable::Parse(kSmall, "small.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Config& a = t->curves()[0].config;
+  const Config& b = t->curves()[1].config;
+  EXPECT_NEAR(t->Distance(a, b), std::sqrt(0.5 * 0.5 + 0.8 * 0.8), 1e-12);
+  EXPECT_DOUBLE_EQ(t->Distance(b, a), t->Distance(a, b));
+  EXPECT_EQ(t->Distance(a, a), 0.0);
+  // Outside the bounds counts as at them (the rule Nearest uses): lr 10 as 1, a decade from 0.1.
+  EXPECT_NEAR(t->Distance({{"lr", 10.0}, {"width", int64_t{100}}}, b), 0.25, 1e-12);
 }
 
 TEST(CurveTableTest, RefusesAMalformedTableNamingTheField) {

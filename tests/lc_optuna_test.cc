@@ -78,7 +78,7 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   EXPECT_EQ(runs["best_final_error"].get<double>(), *finals.begin());
   ASSERT_EQ(runs["runs"].size(),
             2 * static_cast<size_t>(std::count(methods.begin(), methods.end(), ',') + 1));
-  int completions = 0;
+  int completions = 0, measured = 0;
   for (const Json& r : runs["runs"]) {
     EXPECT_GE(r["trials"].get<int>(), 8) << r.dump();  // a trial per GPU at the start
     // The table holds 6 configurations: a run of 8 or more trials repeats some.
@@ -88,6 +88,17 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
     EXPECT_LE(full, configs) << r.dump();
     EXPECT_LE(full, static_cast<int>(r["completions"].size())) << r.dump();
     EXPECT_EQ(full > 0, !r["completions"].empty()) << r.dump();
+    // Distances to the incumbent in the 2-dimensional unit cube, once a trial has completed.
+    for (const char* key : {"near_started", "near_full"}) {
+      ASSERT_TRUE(r.contains(key)) << r.dump();
+      if (r[key].is_null()) continue;
+      EXPECT_GE(r[key].get<double>(), 0.0) << r.dump();
+      EXPECT_LE(r[key].get<double>(), std::sqrt(2.0) + 1e-12) << r.dump();
+      ++measured;
+    }
+    if (r["completions"].empty()) {
+      EXPECT_TRUE(r["near_full"].is_null()) << r.dump();
+    }
     for (const Json& c : r["completions"]) {
       ++completions;
       EXPECT_LE(c[0].get<double>(), runs["horizon_s"].get<double>());
@@ -96,12 +107,15 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
     }
   }
   EXPECT_GT(completions, 0);
+  EXPECT_GT(measured, 0) << "no run began a trial after one had completed";
   // Beside itself: the table names every method, with its seeds.
   auto table = Script({"table", out, "--reference", "optuna random"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("| optuna tpe+hyperband | 2 |"));
   // Trials, and the distinct configurations that served them.
   EXPECT_THAT(table.out, ContainsRegex("\\| [0-9]+ \\([1-6]\\) \\| [0-9]+ \\([0-6]\\) \\|"));
+  // And how near its incumbent each method searched.
+  EXPECT_THAT(table.out, ContainsRegex("\\| [0-9]\\.[0-9][0-9], ([0-9]\\.[0-9][0-9]|\\?) \\|"));
 }
 
 TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay) {
