@@ -530,6 +530,14 @@ class CheckedTuner : public ht::Tuner {
   Status status_;
 };
 
+// A trial trained to max_epochs: its number, when it ended and its final error.
+struct Finished {
+  int number;
+  double ended, error;
+};
+
+double Quantile(std::vector<double> v, double q);  // below: the q-th, interpolated; kInf if empty
+
 class Simulation {
  public:
   Simulation(const Settings& s, const Method& m, int seed)
@@ -578,6 +586,7 @@ class Simulation {
   Result<RunResult> Completed(const hs::VirtualDriver& driver, const Workload& workload) const {
     RunResult r;
     std::set<size_t> full_curves;
+    std::vector<Finished> finished;
     // The trials the controller recorded completed, in the order they ended: each exited 0 after
     // reporting its last epoch.
     for (const hs::Row& row : driver.rows()) {
@@ -594,6 +603,7 @@ class Simulation {
                                : TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
       r.best_full = std::min(r.best_full, truth);
       full_curves.insert(t->curve);
+      finished.push_back({number, finish->trial.ended.value_or(kInf), truth});
       r.completions.emplace_back(finish->trial.ended.value_or(kInf), truth);
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
         r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
@@ -604,48 +614,30 @@ class Simulation {
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
       r.full_configs = static_cast<int>(full_curves.size());
-      NearIncumbent(driver, workload, &r);
+      NearIncumbent(workload, finished, &r);
     }
     return r;
   }
 
-  // RunResult::near_started and near_full.
-  void NearIncumbent(const hs::VirtualDriver& driver, const Workload& workload,
+  // RunResult::near_started and near_full, from the trials that completed.
+  void NearIncumbent(const Workload& workload, const std::vector<Finished>& finished,
                      RunResult* r) const {
-    struct Done {
-      double ended, error;
-      const Config* config;
-    };
-    std::vector<Done> done;  // completed trials, by when they ended
     std::set<int> full;
-    for (const hs::Row& row : driver.rows()) {
-      const auto* finish = std::get_if<hs::FinishTrialRow>(&row);
-      if (finish == nullptr || finish->trial.state != storage::TrialState::kCompleted) continue;
-      const TrialModel* t = workload.Find(finish->trial.number);
-      done.push_back({finish->trial.ended.value_or(kInf), s_.table->curves()[t->curve].error.back(),
-                      &t->config});
-      full.insert(finish->trial.number);
-    }
-    std::sort(done.begin(), done.end(),
-              [](const Done& a, const Done& b) { return a.ended < b.ended; });
-    std::vector<double> started, finished;
+    for (const Finished& f : finished) full.insert(f.number);
+    std::vector<double> started, trained;
     for (const auto& [number, t] : workload.trials()) {
-      const Done* incumbent = nullptr;
-      for (const Done& d : done)
-        if (d.ended <= t.begun && (incumbent == nullptr || d.error < incumbent->error))
-          incumbent = &d;
+      const Finished* incumbent = nullptr;
+      for (const Finished& f : finished)
+        if (f.ended <= t.begun && (incumbent == nullptr || f.error < incumbent->error))
+          incumbent = &f;
       if (incumbent == nullptr) continue;
-      const double distance = s_.table->Distance(t.config, *incumbent->config);
+      const double distance =
+          s_.table->Distance(t.config, workload.Find(incumbent->number)->config);
       started.push_back(distance);
-      if (full.count(number)) finished.push_back(distance);
+      if (full.count(number)) trained.push_back(distance);
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      const size_t h = v.size() / 2;
-      return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-    };
-    if (!started.empty()) r->near_started = median(std::move(started));
-    if (!finished.empty()) r->near_full = median(std::move(finished));
+    if (!started.empty()) r->near_started = Quantile(std::move(started), 0.5);
+    if (!trained.empty()) r->near_full = Quantile(std::move(trained), 0.5);
   }
 
   // Nodes as the controller names them: GPUs "0".."N-1", 4 CPU slots per GPU.
