@@ -170,7 +170,7 @@ def table(args):
                 opt[r["problem"]] = min(opt[r["problem"]], v)
 
     def score(n, v):
-        v = max(draws[n]) if v is None else v
+        v = max(x for x in draws[n] if math.isfinite(x)) if v is None else v  # failed: the worst
         return 100 * (median[n] - v) / (median[n] - opt[n])
 
     def measures(r):
