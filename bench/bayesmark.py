@@ -336,6 +336,15 @@ def run_hyperpack(hyperpack, name, seed, budget, parallel, sock, work):
             [t["params"] for t in trials])
 
 
+def optuna_distributions(optuna, name):
+    """Problem `name`'s space as Optuna's distributions (under the caller's Optuna)."""
+    d = optuna.distributions
+    return {key: (d.CategoricalDistribution([True, False]) if kind == "bool"
+                  else d.IntDistribution(lo, hi, log=scale == "log") if kind == "int"
+                  else d.FloatDistribution(lo, hi, log=scale == "log"))
+            for key, (kind, lo, hi, scale) in problem(name)[5].items()}
+
+
 def optuna_worker(args):
     """One Optuna study (under this python's Optuna): its losses in the order they were told."""
     import warnings
@@ -351,12 +360,7 @@ def optuna_worker(args):
         sampler = optuna.samplers.TPESampler(seed=args.seed, constant_liar=batch)
     else:
         sampler = optuna.samplers.RandomSampler(seed=args.seed)
-    dists = {}
-    for key, (kind, lo, hi, scale) in problem(args.problem)[5].items():
-        dists[key] = (optuna.distributions.CategoricalDistribution([True, False]) if kind == "bool"
-                      else optuna.distributions.IntDistribution(lo, hi, log=scale == "log")
-                      if kind == "int"
-                      else optuna.distributions.FloatDistribution(lo, hi, log=scale == "log"))
+    dists = optuna_distributions(optuna, args.problem)
     study = optuna.create_study(sampler=sampler)
     losses, params = [], []
     from concurrent.futures import ThreadPoolExecutor

@@ -39,27 +39,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import bayesmark as bm
 
-GP5_WORKER = r'''
-import json, sys, warnings
-warnings.simplefilter("ignore")
-import optuna
-optuna.logging.set_verbosity(optuna.logging.ERROR)
-out = []
-for space, seed, history in json.load(sys.stdin):
-    D = optuna.distributions
-    dists = {k: (D.CategoricalDistribution([True, False]) if kind == "bool"
-                 else D.IntDistribution(lo, hi, log=scale == "log") if kind == "int"
-                 else D.FloatDistribution(lo, hi, log=scale == "log"))
-             for k, (kind, lo, hi, scale) in space.items()}
-    study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=seed))
-    for params, value in history:
-        p = {k: (params[k] in (True, "true", "True", 1) if space[k][0] == "bool"
-                 else int(params[k]) if space[k][0] == "int" else float(params[k])) for k in space}
-        study.add_trial(optuna.trial.create_trial(params=p, distributions=dists, value=value))
-    out.append(study.ask(dists).params)
-print(json.dumps(out))
-'''
-
 
 def unit(name, params):
     """A configuration in the unit cube of its problem's space (log scales in logs)."""
@@ -111,10 +90,34 @@ def ask_hyperpack(binary, name, seed, history):
 
 
 def ask_gp5(python, chunk):
-    payload = [(bm.problem(n)[5], s, h) for n, s, _, h in chunk]
-    out = subprocess.run([python, "-c", GP5_WORKER], input=json.dumps(payload), check=True,
-                         capture_output=True, text=True).stdout
+    """The GPSampler's answers to `chunk`'s histories, from a worker under `python`."""
+    payload = [(n, s, h) for n, s, _, h in chunk]
+    out = subprocess.run([python, os.path.abspath(__file__), "gp5-worker"],
+                         input=json.dumps(payload), check=True, capture_output=True,
+                         text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def gp5_worker():
+    """Under Optuna 5.0: for each (problem, seed, history) on stdin, the GPSampler's next
+    configuration after the history, added as completed trials."""
+    import warnings
+    warnings.simplefilter("ignore")
+    import optuna
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    out = []
+    for name, seed, history in json.load(sys.stdin):
+        dists = bm.optuna_distributions(optuna, name)
+        study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=seed))
+        for params, value in history:
+            p = {k: (params[k] in (True, "true", "True", 1)
+                     if isinstance(d, optuna.distributions.CategoricalDistribution)
+                     else int(params[k]) if isinstance(d, optuna.distributions.IntDistribution)
+                     else float(params[k])) for k, d in dists.items()}
+            study.add_trial(optuna.trial.create_trial(params=p, distributions=dists,
+                                                      value=value))
+        out.append(study.ask(dists).params)
+    print(json.dumps(out))
 
 
 def run(args):
@@ -238,11 +241,14 @@ def main():
     t.add_argument("files", nargs="+")
     t.add_argument("--paired", metavar="METHOD")
     t.add_argument("--by-model", action="store_true")
+    sub.add_parser("gp5-worker")
     a = p.parse_args()
     if a.command == "run":
         if a.method == "gp5" and not a.python50:
             sys.exit("gp5 needs --python50 (../shared/tools/optuna-python 5.0)")
         run(a)
+    elif a.command == "gp5-worker":
+        gp5_worker()
     else:
         table(a)
 
