@@ -120,6 +120,21 @@ def gp5_worker():
     print(json.dumps(out))
 
 
+def counted(pool, fn, items, what):
+    """pool.map(fn, items), printing how many are done at each tenth."""
+    items = list(items)
+    done, out = [0], [None] * len(items)
+
+    def one(i):
+        out[i] = fn(items[i])
+        done[0] += 1
+        if done[0] % max(1, len(items) // 10) == 0 or done[0] == len(items):
+            print(f"{what}: {done[0]}/{len(items)}", flush=True)
+
+    list(pool.map(one, range(len(items))))
+    return out
+
+
 def run(args):
     jobs = histories(args)
     print(f"{len(jobs)} histories", flush=True)
@@ -128,15 +143,16 @@ def run(args):
     try:
         with ThreadPoolExecutor(args.jobs) as pool:
             if args.method == "hyperpack":
-                asked = list(pool.map(lambda j: ask_hyperpack(args.hyperpack, j[0], j[1], j[3]),
-                                      jobs))
+                asked = counted(pool, lambda j: ask_hyperpack(args.hyperpack, j[0], j[1], j[3]),
+                                jobs, "asked")
             else:
                 chunks = [jobs[i::args.jobs] for i in range(args.jobs)]
                 parts = list(pool.map(lambda c: ask_gp5(args.python50, c), chunks))
                 asked = [None] * len(jobs)
                 for i, part in enumerate(parts):
                     asked[i::args.jobs] = part
-            losses = list(pool.map(lambda a: bm.evaluate(sock, a[0][0], a[1]), zip(jobs, asked)))
+            losses = counted(pool, lambda a: bm.evaluate(sock, a[0][0], a[1]), zip(jobs, asked),
+                             "evaluated")
     finally:
         server.terminate()
     label = args.label or args.method
