@@ -202,6 +202,11 @@ def _data(data):
     return load(return_X_y=True)
 
 
+def as_bool(value):
+    """A bool parameter as a trial's command line, a JSON file or Optuna gives it."""
+    return value in (True, "true", "True", 1, "1")
+
+
 def _loss(name, params, cache={}):
     import warnings
     import numpy as np
@@ -219,7 +224,7 @@ def _loss(name, params, cache={}):
     for key, (kind, _, _, _) in space.items():
         value = params[key]
         if kind == "bool":
-            args[key] = value in (True, "true", "True", 1, "1")
+            args[key] = as_bool(value)
         else:
             args[key] = int(float(value)) if kind == "int" else float(value)
     with warnings.catch_warnings():
@@ -461,22 +466,30 @@ def common_results(results):
     return [r for r in results if r["problem"] in keep]
 
 
-def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=False, paired=None):
-    results = common_results(results)
-    names = sorted({r["problem"] for r in results})
+def scorer(draw_losses, seen):
+    """Bayesmark's normalised score, score(problem, loss), for the problems in `seen` (problem ->
+    the losses the runs found): 100 at the best loss known (theirs and the draws'), 0 at the median
+    random draw."""
     opt, median = {}, {}
-    for n in names:
+    for n, losses in seen.items():
         finite = sorted(x for x in draw_losses.get(n, []) if math.isfinite(x))
         if not finite:
             sys.exit(f"no random draws of {n}: run `draws` for it first")
-        seen = [x for r in results if r["problem"] == n for x in r["losses"]] + finite
-        opt[n] = min(seen)
+        opt[n] = min(list(losses) + finite)
         median[n] = finite[len(finite) // 2]
 
     def score(n, best):
         span = median[n] - opt[n]
         return 100.0 * (1.0 - (best - opt[n]) / span) if span > 0 else 100.0
 
+    return score
+
+
+def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=False, paired=None):
+    results = common_results(results)
+    names = sorted({r["problem"] for r in results})
+    score = scorer(draw_losses, {n: [x for r in results if r["problem"] == n for x in r["losses"]]
+                                 for n in names})
     methods = sorted({r["method"] for r in results})
     table = {}
     for parallel in sorted({r["parallel"] for r in results}):

@@ -46,7 +46,7 @@ def unit(name, params):
     for key, (kind, lo, hi, scale) in bm.problem(name)[5].items():
         v = params[key]
         if kind == "bool":
-            out.append(1.0 if v in (True, "true", "True", 1) else 0.0)
+            out.append(1.0 if bm.as_bool(v) else 0.0)
         elif scale == "log":
             out.append((math.log(float(v)) - math.log(lo)) / (math.log(hi) - math.log(lo)))
         else:
@@ -110,7 +110,7 @@ def gp5_worker():
         dists = bm.optuna_distributions(optuna, name)
         study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=seed))
         for params, value in history:
-            p = {k: (params[k] in (True, "true", "True", 1)
+            p = {k: (bm.as_bool(params[k])
                      if isinstance(d, optuna.distributions.CategoricalDistribution)
                      else int(params[k]) if isinstance(d, optuna.distributions.IntDistribution)
                      else float(params[k])) for k, d in dists.items()}
@@ -179,62 +179,56 @@ def table(args):
     by = {}
     for r in rows:
         by.setdefault(r["method"], {})[(r["problem"], r["seed"], r["step"])] = r
-    keys = set.intersection(*(set(m) for m in by.values()))
+    keys = sorted(set.intersection(*(set(m) for m in by.values())))
     names = {k[0] for k in keys}
-    median = {n: statistics.median(x for x in draws[n] if math.isfinite(x)) for n in names}
-    opt = {n: min(x for x in draws[n] if math.isfinite(x)) for n in names}
+    seen = {n: [] for n in names}
     for r in rows:
-        for v in (r["loss"], r["incumbent"]):
-            if v is not None and r["problem"] in opt:
-                opt[r["problem"]] = min(opt[r["problem"]], v)
-
-    def score(n, v):
-        v = max(x for x in draws[n] if math.isfinite(x)) if v is None else v  # failed: the worst
-        return 100 * (median[n] - v) / (median[n] - opt[n])
+        if r["problem"] in seen:
+            seen[r["problem"]] += [v for v in (r["loss"], r["incumbent"]) if v is not None]
+    score = bm.scorer(draws, seen)
+    worst = {n: max(x for x in draws[n] if math.isfinite(x)) for n in names}
 
     def measures(r):
-        n, after = r["problem"], r["incumbent"] if r["loss"] is None else min(r["loss"],
-                                                                                r["incumbent"])
-        return score(n, r["loss"]), score(n, after) - score(n, r["incumbent"])
+        """The answer's score, and the gain: the best's score after the step minus before it (an
+        answer that failed counts as the worst random draw)."""
+        n, loss = r["problem"], worst[r["problem"]] if r["loss"] is None else r["loss"]
+        return score(n, loss), score(n, min(loss, r["incumbent"])) - score(n, r["incumbent"])
 
-    def spread(xs):
-        return statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
-
-    keys = sorted(keys)
     print(f"{len(keys)} histories, {len(names)} problems")
     print(f"| method | proposal's score | beats the incumbent | gain | near | to the incumbent |"
           + (f" gain - {args.paired}'s | score - {args.paired}'s |" if args.paired else ""))
     print("|---|---|---|---|---|---|" + ("---|---|" if args.paired else ""))
-    def beats(r):
-        return r["loss"] is not None and r["loss"] < r["incumbent"]
-
     for method, m in by.items():
         s, g = zip(*(measures(m[k]) for k in keys))
-        line = (f"| {method} | {statistics.mean(s):.1f} | "
-                f"{100 * statistics.mean(beats(m[k]) for k in keys):.1f}% | "
+        beats = [m[k]["loss"] is not None and m[k]["loss"] < m[k]["incumbent"] for k in keys]
+        line = (f"| {method} | {statistics.mean(s):.1f} | {100 * statistics.mean(beats):.1f}% | "
                 f"{statistics.mean(g):.2f} | {statistics.median(m[k]['near'] for k in keys):.3f} | "
                 f"{statistics.median(m[k]['to_incumbent'] for k in keys):.2f} |")
         if args.paired:
-            ref = by[args.paired]
-            ps, pg = zip(*(measures(ref[k]) for k in keys))
-            dg = [a - b for a, b in zip(g, pg)]
-            ds = [a - b for a, b in zip(s, ps)]
-            line += (f" {statistics.mean(dg):+.2f} ± {spread(dg):.2f} |"
-                     f" {statistics.mean(ds):+.1f} ± {spread(ds):.1f} |")
+            ps, pg = zip(*(measures(by[args.paired][k]) for k in keys))
+            line += (f" {mean_and_error([a - b for a, b in zip(g, pg)], '.2f')} |"
+                     f" {mean_and_error([a - b for a, b in zip(s, ps)], '.1f')} |")
         print(line)
     if args.by_model:
-        models = sorted({k[0].split("_")[0] for k in keys})
-        ref = by.get(args.paired)
-        print("\ngain by model" + (f", minus {args.paired}'s" if ref else "") + ": "
-              + ", ".join(models))
-        for method, m in by.items():
-            cells = []
-            for x in models:
-                of = [k for k in keys if k[0].startswith(x + "_")]
-                g = [measures(m[k])[1] - (measures(ref[k])[1] if ref else 0) for k in of]
-                cells.append(f"{statistics.mean(g):+.2f} ± {spread(g):.2f}" if ref
-                             else f"{statistics.mean(g):.2f}")
-            print(f"{method}: " + ", ".join(cells))
+        by_model(by, keys, measures, by.get(args.paired), args.paired)
+
+
+def mean_and_error(xs, fmt):
+    error = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):+{fmt}} ± {error:{fmt}}"
+
+
+def by_model(by, keys, measures, ref, ref_name):
+    """The mean gain per model family; with a reference method, the paired difference from its."""
+    models = sorted({k[0].split("_")[0] for k in keys})
+    print("\ngain by model" + (f", minus {ref_name}'s" if ref else "") + ": " + ", ".join(models))
+    for method, m in by.items():
+        cells = []
+        for x in models:
+            of = [k for k in keys if k[0].startswith(x + "_")]
+            g = [measures(m[k])[1] - (measures(ref[k])[1] if ref else 0) for k in of]
+            cells.append(mean_and_error(g, ".2f") if ref else f"{statistics.mean(g):.2f}")
+        print(f"{method}: " + ", ".join(cells))
 
 
 def main():
