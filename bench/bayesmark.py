@@ -9,7 +9,11 @@ for classification; diabetes for regression: boston is gone from scikit-learn 1.
 scored as Bayesmark scores it: the data split 80/20 with seed 0, the model's mean 5-fold
 cross-validated score on the 80% (cross_val_score, cv=5), its loss the negated score. What differs:
 Bayesmark's `logit` scale is given to every method as a linear range (hyperpack has no logit
-scale), and the regressors' `normalize` flag, which scikit-learn 1.2 removed, is left out.
+scale), and the regressors' `normalize` flag, which scikit-learn 1.2 removed, is left out; and where
+an estimator is random (a forest, a tree drawing features, an MLP's weights), its randomness is
+seeded per problem, so that each problem is one deterministic function, the same in every run and
+for every method (Bayesmark draws afresh at each evaluation; an evaluator process that drew once
+for all its forks, as this one did before, gave two runs of one build objectives that differ).
 
 Every trial is a real process. A resident evaluator (`serve`, under a python with scikit-learn)
 loads the data once and forks per request; a trial (`eval`) only connects to it. hyperpack runs each
@@ -29,8 +33,8 @@ a median random configuration scores 0, the best known 100). `random (expected)`
 expected score at N from those draws (order statistics). Mean over problems and seeds, on the
 problems that every method in the files ran the same number of times (the others are named).
 `--paired METHOD` adds each method's difference from METHOD on the same problem and seed, with its
-standard error: the evaluations are noisy (a forest's cross-validated loss varies from run to run),
-so a difference is read against its spread. Each run's record keeps its configurations (`params`,
+standard error: a tuner's path is chaotic where values tie or are rough (a forest's), so a
+difference is read against its spread. Each run's record keeps its configurations (`params`,
 in the order they were tried) beside its losses, to see where a method's trials went.
 
 The split (`split`, run once, committed as bench/data/bayesmark_split.json): the 90 problems
@@ -63,6 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 import evaluator
 
@@ -227,6 +232,11 @@ def _loss(name, params, cache={}):
             args[key] = as_bool(value)
         else:
             args[key] = int(float(value)) if kind == "int" else float(value)
+    # The estimators draw from numpy's global state where they are random (a forest's bootstrap, a
+    # tree's features, an MLP's weights). A forked evaluator used to inherit whatever state its
+    # process started with, so each run saw its own draw of every objective. Seeded per problem,
+    # an objective is one deterministic function, the same in every run and for every method.
+    np.random.seed(zlib.crc32(name.encode()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scores = cross_val_score(classes[estimator](**args), x, y, cv=5,
