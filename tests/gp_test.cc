@@ -923,7 +923,7 @@ TEST(GpTunerTest, AStateThatIsNotItsOwnIsIgnored) {
   for (const std::string& bad :
        {std::string("garbage"), std::string("gp1 0 3 0 12 0 0 0 0 0 0"),
         std::string("gp2 0 2 0 12 0 0 0 -6 0"), std::string("gp1 0 2 0 12 0 nan 0 -6 0"),
-        std::string("gp1 0 2 0 12 0 0")})
+        std::string("gp1 0 2 0 12 0 0"), std::string("gp1 3 2 0 12 0 0 0 -6 0")})
     EXPECT_EQ(with_state(bad), fresh) << bad;
 }
 
@@ -1018,7 +1018,39 @@ TEST(GpTunerTest, AJointTunersStateRestoresOnlyIntoAJointTuner) {
   other->RestoreState(state);
   for (const TrialOutcome& t : seen) other->Observe(t);
   EXPECT_TRUE(other->Propose(1, {}).ok());
-  EXPECT_EQ(other->SaveState().rfind("gp1 0 2 ", 0), 0u) << other->SaveState();
+  // The early level (fewer than 20 trials), two dimensions: the fidelity is not an input.
+  EXPECT_EQ(other->SaveState().rfind("gp1 2 2 ", 0), 0u) << other->SaveState();
+}
+
+// The objective model's length-scale level, as its saved state names it: early (2) while the
+// model holds fewer than 20 trials, then short (0); an incumbent that another trial shares moves
+// it to long (1) from either, for good.
+TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForTwentyTrialsThenShortOrLongAtATie) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  auto levels = [&](auto objective) {
+    TunerOptions o;
+    o.seed = 5;
+    auto t = MakeTuner(space, o).value();
+    std::string out;
+    for (int n = 0; n < 26; ++n) {
+      const Config c = t->Propose(1, {}).value().front();
+      const std::string state = t->SaveState();
+      out += state.size() > 4 && state.rfind("gp1 ", 0) == 0 ? state.substr(4, 1) : "-";
+      TrialOutcome r;
+      r.config = c;
+      r.value = objective(c);
+      t->Observe(r);
+    }
+    return out;
+  };
+  // Five trials of the initial design, then one proposal for each trial modelled.
+  EXPECT_EQ(levels(Quadratic), "-----" + std::string(15, '2') + std::string(6, '0'));
+  const std::string tied = levels([](const Config& c) { return std::round(Quadratic(c) * 4); });
+  const size_t first_long = tied.find('1');
+  ASSERT_NE(first_long, std::string::npos) << tied;
+  EXPECT_LT(first_long, 20u) << tied;
+  EXPECT_EQ(tied.find_first_not_of('1', first_long), std::string::npos) << tied;
+  EXPECT_EQ(tied.substr(5, first_long - 5), std::string(first_long - 5, '2')) << tied;
 }
 
 }  // namespace

@@ -188,7 +188,12 @@ GpHyper GpHyper::Unpack(const Eigen::VectorXd& theta, int dims, int warped) {
 
 GpPrior GpPrior::ForDims(int dims, LengthScaleLevel level) {
   GpPrior p;
-  const double log_median = level == LengthScaleLevel::kLong ? std::sqrt(2.0) : std::log(0.2);
+  double log_median = std::log(0.2);
+  if (level == LengthScaleLevel::kLong) log_median = std::sqrt(2.0);
+  if (level == LengthScaleLevel::kEarly) {
+    log_median = 0.0;
+    p.log_lengthscale_sigma = 0.5;
+  }
   p.log_lengthscale_mu = log_median + 0.5 * std::log(std::max(dims, 1));
   return p;
 }

@@ -44,15 +44,19 @@ struct GpHyper {
 // Where the length-scale prior's median sits in the unit cube; both scale with sqrt(d), so that
 // longer scales are expected in more dimensions (Hvarfner et al. 2024, "Vanilla Bayesian
 // optimization performs great in high dimensions").
+// The values are stored in a tuner's saved state: append, never renumber.
 enum class LengthScaleLevel {
   kShort,  // 0.2 sqrt(d): chosen on bench/tuner_regret's continuous, many-basined functions
   kLong,   // exp(sqrt 2) sqrt(d): that paper's level (BoTorch's default), for objectives that
            // are flat in pieces, where a global trend between the pieces is what guides search
+  kEarly,  // sqrt(d), and a narrow spread (sigma 0.5 against 1.732): for a model of few trials,
+           // which cannot yet tell short scales from noise and, left wide, explains each point
+           // locally (Bayesmark's development problems, docs/BENCHMARKS.md stops 68-69)
 };
 
 // Independent normal priors on the hyperparameters (in their log space), and their bounds.
 struct GpPrior {
-  // Length scales: log-normal around a median set by ForDims's level.
+  // Length scales: log-normal around a median set by ForDims's level (and its spread at kEarly).
   double log_lengthscale_mu = 0.0;
   double log_lengthscale_sigma = 1.732;
   double log_signal_mu = 0.0;

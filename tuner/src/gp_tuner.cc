@@ -11,9 +11,11 @@
 // those starts then has its discrete parameters set in turn to their best value (every value of a
 // small range, a spread and the neighbours of a large one) and its continuous ones refined again,
 // for the best start.
+// The length-scale prior (LengthScaleLevel) starts early: long scales, narrowly, while the model
+// holds fewer than kEarlyUntil trials (a joint model starts short), then short and wide.
 // Objectives flat in pieces (an accuracy over a finite validation set): once the incumbent's
-// value is shared by another trial (it sits on a plateau), the length-scale prior moves from its
-// short level to the long one (LengthScaleLevel), so that the model keeps the trend across the
+// value is shared by another trial (it sits on a plateau), the length-scale prior moves from the
+// early or short level to the long one, so that the model keeps the trend across the
 // pieces instead of explaining each piece locally, and while it is shared, expected improvement is
 // counted from one step below it, the smallest gap between distinct values seen: less cannot be
 // observed. The model then also learns each float and int dimension's scale: a Kumaraswamy input
@@ -61,6 +63,9 @@ constexpr int kPolishIterations = 20;
 // SaveState's first word: its format's version.
 constexpr char kStateTag[] = "gp1";
 constexpr double kRefitGrowth = 1.15;
+// The objective model leaves the early length-scale level once it holds this many trials: chosen
+// once, not tuned (docs/BENCHMARKS.md, stop 69).
+constexpr int kEarlyUntil = 20;
 constexpr int kRefineStarts = 4;
 // A discrete parameter with at most kSweepAll values has each tried in a sweep; a larger one
 // kSweepSpread spread over its range and its value's neighbours.
@@ -120,7 +125,8 @@ class GpTuner : public Tuner {
                                             : std::max<int>(5, encoder_.dims() + 1)),
         sobol_(space, options.seed),
         joint_(options.fidelity_model == TunerOptions::FidelityModel::kJoint &&
-               options.min_resource > 0 && options.max_resource > options.min_resource) {
+               options.min_resource > 0 && options.max_resource > options.min_resource),
+        scale_level_(joint_ ? LengthScaleLevel::kShort : LengthScaleLevel::kEarly) {
     // Which encoded dimensions a gradient may move: floats only (ints and categoricals are
     // chosen from real configurations).
     for (int d = 0; d < encoder_.dims(); ++d) {
@@ -152,7 +158,7 @@ class GpTuner : public Tuner {
     int level = 0, dims = 0, fitted = 0;
     size_t warped = 0;
     if (!(in >> tag >> level >> dims >> warped >> fitted) || tag != kStateTag ||
-        dims != ModelDims() || fitted <= 0 || (level != 0 && level != 1))
+        dims != ModelDims() || fitted <= 0 || level < 0 || level > 2 || (joint_ && level == 2))
       return;
     const auto scale = static_cast<LengthScaleLevel>(level);
     GpPrior prior = GpPrior::ForDims(dims, scale);
@@ -389,8 +395,8 @@ class GpTuner : public Tuner {
   }
 
   // The incumbent and the plateau margin from the model's targets y (of observed_[idx[i]]), and
-  // the length-scale level: once the incumbent's value is shared, the long one, the model dropped
-  // to be refitted.
+  // the length-scale level: once the incumbent's value is shared, the long one; else, from
+  // kEarlyUntil trials on, the short one. A new level drops the model, to be refitted.
   void ReadValues(const std::vector<int>& idx, const Eigen::VectorXd& y) {
     // Infeasible trials' penalties are not values of the objective.
     // Joint: only full-resource values say where the objective is flat.
@@ -402,12 +408,16 @@ class GpTuner : public Tuner {
     std::sort(values.begin(), values.end());
     best_ = values.empty() ? std::numeric_limits<double>::infinity() : values.front();
     margin_ = PlateauMargin(values);
-    if (scale_level_ == LengthScaleLevel::kShort && IncumbentShared(values)) {
-      scale_level_ = LengthScaleLevel::kLong;
-      gp_.reset();
-      fitted_n_ = 0;
-      model_idx_.clear();
-    }
+    LengthScaleLevel level = scale_level_;
+    if (level != LengthScaleLevel::kLong && IncumbentShared(values))
+      level = LengthScaleLevel::kLong;
+    else if (level == LengthScaleLevel::kEarly && static_cast<int>(idx.size()) >= kEarlyUntil)
+      level = LengthScaleLevel::kShort;
+    if (level == scale_level_) return;
+    scale_level_ = level;
+    gp_.reset();
+    fitted_n_ = 0;
+    model_idx_.clear();
   }
 
   // What expected improvement counts from: the incumbent, one plateau step below it when its
