@@ -1018,14 +1018,15 @@ TEST(GpTunerTest, AJointTunersStateRestoresOnlyIntoAJointTuner) {
   other->RestoreState(state);
   for (const TrialOutcome& t : seen) other->Observe(t);
   EXPECT_TRUE(other->Propose(1, {}).ok());
-  // The early level (fewer than 20 trials), two dimensions: the fidelity is not an input.
-  EXPECT_EQ(other->SaveState().rfind("gp1 2 2 ", 0), 0u) << other->SaveState();
+  // The short level (16 trials, past the early level's 5 per dimension), two dimensions: the
+  // fidelity is not an input.
+  EXPECT_EQ(other->SaveState().rfind("gp1 0 2 ", 0), 0u) << other->SaveState();
 }
 
 // The objective model's length-scale level, as its saved state names it: early (2) while the
-// model holds fewer than 20 trials, then short (0); an incumbent that another trial shares moves
-// it to long (1) from either, for good.
-TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForTwentyTrialsThenShortOrLongAtATie) {
+// model holds fewer than 5 trials per dimension, then short (0); an incumbent that another trial
+// shares moves it to long (1) from either, for good.
+TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForFiveTrialsPerDimensionThenShortOrLongAtATie) {
   SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
   auto levels = [&](auto objective) {
     TunerOptions o;
@@ -1043,14 +1044,14 @@ TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForTwentyTrialsThenShortOrLongAtATie
     }
     return out;
   };
-  // Five trials of the initial design, then one proposal for each trial modelled.
-  EXPECT_EQ(levels(Quadratic), "-----" + std::string(15, '2') + std::string(6, '0'));
+  // Five trials of the initial design, then one proposal for each trial modelled: two dimensions.
+  const std::string smooth = "-----" + std::string(5, '2') + std::string(16, '0');
+  EXPECT_EQ(levels(Quadratic), smooth);
   const std::string tied = levels([](const Config& c) { return std::round(Quadratic(c) * 4); });
   const size_t first_long = tied.find('1');
   ASSERT_NE(first_long, std::string::npos) << tied;
-  EXPECT_LT(first_long, 20u) << tied;
   EXPECT_EQ(tied.find_first_not_of('1', first_long), std::string::npos) << tied;
-  EXPECT_EQ(tied.substr(5, first_long - 5), std::string(first_long - 5, '2')) << tied;
+  EXPECT_EQ(tied.substr(0, first_long), smooth.substr(0, first_long)) << tied;
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 // small range, a spread and the neighbours of a large one) and its continuous ones refined again,
 // for the best start.
 // The length-scale prior (LengthScaleLevel) starts early: long scales, narrowly, while the model
-// holds fewer than kEarlyUntil trials (a joint model starts short), then short and wide.
+// holds fewer than kEarlyTrialsPerDim trials per dimension (a joint model starts short), then
+// short and wide.
 // Objectives flat in pieces (an accuracy over a finite validation set): once the incumbent's
 // value is shared by another trial (it sits on a plateau), the length-scale prior moves from the
 // early or short level to the long one, so that the model keeps the trend across the
@@ -63,9 +64,11 @@ constexpr int kPolishIterations = 20;
 // SaveState's first word: its format's version.
 constexpr char kStateTag[] = "gp1";
 constexpr double kRefitGrowth = 1.15;
-// The objective model leaves the early length-scale level once it holds this many trials: chosen
-// once, not tuned (docs/BENCHMARKS.md, stop 69).
-constexpr int kEarlyUntil = 20;
+// The objective model leaves the early length-scale level once it holds this many trials per
+// encoded dimension: a few points per dimension before short scales can be told from noise
+// (docs/BENCHMARKS.md, stop 69: against a flat 20 trials, level on Bayesmark's development half
+// and no longer behind on branin).
+constexpr int kEarlyTrialsPerDim = 5;
 constexpr int kRefineStarts = 4;
 // A discrete parameter with at most kSweepAll values has each tried in a sweep; a larger one
 // kSweepSpread spread over its range and its value's neighbours.
@@ -396,7 +399,7 @@ class GpTuner : public Tuner {
 
   // The incumbent and the plateau margin from the model's targets y (of observed_[idx[i]]), and
   // the length-scale level: once the incumbent's value is shared, the long one; else, from
-  // kEarlyUntil trials on, the short one. A new level drops the model, to be refitted.
+  // kEarlyTrialsPerDim trials per dimension on, the short one. A new level drops the model.
   void ReadValues(const std::vector<int>& idx, const Eigen::VectorXd& y) {
     // Infeasible trials' penalties are not values of the objective.
     // Joint: only full-resource values say where the objective is flat.
@@ -411,7 +414,8 @@ class GpTuner : public Tuner {
     LengthScaleLevel level = scale_level_;
     if (level != LengthScaleLevel::kLong && IncumbentShared(values))
       level = LengthScaleLevel::kLong;
-    else if (level == LengthScaleLevel::kEarly && static_cast<int>(idx.size()) >= kEarlyUntil)
+    else if (level == LengthScaleLevel::kEarly &&
+             static_cast<int>(idx.size()) >= kEarlyTrialsPerDim * encoder_.dims())
       level = LengthScaleLevel::kShort;
     if (level == scale_level_) return;
     scale_level_ = level;
