@@ -17,10 +17,10 @@
 namespace hyperpack::bench {
 namespace {
 
-// Of the tuner's seeds 0..9, how many come within `regret` of f's minimum in `evals` trials.
-int SeedsReaching(const TestFunction& f, int evals, double regret) {
+// Of the tuner's seeds 0..seeds-1, how many come within `regret` of f's minimum in `evals` trials.
+int SeedsReaching(const TestFunction& f, int seeds, int evals, double regret) {
   int reached = 0;
-  for (uint64_t seed = 0; seed < 10; ++seed) {
+  for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds); ++seed) {
     tuner::TunerOptions o;
     o.seed = seed;
     auto t = tuner::MakeTuner(f.space, o);
@@ -37,9 +37,12 @@ int SeedsReaching(const TestFunction& f, int evals, double regret) {
 TEST(GpTunerOnTheSuiteTest, LeavesTheStumpOfAQuantisedObjective) {
   const TestFunction* f = FindFunction("stump5");
   ASSERT_NE(f, nullptr);
-  const int reached = SeedsReaching(*f, 64, 0.02 + 1e-9);
-  // 6 of 10 here; 3 with the growing margin.
-  EXPECT_GE(reached, 5) << reached << " of 10 seeds came within one step of the minimum";
+  // Whether a seed leaves the stump by 64 trials is close to a coin toss for a tuner that can
+  // leave it, so the bar is over 60 seeds: the tuner reaches 26 (29 before the early length-scale
+  // level, 23 of 50 with and without it on seeds 10-59), and 16 with the growing margin, with or
+  // without the early level. Over 10 seeds (6 against 3) the early level alone failed a bar of 5.
+  const int reached = SeedsReaching(*f, 60, 64, 0.02 + 1e-9);
+  EXPECT_GE(reached, 21) << reached << " of 60 seeds came within one step of the minimum";
 }
 
 }  // namespace
