@@ -783,8 +783,8 @@ class GpTuner : public Tuner {
   int fitted_n_ = 0;
   OutputTransform transform_;
   double best_ = 0;
-  double margin_ = 0;  // PlateauMargin of the modelled values
-  LengthScaleLevel scale_level_ = LengthScaleLevel::kShort;
+  double margin_ = 0;             // PlateauMargin of the modelled values
+  LengthScaleLevel scale_level_;  // set by the constructor: early, or short for a joint model
   double level_ = std::numeric_limits<double>::infinity();
   double penalty_ = 0;             // the worst completed value: what an infeasible trial counts as
   std::map<int, double> stopped_;  // StoppedBelowLevel at the last model update
