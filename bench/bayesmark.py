@@ -521,7 +521,8 @@ def score_table(results, draw_losses, checkpoints, by_model=False, by_problem=Fa
         if paired:
             differences(results, parallel, methods, paired, score, checkpoints)
         if by_model or by_problem:
-            breakdown(results, parallel, methods, names, score, checkpoints[-1], by_problem)
+            breakdown(results, parallel, methods, names, score, checkpoints[-1], by_problem,
+                      rows["random (expected)"][checkpoints[-1]])
     return table
 
 
@@ -546,20 +547,24 @@ def differences(results, parallel, methods, ref, score, checkpoints):
         print(f"  {m:20s}" + "".join(f"{x:>16s}" for x in cells) + f"   ({len(keys)} pairs)")
 
 
-def breakdown(results, parallel, methods, names, score, n, by_problem):
+def breakdown(results, parallel, methods, names, score, n, by_problem, random_scores):
+    """Each method's mean score at `n` by model (or problem), beside random search's expected
+    score there (`random_scores`, one per problem in `names`): the issue's floor per family."""
+    random_of = dict(zip(names, random_scores))
     groups = {}
     for name in names:
         groups.setdefault(name if by_problem else name.split("_")[0], []).append(name)
     print(f"\n  at {n}, by {'problem' if by_problem else 'model'} (mean over its problems and "
           "seeds)")
-    print(f"  {'':28s}" + "".join(f"{m:>12s}" for m in methods))
+    print(f"  {'':28s}" + "".join(f"{m:>12s}" for m in methods) + f"{'random':>12s}")
     for group, members in sorted(groups.items()):
         cells = []
         for m in methods:
             v = [score(r["problem"], min(r["losses"][:n])) for r in results
                  if r["method"] == m and r["parallel"] == parallel and r["problem"] in members]
             cells.append(f"{sum(v) / len(v):12.1f}" if v else f"{'':12s}")
-        print(f"  {group:28s}" + "".join(cells))
+        floor = sum(random_of[name] for name in members) / len(members)
+        print(f"  {group:28s}" + "".join(cells) + f"{floor:12.1f}")
 
 
 def split(_):
