@@ -1052,6 +1052,19 @@ TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForFiveTrialsPerDimensionThenShortOr
   ASSERT_NE(first_long, std::string::npos) << tied;
   EXPECT_EQ(tied.find_first_not_of('1', first_long), std::string::npos) << tied;
   EXPECT_EQ(tied.substr(0, first_long), smooth.substr(0, first_long)) << tied;
+  // Values that all tie are no plateau at the top: a region with no signal yet (a classifier that
+  // predicts nothing scores log 10 wherever it is tried), and the levels stay as for a smooth
+  // objective.
+  EXPECT_EQ(levels([](const Config&) { return std::log(10.0); }), smooth);
+}
+
+TEST(OutputTransformTest, AnIncumbentIsSharedOnlyWhenSomeValueIsWorse) {
+  EXPECT_TRUE(IncumbentShared({0.2, 0.2, 0.5}));
+  EXPECT_FALSE(IncumbentShared({0.2, 0.3, 0.3}));
+  EXPECT_FALSE(IncumbentShared({2.3, 2.3, 2.3, 2.3}));
+  EXPECT_FALSE(IncumbentShared({0.2}));
+  EXPECT_EQ(PlateauMargin({2.3, 2.3, 2.3}), 0.0);
+  EXPECT_DOUBLE_EQ(PlateauMargin({0.2, 0.2, 0.25, 0.5}), 0.05);
 }
 
 }  // namespace

@@ -24,8 +24,10 @@
 // by one bound is stretched there, as a log scale would. Ties elsewhere do not count: the worst
 // values of many objectives tie (a model that predicts nothing scores log 10 on ten classes) where
 // the region that matters is smooth, and there the long scales and warping cost more than they
-// find (Bayesmark's development problems, docs/BENCHMARKS.md). A continuous objective never
-// repeats a value and is modelled as before (bench/tuner_regret).
+// find (Bayesmark's development problems, docs/BENCHMARKS.md); nor does a tie of every value, as
+// when a random forest's whole initial design predicts nothing: the long level entered there held
+// it on the first plateau it found (stop 72). A continuous objective never repeats a value and is
+// modelled as before (bench/tuner_regret).
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 // A pruner's rungs: by default the GP models the highest rung with enough values (BOHB), where a

@@ -82,7 +82,8 @@ bool SameValue(double a, double b) {
 }  // namespace
 
 bool IncumbentShared(const std::vector<double>& sorted) {
-  return sorted.size() > 1 && SameValue(sorted[0], sorted[1]);
+  return sorted.size() > 1 && SameValue(sorted[0], sorted[1]) &&
+         !SameValue(sorted.front(), sorted.back());
 }
 
 double PlateauMargin(const std::vector<double>& sorted) {

@@ -30,7 +30,9 @@ class OutputTransform {
 };
 
 // Objectives flat in pieces (gp_tuner.cc). Whether the best of the values (sorted ascending) is
-// shared by another: the incumbent sits on a plateau.
+// shared by another and some value is worse: the incumbent sits on a plateau. Values that all tie
+// say nothing of the kind: a start where every configuration scores the same (a forest that
+// predicts nothing) is a region with no signal yet, not a plateau at the top.
 bool IncumbentShared(const std::vector<double>& sorted);
 // The improvement that expected improvement must clear: 0, or where the incumbent is shared, the
 // smallest gap between distinct values (one step of the objective's apparent resolution).
