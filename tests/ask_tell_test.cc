@@ -131,10 +131,10 @@ TEST(AskTellTest, EachAskKeepsTheTunersStateForTheNext) {
     living->Observe(o);
   }
   EXPECT_EQ(*db->TunerState(id), living->SaveState());
-  EXPECT_EQ(db->TunerState(id)->rfind("gp1 ", 0), 0u);
+  EXPECT_EQ(db->TunerState(id)->rfind("gp2 ", 0), 0u);
   ASSERT_TRUE(db->SetTunerState(id, "gp1 damaged").ok());
   EXPECT_TRUE(Ask(*db, "q", "h", 3000).ok());
-  EXPECT_EQ(db->TunerState(id)->rfind("gp1 0 ", 0), 0u);  // fitted anew, and kept
+  EXPECT_EQ(db->TunerState(id)->rfind("gp2 0 ", 0), 0u);  // fitted anew, and kept
 }
 
 // A study with two objectives and a constraint, evaluated by another program: each trial is told

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <random>
+#include <sstream>
 
 #include "acquisition.h"
 #include "gp.h"
@@ -254,6 +256,53 @@ TEST(GaussianProcessTest, LeaveOneOutEqualsRefittingWithoutEachPoint) {
     without.Predict(x.row(i), &m, &v);
     EXPECT_NEAR(loo_mean(i), m(0), 1e-6) << i;
     EXPECT_NEAR(loo_var(i), v(0) + noise, 1e-6) << i;
+  }
+}
+
+// The joint density the tuner compares its length-scale levels by, against the Gaussian density
+// of the targets under the kernel matrix built entry by entry and each hyperparameter's normal
+// density written out: every constant counts when two priors differ in spread or size.
+TEST(GaussianProcessTest, LogJointDensityIsTheLikelihoodTimesTheNormalisedPrior) {
+  std::mt19937_64 rng(21);
+  const int d = 2, n = 20;
+  Eigen::MatrixXd x = RandomPoints(n, d, rng);
+  Eigen::VectorXd y = Smooth(x);
+  y = (y.array() - y.mean()).matrix() / std::sqrt((y.array() - y.mean()).square().mean());
+  for (LengthScaleLevel level :
+       {LengthScaleLevel::kShort, LengthScaleLevel::kLong, LengthScaleLevel::kEarly}) {
+    GpPrior prior = GpPrior::ForDims(d, level);
+    GpHyper h = SomeHyper(d);
+    if (level == LengthScaleLevel::kLong) {
+      prior.warp_dims = {0, 1};
+      h.log_warp_a = Eigen::Vector2d(0.4, -0.3);
+      h.log_warp_b = Eigen::Vector2d(-0.2, 0.1);
+    }
+    GaussianProcess gp(d, prior);
+    ASSERT_TRUE(gp.SetDataAndHyper(x, y, h).ok());
+    Eigen::MatrixXd k(n, n);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        k(i, j) = gp.Kernel(x.row(i).transpose(), x.row(j).transpose()) +
+                  (i == j ? std::exp(h.log_noise_var) : 0.0);
+    Eigen::LLT<Eigen::MatrixXd> llt(k);
+    ASSERT_EQ(llt.info(), Eigen::Success);
+    const Eigen::VectorXd r = (y.array() - h.mean).matrix();
+    const Eigen::MatrixXd l = llt.matrixL();
+    double expected = -0.5 * r.dot(llt.solve(r)) - l.diagonal().array().log().sum() -
+                      0.5 * n * std::log(2 * M_PI);
+    auto log_normal = [](double v, double mu, double sigma) {
+      return -0.5 * std::pow((v - mu) / sigma, 2) - std::log(sigma * std::sqrt(2 * M_PI));
+    };
+    for (int i = 0; i < d; ++i)
+      expected +=
+          log_normal(h.log_lengthscale(i), prior.log_lengthscale_mu, prior.log_lengthscale_sigma);
+    expected += log_normal(h.log_signal_var, prior.log_signal_mu, prior.log_signal_sigma);
+    expected += log_normal(h.log_noise_var, prior.log_noise_mu, prior.log_noise_sigma);
+    expected += log_normal(h.mean, 0.0, prior.mean_sigma);
+    for (Eigen::Index i = 0; i < h.log_warp_a.size(); ++i)
+      expected += log_normal(h.log_warp_a(i), 0.0, prior.log_warp_sigma) +
+                  log_normal(h.log_warp_b(i), 0.0, prior.log_warp_sigma);
+    EXPECT_NEAR(gp.LogJointDensity(), expected, 1e-8) << static_cast<int>(level);
   }
 }
 
@@ -869,37 +918,77 @@ TEST(GpTunerTest, CostsThatAreUnknownOrNotPositiveAreIgnored) {
 // What `hyperpack ask` does at each call: a tuner built anew, the state the last call kept
 // restored, every trial observed. It proposes what a tuner that lived through the whole study
 // proposes (as `hyperpack run` keeps one), past the 40 trials from which the model is refitted
-// only as the trials grow, and keeps the same state.
+// only as the trials grow, and keeps the same state; on an objective flat in pieces too, where
+// the long level contests the short one and the loser's optimum warm-starts its next fit (there
+// for the 40 trials refitted at every proposal: past them the living tuner extends its factor by
+// each new point, where the rebuilt one factors all at once, and on a plateau's near-duplicate
+// points the two add different jitter and part by 1e-4).
 TEST(GpTunerTest, ATunerRebuiltFromItsStateProposesWhatTheLivingOneDoes) {
   SearchSpace space({Float("x", 0, 1), Float("y", 0, 1), Float("z", 1e-3, 1, true)});
   auto f = [](const Config& c) {
     return Quadratic(c) + std::abs(std::log10(std::get<double>(c.at("z"))) + 2) / 4;
   };
-  TunerOptions o;
-  o.seed = 7;
-  auto living = MakeTuner(space, o).value();
-  std::vector<TrialOutcome> seen;
-  std::string state;
-  for (int k = 0; k < 60; ++k) {
-    auto rebuilt = MakeTuner(space, o).value();
-    rebuilt->RestoreState(state);
-    for (const TrialOutcome& t : seen) rebuilt->Observe(t);
-    auto a = living->Propose(1, {});
-    auto b = rebuilt->Propose(1, {});
-    ASSERT_TRUE(a.ok() && b.ok());
-    for (const char* name : {"x", "y", "z"})
-      ASSERT_NEAR(std::get<double>(a->front().at(name)), std::get<double>(b->front().at(name)),
-                  1e-6)
-          << "proposal " << k << ", " << name;
-    state = rebuilt->SaveState();
-    EXPECT_EQ(state, living->SaveState()) << "proposal " << k;
-    TrialOutcome t;
-    t.config = a->front();
-    t.value = f(t.config);
-    living->Observe(t);
-    seen.push_back(t);
+  for (const bool steps : {false, true}) {
+    TunerOptions o;
+    o.seed = 7;
+    auto living = MakeTuner(space, o).value();
+    std::vector<TrialOutcome> seen;
+    std::string state;
+    for (int k = 0; k < (steps ? 40 : 60); ++k) {
+      auto rebuilt = MakeTuner(space, o).value();
+      rebuilt->RestoreState(state);
+      for (const TrialOutcome& t : seen) rebuilt->Observe(t);
+      auto a = living->Propose(1, {});
+      auto b = rebuilt->Propose(1, {});
+      ASSERT_TRUE(a.ok() && b.ok());
+      for (const char* name : {"x", "y", "z"})
+        ASSERT_NEAR(std::get<double>(a->front().at(name)), std::get<double>(b->front().at(name)),
+                    1e-6)
+            << "proposal " << k << ", " << name << (steps ? ", steps" : "");
+      state = rebuilt->SaveState();
+      EXPECT_EQ(state, living->SaveState()) << "proposal " << k;
+      TrialOutcome t;
+      t.config = a->front();
+      t.value = steps ? std::round(Quadratic(t.config) * 4) : f(t.config);
+      living->Observe(t);
+      seen.push_back(t);
+    }
+    // Contested (the third word) only where values tie.
+    EXPECT_EQ(state.rfind(steps ? "gp2 " : "gp2 0 0 ", 0), 0u) << state;
+    EXPECT_EQ(state.substr(6, 1), steps ? "1" : "0") << state;
   }
-  EXPECT_EQ(state.rfind("gp1 ", 0), 0u) << state;
+}
+
+// A state saved before contests ("gp1", no CONTESTED word, no rival) restores: its long level
+// is a contested one.
+TEST(GpTunerTest, AStateFromBeforeContestsRestoresItsLongLevelAsContested) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 5;
+  auto living = MakeTuner(space, o).value();
+  for (int n = 0; n < 36; ++n) {
+    TrialOutcome r;
+    r.config = living->Propose(1, {}).value().front();
+    r.value = std::round(Quadratic(r.config) * 4);
+    living->Observe(r);
+  }
+  living->Propose(1, {}).value();
+  std::istringstream words(living->SaveState());
+  std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+  ASSERT_GE(w.size(), 6u);
+  ASSERT_EQ(w[0] + w[1] + w[2], "gp211") << "long and contested at 36 trials";
+  // gp1 LEVEL DIMS WARPED FITTED_N THETA: theta has 2 + 3 + 2 x 2 numbers.
+  std::string old = "gp1 1";
+  for (size_t i = 3; i < 3 + 3 + 9; ++i) old += " " + w.at(i);
+  auto rebuilt = MakeTuner(space, o).value();
+  rebuilt->RestoreState(old);
+  EXPECT_EQ(rebuilt->SaveState().rfind("gp2 1 1 2 2 ", 0), 0u) << rebuilt->SaveState();
+  // A short level was never contested (five numbers: no warping).
+  std::string short_level = "gp1 0 2 0 " + w[5];
+  for (size_t i = 6; i < 6 + 5; ++i) short_level += " " + w[i];
+  auto other = MakeTuner(space, o).value();
+  other->RestoreState(short_level);
+  EXPECT_EQ(other->SaveState().rfind("gp2 0 0 2 0 36 ", 0), 0u) << other->SaveState();
 }
 
 // A state that is not this tuner's (damaged, of another space, of a later format) is ignored:
@@ -922,8 +1011,10 @@ TEST(GpTunerTest, AStateThatIsNotItsOwnIsIgnored) {
   const Config fresh = with_state("");
   for (const std::string& bad :
        {std::string("garbage"), std::string("gp1 0 3 0 12 0 0 0 0 0 0"),
-        std::string("gp2 0 2 0 12 0 0 0 -6 0"), std::string("gp1 0 2 0 12 0 nan 0 -6 0"),
-        std::string("gp1 0 2 0 12 0 0"), std::string("gp1 3 2 0 12 0 0 0 -6 0")})
+        std::string("gp3 0 0 2 0 12 0 0 0 -6 0"), std::string("gp1 0 2 0 12 0 nan 0 -6 0"),
+        std::string("gp1 0 2 0 12 0 0"), std::string("gp1 3 2 0 12 0 0 0 -6 0"),
+        std::string("gp2 0 2 2 0 12 0 0 0 -6 0"), std::string("gp2 0 1 2 0 12 0 0 0 -6 0 1 0"),
+        std::string("gp2 0 1 2 0 12 0 0 0 -6 0 5 0 0 0 -6 0")})
     EXPECT_EQ(with_state(bad), fresh) << bad;
 }
 
@@ -1004,7 +1095,7 @@ TEST(GpTunerTest, AJointTunersStateRestoresOnlyIntoAJointTuner) {
   for (const TrialOutcome& t : seen) living->Observe(t);
   const Config first = living->Propose(1, {}).value().at(0);
   const std::string state = living->SaveState();
-  ASSERT_EQ(state.rfind("gp1 0 3 ", 0), 0u) << state;  // two dimensions and the fidelity
+  ASSERT_EQ(state.rfind("gp2 0 0 3 ", 0), 0u) << state;  // two dimensions and the fidelity
   auto rebuilt = MakeTuner(space, o).value();
   rebuilt->RestoreState(state);
   for (const TrialOutcome& t : seen) rebuilt->Observe(t);
@@ -1020,23 +1111,28 @@ TEST(GpTunerTest, AJointTunersStateRestoresOnlyIntoAJointTuner) {
   EXPECT_TRUE(other->Propose(1, {}).ok());
   // The short level (16 trials, past the early level's 5 per dimension), two dimensions: the
   // fidelity is not an input.
-  EXPECT_EQ(other->SaveState().rfind("gp1 0 2 ", 0), 0u) << other->SaveState();
+  EXPECT_EQ(other->SaveState().rfind("gp2 0 0 2 ", 0), 0u) << other->SaveState();
 }
 
-// The objective model's length-scale level, as its saved state names it: early (2) while the
-// model holds fewer than 5 trials per dimension, then short (0); an incumbent that another trial
-// shares moves it to long (1) from either, for good.
-TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForFiveTrialsPerDimensionThenShortOrLongAtATie) {
+// The objective model's length-scale level, as its saved state names it (its level, then
+// whether the long level contests it): early (2) while the model holds fewer than 5 trials per
+// dimension, then short (0); once an incumbent's value is shared, each refit fits the long level
+// (1) too and keeps whichever the data favour. A trend across plateaus ends long; plateaus at the
+// bottom of a rugged objective (many small basins, floored) keep short scales.
+TEST(GpTunerTest, OnceTheIncumbentIsSharedTheDataChooseBetweenTheLongAndTheShortLevel) {
   SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  // The levels, and whether the long level contests, one character per proposal.
   auto levels = [&](auto objective) {
     TunerOptions o;
     o.seed = 5;
     auto t = MakeTuner(space, o).value();
-    std::string out;
-    for (int n = 0; n < 26; ++n) {
+    std::pair<std::string, std::string> out;
+    for (int n = 0; n < 40; ++n) {
       const Config c = t->Propose(1, {}).value().front();
       const std::string state = t->SaveState();
-      out += state.size() > 4 && state.rfind("gp1 ", 0) == 0 ? state.substr(4, 1) : "-";
+      const bool ours = state.size() > 6 && state.rfind("gp2 ", 0) == 0;
+      out.first += ours ? state.substr(4, 1) : "-";
+      out.second += ours ? state.substr(6, 1) : "-";
       TrialOutcome r;
       r.config = c;
       r.value = objective(c);
@@ -1045,17 +1141,25 @@ TEST(GpTunerTest, TheLengthScaleLevelIsEarlyForFiveTrialsPerDimensionThenShortOr
     return out;
   };
   // Five trials of the initial design, then one proposal for each trial modelled: two dimensions.
-  const std::string smooth = "-----" + std::string(5, '2') + std::string(16, '0');
-  EXPECT_EQ(levels(Quadratic), smooth);
-  const std::string tied = levels([](const Config& c) { return std::round(Quadratic(c) * 4); });
-  const size_t first_long = tied.find('1');
-  ASSERT_NE(first_long, std::string::npos) << tied;
-  EXPECT_EQ(tied.find_first_not_of('1', first_long), std::string::npos) << tied;
-  EXPECT_EQ(tied.substr(0, first_long), smooth.substr(0, first_long)) << tied;
+  const std::string smooth = "-----" + std::string(5, '2') + std::string(30, '0');
+  const std::string never = "-----" + std::string(35, '0');
+  EXPECT_EQ(levels(Quadratic), std::make_pair(smooth, never));
+  const auto [trend, contest] =
+      levels([](const Config& c) { return std::round(Quadratic(c) * 4); });
+  const size_t first = contest.find('1');
+  ASSERT_NE(first, std::string::npos) << contest;
+  EXPECT_EQ(contest.find_first_not_of('1', first), std::string::npos) << contest;  // for good
+  EXPECT_EQ(trend.substr(0, first), smooth.substr(0, first)) << trend;
+  EXPECT_EQ(trend.substr(30), std::string(10, '1')) << trend;
+  const auto rugged = levels([](const Config& c) {
+    const double x = std::get<double>(c.at("x")), y = std::get<double>(c.at("y"));
+    return std::max(std::sin(14 * x) * std::cos(14 * y), -0.3);
+  });
+  EXPECT_NE(rugged.second.find('1'), std::string::npos) << rugged.second;
+  EXPECT_EQ(rugged.first, smooth);
   // Values that all tie are no plateau at the top: a region with no signal yet (a classifier that
-  // predicts nothing scores log 10 wherever it is tried), and the levels stay as for a smooth
-  // objective.
-  EXPECT_EQ(levels([](const Config&) { return std::log(10.0); }), smooth);
+  // predicts nothing scores log 10 wherever it is tried), and nothing contests.
+  EXPECT_EQ(levels([](const Config&) { return std::log(10.0); }), std::make_pair(smooth, never));
 }
 
 TEST(OutputTransformTest, AnIncumbentIsSharedOnlyWhenSomeValueIsWorse) {

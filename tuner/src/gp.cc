@@ -303,6 +303,16 @@ Status GaussianProcess::Append(const Eigen::VectorXd& x, double y) {
   return Status::Ok();
 }
 
+double GaussianProcess::LogJointDensity() const {
+  // NegLogPosterior keeps the likelihood's constant but drops the prior's: log(sigma sqrt(2 pi))
+  // for each hyperparameter, which differs between priors of different spreads or sizes.
+  double normaliser = dims_ * std::log(prior_.log_lengthscale_sigma) +
+                      std::log(prior_.log_signal_sigma) + std::log(prior_.log_noise_sigma) +
+                      std::log(prior_.mean_sigma) + 2 * warped() * std::log(prior_.log_warp_sigma);
+  normaliser += 0.5 * GpHyper::Size(dims_, warped()) * kLog2Pi;
+  return -NegLogPosterior(hyper_.Pack(), nullptr) - normaliser;
+}
+
 double GaussianProcess::NegLogPosterior(const Eigen::VectorXd& theta, Eigen::VectorXd* grad) const {
   const int d = dims_;
   const Eigen::Index n = x_.rows();

@@ -115,6 +115,11 @@ class GaussianProcess {
   // at `theta` for the current data; its gradient into *grad when grad is not null. +inf when the
   // kernel matrix cannot be factored.
   double NegLogPosterior(const Eigen::VectorXd& theta, Eigen::VectorXd* grad) const;
+  // log p(y, theta) at the current hyperparameters, every normalising constant kept: the
+  // marginal likelihood times the prior's density. At each one's optimum it compares two priors
+  // fitted to the same data (the maximum a posteriori approximation to their evidence), as the
+  // tuner compares its length-scale levels. -inf when the kernel matrix cannot be factored.
+  double LogJointDensity() const;
 
   // Posterior mean and variance of the latent function at the rows of `xs`.
   void Predict(const Eigen::MatrixXd& xs, Eigen::VectorXd* mean, Eigen::VectorXd* var) const;

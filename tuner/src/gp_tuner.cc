@@ -15,19 +15,20 @@
 // holds fewer than kEarlyTrialsPerDim trials per dimension (a joint model starts short), then
 // short and wide.
 // Objectives flat in pieces (an accuracy over a finite validation set): once the incumbent's
-// value is shared by another trial (it sits on a plateau), the length-scale prior moves from the
-// early or short level to the long one, so that the model keeps the trend across the
-// pieces instead of explaining each piece locally, and while it is shared, expected improvement is
-// counted from one step below it, the smallest gap between distinct values seen: less cannot be
-// observed. The model then also learns each float and int dimension's scale: a Kumaraswamy input
-// warp per dimension (gp.h), so that a fraction or a rate declared linear whose good values sit
-// by one bound is stretched there, as a log scale would. Ties elsewhere do not count: the worst
-// values of many objectives tie (a model that predicts nothing scores log 10 on ten classes) where
-// the region that matters is smooth, and there the long scales and warping cost more than they
-// find (Bayesmark's development problems, docs/BENCHMARKS.md); nor does a tie of every value, as
-// when a random forest's whole initial design predicts nothing: the long level entered there held
-// it on the first plateau it found (stop 72). A continuous objective never repeats a value and is
-// modelled as before (bench/tuner_regret).
+// value is shared by another trial (it sits on a plateau), the long level is a candidate: a model
+// that keeps the trend across the pieces instead of explaining each piece locally, and that also
+// learns each float and int dimension's scale (a Kumaraswamy input warp per dimension, gp.h), so
+// that a fraction or a rate declared linear whose good values sit by one bound is stretched
+// there, as a log scale would. From then on each refit fits both the long and the current early
+// or short level and keeps the one with the higher joint density of data and hyperparameters
+// (GaussianProcess::LogJointDensity): the data say whether a trend leads off the plateau or
+// whether short scales explain it better, which no rule on ties could tell (docs/BENCHMARKS.md,
+// stops 69-73). While the incumbent's value is shared, expected improvement is counted from one
+// step below it, the smallest gap between distinct values seen: less cannot be observed. Ties
+// elsewhere do not count: the worst values of many objectives tie (a model that predicts nothing
+// scores log 10 on ten classes) where the region that matters is smooth; nor does a tie of every
+// value, as when a random forest's whole initial design predicts nothing (stop 72). A continuous
+// objective never repeats a value and is modelled as before (bench/tuner_regret).
 // Cost-aware (EI-cool): a second GP on standardised log cost per unit of resource, fitted to the
 // latest cost of each configuration, subtracts alpha x its mean from the acquisition.
 // A pruner's rungs: by default the GP models the highest rung with enough values (BOHB), where a
@@ -40,6 +41,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -64,7 +66,8 @@ constexpr int kAlwaysRefitBelow = 40;
 constexpr int kColdFitPoints = 100;
 constexpr int kPolishIterations = 20;
 // SaveState's first word: its format's version.
-constexpr char kStateTag[] = "gp1";
+constexpr char kStateTag[] = "gp2";
+constexpr char kStateTagBeforeContests[] = "gp1";
 constexpr double kRefitGrowth = 1.15;
 // The objective model leaves the early length-scale level once it holds this many trials per
 // encoded dimension: a few points per dimension before short scales can be told from noise
@@ -145,39 +148,71 @@ class GpTuner : public Tuner {
 
   std::string name() const override { return "gp"; }
 
-  // "gp1 LEVEL DIMS WARPED FITTED_N THETA...": the model's prior level, its hyperparameters packed
-  // (GpHyper::Pack) and the points they were fitted on.
+  // "gp2 LEVEL CONTESTED DIMS WARPED FITTED_N THETA... [RIVAL_LEVEL RIVAL_THETA...]": the model's
+  // prior level, whether the long level contests it (0 or 1), the dimensions and warped ones,
+  // the points the hyperparameters were fitted on, the hyperparameters packed (GpHyper::Pack),
+  // and, contested, the losing level's last optimum, so that a tuner rebuilt from the state
+  // proposes what the living one does. "gp1" states (before contests) end at THETA and have no
+  // CONTESTED: a long level was one.
   std::string SaveState() const override {
     if (!gp_ || fitted_n_ == 0) return "";
     std::ostringstream out;
     out.precision(17);
-    out << kStateTag << ' ' << static_cast<int>(scale_level_) << ' ' << gp_->dims() << ' '
-        << gp_->prior().warp_dims.size() << ' ' << fitted_n_;
+    out << kStateTag << ' ' << static_cast<int>(scale_level_) << ' ' << (contested_ ? 1 : 0) << ' '
+        << gp_->dims() << ' ' << gp_->prior().warp_dims.size() << ' ' << fitted_n_;
     for (double v : gp_->hyper().Pack()) out << ' ' << v;
+    if (contested_ && rival_) {
+      out << ' ' << static_cast<int>(rival_level_);
+      for (double v : rival_->Pack()) out << ' ' << v;
+    }
     return out.str();
   }
 
   void RestoreState(const std::string& state) override {
     std::istringstream in(state);
     std::string tag;
-    int level = 0, dims = 0, fitted = 0;
+    int level = 0, contested = 0, dims = 0, fitted = 0;
     size_t warped = 0;
-    if (!(in >> tag >> level >> dims >> warped >> fitted) || tag != kStateTag ||
-        dims != ModelDims() || fitted <= 0 || level < 0 || level > 2 || (joint_ && level == 2))
+    if (!(in >> tag >> level)) return;
+    if (tag == kStateTagBeforeContests) {
+      contested = level == static_cast<int>(LengthScaleLevel::kLong);
+    } else if (tag != kStateTag || !(in >> contested) || contested < 0 || contested > 1) {
+      return;
+    }
+    if (!(in >> dims >> warped >> fitted) || dims != ModelDims() || fitted <= 0 || !Valid(level))
       return;
     const auto scale = static_cast<LengthScaleLevel>(level);
-    GpPrior prior = GpPrior::ForDims(dims, scale);
-    if (scale == LengthScaleLevel::kLong) prior.warp_dims = warp_dims_;
-    if (prior.warp_dims.size() != warped) return;
-    Eigen::VectorXd theta(GpHyper::Size(dims, static_cast<int>(warped)));
-    for (Eigen::Index i = 0; i < theta.size(); ++i)
-      if (!(in >> theta(i)) || !std::isfinite(theta(i))) return;
-    auto gp = std::make_unique<GaussianProcess>(dims, prior);
-    if (!gp->SetHyper(GpHyper::Unpack(theta, dims, static_cast<int>(warped))).ok()) return;
+    if (PriorFor(scale).warp_dims.size() != warped) return;
+    std::optional<GpHyper> hyper = ReadHyper(in, scale);
+    if (!hyper) return;
+    auto gp = std::make_unique<GaussianProcess>(dims, PriorFor(scale));
+    if (!gp->SetHyper(*hyper).ok()) return;
+    int rival = 0;
+    std::optional<GpHyper> rival_hyper;
+    if (tag == kStateTag && in >> rival) {
+      if (!Valid(rival) || !(rival_hyper = ReadHyper(in, static_cast<LengthScaleLevel>(rival))))
+        return;
+    }
     gp_ = std::move(gp);
     scale_level_ = scale;
+    contested_ = contested == 1;
+    rival_ = rival_hyper;
+    rival_level_ = static_cast<LengthScaleLevel>(rival);
     fitted_n_ = fitted;
     model_idx_.clear();
+  }
+
+  // A level a saved state may name for this tuner (a joint model is never early).
+  bool Valid(int level) const { return level >= 0 && level <= 2 && !(joint_ && level == 2); }
+
+  // A level's hyperparameters, packed, from a saved state; none if any is missing or not finite.
+  std::optional<GpHyper> ReadHyper(std::istream& in, LengthScaleLevel level) const {
+    const int dims = ModelDims();
+    const int warped = static_cast<int>(PriorFor(level).warp_dims.size());
+    Eigen::VectorXd theta(GpHyper::Size(dims, warped));
+    for (Eigen::Index i = 0; i < theta.size(); ++i)
+      if (!(in >> theta(i)) || !std::isfinite(theta(i))) return std::nullopt;
+    return GpHyper::Unpack(theta, dims, warped);
   }
 
   void Observe(const TrialOutcome& outcome) override {
@@ -323,12 +358,7 @@ class GpTuner : public Tuner {
     transform_.Fit(raw, options_.warp_outputs);
     Eigen::VectorXd y = transform_.Apply(raw);
     ReadValues(idx, y);
-    if (!gp_) {
-      GpPrior prior = GpPrior::ForDims(d, scale_level_);  // the fidelity is never warped
-      // Flat in pieces: the scale each numeric dimension is declared on is learnt too.
-      if (scale_level_ == LengthScaleLevel::kLong) prior.warp_dims = warp_dims_;
-      gp_ = std::make_unique<GaussianProcess>(d, prior);
-    }
+    if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, PriorFor(scale_level_));
     const int n = static_cast<int>(idx.size());
     bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
     // The model's points are the first ones of idx when only new observations were appended. A
@@ -345,6 +375,9 @@ class GpTuner : public Tuner {
       GpHyper hyper = gp_->hyper();
       if (refit) {
         HP_ASSIGN_OR_RETURN(hyper, FitHyperparameters(idx, y));
+        if (contested_) {
+          HP_ASSIGN_OR_RETURN(hyper, Contest(idx, y, hyper));
+        }
         fitted_n_ = n;
       }
       Eigen::MatrixXd x(n, d);
@@ -400,8 +433,9 @@ class GpTuner : public Tuner {
   }
 
   // The incumbent and the plateau margin from the model's targets y (of observed_[idx[i]]), and
-  // the length-scale level: once the incumbent's value is shared, the long one; else, from
-  // kEarlyTrialsPerDim trials per dimension on, the short one. A new level drops the model.
+  // the length-scale level: early, then from kEarlyTrialsPerDim trials per dimension on short;
+  // once the incumbent's value is shared, the long level contests it at each refit (Contest) and
+  // holds while it wins. A new level drops the model.
   void ReadValues(const std::vector<int>& idx, const Eigen::VectorXd& y) {
     // Infeasible trials' penalties are not values of the objective.
     // Joint: only full-resource values say where the objective is flat.
@@ -413,17 +447,68 @@ class GpTuner : public Tuner {
     std::sort(values.begin(), values.end());
     best_ = values.empty() ? std::numeric_limits<double>::infinity() : values.front();
     margin_ = PlateauMargin(values);
-    LengthScaleLevel level = scale_level_;
-    if (level != LengthScaleLevel::kLong && IncumbentShared(values))
-      level = LengthScaleLevel::kLong;
-    else if (level == LengthScaleLevel::kEarly &&
-             static_cast<int>(idx.size()) >= kEarlyTrialsPerDim * encoder_.dims())
-      level = LengthScaleLevel::kShort;
+    if (base_level_ == LengthScaleLevel::kEarly &&
+        static_cast<int>(idx.size()) >= kEarlyTrialsPerDim * encoder_.dims())
+      base_level_ = LengthScaleLevel::kShort;
+    if (!contested_ && IncumbentShared(values)) {
+      contested_ = true;
+      fitted_n_ = 0;  // the first contest at once
+    }
+    const LengthScaleLevel level =
+        contested_ && scale_level_ == LengthScaleLevel::kLong ? scale_level_ : base_level_;
     if (level == scale_level_) return;
     scale_level_ = level;
     gp_.reset();
     fitted_n_ = 0;
     model_idx_.clear();
+  }
+
+  // The prior of a length-scale level; flat in pieces (long), the scale each numeric dimension is
+  // declared on is learnt too. The fidelity is never warped.
+  GpPrior PriorFor(LengthScaleLevel level) const {
+    GpPrior prior = GpPrior::ForDims(ModelDims(), level);
+    if (level == LengthScaleLevel::kLong) prior.warp_dims = warp_dims_;
+    return prior;
+  }
+
+  // Fits the level that contests the model's (long against early or short, or the reverse) from
+  // its last optimum, and returns whichever fit has the higher joint density on the data; gp_
+  // then holds the winner's prior and scale_level_ names it. `mine` is the model's own fit.
+  Result<GpHyper> Contest(const std::vector<int>& idx, const Eigen::VectorXd& y,
+                          const GpHyper& mine) {
+    const LengthScaleLevel other =
+        scale_level_ == LengthScaleLevel::kLong ? base_level_ : LengthScaleLevel::kLong;
+    std::unique_ptr<GaussianProcess> own = std::move(gp_);
+    const int own_fitted = fitted_n_;
+    gp_ = std::make_unique<GaussianProcess>(ModelDims(), PriorFor(other));
+    // A warm start from the other level's last optimum; a cold fit (fitted_n_ 0) without one.
+    const bool warm = rival_ && rival_level_ == other && gp_->SetHyper(*rival_).ok();
+    if (!warm) fitted_n_ = 0;
+    Result<GpHyper> theirs = FitHyperparameters(idx, y);
+    fitted_n_ = own_fitted;
+    if (!theirs.ok() ||
+        JointDensity(other, *theirs, idx, y) <= JointDensity(scale_level_, mine, idx, y)) {
+      gp_ = std::move(own);
+      if (theirs.ok()) {
+        rival_ = *theirs;
+        rival_level_ = other;
+      }
+      return mine;
+    }
+    rival_ = mine;
+    rival_level_ = scale_level_;
+    scale_level_ = other;
+    return *theirs;
+  }
+
+  // log p(y, theta) of a level's prior and hyperparameters on the model's points.
+  double JointDensity(LengthScaleLevel level, const GpHyper& hyper, const std::vector<int>& idx,
+                      const Eigen::VectorXd& y) const {
+    Eigen::MatrixXd x(idx.size(), ModelDims());
+    for (size_t i = 0; i < idx.size(); ++i) x.row(i) = ModelInput(observed_[idx[i]]).transpose();
+    GaussianProcess gp(ModelDims(), PriorFor(level));
+    if (!gp.SetDataAndHyper(x, y, hyper).ok()) return -std::numeric_limits<double>::infinity();
+    return gp.LogJointDensity();
   }
 
   // What expected improvement counts from: the incumbent, one plateau step below it when its
@@ -787,6 +872,11 @@ class GpTuner : public Tuner {
   double best_ = 0;
   double margin_ = 0;             // PlateauMargin of the modelled values
   LengthScaleLevel scale_level_;  // set by the constructor: early, or short for a joint model
+  // Early, then short from kEarlyTrialsPerDim trials per dimension (a joint model: short).
+  LengthScaleLevel base_level_ = scale_level_;
+  bool contested_ = false;  // the incumbent's value was shared: the long level contests the base
+  std::optional<GpHyper> rival_;  // the level that lost the last contest: its optimum
+  LengthScaleLevel rival_level_ = LengthScaleLevel::kShort;
   double level_ = std::numeric_limits<double>::infinity();
   double penalty_ = 0;             // the worst completed value: what an infeasible trial counts as
   std::map<int, double> stopped_;  // StoppedBelowLevel at the last model update
