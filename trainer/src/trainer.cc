@@ -260,11 +260,13 @@ class Trainer {
     data_ = std::move(*data);
     if (device_.is_cuda()) data_ = data_.To(device_);  // once, rather than a copy per batch
 
+    // Before the rendezvous: a geometry that cannot run is exit 3 in every rank at once, not a
+    // race between one rank leaving and another still connecting to it (which exits 1).
+    SetupBatches();
     comm_ = rdv_.world_size > 1 ? MakeC10dCommunicator(rdv_) : MakeSoloCommunicator();
     if (c_.data_parallel > 0 && c_.data_parallel != world())
       throw std::runtime_error(
           StrCat("data_parallel is ", c_.data_parallel, " but ", world(), " ranks were started"));
-    SetupBatches();
     SetupModel();
     if (c_.resume) LoadCheckpoint();
   }
@@ -285,18 +287,20 @@ class Trainer {
       set_blas(threads);
   }
 
-  // Batch geometry (global = micro x accumulation x ranks), steps, and the scaled learning rate.
+  // Batch geometry (global = micro x accumulation x ranks), steps, and the scaled learning rate;
+  // from the rendezvous's world size, before the communicator exists.
   void SetupBatches() {
+    const int ranks = std::max(1, rdv_.world_size);
     micro_ = c_.micro_batch_size;
     if (micro_ == 0) {
-      int64_t per = static_cast<int64_t>(c_.grad_accumulation) * world();
+      int64_t per = static_cast<int64_t>(c_.grad_accumulation) * ranks;
       if (c_.batch_size % per != 0)
         throw Infeasible(StrCat("batch_size ", c_.batch_size, " is not a multiple of ",
-                                c_.grad_accumulation, " accumulation steps x ", world(), " ranks"));
+                                c_.grad_accumulation, " accumulation steps x ", ranks, " ranks"));
       micro_ = c_.batch_size / per;
     }
-    global_batch_ = micro_ * c_.grad_accumulation * world();
-    shard_ = data_.train.size() / world();
+    global_batch_ = micro_ * c_.grad_accumulation * ranks;
+    shard_ = data_.train.size() / ranks;
     steps_per_epoch_ = shard_ / (micro_ * c_.grad_accumulation);
     if (steps_per_epoch_ == 0)
       throw Infeasible(StrCat("a global batch of ", global_batch_, " is larger than the ",
