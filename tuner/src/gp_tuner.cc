@@ -306,6 +306,12 @@ class GpTuner : public Tuner {
     out << o.x, f;
     return out;
   }
+  // The inputs of observed_[idx[i]], one row each.
+  Eigen::MatrixXd ModelInputs(const std::vector<int>& idx) const {
+    Eigen::MatrixXd x(idx.size(), ModelDims());
+    for (size_t i = 0; i < idx.size(); ++i) x.row(i) = ModelInput(observed_[idx[i]]).transpose();
+    return x;
+  }
 
   // The BOHB rule: the highest level (completed trials highest) with at least d + 2 values; else
   // the level with the most, so that the model starts as soon as any level has two.
@@ -352,17 +358,21 @@ class GpTuner : public Tuner {
     if (static_cast<int>(idx.size()) > options_.max_model_points)
       idx = Subset(idx, options_.max_model_points);
 
-    const int d = ModelDims();
     Eigen::VectorXd raw(idx.size());
     for (size_t i = 0; i < idx.size(); ++i) raw(i) = ValueOf(idx[i]);
     transform_.Fit(raw, options_.warp_outputs);
     Eigen::VectorXd y = transform_.Apply(raw);
     ReadValues(idx, y);
-    if (!gp_) gp_ = std::make_unique<GaussianProcess>(d, PriorFor(scale_level_));
+    if (!gp_) gp_ = std::make_unique<GaussianProcess>(ModelDims(), PriorFor(scale_level_));
     const int n = static_cast<int>(idx.size());
     bool refit = fitted_n_ == 0 || n < kAlwaysRefitBelow || n >= kRefitGrowth * fitted_n_;
-    // The model's points are the first ones of idx when only new observations were appended. A
-    // model with no points yet (a restored state) is factorised whole, not appended point by point.
+    if (!refit && model_idx_.empty() && fitted_n_ < n) {
+      // Restored: the living model was factored whole at its last fit and extended since.
+      model_idx_.assign(idx.begin(), idx.begin() + fitted_n_);
+      HP_RETURN_IF_ERROR(
+          gp_->SetDataAndHyper(ModelInputs(model_idx_), y.head(fitted_n_), gp_->hyper()));
+    }
+    // The model's points are the first ones of idx when only new observations were appended.
     bool extends = !refit && !model_idx_.empty() && model_idx_.size() <= idx.size() &&
                    std::equal(model_idx_.begin(), model_idx_.end(), idx.begin());
     if (extends) {
@@ -372,17 +382,18 @@ class GpTuner : public Tuner {
         HP_RETURN_IF_ERROR(
             gp_->Append(ModelInput(observed_[idx[i]]), y(static_cast<Eigen::Index>(i))));
     } else {
-      GpHyper hyper = gp_->hyper();
-      if (refit) {
-        HP_ASSIGN_OR_RETURN(hyper, FitHyperparameters(idx, y));
-        if (contested_) {
-          HP_ASSIGN_OR_RETURN(hyper, Contest(idx, y, hyper));
+      const Eigen::MatrixXd x = ModelInputs(idx);
+      if (refit && contested_) {
+        HP_ASSIGN_OR_RETURN(const GpHyper hyper, FitHyperparameters(idx, y));
+        HP_RETURN_IF_ERROR(Contest(x, idx, y, hyper));  // leaves the winner factored in gp_
+      } else {
+        GpHyper hyper = gp_->hyper();
+        if (refit) {
+          HP_ASSIGN_OR_RETURN(hyper, FitHyperparameters(idx, y));
         }
-        fitted_n_ = n;
+        HP_RETURN_IF_ERROR(gp_->SetDataAndHyper(x, y, hyper));
       }
-      Eigen::MatrixXd x(n, d);
-      for (int i = 0; i < n; ++i) x.row(i) = ModelInput(observed_[idx[i]]).transpose();
-      HP_RETURN_IF_ERROR(gp_->SetDataAndHyper(x, y, hyper));
+      if (refit) fitted_n_ = n;
     }
     model_idx_ = idx;
     if (joint_) best_ = FullResourceIncumbent(idx);
@@ -472,13 +483,14 @@ class GpTuner : public Tuner {
   }
 
   // Fits the level that contests the model's (long against early or short, or the reverse) from
-  // its last optimum, and returns whichever fit has the higher joint density on the data; gp_
-  // then holds the winner's prior and scale_level_ names it. `mine` is the model's own fit.
-  Result<GpHyper> Contest(const std::vector<int>& idx, const Eigen::VectorXd& y,
-                          const GpHyper& mine) {
+  // its last optimum, and leaves in gp_, factored on (x, y), whichever fit has the higher joint
+  // density log p(y, theta) on the data; scale_level_ names it. `mine` is the model's own fit.
+  Status Contest(const Eigen::MatrixXd& x, const std::vector<int>& idx, const Eigen::VectorXd& y,
+                 const GpHyper& mine) {
     const LengthScaleLevel other =
         scale_level_ == LengthScaleLevel::kLong ? base_level_ : LengthScaleLevel::kLong;
     std::unique_ptr<GaussianProcess> own = std::move(gp_);
+    const Status own_factored = own->SetDataAndHyper(x, y, mine);
     const int own_fitted = fitted_n_;
     gp_ = std::make_unique<GaussianProcess>(ModelDims(), PriorFor(other));
     // A warm start from the other level's last optimum; a cold fit (fitted_n_ 0) without one.
@@ -486,29 +498,21 @@ class GpTuner : public Tuner {
     if (!warm) fitted_n_ = 0;
     Result<GpHyper> theirs = FitHyperparameters(idx, y);
     fitted_n_ = own_fitted;
-    if (!theirs.ok() ||
-        JointDensity(other, *theirs, idx, y) <= JointDensity(scale_level_, mine, idx, y)) {
-      gp_ = std::move(own);
-      if (theirs.ok()) {
-        rival_ = *theirs;
-        rival_level_ = other;
-      }
-      return mine;
+    const double own_density =
+        own_factored.ok() ? own->LogJointDensity() : -std::numeric_limits<double>::infinity();
+    if (theirs.ok() && gp_->SetDataAndHyper(x, y, *theirs).ok() &&
+        gp_->LogJointDensity() > own_density) {
+      rival_ = mine;
+      rival_level_ = scale_level_;
+      scale_level_ = other;
+      return Status::Ok();
     }
-    rival_ = mine;
-    rival_level_ = scale_level_;
-    scale_level_ = other;
-    return *theirs;
-  }
-
-  // log p(y, theta) of a level's prior and hyperparameters on the model's points.
-  double JointDensity(LengthScaleLevel level, const GpHyper& hyper, const std::vector<int>& idx,
-                      const Eigen::VectorXd& y) const {
-    Eigen::MatrixXd x(idx.size(), ModelDims());
-    for (size_t i = 0; i < idx.size(); ++i) x.row(i) = ModelInput(observed_[idx[i]]).transpose();
-    GaussianProcess gp(ModelDims(), PriorFor(level));
-    if (!gp.SetDataAndHyper(x, y, hyper).ok()) return -std::numeric_limits<double>::infinity();
-    return gp.LogJointDensity();
+    gp_ = std::move(own);
+    if (theirs.ok()) {
+      rival_ = *theirs;
+      rival_level_ = other;
+    }
+    return own_factored;
   }
 
   // What expected improvement counts from: the incumbent, one plateau step below it when its
@@ -615,15 +619,14 @@ class GpTuner : public Tuner {
   Result<GpHyper> FitOn(const std::vector<int>& idx, const Eigen::VectorXd& y,
                         const std::vector<int>& pos, const GpHyper& start,
                         const GaussianProcess::FitOptions& fo) {
-    const int d = ModelDims();
-    Eigen::MatrixXd x(pos.size(), d);
+    std::vector<int> at(pos.size());
     Eigen::VectorXd ys(pos.size());
     for (size_t i = 0; i < pos.size(); ++i) {
-      x.row(i) = ModelInput(observed_[idx[pos[i]]]).transpose();
+      at[i] = idx[pos[i]];
       ys(i) = y(pos[i]);
     }
-    GaussianProcess fit(d, gp_->prior());
-    HP_RETURN_IF_ERROR(fit.SetDataAndHyper(x, ys, start));
+    GaussianProcess fit(ModelDims(), gp_->prior());
+    HP_RETURN_IF_ERROR(fit.SetDataAndHyper(ModelInputs(at), ys, start));
     HP_RETURN_IF_ERROR(fit.Fit(fo, rng_));
     return fit.hyper();
   }
