@@ -49,12 +49,12 @@ Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna
   $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|stand-ins|all|A,B]
                                [--draws 200] [--jobs 2]
                                [--out bench/data/bayesmark_draws.json]
-  $PY bench/bayesmark.py run --problems dev --seeds 3 --budget 64 --modes 1,8
+  $PY bench/bayesmark.py run --problems dev --seeds 3 [--first-seed 0] --budget 64 --modes 1,8
                              --methods hyperpack,gp5,tpe5,tpe31 [--jobs 2] [--out FILE.json]
                              [--hyperpack build/cli/hyperpack] [--label NAME]
                              [--python50 "$(../shared/tools/optuna-python 5.0)"]
   $PY bench/bayesmark.py table FILE.json [FILE.json ...] [--draws D.json] [--checkpoints 16,32,64]
-                               [--by-model] [--by-problem] [--paired METHOD]
+                               [--by-model] [--by-problem] [--paired METHOD] [--methods A,B]
   $PY bench/bayesmark.py split            # once; prints and writes the split
   $PY bench/bayesmark.py serve SOCKET | eval SOCKET PROBLEM NAME=VALUE ...
 """
@@ -606,6 +606,8 @@ def main():
     t.add_argument("--checkpoints", default="16,32,64")
     t.add_argument("--by-model", action="store_true")
     t.add_argument("--by-problem", action="store_true")
+    t.add_argument("--methods", help="only these methods' results (comma-separated), for files "
+                                      "that hold more")
     t.add_argument("--paired", metavar="METHOD",
                    help="also each method's difference from METHOD's, problem by problem and seed "
                         "by seed")
@@ -631,7 +633,10 @@ def main():
     elif a.command == "table":
         with open(a.draws) as f:
             losses = json.load(f)["losses"]
-        score_table(load_results(a.files), losses,
+        results = load_results(a.files)
+        if a.methods:
+            results = [r for r in results if r["method"] in a.methods.split(",")]
+        score_table(results, losses,
                     tuple(int(c) for c in a.checkpoints.split(",")), a.by_model, a.by_problem,
                     a.paired)
     elif a.command == "split":
