@@ -452,11 +452,18 @@ def expected_random_best(losses, n):
     return sum(x * (((m - i) / m) ** n - ((m - i - 1) / m) ** n) for i, x in enumerate(xs))
 
 
-def load_results(files):
+def load_results(files, methods=None):
+    """The results in `files`; only those of `methods` (a list) when given, each of which must be
+    there."""
     results = []
     for path in files:
         with open(path) as f:
             results += json.load(f)["results"]
+    if methods:
+        missing = sorted(set(methods) - {r["method"] for r in results})
+        if missing:
+            sys.exit(f"--methods: no results for {', '.join(missing)} in {', '.join(files)}")
+        results = [r for r in results if r["method"] in methods]
     return results
 
 
@@ -633,10 +640,8 @@ def main():
     elif a.command == "table":
         with open(a.draws) as f:
             losses = json.load(f)["losses"]
-        results = load_results(a.files)
-        if a.methods:
-            results = [r for r in results if r["method"] in a.methods.split(",")]
-        score_table(results, losses,
+        methods = a.methods.split(",") if a.methods else None
+        score_table(load_results(a.files, methods), losses,
                     tuple(int(c) for c in a.checkpoints.split(",")), a.by_model, a.by_problem,
                     a.paired)
     elif a.command == "split":
