@@ -1,5 +1,6 @@
 #include "functions.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <numbers>
@@ -152,6 +153,16 @@ std::vector<TestFunction> BuildAll() {
   stump.evaluate = [](const Config& c) { return Stump5(Vector(c, 5)); };
   all.push_back(std::move(stump));
 
+  TestFunction ledge;
+  ledge.name = "ledge2";
+  ledge.title = "Ledge (2-d, log scales, a wide plateau beside a thin ridge)";
+  ledge.space = SearchSpace({Float("c", 1e-2, 1e2, /*log=*/true), Float("s", 1e-2, 1e2, true)});
+  ledge.f_min = 0.014;
+  ledge.argmin = {{"c", std::pow(10.0, 0.85 * 4 - 2)}, {"s", std::pow(10.0, 0.65 * 4 - 2)}};
+  ledge.flat_in_pieces = true;
+  ledge.evaluate = [](const Config& c) { return Ledge2(Number(c, "c"), Number(c, "s")); };
+  all.push_back(std::move(ledge));
+
   return all;
 }
 
@@ -238,6 +249,25 @@ double Stump5(std::span<const double> x) {
   const double a = x[1] - 0.3, b = x[2] - 0.7, c = x[3] - 0.5;
   const double v = 0.25 + 0.3 * x[0] + 1.2 * (a * a + b * b + c * c);
   return 0.02 * std::floor(v / 0.02);
+}
+
+double Ledge2(double c, double s) {
+  // Both in log10 units over [-2, 2], as a regularisation strength and a scale are.
+  const double u = (std::log10(c) + 2.0) / 4.0, w = (std::log10(s) + 2.0) / 4.0;
+  constexpr double kStep = 0.007, kHalfWidth = 0.0125;
+  const double d = w - (0.58 + 0.07 * std::clamp((u - 0.40) / 0.32, 0.0, 1.0));
+  double v;
+  if (u >= 0.72 && std::abs(d) <= kHalfWidth) {
+    v = 2 * kStep;  // the band
+  } else if (u >= 0.40 && std::abs(d) <= kHalfWidth) {
+    v = 3 * kStep;  // the ridge
+  } else if (std::abs(u - 0.38) <= 0.05 || (u > 0.38 && d > 0 && d <= 0.1)) {
+    v = 4 * kStep;  // the plateau and its strip along the ridge
+  } else {
+    const double e = std::max(std::abs(u - 0.38) - 0.05, 0.0);
+    v = 4 * kStep + 0.5 * e * e + 0.01 * w + 1e-9;
+  }
+  return kStep * std::ceil(v / kStep - 1e-9);
 }
 
 const std::vector<TestFunction>& AllFunctions() {

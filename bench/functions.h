@@ -36,7 +36,18 @@
 //                to a multiple of 0.02 (a finite validation set): f = 0.02 floor(v / 0.02). x5 does
 //                nothing. The stump is better than most of the space (v's mean is about 0.77), so
 //                it draws trials; values tie everywhere. Minimum 0.02 * 12 = 0.24 where v < 0.26,
-//                around (0, 0.3, 0.7, 0.5, any). The only function here whose values tie.
+//                around (0, 0.3, 0.7, 0.5, any).
+//   ledge2       2-d, c and s in [1e-2, 1e2], both log scale, flat in pieces as an accuracy over a
+//                small validation set is (steps of 0.007): a wide plateau beside a thin ridge that
+//                leads to a narrow band, the shape of a logistic regression's error over its
+//                strength and intercept scaling on a small data set. With u, w = (log10 c + 2) / 4,
+//                (log10 s + 2) / 4 and d = w - (0.58 + 0.07 clamp((u - 0.4) / 0.32, 0, 1)):
+//                0.014 (the band) where u >= 0.72 and |d| <= 0.0125; else 0.021 (the ridge) where
+//                u >= 0.4 and |d| <= 0.0125; else 0.028 (the plateau) where |u - 0.38| <= 0.05 or
+//                (u > 0.38 and 0 < d <= 0.1); elsewhere 0.028 + 0.5 e^2 + 0.01 w with
+//                e = |u - 0.38| - 0.05, each rounded up to a multiple of 0.007. Minimum 0.014 on
+//                0.7% of the space, around (10^1.4, 10^0.6). The functions whose values tie are
+//                stump5 and ledge2.
 //
 // Thread-safety: the table of functions is built once and immutable; Evaluate is a pure function.
 #pragma once
@@ -77,5 +88,6 @@ double Levy(std::span<const double> x);
 double Rosenbrock(std::span<const double> x);
 double Mixed(double lr, double batch, std::string_view optimizer, double dropout);
 double Stump5(std::span<const double> x);  // x.size() == 5
+double Ledge2(double c, double s);
 
 }  // namespace hyperpack::bench

@@ -120,6 +120,22 @@ def stump5(x):
     return 0.02 * math.floor(v / 0.02)
 
 
+def ledge2(c, s):
+    u, w = (math.log10(c) + 2.0) / 4.0, (math.log10(s) + 2.0) / 4.0
+    step, half_width = 0.007, 0.0125
+    d = w - (0.58 + 0.07 * min(max((u - 0.40) / 0.32, 0.0), 1.0))
+    if u >= 0.72 and abs(d) <= half_width:
+        v = 2 * step
+    elif u >= 0.40 and abs(d) <= half_width:
+        v = 3 * step
+    elif abs(u - 0.38) <= 0.05 or (u > 0.38 and 0 < d <= 0.1):
+        v = 4 * step
+    else:
+        e = max(abs(u - 0.38) - 0.05, 0.0)
+        v = 4 * step + 0.5 * e * e + 0.01 * w + 1e-9
+    return step * math.ceil(v / step - 1e-9)
+
+
 def _box(d, low, high):
     return [Param("x%d" % (i + 1), "float", low, high) for i in range(d)]
 
@@ -154,6 +170,10 @@ FUNCTIONS = {f.name: f for f in [
                  lambda p: mixed(p["lr"], p["batch"], p["optimizer"], p["dropout"])),
     TestFunction("stump5", _box(5, 0.0, 1.0), 0.02 * 12, _point([0.0, 0.3, 0.7, 0.5, 0.5]),
                  lambda p: stump5(_vector(p, 5))),
+    TestFunction("ledge2", [Param("c", "float", 1e-2, 1e2, log=True),
+                            Param("s", "float", 1e-2, 1e2, log=True)],
+                 0.014, {"c": 10.0 ** (0.85 * 4 - 2), "s": 10.0 ** (0.65 * 4 - 2)},
+                 lambda p: ledge2(p["c"], p["s"])),
 ]}
 
 # ---- the harness ----------------------------------------------------------------------------
