@@ -264,7 +264,7 @@ double Ledge2(double c, double s) {
   } else if (std::abs(u - 0.38) <= 0.05 || (u > 0.38 && d > 0 && d <= 0.1)) {
     v = 4 * kStep;  // the plateau and its strip along the ridge
   } else {
-    const double e = std::max(std::abs(u - 0.38) - 0.05, 0.0);
+    const double e = std::abs(u - 0.38) - 0.05;  // positive here: off the plateau's width
     v = 4 * kStep + 0.5 * e * e + 0.01 * w + 1e-9;
   }
   return kStep * std::ceil(v / kStep - 1e-9);
