@@ -131,7 +131,7 @@ def ledge2(c, s):
     elif abs(u - 0.38) <= 0.05 or (u > 0.38 and 0 < d <= 0.1):
         v = 4 * step
     else:
-        e = max(abs(u - 0.38) - 0.05, 0.0)
+        e = abs(u - 0.38) - 0.05  # positive here: off the plateau's width
         v = 4 * step + 0.5 * e * e + 0.01 * w + 1e-9
     return step * math.ceil(v / step - 1e-9)
 
