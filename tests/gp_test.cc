@@ -955,6 +955,17 @@ TEST(GpTunerTest, ATunerRebuiltFromItsStateProposesWhatTheLivingOneDoes) {
     // Contested (the third word) only where values tie.
     EXPECT_EQ(state.rfind(steps ? "gp2 " : "gp2 0 0 ", 0), 0u) << state;
     EXPECT_EQ(state.substr(6, 1), steps ? "1" : "0") << state;
+    // A batch too: its fantasies, on an objective flat in pieces (contested) or not.
+    auto rebuilt = MakeTuner(space, o).value();
+    rebuilt->RestoreState(state);
+    for (const TrialOutcome& t : seen) rebuilt->Observe(t);
+    auto a = living->Propose(8, {}).value();
+    auto b = rebuilt->Propose(8, {}).value();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      for (const char* name : {"x", "y", "z"})
+        EXPECT_NEAR(std::get<double>(a[i].at(name)), std::get<double>(b[i].at(name)), 1e-6)
+            << "batch member " << i << ", " << name << (steps ? ", steps" : "");
   }
 }
 
