@@ -786,6 +786,21 @@ Result<std::vector<const Method*>> FindMethods(const std::vector<std::string>& w
   return out;
 }
 
+// The parsed numbers' ranges: 0 when they hold, else 2 (the error printed).
+int CheckArgs(const Args& a) {
+  if (a.start_cost && !(*a.start_cost >= 0 && std::isfinite(*a.start_cost))) {
+    std::cerr << "asha_bench: --start-cost must be a finite number of seconds >= 0\n";
+    return 2;
+  }
+  if (a.s.seeds < 1 || a.threads < 1 || !(a.budget_trials > 0) || !(a.gap > 0) ||
+      a.methods.empty()) {
+    std::cerr << "asha_bench: --seeds, --threads, --budget-trials, --target-gap must be > 0 and "
+                 "--methods not empty\n";
+    return 2;
+  }
+  return 0;
+}
+
 // Reads the command line into *a: 0 to go on, else the exit status (help printed: -1 for 0).
 int ParseArgs(int argc, char** argv, Args* a) {
   std::vector<std::string> names;
@@ -839,17 +854,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
     std::cerr << "asha_bench: " << e.what() << "\n";
     return 2;
   }
-  if (a->start_cost && !(*a->start_cost >= 0 && std::isfinite(*a->start_cost))) {
-    std::cerr << "asha_bench: --start-cost must be a finite number of seconds >= 0\n";
-    return 2;
-  }
-  if (s.seeds < 1 || a->threads < 1 || !(a->budget_trials > 0) || !(a->gap > 0) ||
-      a->methods.empty()) {
-    std::cerr << "asha_bench: --seeds, --threads, --budget-trials, --target-gap must be > 0 and "
-                 "--methods not empty\n";
-    return 2;
-  }
-  return 0;
+  return CheckArgs(*a);
 }
 
 // Every (method, seed), spread over the threads; each run is independent. Results in method-major

@@ -65,7 +65,8 @@ constexpr OptimizerOptimum kOptimizers[] = {
     {"rmsprop", -2.5, 9.0, 0.1},
 };
 
-std::vector<TestFunction> BuildAll() {
+// The classic continuous functions, in the suite's order.
+std::vector<TestFunction> Classics() {
   std::vector<TestFunction> all;
 
   TestFunction branin;
@@ -115,7 +116,11 @@ std::vector<TestFunction> BuildAll() {
   rosenbrock.argmin = Point(std::vector<double>(4, 1.0));
   rosenbrock.evaluate = [](const Config& c) { return Rosenbrock(Vector(c, 4)); };
   all.push_back(std::move(rosenbrock));
+  return all;
+}
 
+// A search space of every kind: a log float, a log int, a categorical and a float.
+TestFunction MixedFunction() {
   TestFunction mixed;
   mixed.name = "mixed";
   mixed.title = "Mixed (log float, log int, categorical, float)";
@@ -140,8 +145,12 @@ std::vector<TestFunction> BuildAll() {
     return Mixed(Number(c, "lr"), Number(c, "batch"), std::get<std::string>(it->second),
                  Number(c, "dropout"));
   };
-  all.push_back(std::move(mixed));
+  return mixed;
+}
 
+// The functions flat in pieces.
+std::vector<TestFunction> FlatInPieces() {
+  std::vector<TestFunction> all;
   TestFunction stump;
   stump.name = "stump5";
   stump.title = "Stump (5-d, flat in pieces)";
@@ -162,7 +171,13 @@ std::vector<TestFunction> BuildAll() {
   ledge.flat_in_pieces = true;
   ledge.evaluate = [](const Config& c) { return Ledge2(Number(c, "c"), Number(c, "s")); };
   all.push_back(std::move(ledge));
+  return all;
+}
 
+std::vector<TestFunction> BuildAll() {
+  std::vector<TestFunction> all = Classics();
+  all.push_back(MixedFunction());
+  for (TestFunction& f : FlatInPieces()) all.push_back(std::move(f));
   return all;
 }
 

@@ -74,13 +74,19 @@ int Packing(int seeds, int jobs) {
   return 0;
 }
 
-int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vector<double>& agings,
-          const std::vector<double>& max_waits, const std::vector<double>& factors,
-          const std::vector<int>& criticals) {
-  struct Row {
-    std::string name;
-    hs::QueueOptions queue;
-  };
+// A queue policy of the Queue table, by the name its row goes by.
+struct QueueRow {
+  std::string name;
+  hs::QueueOptions queue;
+};
+
+// Fifo, then shortest-first for each aging with each max wait and each factor of the typical
+// run, each without critical jobs first, with them, or both (`criticals`).
+std::vector<QueueRow> QueueRows(const std::vector<double>& agings,
+                                const std::vector<double>& max_waits,
+                                const std::vector<double>& factors,
+                                const std::vector<int>& criticals) {
+  using Row = QueueRow;
   std::vector<Row> rows = {{"fifo", {}}};
   for (double a : agings) {
     char name[96];
@@ -107,6 +113,13 @@ int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vec
       if (c != 0) r.name += ", critical first";
       rows.push_back(r);
     }
+  return rows;
+}
+
+int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vector<double>& agings,
+          const std::vector<double>& max_waits, const std::vector<double>& factors,
+          const std::vector<int>& criticals) {
+  const std::vector<QueueRow> rows = QueueRows(agings, max_waits, factors, criticals);
   std::printf(
       "tuning workload, %d jobs, 64 nodes x 8 GPUs, best fit with EASY backfill, median over %d "
       "seeds\n\n",
@@ -116,7 +129,7 @@ int Queue(int seeds, int jobs, const std::vector<double>& noises, const std::vec
       "bound | p99 wait, longest tenth (s) | vs fifo |\n|---|---|---|---|---|---|---|\n");
   for (double noise : noises) {
     double fifo_jct = 0, fifo_p99 = 0;
-    for (const Row& row : rows) {
+    for (const QueueRow& row : rows) {
       std::vector<double> jct, ratio, p99;
       for (int s = 0; s < seeds; ++s) {
         hs::SimulationOptions o;

@@ -13,8 +13,8 @@
 // n - 1 points; its first Propose(batch) is timed as the cold call; then Observe(the n-th point)
 // + Propose(batch), the step a running study takes each time a trial ends, is timed as the warm
 // call. The table shows, over repeats, the median time to observe the n - 1 points, the median
-// cold call, and the median and 90th percentile of the warm step. Progress goes to stderr. Exit status: 0, 1 when a tuner fails,
-// 2 for bad flags (an unknown algorithm included).
+// cold call, and the median and 90th percentile of the warm step. Progress goes to stderr. Exit
+// status: 0, 1 when a tuner fails, 2 for bad flags (an unknown algorithm included).
 
 #include <algorithm>
 #include <chrono>
@@ -172,7 +172,17 @@ Status TimeOne(const SearchSpace& space, const std::string& algorithm, int n, in
   return Status::Ok();
 }
 
-int Main(int argc, char** argv) {
+struct Flags {
+  std::string algorithm;
+  int dims = 0, int_dims = 0, repeats = 0, batch = 0;
+  double quantum = 0;
+  std::vector<int> ns;
+  bool json = false;
+};
+
+// Parses the command line into `flags`; returns -1 to go on, else the exit code (0 after
+// --help, 2 on a usage error, which it prints).
+int ParseFlags(int argc, char** argv, Flags* flags) {
   cxxopts::Options options(
       "tuner_latency", "Time of Observe + Propose for a hyperpack tuner that has seen n trials");
   options.add_options()("algorithm", "tuner algorithm, as MakeTuner names it",
@@ -187,11 +197,6 @@ int Main(int argc, char** argv) {
       "repeats", "fresh tuners per n", cxxopts::value<int>()->default_value("5"))(
       "batch", "configurations per Propose call", cxxopts::value<int>()->default_value("1"))(
       "json", "one JSON object per n")("h,help", "this help");
-  std::string algorithm;
-  int dims = 0, int_dims = 0, repeats = 0, batch = 0;
-  double quantum = 0;
-  std::vector<int> ns;
-  bool json = false;
   // cxxopts takes one-letter names as short options only: read "--n X" and "--n=X" as "-n X".
   std::vector<std::string> words(argv, argv + argc);
   for (size_t i = 1; i < words.size(); ++i) {
@@ -206,76 +211,92 @@ int Main(int argc, char** argv) {
       std::cout << options.help();
       return 0;
     }
-    algorithm = args["algorithm"].as<std::string>();
-    dims = args["dims"].as<int>();
-    int_dims = args["int-dims"].as<int>();
-    quantum = args["quantum"].as<double>();
-    ns = args["n"].as<std::vector<int>>();
-    repeats = args["repeats"].as<int>();
-    batch = args["batch"].as<int>();
-    json = args.count("json") > 0;
+    flags->algorithm = args["algorithm"].as<std::string>();
+    flags->dims = args["dims"].as<int>();
+    flags->int_dims = args["int-dims"].as<int>();
+    flags->quantum = args["quantum"].as<double>();
+    flags->ns = args["n"].as<std::vector<int>>();
+    flags->repeats = args["repeats"].as<int>();
+    flags->batch = args["batch"].as<int>();
+    flags->json = args.count("json") > 0;
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "tuner_latency: " << e.what() << "\n";
     return 2;
   }
-  if (dims < 1 || repeats < 1 || batch < 1 || ns.empty() || int_dims < 0 || int_dims > dims ||
-      !(quantum >= 0) || std::any_of(ns.begin(), ns.end(), [](int n) { return n < 1; })) {
+  const Flags& f = *flags;
+  if (f.dims < 1 || f.repeats < 1 || f.batch < 1 || f.ns.empty() || f.int_dims < 0 ||
+      f.int_dims > f.dims || !(f.quantum >= 0) ||
+      std::any_of(f.ns.begin(), f.ns.end(), [](int n) { return n < 1; })) {
     std::cerr << "tuner_latency: --dims, --repeats, --batch and every --n must be >= 1, and "
                  "--int-dims in [0, --dims], --quantum >= 0\n";
     return 2;
   }
-  const SearchSpace space = UnitCube(dims, int_dims);
+  return -1;
+}
+
+// Times `flags.repeats` fresh tuners at n trials and prints the row (JSON) or adds it to
+// `table`.
+Status RunN(const SearchSpace& space, const Flags& flags, int n, Table* table) {
+  const std::vector<tuner::TrialOutcome> trials =
+      MakeTrials(flags.dims, flags.int_dims, flags.quantum, n);
+  Timings timings;
+  for (int r = 0; r < flags.repeats; ++r) {
+    if (Status s = TimeOne(space, flags.algorithm, n, flags.batch, r, trials, &timings); !s.ok())
+      return s.WithContext(StrCat("n=", n, " repeat ", r));
+    std::fprintf(stderr,
+                 "tuner_latency: %s n=%d repeat %d/%d: observe %.3g ms, cold %.3g ms, warm "
+                 "%.3g ms\n",
+                 flags.algorithm.c_str(), n, r + 1, flags.repeats, timings.setup_ms.back(),
+                 timings.cold_ms.back(), timings.warm_ms.back());
+  }
+  const double setup = Quantile(timings.setup_ms, 0.5);
+  const double cold = Quantile(timings.cold_ms, 0.5);
+  const double median = Quantile(timings.warm_ms, 0.5);
+  const double p90 = Quantile(timings.warm_ms, 0.9);
+  if (flags.json) {
+    nlohmann::ordered_json row = {{"impl", "hyperpack-" + flags.algorithm},
+                                  {"dims", flags.dims},
+                                  {"n", n},
+                                  {"batch", flags.batch},
+                                  {"repeats", flags.repeats},
+                                  {"observe_setup_ms", setup},
+                                  {"cold_ms", cold},
+                                  {"warm_median_ms", median},
+                                  {"warm_p90_ms", p90}};
+    std::cout << row.dump() << std::endl;
+  } else {
+    table->AddRow(
+        {std::to_string(n), Cell(setup, 3), Cell(cold, 3), Cell(median, 3), Cell(p90, 3)});
+  }
+  return Status::Ok();
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (int code = ParseFlags(argc, argv, &flags); code >= 0) return code;
+  const SearchSpace space = UnitCube(flags.dims, flags.int_dims);
   {
     tuner::TunerOptions o;
-    auto parsed = tuner::ParseTunerAlgorithm(algorithm);
+    auto parsed = tuner::ParseTunerAlgorithm(flags.algorithm);
     if (parsed.ok()) o.algorithm = *parsed;
     if (auto t = parsed.ok() ? tuner::MakeTuner(space, o)
                              : Result<std::unique_ptr<tuner::Tuner>>(parsed.status());
         !t.ok()) {
-      std::cerr << "tuner_latency: --algorithm " << algorithm << ": " << t.status().message()
+      std::cerr << "tuner_latency: --algorithm " << flags.algorithm << ": " << t.status().message()
                 << "\n";
       return 2;
     }
   }
-
   Table table({"n", "observe n-1 ms", "cold propose ms", "warm median ms", "warm p90 ms"});
-  for (int n : ns) {
-    const std::vector<tuner::TrialOutcome> trials = MakeTrials(dims, int_dims, quantum, n);
-    Timings timings;
-    for (int r = 0; r < repeats; ++r) {
-      if (Status s = TimeOne(space, algorithm, n, batch, r, trials, &timings); !s.ok()) {
-        std::cerr << "tuner_latency: n=" << n << " repeat " << r << ": " << s.message() << "\n";
-        return 1;
-      }
-      std::fprintf(stderr,
-                   "tuner_latency: %s n=%d repeat %d/%d: observe %.3g ms, cold %.3g ms, warm "
-                   "%.3g ms\n",
-                   algorithm.c_str(), n, r + 1, repeats, timings.setup_ms.back(),
-                   timings.cold_ms.back(), timings.warm_ms.back());
-    }
-    const double setup = Quantile(timings.setup_ms, 0.5);
-    const double cold = Quantile(timings.cold_ms, 0.5);
-    const double median = Quantile(timings.warm_ms, 0.5);
-    const double p90 = Quantile(timings.warm_ms, 0.9);
-    if (json) {
-      nlohmann::ordered_json row = {{"impl", "hyperpack-" + algorithm},
-                                    {"dims", dims},
-                                    {"n", n},
-                                    {"batch", batch},
-                                    {"repeats", repeats},
-                                    {"observe_setup_ms", setup},
-                                    {"cold_ms", cold},
-                                    {"warm_median_ms", median},
-                                    {"warm_p90_ms", p90}};
-      std::cout << row.dump() << std::endl;
-    } else {
-      table.AddRow(
-          {std::to_string(n), Cell(setup, 3), Cell(cold, 3), Cell(median, 3), Cell(p90, 3)});
+  for (int n : flags.ns) {
+    if (Status s = RunN(space, flags, n, &table); !s.ok()) {
+      std::cerr << "tuner_latency: " << s.message() << "\n";
+      return 1;
     }
   }
-  if (!json) {
-    std::cout << "hyperpack-" << algorithm << ", " << dims << "-d, batch " << batch << ", "
-              << repeats
+  if (!flags.json) {
+    std::cout << "hyperpack-" << flags.algorithm << ", " << flags.dims << "-d, batch "
+              << flags.batch << ", " << flags.repeats
               << " repeats: warm = Observe(one more trial) + Propose, as in a running study; "
                  "cold = the first Propose after observing n-1 trials (medians; p90 over "
                  "repeats)\n";

@@ -173,7 +173,9 @@ Status RunFunction(const TestFunction& f, const Flags& flags, Table* table) {
   return Status::Ok();
 }
 
-int Main(int argc, char** argv) {
+// Parses the command line into `flags`; returns -1 to go on, else the exit code (0 after
+// --help, 2 on a usage error, which it prints).
+int ParseFlags(int argc, char** argv, Flags* flags) {
   cxxopts::Options options(
       "tuner_regret",
       "Simple regret of a hyperpack tuner on test functions, median and quartiles over seeds");
@@ -191,7 +193,6 @@ int Main(int argc, char** argv) {
                                                  "gp: keep at most this many trials in the model",
                                                  cxxopts::value<int>()->default_value("0"))(
       "json", "one JSON object per function and checkpoint")("h,help", "this help");
-  Flags flags;
   try {
     cxxopts::ParseResult args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -202,34 +203,40 @@ int Main(int argc, char** argv) {
       std::cerr << "tuner_regret: --algorithm is required (e.g. --algorithm sobol)\n";
       return 2;
     }
-    flags.algorithm = args["algorithm"].as<std::string>();
-    flags.functions = args["functions"].as<std::vector<std::string>>();
-    flags.seeds = args["seeds"].as<int>();
-    flags.evals = args["evals"].as<int>();
-    flags.batch = args["batch"].as<int>();
-    flags.json = args.count("json") > 0;
-    flags.checkpoints = args["checkpoints"].as<std::vector<int>>();
-    flags.max_fit_points = args["max-fit-points"].as<int>();
-    flags.max_model_points = args["max-model-points"].as<int>();
+    flags->algorithm = args["algorithm"].as<std::string>();
+    flags->functions = args["functions"].as<std::vector<std::string>>();
+    flags->seeds = args["seeds"].as<int>();
+    flags->evals = args["evals"].as<int>();
+    flags->batch = args["batch"].as<int>();
+    flags->json = args.count("json") > 0;
+    flags->checkpoints = args["checkpoints"].as<std::vector<int>>();
+    flags->max_fit_points = args["max-fit-points"].as<int>();
+    flags->max_model_points = args["max-model-points"].as<int>();
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "tuner_regret: " << e.what() << "\n";
     return 2;
   }
-  if (flags.seeds < 1 || flags.evals < 1 || flags.batch < 1) {
+  if (flags->seeds < 1 || flags->evals < 1 || flags->batch < 1) {
     std::cerr << "tuner_regret: --seeds, --evals and --batch must be >= 1\n";
     return 2;
   }
+  return -1;
+}
+
+// The functions the flags name, each checked against the algorithm (an unknown algorithm, or one
+// that cannot take a space, is a usage error: all are checked up front); empty after printing
+// the error.
+std::vector<const TestFunction*> CheckedFunctions(const Flags& flags) {
   std::vector<const TestFunction*> functions;
   for (const std::string& name : flags.functions) {
     const TestFunction* f = FindFunction(name);
     if (f == nullptr) {
       std::cerr << "tuner_regret: --functions: unknown function '" << name << "'; expected one of "
                 << Join(FunctionNames(), ", ") << "\n";
-      return 2;
+      return {};
     }
     functions.push_back(f);
   }
-  // An unknown algorithm (or one that cannot take a space) is a usage error: check all up front.
   for (const TestFunction* f : functions) {
     tuner::TunerOptions o;
     auto algorithm = tuner::ParseTunerAlgorithm(flags.algorithm);
@@ -239,10 +246,17 @@ int Main(int argc, char** argv) {
         !t.ok()) {
       std::cerr << "tuner_regret: --algorithm " << flags.algorithm << " on " << f->name << ": "
                 << t.status().message() << "\n";
-      return 2;
+      return {};
     }
   }
+  return functions;
+}
 
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (int code = ParseFlags(argc, argv, &flags); code >= 0) return code;
+  const std::vector<const TestFunction*> functions = CheckedFunctions(flags);
+  if (functions.empty()) return 2;
   Table table({"function", "evals", "median", "q1", "q3", "ms/propose", "tuner s"});
   for (const TestFunction* f : functions) {
     if (Status s = RunFunction(*f, flags, &table); !s.ok()) {

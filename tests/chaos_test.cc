@@ -283,6 +283,121 @@ TEST_F(ChaosTest, AStudySurvivesLeaderKillsWithAStandbyOnPostgreSQL) {
 }
 #endif
 
+// What the stored trials of a chaos study show: each root trial's completions and the
+// checkpoint folder its attempts share, and how long each trial lost with its node waited to
+// run again.
+struct TrialTally {
+  int completed = 0;
+  std::map<int, int> completed_per_root;
+  std::map<int, std::string> checkpoint_of_root;
+  std::vector<double> relaunch_s;
+};
+
+// Every trial ended once, in a final state; the completed ones with the objective's value.
+void TallyTrials(const std::vector<storage::TrialRecord>& trials, TrialTally* tally) {
+  std::map<int, int> root_of;
+  for (const auto& t : trials) {
+    root_of[t.number] = t.retry_of ? root_of[*t.retry_of] : t.number;
+    EXPECT_TRUE(storage::IsFinished(t.state) || t.state == storage::TrialState::kInterrupted ||
+                t.state == storage::TrialState::kNodeLost)
+        << "trial " << t.number << " is " << storage::TrialStateName(t.state);
+    if (t.retry_of) {
+      const auto& lost = trials[*t.retry_of];
+      if (lost.state == storage::TrialState::kNodeLost && lost.ended && t.started)
+        tally->relaunch_s.push_back(*t.started - *lost.ended);
+    }
+    if (t.state != storage::TrialState::kCompleted) continue;
+    ++tally->completed;
+    ++tally->completed_per_root[root_of[t.number]];
+    ASSERT_TRUE(t.value.has_value());
+    EXPECT_NEAR(*t.value, Objective(std::get<double>(t.params.at("x"))), 1e-8) << t.number;
+    char root_dir[32];
+    std::snprintf(root_dir, sizeof(root_dir), "trial-%04d", root_of[t.number]);
+    tally->checkpoint_of_root[root_of[t.number]] =
+        (std::filesystem::path(t.log_path).parent_path().parent_path() / root_dir / "checkpoint")
+            .string();
+  }
+}
+
+// Every attempt started from the last checkpoint an earlier one left, never from scratch: how
+// many attempts resumed from one.
+int CheckResumes(const std::map<int, std::string>& checkpoint_of_root) {
+  int resumed = 0;
+  for (const auto& [root, ck] : checkpoint_of_root) {
+    std::istringstream history(ReadFile(ck + "/history"));
+    int best_step = 0;
+    std::string kind;
+    int attempt, step;
+    while (history >> kind >> attempt >> step) {
+      if (kind == "start") {
+        EXPECT_GE(step, best_step) << "trial " << root << " attempt " << attempt << ": " << ck;
+        if (step > 0) ++resumed;
+      }
+      // A start counts too: an attempt killed between saving step 5 and logging it leaves the
+      // next one to start at 5 and finish at once.
+      best_step = std::max(best_step, step);
+    }
+    EXPECT_EQ(best_step, 5) << ck;
+  }
+  return resumed;
+}
+
+// Reaps the client; a study that never ends is a failure, not a hang: the client is killed after
+// `limit`.
+int ReapWithin(Process& client, std::chrono::seconds limit) {
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread guard([&] {
+    std::unique_lock<std::mutex> lock(done_mu);
+    if (!done_cv.wait_for(lock, limit, [&] { return done; })) client.Signal(SIGKILL);
+  });
+  const int status = client.Reap();
+  {
+    std::lock_guard<std::mutex> lock(done_mu);
+    done = true;
+  }
+  done_cv.notify_all();
+  guard.join();
+  return status;
+}
+
+// Each trial's number, state, attempt and error: what a failed count shows.
+std::string TrialStates(const std::vector<storage::TrialRecord>& trials) {
+  std::string states;
+  for (const auto& t : trials)
+    states += StrCat(t.number, " ", storage::TrialStateName(t.state), " attempt ", t.attempt, " ",
+                     t.error.substr(0, 200), "\n");
+  return states;
+}
+
+// The run in one line of JSON: its faults, its trials and how they came back.
+void PrintSummary(int seed, size_t servers, const std::map<std::string, int>& injected,
+                  const std::vector<storage::TrialRecord>& trials, int resumed,
+                  std::vector<double>* relaunch) {
+  // Attempts that found an earlier one still running and waited for its lock (its fence was
+  // late): what would have overlapped without the attempt lock.
+  int waited = 0;
+  for (const auto& t : trials)
+    if (ReadFile(t.log_path).find("an earlier attempt of this trial still runs") !=
+        std::string::npos)
+      ++waited;
+  std::vector<double>& relaunch_s = *relaunch;
+  std::sort(relaunch_s.begin(), relaunch_s.end());
+  nlohmann::json summary = {{"seed", seed},
+                            {"servers", servers},
+                            {"faults", injected},
+                            {"trials", trials.size()},
+                            {"attempts_resumed_from_checkpoint", resumed},
+                            {"attempts_waited_for_lock", waited},
+                            {"node_lost_relaunches", relaunch_s.size()}};
+  if (!relaunch_s.empty()) {
+    summary["relaunch_median_s"] = relaunch_s[relaunch_s.size() / 2];
+    summary["relaunch_max_s"] = relaunch_s.back();
+  }
+  std::cout << "chaos: " << summary.dump() << std::endl;
+}
+
 // A study of kTrials checkpointing trials run through the servers while faults are injected;
 // then every check of the file's header comment.
 void ChaosTest::RunStudyUnderChaos() {
@@ -309,111 +424,26 @@ resources: {gpus: 1}
   ASSERT_NE(client.WaitFor("started"), std::string::npos) << client.Output();
   const std::map<std::string, int> injected = InjectFaults(client, seed, max_faults);
   if (HasFatalFailure()) return;  // ~Process stops the client, the agents and the servers
-  // A study that never ends is a failure, not a hang: the client is stopped after 90 s.
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  bool done = false;
-  std::thread guard([&] {
-    std::unique_lock<std::mutex> lock(done_mu);
-    if (!done_cv.wait_for(lock, std::chrono::seconds(90), [&] { return done; }))
-      client.Signal(SIGKILL);
-  });
-  const int status = client.Reap();
-  {
-    std::lock_guard<std::mutex> lock(done_mu);
-    done = true;
-  }
-  done_cv.notify_all();
-  guard.join();
+  const int status = ReapWithin(client, std::chrono::seconds(90));
   const std::string out = client.Output();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << out;
   EXPECT_THAT(out, ::testing::HasSubstr("budget reached"));
 
-  // Every trial ended once, in a final state; the completed ones with the objective's value.
   auto db = storage::OpenStorage(storage_).value();
   auto study = db->FindStudy("chaos").value();
   ASSERT_TRUE(study.has_value());
   auto trials = db->ListTrials(study->id).value();
-  std::map<int, int> root_of;
-  std::map<int, int> completed_per_root;
-  std::map<int, std::string> checkpoint_of_root;
-  std::vector<double> relaunch_s;
-  int completed = 0;
-  for (const auto& t : trials) {
-    root_of[t.number] = t.retry_of ? root_of[*t.retry_of] : t.number;
-    EXPECT_TRUE(storage::IsFinished(t.state) || t.state == storage::TrialState::kInterrupted ||
-                t.state == storage::TrialState::kNodeLost)
-        << "trial " << t.number << " is " << storage::TrialStateName(t.state);
-    if (t.retry_of) {
-      const auto& lost = trials[*t.retry_of];
-      if (lost.state == storage::TrialState::kNodeLost && lost.ended && t.started)
-        relaunch_s.push_back(*t.started - *lost.ended);
-    }
-    if (t.state != storage::TrialState::kCompleted) continue;
-    ++completed;
-    ++completed_per_root[root_of[t.number]];
-    ASSERT_TRUE(t.value.has_value());
-    EXPECT_NEAR(*t.value, Objective(std::get<double>(t.params.at("x"))), 1e-8) << t.number;
-    char root_dir[32];
-    std::snprintf(root_dir, sizeof(root_dir), "trial-%04d", root_of[t.number]);
-    checkpoint_of_root[root_of[t.number]] =
-        (std::filesystem::path(t.log_path).parent_path().parent_path() / root_dir / "checkpoint")
-            .string();
-  }
-  EXPECT_EQ(completed, kTrials) << out << "\n"
-                                <<
-      [&] {
-        std::string states;
-        for (const auto& t : trials)
-          states += StrCat(t.number, " ", storage::TrialStateName(t.state), " attempt ", t.attempt,
-                           " ", t.error.substr(0, 200), "\n");
-        return states;
-      }();
-  for (const auto& [root, n] : completed_per_root) EXPECT_EQ(n, 1) << "root " << root;
+  TrialTally tally;
+  TallyTrials(trials, &tally);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(tally.completed, kTrials) << out << "\n" << TrialStates(trials);
+  for (const auto& [root, n] : tally.completed_per_root) EXPECT_EQ(n, 1) << "root " << root;
 
   // No two attempts of a trial ran at once.
   EXPECT_EQ(ReadFile(dir_ / "overlaps"), "");
+  const int resumed = CheckResumes(tally.checkpoint_of_root);
 
-  // Every attempt started from the last checkpoint an earlier one left, never from scratch.
-  int resumed = 0;
-  for (const auto& [root, ck] : checkpoint_of_root) {
-    std::istringstream history(ReadFile(ck + "/history"));
-    int best_step = 0;
-    std::string kind;
-    int attempt, step;
-    while (history >> kind >> attempt >> step) {
-      if (kind == "start") {
-        EXPECT_GE(step, best_step) << "trial " << root << " attempt " << attempt << ": " << ck;
-        if (step > 0) ++resumed;
-      }
-      // A start counts too: an attempt killed between saving step 5 and logging it leaves the
-      // next one to start at 5 and finish at once.
-      best_step = std::max(best_step, step);
-    }
-    EXPECT_EQ(best_step, 5) << ck;
-  }
-
-  // Attempts that found an earlier one still running and waited for its lock (its fence was
-  // late): what would have overlapped without the attempt lock.
-  int waited = 0;
-  for (const auto& t : trials)
-    if (ReadFile(t.log_path).find("an earlier attempt of this trial still runs") !=
-        std::string::npos)
-      ++waited;
-
-  std::sort(relaunch_s.begin(), relaunch_s.end());
-  nlohmann::json summary = {{"seed", seed},
-                            {"servers", servers_.size()},
-                            {"faults", injected},
-                            {"trials", trials.size()},
-                            {"attempts_resumed_from_checkpoint", resumed},
-                            {"attempts_waited_for_lock", waited},
-                            {"node_lost_relaunches", relaunch_s.size()}};
-  if (!relaunch_s.empty()) {
-    summary["relaunch_median_s"] = relaunch_s[relaunch_s.size() / 2];
-    summary["relaunch_max_s"] = relaunch_s.back();
-  }
-  std::cout << "chaos: " << summary.dump() << std::endl;
+  PrintSummary(seed, servers_.size(), injected, trials, resumed, &tally.relaunch_s);
 }
 
 }  // namespace

@@ -137,6 +137,67 @@ std::vector<std::string> ProcEntries(const std::string& pid, const char* file) {
   return entries;
 }
 
+// slurm.conf for one node of `cpus` cores, `real_memory` MiB and `gpus` fake GPUs (each in
+// options.gpu_shards shards where that is positive), its files under `d`, slurmctld and slurmd
+// on `ports`.
+std::string SlurmConf(const std::string& d, const std::vector<int>& ports, int cpus,
+                      long real_memory, int gpus, const LocalSlurm::Options& options) {
+  const std::string auth_info = "socket=" + d + "/munge/munge.socket";
+  std::ostringstream c;
+  c << "# Written by LocalSlurm (tests/local_slurm.cc) for one test run.\n"
+    << "ClusterName=hyperpack\n"
+    << "SlurmctldHost=localhost\n"
+    << "SlurmctldPort=" << ports[0] << "\n"
+    << "SlurmdPort=" << ports[1] << "\n"
+    << "AuthType=auth/munge\n"
+    << "AuthInfo=" << auth_info << "\n"
+    << "CredType=cred/munge\n"
+    << "SlurmUser=root\n"
+    << "SlurmdUser=root\n"
+    << "StateSaveLocation=" << d << "/state\n"
+    << "SlurmdSpoolDir=" << d << "/spool\n"
+    << "SlurmctldPidFile=" << d << "/slurmctld.pid\n"
+    << "SlurmdPidFile=" << d << "/slurmd.pid\n"
+    << "SlurmctldLogFile=" << d << "/slurmctld.log\n"
+    << "SlurmdLogFile=" << d << "/slurmd.log\n"
+    << "MailProg=/bin/true\n"
+    << "MpiDefault=none\n"
+    // No cgroups here.
+    << "ProctrackType=proctrack/linuxproc\n"
+    << "TaskPlugin=task/none\n"
+    << "JobAcctGatherType=jobacct_gather/none\n"
+    // Cores and memory are consumable, and a job without --mem takes 100 MB, not the node.
+    << "SelectType=select/cons_tres\n"
+    << "SelectTypeParameters=CR_Core_Memory\n"
+    << "DefMemPerCPU=100\n"
+    << "SchedulerType=sched/backfill\n"
+    << "SchedulerParameters=bf_interval=1\n"
+    << "PreemptType=preempt/partition_prio\n"
+    << "PreemptMode=" << options.preempt_mode << "\n"
+    << "JobRequeue=1\n"
+    << "SlurmctldParameters=preempt_send_user_signal\n"
+    // No slurmdbd: `sacct -c` reads this file, and finished jobs stay in squeue for 10 minutes.
+    << "JobCompType=jobcomp/filetxt\n"
+    << "JobCompLoc=" << d << "/jobcomp.txt\n"
+    << "MinJobAge=600\n"
+    << "MessageTimeout=10\n"
+    << "SlurmdTimeout=30\n"
+    << "InactiveLimit=0\n"
+    << "ReturnToService=2\n"
+    << "KillWait=5\n";
+  const bool shards = gpus > 0 && options.gpu_shards > 0;
+  if (gpus > 0) c << (shards ? "GresTypes=gpu,shard\n" : "GresTypes=gpu\n");
+  c << "NodeName=localhost CPUs=" << cpus << " RealMemory=" << real_memory;
+  if (gpus > 0) c << " Gres=gpu:" << gpus;
+  if (shards) c << ",shard:" << gpus * options.gpu_shards;
+  c << " State=UNKNOWN\n"
+    << "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
+    << " PreemptMode=" << options.preempt_mode << "\n"
+    << "PartitionName=high Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=2"
+    << " PreemptMode=OFF\n";
+  return c.str();
+}
+
 }  // namespace
 
 std::unique_ptr<LocalSlurm> LocalSlurm::Start(const Options& options, std::string* error) {
@@ -229,60 +290,9 @@ std::string LocalSlurm::StartSlurm(const Options& options) {
   if (!error.empty()) return error;
 
   const std::string& d = dir_;
-  const std::string auth_info = "socket=" + d + "/munge/munge.socket";
-  std::ostringstream c;
-  c << "# Written by LocalSlurm (tests/local_slurm.cc) for one test run.\n"
-    << "ClusterName=hyperpack\n"
-    << "SlurmctldHost=localhost\n"
-    << "SlurmctldPort=" << ports[0] << "\n"
-    << "SlurmdPort=" << ports[1] << "\n"
-    << "AuthType=auth/munge\n"
-    << "AuthInfo=" << auth_info << "\n"
-    << "CredType=cred/munge\n"
-    << "SlurmUser=root\n"
-    << "SlurmdUser=root\n"
-    << "StateSaveLocation=" << d << "/state\n"
-    << "SlurmdSpoolDir=" << d << "/spool\n"
-    << "SlurmctldPidFile=" << d << "/slurmctld.pid\n"
-    << "SlurmdPidFile=" << d << "/slurmd.pid\n"
-    << "SlurmctldLogFile=" << d << "/slurmctld.log\n"
-    << "SlurmdLogFile=" << d << "/slurmd.log\n"
-    << "MailProg=/bin/true\n"
-    << "MpiDefault=none\n"
-    // No cgroups here.
-    << "ProctrackType=proctrack/linuxproc\n"
-    << "TaskPlugin=task/none\n"
-    << "JobAcctGatherType=jobacct_gather/none\n"
-    // Cores and memory are consumable, and a job without --mem takes 100 MB, not the node.
-    << "SelectType=select/cons_tres\n"
-    << "SelectTypeParameters=CR_Core_Memory\n"
-    << "DefMemPerCPU=100\n"
-    << "SchedulerType=sched/backfill\n"
-    << "SchedulerParameters=bf_interval=1\n"
-    << "PreemptType=preempt/partition_prio\n"
-    << "PreemptMode=" << options.preempt_mode << "\n"
-    << "JobRequeue=1\n"
-    << "SlurmctldParameters=preempt_send_user_signal\n"
-    // No slurmdbd: `sacct -c` reads this file, and finished jobs stay in squeue for 10 minutes.
-    << "JobCompType=jobcomp/filetxt\n"
-    << "JobCompLoc=" << d << "/jobcomp.txt\n"
-    << "MinJobAge=600\n"
-    << "MessageTimeout=10\n"
-    << "SlurmdTimeout=30\n"
-    << "InactiveLimit=0\n"
-    << "ReturnToService=2\n"
-    << "KillWait=5\n";
   const bool shards = gpus_ > 0 && options.gpu_shards > 0;
-  if (gpus_ > 0) c << (shards ? "GresTypes=gpu,shard\n" : "GresTypes=gpu\n");
-  c << "NodeName=localhost CPUs=" << cpus_ << " RealMemory=" << real_memory;
-  if (gpus_ > 0) c << " Gres=gpu:" << gpus_;
-  if (shards) c << ",shard:" << gpus_ * options.gpu_shards;
-  c << " State=UNKNOWN\n"
-    << "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP PriorityTier=1"
-    << " PreemptMode=" << options.preempt_mode << "\n"
-    << "PartitionName=high Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=2"
-    << " PreemptMode=OFF\n";
-  if (!WriteWhole(conf_, c.str())) return Errno("writing " + conf_);
+  if (!WriteWhole(conf_, SlurmConf(d, ports, cpus_, real_memory, gpus_, options)))
+    return Errno("writing " + conf_);
   if (gpus_ > 0) {
     std::string files = gpus_ == 1 ? "nvidia0" : "nvidia[0-" + std::to_string(gpus_ - 1) + "]";
     std::string gres = "NodeName=localhost Name=gpu File=" + d + "/gpu/" + files + "\n";
