@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "hyperpack/host.h"
 #include "hyperpack/storage/storage.h"
@@ -287,10 +288,15 @@ TEST_F(ChaosTest, AStudySurvivesLeaderKillsWithAStandbyOnPostgreSQL) {
 // checkpoint folder its attempts share, and how long each trial lost with its node waited to
 // run again.
 struct TrialTally {
-  int completed = 0;
   std::map<int, int> completed_per_root;
   std::map<int, std::string> checkpoint_of_root;
   std::vector<double> relaunch_s;
+
+  int Completed() const {
+    int n = 0;
+    for (const auto& [root, count] : completed_per_root) n += count;
+    return n;
+  }
 };
 
 // Every trial ended once, in a final state; the completed ones with the objective's value.
@@ -307,7 +313,6 @@ void TallyTrials(const std::vector<storage::TrialRecord>& trials, TrialTally* ta
         tally->relaunch_s.push_back(*t.started - *lost.ended);
     }
     if (t.state != storage::TrialState::kCompleted) continue;
-    ++tally->completed;
     ++tally->completed_per_root[root_of[t.number]];
     ASSERT_TRUE(t.value.has_value());
     EXPECT_NEAR(*t.value, Objective(std::get<double>(t.params.at("x"))), 1e-8) << t.number;
@@ -374,7 +379,7 @@ std::string TrialStates(const std::vector<storage::TrialRecord>& trials) {
 // The run in one line of JSON: its faults, its trials and how they came back.
 void PrintSummary(int seed, size_t servers, const std::map<std::string, int>& injected,
                   const std::vector<storage::TrialRecord>& trials, int resumed,
-                  std::vector<double>* relaunch) {
+                  std::vector<double> relaunch_s) {
   // Attempts that found an earlier one still running and waited for its lock (its fence was
   // late): what would have overlapped without the attempt lock.
   int waited = 0;
@@ -382,7 +387,6 @@ void PrintSummary(int seed, size_t servers, const std::map<std::string, int>& in
     if (ReadFile(t.log_path).find("an earlier attempt of this trial still runs") !=
         std::string::npos)
       ++waited;
-  std::vector<double>& relaunch_s = *relaunch;
   std::sort(relaunch_s.begin(), relaunch_s.end());
   nlohmann::json summary = {{"seed", seed},
                             {"servers", servers},
@@ -436,14 +440,14 @@ resources: {gpus: 1}
   TrialTally tally;
   TallyTrials(trials, &tally);
   if (HasFatalFailure()) return;
-  EXPECT_EQ(tally.completed, kTrials) << out << "\n" << TrialStates(trials);
+  EXPECT_EQ(tally.Completed(), kTrials) << out << "\n" << TrialStates(trials);
   for (const auto& [root, n] : tally.completed_per_root) EXPECT_EQ(n, 1) << "root " << root;
 
   // No two attempts of a trial ran at once.
   EXPECT_EQ(ReadFile(dir_ / "overlaps"), "");
   const int resumed = CheckResumes(tally.checkpoint_of_root);
 
-  PrintSummary(seed, servers_.size(), injected, trials, resumed, &tally.relaunch_s);
+  PrintSummary(seed, servers_.size(), injected, trials, resumed, std::move(tally.relaunch_s));
 }
 
 }  // namespace
