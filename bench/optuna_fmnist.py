@@ -13,7 +13,8 @@ trainer's --epochs 27), reports its validation accuracy after every epoch and st
 HyperbandPruner(min_resource=1, max_resource=27, reduction_factor=3) says so; its value is the
 last validation accuracy. --workers processes (Optuna's own way to run trials in parallel: one
 study in one SQLite file, each process calling optimize) each train one trial at a time on
---threads threads, with the data loaded once per process. TPESampler(seed=seed * 100 + worker).
+--threads threads, with the data loaded once per process (subnormal floats flushed to zero, as the
+trainer does). TPESampler(seed=seed * 100 + worker).
 
 Every epoch of every trial is one JSON line in DIR/worker-K.jsonl: t (seconds since this program
 started), trial, epoch, val_accuracy and, after the 27th epoch, test_accuracy. At --seconds the
@@ -64,6 +65,7 @@ def work(args):
     deadline = args.t0 + args.seconds
     train_args = pytorch_fmnist.parse_args(["--epochs", str(EPOCHS), "--threads",
                                             str(args.threads), "--data-path", args.data_path])
+    pytorch_fmnist.set_flush_denormals(train_args)
     data = pytorch_fmnist.load_data(train_args)
     log = open(os.path.join(args.log_dir, "worker-%d.jsonl" % args.worker), "a", buffering=1)
 

@@ -6,7 +6,7 @@
         [--optimizer sgd|adamw] [--momentum 0.9] [--weight-decay 0] [--nproc N]
         [--bucket-mb 4] [--grad-compression none|fp16|bf16]
         [--data-path /usr/share/datasets/fashion-mnist] [--device cpu|cuda]
-        [--precision fp32|bf16|fp16]
+        [--precision fp32|bf16|fp16] [--flush-denormals true|false]
     /usr/bin/python3 bench/pytorch_fmnist.py --model charlm --data-path TEXT [--seq-len 64]
         [--d-model 128] [--layers 2] [--heads 4] ...
 
@@ -23,6 +23,11 @@ The counterpart of `hyperpack-trainer --data fmnist` (trainer/src/*.cc), with it
   dropped); mini-batches are index_select from the in-memory tensors; cross-entropy; SGD with
   momentum (or AdamW); the learning rate set before every step: linear warm-up over the first 5%
   of the steps, then cosine to zero; torch.set_num_threads(--threads) (default: cores / ranks).
+
+--flush-denormals true (the default, as the trainer's flush_denormals) has the CPU treat subnormal
+floats as zero (torch.set_flush_denormal, before the data are loaded, so that the intra-op threads
+started afterwards take the mode too): a network whose weights weight decay drives towards zero
+otherwise trains many times slower.
 
 --device cuda puts the model and the whole data set on the GPU once (as the trainer does);
 --precision bf16 runs the forward pass under torch.autocast, fp16 the same with
@@ -116,6 +121,8 @@ def parse_args(argv):
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--val-fraction", type=float, default=0.1)
+    p.add_argument("--flush-denormals", choices=["true", "false"], default="true",
+                   help="subnormal floats as zero on the CPU (the trainer's flush_denormals)")
     a = p.parse_args(argv)
     for name in ("batch_size", "epochs", "nproc"):
         if getattr(a, name) < 1:
@@ -458,8 +465,19 @@ def launch_ranks(n, argv):
     return result
 
 
+def set_flush_denormals(args):
+    """The trainer's flush_denormals on this thread, and on intra-op threads started after it."""
+    # numpy works out each float type's limits on first use and warns if subnormals are flushed
+    # by then (from TPE's numpy code in bench/optuna_fmnist.py): work them out first.
+    import numpy
+    for t in (numpy.float16, numpy.float32, numpy.float64):
+        numpy.finfo(t)
+    torch.set_flush_denormal(args.flush_denormals == "true")
+
+
 def main(argv):
     args = parse_args(argv)
+    set_flush_denormals(args)
     launching = "WORLD_SIZE" not in os.environ and args.nproc > 1
     world = args.nproc if launching else int(os.environ.get("WORLD_SIZE", "1"))
     if args.grad_compression == "bf16" and world > 1:

@@ -1,6 +1,6 @@
 // The trainer's parts that need no training run: the loss scaler's policy with injected
-// overflows, unscaling on tensors, int8 rounding, and compressed gradient all-reduce between two
-// ranks that meet over real Gloo on loopback (two threads of this process).
+// overflows, unscaling on tensors, subnormal floats flushed, int8 rounding, and compressed gradient
+// all-reduce between two ranks that meet over real Gloo on loopback (two threads of this process).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "attention.h"
 #include "comm.h"
 #include "ddp.h"
+#include "denormals.h"
 #include "gpu.h"
 #include "int8_wire.h"
 #include "loss_scaler.h"
@@ -176,6 +177,32 @@ std::vector<std::pair<torch::Device, AttentionKernel>> AttentionCases() {
     if (FusedAttentionAvailable()) cases.push_back({d, AttentionKernel::kFused});
   }
   return cases;
+}
+
+// How many products of a subnormal float and 2 stay non-zero, computed across the intra-op pool
+// (enough of them that ATen splits the work between its threads).
+int64_t NonZeroProducts(const torch::Tensor& subnormals) {
+  return (subnormals * 2).count_nonzero().item<int64_t>();
+}
+
+// Flushed on this thread, on every thread of the pool and on a thread started afterwards; and
+// computed exactly again when turned off. (Without the pool's part, the pool's threads, started
+// before with the mode off, keep their share of the products.)
+TEST(DenormalsTest, FlushedOnThisThreadThePoolAndThreadsStartedAfterAndOffAgain) {
+  at::set_num_threads(2);
+  if (!SetFlushDenormals(false)) GTEST_SKIP() << "this CPU has no flush-to-zero mode";
+  constexpr int64_t kN = 1 << 20;
+  const torch::Tensor x = torch::full({kN}, 1e-39f);  // below FLT_MIN, 1.18e-38
+  ASSERT_EQ(NonZeroProducts(x), kN);
+
+  ASSERT_TRUE(SetFlushDenormals(true));
+  EXPECT_EQ(NonZeroProducts(x), 0);
+  int64_t in_new_thread = -1;
+  std::thread([&] { in_new_thread = NonZeroProducts(x); }).join();
+  EXPECT_EQ(in_new_thread, 0);
+
+  ASSERT_TRUE(SetFlushDenormals(false));
+  EXPECT_EQ(NonZeroProducts(x), kN);
 }
 
 // A layer of width 16 with 4 heads on `device`, from seed 50, and the case's name for a trace.

@@ -222,6 +222,7 @@ const Key kKeys[] = {
     {"stop_at_epoch", Number<&C::stop_at_epoch>},
     {"seed", Number<&C::seed>},
     {"threads", Number<&C::threads>},
+    {"flush_denormals", Flag<&C::flush_denormals>, true},
     {"metrics_every", Number<&C::metrics_every>},
     {"checkpoint_dir", Text<&C::checkpoint_dir>},
     {"resume", Flag<&C::resume>, true},

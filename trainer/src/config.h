@@ -74,7 +74,8 @@ struct TrainerConfig {
   int64_t max_steps = 0;  // 0: by epochs
   int stop_at_epoch = 0;  // stop (checkpointed) after this epoch, resume later
   uint64_t seed = 0;
-  int threads = 0;  // intra-op threads per rank; 0: cores / ranks
+  int threads = 0;              // intra-op threads per rank; 0: cores / ranks
+  bool flush_denormals = true;  // subnormal floats on the CPU as zero (denormals.h)
 
   // Output.
   int64_t metrics_every = 0;   // also every N optimizer steps; 0: per epoch only

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "data.h"
 #include "ddp.h"
+#include "denormals.h"
 #include "gpu.h"
 #include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
@@ -285,6 +286,9 @@ class Trainer {
     if (auto set_blas =
             reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
       set_blas(threads);
+    // After the pool's size is set, so that its threads take the mode (a warm process's next
+    // trial sets its own).
+    SetFlushDenormals(c_.flush_denormals);
   }
 
   // Batch geometry (global = micro x accumulation x ranks), steps, and the scaled learning rate;
