@@ -13,8 +13,9 @@ Two configurations of the Fashion-MNIST MLP, one thread, the cosine schedule of 
 - healthy: SGD, learning rate 0.05, momentum 0.9, batch 128.
 Prints, per configuration, program and mode, each epoch's validation accuracy and step time (ms)
 as a markdown table, then the step time of the last epoch, flushed against not (median over
---repeats). Both programs start from the same weights, so the rows of one configuration should
-agree in accuracy wherever no value was subnormal.
+--repeats). A program's two modes should agree in accuracy wherever no value was subnormal (the
+two programs start from the same weights but sum in different orders, so they part within an
+epoch).
 """
 
 import argparse
