@@ -268,11 +268,13 @@ double MeanFullTrialGpuSeconds(double epochs, double overhead) {
 
 struct Method {
   std::string name;
-  std::string tuner;       // gp | random
-  std::string pruner;      // none | median | asha | hyperband | forecast
-  std::string mode;        // stop | promote
-  bool cost_aware = true;  // the default where resources are declared, as here
-  bool joint = false;      // the GP models (configuration, fidelity) jointly (FidelityModel)
+  std::string tuner;        // gp | random
+  std::string pruner;       // none | median | asha | hyperband | forecast
+  std::string mode;         // stop | promote
+  bool cost_aware = true;   // the default where resources are declared, as here
+  bool joint = false;       // the GP models (configuration, fidelity) jointly (FidelityModel)
+  bool model_only = false;  // random_fraction: 0, every proposal the model's (a pruner's default
+                            // draws half of them from the Sobol sequence)
 };
 
 const std::vector<Method>& AllMethods() {
@@ -286,6 +288,10 @@ const std::vector<Method>& AllMethods() {
       {"gp+median", "gp", "median", "stop"},
       {"gp+forecast", "gp", "forecast", "stop"},
       {"gp+forecast-joint", "gp", "forecast", "stop", true, true},
+      {"gp+asha-model", "gp", "asha", "promote", true, false, true},
+      {"gp+hyperband-model", "gp", "hyperband", "promote", true, false, true},
+      {"gp+median-model", "gp", "median", "stop", true, false, true},
+      {"gp+forecast-model", "gp", "forecast", "stop", true, false, true},
       {"random+forecast", "random", "forecast", "stop"},
       {"gp", "gp", "none", "stop"},
       {"gp-nocost", "gp", "none", "stop", false},
@@ -365,7 +371,8 @@ std::string StudyText(const Settings& s, const Method& m) {
       "objective: {metric: loss, direction: minimize}\n" +
       SearchSpaceText(s);
   text += StrCat("trial: {command: train --epochs ", FormatDouble(s.max_epochs), "}\n");
-  text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false", "}\n");
+  text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false",
+                 m.model_only ? ", random_fraction: 0" : "", "}\n");
   text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
                  ", time_limit: ", FormatDouble(s.horizon_s), "}\n");
   if (s.table == nullptr)

@@ -969,6 +969,50 @@ TEST(GpTunerTest, ATunerRebuiltFromItsStateProposesWhatTheLivingOneDoes) {
   }
 }
 
+// random_fraction 0.5: after the initial design every other trial is the Sobol sequence's (the
+// same configuration the Sobol sampler proposes at that trial), the rest the model's; a tuner
+// rebuilt from its state and the trials each time makes the same choices.
+TEST(GpTunerTest, ARandomFractionGivesEveryOtherTrialAfterTheInitialDesignToTheSequence) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 5;
+  o.random_fraction = 0.5;
+  TunerOptions sequence_options;
+  sequence_options.algorithm = TunerAlgorithm::kSobol;
+  sequence_options.seed = o.seed;
+  auto tuner = MakeTuner(space, o).value();
+  auto sobol = MakeTuner(space, sequence_options).value();
+  std::vector<TrialOutcome> seen;
+  int drawn = 0;
+  for (int k = 0; k < 21; ++k) {
+    auto rebuilt = MakeTuner(space, o).value();
+    rebuilt->RestoreState(tuner->SaveState());
+    for (const TrialOutcome& t : seen) rebuilt->Observe(t);
+    const Config c = tuner->Propose(1, {}).value().at(0);
+    const Config s = sobol->Propose(1, {}).value().at(0);
+    EXPECT_TRUE(SameConfig(rebuilt->Propose(1, {}).value().at(0), c)) << "trial " << k;
+    const int initial = 5;  // max(5, dims + 1)
+    const bool from_sequence = k < initial || (k - initial) % 2 == 1;
+    EXPECT_EQ(SameConfig(c, s), from_sequence) << "trial " << k;
+    drawn += k >= initial && SameConfig(c, s);
+    TrialOutcome t;
+    t.config = c;
+    t.value = Quadratic(c);
+    tuner->Observe(t);
+    sobol->Observe(t);
+    seen.push_back(t);
+  }
+  EXPECT_EQ(drawn, 8) << "half of the 16 trials after the initial design";
+  // In a batch the share holds too: of 8 more, 4 are the sequence's next points.
+  const std::vector<Config> batch = tuner->Propose(8, {}).value();
+  const std::vector<Config> points = sobol->Propose(4, {}).value();
+  int matched = 0;
+  for (const Config& p : points)
+    matched +=
+        std::any_of(batch.begin(), batch.end(), [&](const Config& b) { return SameConfig(b, p); });
+  EXPECT_EQ(matched, 4);
+}
+
 // A state saved before contests ("gp1", no CONTESTED word, no rival) restores: its long level
 // is a contested one.
 TEST(GpTunerTest, AStateFromBeforeContestsRestoresItsLongLevelAsContested) {

@@ -291,6 +291,15 @@ TEST(StudyControllerTest, ATrialCostsItsSlotsTimesItsTimePerUnitOfResource) {
       TunerOptionsFor(Spec("resources: {cpus: 2}\ntuner: {cost_aware: false}\n"), 1).cost_aware);
 }
 
+TEST(StudyControllerTest, AStudyWithAPrunerDrawsHalfItsProposalsUnlessTheFileSaysOtherwise) {
+  const std::string pruner = "pruner: {algorithm: median, max_resource: 9}\n";
+  EXPECT_EQ(TunerOptionsFor(Spec(""), 1).random_fraction, 0.0);
+  EXPECT_EQ(TunerOptionsFor(Spec(pruner), 1).random_fraction, study::kPrunedRandomFraction);
+  EXPECT_EQ(TunerOptionsFor(Spec(pruner + "tuner: {random_fraction: 0}\n"), 1).random_fraction,
+            0.0);
+  EXPECT_EQ(TunerOptionsFor(Spec("tuner: {random_fraction: 0.25}\n"), 1).random_fraction, 0.25);
+}
+
 TEST(StudyControllerTest, TheCoreHoursBudgetStopsNewTrialsOnceSpentAndRunningOnesFinish) {
   // 0.01 core-hours = 36 core-seconds; trials hold one slot each, two at a time.
   Harness h(Spec("resources: {cpus: 1}\n", 50, 2, ", core_hours: 0.01"));

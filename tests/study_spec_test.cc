@@ -300,6 +300,21 @@ budget: {gpu_hours: 0, core_hours: lots}
           IsError(6, 36, "budget.core_hours", "expected a number, got 'lots'")));
 }
 
+TEST(StudyFileTest, ReadsTheRandomFractionAndRejectsOneOutsideZeroToOne) {
+  const std::string head =
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str();
+  ParseOutcome out = Parse(head + "tuner: {random_fraction: 0.25}\n");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->tuner.random_fraction, std::optional<double>(0.25));
+  EXPECT_FALSE(Parse(head).spec->tuner.random_fraction.has_value());
+  ParseOutcome bad = Parse(head + "tuner: {random_fraction: 1.5}\n");
+  EXPECT_THAT(bad.errors,
+              UnorderedElementsAre(IsError(
+                  5, 26, "tuner.random_fraction",
+                  "must be a number from 0 to 1, the share of proposals drawn from the Sobol "
+                  "sequence instead of the model, e.g. 0.5 (got 1.5)")));
+}
+
 TEST(StudyFileTest, ReadsTheQueueAndRejectsWhatItCannotUse) {
   ParseOutcome out = Parse(
       StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +

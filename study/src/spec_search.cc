@@ -17,9 +17,9 @@
 namespace hyperpack::study::internal {
 
 void Parser::ParseTuner(const Field& field, TunerSpec* tuner) {
-  auto fields =
-      Fields(field, "tuner",
-             {"algorithm", "seed", "initial_trials", "acquisition", "warm_start", "cost_aware"});
+  auto fields = Fields(field, "tuner",
+                       {"algorithm", "seed", "initial_trials", "acquisition", "warm_start",
+                        "cost_aware", "random_fraction"});
   using tuner::Acquisition;
   using tuner::TunerAlgorithm;
   OneOf(fields, "tuner", "algorithm",
@@ -49,6 +49,18 @@ void Parser::ParseTuner(const Field& field, TunerSpec* tuner) {
     if (auto w = String(*f, "tuner.warm_start")) tuner->warm_start = *w;
   }
   if (auto* f = Get(fields, "cost_aware")) tuner->cost_aware = Bool(*f, "tuner.cost_aware");
+  if (auto* f = Get(fields, "random_fraction")) {
+    if (auto v = Number(*f, "tuner.random_fraction")) {
+      if (!(*v >= 0 && *v <= 1)) {
+        Error(f->value, "tuner.random_fraction",
+              "must be a number from 0 to 1, the share of proposals drawn from the Sobol "
+              "sequence instead of the model, e.g. 0.5 (got ",
+              FormatDouble(*v), ")");
+      } else {
+        tuner->random_fraction = *v;
+      }
+    }
+  }
 }
 
 void Parser::ParseQueue(const Field& field, QueueSpec* queue) {

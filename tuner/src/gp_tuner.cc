@@ -219,7 +219,9 @@ class GpTuner : public Tuner {
     sobol_.Observe(outcome);
     Observation o;
     o.config = outcome.config;
-    o.x = ToEigen(encoder_.Encode(outcome.config).x);
+    std::vector<double> key = encoder_.Encode(outcome.config).x;
+    o.x = ToEigen(key);
+    trial_keys_.insert(std::move(key));
     o.kind = outcome.kind;
     o.value = outcome.value;
     o.level = outcome.kind == TrialOutcome::Kind::kCompleted || outcome.resource <= 0
@@ -261,8 +263,10 @@ class GpTuner : public Tuner {
     ChooseLevel();
     int modelled = 0;
     for (const Observation& o : observed_) modelled += IsModelled(o);
-    // The initial design, and Sobol whenever the model has fewer than two points.
+    // The initial design, Sobol whenever the model has fewer than two points, and the trials that
+    // random_fraction gives to the sequence.
     int from_sobol = modelled < 2 ? n : std::clamp(initial_ - seen, 0, n);
+    from_sobol += SequenceShare(from_sobol, n - from_sobol, pending);
     if (from_sobol > 0) {
       auto s = sobol_.Propose(from_sobol, pending);
       if (!s.ok()) return s;
@@ -280,6 +284,24 @@ class GpTuner : public Tuner {
   }
 
  private:
+  // How many of the `n` proposals after the first `skip` of this call the sequence makes: trial t
+  // (numbered from 0 in the order asked; a trial is a distinct configuration, observed or pending)
+  // goes to it when i = t - initial_ >= 0 and floor((i + 1) f) > floor(i f), f = random_fraction,
+  // which spreads the share evenly and depends only on the trials, so that a tuner rebuilt from
+  // the study proposes as the living one does.
+  int SequenceShare(int skip, int n, std::span<const Config> pending) const {
+    const double f = options_.random_fraction;
+    if (!(f > 0) || n <= 0) return 0;
+    int trials = static_cast<int>(trial_keys_.size()) + skip;
+    for (const Config& c : pending) trials += !trial_keys_.count(encoder_.Encode(c).x);
+    int share = 0;
+    for (int t = trials; t < trials + n; ++t) {
+      const int i = t - initial_;
+      share += i >= 0 && std::floor((i + 1) * f) > std::floor(i * f);
+    }
+    return share;
+  }
+
   // The value the objective model sees for observation i.
   double ValueOf(int i) const {
     auto it = stopped_.find(i);
@@ -884,6 +906,7 @@ class GpTuner : public Tuner {
   double penalty_ = 0;             // the worst completed value: what an infeasible trial counts as
   std::map<int, double> stopped_;  // StoppedBelowLevel at the last model update
   std::mt19937_64 rng_;
+  std::set<std::vector<double>> trial_keys_;  // each observed trial's encoding (SequenceShare)
   // Cost-aware: the latest log cost of each configuration (by its encoding), in order of first
   // report; the cost GP on them, standardised.
   std::map<std::vector<double>, size_t> cost_index_;

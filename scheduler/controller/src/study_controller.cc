@@ -22,6 +22,9 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
       o.objectives.push_back(objective.direction == study::Direction::kMaximize);
   o.constraints = static_cast<int>(spec.constraints.size());
   o.initial_trials = spec.tuner.initial_trials;
+  // A pruner stops a poor draw at its first rung: exploring by draws costs little.
+  o.random_fraction = spec.tuner.random_fraction.value_or(
+      spec.pruner.algorithm == tuner::PrunerAlgorithm::kNone ? 0.0 : study::kPrunedRandomFraction);
   o.acquisition = spec.tuner.acquisition;
   // A declared resource is a statement that trials differ in what they hold: weigh it.
   const bool resources = spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;

@@ -107,7 +107,15 @@ struct TunerSpec {
   // gp: weigh expected improvement by predicted cost (tuner.h, EI-cool). Absent: on when the
   // study declares resources (then a trial's cost is what it holds x how long), off otherwise.
   std::optional<bool> cost_aware;
+  // gp: the share of proposals after the initial design made by the Sobol sequence instead of
+  // the model (TunerOptions::random_fraction). Absent: kPrunedRandomFraction with a pruner, 0
+  // without.
+  std::optional<double> random_fraction;
 };
+
+// The default random_fraction of a study with a pruner: on the learning-curve tables half of the
+// proposals drawn lowered the final regret of every pruner's GP study (docs/BENCHMARKS.md).
+inline constexpr double kPrunedRandomFraction = 0.5;
 
 struct BudgetSpec {
   int max_trials = 100;

@@ -50,6 +50,13 @@ struct TunerOptions {
   // itself keeps a subset (the best third and a random rest): the cost is cubic in them.
   int max_fit_points = 300;
   int max_model_points = 1000;
+  // gp only, one objective: the share of the proposals after the initial design that the Sobol
+  // sequence makes instead of the model, spread evenly over the trials in the order they are
+  // asked for (BOHB's random fraction). With a pruner a poor draw is stopped at its first rung,
+  // so draws explore cheaply, and on real learning curves the model alone keeps training
+  // configurations near its incumbent that differ by less than the validation noise
+  // (docs/BENCHMARKS.md, issue 49). In [0, 1]; 0: the model makes every proposal.
+  double random_fraction = 0;
   // gp only: EI-cool (Lee et al., "Cost-aware Bayesian optimization", 2020). Once three trials
   // have a cost, a second GP models log cost per unit of resource and the acquisition becomes
   // log EI - alpha x log predicted cost, alpha = CostExponent(the budget spent): cheap
