@@ -447,6 +447,32 @@ TEST(PrunerTest, ForecastJudgesAtRungsOnlyOnceItsStartupTrialsHaveCompleted) {
   EXPECT_EQ(p->Report(12, 27, 2.0).kind, Kind::kContinue);
 }
 
+TEST(PrunerTest, BeforeItsLineTheForecastStopsTheWorseHalfFromTheSecondRungOn) {
+  PrunerOptions o = Asha("stop");
+  o.algorithm = PrunerAlgorithm::kForecast;
+  auto p = MakePruner(o).value();
+  // Eight trials at once, none completed. The first rung judges nothing, however bad.
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(p->Report(t, 1, t == 7 ? 5.0 : 0.5).kind, Kind::kContinue);
+  // At the second rung (3 epochs): three trials are too few for a median.
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(p->Report(t, 3, 0.4 + 0.1 * t).kind, Kind::kContinue);
+  // The fourth makes a median of 0.45 (0.4, 0.5, 0.6, and its own 0.3): 0.6's trial would now stop,
+  // but it was judged when it arrived; a later arrival worse than the median stops (its best so
+  // far counts: 0.7, after 5.0 at the first rung).
+  EXPECT_EQ(p->Report(3, 3, 0.3).kind, Kind::kContinue);
+  PrunerDecision d = p->Report(7, 3, 0.7);
+  EXPECT_EQ(d.kind, Kind::kStop);
+  EXPECT_NE(d.reason.find("before 5 trials have completed: 0.7 at rung 3 is worse than the "
+                          "median, 0.5, of the 5 trials that reached it"),
+            std::string::npos)
+      << d.reason;
+  EXPECT_EQ(p->Report(5, 4, 0.45).kind, Kind::kContinue) << "better than the median (0.475)";
+  // Once the startup trials have completed, the line judges instead: the same trial would go on
+  // (a line whose final values do not follow the rung).
+  auto q = Forecast(kFirst, {0.3, 0.2, 0.35, 0.25, 0.3});
+  for (int t = 10; t < 14; ++t) q->Report(t, 3, 0.1);
+  EXPECT_EQ(q->Report(14, 3, 0.95).kind, Kind::kContinue);
+}
+
 TEST(PrunerTest, ForecastMaximisesWhenTheStudyDoes) {
   // The same curves flipped in sign and maximised: the same decisions.
   auto p = Forecast(kFirst, kLast, /*maximize=*/true);

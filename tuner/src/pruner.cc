@@ -162,7 +162,8 @@ class ForecastPruner : public Pruner {
     size_t rung = c.judged;
     while (c.judged < rungs_.size() && rungs_[c.judged] <= resource + kEps) ++c.judged;
     if (c.judged == rung || resource + kEps >= o_.max_resource) return {};
-    if (static_cast<int>(completed_.size()) < std::max(o_.startup_trials, kMinPoints)) return {};
+    if (static_cast<int>(completed_.size()) < std::max(o_.startup_trials, kMinPoints))
+      return JudgeAtStartup(c, c.judged - 1, resource);
     return Judge(c, rungs_[c.judged - 1], resource);
   }
 
@@ -176,7 +177,8 @@ class ForecastPruner : public Pruner {
     std::map<double, double> values;  // by resource, minimised
     size_t judged = 0;                // rungs passed
   };
-  static constexpr int kMinPoints = 3;  // a line and a residual
+  static constexpr int kMinPoints = 3;     // a line and a residual
+  static constexpr int kStartupPeers = 4;  // trials at a rung before its median stops one
 
   // The best value at or before `resource`; nullopt when none.
   static std::optional<double> BestBy(const Curve& c, double resource) {
@@ -184,6 +186,30 @@ class ForecastPruner : public Pruner {
     for (const auto& [r, v] : c.values)
       if (r <= resource + kEps && (!best || v < *best)) best = v;
     return best;
+  }
+
+  // Before the line can be fitted: from the second rung on, a trial worse than the median of the
+  // trials that have reached the rung (kStartupPeers at least, itself among them) stops. With
+  // many trials at once the first ones would otherwise all train to the end before anything is
+  // judged; the first rung, which ranks final values worst, is left alone.
+  PrunerDecision JudgeAtStartup(const Curve& c, size_t rung, double resource) const {
+    if (rung < 1) return {};
+    std::vector<double> at;
+    for (const auto& [t, other] : curves_) {
+      if (other.judged <= rung) continue;
+      std::optional<double> v = BestBy(other, &other == &c ? resource : rungs_[rung]);
+      if (v && !std::isnan(*v)) at.push_back(*v);
+    }
+    if (static_cast<int>(at.size()) < kStartupPeers) return {};
+    const double v = *BestBy(c, resource), median = MedianOf(at);
+    if (!(v > median)) return {};
+    auto shown = [&](double z) { return FormatShort(o_.maximize ? -z : z, 4); };
+    return {PrunerDecision::Kind::kStop,
+            StrCat("forecast, before ", std::max(o_.startup_trials, kMinPoints),
+                   " trials have completed: ", shown(v), " at rung ", FormatShort(rungs_[rung], 6),
+                   " is worse than the median, ", shown(median), ", of the ", at.size(),
+                   " trials that reached it"),
+            std::nullopt};
   }
 
   PrunerDecision Judge(const Curve& c, double rung, double resource) const {

@@ -25,6 +25,8 @@
 //              completed trials' median there. Learning-curve prediction in the manner of Domhan
 //              et al. (IJCAI 2015), from the study's own curves: a slow starter that the
 //              completed trials say can still win goes on, where ASHA ranks by the rung alone.
+//              Before startup_trials have completed, from the second rung on, a trial worse than
+//              the median of the trials that have reached the rung (4 at least) stops;
 // Thread-safety: not thread-safe; one owner (the runner's io thread, or a simulation).
 #pragma once
 
