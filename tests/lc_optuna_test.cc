@@ -112,6 +112,8 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   auto table = Script({"table", out, "--reference", "optuna random"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("| optuna tpe+hyperband | 2 |"));
+  // The mean regret at the whole budget follows the last budget's median [quartiles].
+  EXPECT_THAT(table.out, ContainsRegex("\\] \\| ([0-9.e-]+|none) \\| ([0-9.]+|never) \\|"));
   // Trials, and the distinct configurations that served them.
   EXPECT_THAT(table.out, ContainsRegex("\\| [0-9]+ \\([1-6]\\) \\| [0-9]+ \\([0-6]\\) \\|"));
   // And how near its incumbent each method searched.
