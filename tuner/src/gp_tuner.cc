@@ -221,7 +221,6 @@ class GpTuner : public Tuner {
     o.config = outcome.config;
     std::vector<double> key = encoder_.Encode(outcome.config).x;
     o.x = ToEigen(key);
-    trial_keys_.insert(std::move(key));
     o.kind = outcome.kind;
     o.value = outcome.value;
     o.level = outcome.kind == TrialOutcome::Kind::kCompleted || outcome.resource <= 0
@@ -231,7 +230,7 @@ class GpTuner : public Tuner {
     if (o.value && options_.maximize) o.value = -*o.value;
     if (outcome.cost && std::isfinite(*outcome.cost) && *outcome.cost > 0) {
       ++costs_seen_;
-      auto [it, added] = cost_index_.emplace(encoder_.Encode(outcome.config).x, cost_x_.size());
+      auto [it, added] = cost_index_.emplace(key, cost_x_.size());
       if (added) {
         cost_x_.push_back(o.x);
         cost_y_.push_back(std::log(*outcome.cost));
@@ -239,6 +238,7 @@ class GpTuner : public Tuner {
         cost_y_[it->second] = std::log(*outcome.cost);
       }
     }
+    trial_keys_.insert(std::move(key));
     observed_.push_back(std::move(o));
   }
 
