@@ -268,14 +268,19 @@ double MeanFullTrialGpuSeconds(double epochs, double overhead) {
 
 struct Method {
   std::string name;
-  std::string tuner;        // gp | random
-  std::string pruner;       // none | median | asha | hyperband | forecast
-  std::string mode;         // stop | promote
-  bool cost_aware = true;   // the default where resources are declared, as here
-  bool joint = false;       // the GP models (configuration, fidelity) jointly (FidelityModel)
-  bool model_only = false;  // random_fraction: 0, every proposal the model's (a pruner's default
-                            // draws half of them from the Sobol sequence)
+  std::string tuner;       // gp | random
+  std::string pruner;      // none | median | asha | hyperband | forecast
+  std::string mode;        // stop | promote
+  bool cost_aware = true;  // the default where resources are declared, as here
+  bool joint = false;      // the GP models (configuration, fidelity) jointly (FidelityModel)
+  // Added to the study's tuner options: "-model", every proposal after the initial design the
+  // model's; "-half", half drawn from the initial design on, without waiting for final values (a
+  // pruner's default draws until 2 per dimension have completed, then half).
+  std::string tuner_options = "";
 };
+
+constexpr char kModelOnly[] = ", random_fraction: 0, initial_full_trials: 0";
+constexpr char kHalfDrawn[] = ", initial_full_trials: 0";
 
 const std::vector<Method>& AllMethods() {
   static const std::vector<Method> methods = {
@@ -288,10 +293,14 @@ const std::vector<Method>& AllMethods() {
       {"gp+median", "gp", "median", "stop"},
       {"gp+forecast", "gp", "forecast", "stop"},
       {"gp+forecast-joint", "gp", "forecast", "stop", true, true},
-      {"gp+asha-model", "gp", "asha", "promote", true, false, true},
-      {"gp+hyperband-model", "gp", "hyperband", "promote", true, false, true},
-      {"gp+median-model", "gp", "median", "stop", true, false, true},
-      {"gp+forecast-model", "gp", "forecast", "stop", true, false, true},
+      {"gp+asha-model", "gp", "asha", "promote", true, false, kModelOnly},
+      {"gp+hyperband-model", "gp", "hyperband", "promote", true, false, kModelOnly},
+      {"gp+median-model", "gp", "median", "stop", true, false, kModelOnly},
+      {"gp+forecast-model", "gp", "forecast", "stop", true, false, kModelOnly},
+      {"gp+asha-half", "gp", "asha", "promote", true, false, kHalfDrawn},
+      {"gp+hyperband-half", "gp", "hyperband", "promote", true, false, kHalfDrawn},
+      {"gp+median-half", "gp", "median", "stop", true, false, kHalfDrawn},
+      {"gp+forecast-half", "gp", "forecast", "stop", true, false, kHalfDrawn},
       {"random+forecast", "random", "forecast", "stop"},
       {"gp", "gp", "none", "stop"},
       {"gp-nocost", "gp", "none", "stop", false},
@@ -372,7 +381,7 @@ std::string StudyText(const Settings& s, const Method& m) {
       SearchSpaceText(s);
   text += StrCat("trial: {command: train --epochs ", FormatDouble(s.max_epochs), "}\n");
   text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false",
-                 m.model_only ? ", random_fraction: 0" : "", "}\n");
+                 m.tuner_options, "}\n");
   text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
                  ", time_limit: ", FormatDouble(s.horizon_s), "}\n");
   if (s.table == nullptr)

@@ -1013,6 +1013,47 @@ TEST(GpTunerTest, ARandomFractionGivesEveryOtherTrialAfterTheInitialDesignToTheS
   EXPECT_EQ(matched, 4);
 }
 
+// initial_full_trials: every proposal is the Sobol sequence's, however many trials a pruner
+// stopped at a rung, until that many trials have a final value; then the model proposes, and a
+// tuner rebuilt from its state and the trials proposes the same.
+TEST(GpTunerTest, ProposalsAreDrawnUntilEnoughTrialsHaveAFinalValue) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  TunerOptions o;
+  o.seed = 5;
+  o.initial_full_trials = 3;
+  TunerOptions sequence_options;
+  sequence_options.algorithm = TunerAlgorithm::kSobol;
+  sequence_options.seed = o.seed;
+  auto tuner = MakeTuner(space, o).value();
+  auto sobol = MakeTuner(space, sequence_options).value();
+  std::vector<TrialOutcome> seen;
+  int completed = 0;
+  for (int k = 0; k < 15; ++k) {  // past the initial design of 5: drawn for the final values
+    const Config c = tuner->Propose(1, {}).value().at(0);
+    EXPECT_TRUE(SameConfig(c, sobol->Propose(1, {}).value().at(0)))
+        << "trial " << k << ", " << completed << " completed";
+    TrialOutcome t;
+    t.config = c;
+    t.value = Quadratic(c);
+    if (k % 5 == 4) {
+      ++completed;
+    } else {
+      t.kind = TrialOutcome::Kind::kPruned;
+      t.resource = 1;
+    }
+    tuner->Observe(t);
+    sobol->Observe(t);
+    seen.push_back(t);
+  }
+  ASSERT_EQ(completed, 3);
+  auto rebuilt = MakeTuner(space, o).value();
+  rebuilt->RestoreState(tuner->SaveState());
+  for (const TrialOutcome& t : seen) rebuilt->Observe(t);
+  const Config model = tuner->Propose(1, {}).value().at(0);
+  EXPECT_FALSE(SameConfig(model, sobol->Propose(1, {}).value().at(0)));
+  EXPECT_TRUE(SameConfig(rebuilt->Propose(1, {}).value().at(0), model));
+}
+
 // A state saved before contests ("gp1", no CONTESTED word, no rival) restores: its long level
 // is a contested one.
 TEST(GpTunerTest, AStateFromBeforeContestsRestoresItsLongLevelAsContested) {

@@ -291,6 +291,18 @@ TEST(StudyControllerTest, ATrialCostsItsSlotsTimesItsTimePerUnitOfResource) {
       TunerOptionsFor(Spec("resources: {cpus: 2}\ntuner: {cost_aware: false}\n"), 1).cost_aware);
 }
 
+// With a pruner the model waits for two final values per dimension of the space (one here).
+TEST(StudyControllerTest, AStudyWithAPrunerDrawsUntilTwoTrialsPerDimensionHaveCompleted) {
+  const std::string pruner = "pruner: {algorithm: forecast, max_resource: 9}\n";
+  EXPECT_EQ(TunerOptionsFor(Spec(""), 1).initial_full_trials, 0);
+  EXPECT_EQ(TunerOptionsFor(Spec(pruner), 1).initial_full_trials,
+            study::kPrunedInitialFullPerDim * 1);
+  EXPECT_EQ(
+      TunerOptionsFor(Spec(pruner + "tuner: {initial_full_trials: 0}\n"), 1).initial_full_trials,
+      0);
+  EXPECT_EQ(TunerOptionsFor(Spec("tuner: {initial_full_trials: 7}\n"), 1).initial_full_trials, 7);
+}
+
 TEST(StudyControllerTest, AStudyWithAPrunerDrawsHalfItsProposalsUnlessTheFileSaysOtherwise) {
   const std::string pruner = "pruner: {algorithm: median, max_resource: 9}\n";
   EXPECT_EQ(TunerOptionsFor(Spec(""), 1).random_fraction, 0.0);

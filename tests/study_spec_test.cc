@@ -315,6 +315,20 @@ TEST(StudyFileTest, ReadsTheRandomFractionAndRejectsOneOutsideZeroToOne) {
                   "sequence instead of the model, e.g. 0.5 (got 1.5)")));
 }
 
+TEST(StudyFileTest, ReadsTheCompletedTrialsBeforeTheModelAndRejectsANegativeCount) {
+  const std::string head =
+      StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str();
+  ParseOutcome out = Parse(head + "tuner: {initial_full_trials: 12}\n");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->tuner.initial_full_trials, std::optional<int>(12));
+  EXPECT_FALSE(Parse(head).spec->tuner.initial_full_trials.has_value());
+  ParseOutcome bad = Parse(head + "tuner: {initial_full_trials: -1}\n");
+  EXPECT_THAT(bad.errors, UnorderedElementsAre(IsError(
+                              5, 30, "tuner.initial_full_trials",
+                              "must be between 0 and 100000, the completed trials before the model "
+                              "proposes (0: from the initial design on) (got -1)")));
+}
+
 TEST(StudyFileTest, ReadsTheQueueAndRejectsWhatItCannotUse) {
   ParseOutcome out = Parse(
       StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str() +

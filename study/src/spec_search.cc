@@ -19,7 +19,7 @@ namespace hyperpack::study::internal {
 void Parser::ParseTuner(const Field& field, TunerSpec* tuner) {
   auto fields = Fields(field, "tuner",
                        {"algorithm", "seed", "initial_trials", "acquisition", "warm_start",
-                        "cost_aware", "random_fraction"});
+                        "cost_aware", "random_fraction", "initial_full_trials"});
   using tuner::Acquisition;
   using tuner::TunerAlgorithm;
   OneOf(fields, "tuner", "algorithm",
@@ -58,6 +58,18 @@ void Parser::ParseTuner(const Field& field, TunerSpec* tuner) {
               FormatDouble(*v), ")");
       } else {
         tuner->random_fraction = *v;
+      }
+    }
+  }
+  if (auto* f = Get(fields, "initial_full_trials")) {
+    if (auto n = Integer(*f, "tuner.initial_full_trials")) {
+      if (*n < 0 || *n > 100000) {
+        Error(f->value, "tuner.initial_full_trials",
+              "must be between 0 and 100000, the completed trials before the model proposes "
+              "(0: from the initial design on) (got ",
+              *n, ")");
+      } else {
+        tuner->initial_full_trials = static_cast<int>(*n);
       }
     }
   }

@@ -267,6 +267,9 @@ class GpTuner : public Tuner {
     // random_fraction gives to the sequence.
     int from_sobol = modelled < 2 ? n : std::clamp(initial_ - seen, 0, n);
     from_sobol += SequenceShare(from_sobol, n - from_sobol, pending);
+    // Until enough trials have a final value, a model of the few there are, or of lower rungs'
+    // values (how fast a configuration learns), places worse than draws (initial_full_trials).
+    if (CompletedValues() < options_.initial_full_trials) from_sobol = n;
     if (from_sobol > 0) {
       auto s = sobol_.Propose(from_sobol, pending);
       if (!s.ok()) return s;
@@ -300,6 +303,13 @@ class GpTuner : public Tuner {
       share += i >= 0 && std::floor((i + 1) * f) > std::floor(i * f);
     }
     return share;
+  }
+
+  // How many observations are final values (of a trial trained to the full resource).
+  int CompletedValues() const {
+    return static_cast<int>(std::count_if(observed_.begin(), observed_.end(), [](const auto& o) {
+      return o.value.has_value() && std::isinf(o.level);
+    }));
   }
 
   // The value the objective model sees for observation i.

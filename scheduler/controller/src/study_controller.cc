@@ -7,6 +7,7 @@
 
 #include "controller_impl.h"
 #include "hyperpack/text.h"
+#include "hyperpack/tuner/encoding.h"
 
 namespace hyperpack::scheduler {
 
@@ -25,6 +26,11 @@ tuner::TunerOptions TunerOptionsFor(const study::StudySpec& spec, uint64_t seed)
   // A pruner stops a poor draw at its first rung: exploring by draws costs little.
   o.random_fraction = spec.tuner.random_fraction.value_or(
       spec.pruner.algorithm == tuner::PrunerAlgorithm::kNone ? 0.0 : study::kPrunedRandomFraction);
+  // Most trials stop at a low rung: the model waits for final values.
+  o.initial_full_trials = spec.tuner.initial_full_trials.value_or(
+      spec.pruner.algorithm == tuner::PrunerAlgorithm::kNone
+          ? 0
+          : study::kPrunedInitialFullPerDim * tuner::Encoder(spec.space).dims());
   o.acquisition = spec.tuner.acquisition;
   // A declared resource is a statement that trials differ in what they hold: weigh it.
   const bool resources = spec.resources.gpus || spec.resources.cpus || spec.resources.gpu_memory;

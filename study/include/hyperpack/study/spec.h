@@ -111,11 +111,19 @@ struct TunerSpec {
   // the model (TunerOptions::random_fraction). Absent: kPrunedRandomFraction with a pruner, 0
   // without.
   std::optional<double> random_fraction;
+  // gp: proposals drawn until this many trials have completed at the full resource
+  // (TunerOptions::initial_full_trials). Absent: kPrunedInitialFullPerDim per dimension of the
+  // encoded space with a pruner, 0 without.
+  std::optional<int> initial_full_trials;
 };
 
 // The default random_fraction of a study with a pruner: on the learning-curve tables half of the
 // proposals drawn lowered the final regret of every pruner's GP study (docs/BENCHMARKS.md).
 inline constexpr double kPrunedRandomFraction = 0.5;
+// The default initial_full_trials of a study with a pruner, per dimension: on the learning-curve
+// tables and the synthetic curves, two per dimension drawn before the model proposes reached a
+// good configuration as soon as draws alone and ended lower (docs/BENCHMARKS.md).
+inline constexpr int kPrunedInitialFullPerDim = 2;
 
 struct BudgetSpec {
   int max_trials = 100;

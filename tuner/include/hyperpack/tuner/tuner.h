@@ -57,6 +57,11 @@ struct TunerOptions {
   // configurations near its incumbent that differ by less than the validation noise
   // (docs/BENCHMARKS.md, issue 49). In [0, 1]; 0: the model makes every proposal.
   double random_fraction = 0;
+  // gp only, one objective: every proposal is the Sobol sequence's until this many trials have a
+  // final value (trained to the full resource). With a pruner most trials stop at a low rung; a
+  // model of lower rungs' values ranks configurations by how fast they learn, and one of a few
+  // final values places worse than draws (docs/BENCHMARKS.md, issue 49). 0: off.
+  int initial_full_trials = 0;
   // gp only: EI-cool (Lee et al., "Cost-aware Bayesian optimization", 2020). Once three trials
   // have a cost, a second GP models log cost per unit of resource and the acquisition becomes
   // log EI - alpha x log predicted cost, alpha = CostExponent(the budget spent): cheap
