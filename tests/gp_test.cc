@@ -969,6 +969,14 @@ TEST(GpTunerTest, ATunerRebuiltFromItsStateProposesWhatTheLivingOneDoes) {
   }
 }
 
+// The Sobol sampler a gp tuner with options `o` draws from: the same seed.
+std::unique_ptr<Tuner> SequenceOf(const SearchSpace& space, const TunerOptions& o) {
+  TunerOptions sequence_options;
+  sequence_options.algorithm = TunerAlgorithm::kSobol;
+  sequence_options.seed = o.seed;
+  return MakeTuner(space, sequence_options).value();
+}
+
 // random_fraction 0.5: after the initial design every other trial is the Sobol sequence's (the
 // same configuration the Sobol sampler proposes at that trial), the rest the model's; a tuner
 // rebuilt from its state and the trials each time makes the same choices.
@@ -977,11 +985,8 @@ TEST(GpTunerTest, ARandomFractionGivesEveryOtherTrialAfterTheInitialDesignToTheS
   TunerOptions o;
   o.seed = 5;
   o.random_fraction = 0.5;
-  TunerOptions sequence_options;
-  sequence_options.algorithm = TunerAlgorithm::kSobol;
-  sequence_options.seed = o.seed;
   auto tuner = MakeTuner(space, o).value();
-  auto sobol = MakeTuner(space, sequence_options).value();
+  auto sobol = SequenceOf(space, o);
   std::vector<TrialOutcome> seen;
   int drawn = 0;
   for (int k = 0; k < 21; ++k) {
@@ -1021,11 +1026,8 @@ TEST(GpTunerTest, ProposalsAreDrawnUntilEnoughTrialsHaveAFinalValue) {
   TunerOptions o;
   o.seed = 5;
   o.initial_full_trials = 3;
-  TunerOptions sequence_options;
-  sequence_options.algorithm = TunerAlgorithm::kSobol;
-  sequence_options.seed = o.seed;
   auto tuner = MakeTuner(space, o).value();
-  auto sobol = MakeTuner(space, sequence_options).value();
+  auto sobol = SequenceOf(space, o);
   std::vector<TrialOutcome> seen;
   int completed = 0;
   for (int k = 0; k < 15; ++k) {  // past the initial design of 5: drawn for the final values
