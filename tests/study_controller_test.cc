@@ -1014,6 +1014,31 @@ TEST(StudyControllerTest, ATrialPromotedAtItsRungGoesOnInPlace) {
   EXPECT_EQ(h.summary->promoted_in_place, 1);
 }
 
+// A trial promoted in place to the end waits there for a word, as at any rung (the protocol
+// does not say which stop is its last): at its final report it is told to go on to where it is,
+// which ends it, and it completes; before, a command that blocks on its socket hung the study.
+TEST(StudyControllerTest, ATrialSentOnToTheEndInPlaceIsToldItIsThereAtItsLastReport) {
+  const std::string asha = "pruner: {algorithm: asha, max_resource: 3, mode: promote}\n";
+  Harness h(Spec(asha, 3, 1), 1, 4, /*continue_in_place=*/true);
+  h.Start();
+  for (int t = 0; t < 2; ++t) {
+    h.Report(t, 0.5 + 0.1 * t, 1);
+    h.Exit(t, RankExit::Signaled(SIGTERM));
+  }
+  h.Report(2, 0.1, 1);
+  ASSERT_EQ(h.continues.size(), 1u);
+  EXPECT_EQ(h.continues[0].target, 3.0) << "rung 1 to 3, the end";
+  h.Report(2, 0.09, 2);
+  EXPECT_EQ(h.continues.size(), 1u) << "not at its stop yet";
+  h.Report(2, 0.08, 3);
+  ASSERT_EQ(h.continues.size(), 2u);
+  EXPECT_EQ(h.continues[1].trial, 2);
+  EXPECT_EQ(h.continues[1].target, 3.0);
+  EXPECT_FALSE(h.Signalled(2));
+  h.Exit(2, RankExit::Exited(0));
+  EXPECT_EQ(h.StateOf(2), TrialState::kCompleted);
+}
+
 // The promotion for the waiting trial's slot is another trial's: it stops, and that one resumes.
 // And a trial told to go on that exits at its rung anyway (it does not read its control socket) is
 // paused there and resumed from its checkpoint: a promotion is never lost.

@@ -126,6 +126,7 @@ class StudyController::Impl {
     bool control = false;                // it has a control socket (LaunchPlan::control)
     bool awaiting = false;               // pausing, and waiting at its rung for ResolveAwaiting
     std::optional<double> continued_to;  // promoted in place to this rung; no report since
+    std::optional<double> waits_at;      // control: the epoch at which it waits for a word
     std::optional<double> resumed_to;
     std::string prune_reason;
     double decided = 0;

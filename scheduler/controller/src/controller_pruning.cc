@@ -81,7 +81,14 @@ void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpo
                FormatShort(t.resource, 6), ": nothing in ", TrialDir(t.root), "/checkpoint",
                "; it runs on and is judged as in mode stop"));
   }
-  if (d.kind != Kind::kContinue) Decided(t, d);
+  if (d.kind != Kind::kContinue) {
+    Decided(t, d);
+  } else if (t.waits_at && t.resource >= *t.waits_at && !StopsAt(*t.waits_at)) {
+    // Sent on to the end, it waits there for a word as at any stop (hyperpack-trainer for
+    // seconds, a command that blocks on its socket for ever): "continue" to where it is ends it.
+    out_.push_back(ContinueCmd{t.number, t.resource});
+    t.waits_at.reset();
+  }
   // A new value at a rung may let a paused trial be promoted into a free slot.
   if (d.rung && pruner_->pauses()) ++refills_;
 }

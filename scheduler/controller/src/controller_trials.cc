@@ -114,6 +114,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   double target = pruner_->Begin(t.root);
   Journal(storage::JournalKind::kBegin, t.root);
   t.control = options_.continue_in_place && spec_.pruner.in_place && StopsAt(target);
+  if (t.control) t.waits_at = target;
   if (resume) {
     t.resumed_to = target;
     t.objective = q.promoted->value;

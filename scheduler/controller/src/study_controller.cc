@@ -372,6 +372,7 @@ void StudyController::Impl::ResolveAwaiting() {
     t.pausing = false;
     t.prune_reason.clear();
     t.continued_to = p->target;
+    t.waits_at = p->target;
     out_.push_back(ContinueCmd{t.number, p->target});
   }
 }
