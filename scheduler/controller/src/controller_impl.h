@@ -228,6 +228,7 @@ class StudyController::Impl {
   // ---- controller_trials.cc ----
   void Launch(Queued q, uint64_t job, Placement placement);
   LaunchPlan PlanLaunch(const Trial& t, double target, bool resume) const;
+  storage::TrialRecord RecordOf(const Trial& t, std::vector<storage::RankRecord> where) const;
   RankPlan PlanRank(const Trial& t, const LaunchPlan& p, int r,
                     const std::vector<std::pair<std::string, std::string>>& common) const;
   std::vector<std::pair<std::string, std::string>> TrialEnv(const Trial& t, const LaunchPlan& p,

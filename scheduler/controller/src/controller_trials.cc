@@ -123,17 +123,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   t.plan = PlanLaunch(t, target, resume);
   t.ranks.resize(t.plan.ranks.size());
 
-  TrialRecord rec;
-  rec.study_id = options_.study_id;
-  rec.number = t.number;
-  rec.state = TrialState::kRunning;
-  rec.params = t.config;
-  rec.started = Wall();
-  rec.host = options_.host;
-  rec.attempt = t.attempt;
-  rec.retry_of = t.retry_of;
-  rec.log_path = t.plan.ranks[0].log_path;
-  rec.placement = std::move(where_ranks);
+  TrialRecord rec = RecordOf(t, std::move(where_ranks));
   Write(resume ? Row(ResumeTrialRow{t.number, rec.placement}) : Row(InsertTrialRow{rec}));
   std::string where = resume ? StrCat("to ", study::ResourceName(spec_.pruner.resource), " ",
                                       FormatShort(target, 6), " on ", options_.host)
@@ -145,6 +135,23 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   int number = t.number;
   running_.emplace(number, std::move(t));
   FlushRows(number);
+}
+
+// The stored row of a trial launched now, running where `where` says.
+TrialRecord StudyController::Impl::RecordOf(const Trial& t,
+                                            std::vector<storage::RankRecord> where) const {
+  TrialRecord rec;
+  rec.study_id = options_.study_id;
+  rec.number = t.number;
+  rec.state = TrialState::kRunning;
+  rec.params = t.config;
+  rec.started = Wall();
+  rec.host = options_.host;
+  rec.attempt = t.attempt;
+  rec.retry_of = t.retry_of;
+  rec.log_path = t.plan.ranks[0].log_path;
+  rec.placement = std::move(where);
+  return rec;
 }
 
 // The gang: one process per rank, with torchrun's variables when the trial asked for GPUs.
