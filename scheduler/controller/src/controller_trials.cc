@@ -137,7 +137,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   FlushRows(number);
 }
 
-// The stored row of a trial launched now, running where `where` says.
+// The stored row of a trial begun now, running where `where` says (nowhere: never launched).
 TrialRecord StudyController::Impl::RecordOf(const Trial& t,
                                             std::vector<storage::RankRecord> where) const {
   TrialRecord rec;
@@ -149,7 +149,7 @@ TrialRecord StudyController::Impl::RecordOf(const Trial& t,
   rec.host = options_.host;
   rec.attempt = t.attempt;
   rec.retry_of = t.retry_of;
-  rec.log_path = t.plan.ranks[0].log_path;
+  if (!t.plan.ranks.empty()) rec.log_path = t.plan.ranks[0].log_path;
   rec.placement = std::move(where);
   return rec;
 }
@@ -307,16 +307,7 @@ void StudyController::Impl::NeverRuns(Queued q, const std::string& why) {
   t.ranks[0].exited = true;
   t.ranks[0].exit = RankExit::Exited(3);
   t.ranks[0].err_tail = why;
-  TrialRecord rec;
-  rec.study_id = options_.study_id;
-  rec.number = t.number;
-  rec.state = TrialState::kRunning;
-  rec.params = t.config;
-  rec.started = Wall();
-  rec.host = options_.host;
-  rec.attempt = t.attempt;
-  rec.retry_of = t.retry_of;
-  Write(InsertTrialRow{rec});
+  Write(InsertTrialRow{RecordOf(t, {})});
   int number = t.number;
   running_.emplace(number, std::move(t));
   Complete(number);
