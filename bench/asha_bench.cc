@@ -347,7 +347,12 @@ struct RunResult {
   // incumbent a method searches, and which of its trials it lets finish.
   double near_started = std::numeric_limits<double>::quiet_NaN();
   double near_full = std::numeric_limits<double>::quiet_NaN();
+  // --table: the share of the trials started with a coordinate in the unit cube within
+  // kNearBound of its bound (AtBound): how often a method proposes at the edge of the space.
+  double at_bound = std::numeric_limits<double>::quiet_NaN();
 };
+
+constexpr double kNearBound = 0.02;
 
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
 
@@ -631,8 +636,29 @@ class Simulation {
       r.configs = workload.DistinctCurves();
       r.full_configs = static_cast<int>(full_curves.size());
       NearIncumbent(workload, finished, &r);
+      r.at_bound = AtBound(workload);
     }
     return r;
+  }
+
+  // RunResult::at_bound: over the numeric parameters with more than two values (a switch is
+  // always at a bound).
+  double AtBound(const Workload& workload) const {
+    const std::vector<ParamSpec>& params = s_.table->space().params();
+    int at = 0, all = 0;
+    for (const auto& [number, t] : workload.trials()) {
+      const std::vector<double> x = s_.table->Coordinates(t.config);
+      bool near = false;
+      for (size_t k = 0; k < x.size(); ++k) {
+        const bool graded =
+            params[k].type == ParamType::kFloat ||
+            (params[k].type == ParamType::kInt && params[k].high - params[k].low > 1);
+        near = near || (graded && (x[k] < kNearBound || x[k] > 1 - kNearBound));
+      }
+      at += near;
+      ++all;
+    }
+    return all ? static_cast<double>(at) / all : std::numeric_limits<double>::quiet_NaN();
   }
 
   // RunResult::near_started and near_full, from the trials that completed.
@@ -725,7 +751,8 @@ bool WriteRuns(const std::string& path, const Settings& s,
         << ", \"trials\": " << results[i].trials << ", \"configs\": " << results[i].configs
         << ", \"full_configs\": " << results[i].full_configs
         << ", \"near_started\": " << JsonNumber(results[i].near_started)
-        << ", \"near_full\": " << JsonNumber(results[i].near_full) << ", \"completions\": [";
+        << ", \"near_full\": " << JsonNumber(results[i].near_full)
+        << ", \"at_bound\": " << JsonNumber(results[i].at_bound) << ", \"completions\": [";
     for (size_t k = 0; k < results[i].completions.size(); ++k)
       out << (k ? ", [" : "[") << results[i].completions[k].first << ", "
           << results[i].completions[k].second << "]";

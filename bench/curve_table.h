@@ -47,11 +47,10 @@ class CurveTable {
   double BestFinalError() const;
   // The mean over configurations of the seconds of a full-length run.
   double MeanFullSeconds() const;
-
- private:
   // `config`'s coordinates in the unit cube, one per parameter.
   std::vector<double> Coordinates(const Config& config) const;
 
+ private:
   std::string family_;
   int epochs_ = 0;
   SearchSpace space_;

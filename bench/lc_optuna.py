@@ -128,7 +128,11 @@ def make_study(optuna, method, seed, epochs):
         pruner = optuna.pruners.MedianPruner()
     else:
         pruner = optuna.pruners.NopPruner()
-    return optuna.create_study(direction="minimize", sampler=sampler, pruner=pruner)
+    # Named by the seed: Hyperband assigns brackets by a hash of the study's name and the trial's
+    # number, so a name drawn at random (create_study's default) would make a replay differ from
+    # one run to the next.
+    return optuna.create_study(study_name=f"lc-seed-{seed}", direction="minimize",
+                               sampler=sampler, pruner=pruner)
 
 
 def replay(args):
@@ -188,8 +192,21 @@ def replay(args):
     near_started, near_full = near_incumbent(begun, done)
     return {"method": method, "seed": seed, "trials": trials, "configs": len(configs),
             "full_configs": len(full_configs), "near_started": near_started,
-            "near_full": near_full, "completions": completions,
+            "near_full": near_full, "at_bound": at_bound(begun, table.space), "completions": completions,
             "seconds": time.perf_counter() - t0}
+
+
+NEAR_BOUND = 0.02  # asha_bench's kNearBound
+
+
+def at_bound(begun, space):
+    """The share of the trials begun with a unit-cube coordinate within NEAR_BOUND of its bound,
+    over the numeric parameters with more than two values (a switch is always at one): how often
+    a method proposes at the edge of the space (asha_bench's rule)."""
+    graded = [p["type"] == "float" or p["high"] - p["low"] > 1 for p in space]
+    near = [any(g and (u < NEAR_BOUND or u > 1 - NEAR_BOUND) for g, u in zip(graded, x))
+            for _, x, _ in begun]
+    return sum(near) / len(near) if near else None
 
 
 def near_incumbent(begun, done):
@@ -314,8 +331,8 @@ def table(args):
     print(f"\n| method | seeds | {head} | mean regret at the whole budget | share of the budget to "
           f"{args.reference}'s median regret ({fmt(level, 2)}) | trials (distinct configurations) "
           f"| trained to the end (distinct) | distance to the incumbent: started, trained to the "
-          f"end |")
-    print("|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|")
+          f"end | started at a bound |")
+    print("|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|---|")
     for name, runs in by_method.items():
         cells = []
         for b in budgets:
@@ -327,7 +344,14 @@ def table(args):
         print(f"| {name} | {len(runs)} | " + " | ".join(cells) +
               f" | {fmt(mean)} | {fmt(reach, 2) if reach <= 1 else 'never'} | "
               f"{counted(runs, 'trials', 'configs')} | {counted(runs, 'full', 'full_configs')} | "
-              f"{nearness(runs)} |")
+              f"{nearness(runs)} | {bound_share(runs)} |")
+
+
+def bound_share(runs):
+    """The median over runs of the share of trials begun at a bound; '?' for runs written before
+    it was measured."""
+    v = [x["at_bound"] for x in runs if x.get("at_bound") is not None]
+    return f"{quantile(v, 0.5):.2f}" if v and all("at_bound" in x for x in runs) else "?"
 
 
 def nearness(runs):

@@ -99,6 +99,10 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
     if (r["completions"].empty()) {
       EXPECT_TRUE(r["near_full"].is_null()) << r.dump();
     }
+    // The share of trials begun at an edge of the cube.
+    ASSERT_TRUE(r["at_bound"].is_number()) << r.dump();
+    EXPECT_GE(r["at_bound"].get<double>(), 0.0) << r.dump();
+    EXPECT_LE(r["at_bound"].get<double>(), 1.0) << r.dump();
     for (const Json& c : r["completions"]) {
       ++completions;
       EXPECT_LE(c[0].get<double>(), runs["horizon_s"].get<double>());
@@ -116,8 +120,26 @@ TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   EXPECT_THAT(table.out, ContainsRegex("\\] \\| ([0-9.e-]+|none) \\| ([0-9.]+|never) \\|"));
   // Trials, and the distinct configurations that served them.
   EXPECT_THAT(table.out, ContainsRegex("\\| [0-9]+ \\([1-6]\\) \\| [0-9]+ \\([0-6]\\) \\|"));
-  // And how near its incumbent each method searched.
-  EXPECT_THAT(table.out, ContainsRegex("\\| [0-9]\\.[0-9][0-9], ([0-9]\\.[0-9][0-9]|\\?) \\|"));
+  // How near its incumbent each method searched, and how often at a bound.
+  EXPECT_THAT(
+      table.out,
+      ContainsRegex("\\| [0-9]\\.[0-9][0-9], ([0-9]\\.[0-9][0-9]|\\?) \\| [01]\\.[0-9][0-9] \\|"));
+}
+
+// A replay is the seed's: Hyperband assigns each trial a bracket by a hash of the study's name,
+// so a study named at random would prune differently from one run to the next.
+TEST_P(LcOptunaTest, ReplaysTheSameSeedTheSameWayFromOneRunToTheNext) {
+  std::vector<Json> trials;
+  for (const char* name : {"a.json", "b.json"}) {
+    const std::string out = dir_ / name;
+    auto ran = Script({"run", "--table", table_, "--seeds", "4", "--methods",
+                       "random+hyperband,tpe+hyperband", "--budget-trials", "40", "--out", out});
+    ASSERT_EQ(ran.exit_code, 0) << ran.err;
+    Json runs = Json::parse(testing::ReadFile(out))["runs"];
+    for (Json& r : runs) r.erase("seconds");  // the replay's own run time
+    trials.push_back(runs);
+  }
+  EXPECT_EQ(trials[0], trials[1]);
 }
 
 TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay) {
@@ -142,6 +164,23 @@ TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay)
                          table_, configs.dump()});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(Json::parse(ran.out).get<std::vector<size_t>>(), expected);
+}
+
+// A trial is at a bound when a numeric parameter with more than two values is within 0.02 of
+// one; a switch (an int of two values) always is, and does not count.
+TEST_P(LcOptunaTest, CountsTheTrialsBegunAtABoundOfAGradedParameter) {
+  const std::string script =
+      "import sys\n"
+      "sys.path.insert(0, sys.argv[1])\n"
+      "import lc_optuna as m\n"
+      "space = [{'name': 'lr', 'type': 'float', 'low': 1e-4, 'high': 1.0, 'log': True},\n"
+      "         {'name': 'width', 'type': 'int', 'low': 10, 'high': 110},\n"
+      "         {'name': 'average', 'type': 'int', 'low': 0, 'high': 1}]\n"
+      "xs = [[0.5, 0.5, 0], [0.01, 0.5, 1], [0.5, 0.995, 0], [0.3, 0.03, 1], [0.97, 0.5, 0]]\n"
+      "print(m.at_bound([(0.0, x, False) for x in xs], space), m.at_bound([], space))\n";
+  auto ran = RunCommand({python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "0.4 None\n");
 }
 
 TEST_P(LcOptunaTest, RefusesWhatItCannotRunOrCompareSayingWhy) {
