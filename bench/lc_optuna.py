@@ -192,7 +192,8 @@ def replay(args):
     near_started, near_full = near_incumbent(begun, done)
     return {"method": method, "seed": seed, "trials": trials, "configs": len(configs),
             "full_configs": len(full_configs), "near_started": near_started,
-            "near_full": near_full, "at_bound": at_bound(begun, table.space), "completions": completions,
+            "near_full": near_full, "at_bound": at_bound(begun, table.space),
+            "completions": completions,
             "seconds": time.perf_counter() - t0}
 
 
