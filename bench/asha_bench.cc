@@ -337,6 +337,9 @@ struct RunResult {
   // Each trial trained to max_epochs: when it ended (virtual seconds) and its final error, in the
   // order they ended (--json).
   std::vector<std::pair<double, double>> completions;
+  // Each time a trial reported a loss (at any epoch) below every earlier report: when (virtual
+  // seconds) and the loss (--json). The real runs' measure: the first validation accuracy of 0.90.
+  std::vector<std::pair<double, double>> reported;
   // --table: the distinct table configurations that served the trials started and those trained
   // to max_epochs. Proposals nearest to the same configuration see the same curve, so a repeat
   // tells a method nothing new.
@@ -353,6 +356,7 @@ struct RunResult {
 };
 
 constexpr double kNearBound = 0.02;
+constexpr char kMetric[] = "loss";  // the objective every trial reports
 
 constexpr int kMaxTrials = 100000;  // never binds: the budget is the time limit
 
@@ -438,7 +442,7 @@ class Job : public hs::VirtualTrial {
       loss =
           TrueLoss(t_.hp, e, t_.offset, s_.speedup) + kNoiseSd * Normal(t_.key ^ Mix64(0x1000 + e));
     }
-    line.values = {{"loss", loss}};
+    line.values = {{kMetric, loss}};
     const double after = (reported_ ? 0.0 : s_.overhead_s) + epoch_s;
     reported_ = e;
     return {after, std::move(line), std::nullopt};
@@ -632,6 +636,7 @@ class Simulation {
       }
     }
     r.trials = workload.new_trials();
+    r.reported = Reported(driver);
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
       r.full_configs = static_cast<int>(full_curves.size());
@@ -659,6 +664,20 @@ class Simulation {
       ++all;
     }
     return all ? static_cast<double>(at) / all : std::numeric_limits<double>::quiet_NaN();
+  }
+
+  // RunResult::reported, from the metrics the controller wrote.
+  static std::vector<std::pair<double, double>> Reported(const hs::VirtualDriver& driver) {
+    std::vector<std::pair<double, double>> points, out;
+    for (const hs::Row& row : driver.rows())
+      if (const auto* m = std::get_if<hs::MetricsRow>(&row))
+        for (const storage::MetricPoint& p : m->points)
+          if (p.name == kMetric) points.emplace_back(p.time, p.value);
+    std::stable_sort(points.begin(), points.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& p : points)
+      if (out.empty() || p.second < out.back().second) out.push_back(p);
+    return out;
   }
 
   // RunResult::near_started and near_full, from the trials that completed.
@@ -730,9 +749,17 @@ std::string JsonNumber(double v) {
   return out.str();
 }
 
-// --json: every run's completions, for bench/lc_optuna.py's side-by-side table of regret at
-// several budgets (Optuna's samplers and pruners replay the same table there). Method names are
-// this file's own, so they need no escaping.
+// [[a, b], ...] for JSON.
+void WritePairs(const std::vector<std::pair<double, double>>& pairs, std::ostream& out) {
+  out << "[";
+  for (size_t k = 0; k < pairs.size(); ++k)
+    out << (k ? ", [" : "[") << pairs[k].first << ", " << pairs[k].second << "]";
+  out << "]";
+}
+
+// --json: every run's completions and improving reports, for bench/lc_optuna.py's side-by-side
+// table of regret at several budgets (Optuna's samplers and pruners replay the same table there).
+// Method names are this file's own, so they need no escaping.
 bool WriteRuns(const std::string& path, const Settings& s,
                const std::vector<const Method*>& methods, const std::vector<RunResult>& results,
                double optimum, int gpus) {
@@ -752,11 +779,11 @@ bool WriteRuns(const std::string& path, const Settings& s,
         << ", \"full_configs\": " << results[i].full_configs
         << ", \"near_started\": " << JsonNumber(results[i].near_started)
         << ", \"near_full\": " << JsonNumber(results[i].near_full)
-        << ", \"at_bound\": " << JsonNumber(results[i].at_bound) << ", \"completions\": [";
-    for (size_t k = 0; k < results[i].completions.size(); ++k)
-      out << (k ? ", [" : "[") << results[i].completions[k].first << ", "
-          << results[i].completions[k].second << "]";
-    out << "]}";
+        << ", \"at_bound\": " << JsonNumber(results[i].at_bound) << ", \"completions\": ";
+    WritePairs(results[i].completions, out);
+    out << ", \"reported\": ";
+    WritePairs(results[i].reported, out);
+    out << "}";
   }
   out << "\n]}\n";
   return static_cast<bool>(out.flush());
@@ -809,7 +836,9 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "(the local runner's way; agents and Slurm restart it)")(
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))(
-      "json", "also write every run's completed trials (time, final error) to this file",
+      "json",
+      "also write every run's completed trials (time, final error) and improving reports to this "
+      "file",
       cxxopts::value<std::string>())("h,help", "this help");
   return options;
 }

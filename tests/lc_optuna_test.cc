@@ -183,6 +183,67 @@ TEST_P(LcOptunaTest, CountsTheTrialsBegunAtABoundOfAGradedParameter) {
   EXPECT_EQ(ran.out, "0.4 None\n");
 }
 
+// Each time a report beat every earlier one: later, lower, one of the table's errors, the first no
+// sooner than a start and an epoch, and the last no higher than the best completion.
+void ExpectReportsImproving(const Json& run) {
+  ASSERT_TRUE(run.contains("reported")) << run.dump();
+  const Json& reported = run["reported"];
+  ASSERT_FALSE(reported.empty()) << run.dump();
+  EXPECT_GE(reported[0][0].get<double>(), 0.325 + 1.0 - 1e-9) << run.dump();
+  for (size_t k = 0; k < reported.size(); ++k) {
+    const double error = reported[k][1].get<double>();
+    bool in_table = false;
+    for (int i = 0; i < 6; ++i)
+      for (double e : {0.9 - 0.05 * i, 0.8 - 0.1 * i, 0.6 - 0.1 * i})
+        in_table = in_table || std::fabs(e - error) < 1e-9;
+    EXPECT_TRUE(in_table) << error;
+    if (k == 0) continue;
+    EXPECT_GE(reported[k][0].get<double>(), reported[k - 1][0].get<double>()) << run.dump();
+    EXPECT_LT(error, reported[k - 1][1].get<double>()) << run.dump();
+  }
+  for (const Json& c : run["completions"])
+    EXPECT_LE(reported.back()[1].get<double>(), c[1].get<double>()) << run.dump();
+}
+
+// asha_bench --json (hyperpack's replay) and lc_optuna.py run (Optuna's) keep the same reports,
+// and `table` sets both side by side with how soon a report came within the gap.
+TEST_P(LcOptunaTest, SetsBothReplaysSideBySideWithTheFirstReportWithinTheGap) {
+  const std::string hyperpack = dir_ / "hyperpack.json", optuna = dir_ / "optuna.json";
+  auto ran =
+      RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods", "random,gp+asha",
+                  "--budget-trials", "12", "--threads", "1", "--json", hyperpack});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  ran = Script({"run", "--table", table_, "--seeds", "2", "--methods", "random,tpe+hyperband",
+                "--budget-trials", "12", "--out", optuna});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  for (const std::string& file : {hyperpack, optuna})
+    for (const Json& r : Json::parse(testing::ReadFile(file))["runs"]) ExpectReportsImproving(r);
+  auto table = Script({"table", hyperpack, optuna, "--reference", "random"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              HasSubstr("share of the budget to a report within 0.005 of the best (0.105)"));
+  const std::string share = "(0\\.[0-9]+|1|never)";
+  for (const char* method : {"random", "gp\\+asha", "optuna random"})
+    EXPECT_THAT(table.out, ContainsRegex(std::string("\\| ") + method + " \\|[^\n]*\\| " + share +
+                                         " \\[" + share + ", " + share + "\\] \\|\n"));
+}
+
+// The first report within the gap, as shares of the budget over seeds: median [quartiles]; a run
+// that never reported within it counts as past the budget; runs written before reports were kept
+// give '?'.
+TEST_P(LcOptunaTest, TimesTheFirstReportWithinTheGapOverSeeds) {
+  const std::string script =
+      "import sys\n"
+      "sys.path.insert(0, sys.argv[1])\n"
+      "import lc_optuna as m\n"
+      "runs = [{'reported': [[1, 0.5], [4, 0.1]]}, {'reported': [[2, 0.1]]},\n"
+      "        {'reported': [[3, 0.5]]}, {'reported': [[6, 0.09], [8, 0.05]]}]\n"
+      "print(m.report_cell(runs, 0.1, 10), '|', m.report_cell(runs + [{}], 0.1, 10))\n";
+  auto ran = RunCommand({python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out, "0.5 [0.35, never] | ?\n");
+}
+
 TEST_P(LcOptunaTest, RefusesWhatItCannotRunOrCompareSayingWhy) {
   if (GetParam() == "3.1") {
     auto gp = Script(
