@@ -59,6 +59,15 @@ class LcOptunaTest : public ::testing::TestWithParam<std::string> {
     return RunCommand(args, dir_.path().string());
   }
 
+  // Python `code` with bench/lc_optuna.py imported as `m`; `args` are sys.argv[2:].
+  testing::Ran Module(const std::string& code, std::vector<std::string> args = {}) {
+    const std::string script =
+        "import sys\nsys.path.insert(0, sys.argv[1])\nimport lc_optuna as m\n" + code;
+    args.insert(args.begin(),
+                {python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench"});
+    return RunCommand(args);
+  }
+
   TempDir dir_;
   std::string python_, table_;
 };
@@ -155,13 +164,10 @@ TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay)
     expected.push_back(table->Nearest({{"lr", lr}, {"width", width}}));
   }
   const std::string script =
-      "import json, sys\n"
-      "sys.path.insert(0, sys.argv[1])\n"
-      "import lc_optuna as m\n"
+      "import json\n"
       "t = m.Table(m.load_table(sys.argv[2]))\n"
       "print(json.dumps([t.nearest(p) for p in json.loads(sys.argv[3])]))\n";
-  auto ran = RunCommand({python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench",
-                         table_, configs.dump()});
+  auto ran = Module(script, {table_, configs.dump()});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(Json::parse(ran.out).get<std::vector<size_t>>(), expected);
 }
@@ -170,15 +176,12 @@ TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay)
 // one; a switch (an int of two values) always is, and does not count.
 TEST_P(LcOptunaTest, CountsTheTrialsBegunAtABoundOfAGradedParameter) {
   const std::string script =
-      "import sys\n"
-      "sys.path.insert(0, sys.argv[1])\n"
-      "import lc_optuna as m\n"
       "space = [{'name': 'lr', 'type': 'float', 'low': 1e-4, 'high': 1.0, 'log': True},\n"
       "         {'name': 'width', 'type': 'int', 'low': 10, 'high': 110},\n"
       "         {'name': 'average', 'type': 'int', 'low': 0, 'high': 1}]\n"
       "xs = [[0.5, 0.5, 0], [0.01, 0.5, 1], [0.5, 0.995, 0], [0.3, 0.03, 1], [0.97, 0.5, 0]]\n"
       "print(m.at_bound([(0.0, x, False) for x in xs], space), m.at_bound([], space))\n";
-  auto ran = RunCommand({python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench"});
+  auto ran = Module(script);
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(ran.out, "0.4 None\n");
 }
@@ -233,13 +236,10 @@ TEST_P(LcOptunaTest, SetsBothReplaysSideBySideWithTheFirstReportWithinTheGap) {
 // give '?'.
 TEST_P(LcOptunaTest, TimesTheFirstReportWithinTheGapOverSeeds) {
   const std::string script =
-      "import sys\n"
-      "sys.path.insert(0, sys.argv[1])\n"
-      "import lc_optuna as m\n"
       "runs = [{'reported': [[1, 0.5], [4, 0.1]]}, {'reported': [[2, 0.1]]},\n"
       "        {'reported': [[3, 0.5]]}, {'reported': [[6, 0.09], [8, 0.05]]}]\n"
       "print(m.report_cell(runs, 0.1, 10), '|', m.report_cell(runs + [{}], 0.1, 10))\n";
-  auto ran = RunCommand({python_, "-c", script, std::string(HYPERPACK_SOURCE_DIR) + "/bench"});
+  auto ran = Module(script);
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_EQ(ran.out, "0.5 [0.35, never] | ?\n");
 }
