@@ -51,6 +51,17 @@ Usage (PY=$(../shared/tools/sklearn-python)):
 `show` prints what a table holds: the best, median and worst final error, how often the best at
 epoch 1, 3 and 9 is among the best at the end (Spearman's rank correlation with the final error),
 and the seconds a full training of the average configuration takes.
+
+A table holds one training of each configuration, and its final error is one draw: the model's
+seed (its initial weights, the order of its mini-batches) moves it too. `repeats` trains a table's
+best configurations again with other seeds (index + 1000 x offset; offset 0 is the table's own,
+and says whether the table is reproduced), and `show-repeats` says how far the table's order among
+them is theirs: the seed-to-seed deviation of a final error (pooled), Spearman's correlation of
+the table's finals with the other seeds' means, and where the table's best lands by its mean (its
+rank, and how much above the lowest mean):
+  $PY bench/lc_table.py repeats bench/data/lc_mlp-sgd-fmnist.json [--top 24] [--offsets 0,1,2,3,4]
+                                [--jobs 2] [--trainer ...] --out r_mlp-sgd-fmnist.json
+  $PY bench/lc_table.py show-repeats r_*.json
 """
 import argparse
 import gzip
@@ -223,10 +234,10 @@ def _run_trainer(job):
     the data's loading (a replay charges those as the start cost), are its steps at the first
     epoch's step time plus the second epoch's validation (its wall time less its steps)."""
     import subprocess
-    family, index, params, epochs, trainer = job
+    family, index, params, epochs, trainer, seed = job
     spec = FAMILIES[family]
     k = spec["classes"]
-    cmd = [trainer] + spec["trainer"](params) + ["--epochs", str(epochs), "--seed", str(index)]
+    cmd = [trainer] + spec["trainer"](params) + ["--epochs", str(epochs), "--seed", str(seed)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     errors, losses, wall, train = [], [], [], []
     last, prev_step = time.perf_counter(), 0
@@ -258,13 +269,13 @@ def _run_trainer(job):
         errors.append(1.0 - 1.0 / k)
         losses.append(math.log(k))
         seconds.append(seconds[-1] if seconds else 0.0)
-    return {"index": index, "params": params, "error": errors, "loss": losses,
+    return {"index": index, "seed": seed, "params": params, "error": errors, "loss": losses,
             "seconds": [float("%.4g" % s) for s in seconds], "diverged": diverged}
 
 
 def _train(job):
     """Trains one configuration epoch by epoch; its error, log loss and seconds per epoch."""
-    family, index, params, epochs = job[:4]
+    family, index, params, epochs, _, seed = job
     spec = FAMILIES[family]
     if "trainer" in spec:
         return _run_trainer(job)
@@ -273,7 +284,7 @@ def _train(job):
     xa, ya, xb, yb = _DATA[family]
     classes = np.unique(np.concatenate([ya, yb]))
     k = len(classes)
-    model = spec["model"](params, index)
+    model = spec["model"](params, seed)
     errors, losses, seconds = [], [], []
     diverged = False
     for _ in range(epochs):
@@ -298,8 +309,8 @@ def _train(job):
             picked = prob[np.arange(len(yb)), np.searchsorted(classes, yb)]
             losses.append(float(-np.mean(np.log(np.clip(picked, 1e-15, 1.0)))))
         seconds.append(time.perf_counter() - start)
-    return {"index": index, "params": params, "error": [round(e, 6) for e in errors],
-            "loss": [float("%.6g" % v) for v in losses],
+    return {"index": index, "seed": seed, "params": params,
+            "error": [round(e, 6) for e in errors], "loss": [float("%.6g" % v) for v in losses],
             "seconds": [float("%.4g" % s) for s in seconds], "diverged": diverged}
 
 
@@ -308,7 +319,7 @@ def make(args):
     from multiprocessing import Pool
     spec = FAMILIES[args.family]
     params = configurations(spec["space"], args.configs, args.seed)
-    jobs = [(args.family, i, p, args.epochs, os.path.abspath(args.trainer))
+    jobs = [(args.family, i, p, args.epochs, os.path.abspath(args.trainer), i)
             for i, p in enumerate(params)]
     rows = [None] * len(jobs)
     began = time.time()
@@ -333,6 +344,72 @@ def make(args):
         f.write("\n")
     print("wrote %s (%d configurations, %.0f s)" % (args.out, len(rows), time.time() - began),
           file=sys.stderr)
+
+
+def repeats(args):
+    """Trains a table's best configurations again with other model seeds (index + 1000 x offset;
+    offset 0 is the table's own run), to see how far a table's final errors are its
+    configurations' and how far one training's draw."""
+    from multiprocessing import Pool
+    with open(args.table) as f:
+        t = json.load(f)
+    offsets = [int(o) for o in args.offsets.split(",")]
+    order = sorted(range(len(t["configs"])), key=lambda i: t["configs"][i]["error"][-1])
+    top = order[:args.top]
+    jobs = [(t["family"], i, t["configs"][i]["params"], t["epochs"],
+             os.path.abspath(args.trainer), i + 1000 * o) for i in top for o in offsets]
+    runs = {i: {} for i in top}
+    began = time.time()
+    with Pool(args.jobs) as pool:
+        for done, row in enumerate(pool.imap_unordered(_train, jobs), 1):
+            runs[row["index"]][(row["seed"] - row["index"]) // 1000] = row["error"]
+            print("[%d/%d] %s config %d seed %d: final error %.4f" %
+                  (done, len(jobs), t["family"], row["index"], row["seed"], row["error"][-1]),
+                  file=sys.stderr, flush=True)
+    out = {"family": t["family"], "table": args.table, "of": len(t["configs"]),
+           "top": args.top, "offsets": offsets,
+           "command": "bench/lc_table.py repeats %s --top %d --offsets %s" %
+                      (args.table, args.top, args.offsets),
+           "configs": [{"index": i, "final": t["configs"][i]["error"][-1],
+                        "repeats": [runs[i][o][-1] for o in offsets],
+                        "reproduced": runs[i][0] == t["configs"][i]["error"] if 0 in offsets
+                        else None} for i in top]}
+    with open(args.out, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+    print("wrote %s (%.0f s)" % (args.out, time.time() - began), file=sys.stderr)
+
+
+def repeat_summary(r, top=None):
+    """What a repeats file says: the table's final errors against the means of other seeds' runs,
+    over the table's best `top` configurations (all the file holds if None)."""
+    new = [o != 0 for o in r["offsets"]]
+    configs = r["configs"][:top]  # best first, as repeats writes them
+    final = np.array([c["final"] for c in configs])
+    # Each configuration's draws: the table's and the other seeds'.
+    draws = [np.array([c["final"]] + [v for v, n in zip(c["repeats"], new) if n])
+             for c in configs]
+    mean = np.array([d.mean() for d in draws])
+    other = np.array([d[1:].mean() for d in draws])
+    sd = math.sqrt(np.mean([d.var(ddof=1) for d in draws]))
+    best = int(np.argmin(final))
+    rank = 1 + int(np.sum(mean < mean[best]))
+    return {"family": r["family"], "top": len(final), "draws": len(draws[0]), "sd": sd,
+            "rho": _spearman(final, other), "best_rank": rank,
+            "best_excess": float(mean[best] - mean.min()),
+            "reproduced": [c["reproduced"] for c in configs if c["reproduced"] is not None]}
+
+
+def show_repeats(args):
+    print("%-20s %4s %5s %8s %7s %10s %12s %10s" % ("family", "top", "draws", "seed sd", "rho",
+                                                   "best rank", "best excess", "reproduced"))
+    for path in args.files:
+        with open(path) as f:
+            s = repeat_summary(json.load(f), args.top)
+        rep = "%d/%d" % (sum(s["reproduced"]), len(s["reproduced"])) if s["reproduced"] else "-"
+        print("%-20s %4d %5d %8.4f %7.2f %10d %12.4f %10s" %
+              (s["family"], s["top"], s["draws"], s["sd"], s["rho"], s["best_rank"],
+               s["best_excess"], rep))
 
 
 def _spearman(a, b):
@@ -369,8 +446,20 @@ def main():
     m.add_argument("--out", required=True)
     s = sub.add_parser("show")
     s.add_argument("files", nargs="+")
+    r = sub.add_parser("repeats")
+    r.add_argument("table")
+    r.add_argument("--top", type=int, default=24, help="the table's best N configurations")
+    r.add_argument("--offsets", default="0,1,2,3,4",
+                   help="model seeds index + 1000 x offset; 0 is the table's own run")
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--trainer", default="build/trainer/hyperpack-trainer")
+    r.add_argument("--out", required=True)
+    sr = sub.add_parser("show-repeats")
+    sr.add_argument("files", nargs="+")
+    sr.add_argument("--top", type=int, help="the table's best N of the configurations repeated")
     args = parser.parse_args()
-    {"make": make, "show": show}[args.command](args)
+    commands = {"make": make, "show": show, "repeats": repeats, "show-repeats": show_repeats}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":
