@@ -337,6 +337,9 @@ struct RunResult {
   // Each trial trained to max_epochs: when it ended (virtual seconds) and its final error, in the
   // order they ended (--json).
   std::vector<std::pair<double, double>> completions;
+  // --table: the table configuration of each completion, in the same order (--json), so that a
+  // run can be scored by other seeds' trainings of what it chose (lc_table.py repeats).
+  std::vector<int> completed_configs;
   // Each time a trial reported a loss (at any epoch) below every earlier report: when (virtual
   // seconds) and the loss (--json). The real runs' measure: the first validation accuracy of 0.90.
   std::vector<std::pair<double, double>> reported;
@@ -630,6 +633,7 @@ class Simulation {
       full_curves.insert(t->curve);
       finished.push_back({number, finish->trial.ended.value_or(kInf), truth});
       r.completions.emplace_back(finish->trial.ended.value_or(kInf), truth);
+      if (s_.table != nullptr) r.completed_configs.push_back(static_cast<int>(t->curve));
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
         r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
         r.target_proposed = t->proposed;
@@ -783,6 +787,12 @@ bool WriteRuns(const std::string& path, const Settings& s,
     WritePairs(results[i].completions, out);
     out << ", \"reported\": ";
     WritePairs(results[i].reported, out);
+    if (s.table != nullptr) {
+      out << ", \"completed_configs\": [";
+      for (size_t k = 0; k < results[i].completed_configs.size(); ++k)
+        out << (k ? ", " : "") << results[i].completed_configs[k];
+      out << "]";
+    }
     out << "}";
   }
   out << "\n]}\n";

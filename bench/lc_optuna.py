@@ -35,6 +35,13 @@ over those trained to the end, the median over seeds), how often it began a tria
 last how soon a trial first *reported*, at any epoch, an error within --report-gap of the table's
 best final error, as a share of the budget: the measure of the real runs (bench/peer_fmnist.sh's
 first validation accuracy of 0.90).
+
+A table's final error is one training's draw, and among its best configurations the draw, not
+the configuration, orders them (lc_table.py repeats). With `--repeats R.json`, lc_table.py's
+repeats of every configuration of the table, `table` also scores each run's choice (its completed
+trial with the lowest error seen, which is what a user would pick) by that configuration's mean
+final error over the other seeds' trainings, less the lowest such mean: the error the choice
+gives when trained again, which no luck of the served draw can lower.
 """
 import argparse
 import heapq
@@ -149,6 +156,7 @@ def replay(args):
     dists = distributions(optuna, table.space)
     events, order, workers = [], 0, {}
     completions, trials = [], 0
+    completed_configs = []  # the table configuration of each completion
     reported = []  # (virtual time, error) each time a report beat every earlier one
     # The distinct table configurations that served the trials started and those trained to the
     # end: proposals nearest to the same one see the same curve.
@@ -183,6 +191,7 @@ def replay(args):
         if epochs == table.epochs:
             study.tell(trial, error)
             completions.append([now, error])
+            completed_configs.append(index)
             full_configs.add(index)
             begun[k][2] = True
             done.append((now, error, begun[k][1]))
@@ -200,6 +209,7 @@ def replay(args):
             "full_configs": len(full_configs), "near_started": near_started,
             "near_full": near_full, "at_bound": at_bound(begun, table.space),
             "completions": completions, "reported": reported,
+            "completed_configs": completed_configs,
             "seconds": time.perf_counter() - t0}
 
 
@@ -280,6 +290,33 @@ def quantile(values, q):
 
 def regret_at(run, t, best):
     return min((e for when, e in run["completions"] if when <= t), default=math.inf) - best
+
+
+def read_expected(path, family):
+    """A repeats file of lc_table.py for every configuration of `family`'s table: each
+    configuration's mean final error over the seeds other than the table's own (offset 0), the
+    error a user would get again, free of the luck of the draw the replay served."""
+    r = read_json(path, ("family", "offsets", "configs", "of"), "lc_table.py repeats' output")
+    if r["family"] != family:
+        raise SystemExit(f"lc_optuna: {path}: repeats of {r['family']}, not of {family}")
+    if len(r["configs"]) != r["of"]:
+        raise SystemExit(f"lc_optuna: {path}: {len(r['configs'])} of the table's {r['of']} "
+                         f"configurations; --repeats needs every one (repeats --top {r['of']})")
+    others = [k for k, o in enumerate(r["offsets"]) if o != 0]
+    if not others:
+        raise SystemExit(f"lc_optuna: {path}: no seed but the table's own (offsets {r['offsets']})")
+    return {c["index"]: sum(c["repeats"][k] for k in others) / len(others) for c in r["configs"]}
+
+
+def expected_regret_at(run, t, expected, best):
+    """The run's choice by time t, the completed trial with the lowest error it saw (the first of
+    equals), scored by `expected` (read_expected), less `best`, the lowest there; inf if none."""
+    if "completed_configs" not in run:
+        raise SystemExit("lc_optuna: --repeats: a run written before completed_configs were kept; "
+                         "replay it again")
+    seen = [(e, k, c) for k, ((when, e), c) in
+            enumerate(zip(run["completions"], run["completed_configs"])) if when <= t]
+    return expected[min(seen)[2]] - best if seen else math.inf
 
 
 def first_time_at(run, level, best):
@@ -374,6 +411,26 @@ def table(args):
               f"{counted(runs, 'trials', 'configs')} | {counted(runs, 'full', 'full_configs')} | "
               f"{nearness(runs)} | {bound_share(runs)} | "
               f"{report_cell(runs, best + args.report_gap, horizon)} |")
+    if args.repeats:
+        expected_table(by_method, budgets, horizon, read_expected(args.repeats, ref["family"]))
+
+
+def expected_table(by_method, budgets, horizon, expected):
+    """Regret as above, with each run's choice scored by other seeds' trainings of it."""
+    best = min(expected.values())
+    print(f"\nThe same runs, each choice scored by its mean final error over other seeds' "
+          f"trainings, less the lowest such mean ({best:.4g}):")
+    head = " | ".join(f"expected regret at {b:g} of the budget" for b in budgets)
+    print(f"\n| method | {head} | mean at the whole budget |")
+    print("|---|" + "---|" * len(budgets) + "---|")
+    for name, runs in by_method.items():
+        cells = []
+        for b in budgets:
+            r = [expected_regret_at(x, b * horizon, expected, best) for x in runs]
+            cells.append(f"{fmt(quantile(r, 0.5))} [{fmt(quantile(r, 0.25))}, "
+                         f"{fmt(quantile(r, 0.75))}]")
+        mean = sum(expected_regret_at(x, horizon, expected, best) for x in runs) / len(runs)
+        print(f"| {name} | " + " | ".join(cells) + f" | {fmt(mean)} |")
 
 
 def bound_share(runs):
@@ -425,6 +482,8 @@ def main():
     t.add_argument("--reference", default="gp+asha")
     t.add_argument("--report-gap", type=float, default=0.005,
                    help="a report this near the table's best final error counts (default 0.005)")
+    t.add_argument("--repeats", help="lc_table.py repeats of every configuration of the table: "
+                   "each run's choice also scored by other seeds' trainings of it")
     args = ap.parse_args()
     if args.cmd == "run":
         if args.seeds < 1 or args.jobs < 1 or args.gpus < 1 or not args.budget_trials > 0:

@@ -221,14 +221,63 @@ TEST_P(LcOptunaTest, SetsBothReplaysSideBySideWithTheFirstReportWithinTheGap) {
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   for (const std::string& file : {hyperpack, optuna})
     for (const Json& r : Json::parse(testing::ReadFile(file))["runs"]) ExpectReportsImproving(r);
-  auto table = Script({"table", hyperpack, optuna, "--reference", "random"});
+  // Each completion names the configuration that served it: the table's final error is its own.
+  for (const std::string& file : {hyperpack, optuna})
+    for (const Json& r : Json::parse(testing::ReadFile(file))["runs"]) {
+      ASSERT_EQ(r["completed_configs"].size(), r["completions"].size());
+      for (size_t k = 0; k < r["completions"].size(); ++k)
+        EXPECT_NEAR(r["completions"][k][1].get<double>(),
+                    0.6 - 0.1 * r["completed_configs"][k].get<int>(), 1e-12);
+    }
+  // Other seeds' trainings that reverse the table's order: configuration 0 is the best again.
+  Json repeats = {{"family", "small"}, {"of", 6}, {"offsets", {0, 1}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    repeats["configs"].push_back({{"index", i}, {"repeats", {0.6 - 0.1 * i, 0.1 + 0.1 * i}}});
+  WriteFile(dir_ / "repeats.json", repeats.dump());
+  auto table = Script(
+      {"table", hyperpack, optuna, "--reference", "random", "--repeats", dir_ / "repeats.json"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out,
               HasSubstr("share of the budget to a report within 0.005 of the best (0.105)"));
-  const std::string share = "(0\\.[0-9]+|1|never)";
-  for (const char* method : {"random", "gp\\+asha", "optuna random"})
+  EXPECT_THAT(table.out, HasSubstr("less the lowest such mean (0.1)"));
+  const std::string share = "(0\\.[0-9]+|1|never)", regret = "(0|0\\.[0-9]+|none)";
+  for (const char* method : {"random", "gp\\+asha", "optuna random"}) {
     EXPECT_THAT(table.out, ContainsRegex(std::string("\\| ") + method + " \\|[^\n]*\\| " + share +
                                          " \\[" + share + ", " + share + "\\] \\|\n"));
+    EXPECT_THAT(table.out, ContainsRegex(std::string("\n\\| ") + method + " \\| " + regret +
+                                         " \\[" + regret + ", " + regret + "\\] \\|"));
+  }
+}
+
+// A run's choice by a time is its completed trial with the lowest error seen (the first of
+// equals), scored by the other seeds' mean for that configuration; a lucky draw scores worse than
+// the trial it displaced. A repeats file must cover the table's every configuration.
+TEST_P(LcOptunaTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
+  Json partial = {
+      {"family", "small"}, {"of", 6}, {"offsets", {0, 1, 2}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    partial["configs"].push_back(
+        {{"index", i}, {"repeats", {0.5, 0.3 - 0.02 * i, 0.1 + 0.04 * i}}});
+  WriteFile(dir_ / "all.json", partial.dump());
+  partial["configs"].erase(5);
+  WriteFile(dir_ / "five.json", partial.dump());
+  const std::string script =
+      "e = m.read_expected(sys.argv[2], 'small')\n"
+      "print(' '.join(f'{e[i]:.2f}' for i in range(6)))\n"
+      "run = {'completions': [[1, 0.2], [3, 0.1], [5, 0.1]], 'completed_configs': [2, 4, 5]}\n"
+      "best = min(e.values())\n"
+      "print(' '.join(f'{m.expected_regret_at(run, t, e, best):.2f}' for t in (0.5, 2, 4, 6)))\n"
+      "for path, family in ((sys.argv[3], 'small'), (sys.argv[2], 'other')):\n"
+      "    try:\n"
+      "        m.read_expected(path, family)\n"
+      "    except SystemExit as x:\n"
+      "        print(x)\n";
+  auto ran = Module(script, {dir_ / "all.json", dir_ / "five.json"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  // Means over offsets 1 and 2 only: 0.2 + 0.01 i; the best is configuration 0's 0.20.
+  EXPECT_THAT(ran.out, HasSubstr("0.20 0.21 0.22 0.23 0.24 0.25\ninf 0.02 0.04 0.04\n"));
+  EXPECT_THAT(ran.out, HasSubstr("5 of the table's 6 configurations; --repeats needs every one"));
+  EXPECT_THAT(ran.out, HasSubstr("repeats of small, not of other"));
 }
 
 // The first report within the gap, as shares of the budget over seeds: median [quartiles]; a run
