@@ -400,12 +400,33 @@ def repeat_summary(r, top=None):
             "reproduced": [c["reproduced"] for c in configs if c["reproduced"] is not None]}
 
 
+def read_repeats(path):
+    """A repeats file of this script; else exit naming the file and what it lacks."""
+    try:
+        with open(path) as f:
+            r = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit("lc_table: %s: %s" % (path, e))
+    for key in ("family", "offsets", "configs"):
+        if not isinstance(r, dict) or key not in r:
+            raise SystemExit("lc_table: %s: no '%s': not the output of lc_table.py repeats"
+                             % (path, key))
+    for k, c in enumerate(r["configs"]):
+        if not isinstance(c, dict) or any(key not in c for key in ("final", "repeats", "reproduced")) \
+                or len(c["repeats"]) != len(r["offsets"]):
+            raise SystemExit("lc_table: %s: configs[%d] needs final, reproduced and one repeat "
+                             "per offset (%d)" % (path, k, len(r["offsets"])))
+    if len(r["configs"]) < 2 or not any(o != 0 for o in r["offsets"]):
+        raise SystemExit("lc_table: %s: needs two configurations or more and a seed besides "
+                         "the table's own (offset 0)" % path)
+    return r
+
+
 def show_repeats(args):
+    summaries = [repeat_summary(read_repeats(path), args.top) for path in args.files]
     print("%-20s %4s %5s %8s %7s %10s %12s %10s" % ("family", "top", "draws", "seed sd", "rho",
                                                    "best rank", "best excess", "reproduced"))
-    for path in args.files:
-        with open(path) as f:
-            s = repeat_summary(json.load(f), args.top)
+    for s in summaries:
         rep = "%d/%d" % (sum(s["reproduced"]), len(s["reproduced"])) if s["reproduced"] else "-"
         print("%-20s %4d %5d %8.4f %7.2f %10d %12.4f %10s" %
               (s["family"], s["top"], s["draws"], s["sd"], s["rho"], s["best_rank"],

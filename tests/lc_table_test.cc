@@ -98,5 +98,29 @@ TEST(LcTableTest, ShowsHowFarTheTablesFinalsAreTheConfigurationsOwn) {
   EXPECT_THAT(shown.out, ContainsRegex("small +3 +3 +0\\.0120 +-0\\.50 +3 +0\\.0100 +2/3"));
 }
 
+TEST(LcTableTest, ShowRepeatsRefusesAFileThatIsNotRepeats) {
+  TempDir dir;
+  // A table, not its repeats; a repeats file whose configuration lacks a seed; a truncated file.
+  WriteFile(dir / "table.json", MadeUpTrainerTable().dump());
+  WriteFile(dir / "short.json",
+            Json({{"family", "small"},
+                  {"offsets", {0, 1}},
+                  {"configs",
+                   {{{"index", 0}, {"final", 0.1}, {"repeats", {0.1, 0.2}}, {"reproduced", true}},
+                    {{"index", 1}, {"final", 0.2}, {"repeats", {0.2}}, {"reproduced", true}}}}})
+                .dump());
+  WriteFile(dir / "cut.json", R"({"family": "small", "offsets": [0,)");
+  const std::pair<const char*, const char*> cases[] = {
+      {"table.json", "no 'offsets': not the output of lc_table.py repeats"},
+      {"short.json", "configs\\[1\\] needs final, reproduced and one repeat per offset \\(2\\)"},
+      {"cut.json", "cut.json: "}};
+  for (const auto& [name, says] : cases) {
+    auto shown = LcTable({"show-repeats", dir / name});
+    EXPECT_NE(shown.exit_code, 0) << name;
+    EXPECT_THAT(shown.err, ContainsRegex(std::string("^lc_table: .*") + says)) << shown.err;
+    EXPECT_THAT(shown.err, ::testing::Not(::testing::HasSubstr("Traceback"))) << shown.err;
+  }
+}
+
 }  // namespace
 }  // namespace hyperpack::bench
