@@ -280,6 +280,31 @@ TEST_P(LcOptunaTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
   EXPECT_THAT(ran.out, HasSubstr("repeats of small, not of other"));
 }
 
+// The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
+// otherwise: each covers its table's every configuration, with the table's own final errors.
+TEST_P(LcOptunaTest, ShipsRepeatsThatCoverTheirTables) {
+  const std::string script =
+      "import glob, json, os\n"
+      "for path in sorted(glob.glob(os.path.join(sys.argv[2], 'lc_*.json'))):\n"
+      "    if path.endswith('.repeats.json'):\n"
+      "        continue\n"
+      "    t = json.load(open(path))\n"
+      "    r = m.shipped_repeats(t['family'])\n"
+      "    if r is None:\n"
+      "        continue\n"
+      "    e, raw = m.read_expected(r, t['family']), json.load(open(r))\n"
+      "    same = all(abs(c['final'] - t['configs'][c['index']]['error'][-1]) < 1e-9\n"
+      "               for c in raw['configs'])\n"
+      "    whole = sorted(e) == list(range(len(t['configs'])))\n"
+      "    print(t['family'], 'ok' if same and whole else 'differs', len(e))\n"
+      "print('small:', m.shipped_repeats('small'))\n";
+  auto ran = Module(script, {std::string(HYPERPACK_SOURCE_DIR) + "/bench/data"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_THAT(ran.out, HasSubstr("mlp-adam-digits ok 256\n"));
+  EXPECT_THAT(ran.out, ::testing::Not(HasSubstr("differs"))) << ran.out;
+  EXPECT_THAT(ran.out, HasSubstr("small: None\n"));
+}
+
 // The first report within the gap, as shares of the budget over seeds: median [quartiles]; a run
 // that never reported within it counts as past the budget; runs written before reports were kept
 // give '?'.
