@@ -411,9 +411,11 @@ def read_repeats(path):
         if not isinstance(r, dict) or key not in r:
             raise SystemExit("lc_table: %s: no '%s': not the output of lc_table.py repeats"
                              % (path, key))
+        if key != "family" and not isinstance(r[key], list):
+            raise SystemExit("lc_table: %s: '%s' is not a list" % (path, key))
     for k, c in enumerate(r["configs"]):
         if not isinstance(c, dict) or any(key not in c for key in ("final", "repeats", "reproduced")) \
-                or len(c["repeats"]) != len(r["offsets"]):
+                or not isinstance(c["repeats"], list) or len(c["repeats"]) != len(r["offsets"]):
             raise SystemExit("lc_table: %s: configs[%d] needs final, reproduced and one repeat "
                              "per offset (%d)" % (path, k, len(r["offsets"])))
     if len(r["configs"]) < 2 or not any(o != 0 for o in r["offsets"]):
