@@ -240,6 +240,8 @@ TEST_P(LcOptunaTest, SetsBothReplaysSideBySideWithTheFirstReportWithinTheGap) {
   EXPECT_THAT(table.out,
               HasSubstr("share of the budget to a report within 0.005 of the best (0.105)"));
   EXPECT_THAT(table.out, HasSubstr("less the lowest such mean (0.1)"));
+  EXPECT_THAT(table.out, HasSubstr("| the best it completed, so scored (median at the whole "
+                                   "budget) |"));
   const std::string share = "(0\\.[0-9]+|1|never)", regret = "(0|0\\.[0-9]+|none)";
   for (const char* method : {"random", "gp\\+asha", "optuna random"}) {
     EXPECT_THAT(table.out, ContainsRegex(std::string("\\| ") + method + " \\|[^\n]*\\| " + share +
@@ -278,6 +280,39 @@ TEST_P(LcOptunaTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
   EXPECT_THAT(ran.out, HasSubstr("0.20 0.21 0.22 0.23 0.24 0.25\ninf 0.02 0.04 0.04\n"));
   EXPECT_THAT(ran.out, HasSubstr("5 of the table's 6 configurations; --repeats needs every one"));
   EXPECT_THAT(ran.out, HasSubstr("repeats of small, not of other"));
+}
+
+// A run that trains its k best completed configurations again before the budget ends: chosen
+// from what had completed by the budget less the longest of their runs and a start, by the mean
+// of two draws, scored by a third seed; the plain choice where nothing had completed that early.
+TEST_P(LcOptunaTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
+  const std::string script =
+      "run = {'completions': [[1, 0.30], [2, 0.20], [3, 0.25], [4, 0.22]],\n"
+      "       'completed_configs': [0, 1, 2, 3]}\n"
+      "full = {c: 1.0 for c in range(4)}\n"
+      "again = {0: 0.28, 1: 0.40, 2: 0.21, 3: 0.22}\n"
+      "judge = {0: 0.5, 1: 0.6, 2: 0.1, 3: 0.3}\n"
+      "print(' '.join(f'{m.finalists_at(run, t, 3, full, 1.0, again, judge):.2f}'\n"
+      "               for t in (10, 4.5, 2.5, 0.5)))\n";
+  auto ran = Module(script);
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  // t = 10: configurations 1, 3, 2 by 8 s, means 0.30, 0.22, 0.23: 3, judged 0.3. t = 4.5: by
+  // 2.5 s only 1 and 0 (means 0.30, 0.29): 0, judged 0.5. t = 2.5: nothing by 0.5 s, the plain
+  // choice, 1 (0.6). t = 0.5: nothing completed.
+  EXPECT_EQ(ran.out, "0.30 0.50 0.60 inf\n");
+  // The subcommand wants a second seed besides the table's own to judge by.
+  Json one = {{"family", "small"}, {"of", 6}, {"offsets", {0, 1}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    one["configs"].push_back({{"index", i}, {"repeats", {0.6 - 0.1 * i, 0.1 + 0.1 * i}}});
+  WriteFile(dir_ / "one.json", one.dump());
+  const std::string runs = dir_ / "optuna.json";
+  ASSERT_EQ(Script({"run", "--table", table_, "--seeds", "1", "--methods", "random",
+                    "--budget-trials", "12", "--out", runs})
+                .exit_code,
+            0);
+  auto refused = Script({"finalists", runs, "--table", table_, "--repeats", dir_ / "one.json"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("finalists need two seeds besides the table's own"));
 }
 
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
