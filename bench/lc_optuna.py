@@ -298,10 +298,10 @@ def regret_at(run, t, best):
     return min((e for when, e in run["completions"] if when <= t), default=math.inf) - best
 
 
-def read_expected(path, family):
-    """A repeats file of lc_table.py for every configuration of `family`'s table: each
-    configuration's mean final error over the seeds other than the table's own (offset 0), the
-    error a user would get again, free of the luck of the draw the replay served."""
+def read_repeats(path, family):
+    """A repeats file of lc_table.py for every configuration of `family`'s table, checked: the
+    family, every configuration, a seed besides the table's own; the file and the positions of
+    its other seeds among its offsets."""
     r = read_json(path, ("family", "offsets", "configs", "of"), "lc_table.py repeats' output")
     if r["family"] != family:
         raise SystemExit(f"lc_optuna: {path}: repeats of {r['family']}, not of {family}")
@@ -311,6 +311,14 @@ def read_expected(path, family):
     others = [k for k, o in enumerate(r["offsets"]) if o != 0]
     if not others:
         raise SystemExit(f"lc_optuna: {path}: no seed but the table's own (offsets {r['offsets']})")
+    return r, others
+
+
+def read_expected(path, family):
+    """Each configuration's mean final error over a repeats file's seeds other than the table's
+    own (offset 0), the error a user would get again, free of the luck of the draw the replay
+    served."""
+    r, others = read_repeats(path, family)
     return {c["index"]: sum(c["repeats"][k] for k in others) / len(others) for c in r["configs"]}
 
 
@@ -494,9 +502,7 @@ def finalists(args):
     path = args.repeats or shipped_repeats(runs["family"])
     if not path:
         raise SystemExit(f"lc_optuna: no repeats of {runs['family']}: give --repeats")
-    read_expected(path, runs["family"])  # the same checks: the family, every configuration
-    r = read_json(path, ("offsets",), "lc_table.py repeats' output")
-    others = [i for i, o in enumerate(r["offsets"]) if o != 0]
+    r, others = read_repeats(path, runs["family"])
     if len(others) < 2:
         raise SystemExit(f"lc_optuna: {path}: finalists need two seeds besides the table's own "
                          f"(offsets {r['offsets']})")

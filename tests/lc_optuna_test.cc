@@ -43,6 +43,15 @@ std::string SmallTable() {
       .dump();
 }
 
+// Other seeds' trainings of SmallTable's configurations (offsets 0 and 1) whose second seed
+// reverses the table's order: configuration 0 is the best again.
+std::string ReversedRepeats() {
+  Json repeats = {{"family", "small"}, {"of", 6}, {"offsets", {0, 1}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    repeats["configs"].push_back({{"index", i}, {"repeats", {0.6 - 0.1 * i, 0.1 + 0.1 * i}}});
+  return repeats.dump();
+}
+
 class LcOptunaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -229,11 +238,7 @@ TEST_P(LcOptunaTest, SetsBothReplaysSideBySideWithTheFirstReportWithinTheGap) {
         EXPECT_NEAR(r["completions"][k][1].get<double>(),
                     0.6 - 0.1 * r["completed_configs"][k].get<int>(), 1e-12);
     }
-  // Other seeds' trainings that reverse the table's order: configuration 0 is the best again.
-  Json repeats = {{"family", "small"}, {"of", 6}, {"offsets", {0, 1}}, {"configs", Json::array()}};
-  for (int i = 0; i < 6; ++i)
-    repeats["configs"].push_back({{"index", i}, {"repeats", {0.6 - 0.1 * i, 0.1 + 0.1 * i}}});
-  WriteFile(dir_ / "repeats.json", repeats.dump());
+  WriteFile(dir_ / "repeats.json", ReversedRepeats());
   auto table = Script(
       {"table", hyperpack, optuna, "--reference", "random", "--repeats", dir_ / "repeats.json"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
@@ -301,10 +306,7 @@ TEST_P(LcOptunaTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
   // choice, 1 (0.6). t = 0.5: nothing completed.
   EXPECT_EQ(ran.out, "0.30 0.50 0.60 inf\n");
   // The subcommand wants a second seed besides the table's own to judge by.
-  Json one = {{"family", "small"}, {"of", 6}, {"offsets", {0, 1}}, {"configs", Json::array()}};
-  for (int i = 0; i < 6; ++i)
-    one["configs"].push_back({{"index", i}, {"repeats", {0.6 - 0.1 * i, 0.1 + 0.1 * i}}});
-  WriteFile(dir_ / "one.json", one.dump());
+  WriteFile(dir_ / "one.json", ReversedRepeats());
   const std::string runs = dir_ / "optuna.json";
   ASSERT_EQ(Script({"run", "--table", table_, "--seeds", "1", "--methods", "random",
                     "--budget-trials", "12", "--out", runs})
