@@ -94,15 +94,18 @@ class Process {
     reaped_ = true;
     return status_;
   }
-  // Waits until its output holds `text` after `from`; the offset after it, or npos when the
-  // output ended first.
-  size_t WaitFor(const std::string& text, size_t from = 0) {
+  // Waits until its output holds `text` after `from`, for at most `limit`; the offset after it,
+  // or npos when the output ended or the time ran out first, so that a process that never says
+  // it fails the test with what it did say instead of holding it until ctest's timeout.
+  size_t WaitFor(const std::string& text, size_t from = 0,
+                 std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const auto deadline = Clock::now() + limit;
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       size_t at = text_.find(text, from);
       if (at != std::string::npos) return at + text.size();
-      if (closed_) return std::string::npos;
-      cv_.wait(lock);
+      if (closed_ || Clock::now() >= deadline) return std::string::npos;
+      cv_.wait_until(lock, deadline);
     }
   }
   std::string Output() {
@@ -172,7 +175,9 @@ class ChaosTest : public ::testing::Test {
         std::vector<std::string>{HYPERPACK_CLI, "serve", "--listen", addresses_[i], "--token-file",
                                  token_, "--storage", storage_, "--heartbeat-timeout", "1.5"},
         dir_.path().string());
-    ASSERT_NE(servers_[i]->WaitFor(expect), std::string::npos) << servers_[i]->Output();
+    ASSERT_NE(servers_[i]->WaitFor(expect), std::string::npos)
+        << "server " << i << " did not say \"" << expect << "\" within 60 s, or ended\n"
+        << servers_[i]->Output();
   }
   std::unique_ptr<Process> StartAgent(int i) {
     return std::make_unique<Process>(
@@ -195,7 +200,7 @@ class ChaosTest : public ::testing::Test {
     }
     const size_t other = 1 - leader_;
     ASSERT_NE(servers_[other]->WaitFor("listening on"), std::string::npos)
-        << "the standby did not take over\n"
+        << "the standby did not take over (\"listening on\") within 60 s\n"
         << servers_[other]->Output();
     Pause(undo_s);
     StartServer(leader_, "another server leads");
@@ -425,7 +430,9 @@ resources: {gpus: 1}
   Process client(
       {HYPERPACK_CLI, "run", dir_ / "study.yaml", "--server", Addresses(), "--token-file", token_},
       dir_.path().string());
-  ASSERT_NE(client.WaitFor("started"), std::string::npos) << client.Output();
+  ASSERT_NE(client.WaitFor("started"), std::string::npos)
+      << "the client did not say \"started\" within 60 s, or ended\n"
+      << client.Output();
   const std::map<std::string, int> injected = InjectFaults(client, seed, max_faults);
   if (HasFatalFailure()) return;  // ~Process stops the client, the agents and the servers
   const int status = ReapWithin(client, std::chrono::seconds(90));
