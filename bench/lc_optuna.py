@@ -46,7 +46,8 @@ trained again, which no luck of the served draw can lower. That is the measure m
 by where it exists; its last column is the best configuration each run completed, so scored: what
 a perfect choice among the run's own completions would give. `finalists RUNS --table T` asks what
 a run would have chosen had it trained its k best completions once more with the repeats' first
-other seed (finalists_at), both choices scored by the second alone.
+other seed (finalists_at), both choices scored by the mean of the seeds after it (the second
+alone where a file has two).
 """
 import argparse
 import heapq
@@ -490,10 +491,19 @@ def finalists_at(run, t, k, full_s, start_cost, again, judge):
     return judge[min(chosen, key=lambda c: ((chosen[c] + again[c]) / 2, c))]
 
 
+def serve_and_judge(r, others):
+    """A repeats file's configurations' re-runs for finalists: the first other seed's draw, and
+    the mean of the other seeds after it, which neither choice sees, to judge by."""
+    again = {c["index"]: c["repeats"][others[0]] for c in r["configs"]}
+    judge = {c["index"]: sum(c["repeats"][k] for k in others[1:]) / (len(others) - 1)
+             for c in r["configs"]}
+    return again, judge
+
+
 def finalists(args):
     """Each run's choice against the same run had it trained its k best again (finalists_at):
-    the re-runs drawn from the repeats' first other seed, both choices scored by its second alone,
-    which neither choice saw."""
+    the re-runs drawn from the repeats' first other seed, both choices scored by the mean of the
+    seeds after it (serve_and_judge)."""
     runs = read_runs(args.runs)
     t = load_table(args.table)
     if t["family"] != runs["family"]:
@@ -506,15 +516,14 @@ def finalists(args):
     if len(others) < 2:
         raise SystemExit(f"lc_optuna: {path}: finalists need two seeds besides the table's own "
                          f"(offsets {r['offsets']})")
-    again = {c["index"]: c["repeats"][others[0]] for c in r["configs"]}
-    judge = {c["index"]: c["repeats"][others[1]] for c in r["configs"]}
+    again, judge = serve_and_judge(r, others)
     full_s = {i: sum(c["seconds"]) for i, c in enumerate(t["configs"])}
     best, horizon = min(judge.values()), runs["horizon_s"]
     budgets = [float(b) for b in args.budgets.split(",")]
     print(f"{runs['family']}: each run's choice, and its choice had it trained its {args.k} best "
-          f"again with offset {r['offsets'][others[0]]}, scored by offset "
-          f"{r['offsets'][others[1]]} alone, less its lowest ({best:.4g}); median over seeds "
-          f"(mean at the whole budget).")
+          f"again with offset {r['offsets'][others[0]]}, scored by the mean of offsets "
+          f"{','.join(str(r['offsets'][k]) for k in others[1:])}, less its lowest "
+          f"({best:.4g}); median over seeds (mean at the whole budget).")
     print("\n| method | " + " | ".join(f"at {b:g} of the budget: plain, finalists" for b in budgets)
           + " |")
     print("|---|" + "---|" * len(budgets))

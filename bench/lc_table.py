@@ -62,6 +62,9 @@ rank, and how much above the lowest mean):
   $PY bench/lc_table.py repeats bench/data/lc_mlp-sgd-fmnist.json [--top 24] [--offsets 0,1,2,3,4]
                                 [--jobs 2] [--trainer ...] --out r_mlp-sgd-fmnist.json
   $PY bench/lc_table.py show-repeats r_*.json
+`merge-repeats` puts the same configurations' runs with other seeds side by side in one file (the
+seeds of a shipped file and more trained later):
+  $PY bench/lc_table.py merge-repeats bench/data/lc_F.repeats.json r34.json --out merged.json
 """
 import argparse
 import gzip
@@ -424,6 +427,40 @@ def read_repeats(path):
     return r
 
 
+def merge_repeats(args):
+    """One repeats file from several of the same table's configurations with other seeds each
+    (repeats --offsets 1,2, later --offsets 3,4): offsets and repeats side by side, in the order
+    the files are given; the table's own seed's `reproduced` from the file that ran it."""
+    files = [(path, read_repeats(path)) for path in args.files]
+    (first_path, first), offsets, seen = files[0], [], {}
+    for path, r in files:
+        for key in ("family", "table", "of", "top"):
+            if r.get(key) != first.get(key):
+                raise SystemExit("lc_table: %s: %s %s, but %s has %s" %
+                                 (path, key, r.get(key), first_path, first.get(key)))
+        if sorted(c["index"] for c in r["configs"]) != sorted(c["index"] for c in first["configs"]):
+            raise SystemExit("lc_table: %s: other configurations than %s's" % (path, first_path))
+        for o in r["offsets"]:
+            if o in seen:
+                raise SystemExit("lc_table: offset %d is in both %s and %s" % (o, seen[o], path))
+            seen[o] = path
+        offsets += r["offsets"]
+    by_index = [{c["index"]: c for c in r["configs"]} for _, r in files]
+    configs = []
+    for c in first["configs"]:
+        mine = [b[c["index"]] for b in by_index]
+        configs.append({"index": c["index"], "final": c["final"],
+                        "repeats": [v for m in mine for v in m["repeats"]],
+                        "reproduced": next((m["reproduced"] for m in mine
+                                            if m["reproduced"] is not None), None)})
+    out = dict(first, offsets=offsets, configs=configs,
+               command=" && ".join(r["command"] for _, r in files if "command" in r))
+    with open(args.out, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+    print("wrote %s (offsets %s)" % (args.out, ",".join(map(str, offsets))), file=sys.stderr)
+
+
 def show_repeats(args):
     summaries = [repeat_summary(read_repeats(path), args.top) for path in args.files]
     print("%-20s %4s %5s %8s %7s %10s %12s %10s" % ("family", "top", "draws", "seed sd", "rho",
@@ -477,11 +514,15 @@ def main():
     r.add_argument("--jobs", type=int, default=2)
     r.add_argument("--trainer", default="build/trainer/hyperpack-trainer")
     r.add_argument("--out", required=True)
+    mr = sub.add_parser("merge-repeats")
+    mr.add_argument("files", nargs="+")
+    mr.add_argument("--out", required=True)
     sr = sub.add_parser("show-repeats")
     sr.add_argument("files", nargs="+")
     sr.add_argument("--top", type=int, help="the table's best N of the configurations repeated")
     args = parser.parse_args()
-    commands = {"make": make, "show": show, "repeats": repeats, "show-repeats": show_repeats}
+    commands = {"make": make, "show": show, "repeats": repeats, "merge-repeats": merge_repeats,
+                "show-repeats": show_repeats}
     commands[args.command](args)
 
 

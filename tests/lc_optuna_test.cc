@@ -305,6 +305,13 @@ TEST_P(LcOptunaTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
   // 2.5 s only 1 and 0 (means 0.30, 0.29): 0, judged 0.5. t = 2.5: nothing by 0.5 s, the plain
   // choice, 1 (0.6). t = 0.5: nothing completed.
   EXPECT_EQ(ran.out, "0.30 0.50 0.60 inf\n");
+  // The re-runs are the first other seed's; the judge is the mean of the seeds after it.
+  auto split = Module(
+      "r = {'offsets': [0, 1, 3, 4], 'configs': [{'index': 5, 'repeats': [0.9, 0.2, 0.3, 0.6]}]}\n"
+      "again, judge = m.serve_and_judge(r, [1, 2, 3])\n"
+      "print(again, {c: round(v, 6) for c, v in judge.items()})\n");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out, "{5: 0.2} {5: 0.45}\n");
   // The subcommand wants a second seed besides the table's own to judge by.
   WriteFile(dir_ / "one.json", ReversedRepeats());
   const std::string runs = dir_ / "optuna.json";

@@ -122,5 +122,59 @@ TEST(LcTableTest, ShowRepeatsRefusesAFileThatIsNotRepeats) {
   }
 }
 
+// Three configurations' runs with `offsets`, listed in `order`: configuration i's at offset o is
+// base + i + o / 100.
+Json MadeUpRepeats(const std::vector<int>& offsets, const std::vector<int>& order, double base) {
+  Json configs = Json::array();
+  for (int i : order) {
+    Json repeats = Json::array();
+    for (int o : offsets) repeats.push_back(base + i + o / 100.0);
+    configs.push_back({{"index", i},
+                       {"final", 0.1 * i},
+                       {"repeats", repeats},
+                       {"reproduced", offsets[0] == 0 ? Json(i == 1) : Json()}});
+  }
+  return {{"family", "small"},  {"table", "t.json"},  {"of", 3},       {"top", 3},
+          {"offsets", offsets}, {"configs", configs}, {"command", "r"}};
+}
+
+// Later seeds of the same configurations join a file's: offsets and repeats side by side, by
+// configuration, in the first file's order; offset 0's `reproduced` kept. Files that do not fit
+// together are refused by name.
+TEST(LcTableTest, MergesRepeatsOfTheSameConfigurationsWithOtherSeeds) {
+  TempDir dir;
+  WriteFile(dir / "a.json", MadeUpRepeats({0, 1, 2}, {2, 0, 1}, 0).dump());
+  WriteFile(dir / "b.json", MadeUpRepeats({3, 4}, {0, 1, 2}, 10).dump());
+  auto ran = LcTable({"merge-repeats", dir / "a.json", dir / "b.json", "--out", dir / "m.json"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json m = Json::parse(ReadFile(dir / "m.json"));
+  EXPECT_EQ(m["offsets"], Json({0, 1, 2, 3, 4}));
+  ASSERT_EQ(m["configs"].size(), 3u);
+  EXPECT_EQ(m["configs"][0]["index"], 2);
+  EXPECT_EQ(m["configs"][0]["repeats"],
+            Json({0 + 2 + 0 / 100.0, 0 + 2 + 1 / 100.0, 0 + 2 + 2 / 100.0, 10.0 + 2 + 3 / 100.0,
+                  10.0 + 2 + 4 / 100.0}));
+  EXPECT_EQ(m["configs"][2]["reproduced"], true);
+  EXPECT_EQ(m["command"], "r && r");
+  auto shown = LcTable({"show-repeats", dir / "m.json"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+
+  Json other = MadeUpRepeats({3, 4}, {0, 1, 2}, 10);
+  other["family"] = "big";
+  WriteFile(dir / "family.json", other.dump());
+  other = MadeUpRepeats({3, 4}, {0, 1}, 10);
+  WriteFile(dir / "fewer.json", other.dump());
+  WriteFile(dir / "twice.json", MadeUpRepeats({2, 3}, {0, 1, 2}, 10).dump());
+  const std::pair<const char*, const char*> cases[] = {
+      {"family.json", "family.json: family big, but .*a.json has small"},
+      {"fewer.json", "fewer.json: other configurations than .*a.json's"},
+      {"twice.json", "offset 2 is in both .*a.json and .*twice.json"}};
+  for (const auto& [name, says] : cases) {
+    auto refused = LcTable({"merge-repeats", dir / "a.json", dir / name, "--out", dir / "x.json"});
+    EXPECT_NE(refused.exit_code, 0) << name;
+    EXPECT_THAT(refused.err, ContainsRegex(std::string("^lc_table: .*") + says)) << refused.err;
+  }
+}
+
 }  // namespace
 }  // namespace hyperpack::bench
