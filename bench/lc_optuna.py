@@ -36,18 +36,18 @@ last how soon a trial first *reported*, at any epoch, an error within --report-g
 best final error, as a share of the budget: the measure of the real runs (bench/peer_fmnist.sh's
 first validation accuracy of 0.90).
 
-A table's final error is one training's draw, and among its best configurations the draw, not
-the configuration, orders them (lc_table.py repeats). With lc_table.py's repeats of every
-configuration of the table (bench/data/lc_FAMILY.repeats.json, two other seeds each, where it is
-shipped; or `--repeats R.json`), `table` also scores each run's choice (its completed trial with
-the lowest error seen, which is what a user would pick) by that configuration's mean final error
-over the other seeds' trainings, less the lowest such mean: the error the choice gives when
-trained again, which no luck of the served draw can lower. That is the measure methods are judged
-by where it exists; its last column is the best configuration each run completed, so scored: what
-a perfect choice among the run's own completions would give. `finalists RUNS --table T` asks what
-a run would have chosen had it trained its k best completions once more with the repeats' first
-other seed (finalists_at), both choices scored by the mean of the seeds after it (the second
-alone where a file has two).
+A table's final error is one training's draw, and among its best configurations the draw, not the
+configuration, orders them (lc_table.py repeats). With lc_table.py's repeats of every configuration
+of the table (bench/data/lc_FAMILY.repeats.json, two or four other seeds each, where it is shipped;
+or `--repeats R.json`), `table` also scores each run's choice (its completed trial with the lowest
+error seen, which is what a user would pick) by that configuration's mean final error over the
+other seeds' trainings, less the lowest such mean: the error the choice gives when trained again,
+which no luck of the served draw can lower. That is the measure methods are judged by where it
+exists; its last column is the best configuration each run completed, so scored: what a perfect
+choice among the run's own completions would give. `finalists RUNS --table T` asks what a run would
+have chosen had it trained its k best completions once more with the repeats' first other seed
+(finalists_at), both choices scored by the mean of the seeds after it (the second alone where a
+file has two).
 """
 import argparse
 import heapq
