@@ -301,7 +301,7 @@ def regret_at(run, t, best):
 
 def read_repeats(path, family):
     """A repeats file of lc_table.py for every configuration of `family`'s table, checked: the
-    family, every configuration, a seed besides the table's own; the file and the positions of
+    family, every configuration, a seed besides the table's own; its contents and the positions of
     its other seeds among its offsets."""
     r = read_json(path, ("family", "offsets", "configs", "of"), "lc_table.py repeats' output")
     if r["family"] != family:
