@@ -342,11 +342,16 @@ def make(args):
         "configs": [{k: r[k] for k in ("params", "error", "loss", "seconds")} for r in rows],
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(table, f, separators=(",", ":"))
-        f.write("\n")
+    write_compact(args.out, table)
     print("wrote %s (%d configurations, %.0f s)" % (args.out, len(rows), time.time() - began),
           file=sys.stderr)
+
+
+def write_compact(path, obj):
+    """`obj` as one line of JSON with no spaces, as bench/data keeps tables and repeats."""
+    with open(path, "w") as f:
+        json.dump(obj, f, separators=(",", ":"))
+        f.write("\n")
 
 
 def repeats(args):
@@ -377,9 +382,7 @@ def repeats(args):
                         "repeats": [runs[i][o][-1] for o in offsets],
                         "reproduced": runs[i][0] == t["configs"][i]["error"] if 0 in offsets
                         else None} for i in top]}
-    with open(args.out, "w") as f:
-        json.dump(out, f, separators=(",", ":"))
-        f.write("\n")
+    write_compact(args.out, out)
     print("wrote %s (%.0f s)" % (args.out, time.time() - began), file=sys.stderr)
 
 
@@ -455,9 +458,7 @@ def merge_repeats(args):
                                             if m["reproduced"] is not None), None)})
     out = dict(first, offsets=offsets, configs=configs,
                command=" && ".join(r["command"] for _, r in files if "command" in r))
-    with open(args.out, "w") as f:
-        json.dump(out, f, separators=(",", ":"))
-        f.write("\n")
+    write_compact(args.out, out)
     print("wrote %s (offsets %s)" % (args.out, ",".join(map(str, offsets))), file=sys.stderr)
 
 
