@@ -1,8 +1,9 @@
 // bench/lc_optuna.py, Optuna's samplers and pruners replayed on a table of learning curves as
 // asha_bench --table replays hyperpack's, under each Optuna release users run (3.1, 4.6, 5.0;
-// skipped, saying why, where a release is not at hand): it runs, serves each proposal by the same
-// nearest configuration as bench/curve_table.h, charges within the budget, refuses GPSampler where
-// the release has none, and `table` sets its runs beside others of the same budget only.
+// skipped, saying why, where a release is not at hand): it runs, charges within the budget,
+// refuses GPSampler where the release has none, and `table` sets its runs beside others of the
+// same budget only. Its serving and scoring (each proposal by the same nearest configuration as
+// bench/curve_table.h, the scores by other seeds, the finalists) are checked once, under 3.1.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -80,6 +81,10 @@ class LcOptunaTest : public ::testing::TestWithParam<std::string> {
   TempDir dir_;
   std::string python_, table_;
 };
+
+// How the replays are served and scored, which no Optuna release changes (the serving of
+// proposals, the scores, the finalists, the shipped repeats): under Debian's Optuna (3.1) only.
+class LcScoringTest : public LcOptunaTest {};
 
 TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   std::string methods = "tpe+hyperband,tpe+median,random";
@@ -160,7 +165,7 @@ TEST_P(LcOptunaTest, ReplaysTheSameSeedTheSameWayFromOneRunToTheNext) {
   EXPECT_EQ(trials[0], trials[1]);
 }
 
-TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay) {
+TEST_P(LcScoringTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay) {
   auto table = CurveTable::Parse(SmallTable(), "small");
   ASSERT_TRUE(table.ok()) << table.status().message();
   std::mt19937 rng(3);
@@ -183,7 +188,7 @@ TEST_P(LcOptunaTest, ServesAProposalByTheSameNearestConfigurationAsTheCppReplay)
 
 // A trial is at a bound when a numeric parameter with more than two values is within 0.02 of
 // one; a switch (an int of two values) always is, and does not count.
-TEST_P(LcOptunaTest, CountsTheTrialsBegunAtABoundOfAGradedParameter) {
+TEST_P(LcScoringTest, CountsTheTrialsBegunAtABoundOfAGradedParameter) {
   const std::string script =
       "space = [{'name': 'lr', 'type': 'float', 'low': 1e-4, 'high': 1.0, 'log': True},\n"
       "         {'name': 'width', 'type': 'int', 'low': 10, 'high': 110},\n"
@@ -259,7 +264,7 @@ TEST_P(LcOptunaTest, SetsBothReplaysSideBySideWithTheFirstReportWithinTheGap) {
 // A run's choice by a time is its completed trial with the lowest error seen (the first of
 // equals), scored by the other seeds' mean for that configuration; a lucky draw scores worse than
 // the trial it displaced. A repeats file must cover the table's every configuration.
-TEST_P(LcOptunaTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
+TEST_P(LcScoringTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
   Json partial = {
       {"family", "small"}, {"of", 6}, {"offsets", {0, 1, 2}}, {"configs", Json::array()}};
   for (int i = 0; i < 6; ++i)
@@ -290,7 +295,7 @@ TEST_P(LcOptunaTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
 // A run that trains its k best completed configurations again before the budget ends: chosen
 // from what had completed by the budget less the longest of their runs and a start, by the mean
 // of two draws, scored by a third seed; the plain choice where nothing had completed that early.
-TEST_P(LcOptunaTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
+TEST_P(LcScoringTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
   const std::string script =
       "run = {'completions': [[1, 0.30], [2, 0.20], [3, 0.25], [4, 0.22]],\n"
       "       'completed_configs': [0, 1, 2, 3]}\n"
@@ -326,7 +331,7 @@ TEST_P(LcOptunaTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
 
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
 // otherwise: each covers its table's every configuration, with the table's own final errors.
-TEST_P(LcOptunaTest, ShipsRepeatsThatCoverTheirTables) {
+TEST_P(LcScoringTest, ShipsRepeatsThatCoverTheirTables) {
   const std::string script =
       "import glob, json, os\n"
       "for path in sorted(glob.glob(os.path.join(sys.argv[2], 'lc_*.json'))):\n"
@@ -352,7 +357,7 @@ TEST_P(LcOptunaTest, ShipsRepeatsThatCoverTheirTables) {
 // The first report within the gap, as shares of the budget over seeds: median [quartiles]; a run
 // that never reported within it counts as past the budget; runs written before reports were kept
 // give '?'.
-TEST_P(LcOptunaTest, TimesTheFirstReportWithinTheGapOverSeeds) {
+TEST_P(LcScoringTest, TimesTheFirstReportWithinTheGapOverSeeds) {
   const std::string script =
       "runs = [{'reported': [[1, 0.5], [4, 0.1]]}, {'reported': [[2, 0.1]]},\n"
       "        {'reported': [[3, 0.5]]}, {'reported': [[6, 0.09], [8, 0.05]]}]\n"
@@ -387,12 +392,14 @@ TEST_P(LcOptunaTest, RefusesWhatItCannotRunOrCompareSayingWhy) {
   EXPECT_THAT(not_runs.err, HasSubstr("not the runs of asha_bench --json or lc_optuna.py run"));
 }
 
+std::string ReleaseName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  name.replace(name.find('.'), 1, "_");
+  return "optuna_" + name;
+}
 INSTANTIATE_TEST_SUITE_P(Releases, LcOptunaTest, ::testing::Values("3.1", "4.6", "5.0"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           name.replace(name.find('.'), 1, "_");
-                           return "optuna_" + name;
-                         });
+                         ReleaseName);
+INSTANTIATE_TEST_SUITE_P(Debian, LcScoringTest, ::testing::Values("3.1"), ReleaseName);
 
 }  // namespace
 }  // namespace hyperpack::bench

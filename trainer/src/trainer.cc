@@ -37,7 +37,7 @@ namespace hyperpack::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
@@ -183,7 +183,7 @@ class Trainer {
     for (int epoch = start_epoch_; epoch < c_.epochs; ++epoch) {
       bool last = epoch + 1 == c_.epochs;
       bool stop = TrainEpoch(epoch);
-      Json line = Evaluate(epoch + 1);
+      OrderedJson line = Evaluate(epoch + 1);
       if ((last || stop) && data_.test && c_.test) line["test_accuracy"] = TestAccuracy();
       // Checkpoint first: a scheduler that pauses the trial on this line finds the epoch saved.
       Checkpoint(epoch + 1);
@@ -428,7 +428,7 @@ class Trainer {
       ++step_;
       ++steps;
       if (c_.metrics_every > 0 && step_ % c_.metrics_every == 0 && rank() == 0) {
-        Json line;
+        OrderedJson line;
         line["step"] = step_;
         line["epoch"] = epoch + 1;
         line["train_loss"] = loss_total.item<double>() / static_cast<double>(loss_count);
@@ -474,9 +474,9 @@ class Trainer {
     return {t[0].item<double>() / n, t[1].item<double>() / n};
   }
 
-  Json Evaluate(int epoch) {
+  OrderedJson Evaluate(int epoch) {
     auto [val_loss, val_acc] = Measure(data_.val);
-    Json line;
+    OrderedJson line;
     line["epoch"] = epoch;
     line["step"] = step_;
     line["train_loss"] = epoch_train_loss_;
