@@ -556,6 +556,56 @@ tuner: {seed: 2}
   EXPECT_DOUBLE_EQ(Json::parse(best.out)["value"].get<double>(), (bx - 0.3) * (bx - 0.3));
 }
 
+// budget.finalists end to end: the last trials train the best configurations again (another
+// {trial}, so another draw), and the run, `best` and `report` name the configuration with the
+// best mean of its runs.
+TEST_F(CliTest, FinalistsTrainTheBestAgainAndBestNamesTheBestMeanOfARunConfiguration) {
+  // An odd trial's draw is 0.5 worse: a configuration's two runs differ.
+  const std::string script = dir_ / "trial.sh";
+  WriteFile(script,
+            "awk -v x=\"$1\" -v t=\"$2\" "
+            "'BEGIN { printf \"{\\\"loss\\\": %.6f}\\n\", x + (t % 2) * 0.5 }'\n");
+  const std::string path = WriteStudy("f.yaml", StrCat(R"(name: f
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )",
+                                                       script, R"( {x} {trial}"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 8, max_parallel: 1, finalists: 2}
+)"));
+  auto run = Cli({"run", path, "--storage", db_});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  const std::vector<storage::TrialRecord> trials = Trials("f");
+  ASSERT_EQ(trials.size(), 8u);
+  // Trials 6 and 7 repeat two of the first six configurations; each configuration's mean.
+  std::map<double, std::vector<double>> runs;
+  for (const storage::TrialRecord& t : trials) {
+    ASSERT_EQ(t.state, storage::TrialState::kCompleted) << t.number;
+    runs[std::get<double>(t.params.at("x"))].push_back(*t.value);
+  }
+  EXPECT_EQ(runs.size(), 6u);
+  double best_mean = 1e9;
+  for (const auto& [x, values] : runs)
+    if (values.size() == 2) best_mean = std::min(best_mean, (values[0] + values[1]) / 2);
+  auto best = Cli({"best", "f", "--json", "--storage", db_});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const Json b = Json::parse(best.out);
+  EXPECT_EQ(b["mean"]["runs"], 2);
+  EXPECT_NEAR(b["mean"]["value"].get<double>(), best_mean, 1e-6);
+  EXPECT_EQ(runs.at(b["params"]["x"].get<double>()).size(), 2u);
+  EXPECT_THAT(run.out, HasSubstr(StrCat("(trial ", b["trial"].get<int>(),
+                                        ", the mean of its configuration's 2 runs)")));
+  auto status = Cli({"status", "f", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out,
+              HasSubstr("best       " + FormatShort(b["mean"]["value"].get<double>(), 6)));
+  EXPECT_THAT(status.out, HasSubstr("the mean of its configuration's 2 runs"));
+  auto listed = Cli({"trials", "f", "--storage", db_});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr(StrCat("finalist: trial ", b["trial"].get<int>(),
+                                           "'s configuration again")));
+}
+
 TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
   // Three completed trials written as a run would: the best (loss 0.100) held 2 GPUs for 100 s,
   // trial 1 (0.101) 1 GPU for 60 s, trial 2 (0.150) 1 GPU for 10 s.

@@ -1114,7 +1114,8 @@ TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {
       {JournalKind::kReport, "report"},
       {JournalKind::kCannotPause, "cannot_pause"},
       {JournalKind::kPromoted, "promoted"},
-      {JournalKind::kEnd, "end"}};
+      {JournalKind::kEnd, "end"},
+      {JournalKind::kFinalist, "finalist"}};
   for (const auto& [kind, name] : journal_kinds) {
     EXPECT_EQ(JournalKindName(kind), name);
     EXPECT_EQ(ParseJournalKind(JournalKindName(kind)), kind) << name;
@@ -1131,7 +1132,12 @@ TEST(StorageTest, JournalAndEventKindNamesRoundTripAndUnknownNamesDoNot) {
       {EventKind::kPruning, "pruning"},
       {EventKind::kPausing, "pausing"},
       {EventKind::kCannotPause, "cannot_pause"},
-      {EventKind::kPromoted, "promoted"}};
+      {EventKind::kPromoted, "promoted"},
+      {EventKind::kTrialRunning, "trial_running"},
+      {EventKind::kPreempted, "preempted"},
+      {EventKind::kShare, "share"},
+      {EventKind::kControl, "control"},
+      {EventKind::kFinalist, "finalist"}};
   for (const auto& [kind, name] : event_kinds) {
     EXPECT_EQ(EventKindName(kind), name);
     EXPECT_EQ(ParseEventKind(EventKindName(kind)), kind) << name;

@@ -1117,6 +1117,110 @@ TEST(StudyControllerTest, ForecastPrunerStopsATrialItsCompletedOnesSayCannotEndB
   EXPECT_THAT(h.ErrorOf(4), HasSubstr("forecast: 2 at rung 1"));
 }
 
+// ---- Finalists (budget.finalists) ---------------------------------------------------------------
+
+// The x of each launched trial, by trial number.
+std::map<int, double> LaunchedX(const Harness& h) {
+  std::map<int, double> x;
+  for (const LaunchPlan& p : h.launches) x[p.trial] = std::get<double>(p.config.at("x"));
+  return x;
+}
+
+bool JournalHas(const Harness& h, storage::JournalKind kind, int root) {
+  for (const Row& row : h.rows)
+    if (auto* j = std::get_if<JournalRow>(&row);
+        j && j->entry.kind == kind && j->entry.trial == root)
+      return true;
+  return false;
+}
+
+// Runs trial by trial (max_parallel 1), 10 s each, each ending with `losses[i]` reported at
+// epoch 1.
+void RunOneAtATime(Harness& h, const std::vector<double>& losses) {
+  for (size_t i = 0; i < losses.size(); ++i) {
+    ASSERT_EQ(h.Running(), (std::set<int>{static_cast<int>(i)})) << "trial " << i;
+    h.now += 10;
+    h.Report(static_cast<int>(i), losses[i], 1);
+    h.Exit(static_cast<int>(i), RankExit::Exited(0));
+  }
+}
+
+TEST(StudyControllerTest, TheLastTrialsOfTheBudgetTrainTheBestConfigurationsAgain) {
+  Harness h(Spec("", 6, 1, ", finalists: 2"));
+  h.Start();
+  // Four proposals (x = 0.01 .. 0.04), then trials 1 and 2's configurations again, best first.
+  RunOneAtATime(h, {0.5, 0.2, 0.3, 0.4, 0.6, 0.3});
+  ASSERT_TRUE(h.summary);
+  const std::map<int, double> x = LaunchedX(h);
+  EXPECT_EQ(
+      x, (std::map<int, double>{{0, 0.01}, {1, 0.02}, {2, 0.03}, {3, 0.04}, {4, 0.02}, {5, 0.03}}));
+  EXPECT_TRUE(JournalHas(h, storage::JournalKind::kFinalist, 4));
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kBegin, 4)) << "the pruner never hears of it";
+  EXPECT_THAT(h.said, Contains(HasSubstr("trains trial 1's configuration again")));
+  // Trial 1's configuration: 0.2 then 0.6, a mean of 0.4; trial 2's: 0.3 twice. The best is the
+  // configuration with the best mean, named by its first run.
+  EXPECT_EQ(h.summary->best_trial, 2);
+  ASSERT_TRUE(h.summary->best_value);
+  EXPECT_DOUBLE_EQ(*h.summary->best_value, 0.3);
+  EXPECT_EQ(h.summary->best_runs, 2);
+  EXPECT_EQ(h.summary->completed, 6);
+  EXPECT_THAT(FormatSummary(*h.summary, "loss"),
+              HasSubstr("(trial 2, the mean of its configuration's 2 runs)"));
+}
+
+TEST(StudyControllerTest, AFinalistIsNeverStoppedByThePruner) {
+  // ASHA in stop mode: a trial outside the top third at epoch 1 is stopped.
+  Harness h(Spec("pruner: {algorithm: asha, max_resource: 9}\n", 4, 1, ", finalists: 1"));
+  h.Start();
+  for (int t = 0; t < 3; ++t) {
+    h.Report(t, 0.1 * (t + 1), 1);
+    if (!h.Signalled(t)) h.Report(t, 0.1 * (t + 1), 9);
+    h.Exit(t, h.Signalled(t) ? RankExit::Signaled(SIGTERM) : RankExit::Exited(0));
+  }
+  ASSERT_EQ(h.Running(), (std::set<int>{3}));
+  EXPECT_EQ(LaunchedX(h).at(3), 0.01) << "trial 0's configuration, the best";
+  h.Report(3, 0.99, 1);  // far worse than every rung's value
+  EXPECT_FALSE(h.Signalled(3));
+  h.Report(3, 0.05, 9);
+  h.Exit(3, RankExit::Exited(0));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.StateOf(3), TrialState::kCompleted);
+  EXPECT_EQ(h.summary->best_trial, 0);
+  EXPECT_EQ(h.summary->best_runs, 2);
+}
+
+TEST(StudyControllerTest, WithATimeLimitFinalistsStartWhenWhatIsLeftIsAboutTheirLongestRun) {
+  Harness h(Spec("", 100, 1, ", time_limit: 100, finalists: 1"));
+  h.Start();
+  // Trials of 10 s: the finalist needs 12.5 s with the margin, so it is due at 87.5.
+  RunOneAtATime(h, {0.5, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8});
+  EXPECT_THAT(h.wakes, Contains(87.5));
+  h.At(80);
+  ASSERT_EQ(h.Running(), (std::set<int>{7})) << "80 + 12.5 < 100: still proposing";
+  h.At(87.5);
+  h.Report(7, 0.9, 1);
+  h.Exit(7, RankExit::Exited(0));
+  ASSERT_EQ(h.Running(), (std::set<int>{8}));
+  EXPECT_EQ(LaunchedX(h).at(8), 0.02) << "trial 1's configuration";
+  h.At(97);
+  h.Report(8, 0.1, 1);
+  h.Exit(8, RankExit::Exited(0));
+  ASSERT_TRUE(h.summary) << "no finalist is left, and nothing new starts";
+  EXPECT_EQ(h.launches.size(), 9u);
+  EXPECT_EQ(h.summary->best_trial, 1);
+  EXPECT_DOUBLE_EQ(*h.summary->best_value, 0.15);
+}
+
+TEST(StudyControllerTest, FinalistsNeedACompletedTrialAndEndTheRunWithoutOne) {
+  Harness h(Spec("", 3, 1, ", finalists: 1"));
+  h.Start();
+  h.Exit(0, RankExit::Exited(1), "boom\n");
+  h.Exit(1, RankExit::Exited(1), "boom\n");
+  ASSERT_TRUE(h.summary) << "two failed and the last slot is a finalist's: nothing to re-run";
+  EXPECT_EQ(h.launches.size(), 2u);
+  EXPECT_EQ(h.summary->exit_code, 1);
+}
+
 // ---- Resume is replay -------------------------------------------------------------------------
 
 // What storage holds after the rows a controller wrote: applied to a real SQLite file and read
@@ -1311,12 +1415,14 @@ TEST_F(StudyControllerReplayTest, RandomEventStreamsReplayToTheSameState) {
       "pruner: {algorithm: hyperband, max_resource: 9, mode: promote}\n",
       "pruner: {algorithm: asha, max_resource: 9, resource: step, mode: promote}\n",
   };
-  int checked = 0;
+  int checked = 0, with_finalists = 0;
   for (int seed = 0; seed < 240; ++seed) {
     SCOPED_TRACE(StrCat("seed ", seed));
     std::mt19937_64 rng(seed);
     auto chance = [&](double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; };
-    study::StudySpec spec = Spec(pruners[seed % pruners.size()] + "resources: {cpus: 1}\n", 12, 3);
+    // Every third seed, the last three trials are finalists.
+    study::StudySpec spec = Spec(pruners[seed % pruners.size()] + "resources: {cpus: 1}\n", 12, 3,
+                                 seed % 3 == 2 ? ", finalists: 3" : "");
     // Every other round of the pruners, promotions at a trial's rung go on in place.
     Harness h(spec, 2, 2, /*continue_in_place=*/(seed / pruners.size()) % 2 == 1);
     h.Start();
@@ -1349,9 +1455,16 @@ TEST_F(StudyControllerReplayTest, RandomEventStreamsReplayToTheSameState) {
     }
     ExpectReplayMatches(h, spec, Db(StrCat("r", seed, ".db")), no_checkpoint);
     ++checked;
+    for (const Row& row : h.rows)
+      if (auto* j = std::get_if<JournalRow>(&row);
+          j && j->entry.kind == storage::JournalKind::kFinalist) {
+        ++with_finalists;
+        break;
+      }
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_EQ(checked, 240);
+  EXPECT_GE(with_finalists, 10) << "streams that reached their finalists";
 }
 
 }  // namespace

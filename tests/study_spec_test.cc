@@ -14,7 +14,9 @@
 #include <limits>
 #include <ostream>
 #include <string>
+#include <tuple>
 
+#include "hyperpack/study/finalists.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
@@ -2072,6 +2074,79 @@ trial:
               ElementsAre(IsError(6, 12, "trial.metrics",
                                   "expected a mapping of metric names to patterns, e.g. "
                                   "{test_loss: 'Average loss: ([0-9.eE+-]+)'}, got a list")));
+}
+
+TEST(StudyFileTest, ReadsFinalistsAndRejectsThemWhereTheyCannotWork) {
+  ParseOutcome out = Parse(StudyYaml().str() + "budget: {max_trials: 20, finalists: 3}\n");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->budget.finalists, 3);
+  EXPECT_THAT(DescribeStudy(*out.spec), HasSubstr("the best 3 trained again at the end"));
+  EXPECT_EQ(Parse(StudyYaml().str()).spec->budget.finalists, 0) << "none unless asked";
+
+  EXPECT_THAT(
+      Parse(StudyYaml().str() + "budget: {max_trials: 20, finalists: 20}\n").errors,
+      ElementsAre(IsError(5, 37, "budget.finalists", "must be between 0 and max_trials - 1 (19)")));
+  EXPECT_THAT(Parse(StudyYaml().str() + "budget: {finalists: some}\n").errors,
+              ElementsAre(IsError(5, 21, "budget.finalists", "expected a whole number")));
+  const std::string two_objectives =
+      "name: s\nobjectives:\n  - {metric: loss, direction: minimize}\n"
+      "  - {metric: ms, direction: minimize}\nsearch_space: {x: {type: float, low: 0, high: 1}}\n"
+      "trial: {command: \"true\"}\nbudget: {finalists: 2}\n";
+  EXPECT_THAT(Parse(two_objectives).errors,
+              ElementsAre(IsError(7, 21, "budget.finalists", "this study has several objectives")));
+  const std::string asked =
+      "name: s\nobjective: {metric: loss, direction: minimize}\n"
+      "search_space: {x: {type: float, low: 0, high: 1}}\nbudget: {finalists: 2}\n";
+  EXPECT_THAT(Parse(asked).errors,
+              ElementsAre(IsError(4, 21, "budget.finalists", "hyperpack enqueue")));
+}
+
+// ---- finalists (study/finalists.h) --------------------------------------------------------------
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<CompletedRun> Runs(const std::vector<std::tuple<int, double, double>>& v) {
+  std::vector<CompletedRun> out;
+  for (const auto& [number, x, value] : v) out.push_back({number, Config{{"x", Value{x}}}, value});
+  return out;
+}
+
+TEST(FinalistsTest, NextFinalistsAreDistinctConfigurationsByTheirBestRunSkippingThoseTaken) {
+  Objective minimize;
+  const auto runs = Runs(
+      {{0, 0.1, 0.5}, {1, 0.2, 0.2}, {2, 0.2, 0.9}, {3, 0.3, kInf}, {4, 0.4, 0.3}, {5, 0.5, 0.3}});
+  EXPECT_THAT(NextFinalists(runs, {}, minimize, 3), ElementsAre(1, 4, 5)) << "ties: lower number";
+  EXPECT_THAT(NextFinalists(runs, {Config{{"x", Value{0.2}}}}, minimize, 2), ElementsAre(4, 5));
+  EXPECT_THAT(NextFinalists(runs, {}, minimize, 10), ElementsAre(1, 4, 5, 0))
+      << "no configuration twice, none without a finite value";
+  Objective maximize;
+  maximize.direction = Direction::kMaximize;
+  EXPECT_THAT(NextFinalists(runs, {}, maximize, 2), ElementsAre(2, 0));
+}
+
+TEST(FinalistsTest, TheBestIsTheBestRunUntilAConfigurationCompletesTwiceThenTheBestMean) {
+  Objective minimize;
+  EXPECT_FALSE(ChooseBest({}, minimize, true));
+  auto runs = Runs({{0, 0.1, 0.5}, {1, 0.2, 0.2}, {2, 0.3, 0.3}});
+  std::optional<BestChoice> best = ChooseBest(runs, minimize, true);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trial, 1);
+  EXPECT_EQ(best->runs, 1);
+  // Trial 1's configuration again: 0.2 and 0.6, a mean of 0.4. Trial 0's single 0.5 is not a
+  // candidate any more: only configurations that ran twice are. Without by_mean, the best run.
+  runs.push_back({3, Config{{"x", Value{0.2}}}, 0.6});
+  best = ChooseBest(runs, minimize, true);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trial, 1);
+  EXPECT_DOUBLE_EQ(best->value, 0.4);
+  EXPECT_EQ(best->runs, 2);
+  EXPECT_EQ(ChooseBest(runs, minimize, false)->trial, 1);
+  EXPECT_EQ(ChooseBest(runs, minimize, false)->runs, 1);
+  runs.push_back({4, Config{{"x", Value{0.3}}}, 0.35});
+  best = ChooseBest(runs, minimize, true);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trial, 2);
+  EXPECT_DOUBLE_EQ(best->value, 0.325);
 }
 
 }  // namespace

@@ -66,6 +66,7 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
     auto ranked = Ranked(l);
     std::optional<double> best;
     if (!ranked.empty()) best = ranked.front()->value;
+    if (std::optional<study::BestChoice> mean = BestByMean(l)) best = mean->value;
     std::string state = RunnerStateName(RunnerStateOf(l));
     if (format == OutputFormat::kJson) {
       Json j;
@@ -107,7 +108,8 @@ struct TradeOff {
 
 TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>& ranked) {
   TradeOff t;
-  if (ranked.size() < 2) return t;
+  // A mean of runs against one lucky draw is no trade-off.
+  if (ranked.size() < 2 || BestByMean(l)) return t;
   const auto costs = TrialCosts(l);
   const TrialRecord* pick = CheapestWithin(ranked, costs, kTradeOff, Maximize(l.study));
   auto c = costs.find(pick->number), b = costs.find(ranked.front()->number);
@@ -159,8 +161,13 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
     return;
   }
   const TrialRecord& b = *ranked.front();
-  out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
-      << ParamsText(b, l.space()) << "\n";
+  if (std::optional<study::BestChoice> mean = BestByMean(l))
+    out << "best       " << FormatShort(mean->value, 6) << " (trial " << b.number
+        << ", the mean of its configuration's " << mean->runs << " runs)  "
+        << ParamsText(b, l.space()) << "\n";
+  else
+    out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
+        << ParamsText(b, l.space()) << "\n";
   const TrialRecord* c = trade_off.trial;
   if (!c) return;
   out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
@@ -318,10 +325,26 @@ Json TrialsJson(const StudyView& l, const CostsOfTrials& costs) {
   return all;
 }
 
-// The first line of a trial's error, after what it re-runs.
-std::string TrialNote(const TrialRecord& t) {
+// With budget.finalists: each trial that trains an earlier trial's configuration again, and that
+// trial (the first with those parameters).
+std::map<int, int> Repeats(const StudyView& l) {
+  std::map<int, int> out;
+  if (!l.spec || l.spec->budget.finalists == 0) return out;
+  std::map<std::string, int> first;
+  for (const TrialRecord& t : l.trials) {
+    auto [it, fresh] = first.emplace(storage::EncodeParams(t.params), t.number);
+    if (!fresh) out[t.number] = it->second;
+  }
+  return out;
+}
+
+// The first line of a trial's error, after what it re-runs (`again_of`: a finalist's first run).
+std::string TrialNote(const TrialRecord& t, std::optional<int> again_of = std::nullopt) {
   std::string note = t.error;
   if (t.retry_of) note = StrCat("re-run of ", *t.retry_of, note.empty() ? "" : "; ", note);
+  if (again_of)
+    note = StrCat("finalist: trial ", *again_of, "'s configuration again", note.empty() ? "" : "; ",
+                  note);
   auto nl = note.find('\n');
   return nl == std::string::npos ? note : note.substr(0, nl);
 }
@@ -334,6 +357,7 @@ void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostre
       if (p.type != ParamType::kFixed) params.push_back(p.name);
   }
   const FrontMarks marks(l);
+  const std::map<int, int> again = Repeats(l);
   const std::vector<std::string> kept =
       l.spec && l.spec->KeepsValues() ? KeptMetrics(*l.spec) : std::vector<std::string>();
   std::vector<std::string> headers = {"trial", "state"};
@@ -364,7 +388,8 @@ void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostre
     row.push_back(p ? StrCat(CostShort({0, costs.predicted_gpu ? 1 : 0, 1, p->median}), " (x",
                              FormatShort(std::exp(p->log_sd), 2), ")")
                     : "-");
-    std::string note = TrialNote(t);
+    auto a = again.find(t.number);
+    std::string note = TrialNote(t, a == again.end() ? std::nullopt : std::optional(a->second));
     if (marks.constrained && t.state == storage::TrialState::kCompleted &&
         !study::MeetsConstraints(*l.spec, t.values))
       note = StrCat("breaks a constraint", note.empty() ? "" : "; ", note);
@@ -517,6 +542,23 @@ Status ReportOneTrial(Storage& db, const std::string& name, const Choice& choice
 
 namespace {
 
+// The first line of `best`: the trial chosen, its value (or with finalists its configuration's
+// mean), of how many.
+void PrintBestLine(const StudyView& l, const TrialRecord& b, int total,
+                   const std::optional<Tolerance>& within, std::ostream& out) {
+  if (within) {
+    out << "cheapest within " << WithinText(*within) << " of the best: " << l.study.metric << " = "
+        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << total << ")\n";
+  } else if (std::optional<study::BestChoice> mean = BestByMean(l)) {
+    out << "best " << l.study.metric << " = " << FormatShort(mean->value, 6)
+        << ", the mean of its configuration's " << mean->runs << " runs (trial " << b.number
+        << " of " << total << ": " << FormatShort(*b.value, 6) << ")\n";
+  } else {
+    out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
+        << " of " << total << ")\n";
+  }
+}
+
 // `best` of a study with one objective: the best trial, or the cheapest within a tolerance.
 Status ReportSingleBest(const StudyView& l, const std::string& name, OutputFormat format,
                         const std::optional<Tolerance>& within, std::ostream& out) {
@@ -543,6 +585,8 @@ Status ReportSingleBest(const StudyView& l, const std::string& name, OutputForma
     o["metric"] = l.study.metric;
     o["direction"] = DirectionName(l.study.direction);
     for (auto& [k, v] : j.items()) o[k] = v;
+    if (std::optional<study::BestChoice> mean = BestByMean(l); mean && !within)
+      o["mean"] = {{"value", mean->value}, {"runs", mean->runs}};
     if (within) {
       auto c = cost_of(b), bc = cost_of(top);
       o["cost"] = c ? Json(c->cost) : Json(nullptr);
@@ -555,13 +599,7 @@ Status ReportSingleBest(const StudyView& l, const std::string& name, OutputForma
     out << o.dump(2) << "\n";
     return Status::Ok();
   }
-  if (within) {
-    out << "cheapest within " << WithinText(*within) << " of the best: " << l.study.metric << " = "
-        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << total << ")\n";
-  } else {
-    out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
-        << " of " << total << ")\n";
-  }
+  PrintBestLine(l, b, total, within, out);
   for (const std::string& name : ConfigNames(b.params, l.space()))
     out << "  " << name << ": " << FormatValue(b.params.at(name)) << "\n";
   if (within) {

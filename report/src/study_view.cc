@@ -48,9 +48,9 @@ Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name
   constexpr TrialState kOpen[] = {TrialState::kRunning, TrialState::kPaused};
   HP_ASSIGN_OR_RETURN(v.trials, db.ListTrialsIn(id, kOpen));
   std::vector<TrialRecord> best;
-  if (v.spec && v.spec->KeepsValues()) {
-    // The best by value may break a constraint, and a front is not the best value: every
-    // completed trial.
+  if (v.spec && (v.spec->KeepsValues() || v.spec->budget.finalists > 0)) {
+    // The best by value may break a constraint, a front is not the best value, and with
+    // finalists the best is a mean of runs: every completed trial.
     constexpr TrialState kDone[] = {TrialState::kCompleted};
     HP_ASSIGN_OR_RETURN(best, db.ListTrialsIn(id, kDone));
   } else {
@@ -112,7 +112,26 @@ std::vector<const TrialRecord*> Ranked(const StudyView& view) {
   std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
     return max ? *a->value > *b->value : *a->value < *b->value;
   });
+  // With finalists, the configuration with the best mean of its runs goes first.
+  if (std::optional<study::BestChoice> mean = BestByMean(view)) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const TrialRecord* t) { return t->number == mean->trial; });
+    if (it != out.end()) std::rotate(out.begin(), it, it + 1);
+  }
   return out;
+}
+
+std::optional<study::BestChoice> BestByMean(const StudyView& view) {
+  if (!view.spec || view.spec->budget.finalists == 0 || view.spec->MultiObjective())
+    return std::nullopt;
+  std::vector<study::CompletedRun> runs;
+  for (const TrialRecord& t : view.trials)
+    if (t.state == TrialState::kCompleted && t.value &&
+        study::MeetsConstraints(*view.spec, t.values))
+      runs.push_back({t.number, t.params, *t.value});
+  std::optional<study::BestChoice> best = study::ChooseBest(runs, view.spec->objective, true);
+  if (!best || best->runs < 2) return std::nullopt;
+  return best;
 }
 
 std::optional<std::vector<double>> ObjectiveValues(const study::StudySpec& spec,

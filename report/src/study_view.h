@@ -17,6 +17,7 @@
 #include "hyperpack/report/report.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/study/finalists.h"
 #include "hyperpack/study/spec.h"
 
 namespace hyperpack::report {
@@ -69,7 +70,11 @@ bool Maximize(const storage::StudyRecord& s);
 // Completed trials with a value, best first (ties: the earlier trial). The pointers point into
 // view.trials.
 // In a study with constraints, only trials that meet them.
+// With budget.finalists, the configuration with the best mean of its runs first (BestByMean).
 std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
+// A study with finalists, once a configuration has completed twice: the one with the best mean
+// of its runs (study/finalists.h, as its run chose it); nullopt otherwise.
+std::optional<study::BestChoice> BestByMean(const StudyView& view);
 
 // A study with several objectives: its Pareto set, the completed trials that meet the
 // constraints, have every objective's value, and that no other such trial dominates, in trial

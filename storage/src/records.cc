@@ -79,6 +79,8 @@ const char* JournalKindName(JournalKind kind) {
       return "promoted";
     case JournalKind::kEnd:
       return "end";
+    case JournalKind::kFinalist:
+      return "finalist";
   }
   return "?";
 }
@@ -89,7 +91,8 @@ std::optional<JournalKind> ParseJournalKind(const std::string& name) {
       {"report", JournalKind::kReport},
       {"cannot_pause", JournalKind::kCannotPause},
       {"promoted", JournalKind::kPromoted},
-      {"end", JournalKind::kEnd}};
+      {"end", JournalKind::kEnd},
+      {"finalist", JournalKind::kFinalist}};
   auto it = kKinds.find(name);
   if (it == kKinds.end()) return std::nullopt;
   return it->second;
@@ -129,6 +132,8 @@ const char* EventKindName(EventKind kind) {
       return "share";
     case EventKind::kControl:
       return "control";
+    case EventKind::kFinalist:
+      return "finalist";
   }
   return "?";
 }
@@ -150,7 +155,8 @@ std::optional<EventKind> ParseEventKind(const std::string& name) {
       {"trial_running", EventKind::kTrialRunning},
       {"preempted", EventKind::kPreempted},
       {"share", EventKind::kShare},
-      {"control", EventKind::kControl}};
+      {"control", EventKind::kControl},
+      {"finalist", EventKind::kFinalist}};
   auto it = kKinds.find(name);
   if (it == kKinds.end()) return std::nullopt;
   return it->second;

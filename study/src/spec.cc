@@ -247,7 +247,10 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
   if (auto* f = Get(fields, "ask_timeout")) spec->ask_timeout_s = Duration(*f, "ask_timeout");
 
   if (auto* f = Get(fields, "tuner")) ParseTuner(*f, &spec->tuner);
-  if (auto* f = Get(fields, "budget")) ParseBudget(*f, &spec->budget);
+  if (auto* f = Get(fields, "budget")) {
+    ParseBudget(*f, &spec->budget);
+    ParseFinalists(*f, *spec, &spec->budget);
+  }
   if (spec->budget.max_failed == 0)
     spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
   if (auto* f = Get(fields, "queue")) ParseQueue(*f, &spec->queue);
@@ -322,6 +325,8 @@ std::string DescribeStudy(const StudySpec& s) {
   out << "\nbudget      " << s.budget.max_trials << " trials, " << s.budget.max_parallel
       << " at a time, stop after " << s.budget.max_failed << " failures";
   if (s.budget.time_limit_s) out << ", time limit " << *s.budget.time_limit_s << "s";
+  if (s.budget.finalists > 0)
+    out << ", the best " << s.budget.finalists << " trained again at the end";
   out << "\ncommand     "
       << (s.trial.command.empty() ? "none: trials are asked for (hyperpack ask and tell)"
                                   : s.trial.command)

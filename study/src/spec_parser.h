@@ -222,6 +222,8 @@ class Parser {
                               tuner::PrunerAlgorithm algorithm);
 
   void ParseBudget(const Field& field, BudgetSpec* budget);
+  // budget.finalists: below max_trials, one objective, trials the runner starts.
+  void ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpec* budget);
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources);
   void CheckGpuShare(const std::map<std::string, Field>& fields, const ResourceSpec& resources);

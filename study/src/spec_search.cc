@@ -222,7 +222,7 @@ void Parser::CheckPrunerRungs(const Field& field, const std::map<std::string, Fi
 void Parser::ParseBudget(const Field& field, BudgetSpec* budget) {
   auto fields = Fields(field, "budget",
                        {"max_trials", "max_parallel", "max_failed", "max_attempts", "time_limit",
-                        "gpu_hours", "core_hours"});
+                        "gpu_hours", "core_hours", "finalists"});
   auto positive = [&](const char* key, int* out) {
     const Field* f = Get(fields, key);
     if (!f) return;
@@ -254,6 +254,30 @@ void Parser::ParseBudget(const Field& field, BudgetSpec* budget) {
   };
   hours("gpu_hours", &budget->gpu_hours);
   hours("core_hours", &budget->core_hours);
+}
+
+void Parser::ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpec* budget) {
+  if (!field.value.IsMap() || !field.value["finalists"]) return;
+  const Field f{field.value["finalists"], field.value["finalists"]};
+  auto v = Integer(f, "budget.finalists");
+  if (!v) return;
+  if (*v < 0 || *v >= budget->max_trials) {
+    Error(f.value, "budget.finalists", "must be between 0 and max_trials - 1 (",
+          budget->max_trials - 1,
+          "): the trials at the end that train the best configurations "
+          "again (got ",
+          *v, ")");
+  } else if (*v > 0 && spec.MultiObjective()) {
+    Error(f.value, "budget.finalists",
+          "re-runs the configurations with the best value, and this study has several "
+          "objectives; remove it, or keep one objective");
+  } else if (*v > 0 && spec.trial.command.empty()) {
+    Error(f.value, "budget.finalists",
+          "is for trials the runner starts (trial.command), and this study's trials are asked "
+          "for; run the best configurations again with hyperpack enqueue");
+  } else {
+    budget->finalists = static_cast<int>(*v);
+  }
 }
 
 }  // namespace hyperpack::study::internal

@@ -170,10 +170,7 @@ StudyController::Impl::ControlOutcome StudyController::Impl::AddResults(
     Write(InsertTrialRow{rec});
     ++finished_;
     ++summary_.completed;
-    if (!best_ || spec_.objective.Better(*t.value, *best_)) {
-      best_ = t.value;
-      best_trial_ = rec.number;
-    }
+    NoteCompleted(rec.number, t.params, *t.value, 0);
     tuner::TrialOutcome o;
     o.config = t.params;
     o.value = t.value;

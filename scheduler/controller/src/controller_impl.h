@@ -22,6 +22,7 @@
 
 #include "hyperpack/scheduler/run_phase.h"
 #include "hyperpack/scheduler/study_controller.h"
+#include "hyperpack/study/finalists.h"
 
 namespace hyperpack::scheduler {
 
@@ -60,7 +61,10 @@ class StudyController::Impl {
   void On(const TrialRunning& e);
   void On(const NodeJoined& e);
   void On(const NodeLost& e);
-  void On(const Tick&) {}
+  // A time limit's finalists may have fallen due.
+  void On(const Tick&) {
+    if (FinalistsLeft() > 0 && spec_.budget.time_limit_s) ++refills_;
+  }
   void On(const Interrupt& e);
   void On(const StorageFailed& e);
   void On(const ShareChanged& e);
@@ -89,6 +93,8 @@ class StudyController::Impl {
     std::optional<int> root;
     std::optional<Paused> promoted;
     bool alone = false;  // a share that ran out of GPU memory: it runs again on a GPU of its own
+    // budget.finalists: the trial whose configuration this one trains again.
+    std::optional<int> finalist_of = std::nullopt;
   };
   struct Rank {
     bool launched = false;
@@ -252,6 +258,35 @@ class StudyController::Impl {
   // Where `placement`'s ranks run, as TrialRecord::placement.
   std::vector<storage::RankRecord> Ranks(const Placement& placement) const;
 
+  // ---- controller_finalists.cc ----
+  // budget.finalists not chosen yet.
+  int FinalistsLeft() const {
+    return std::max(0, spec_.budget.finalists - static_cast<int>(finalist_configs_.size()));
+  }
+  bool IsFinalist(int root) const { return finalist_roots_.count(root) > 0; }
+  // Of `free` slots, those new proposals may take: none once the finalists are due or chosen.
+  int ProposalRoom(int free) const;
+  // The finalists are due: max_trials leaves room for them only, or what is left of the time
+  // limit is about the longest of their runs.
+  bool FinalistsDue() const;
+  // The seconds the finalists chosen now would take: the longest of their runs, with a margin.
+  std::optional<double> FinalistReserve() const;
+  // Queues finalists into up to `free` slots once they are due; the slots left.
+  int QueueFinalists(int free);
+  // A completed trial that may be the best: the best is chosen again (study/finalists.h). Whether
+  // the trial is the best now.
+  bool NoteCompleted(int number, const Config& config, double value, double seconds);
+  // With a time limit, a Tick when the finalists chosen now would be due.
+  void WakeForFinalists();
+  // A free slot, and a proposal or a finalist may take it.
+  bool CanPlaceMore() const;
+  // A trial's root begins: the pruner is told (and the resource it trains to comes back), or for
+  // a finalist (`finalist`: its first run) the journal says it is one.
+  double BeginRoot(int root, bool finalist);
+  void LogFinalist(int number, int of);
+  // "  (best so far)", or with finalists "  (best so far: the mean of 2 runs)".
+  std::string BestNote(bool is_best) const;
+
   // ---- controller_share.cc ----
   // Over the share's limit: the youngest trials stop, to run again when there is room.
   void YieldOverShare();
@@ -377,6 +412,14 @@ class StudyController::Impl {
   std::optional<Status> storage_error_;  // the first that stopped the run
   std::optional<double> best_;
   std::optional<int> best_trial_;
+  int best_runs_ = 1;  // best_ is the mean of this many runs of its configuration
+  // budget.finalists: the completed runs that may be the best, the seconds each trained, the
+  // configurations chosen to run again, and the roots of their trials (the pruner never sees them).
+  std::vector<study::CompletedRun> runs_;
+  std::map<int, double> run_seconds_;
+  std::vector<Config> finalist_configs_;
+  std::set<int> finalist_roots_;
+  bool proposals_exhausted_ = false;  // the tuner had no configuration left to propose
   RunSummary summary_;
 };
 

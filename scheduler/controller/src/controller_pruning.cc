@@ -66,6 +66,11 @@ void StudyController::Impl::On(const MetricReport& e) {
 void StudyController::Impl::OnReport(Trial& t, const MetricLine& m, bool checkpoint) {
   if (t.pruned || t.pausing || !t.objective) return;
   t.continued_to.reset();
+  // A finalist's reports are kept (its rows); the pruner and the tuner's rungs never see them.
+  if (IsFinalist(t.root)) {
+    t.resource = ResourceOf(m, t.metric_lines);
+    return;
+  }
   t.resource = ResourceOf(m, roots_[t.root].reports + 1);
   const std::vector<double> values = ObjectiveValues(t);
   Journal(JournalKind::kReport, t.root, t.resource, *t.objective, false, values);
@@ -331,6 +336,12 @@ void StudyController::Impl::ReplayEntry(const storage::JournalEntry& e,
     case JournalKind::kEnd:
       pruner_->End(e.trial, e.completed);
       return;
+    case JournalKind::kFinalist:
+      if (finalist_roots_.insert(e.trial).second) {
+        auto it = config_of_root.find(e.trial);
+        if (it != config_of_root.end()) finalist_configs_.push_back(it->second);
+      }
+      return;
   }
 }
 
@@ -400,10 +411,9 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
     case TrialState::kCompleted:
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
       ++summary_.completed;
-      if (t.value && IsBestCandidate(t.values) &&
-          (!best_ || spec_.objective.Better(*t.value, *best_))) {
-        best_ = t.value;
-        best_trial_ = t.number;
+      if (t.value && IsBestCandidate(t.values)) {
+        const double seconds = t.started && t.ended ? std::max(0.0, *t.ended - *t.started) : 0.0;
+        NoteCompleted(t.number, config, *t.value, seconds);
       }
       break;
     case TrialState::kPruned:

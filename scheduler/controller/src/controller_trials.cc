@@ -111,8 +111,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
     roots_[t.root].predicted = p->second;
     predicted_by_job_.erase(p);
   }
-  double target = pruner_->Begin(t.root);
-  Journal(storage::JournalKind::kBegin, t.root);
+  const double target = BeginRoot(t.root, q.finalist_of.has_value());
   t.control = options_.continue_in_place && spec_.pruner.in_place && StopsAt(target);
   if (t.control) t.waits_at = target;
   if (resume) {
@@ -132,6 +131,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
       {Wall(), t.number,
        storage::EventKindName(resume ? EventKind::kTrialResumed : EventKind::kTrialStarted),
        where}});
+  if (q.finalist_of) LogFinalist(t.number, *q.finalist_of);
   int number = t.number;
   running_.emplace(number, std::move(t));
   FlushRows(number);
@@ -650,8 +650,11 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
   const TrialRecord& rec = e.record;
   const std::string& metric = spec_.objective.metric;
   ++finished_;
-  pruner_->End(t.root, rec.state == TrialState::kCompleted);
-  Journal(storage::JournalKind::kEnd, t.root, 0, 0, rec.state == TrialState::kCompleted);
+  const bool finalist = IsFinalist(t.root);
+  if (!finalist) {
+    pruner_->End(t.root, rec.state == TrialState::kCompleted);
+    Journal(storage::JournalKind::kEnd, t.root, 0, 0, rec.state == TrialState::kCompleted);
+  }
   tuner::TrialOutcome o;
   o.config = t.config;
   o.value = rec.value;
@@ -673,13 +676,10 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
     case TrialState::kCompleted: {
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
       ++summary_.completed;
-      bool is_best =
-          IsBestCandidate(rec.values) && (!best_ || spec_.objective.Better(*rec.value, *best_));
-      if (is_best) {
-        best_ = rec.value;
-        best_trial_ = t.number;
-      }
-      line = StrCat("completed  ", ValuesText(rec), is_best ? "  (best so far)" : "");
+      const bool is_best =
+          IsBestCandidate(rec.values) && NoteCompleted(t.number, t.config, *rec.value,
+                                                       roots_[t.root].spent / std::max(1, t.units));
+      line = StrCat("completed  ", ValuesText(rec), BestNote(is_best));
       break;
     }
     case TrialState::kInfeasible:

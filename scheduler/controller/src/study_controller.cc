@@ -144,6 +144,7 @@ std::vector<Command> StudyController::Impl::Start(double now) {
   run_.Start();
   Say(StartLine());
   if (spec_.budget.time_limit_s) Wake(*spec_.budget.time_limit_s);
+  WakeForFinalists();
   if (options_.share) On(ShareChanged{*options_.share});
   for (const storage::ControlRecord& c : start_controls_) On(ControlArrived{c});
   start_controls_.clear();
@@ -174,12 +175,20 @@ void StudyController::Impl::On(const ProposalsReady& e) {
     return;
   }
   if (e.configs->empty() && running_.empty() && retries_.empty() && waiting_.empty()) {
+    // Every configuration has been tried: the finalists train the best again, if there are any.
+    if (FinalistsLeft() > 0 && !proposals_exhausted_) {
+      proposals_exhausted_ = true;
+      if (CanPlaceMore()) {
+        ++refills_;
+        return;
+      }
+    }
     StopLaunching(StopReason::kSearchSpaceExhausted);
     Say("every configuration of the search space has been tried");
     return;
   }
-  // Slots may have been taken by re-runs meanwhile; extra proposals are dropped.
-  int free = Free();
+  // Slots may have been taken by re-runs (or finalists) meanwhile; extra proposals are dropped.
+  int free = ProposalRoom(Free());
   for (size_t i = 0; i < e.configs->size(); ++i) {
     if (free-- <= 0) break;
     Enqueue({(*e.configs)[i], 1, std::nullopt, std::nullopt, std::nullopt},
@@ -307,10 +316,12 @@ void StudyController::Impl::Fill() {
     Enqueue(std::move(q));
     --free;
   }
-  if (pruner_->pauses()) {
+  // Once the finalists are due, what frees goes to them: no promotion, no new proposal.
+  if (pruner_->pauses() && !FinalistsDue()) {
     PromoteWhatThePrunerAllows();
     free = Free();
   }
+  free = ProposalRoom(QueueFinalists(free));
   // New proposals only while nothing waits for room: a proposal made now is better informed than
   // one that would sit in the queue.
   if (free > 0 && asked_ == 0 && scheduler_.waiting() == 0) {
@@ -356,7 +367,7 @@ void StudyController::Impl::ResolveAwaiting() {
     if (!t.awaiting) continue;
     t.awaiting = false;
     std::optional<tuner::Pruner::Promotion> p;
-    if (!run_.stopped() && !CostBudgetSpent()) p = pruner_->NextPromotion();
+    if (!run_.stopped() && !CostBudgetSpent() && !FinalistsDue()) p = pruner_->NextPromotion();
     if (!p || p->trial != t.root) {
       Terminate(t);
       if (p) ApplyPromotion(*p);
@@ -633,7 +644,7 @@ void StudyController::Impl::StoppedLaunching() {
 
 void StudyController::Impl::MaybeFinish() {
   if (run_.done() || !running_.empty() || asked_ > 0 || !waiting_.empty()) return;
-  if (!run_.stopped() && (run_.held() || Free() > 0)) return;
+  if (!run_.stopped() && (run_.held() || CanPlaceMore())) return;
   if (!run_.stopped() && ForcePromotionAtTheEnd()) return;
   StopLaunching(StopReason::kBudgetReached);
   // Nothing runs, so no report can promote a paused trial any more. (Stopped for another reason,
@@ -666,6 +677,7 @@ void StudyController::Impl::Finish() {
   summary_.total_finished = finished_;
   summary_.best_value = best_;
   summary_.best_trial = best_trial_;
+  summary_.best_runs = best_runs_;
   summary_.paused = static_cast<int>(paused_.size());
   summary_.elapsed_s = now_;
   // A study with nothing to show for itself is a failure people should see in the exit code.
@@ -702,9 +714,11 @@ std::string StudyController::Impl::StrCatTrial(int trial, const std::string& tex
 }
 
 std::string StudyController::Impl::StatusLine() const {
-  std::string best = best_ ? StrCat("best ", spec_.objective.metric, " ", FormatShort(*best_, 5),
-                                    " (trial ", *best_trial_, ")")
-                           : "no result yet";
+  std::string best =
+      best_ ? StrCat("best ", spec_.objective.metric, " ", FormatShort(*best_, 5), " (trial ",
+                     *best_trial_, best_runs_ > 1 ? StrCat(", mean of ", best_runs_, " runs") : "",
+                     ")")
+            : "no result yet";
   std::string waiting;
   if (LiveNodes() == 0 && !run_.stopped())
     waiting = WaitingForCapacity() + ", ";
@@ -768,7 +782,9 @@ std::string FormatSummary(const RunSummary& s, const std::string& metric) {
   text << "\n";
   if (s.best_value) {
     text << "best " << metric << " = " << FormatShort(*s.best_value, 6) << " (trial "
-         << *s.best_trial << ")\n";
+         << *s.best_trial;
+    if (s.best_runs > 1) text << ", the mean of its configuration's " << s.best_runs << " runs";
+    text << ")\n";
     text << "next: hyperpack best " << s.study << "   |   hyperpack export " << s.study
          << " --format yaml\n";
   }

@@ -127,8 +127,10 @@ enum class JournalKind {
   kCannotPause,  // it was told to pause but has no checkpoint: Pruner::CannotPause
   kPromoted,     // a paused trial was promoted (resource: the target)
   kEnd,          // it ended for good (completed or not): Pruner::End
+  kFinalist,     // a finalist (budget.finalists) started: the pruner is never told of it
 };
-// "begin", "report", "cannot_pause", "promoted", "end": the names stored in the journal table.
+// "begin", "report", "cannot_pause", "promoted", "end", "finalist": the names stored in the
+// journal table.
 const char* JournalKindName(JournalKind kind);
 std::optional<JournalKind> ParseJournalKind(const std::string& name);
 
@@ -181,10 +183,11 @@ enum class EventKind {
   kPreempted,     // stopped to give another study on the server its share
   kShare,         // what the study may hold of a server it shares with other studies
   kControl,       // a control (hyperpack stop, enqueue, ...) was carried out or refused
+  kFinalist,      // a trial trains a completed configuration again (budget.finalists)
 };
 // "run_started", "run_resumed", "run_stopped", "trial_started", "trial_resumed", "trial_finished",
 // "trial_paused", "time_limit", "pruning", "pausing", "cannot_pause", "promoted",
-// "trial_running".
+// "trial_running", "preempted", "share", "control", "finalist".
 const char* EventKindName(EventKind kind);
 std::optional<EventKind> ParseEventKind(const std::string& name);
 

@@ -135,6 +135,11 @@ struct BudgetSpec {
   // slots' time (trials that hold none), reaches this many hours; running trials finish.
   std::optional<double> gpu_hours;
   std::optional<double> core_hours;
+  // The last `finalists` trials of max_trials (or of a time_limit, started when what is left of it
+  // is about the longest of their runs) train the best distinct completed configurations once
+  // more, new trials the pruner never stops; the study's best is then the re-run configuration
+  // with the best mean of its runs. 0: none. One objective; trials the runner starts.
+  int finalists = 0;
 };
 
 // `queue: {order: sjf, aging: 1, max_wait: 2h}`: the order of the trials waiting for room

@@ -60,6 +60,8 @@ struct RunSummary {
   double elapsed_s = 0;
   std::optional<double> best_value;
   std::optional<int> best_trial;
+  // best_value is the mean of this many runs of best_trial's configuration (budget.finalists).
+  int best_runs = 1;
   StopReason reason = StopReason::kNone;
   std::string stop_reason;  // StopReasonName(reason)
   // 0: stopped normally with a completed trial; 1: stopped by failures (max_failed), an error, or

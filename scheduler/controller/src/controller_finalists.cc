@@ -1,0 +1,128 @@
+// budget.finalists: the last trials of a budget train the best completed configurations again,
+// out of the pruner's reach, and the study's best becomes the re-run configuration with the best
+// mean of its runs (study/finalists.h chooses both).
+//
+// They are due once max_trials leaves room for them only, or, with a time limit, once what is left
+// of it is about the longest of their runs; from then no trial is proposed or promoted, and each
+// slot that frees takes the best configuration not chosen yet, as known at that moment.
+
+#include <limits>
+
+#include "controller_impl.h"
+#include "hyperpack/text.h"
+
+namespace hyperpack::scheduler {
+
+using storage::EventKind;
+
+namespace {
+// A finalist's run may be slower than the run it repeats (a busier node, a process start): the
+// time limit keeps this much more than the longest of them.
+constexpr double kReserveMargin = 1.25;
+}  // namespace
+
+int StudyController::Impl::ProposalRoom(int free) const {
+  if (spec_.budget.finalists == 0) return free;
+  // Once they are due, and once they are all chosen: a new trial could no longer be the best.
+  if (FinalistsLeft() == 0 || FinalistsDue()) return 0;
+  const int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
+  return std::max(0, std::min(free, by_budget - FinalistsLeft()));
+}
+
+bool StudyController::Impl::FinalistsDue() const {
+  if (FinalistsLeft() == 0) return false;
+  const int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
+  if (by_budget <= FinalistsLeft() || proposals_exhausted_) return true;
+  const std::optional<double>& limit = spec_.budget.time_limit_s;
+  if (!limit) return false;
+  std::optional<double> reserve = FinalistReserve();
+  return reserve && now_ + *reserve + 1e-9 >= *limit;
+}
+
+std::optional<double> StudyController::Impl::FinalistReserve() const {
+  std::optional<double> longest;
+  for (size_t i :
+       study::NextFinalists(runs_, finalist_configs_, spec_.objective, FinalistsLeft())) {
+    auto it = run_seconds_.find(runs_[i].number);
+    const double s = it == run_seconds_.end() ? 0.0 : it->second;
+    longest = std::max(longest.value_or(0.0), s);
+  }
+  if (!longest) return std::nullopt;
+  return *longest * kReserveMargin;
+}
+
+void StudyController::Impl::WakeForFinalists() {
+  const std::optional<double>& limit = spec_.budget.time_limit_s;
+  if (!limit || FinalistsLeft() == 0 || !run_.placing()) return;
+  if (std::optional<double> reserve = FinalistReserve(); reserve && *limit - *reserve > now_)
+    Wake(*limit - *reserve);
+}
+
+bool StudyController::Impl::CanPlaceMore() const {
+  const int free = Free();
+  if (free <= 0) return false;
+  if (spec_.budget.finalists == 0 || ProposalRoom(free) > 0) return true;
+  return FinalistsDue() &&
+         !study::NextFinalists(runs_, finalist_configs_, spec_.objective, 1).empty();
+}
+
+int StudyController::Impl::QueueFinalists(int free) {
+  if (!FinalistsDue()) return free;
+  while (free > 0 && FinalistsLeft() > 0) {
+    std::vector<size_t> next = study::NextFinalists(runs_, finalist_configs_, spec_.objective, 1);
+    if (next.empty()) break;
+    const study::CompletedRun& run = runs_[next.front()];
+    finalist_configs_.push_back(run.config);
+    Queued q{run.config, 1, std::nullopt, std::nullopt, std::nullopt};
+    q.finalist_of = run.number;
+    Enqueue(std::move(q));
+    --free;
+  }
+  return 0;
+}
+
+bool StudyController::Impl::NoteCompleted(int number, const Config& config, double value,
+                                          double seconds) {
+  runs_.push_back({number, config, value});
+  run_seconds_[number] = seconds;
+  std::optional<study::BestChoice> best =
+      study::ChooseBest(runs_, spec_.objective, spec_.budget.finalists > 0);
+  if (!best) return false;
+  const bool changed = best_trial_ != best->trial || best_ != best->value;
+  best_ = best->value;
+  best_trial_ = best->trial;
+  best_runs_ = best->runs;
+  WakeForFinalists();
+  if (best->trial == number) return true;
+  // A re-run is the best where its configuration's mean is.
+  auto first = std::find_if(runs_.begin(), runs_.end(),
+                            [&](const study::CompletedRun& r) { return r.number == best->trial; });
+  return changed && first != runs_.end() && first->config == config;
+}
+
+double StudyController::Impl::BeginRoot(int root, bool finalist) {
+  if (finalist) finalist_roots_.insert(root);
+  if (!IsFinalist(root)) {
+    const double target = pruner_->Begin(root);
+    Journal(storage::JournalKind::kBegin, root);
+    return target;
+  }
+  // A finalist trains to the end: the pruner never hears of it.
+  Journal(storage::JournalKind::kFinalist, root);
+  return std::numeric_limits<double>::infinity();
+}
+
+void StudyController::Impl::LogFinalist(int number, int of) {
+  Log(number, EventKind::kFinalist,
+      StrCat("trains trial ", of, "'s configuration again, a finalist ", finalist_configs_.size(),
+             " of ", spec_.budget.finalists, " (the pruner does not stop it)"));
+}
+
+std::string StudyController::Impl::BestNote(bool is_best) const {
+  if (!is_best) return "";
+  if (best_runs_ <= 1) return "  (best so far)";
+  return StrCat("  (best so far: the mean of ", best_runs_, " runs of trial ", *best_trial_,
+                "'s configuration, ", FormatShort(*best_, 6), ")");
+}
+
+}  // namespace hyperpack::scheduler
