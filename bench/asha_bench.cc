@@ -107,6 +107,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -131,6 +132,7 @@
 #include "hyperpack/space.h"
 #include "hyperpack/status.h"
 #include "hyperpack/storage/storage.h"
+#include "hyperpack/study/finalists.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
 #include "hyperpack/tuner/tuner.h"
@@ -277,6 +279,8 @@ struct Method {
   // model's; "-half", half drawn from the initial design on, without waiting for final values (a
   // pruner's default draws until 2 per dimension have completed, then half).
   std::string tuner_options = "";
+  // budget.finalists: a name's suffix ":fK" ("gp+forecast:f3") trains the K best again at the end.
+  int finalists = 0;
 };
 
 constexpr char kModelOnly[] = ", random_fraction: 0, initial_full_trials: 0";
@@ -324,6 +328,9 @@ struct Settings {
   int nodes = 1;
   int gpus_per_node = 8;
   const CurveTable* table = nullptr;  // --table: real curves instead of the synthetic ones
+  // --table with finalists: each configuration's final error with another seed (ReadFirstRepeats),
+  // served to a configuration trained a second time.
+  const std::vector<double>* reruns = nullptr;
 };
 
 struct RunResult {
@@ -340,6 +347,10 @@ struct RunResult {
   // --table: the table configuration of each completion, in the same order (--json), so that a
   // run can be scored by other seeds' trainings of what it chose (lc_table.py repeats).
   std::vector<int> completed_configs;
+  // --table: the study's best after each completion (study::ChooseBest, as the controller and
+  // `hyperpack best` choose it: with finalists, the configuration with the best mean of its
+  // runs): when, and its table configuration (--json).
+  std::vector<std::pair<double, int>> choices;
   // Each time a trial reported a loss (at any epoch) below every earlier report: when (virtual
   // seconds) and the loss (--json). The real runs' measure: the first validation accuracy of 0.90.
   std::vector<std::pair<double, double>> reported;
@@ -395,7 +406,8 @@ std::string StudyText(const Settings& s, const Method& m) {
   text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false",
                  m.tuner_options, "}\n");
   text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
-                 ", time_limit: ", FormatDouble(s.horizon_s), "}\n");
+                 ", time_limit: ", FormatDouble(s.horizon_s),
+                 m.finalists > 0 ? StrCat(", finalists: ", m.finalists) : "", "}\n");
   if (s.table == nullptr)
     text += StrCat("resources: {gpus: \"{data_parallel}\", cpus: \"", kCpusPerRank,
                    " * {data_parallel}\"}\n");
@@ -419,6 +431,10 @@ struct TrialModel {
   int epochs = 0;          // trained and reported so far
   int gpus = 0;
   std::optional<double> started;  // while a job of it runs
+  // A finalist (LaunchPlan::finalist_of). With --table its curve is the table's moved by `shift`,
+  // so that it ends at another seed's draw (Settings::reruns).
+  bool finalist = false;
+  double shift = 0;
 };
 
 // One job of a trial: from its epochs so far to its stopping point, an epoch a step.
@@ -439,7 +455,7 @@ class Job : public hs::VirtualTrial {
     double loss = 0, epoch_s = epoch_s_;
     if (s_.table != nullptr) {  // the recorded value and time of that epoch
       const Curve& c = s_.table->curves()[t_.curve];
-      loss = c.error[static_cast<size_t>(e - 1)];
+      loss = c.error[static_cast<size_t>(e - 1)] + t_.shift;
       epoch_s = c.seconds[static_cast<size_t>(e - 1)];
     } else {
       loss =
@@ -476,6 +492,10 @@ class Workload : public hs::VirtualWorkload {
       t.config = plan.config;
       t.begun = now;
       if (s_.table != nullptr) t.curve = s_.table->Nearest(plan.config);
+      // A configuration trained again: another seed's draw.
+      t.finalist = plan.finalist_of.has_value();
+      if (t.finalist && s_.reruns != nullptr)
+        t.shift = (*s_.reruns)[t.curve] - s_.table->curves()[t.curve].error.back();
       t.key = Mix64(seed_ ^ Mix64(ConfigHash(plan.config)));
       t.offset = kOffsetSd * Normal(t.key);
       auto it = proposed_.find(plan.config);
@@ -598,8 +618,9 @@ class Simulation {
     hs::VirtualDriver driver(*controller, tuner, workload, virtual_options);
     HP_RETURN_IF_ERROR(driver.Run(hs::StoredStudy{}));
     HP_RETURN_IF_ERROR(tuner.status());
-    // Only the time limit may end a run before the horizon.
-    if (driver.summary() && driver.summary()->reason != hs::StopReason::kTimeLimit)
+    // Only the time limit may end a run before the horizon (or, with finalists, their end).
+    if (driver.summary() && driver.summary()->reason != hs::StopReason::kTimeLimit &&
+        !(m_.finalists > 0 && driver.summary()->reason == hs::StopReason::kBudgetReached))
       return Status::Internal("the study stopped at ", driver.now(),
                               " s: ", driver.summary()->stop_reason);
 
@@ -615,6 +636,7 @@ class Simulation {
     RunResult r;
     std::set<size_t> full_curves;
     std::vector<Finished> finished;
+    std::vector<study::CompletedRun> runs;
     // The trials the controller recorded completed, in the order they ended: each exited 0 after
     // reporting its last epoch.
     for (const hs::Row& row : driver.rows()) {
@@ -627,13 +649,16 @@ class Simulation {
                                 " epochs, not ", s_.max_epochs);
       ++r.full_trials;
       const double truth = s_.table != nullptr
-                               ? s_.table->curves()[t->curve].error.back()
+                               ? s_.table->curves()[t->curve].error.back() + t->shift
                                : TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
       r.best_full = std::min(r.best_full, truth);
       full_curves.insert(t->curve);
       finished.push_back({number, finish->trial.ended.value_or(kInf), truth});
       r.completions.emplace_back(finish->trial.ended.value_or(kInf), truth);
-      if (s_.table != nullptr) r.completed_configs.push_back(static_cast<int>(t->curve));
+      if (s_.table != nullptr) {
+        r.completed_configs.push_back(static_cast<int>(t->curve));
+        Choose(workload, finish->trial, &runs, &r);
+      }
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
         r.time_to_target = finish->trial.ended.value_or(kInf);  // wall_start 0: virtual time
         r.target_proposed = t->proposed;
@@ -648,6 +673,17 @@ class Simulation {
       r.at_bound = AtBound(workload);
     }
     return r;
+  }
+
+  // The study's best once `trial` has completed, as the controller chooses it (RunResult::choices).
+  void Choose(const Workload& workload, const storage::TrialRecord& trial,
+              std::vector<study::CompletedRun>* runs, RunResult* r) const {
+    const TrialModel* t = workload.Find(trial.number);
+    if (t == nullptr || !trial.value) return;
+    runs->push_back({trial.number, t->config, *trial.value, t->finalist});
+    const std::optional<study::BestChoice> best = study::ChooseBest(*runs, study::Objective{});
+    if (const TrialModel* b = best ? workload.Find(best->trial) : nullptr)
+      r->choices.emplace_back(trial.ended.value_or(kInf), static_cast<int>(b->curve));
   }
 
   // RunResult::at_bound: over the numeric parameters with more than two values (a switch is
@@ -774,12 +810,14 @@ bool WriteRuns(const std::string& path, const Settings& s,
       << "\", \"epochs\": " << s.max_epochs << ", \"gpus\": " << gpus
       << ", \"horizon_s\": " << s.horizon_s << ", \"start_cost_s\": " << s.overhead_s
       << ", \"in_place\": " << (s.in_place ? "true" : "false")
+      << ", \"repeats_served\": " << (s.reruns != nullptr ? "true" : "false")
       << ", \"best_final_error\": " << optimum << ", \"runs\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
     out << (i ? ",\n  " : "\n  ") << "{\"method\": \"" << m.name
         << "\", \"seed\": " << i % static_cast<size_t>(s.seeds)
-        << ", \"trials\": " << results[i].trials << ", \"configs\": " << results[i].configs
+        << ", \"finalists\": " << m.finalists << ", \"trials\": " << results[i].trials
+        << ", \"configs\": " << results[i].configs
         << ", \"full_configs\": " << results[i].full_configs
         << ", \"near_started\": " << JsonNumber(results[i].near_started)
         << ", \"near_full\": " << JsonNumber(results[i].near_full)
@@ -791,6 +829,10 @@ bool WriteRuns(const std::string& path, const Settings& s,
       out << ", \"completed_configs\": [";
       for (size_t k = 0; k < results[i].completed_configs.size(); ++k)
         out << (k ? ", " : "") << results[i].completed_configs[k];
+      out << "], \"choices\": [";
+      for (size_t k = 0; k < results[i].choices.size(); ++k)
+        out << (k ? ", " : "") << "[" << JsonNumber(results[i].choices[k].first) << ", "
+            << results[i].choices[k].second << "]";
       out << "]";
     }
     out << "}";
@@ -803,6 +845,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
 struct Args {
   Settings s;
   std::optional<CurveTable> table;
+  std::vector<double> reruns;  // --repeats (ReadReruns)
   std::optional<double> start_cost;
   std::vector<const Method*> methods;
   double budget_trials = 0, gap = 0;
@@ -846,6 +889,10 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "(the local runner's way; agents and Slurm restart it)")(
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))(
+      "repeats",
+      "with --table and :fK methods: lc_table.py's repeats of the table, whose first other seed a "
+      "configuration trained again is served (default: the table's name with .repeats.json)",
+      cxxopts::value<std::string>())(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
       "file",
@@ -853,17 +900,31 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
   return options;
 }
 
-// The methods named, in order; an error names the unknown one.
+// The methods named, in order; an error names the unknown one. "NAME:fK" is NAME with K
+// finalists (budget.finalists).
 Result<std::vector<const Method*>> FindMethods(const std::vector<std::string>& wanted,
                                                const std::vector<std::string>& names) {
+  static std::deque<Method> variants;  // stable addresses for the ":fK" methods made here
   std::vector<const Method*> out;
   for (const std::string& n : wanted) {
+    const size_t colon = n.find(":f");
+    const std::string base = n.substr(0, colon);
     auto it = std::find_if(AllMethods().begin(), AllMethods().end(),
-                           [&](const Method& m) { return m.name == n; });
+                           [&](const Method& m) { return m.name == base; });
     if (it == AllMethods().end())
-      return Status::Invalid("--methods: unknown method '", n, "'; expected one of ",
-                             Join(names, ", "));
-    out.push_back(&*it);
+      return Status::Invalid("--methods: unknown method '", base, "'; expected one of ",
+                             Join(names, ", "), ", each with :fK for K finalists if wanted");
+    if (colon == std::string::npos) {
+      out.push_back(&*it);
+      continue;
+    }
+    std::optional<double> k = ParseDouble(n.substr(colon + 2));
+    if (!k || *k < 1 || *k > 100 || *k != std::floor(*k))
+      return Status::Invalid("--methods: '", n, "': :fK takes a whole number of finalists, 1-100");
+    variants.push_back(*it);
+    variants.back().name = n;
+    variants.back().finalists = static_cast<int>(*k);
+    out.push_back(&variants.back());
   }
   return out;
 }
@@ -884,6 +945,26 @@ int CheckArgs(const Args& a) {
 }
 
 // Reads the command line into *a: 0 to go on, else the exit status (help printed: -1 for 0).
+// --repeats, read where a :fK method replays a table (the table's own repeats file unless named).
+int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
+  const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
+                                     [](const Method* m) { return m->finalists > 0; });
+  if (!a->table || !finalists) return 0;
+  std::string path = args.count("repeats") ? args["repeats"].as<std::string>() : "";
+  if (path.empty()) {
+    path = args["table"].as<std::string>();
+    if (path.size() > 5 && path.substr(path.size() - 5) == ".json") path.resize(path.size() - 5);
+    path += ".repeats.json";
+  }
+  Result<std::vector<double>> read = ReadFirstRepeats(path, *a->table);
+  if (!read.ok()) {
+    std::cerr << "asha_bench: --repeats: " << read.status().message() << "\n";
+    return 2;
+  }
+  a->reruns = std::move(*read);
+  return 0;
+}
+
 int ParseArgs(int argc, char** argv, Args* a) {
   std::vector<std::string> names;
   for (const Method& m : AllMethods()) names.push_back(m.name);
@@ -932,6 +1013,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
       return 2;
     }
     a->methods = std::move(*methods);
+    if (int status = ReadReruns(args, a); status != 0) return status;
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "asha_bench: " << e.what() << "\n";
     return 2;
@@ -1096,6 +1178,7 @@ int Main(int argc, char** argv) {
   double optimum = 0, trial_gpu_s = 0;
   if (a.table) {
     s.table = &*a.table;
+    if (!a.reruns.empty()) s.reruns = &a.reruns;
     s.max_epochs = a.table->epochs();
     s.overhead_s = a.start_cost.value_or(a.table->MeanFullSeconds() / 10);
     optimum = a.table->BestFinalError();

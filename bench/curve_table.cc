@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 namespace hyperpack::bench {
@@ -181,6 +182,52 @@ double CurveTable::MeanFullSeconds() const {
   for (const Curve& c : curves_)
     for (double s : c.seconds) sum += s;
   return sum / static_cast<double>(curves_.size());
+}
+
+Result<std::vector<double>> ReadFirstRepeats(const std::string& path, const CurveTable& table) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path, ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseFirstRepeats(text.str(), path, table);
+}
+
+Result<std::vector<double>> ParseFirstRepeats(const std::string& text, const std::string& name,
+                                              const CurveTable& table) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
+  }
+  if (!j.is_object() || !j.contains("offsets") || !j["offsets"].is_array() ||
+      !j.contains("configs") || !j["configs"].is_array())
+    return Status::Invalid(name, ": expected lc_table.py repeats' output (offsets, configs)");
+  if (j.value("family", "") != table.family())
+    return Status::Invalid(name, ": repeats of '", j.value("family", ""), "', not of '",
+                           table.family(), "'");
+  // The first offset that is not the table's own seed (0).
+  std::optional<size_t> first;
+  for (size_t k = 0; k < j["offsets"].size() && !first; ++k)
+    if (j["offsets"][k] != 0) first = k;
+  if (!first) return Status::Invalid(name, ": no seed besides the table's own (offsets)");
+  std::vector<double> out(table.curves().size(), std::numeric_limits<double>::quiet_NaN());
+  for (const Json& c : j["configs"]) {
+    if (!c.is_object() || !c.contains("index") || !c["index"].is_number_unsigned() ||
+        c["index"].get<size_t>() >= out.size() || !c.contains("repeats") ||
+        !c["repeats"].is_array() || c["repeats"].size() <= *first ||
+        !c["repeats"][*first].is_number())
+      return Status::Invalid(name,
+                             ": configs: expected {index: a table index, repeats: one "
+                             "final error per offset}, got ",
+                             c.dump().substr(0, 80));
+    out[c["index"].get<size_t>()] = c["repeats"][*first].get<double>();
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!std::isfinite(out[i]))
+      return Status::Invalid(name, ": configuration ", i, " of the table has no finite repeat ",
+                             "(lc_table.py repeats --top ", out.size(), ")");
+  return out;
 }
 
 }  // namespace hyperpack::bench

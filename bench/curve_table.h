@@ -58,4 +58,14 @@ class CurveTable {
   std::vector<std::vector<double>> coordinates_;  // of curves_[i].config
 };
 
+// A re-run of each configuration of `table` with another seed: the final error of the first seed
+// besides the table's own in lc_table.py's repeats file (`repeats` of every configuration, at
+// `offsets`, 0 the table's own), by table index. A replay serves it to a configuration trained a
+// second time (budget.finalists); the seeds after it are left to judge by. Errors name the file
+// and what is wrong: another family, a configuration missing, no seed but the table's.
+Result<std::vector<double>> ReadFirstRepeats(const std::string& path, const CurveTable& table);
+// The same from the file's text; `name` stands for the file in errors.
+Result<std::vector<double>> ParseFirstRepeats(const std::string& text, const std::string& name,
+                                              const CurveTable& table);
+
 }  // namespace hyperpack::bench

@@ -315,11 +315,17 @@ def read_repeats(path, family):
     return r, others
 
 
-def read_expected(path, family):
+def read_expected(path, family, served=False):
     """Each configuration's mean final error over a repeats file's seeds other than the table's
     own (offset 0), the error a user would get again, free of the luck of the draw the replay
-    served."""
+    served. `served`: the replay served the first of those seeds too (to finalists, asha_bench
+    --repeats), so only the seeds after it judge."""
     r, others = read_repeats(path, family)
+    if served:
+        if len(others) < 2:
+            raise SystemExit(f"lc_optuna: {path}: the runs were served its first other seed, and "
+                             f"it has no seed after it to judge by (offsets {r['offsets']})")
+        others = others[1:]
     return {c["index"]: sum(c["repeats"][k] for k in others) / len(others) for c in r["configs"]}
 
 
@@ -337,6 +343,9 @@ def expected_regret_at(run, t, expected, best):
     if "completed_configs" not in run:
         raise SystemExit("lc_optuna: --repeats: a run written before completed_configs were kept; "
                          "replay it again")
+    if run.get("finalists", 0) > 0:  # its study's own choice: the best mean of a re-run one
+        chosen = [c for when, c in run["choices"] if when <= t]
+        return expected[chosen[-1]] - best if chosen else math.inf
     seen = [(e, k, c) for k, ((when, e), c) in
             enumerate(zip(run["completions"], run["completed_configs"])) if when <= t]
     return expected[min(seen)[2]] - best if seen else math.inf
@@ -436,8 +445,11 @@ def table(args):
               f"{report_cell(runs, best + args.report_gap, horizon)} |")
     repeats = shipped_repeats(ref["family"]) if args.repeats is None else args.repeats
     if repeats and repeats != "none":
-        print(f"\nOther seeds' trainings of each configuration: {repeats}")
-        expected_table(by_method, budgets, horizon, read_expected(repeats, ref["family"]))
+        served = any(f.get("repeats_served") for f in files)
+        print(f"\nOther seeds' trainings of each configuration: {repeats}" +
+              (" (the first served to finalists, judged by the seeds after it)" if served else ""))
+        expected_table(by_method, budgets, horizon,
+                       read_expected(repeats, ref["family"], served))
 
 
 def expected_table(by_method, budgets, horizon, expected):

@@ -126,5 +126,37 @@ TEST(CurveTableTest, ReadsTheTablesInTheTree) {
   }
 }
 
+// A configuration trained again is served the repeats' first seed besides the table's own; a
+// file of another table, or missing a configuration, is refused by name.
+TEST(CurveTableTest, ReadsTheFirstOtherSeedOfARepeatsFile) {
+  auto t = CurveTable::Parse(kSmall, "small.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const std::string repeats = R"({"family": "small", "offsets": [0, 1, 2], "of": 2, "configs": [
+      {"index": 1, "final": 0.2, "repeats": [0.2, 0.25, 0.3]},
+      {"index": 0, "final": 0.3, "repeats": [0.3, 0.35, 0.4]}]})";
+  auto first = ParseFirstRepeats(repeats, "r.json", *t);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(*first, (std::vector<double>{0.35, 0.25}));
+
+  std::string other = repeats;
+  other.replace(other.find("small"), 5, "large");
+  EXPECT_NE(ParseFirstRepeats(other, "r.json", *t)
+                .status()
+                .message()
+                .find("r.json: repeats of 'large', not of 'small'"),
+            std::string::npos);
+  std::string one = R"({"family": "small", "offsets": [1], "configs": [
+      {"index": 1, "repeats": [0.25]}]})";
+  EXPECT_NE(ParseFirstRepeats(one, "r.json", *t)
+                .status()
+                .message()
+                .find("configuration 0 of the table has no finite repeat"),
+            std::string::npos);
+  EXPECT_FALSE(
+      ParseFirstRepeats(R"({"family": "small", "offsets": [0], "configs": []})", "r.json", *t)
+          .ok());
+  EXPECT_FALSE(ParseFirstRepeats("[", "r.json", *t).ok());
+}
+
 }  // namespace
 }  // namespace hyperpack::bench

@@ -325,15 +325,14 @@ Json TrialsJson(const StudyView& l, const CostsOfTrials& costs) {
   return all;
 }
 
-// With budget.finalists: each trial that trains an earlier trial's configuration again, and that
-// trial (the first with those parameters).
+// With budget.finalists: each finalist, and the trial whose configuration it trains again (the
+// first with those parameters).
 std::map<int, int> Repeats(const StudyView& l) {
   std::map<int, int> out;
-  if (!l.spec || l.spec->budget.finalists == 0) return out;
   std::map<std::string, int> first;
   for (const TrialRecord& t : l.trials) {
     auto [it, fresh] = first.emplace(storage::EncodeParams(t.params), t.number);
-    if (!fresh) out[t.number] = it->second;
+    if (!fresh && l.finalists.count(t.number)) out[t.number] = it->second;
   }
   return out;
 }

@@ -36,6 +36,21 @@ Result<StudyView> FindStudyView(storage::Storage& db, const std::string& name) {
   return v;
 }
 
+// StudyView::finalists, from the journal: only a study with finalists reads it.
+Status ReadFinalists(storage::Storage& db, StudyView* v) {
+  if (!v->spec || v->spec->budget.finalists == 0) return Status::Ok();
+  std::vector<storage::JournalEntry> journal = v->journal;
+  if (journal.empty()) {
+    HP_ASSIGN_OR_RETURN(journal, db.ListJournal(v->study.id));
+  }
+  for (const storage::JournalEntry& e : journal)
+    if (e.kind == storage::JournalKind::kFinalist) v->finalists.insert(e.trial);
+  HP_ASSIGN_OR_RETURN(std::vector<TrialRecord> all, db.ListTrials(v->study.id));
+  for (const TrialRecord& t : all)  // by number: a re-run after the run it repeats
+    if (t.retry_of && v->finalists.count(*t.retry_of)) v->finalists.insert(t.number);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name,
@@ -65,6 +80,7 @@ Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name
   std::sort(v.trials.begin(), v.trials.end(),
             [](const TrialRecord& a, const TrialRecord& b) { return a.number < b.number; });
   HP_ASSIGN_OR_RETURN(v.events, db.ListEventsOfKinds(id, kRuns));
+  HP_RETURN_IF_ERROR(ReadFinalists(db, &v));
   v.now = WallNow();
   return v;
 }
@@ -96,6 +112,7 @@ Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, V
     // Every event: the timeline cuts trials at their pauses. The page itself shows the newest.
     HP_ASSIGN_OR_RETURN(v.events, db.ListEvents(v.study.id, std::numeric_limits<int>::max()));
   }
+  HP_RETURN_IF_ERROR(ReadFinalists(db, &v));
   v.now = WallNow();
   return v;
 }
@@ -128,8 +145,8 @@ std::optional<study::BestChoice> BestByMean(const StudyView& view) {
   for (const TrialRecord& t : view.trials)
     if (t.state == TrialState::kCompleted && t.value &&
         study::MeetsConstraints(*view.spec, t.values))
-      runs.push_back({t.number, t.params, *t.value});
-  std::optional<study::BestChoice> best = study::ChooseBest(runs, view.spec->objective, true);
+      runs.push_back({t.number, t.params, *t.value, view.finalists.count(t.number) > 0});
+  std::optional<study::BestChoice> best = study::ChooseBest(runs, view.spec->objective);
   if (!best || best->runs < 2) return std::nullopt;
   return best;
 }

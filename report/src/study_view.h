@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,9 @@ struct StudyView {
   std::vector<storage::TrialRecord> trials;
   std::optional<study::StudySpec> spec;        // absent if the stored file no longer parses
   std::vector<storage::JournalEntry> journal;  // ViewParts::kEverything only
+  // budget.finalists: the trials that trained a configuration again (the journal's finalists, and
+  // their re-runs after an interruption). Empty for a study without finalists.
+  std::set<int> finalists;
   // Oldest first: the pauses and resumes that cut trials' runs (ViewParts::kCosts), or every event
   // (kEverything).
   std::vector<storage::EventRecord> events;

@@ -36,18 +36,14 @@ std::vector<size_t> NextFinalists(const std::vector<CompletedRun>& runs,
 }
 
 std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
-                                     const Objective& objective, bool by_mean) {
+                                     const Objective& objective) {
   std::vector<size_t> ranked = RankedRuns(runs, objective);
   if (ranked.empty()) return std::nullopt;
-  // The configurations with two finite runs or more.
-  std::vector<Config> once, rerun;
-  for (size_t i = 0; by_mean && i < ranked.size(); ++i) {
-    const Config& c = runs[ranked[i]].config;
-    if (std::find(once.begin(), once.end(), c) == once.end())
-      once.push_back(c);
-    else if (std::find(rerun.begin(), rerun.end(), c) == rerun.end())
-      rerun.push_back(c);
-  }
+  // The configurations a completed finalist re-ran.
+  std::vector<Config> rerun;
+  for (size_t i : ranked)
+    if (runs[i].finalist && std::find(rerun.begin(), rerun.end(), runs[i].config) == rerun.end())
+      rerun.push_back(runs[i].config);
   if (rerun.empty()) return BestChoice{runs[ranked.front()].number, runs[ranked.front()].value, 1};
   std::optional<BestChoice> best;
   for (const Config& config : rerun) {

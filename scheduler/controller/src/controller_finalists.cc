@@ -82,11 +82,10 @@ int StudyController::Impl::QueueFinalists(int free) {
 }
 
 bool StudyController::Impl::NoteCompleted(int number, const Config& config, double value,
-                                          double seconds) {
-  runs_.push_back({number, config, value});
+                                          bool finalist, double seconds) {
+  runs_.push_back({number, config, value, finalist});
   run_seconds_[number] = seconds;
-  std::optional<study::BestChoice> best =
-      study::ChooseBest(runs_, spec_.objective, spec_.budget.finalists > 0);
+  std::optional<study::BestChoice> best = study::ChooseBest(runs_, spec_.objective);
   if (!best) return false;
   const bool changed = best_trial_ != best->trial || best_ != best->value;
   best_ = best->value;
@@ -94,10 +93,10 @@ bool StudyController::Impl::NoteCompleted(int number, const Config& config, doub
   best_runs_ = best->runs;
   WakeForFinalists();
   if (best->trial == number) return true;
-  // A re-run is the best where its configuration's mean is.
+  // A finalist is the best where its configuration's mean is.
   auto first = std::find_if(runs_.begin(), runs_.end(),
                             [&](const study::CompletedRun& r) { return r.number == best->trial; });
-  return changed && first != runs_.end() && first->config == config;
+  return changed && finalist && first != runs_.end() && first->config == config;
 }
 
 double StudyController::Impl::BeginRoot(int root, bool finalist) {

@@ -275,7 +275,7 @@ class StudyController::Impl {
   int QueueFinalists(int free);
   // A completed trial that may be the best: the best is chosen again (study/finalists.h). Whether
   // the trial is the best now.
-  bool NoteCompleted(int number, const Config& config, double value, double seconds);
+  bool NoteCompleted(int number, const Config& config, double value, bool finalist, double seconds);
   // With a time limit, a Tick when the finalists chosen now would be due.
   void WakeForFinalists();
   // A free slot, and a proposal or a finalist may take it.

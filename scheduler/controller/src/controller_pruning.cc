@@ -413,7 +413,7 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
       ++summary_.completed;
       if (t.value && IsBestCandidate(t.values)) {
         const double seconds = t.started && t.ended ? std::max(0.0, *t.ended - *t.started) : 0.0;
-        NoteCompleted(t.number, config, *t.value, seconds);
+        NoteCompleted(t.number, config, *t.value, IsFinalist(root), seconds);
       }
       break;
     case TrialState::kPruned:

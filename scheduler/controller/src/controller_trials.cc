@@ -120,6 +120,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
     t.values = q.promoted->values;  // so that a min or max strategy keeps what came before
   }
   t.plan = PlanLaunch(t, target, resume);
+  t.plan.finalist_of = q.finalist_of;
   t.ranks.resize(t.plan.ranks.size());
 
   TrialRecord rec = RecordOf(t, std::move(where_ranks));
@@ -677,7 +678,7 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
       ++summary_.completed;
       const bool is_best =
-          IsBestCandidate(rec.values) && NoteCompleted(t.number, t.config, *rec.value,
+          IsBestCandidate(rec.values) && NoteCompleted(t.number, t.config, *rec.value, finalist,
                                                        roots_[t.root].spent / std::max(1, t.units));
       line = StrCat("completed  ", ValuesText(rec), BestNote(is_best));
       break;

@@ -23,6 +23,8 @@ struct CompletedRun {
   int number = 0;
   Config config;
   double value = 0;  // the objective; a non-finite one is never chosen
+  // A run of budget.finalists (the journal says which): a configuration trained again.
+  bool finalist = false;
 };
 
 // Up to `n` configurations to train again: distinct, none in `taken`, by the best single value
@@ -37,11 +39,11 @@ struct BestChoice {
   double value = 0;  // the mean of its completed runs (its one value where it ran once)
   int runs = 1;
 };
-// The study's best. `by_mean` (a study with finalists), once a configuration has completed twice:
-// among the configurations that have, the best mean over their completed runs (ties: the lower
-// first trial number). Otherwise the best single run. nullopt where no run has a finite value.
-// Storage need not say which trials were finalists: a configuration that completed twice is one.
+// The study's best. Once a finalist has completed: among the configurations a finalist re-ran,
+// the best mean over all of their completed runs (ties: the lower first trial number). Before
+// that, the best single run. nullopt where no run has a finite value. (Only finalists count: a
+// configuration a tuner happened to propose twice is not thereby a candidate.)
 std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
-                                     const Objective& objective, bool by_mean);
+                                     const Objective& objective);
 
 }  // namespace hyperpack::study

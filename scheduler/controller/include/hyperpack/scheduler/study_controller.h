@@ -241,6 +241,8 @@ struct LaunchPlan {
   // may serve it where the executor keeps one (TrialSpec::warm).
   std::vector<std::string> warm_argv;
   std::vector<RankPlan> ranks;
+  // budget.finalists: the trial whose configuration this one trains again (its first launch).
+  std::optional<int> finalist_of;
 };
 // Start every rank; a rank that cannot be started is answered RankExited(kNeverStarted).
 struct LaunchCmd {
