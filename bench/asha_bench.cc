@@ -4,7 +4,7 @@
 //   asha_bench [--seeds 20] [--methods gp+asha,gp,random,...] [--budget-trials 40]
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
 //              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
-//              [--json runs.json]
+//              [--repeats bench/data/lc_FAMILY.repeats.json] [--json runs.json]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
 // by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
@@ -79,6 +79,11 @@
 // With --learn-ladder=false (ControllerOptions::learn_ladder) only the values the pruner records
 // at the rungs of the trial's own bracket are learnt (Hyperband's later brackets have no rung at
 // 1 or 3 epochs).
+// A method's name with ":fK" (gp+forecast:f3) runs its study with budget.finalists K: the K best
+// configurations trained again at the end, the best chosen by the mean of their runs. With --table
+// a finalist is served its configuration's curve moved to end at the repeats file's first other
+// seed (--repeats, or the table's own beside it); --json keeps each run's choice after every
+// completion (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after it.
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
 //   time to target   the virtual time at which a trial first *completes 27 epochs* (its process

@@ -40,7 +40,10 @@ A table's final error is one training's draw, and among its best configurations 
 configuration, orders them (lc_table.py repeats). With lc_table.py's repeats of every configuration
 of the table (bench/data/lc_FAMILY.repeats.json, two or four other seeds each, where it is shipped;
 or `--repeats R.json`), `table` also scores each run's choice (its completed trial with the lowest
-error seen, which is what a user would pick) by that configuration's mean final error over the
+error seen, which is what a user would pick; for hyperpack's runs the choice their study made,
+asha_bench's `choices`, which with `budget.finalists` is the best mean of a re-run configuration:
+asha_bench serves those re-runs the repeats' first other seed, and `table` then judges every run by
+the seeds after it) by that configuration's mean final error over the
 other seeds' trainings, less the lowest such mean: the error the choice gives when trained again,
 which no luck of the served draw can lower. That is the measure methods are judged by where it
 exists; its last column is the best configuration each run completed, so scored: what a perfect
@@ -338,12 +341,14 @@ def shipped_repeats(family):
 
 
 def expected_regret_at(run, t, expected, best):
-    """The run's choice by time t, the completed trial with the lowest error it saw (the first of
-    equals), scored by `expected` (read_expected), less `best`, the lowest there; inf if none."""
+    """The run's choice by time t, scored by `expected` (read_expected), less `best`, the lowest
+    there; inf if none. The choice: hyperpack's own where the run kept it (asha_bench's choices:
+    ties go to the lower trial number, and with finalists the best mean of a re-run
+    configuration), else the completed trial with the lowest error seen (the first of equals)."""
     if "completed_configs" not in run:
         raise SystemExit("lc_optuna: --repeats: a run written before completed_configs were kept; "
                          "replay it again")
-    if run.get("finalists", 0) > 0:  # its study's own choice: the best mean of a re-run one
+    if "choices" in run:  # the study's own choice (with finalists, the best mean of a re-run one)
         chosen = [c for when, c in run["choices"] if when <= t]
         return expected[chosen[-1]] - best if chosen else math.inf
     seen = [(e, k, c) for k, ((when, e), c) in

@@ -329,6 +329,57 @@ TEST_P(LcScoringTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
   EXPECT_THAT(refused.err, HasSubstr("finalists need two seeds besides the table's own"));
 }
 
+// asha_bench's method NAME:fK runs the shipped budget.finalists: a finalist is served its
+// configuration's curve ending at the repeats' first other seed, each run keeps its study's own
+// choice after every completion, and `table` judges the runs by the seeds after the served one.
+TEST_P(LcScoringTest, ReplaysFinalistsWithAnotherSeedAndJudgesByTheSeedsAfterIt) {
+  Json repeats = {
+      {"family", "small"}, {"of", 6}, {"offsets", {1, 2, 3}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)  // served: 0.05 + 0.01 i, no table final's value
+    repeats["configs"].push_back(
+        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.6 - 0.1 * i, 0.6 - 0.1 * i}}});
+  WriteFile(dir_ / "repeats.json", repeats.dump());
+  const std::string runs = dir_ / "hyperpack.json";
+  auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods",
+                         "random,random:f2", "--budget-trials", "40", "--threads", "1", "--repeats",
+                         dir_ / "repeats.json", "--json", runs});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json j = Json::parse(testing::ReadFile(runs));
+  EXPECT_EQ(j["repeats_served"], true);
+  int served = 0;
+  for (const Json& r : j["runs"]) {
+    const bool finalists = r["method"] == "random:f2";
+    EXPECT_EQ(r["finalists"], finalists ? 2 : 0);
+    ASSERT_FALSE(r["choices"].empty());
+    for (size_t k = 0; k < r["completions"].size(); ++k) {
+      const int c = r["completed_configs"][k].get<int>();
+      const double v = r["completions"][k][1].get<double>();
+      if (std::abs(v - (0.05 + 0.01 * c)) < 1e-9)
+        ++served;
+      else
+        EXPECT_NEAR(v, 0.6 - 0.1 * c, 1e-9);
+    }
+  }
+  EXPECT_GE(served, 2) << "each run with finalists served its re-runs another seed's draw";
+  auto table = Script({"table", runs, "--reference", "random", "--repeats", dir_ / "repeats.json"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out,
+              HasSubstr("(the first served to finalists, judged by the seeds after it)"));
+  EXPECT_THAT(table.out, HasSubstr("| random:f2 |"));
+
+  Json other = repeats;
+  other["family"] = "large";
+  WriteFile(dir_ / "other.json", other.dump());
+  for (const auto& [methods, why] :
+       {std::pair<std::string, std::string>{"random:f2", "repeats of 'large', not of 'small'"},
+        {"random:fx", ":fK takes a whole number of finalists"}}) {
+    auto refused = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", methods,
+                               "--repeats", dir_ / "other.json"});
+    EXPECT_EQ(refused.exit_code, 2) << methods;
+    EXPECT_THAT(refused.err, HasSubstr(why));
+  }
+}
+
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
 // otherwise: each covers its table's every configuration, with the table's own final errors.
 TEST_P(LcScoringTest, ShipsRepeatsThatCoverTheirTables) {
