@@ -14,6 +14,15 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr size_t kMaxCurves = 100000;
+
+// A file's bytes; NotFound naming it where it cannot be opened.
+Result<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path, ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 constexpr int kMaxEpochs = 10000;
 
 // A parameter of the table's space: float or int, with finite bounds (positive where log).
@@ -89,11 +98,8 @@ Result<Curve> ReadCurve(const Json& j, const SearchSpace& space, int epochs,
 }  // namespace
 
 Result<CurveTable> CurveTable::Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return Parse(text.str(), path);
+  HP_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+  return Parse(text, path);
 }
 
 Result<CurveTable> CurveTable::Parse(const std::string& text, const std::string& name) {
@@ -185,11 +191,8 @@ double CurveTable::MeanFullSeconds() const {
 }
 
 Result<std::vector<double>> ReadFirstRepeats(const std::string& path, const CurveTable& table) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path, ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseFirstRepeats(text.str(), path, table);
+  HP_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+  return ParseFirstRepeats(text, path, table);
 }
 
 Result<std::vector<double>> ParseFirstRepeats(const std::string& text, const std::string& name,
