@@ -7,16 +7,32 @@ namespace hyperpack::study {
 
 namespace {
 
-// Indices of the runs with a finite value, best first (ties: the lower trial number).
+// Indices of the runs with a finite value, best first (ties: the earlier in `runs`).
 std::vector<size_t> RankedRuns(const std::vector<CompletedRun>& runs, const Objective& objective) {
   std::vector<size_t> order;
   for (size_t i = 0; i < runs.size(); ++i)
     if (std::isfinite(runs[i].value)) order.push_back(i);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (runs[a].value != runs[b].value) return objective.Better(runs[a].value, runs[b].value);
-    return runs[a].number < runs[b].number;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return objective.Better(runs[a].value, runs[b].value);
   });
   return order;
+}
+
+// `config`'s finite runs: the first of them in `runs`, and their mean.
+BestChoice MeanOf(const std::vector<CompletedRun>& runs, const Config& config, size_t* first) {
+  BestChoice c{0, 0, 0};
+  double sum = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!std::isfinite(runs[i].value) || runs[i].config != config) continue;
+    if (c.runs == 0) {
+      c.trial = runs[i].number;
+      *first = i;
+    }
+    sum += runs[i].value;
+    ++c.runs;
+  }
+  c.value = sum / c.runs;
+  return c;
 }
 
 }  // namespace
@@ -37,28 +53,32 @@ std::vector<size_t> NextFinalists(const std::vector<CompletedRun>& runs,
 
 std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
                                      const Objective& objective) {
-  std::vector<size_t> ranked = RankedRuns(runs, objective);
-  if (ranked.empty()) return std::nullopt;
-  // The configurations a completed finalist re-ran.
-  std::vector<Config> rerun;
-  for (size_t i : ranked)
-    if (runs[i].finalist && std::find(rerun.begin(), rerun.end(), runs[i].config) == rerun.end())
-      rerun.push_back(runs[i].config);
-  if (rerun.empty()) return BestChoice{runs[ranked.front()].number, runs[ranked.front()].value, 1};
+  // Before a finalist has completed: the best single run, in one pass.
+  std::optional<size_t> single;
+  bool finalist = false;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!std::isfinite(runs[i].value)) continue;
+    finalist = finalist || runs[i].finalist;
+    if (!single || objective.Better(runs[i].value, runs[*single].value)) single = i;
+  }
+  if (!single) return std::nullopt;
+  if (!finalist) return BestChoice{runs[*single].number, runs[*single].value, 1};
+  // Each configuration a completed finalist re-ran, by the mean of its runs.
   std::optional<BestChoice> best;
-  for (const Config& config : rerun) {
-    BestChoice c{0, 0, 0};
-    double sum = 0;
-    for (size_t i : ranked) {
-      if (runs[i].config != config) continue;
-      c.trial = c.runs == 0 ? runs[i].number : std::min(c.trial, runs[i].number);
-      sum += runs[i].value;
-      ++c.runs;
-    }
-    c.value = sum / c.runs;
+  size_t best_first = 0;
+  std::vector<Config> seen;
+  for (const CompletedRun& r : runs) {
+    if (!r.finalist || !std::isfinite(r.value) ||
+        std::find(seen.begin(), seen.end(), r.config) != seen.end())
+      continue;
+    seen.push_back(r.config);
+    size_t first = 0;
+    const BestChoice c = MeanOf(runs, r.config, &first);
     if (!best || objective.Better(c.value, best->value) ||
-        (c.value == best->value && c.trial < best->trial))
+        (c.value == best->value && first < best_first)) {
       best = c;
+      best_first = first;
+    }
   }
   return best;
 }

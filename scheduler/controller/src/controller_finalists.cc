@@ -83,6 +83,14 @@ int StudyController::Impl::QueueFinalists(int free) {
 
 bool StudyController::Impl::NoteCompleted(int number, const Config& config, double value,
                                           bool finalist, double seconds) {
+  // Without finalists the best is the best single run, the first of equals: kept as it comes,
+  // without keeping every run.
+  if (spec_.budget.finalists == 0) {
+    if (best_ && !spec_.objective.Better(value, *best_)) return false;
+    best_ = value;
+    best_trial_ = number;
+    return true;
+  }
   runs_.push_back({number, config, value, finalist});
   run_seconds_[number] = seconds;
   std::optional<study::BestChoice> best = study::ChooseBest(runs_, spec_.objective);

@@ -413,8 +413,9 @@ class StudyController::Impl {
   std::optional<double> best_;
   std::optional<int> best_trial_;
   int best_runs_ = 1;  // best_ is the mean of this many runs of its configuration
-  // budget.finalists: the completed runs that may be the best, the seconds each trained, the
-  // configurations chosen to run again, and the roots of their trials (the pruner never sees them).
+  // budget.finalists (kept only for a study that has them): the completed runs that may be the
+  // best, as they completed, the seconds each trained, the configurations chosen to run again, and
+  // the roots of their trials (the pruner never sees them).
   std::vector<study::CompletedRun> runs_;
   std::map<int, double> run_seconds_;
   std::vector<Config> finalist_configs_;

@@ -28,20 +28,21 @@ struct CompletedRun {
 };
 
 // Up to `n` configurations to train again: distinct, none in `taken`, by the best single value
-// among their runs (ties: the lower trial number). Each is given as the index in `runs` of that
+// among their runs (ties: the earlier in `runs`). Each is given as the index in `runs` of that
 // configuration's best run.
 std::vector<size_t> NextFinalists(const std::vector<CompletedRun>& runs,
                                   const std::vector<Config>& taken, const Objective& objective,
                                   int n);
 
 struct BestChoice {
-  int trial = 0;     // the configuration's first completed run
+  int trial = 0;     // the configuration's first run in `runs`
   double value = 0;  // the mean of its completed runs (its one value where it ran once)
   int runs = 1;
 };
 // The study's best. Once a finalist has completed: among the configurations a finalist re-ran,
-// the best mean over all of their completed runs (ties: the lower first trial number). Before
-// that, the best single run. nullopt where no run has a finite value. (Only finalists count: a
+// the best mean over all of their completed runs. Before that, the best single run. Ties go to
+// the earlier in `runs` (the controller keeps them as they completed, the reports by number, as
+// each ranked its best before). nullopt where no run has a finite value. (Only finalists count: a
 // configuration a tuner happened to propose twice is not thereby a candidate.)
 std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
                                      const Objective& objective);
