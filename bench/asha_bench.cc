@@ -949,7 +949,6 @@ int CheckArgs(const Args& a) {
   return 0;
 }
 
-// Reads the command line into *a: 0 to go on, else the exit status (help printed: -1 for 0).
 // --repeats, read where a :fK method replays a table (the table's own repeats file unless named).
 int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
   const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
@@ -970,6 +969,7 @@ int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
   return 0;
 }
 
+// Reads the command line into *a: 0 to go on, else the exit status (help printed: -1 for 0).
 int ParseArgs(int argc, char** argv, Args* a) {
   std::vector<std::string> names;
   for (const Method& m : AllMethods()) names.push_back(m.name);
