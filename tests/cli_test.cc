@@ -604,6 +604,24 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_THAT(listed.out, HasSubstr(StrCat("finalist: trial ", b["trial"].get<int>(),
                                            "'s configuration again")));
+  // --within compares configurations by their means: a single lucky draw is no candidate.
+  auto within = Cli({"best", "f", "--within", "100%", "--json", "--storage", db_});
+  ASSERT_EQ(within.exit_code, 0) << within.err;
+  const Json w = Json::parse(within.out);
+  EXPECT_EQ(w["mean"]["runs"], 2);
+  EXPECT_EQ(runs.at(w["params"]["x"].get<double>()).size(), 2u);
+  const std::vector<double>& chosen = runs.at(w["params"]["x"].get<double>());
+  EXPECT_NEAR(w["mean"]["value"].get<double>(), (chosen[0] + chosen[1]) / 2, 1e-6);
+  EXPECT_EQ(w["best"]["trial"], b["trial"]);
+  EXPECT_NEAR(w["best"]["value"].get<double>(), best_mean, 1e-6);
+  EXPECT_EQ(w["best"]["runs"], 2);
+  auto within_text = Cli({"best", "f", "--within", "100%", "--storage", db_});
+  ASSERT_EQ(within_text.exit_code, 0) << within_text.err;
+  EXPECT_THAT(within_text.out, HasSubstr("of the best mean: loss = "));
+  EXPECT_THAT(within_text.out, HasSubstr(", the mean of its configuration's 2 runs (trial "));
+  auto exported = Cli({"export", "f", "--within", "100%", "--format", "json", "--storage", db_});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(Json::parse(exported.out)["x"], w["params"]["x"]) << exported.out;
 }
 
 TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {

@@ -2150,5 +2150,30 @@ TEST(FinalistsTest, TheBestIsTheBestRunUntilAFinalistCompletesThenTheBestMeanOfT
   EXPECT_DOUBLE_EQ(best->value, 0.325);
 }
 
+TEST(FinalistsTest, FinalistMeansRankEveryReRunConfigurationByItsMean) {
+  Objective minimize;
+  auto runs = Runs({{0, 0.1, 0.5}, {1, 0.2, 0.25}, {2, 0.3, 0.3125}, {3, 0.4, 0.125}});
+  EXPECT_TRUE(FinalistMeans(runs, minimize).empty()) << "no finalist has completed";
+  runs.push_back({4, Config{{"x", Value{0.4}}}, 0.625, true});   // trial 3's: 0.125, 0.625
+  runs.push_back({5, Config{{"x", Value{0.2}}}, 0.5, true});     // trial 1's: 0.25, 0.5
+  runs.push_back({6, Config{{"x", Value{0.3}}}, 0.3125, true});  // trial 2's: 0.3125 twice
+  runs.push_back({7, Config{{"x", Value{0.4}}}, 0.375, true});   // trial 3's again
+  runs.push_back({8, Config{{"x", Value{0.1}}}, kInf, true});    // trial 0's, with no value
+  const std::vector<BestChoice> means = FinalistMeans(runs, minimize);
+  ASSERT_EQ(means.size(), 3u) << "trial 0's configuration has no finite re-run";
+  EXPECT_EQ(means[0].trial, 2);
+  EXPECT_EQ(means[0].value, 0.3125);
+  EXPECT_EQ(means[0].runs, 2);
+  // Trials 1's and 3's configurations tie at 0.375 (two runs, three): the earlier first run first.
+  EXPECT_EQ(means[1].trial, 1);
+  EXPECT_EQ(means[1].value, 0.375);
+  EXPECT_EQ(means[1].runs, 2);
+  EXPECT_EQ(means[2].trial, 3);
+  EXPECT_EQ(means[2].value, 0.375);
+  EXPECT_EQ(means[2].runs, 3);
+  ASSERT_TRUE(ChooseBest(runs, minimize));
+  EXPECT_EQ(ChooseBest(runs, minimize)->trial, means[0].trial);
+}
+
 }  // namespace
 }  // namespace hyperpack::study

@@ -91,13 +91,26 @@ class Study:
 
     @property
     def best_trial(self) -> Optional[Trial]:
+        """The trial `hyperpack best` names: the best that meets the study's constraints; in a
+        study with `budget: {finalists: K}`, once a finalist has completed, the first run of the
+        configuration with the best mean of its runs. None before a trial has completed."""
         best = self._impl.best()
-        return None if best is None else Trial(best[0], best[1], best[2], json.loads(best[3]))
+        if best is None:
+            return None
+        n, s, v, p = best[0]
+        return Trial(n, s, v, json.loads(p))
 
     @property
     def best_value(self) -> Optional[float]:
-        best = self.best_trial
-        return None if best is None else best.value
+        """best_trial's value, or with finalists its configuration's mean (best_runs runs)."""
+        best = self._impl.best()
+        return None if best is None else best[1]
+
+    @property
+    def best_runs(self) -> int:
+        """How many runs best_value is the mean of: 1 unless finalists re-ran it (0: none yet)."""
+        best = self._impl.best()
+        return 0 if best is None else best[2]
 
     @property
     def best_params(self) -> Optional[Dict[str, Any]]:

@@ -5,7 +5,8 @@
 //   study.ask() -> (number, params_json)
 //   study.tell(number, state, value=None, step=None)
 //   study.trials() -> [(number, state, value, params_json), ...]  by number
-//   study.best() -> the same tuple, or None
+//   study.best() -> (that tuple, value, runs), or None: the trial `hyperpack best` names, and its
+//                   value or, with budget.finalists, its configuration's mean over `runs` runs
 //   study.control(verb, params_json="", results_text="", results_path="", max_trials=None,
 //                 max_parallel=None, time_limit_s=None, priority=None) -> (refused, outcome)
 //
@@ -22,6 +23,7 @@
 
 #include "hyperpack/config_json.h"
 #include "hyperpack/host.h"
+#include "hyperpack/report/report.h"
 #include "hyperpack/scheduler/ask_tell.h"
 #include "hyperpack/scheduler/control.h"
 #include "hyperpack/storage/storage.h"
@@ -106,12 +108,12 @@ class PyStudy {
     return out;
   }
 
-  std::optional<TrialTuple> Best() {
+  // As `hyperpack best`: the constraints met, and with finalists the best mean (report.h).
+  std::optional<std::tuple<TrialTuple, double, int>> Best() {
     auto db = Open();
-    const storage::StudyRecord study = Stored(*db);
-    auto best = OrRaise(db->BestTrials(study.id, study.direction, std::nullopt, 1));
-    if (best.empty()) return std::nullopt;
-    return Tuple(best.front());
+    std::optional<report::BestTrial> best = OrRaise(report::FindBestTrial(*db, name_));
+    if (!best) return std::nullopt;
+    return std::tuple{Tuple(best->trial), best->value, best->runs};
   }
 
   std::pair<bool, std::string> Control(const std::string& verb, const std::string& params_json,

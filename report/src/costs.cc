@@ -59,6 +59,33 @@ const storage::TrialRecord* CheapestWithin(const std::vector<const storage::Tria
   return pick;
 }
 
+std::optional<WithinChoice> ChooseWithin(const StudyView& view,
+                                         const std::map<int, TrialCost>& costs,
+                                         const Tolerance& tolerance) {
+  const bool maximize = Maximize(view.study);
+  std::vector<const storage::TrialRecord*> ranked = Ranked(view);
+  if (ranked.empty()) return std::nullopt;
+  const std::vector<study::BestChoice> means = MeansByConfiguration(view);
+  if (means.empty() || means.front().runs < 2) {
+    const storage::TrialRecord* pick = CheapestWithin(ranked, costs, tolerance, maximize);
+    return WithinChoice{pick, *pick->value, 1, ranked.front(), *ranked.front()->value, 1};
+  }
+  // Each re-run configuration stands as its first run, valued at its mean, costed as that run.
+  std::map<int, const storage::TrialRecord*> by_number;
+  for (const storage::TrialRecord* t : ranked) by_number[t->number] = t;
+  std::vector<storage::TrialRecord> stand_ins;
+  for (const study::BestChoice& m : means) {
+    stand_ins.push_back(*by_number.at(m.trial));
+    stand_ins.back().value = m.value;
+  }
+  std::vector<const storage::TrialRecord*> by_mean;
+  for (const storage::TrialRecord& t : stand_ins) by_mean.push_back(&t);
+  const storage::TrialRecord* pick = CheapestWithin(by_mean, costs, tolerance, maximize);
+  const size_t i = static_cast<size_t>(pick - stand_ins.data());
+  return WithinChoice{by_number.at(pick->number),        means[i].value,      means[i].runs,
+                      by_number.at(means.front().trial), means.front().value, means.front().runs};
+}
+
 namespace {
 // As the page's importance fit (kImportanceTrials): enough for a model, cheap to fit at each call.
 constexpr size_t kCostTrials = 200;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "hyperpack/report/report.h"
@@ -25,6 +26,23 @@ namespace hyperpack::report {
 const storage::TrialRecord* CheapestWithin(const std::vector<const storage::TrialRecord*>& ranked,
                                            const std::map<int, TrialCost>& costs,
                                            const Tolerance& tolerance, bool maximize);
+
+// What --within chose: `trial` (in view.trials), the value it was judged by, and the best it was
+// judged against. In a study with finalists, once one has completed, configurations are compared
+// rather than single runs: each a finalist re-ran, as its first run, by the mean of its runs (one
+// lucky draw is no trade-off against a mean); `runs` says how many runs each value is the mean of.
+struct WithinChoice {
+  const storage::TrialRecord* trial = nullptr;
+  double value = 0;
+  int runs = 1;
+  const storage::TrialRecord* best = nullptr;
+  double best_value = 0;
+  int best_runs = 1;
+};
+// nullopt where no trial has completed with a value (and met the constraints).
+std::optional<WithinChoice> ChooseWithin(const StudyView& view,
+                                         const std::map<int, TrialCost>& costs,
+                                         const Tolerance& tolerance);
 
 // What each trial of `trials` should cost by a cost model fitted to the completed trials' costs
 // (those of one kind only, GPU-seconds or CPU-seconds: the kind most of them have; the newest 200

@@ -234,9 +234,9 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, con
       return Status::Invalid(
           "--within picks one trial, the cheapest good one: it goes with "
           "neither --top nor --trial");
-    auto ranked = Ranked(l);
-    if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-    chosen = {CheapestWithin(ranked, TrialCosts(l), *within, Maximize(l.study))};
+    std::optional<WithinChoice> w = ChooseWithin(l, TrialCosts(l), *within);
+    if (!w) return Status::NotFound("study '", name, "' has no completed trial yet");
+    chosen = {w->trial};
   } else {
     HP_ASSIGN_OR_RETURN(chosen, ChosenTrials(l, name, top, trial));
   }

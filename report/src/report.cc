@@ -541,79 +541,112 @@ Status ReportOneTrial(Storage& db, const std::string& name, const Choice& choice
 
 namespace {
 
-// The first line of `best`: the trial chosen, its value (or with finalists its configuration's
-// mean), of how many.
-void PrintBestLine(const StudyView& l, const TrialRecord& b, int total,
-                   const std::optional<Tolerance>& within, std::ostream& out) {
-  if (within) {
-    out << "cheapest within " << WithinText(*within) << " of the best: " << l.study.metric << " = "
-        << FormatShort(*b.value, 6) << " (trial " << b.number << " of " << total << ")\n";
-  } else if (std::optional<study::BestChoice> mean = BestByMean(l)) {
-    out << "best " << l.study.metric << " = " << FormatShort(mean->value, 6)
-        << ", the mean of its configuration's " << mean->runs << " runs (trial " << b.number
-        << " of " << total << ": " << FormatShort(*b.value, 6) << ")\n";
-  } else {
-    out << "best " << l.study.metric << " = " << FormatShort(*b.value, 6) << " (trial " << b.number
-        << " of " << total << ")\n";
-  }
+// "loss = 0.25" or, for a configuration's mean, "loss = 0.25, the mean of its configuration's 2
+// runs".
+std::string ValueText(const StudyView& l, double value, int runs) {
+  std::string text = l.study.metric + " = " + FormatShort(value, 6);
+  if (runs > 1) text += StrCat(", the mean of its configuration's ", runs, " runs");
+  return text;
 }
 
-// `best` of a study with one objective: the best trial, or the cheapest within a tolerance.
-Status ReportSingleBest(const StudyView& l, const std::string& name, OutputFormat format,
-                        const std::optional<Tolerance>& within, std::ostream& out) {
-  auto ranked = Ranked(l);
-  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+int TrialsIn(const StudyView& l) {
   int total = 0;
   for (const auto& [state, n] : Tally(l).counts) total += n;
-  const TrialRecord& top = *ranked.front();
-  const TrialRecord* pick = &top;
-  std::map<int, TrialCost> costs;
-  if (within) {
-    costs = TrialCosts(l);
-    pick = CheapestWithin(ranked, costs, *within, Maximize(l.study));
-  }
-  const TrialRecord& b = *pick;
+  return total;
+}
+
+void PrintParams(const StudyView& l, const TrialRecord& t, std::ostream& out) {
+  for (const std::string& name : ConfigNames(t.params, l.space()))
+    out << "  " << name << ": " << FormatValue(t.params.at(name)) << "\n";
+}
+
+Json BestJsonHead(const StudyView& l, const TrialRecord& t) {
+  Json o;
+  o["study"] = l.study.name;
+  o["metric"] = l.study.metric;
+  o["direction"] = DirectionName(l.study.direction);
+  const Json trial = TrialJson(t, l.space());  // items() must not outlive it
+  for (auto& [k, v] : trial.items()) o[k] = v;
+  return o;
+}
+
+// `best --within`: the cheapest trial (with finalists, configuration) within a tolerance of the
+// best, its cost and the best's.
+Status ReportWithin(const StudyView& l, const std::string& name, OutputFormat format,
+                    const Tolerance& within, std::ostream& out) {
+  const std::map<int, TrialCost> costs = TrialCosts(l);
+  std::optional<WithinChoice> w = ChooseWithin(l, costs, within);
+  if (!w) return Status::NotFound("study '", name, "' has no completed trial yet");
   auto cost_of = [&](const TrialRecord& t) -> std::optional<TrialCost> {
     auto it = costs.find(t.number);
     return it == costs.end() ? std::nullopt : std::optional<TrialCost>(it->second);
   };
+  const std::optional<TrialCost> c = cost_of(*w->trial), bc = cost_of(*w->best);
   if (format == OutputFormat::kJson) {
-    Json j = TrialJson(b, l.space());
-    Json o;
-    o["study"] = l.study.name;
-    o["metric"] = l.study.metric;
-    o["direction"] = DirectionName(l.study.direction);
-    for (auto& [k, v] : j.items()) o[k] = v;
-    if (std::optional<study::BestChoice> mean = BestByMean(l); mean && !within)
-      o["mean"] = {{"value", mean->value}, {"runs", mean->runs}};
-    if (within) {
-      auto c = cost_of(b), bc = cost_of(top);
-      o["cost"] = c ? Json(c->cost) : Json(nullptr);
-      o["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
-      o["within"] = {{"amount", within->amount}, {"relative", within->relative}};
-      o["best"] = {{"trial", top.number},
-                   {"value", *top.value},
-                   {"cost", bc ? Json(bc->cost) : Json(nullptr)}};
-    }
+    Json o = BestJsonHead(l, *w->trial);
+    if (w->runs > 1) o["mean"] = {{"value", w->value}, {"runs", w->runs}};
+    o["cost"] = c ? Json(c->cost) : Json(nullptr);
+    o["cost_unit"] = c && c->gpu() ? "GPU-s" : "CPU-s";
+    o["within"] = {{"amount", within.amount}, {"relative", within.relative}};
+    o["best"] = {{"trial", w->best->number},
+                 {"value", w->best_value},
+                 {"cost", bc ? Json(bc->cost) : Json(nullptr)}};
+    if (w->best_runs > 1) o["best"]["runs"] = w->best_runs;
     out << o.dump(2) << "\n";
     return Status::Ok();
   }
-  PrintBestLine(l, b, total, within, out);
-  for (const std::string& name : ConfigNames(b.params, l.space()))
-    out << "  " << name << ": " << FormatValue(b.params.at(name)) << "\n";
-  if (within) {
-    auto c = cost_of(b), bc = cost_of(top);
-    if (c) out << "cost " << CostText(*c);
-    if (c && bc && &b != &top && c->gpu() == bc->gpu() && c->cost > 0)
-      out << ", " << FormatShort(bc->cost / c->cost, 3) << "x less than the best's";
-    if (c) out << "\n";
-    out << "the best: " << l.study.metric << " = " << FormatShort(*top.value, 6) << " (trial "
-        << top.number << ")" << (bc ? ", cost " + CostText(*bc) : std::string()) << "\n";
+  out << "cheapest within " << WithinText(within) << " of the best"
+      << (w->best_runs > 1 ? " mean" : "") << ": " << ValueText(l, w->value, w->runs) << " (trial "
+      << w->trial->number << " of " << TrialsIn(l) << ")\n";
+  PrintParams(l, *w->trial, out);
+  if (c) out << "cost " << CostText(*c);
+  if (c && bc && w->trial != w->best && c->gpu() == bc->gpu() && c->cost > 0)
+    out << ", " << FormatShort(bc->cost / c->cost, 3) << "x less than the best's";
+  if (c) out << "\n";
+  out << "the best: " << ValueText(l, w->best_value, w->best_runs) << " (trial " << w->best->number
+      << ")" << (bc ? ", cost " + CostText(*bc) : std::string()) << "\n";
+  return Status::Ok();
+}
+
+// `best` of a study with one objective: the best trial (with finalists, the configuration with
+// the best mean of its runs), or the cheapest within a tolerance.
+Status ReportSingleBest(const StudyView& l, const std::string& name, OutputFormat format,
+                        const std::optional<Tolerance>& within, std::ostream& out) {
+  if (within) return ReportWithin(l, name, format, *within, out);
+  auto ranked = Ranked(l);
+  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+  const TrialRecord& b = *ranked.front();
+  const std::optional<study::BestChoice> mean = BestByMean(l);
+  if (format == OutputFormat::kJson) {
+    Json o = BestJsonHead(l, b);
+    if (mean) o["mean"] = {{"value", mean->value}, {"runs", mean->runs}};
+    out << o.dump(2) << "\n";
+    return Status::Ok();
   }
+  if (mean) {
+    out << "best " << ValueText(l, mean->value, mean->runs) << " (trial " << b.number << " of "
+        << TrialsIn(l) << ": " << FormatShort(*b.value, 6) << ")\n";
+  } else {
+    out << "best " << ValueText(l, *b.value, 1) << " (trial " << b.number << " of " << TrialsIn(l)
+        << ")\n";
+  }
+  PrintParams(l, b, out);
   return Status::Ok();
 }
 
 }  // namespace
+
+Result<std::optional<BestTrial>> FindBestTrial(Storage& db, const std::string& name) {
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, Tolerance{}));
+  auto ranked = Ranked(l);
+  if (ranked.empty()) return std::optional<BestTrial>();
+  BestTrial best{*ranked.front(), *ranked.front()->value, 1};
+  if (std::optional<study::BestChoice> mean = BestByMean(l)) {
+    best.value = mean->value;
+    best.runs = mean->runs;
+  }
+  return std::optional<BestTrial>(std::move(best));
+}
 
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,
                   std::ostream& out) {

@@ -138,17 +138,21 @@ std::vector<const TrialRecord*> Ranked(const StudyView& view) {
   return out;
 }
 
-std::optional<study::BestChoice> BestByMean(const StudyView& view) {
-  if (!view.spec || view.spec->budget.finalists == 0 || view.spec->MultiObjective())
-    return std::nullopt;
+std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view) {
+  if (!view.spec || view.spec->budget.finalists == 0 || view.spec->MultiObjective()) return {};
   std::vector<study::CompletedRun> runs;
   for (const TrialRecord& t : view.trials)
     if (t.state == TrialState::kCompleted && t.value &&
         study::MeetsConstraints(*view.spec, t.values))
       runs.push_back({t.number, t.params, *t.value, view.finalists.count(t.number) > 0});
-  std::optional<study::BestChoice> best = study::ChooseBest(runs, view.spec->objective);
-  if (!best || best->runs < 2) return std::nullopt;
-  return best;
+  return study::FinalistMeans(runs, view.spec->objective);
+}
+
+std::optional<study::BestChoice> BestByMean(const StudyView& view) {
+  // study::ChooseBest's choice once a finalist has completed: the first of these.
+  std::vector<study::BestChoice> means = MeansByConfiguration(view);
+  if (means.empty() || means.front().runs < 2) return std::nullopt;
+  return means.front();
 }
 
 std::optional<std::vector<double>> ObjectiveValues(const study::StudySpec& spec,

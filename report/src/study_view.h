@@ -76,6 +76,9 @@ bool Maximize(const storage::StudyRecord& s);
 // In a study with constraints, only trials that meet them.
 // With budget.finalists, the configuration with the best mean of its runs first (BestByMean).
 std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
+// A study with finalists: each configuration a completed finalist re-ran, as its first run with
+// the mean of its runs, the best mean first (study::FinalistMeans). Empty otherwise.
+std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view);
 // A study with finalists, once a configuration has completed twice: the one with the best mean
 // of its runs (study/finalists.h, as its run chose it); nullopt otherwise.
 std::optional<study::BestChoice> BestByMean(const StudyView& view);

@@ -51,6 +51,28 @@ std::vector<size_t> NextFinalists(const std::vector<CompletedRun>& runs,
   return out;
 }
 
+std::vector<BestChoice> FinalistMeans(const std::vector<CompletedRun>& runs,
+                                      const Objective& objective) {
+  std::vector<std::pair<BestChoice, size_t>> means;  // with the index of the first run
+  std::vector<Config> seen;
+  for (const CompletedRun& r : runs) {
+    if (!r.finalist || !std::isfinite(r.value) ||
+        std::find(seen.begin(), seen.end(), r.config) != seen.end())
+      continue;
+    seen.push_back(r.config);
+    size_t first = 0;
+    const BestChoice c = MeanOf(runs, r.config, &first);
+    means.emplace_back(c, first);
+  }
+  std::stable_sort(means.begin(), means.end(), [&](const auto& a, const auto& b) {
+    if (a.first.value != b.first.value) return objective.Better(a.first.value, b.first.value);
+    return a.second < b.second;
+  });
+  std::vector<BestChoice> out;
+  for (const auto& [c, first] : means) out.push_back(c);
+  return out;
+}
+
 std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
                                      const Objective& objective) {
   // Before a finalist has completed: the best single run, in one pass.
@@ -64,23 +86,7 @@ std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
   if (!single) return std::nullopt;
   if (!finalist) return BestChoice{runs[*single].number, runs[*single].value, 1};
   // Each configuration a completed finalist re-ran, by the mean of its runs.
-  std::optional<BestChoice> best;
-  size_t best_first = 0;
-  std::vector<Config> seen;
-  for (const CompletedRun& r : runs) {
-    if (!r.finalist || !std::isfinite(r.value) ||
-        std::find(seen.begin(), seen.end(), r.config) != seen.end())
-      continue;
-    seen.push_back(r.config);
-    size_t first = 0;
-    const BestChoice c = MeanOf(runs, r.config, &first);
-    if (!best || objective.Better(c.value, best->value) ||
-        (c.value == best->value && first < best_first)) {
-      best = c;
-      best_first = first;
-    }
-  }
-  return best;
+  return FinalistMeans(runs, objective).front();
 }
 
 }  // namespace hyperpack::study

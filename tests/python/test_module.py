@@ -3,6 +3,7 @@ errors, and hyperpack.report in a trial that `hyperpack run` starts. ctest runs 
 Optuna release users run: Debian's 3.1 (/usr/bin/python3), 4.6 and 5.0 (tests/python/optuna_python);
 the few cases that need one release's API say so when skipped."""
 
+import json
 import math
 import os
 import statistics
@@ -448,3 +449,42 @@ budget: {{max_trials: 8, max_parallel: 2}}
     assert run.returncode == 0, out
     assert 1 <= len(study.trials) <= 2, "nothing started after the stop"
     assert all(t.state == "completed" for t in study.trials)
+
+
+def test_best_is_the_one_hyperpack_best_names_constraints_met(tmp_path):
+    (tmp_path / "c.yaml").write_text(ASKED_STUDY.replace(
+        "budget:", "constraints: [{metric: mem, max: 1}]\nbudget:"))
+    study = hyperpack.create_study(str(tmp_path / "c.yaml"), str(tmp_path / "h.db"))
+    study.add_results([({"lr": 0.001, "opt": "adam"}, 0.1)])
+    told = {}
+    for mem in (5.0, 0.5):  # the lower loss breaks the constraint
+        trial = study.ask()
+        study.tell(trial, values={"loss": 0.2 if mem > 1 else 0.3, "mem": mem})
+        told[mem] = trial.number
+    # A result added without `mem` lacks the constrained metric: it counts as broken.
+    assert study.best_trial.number == told[0.5]
+    assert study.best_value == 0.3 and study.best_runs == 1
+
+
+def test_best_with_finalists_is_the_best_mean_as_hyperpack_best_says(tmp_path):
+    (tmp_path / "f.yaml").write_text("""name: f
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "python3 -c 'print(\\"loss=%f\\" % ({x} + ({trial} % 2) * 0.5))'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 8, max_parallel: 1, finalists: 2}
+""")
+    storage = str(tmp_path / "h.db")
+    cli = os.environ["HYPERPACK_CLI"]
+    run = subprocess.run([cli, "run", str(tmp_path / "f.yaml"), "--storage", storage],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = json.loads(subprocess.run([cli, "best", "f", "--json", "--storage", storage],
+                                     capture_output=True, text=True, check=True).stdout)
+    study = hyperpack.load_study("f", storage)
+    assert study.best_trial.number == said["trial"]
+    assert study.best_runs == said["mean"]["runs"] == 2
+    assert study.best_value == pytest.approx(said["mean"]["value"])
+    runs = [t.value for t in study.trials if t.params == study.best_params]
+    assert study.best_value == pytest.approx(sum(runs) / len(runs))
+    assert study.best_trial.value == runs[0]

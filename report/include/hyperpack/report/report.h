@@ -149,6 +149,17 @@ struct Choice {
   std::optional<FrontPick> pick;
 };
 
+// The trial `best` names in a study with one objective: the best that meets the constraints; with
+// budget.finalists, once one has completed, the first run of the configuration with the best mean
+// of its runs. `value` is that mean (of `runs` runs), or the trial's own value (runs 1). With
+// several objectives, by the first. nullopt before a trial has completed. (Python's Study.best.)
+struct BestTrial {
+  storage::TrialRecord trial;
+  double value = 0;
+  int runs = 1;
+};
+Result<std::optional<BestTrial>> FindBestTrial(storage::Storage& db, const std::string& name);
+
 // With several objectives: the Pareto set ({"study", "objectives", "constraints", "front": [...]}
 // in JSON), or with `pick` its member picked, or with `trial` that trial.
 Status ReportBest(storage::Storage& db, const std::string& name, OutputFormat format,

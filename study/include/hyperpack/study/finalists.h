@@ -39,6 +39,11 @@ struct BestChoice {
   double value = 0;  // the mean of its completed runs (its one value where it ran once)
   int runs = 1;
 };
+// Each configuration a completed finalist re-ran, with the mean of its completed runs, the best
+// mean first (ties: the configuration whose first run is the earlier in `runs`).
+std::vector<BestChoice> FinalistMeans(const std::vector<CompletedRun>& runs,
+                                      const Objective& objective);
+
 // The study's best. Once a finalist has completed: among the configurations a finalist re-ran,
 // the best mean over all of their completed runs. Before that, the best single run. Ties go to
 // the earlier in `runs` (the controller keeps them as they completed, the reports by number, as
