@@ -1211,6 +1211,44 @@ TEST(StudyControllerTest, WithATimeLimitFinalistsStartWhenWhatIsLeftIsAboutTheir
   EXPECT_DOUBLE_EQ(*h.summary->best_value, 0.15);
 }
 
+TEST(StudyControllerTest,
+     WithACoreHourBudgetFinalistsStartWhenWhatTheRunningLeaveIsAboutTheirCost) {
+  // 81 core-seconds; two trials at a time on a CPU slot each.
+  Harness h(Spec("resources: {cpus: 1}\n", 100, 2, ", core_hours: 0.0225, finalists: 1"));
+  h.Start();
+  ASSERT_EQ(h.Running(), (std::set<int>{0, 1}));
+  h.At(10);
+  h.Report(0, 0.1, 1);  // the best, 10 s: the finalist will need 12.5 core-seconds
+  h.Exit(0, RankExit::Exited(0));
+  ASSERT_EQ(h.Running(), (std::set<int>{1, 2})) << "61 left once trial 1 has run its 10 s";
+  h.At(20);
+  h.Report(1, 0.5, 1);
+  h.Exit(1, RankExit::Exited(0));
+  ASSERT_EQ(h.Running(), (std::set<int>{2, 3})) << "spent 40, and trial 2's 10 more: 31 left";
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 3));
+  h.At(30);
+  h.Report(2, 0.6, 1);
+  h.Exit(2, RankExit::Exited(0));
+  // Spent 60 (10 + 20 + 20, and trial 3's 10 so far); the median run is 20 s, so trial 3 is
+  // expected to spend 10 more: 11 left, less than the finalist's 12.5. Without that expectation
+  // 21 would be left and a new trial proposed.
+  ASSERT_EQ(h.Running(), (std::set<int>{3, 4}));
+  EXPECT_EQ(LaunchedX(h).at(4), 0.01) << "trial 0's configuration";
+  EXPECT_TRUE(JournalHas(h, storage::JournalKind::kFinalist, 4));
+  h.At(40);
+  h.Report(3, 0.7, 1);
+  h.Exit(3, RankExit::Exited(0));
+  EXPECT_EQ(h.Running(), (std::set<int>{4})) << "the finalist is chosen: nothing new starts";
+  h.At(42);
+  h.Report(4, 0.3, 1);
+  h.Exit(4, RankExit::Exited(0));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.launches.size(), 5u);
+  EXPECT_EQ(h.summary->best_trial, 0);
+  EXPECT_DOUBLE_EQ(*h.summary->best_value, 0.2);
+  EXPECT_EQ(h.summary->best_runs, 2);
+}
+
 TEST(StudyControllerTest, FinalistsNeedACompletedTrialAndEndTheRunWithoutOne) {
   Harness h(Spec("", 3, 1, ", finalists: 1"));
   h.Start();

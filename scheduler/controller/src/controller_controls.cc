@@ -170,7 +170,7 @@ StudyController::Impl::ControlOutcome StudyController::Impl::AddResults(
     Write(InsertTrialRow{rec});
     ++finished_;
     ++summary_.completed;
-    NoteCompleted(rec.number, t.params, *t.value, false, 0);
+    NoteCompleted(rec.number, t.params, *t.value, false, RunCost{0, 0, false});
     tuner::TrialOutcome o;
     o.config = t.params;
     o.value = t.value;

@@ -2,9 +2,11 @@
 // out of the pruner's reach, and the study's best becomes the re-run configuration with the best
 // mean of its runs (study/finalists.h chooses both).
 //
-// They are due once max_trials leaves room for them only, or, with a time limit, once what is left
-// of it is about the longest of their runs; from then no trial is proposed or promoted, and each
-// slot that frees takes the best configuration not chosen yet, as known at that moment.
+// They are due once max_trials leaves room for them only, with a time limit once what is left of it
+// is about the longest of their runs, or with a gpu_hours or core_hours budget once what the
+// running trials leave of it is about what their runs cost; from then no trial is proposed or
+// promoted, and each slot that frees takes the best configuration not chosen yet, as known at that
+// moment.
 
 #include <limits>
 
@@ -33,29 +35,44 @@ bool StudyController::Impl::FinalistsDue() const {
   if (FinalistsLeft() == 0) return false;
   const int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
   if (by_budget <= FinalistsLeft() || proposals_exhausted_) return true;
-  const std::optional<double>& limit = spec_.budget.time_limit_s;
-  if (!limit) return false;
-  std::optional<double> reserve = FinalistReserve();
-  return reserve && now_ + *reserve + 1e-9 >= *limit;
+  const study::BudgetSpec& b = spec_.budget;
+  if (!b.time_limit_s && !b.gpu_hours && !b.core_hours) return false;
+  std::optional<Reserve> reserve = FinalistReserve();
+  if (!reserve) return false;
+  // The cost budgets are read at events only, as they are enforced: a slot frees at an event.
+  return (b.time_limit_s && now_ + reserve->seconds + 1e-9 >= *b.time_limit_s) ||
+         (b.gpu_hours && CostLeft(true) <= reserve->gpu + 1e-9) ||
+         (b.core_hours && CostLeft(false) <= reserve->cpu + 1e-9);
 }
 
-std::optional<double> StudyController::Impl::FinalistReserve() const {
-  std::optional<double> longest;
+std::optional<StudyController::Impl::Reserve> StudyController::Impl::FinalistReserve() const {
+  std::optional<Reserve> r;
   for (size_t i :
        study::NextFinalists(runs_, finalist_configs_, spec_.objective, FinalistsLeft())) {
-    auto it = run_seconds_.find(runs_[i].number);
-    const double s = it == run_seconds_.end() ? 0.0 : it->second;
-    longest = std::max(longest.value_or(0.0), s);
+    auto it = run_costs_.find(runs_[i].number);
+    const RunCost c = it == run_costs_.end() ? RunCost{0, 0, false} : it->second;
+    if (!r) r.emplace();
+    r->seconds = std::max(r->seconds, c.seconds * kReserveMargin);
+    (c.gpus ? r->gpu : r->cpu) += c.seconds * c.budget_units * kReserveMargin;
   }
-  if (!longest) return std::nullopt;
-  return *longest * kReserveMargin;
+  return r;
+}
+
+double StudyController::Impl::CostLeft(bool gpus) const {
+  const std::optional<double>& hours = gpus ? spec_.budget.gpu_hours : spec_.budget.core_hours;
+  double left = hours.value_or(0) * 3600 - SpentNow(gpus);
+  const double expected = EstimateSeconds();
+  for (const auto& [n, t] : running_)
+    if (t.on_gpus == gpus) left -= std::max(0.0, expected - (now_ - t.started)) * t.budget_units;
+  return left;
 }
 
 void StudyController::Impl::WakeForFinalists() {
   const std::optional<double>& limit = spec_.budget.time_limit_s;
   if (!limit || FinalistsLeft() == 0 || !run_.placing()) return;
-  if (std::optional<double> reserve = FinalistReserve(); reserve && *limit - *reserve > now_)
-    Wake(*limit - *reserve);
+  if (std::optional<Reserve> reserve = FinalistReserve();
+      reserve && *limit - reserve->seconds > now_)
+    Wake(*limit - reserve->seconds);
 }
 
 bool StudyController::Impl::CanPlaceMore() const {
@@ -82,7 +99,7 @@ int StudyController::Impl::QueueFinalists(int free) {
 }
 
 bool StudyController::Impl::NoteCompleted(int number, const Config& config, double value,
-                                          bool finalist, double seconds) {
+                                          bool finalist, const RunCost& cost) {
   // Without finalists the best is the best single run, the first of equals: kept as it comes,
   // without keeping every run.
   if (spec_.budget.finalists == 0) {
@@ -92,7 +109,7 @@ bool StudyController::Impl::NoteCompleted(int number, const Config& config, doub
     return true;
   }
   runs_.push_back({number, config, value, finalist});
-  run_seconds_[number] = seconds;
+  run_costs_[number] = cost;
   std::optional<study::BestChoice> best = study::ChooseBest(runs_, spec_.objective);
   if (!best) return false;
   const bool changed = best_trial_ != best->trial || best_ != best->value;

@@ -266,16 +266,34 @@ class StudyController::Impl {
   bool IsFinalist(int root) const { return finalist_roots_.count(root) > 0; }
   // Of `free` slots, those new proposals may take: none once the finalists are due or chosen.
   int ProposalRoom(int free) const;
-  // The finalists are due: max_trials leaves room for them only, or what is left of the time
-  // limit is about the longest of their runs.
+  // The finalists are due: max_trials leaves room for them only, what is left of the time limit
+  // is about the longest of their runs, or what is left of a gpu_hours or core_hours budget, once
+  // the running trials end, is about what their runs cost.
   bool FinalistsDue() const;
-  // The seconds the finalists chosen now would take: the longest of their runs, with a margin.
-  std::optional<double> FinalistReserve() const;
+  // What one run took: its seconds (over all its pauses), and what it cost a gpu_hours or
+  // core_hours budget per second (its GPUs or GPU shares, or its CPU slots).
+  struct RunCost {
+    double seconds = 0;
+    double budget_units = 1;
+    bool gpus = false;
+  };
+  // What the finalists chosen now would take, each with a margin: the longest of their runs'
+  // seconds (for a time limit), and the sum of their runs' costs by kind (for gpu_hours and
+  // core_hours), in budget units x seconds.
+  struct Reserve {
+    double seconds = 0;
+    double gpu = 0, cpu = 0;
+  };
+  std::optional<Reserve> FinalistReserve() const;
+  // What a gpu_hours or core_hours budget (`gpus` says which) holds once the running trials of
+  // that kind have each run as long as the median completed run; in budget units x seconds.
+  double CostLeft(bool gpus) const;
   // Queues finalists into up to `free` slots once they are due; the slots left.
   int QueueFinalists(int free);
   // A completed trial that may be the best: the best is chosen again (study/finalists.h). Whether
   // the trial is the best now.
-  bool NoteCompleted(int number, const Config& config, double value, bool finalist, double seconds);
+  bool NoteCompleted(int number, const Config& config, double value, bool finalist,
+                     const RunCost& cost);
   // With a time limit, a Tick when the finalists chosen now would be due.
   void WakeForFinalists();
   // A free slot, and a proposal or a finalist may take it.
@@ -417,7 +435,7 @@ class StudyController::Impl {
   // best, as they completed, the seconds each trained, the configurations chosen to run again, and
   // the roots of their trials (the pruner never sees them).
   std::vector<study::CompletedRun> runs_;
-  std::map<int, double> run_seconds_;
+  std::map<int, RunCost> run_costs_;
   std::vector<Config> finalist_configs_;
   std::set<int> finalist_roots_;
   bool proposals_exhausted_ = false;  // the tuner had no configuration left to propose

@@ -413,7 +413,9 @@ void StudyController::Impl::ObserveStored(const TrialRecord& t, const Config& co
       ++summary_.completed;
       if (t.value && IsBestCandidate(t.values)) {
         const double seconds = t.started && t.ended ? std::max(0.0, *t.ended - *t.started) : 0.0;
-        NoteCompleted(t.number, config, *t.value, IsFinalist(root), seconds);
+        const Held held = StoredUnits(t.placement);
+        NoteCompleted(t.number, config, *t.value, IsFinalist(root),
+                      RunCost{seconds, BudgetUnits(t.placement, held), held.gpus});
       }
       break;
     case TrialState::kPruned:

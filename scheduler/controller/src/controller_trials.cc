@@ -677,9 +677,10 @@ std::string StudyController::Impl::LearnFinished(const Trial& t, const Ending& e
     case TrialState::kCompleted: {
       o.kind = tuner::TrialOutcome::Kind::kCompleted;
       ++summary_.completed;
-      const bool is_best =
-          IsBestCandidate(rec.values) && NoteCompleted(t.number, t.config, *rec.value, finalist,
-                                                       roots_[t.root].spent / std::max(1, t.units));
+      const bool is_best = IsBestCandidate(rec.values) &&
+                           NoteCompleted(t.number, t.config, *rec.value, finalist,
+                                         RunCost{roots_[t.root].spent / std::max(1, t.units),
+                                                 t.budget_units, t.on_gpus});
       line = StrCat("completed  ", ValuesText(rec), BestNote(is_best));
       break;
     }
