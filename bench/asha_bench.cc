@@ -82,8 +82,9 @@
 // A method's name with ":fK" (gp+forecast:f3) runs its study with budget.finalists K: the K best
 // configurations trained again at the end, the best chosen by the mean of their runs. With --table
 // a finalist is served its configuration's curve moved to end at the repeats file's first other
-// seed (--repeats, or the table's own beside it); --json keeps each run's choice after every
-// completion (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after it.
+// seed (--repeats, or the table's own beside it), and a third run of it (the slots a time limit
+// would leave idle) at the second; --json keeps each run's choice after every completion
+// (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after those two.
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
 //   time to target   the virtual time at which a trial first *completes 27 epochs* (its process
@@ -333,9 +334,9 @@ struct Settings {
   int nodes = 1;
   int gpus_per_node = 8;
   const CurveTable* table = nullptr;  // --table: real curves instead of the synthetic ones
-  // --table with finalists: each configuration's final error with another seed (ReadFirstRepeats),
-  // served to a configuration trained a second time.
-  const std::vector<double>* reruns = nullptr;
+  // --table with finalists: each configuration's final errors with other seeds (ReadRepeats), the
+  // first served to a configuration's second run, the next to its third.
+  const std::vector<std::vector<double>>* reruns = nullptr;
 };
 
 struct RunResult {
@@ -364,6 +365,9 @@ struct RunResult {
   // tells a method nothing new.
   int configs = 0;
   int full_configs = 0;
+  // Runs of a configuration trained again (finalists, and their third runs): how many were
+  // launched, and how many of those were third runs (--json).
+  int reruns = 0, third_runs = 0;
   // --table: the median distance in the unit cube from each trial started (and each trained to
   // max_epochs) to the best trial completed before it started; NaN when none had. How near its
   // incumbent a method searches, and which of its trials it lets finish.
@@ -497,10 +501,13 @@ class Workload : public hs::VirtualWorkload {
       t.config = plan.config;
       t.begun = now;
       if (s_.table != nullptr) t.curve = s_.table->Nearest(plan.config);
-      // A configuration trained again: another seed's draw.
+      // A configuration trained again: another seed's draw, a third run the next seed's. (The
+      // controller trains a finalist's configuration at most twice again.)
       t.finalist = plan.finalist_of.has_value();
-      if (t.finalist && s_.reruns != nullptr)
-        t.shift = (*s_.reruns)[t.curve] - s_.table->curves()[t.curve].error.back();
+      if (t.finalist && s_.reruns != nullptr) {
+        const size_t draw = std::min(reruns_served_[t.curve]++, s_.reruns->size() - 1);
+        t.shift = (*s_.reruns)[draw][t.curve] - s_.table->curves()[t.curve].error.back();
+      }
       t.key = Mix64(seed_ ^ Mix64(ConfigHash(plan.config)));
       t.offset = kOffsetSd * Normal(t.key);
       auto it = proposed_.find(plan.config);
@@ -529,6 +536,15 @@ class Workload : public hs::VirtualWorkload {
     return it == trials_.end() ? nullptr : &it->second;
   }
   int new_trials() const { return new_trials_; }
+  // Finalists' runs launched, and of them a configuration's third (Settings::reruns serves them).
+  std::pair<int, int> Reruns() const {
+    std::pair<int, int> n{0, 0};
+    for (const auto& [curve, served] : reruns_served_) {
+      n.first += static_cast<int>(served);
+      n.second += served > 1 ? static_cast<int>(served) - 1 : 0;
+    }
+    return n;
+  }
   const std::map<int, TrialModel>& trials() const { return trials_; }
   // --table: how many distinct configurations served the trials started.
   int DistinctCurves() const {
@@ -558,8 +574,9 @@ class Workload : public hs::VirtualWorkload {
 
   const Settings& s_;
   uint64_t seed_;
-  std::map<int, TrialModel> trials_;   // by trial number
-  std::map<Config, double> proposed_;  // the latest proposal of each configuration
+  std::map<size_t, size_t> reruns_served_;  // by table configuration: other seeds' draws served
+  std::map<int, TrialModel> trials_;        // by trial number
+  std::map<Config, double> proposed_;       // the latest proposal of each configuration
   int new_trials_ = 0;
   double gpu_busy_s_ = 0;
 };
@@ -673,6 +690,7 @@ class Simulation {
     r.reported = Reported(driver);
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
+      std::tie(r.reruns, r.third_runs) = workload.Reruns();
       r.full_configs = static_cast<int>(full_curves.size());
       NearIncumbent(workload, finished, &r);
       r.at_bound = AtBound(workload);
@@ -815,7 +833,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
       << "\", \"epochs\": " << s.max_epochs << ", \"gpus\": " << gpus
       << ", \"horizon_s\": " << s.horizon_s << ", \"start_cost_s\": " << s.overhead_s
       << ", \"in_place\": " << (s.in_place ? "true" : "false")
-      << ", \"repeats_served\": " << (s.reruns != nullptr ? "true" : "false")
+      << ", \"repeats_served\": " << (s.reruns != nullptr ? s.reruns->size() : 0)
       << ", \"best_final_error\": " << optimum << ", \"runs\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
@@ -824,6 +842,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
         << ", \"finalists\": " << m.finalists << ", \"trials\": " << results[i].trials
         << ", \"configs\": " << results[i].configs
         << ", \"full_configs\": " << results[i].full_configs
+        << ", \"reruns\": " << results[i].reruns << ", \"third_runs\": " << results[i].third_runs
         << ", \"near_started\": " << JsonNumber(results[i].near_started)
         << ", \"near_full\": " << JsonNumber(results[i].near_full)
         << ", \"at_bound\": " << JsonNumber(results[i].at_bound) << ", \"completions\": ";
@@ -850,7 +869,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
 struct Args {
   Settings s;
   std::optional<CurveTable> table;
-  std::vector<double> reruns;  // --repeats (ReadReruns)
+  std::vector<std::vector<double>> reruns;  // --repeats (ReadReruns)
   std::optional<double> start_cost;
   std::vector<const Method*> methods;
   double budget_trials = 0, gap = 0;
@@ -895,8 +914,9 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))(
       "repeats",
-      "with --table and :fK methods: lc_table.py's repeats of the table, whose first other seed a "
-      "configuration trained again is served (default: the table's name with .repeats.json)",
+      "with --table and :fK methods: lc_table.py's repeats of the table, whose first two other "
+      "seeds a configuration's second and third runs are served (default: the table's name with "
+      ".repeats.json)",
       cxxopts::value<std::string>())(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
@@ -949,6 +969,9 @@ int CheckArgs(const Args& a) {
   return 0;
 }
 
+// A finalist's configuration runs at most twice more: a finalist and a third run.
+constexpr int kRerunDraws = 2;
+
 // --repeats, read where a :fK method replays a table (the table's own repeats file unless named).
 int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
   const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
@@ -960,7 +983,7 @@ int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
     if (path.size() > 5 && path.substr(path.size() - 5) == ".json") path.resize(path.size() - 5);
     path += ".repeats.json";
   }
-  Result<std::vector<double>> read = ReadFirstRepeats(path, *a->table);
+  Result<std::vector<std::vector<double>>> read = ReadRepeats(path, *a->table, kRerunDraws);
   if (!read.ok()) {
     std::cerr << "asha_bench: --repeats: " << read.status().message() << "\n";
     return 2;

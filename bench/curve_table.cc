@@ -190,13 +190,15 @@ double CurveTable::MeanFullSeconds() const {
   return sum / static_cast<double>(curves_.size());
 }
 
-Result<std::vector<double>> ReadFirstRepeats(const std::string& path, const CurveTable& table) {
+Result<std::vector<std::vector<double>>> ReadRepeats(const std::string& path,
+                                                     const CurveTable& table, int draws) {
   HP_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
-  return ParseFirstRepeats(text, path, table);
+  return ParseRepeats(text, path, table, draws);
 }
 
-Result<std::vector<double>> ParseFirstRepeats(const std::string& text, const std::string& name,
-                                              const CurveTable& table) {
+Result<std::vector<std::vector<double>>> ParseRepeats(const std::string& text,
+                                                      const std::string& name,
+                                                      const CurveTable& table, int draws) {
   Json j;
   try {
     j = Json::parse(text);
@@ -209,27 +211,33 @@ Result<std::vector<double>> ParseFirstRepeats(const std::string& text, const std
   if (j.value("family", "") != table.family())
     return Status::Invalid(name, ": repeats of '", j.value("family", ""), "', not of '",
                            table.family(), "'");
-  // The first offset that is not the table's own seed (0).
-  std::optional<size_t> first;
-  for (size_t k = 0; k < j["offsets"].size() && !first; ++k)
-    if (j["offsets"][k] != 0) first = k;
-  if (!first) return Status::Invalid(name, ": no seed besides the table's own (offsets)");
-  std::vector<double> out(table.curves().size(), std::numeric_limits<double>::quiet_NaN());
+  // The offsets that are not the table's own seed (0), the first `draws` of them.
+  std::vector<size_t> seeds;
+  for (size_t k = 0; k < j["offsets"].size(); ++k)
+    if (j["offsets"][k] != 0 && static_cast<int>(seeds.size()) < draws) seeds.push_back(k);
+  if (seeds.empty() || static_cast<int>(seeds.size()) < draws)
+    return Status::Invalid(name, ": ", seeds.size(), " seeds besides the table's own (offsets), ",
+                           draws, " wanted");
+  const size_t n = table.curves().size();
+  std::vector<std::vector<double>> out(
+      seeds.size(), std::vector<double>(n, std::numeric_limits<double>::quiet_NaN()));
   for (const Json& c : j["configs"]) {
     if (!c.is_object() || !c.contains("index") || !c["index"].is_number_unsigned() ||
-        c["index"].get<size_t>() >= out.size() || !c.contains("repeats") ||
-        !c["repeats"].is_array() || c["repeats"].size() <= *first ||
-        !c["repeats"][*first].is_number())
+        c["index"].get<size_t>() >= n || !c.contains("repeats") || !c["repeats"].is_array() ||
+        c["repeats"].size() <= seeds.back())
       return Status::Invalid(name,
                              ": configs: expected {index: a table index, repeats: one "
                              "final error per offset}, got ",
                              c.dump().substr(0, 80));
-    out[c["index"].get<size_t>()] = c["repeats"][*first].get<double>();
+    for (size_t d = 0; d < seeds.size(); ++d)
+      if (c["repeats"][seeds[d]].is_number())
+        out[d][c["index"].get<size_t>()] = c["repeats"][seeds[d]].get<double>();
   }
-  for (size_t i = 0; i < out.size(); ++i)
-    if (!std::isfinite(out[i]))
-      return Status::Invalid(name, ": configuration ", i, " of the table has no finite repeat ",
-                             "(lc_table.py repeats --top ", out.size(), ")");
+  for (size_t i = 0; i < n; ++i)
+    for (const std::vector<double>& draw : out)
+      if (!std::isfinite(draw[i]))
+        return Status::Invalid(name, ": configuration ", i, " of the table has no finite repeat ",
+                               "(lc_table.py repeats --top ", n, ")");
   return out;
 }
 

@@ -58,14 +58,17 @@ class CurveTable {
   std::vector<std::vector<double>> coordinates_;  // of curves_[i].config
 };
 
-// A re-run of each configuration of `table` with another seed: the final error of the first seed
-// besides the table's own in lc_table.py's repeats file (`repeats` of every configuration, at
-// `offsets`, 0 the table's own), by table index. A replay serves it to a configuration trained a
-// second time (budget.finalists); the seeds after it are left to judge by. Errors name the file
-// and what is wrong: another family, a configuration missing, no seed but the table's.
-Result<std::vector<double>> ReadFirstRepeats(const std::string& path, const CurveTable& table);
+// Re-runs of each configuration of `table` with other seeds: the final errors of the first `draws`
+// seeds besides the table's own in lc_table.py's repeats file (`repeats` of every configuration,
+// at `offsets`, 0 the table's own), draw by draw, each by table index. A replay serves draw k to a
+// configuration's (k+2)-th run (budget.finalists and their third runs); the seeds after them are
+// left to judge by. Errors name the file and what is wrong: another family, a configuration
+// missing, fewer seeds than `draws` besides the table's.
+Result<std::vector<std::vector<double>>> ReadRepeats(const std::string& path,
+                                                     const CurveTable& table, int draws);
 // The same from the file's text; `name` stands for the file in errors.
-Result<std::vector<double>> ParseFirstRepeats(const std::string& text, const std::string& name,
-                                              const CurveTable& table);
+Result<std::vector<std::vector<double>>> ParseRepeats(const std::string& text,
+                                                      const std::string& name,
+                                                      const CurveTable& table, int draws);
 
 }  // namespace hyperpack::bench

@@ -318,17 +318,19 @@ def read_repeats(path, family):
     return r, others
 
 
-def read_expected(path, family, served=False):
+def read_expected(path, family, served=0):
     """Each configuration's mean final error over a repeats file's seeds other than the table's
     own (offset 0), the error a user would get again, free of the luck of the draw the replay
-    served. `served`: the replay served the first of those seeds too (to finalists, asha_bench
-    --repeats), so only the seeds after it judge."""
+    served. `served`: the replay served the first that many of those seeds too (to finalists and
+    their third runs, asha_bench --repeats), so only the seeds after them judge."""
     r, others = read_repeats(path, family)
+    served = int(served)  # runs written before third runs say true: one seed
     if served:
-        if len(others) < 2:
-            raise SystemExit(f"lc_optuna: {path}: the runs were served its first other seed, and "
-                             f"it has no seed after it to judge by (offsets {r['offsets']})")
-        others = others[1:]
+        if len(others) <= served:
+            raise SystemExit(f"lc_optuna: {path}: the runs were served its first {served} other "
+                             f"seeds, and it has no seed after them to judge by "
+                             f"(offsets {r['offsets']})")
+        others = others[served:]
     return {c["index"]: sum(c["repeats"][k] for k in others) / len(others) for c in r["configs"]}
 
 
@@ -450,9 +452,10 @@ def table(args):
               f"{report_cell(runs, best + args.report_gap, horizon)} |")
     repeats = shipped_repeats(ref["family"]) if args.repeats is None else args.repeats
     if repeats and repeats != "none":
-        served = any(f.get("repeats_served") for f in files)
+        served = max(int(f.get("repeats_served") or 0) for f in files)
         print(f"\nOther seeds' trainings of each configuration: {repeats}" +
-              (" (the first served to finalists, judged by the seeds after it)" if served else ""))
+              (f" (the first {served} served to finalists, judged by the seeds after them)"
+               if served else ""))
         expected_table(by_method, budgets, horizon,
                        read_expected(repeats, ref["family"], served))
 

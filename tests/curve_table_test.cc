@@ -126,36 +126,43 @@ TEST(CurveTableTest, ReadsTheTablesInTheTree) {
   }
 }
 
-// A configuration trained again is served the repeats' first seed besides the table's own; a
-// file of another table, or missing a configuration, is refused by name.
-TEST(CurveTableTest, ReadsTheFirstOtherSeedOfARepeatsFile) {
+// A configuration trained again is served the repeats' seeds besides the table's own, in order; a
+// file of another table, missing a configuration or with too few seeds is refused by name.
+TEST(CurveTableTest, ReadsTheOtherSeedsOfARepeatsFile) {
   auto t = CurveTable::Parse(kSmall, "small.json");
   ASSERT_TRUE(t.ok()) << t.status().message();
   const std::string repeats = R"({"family": "small", "offsets": [0, 1, 2], "of": 2, "configs": [
       {"index": 1, "final": 0.2, "repeats": [0.2, 0.25, 0.3]},
       {"index": 0, "final": 0.3, "repeats": [0.3, 0.35, 0.4]}]})";
-  auto first = ParseFirstRepeats(repeats, "r.json", *t);
+  auto first = ParseRepeats(repeats, "r.json", *t, 1);
   ASSERT_TRUE(first.ok()) << first.status().message();
-  EXPECT_EQ(*first, (std::vector<double>{0.35, 0.25}));
+  EXPECT_EQ(*first, (std::vector<std::vector<double>>{{0.35, 0.25}}));
+  auto both = ParseRepeats(repeats, "r.json", *t, 2);
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(*both, (std::vector<std::vector<double>>{{0.35, 0.25}, {0.4, 0.3}}));
+  EXPECT_NE(ParseRepeats(repeats, "r.json", *t, 3)
+                .status()
+                .message()
+                .find("r.json: 2 seeds besides the table's own (offsets), 3 wanted"),
+            std::string::npos);
 
   std::string other = repeats;
   other.replace(other.find("small"), 5, "large");
-  EXPECT_NE(ParseFirstRepeats(other, "r.json", *t)
+  EXPECT_NE(ParseRepeats(other, "r.json", *t, 1)
                 .status()
                 .message()
                 .find("r.json: repeats of 'large', not of 'small'"),
             std::string::npos);
   std::string one = R"({"family": "small", "offsets": [1], "configs": [
       {"index": 1, "repeats": [0.25]}]})";
-  EXPECT_NE(ParseFirstRepeats(one, "r.json", *t)
+  EXPECT_NE(ParseRepeats(one, "r.json", *t, 1)
                 .status()
                 .message()
                 .find("configuration 0 of the table has no finite repeat"),
             std::string::npos);
   EXPECT_FALSE(
-      ParseFirstRepeats(R"({"family": "small", "offsets": [0], "configs": []})", "r.json", *t)
-          .ok());
-  EXPECT_FALSE(ParseFirstRepeats("[", "r.json", *t).ok());
+      ParseRepeats(R"({"family": "small", "offsets": [0], "configs": []})", "r.json", *t, 1).ok());
+  EXPECT_FALSE(ParseRepeats("[", "r.json", *t, 1).ok());
 }
 
 }  // namespace

@@ -330,14 +330,15 @@ TEST_P(LcScoringTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
 }
 
 // asha_bench's method NAME:fK runs the shipped budget.finalists: a finalist is served its
-// configuration's curve ending at the repeats' first other seed, each run keeps its study's own
-// choice after every completion, and `table` judges the runs by the seeds after the served one.
-TEST_P(LcScoringTest, ReplaysFinalistsWithAnotherSeedAndJudgesByTheSeedsAfterIt) {
+// configuration's curve ending at the repeats' first other seed, a third run at the second, each
+// run keeps its study's own choice after every completion, and `table` judges the runs by the
+// seeds after the served ones.
+TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem) {
   Json repeats = {
       {"family", "small"}, {"of", 6}, {"offsets", {1, 2, 3}}, {"configs", Json::array()}};
-  for (int i = 0; i < 6; ++i)  // served: 0.05 + 0.01 i, no table final's value
+  for (int i = 0; i < 6; ++i)  // served: 0.05 + 0.01 i, then 0.07 + 0.01 i: no table final's value
     repeats["configs"].push_back(
-        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.6 - 0.1 * i, 0.6 - 0.1 * i}}});
+        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.07 + 0.01 * i, 0.6 - 0.1 * i}}});
   WriteFile(dir_ / "repeats.json", repeats.dump());
   const std::string runs = dir_ / "hyperpack.json";
   auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods",
@@ -345,8 +346,8 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithAnotherSeedAndJudgesByTheSeedsAfterIt)
                          dir_ / "repeats.json", "--json", runs});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   const Json j = Json::parse(testing::ReadFile(runs));
-  EXPECT_EQ(j["repeats_served"], true);
-  int served = 0;
+  EXPECT_EQ(j["repeats_served"], 2);
+  int served = 0, third = 0;
   for (const Json& r : j["runs"]) {
     const bool finalists = r["method"] == "random:f2";
     EXPECT_EQ(r["finalists"], finalists ? 2 : 0);
@@ -356,15 +357,19 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithAnotherSeedAndJudgesByTheSeedsAfterIt)
       const double v = r["completions"][k][1].get<double>();
       if (std::abs(v - (0.05 + 0.01 * c)) < 1e-9)
         ++served;
+      else if (std::abs(v - (0.07 + 0.01 * c)) < 1e-9)
+        ++third;
       else
         EXPECT_NEAR(v, 0.6 - 0.1 * c, 1e-9);
     }
   }
   EXPECT_GE(served, 2) << "each run with finalists served its re-runs another seed's draw";
+  EXPECT_GE(third, 1) << "a slot left idle at the end trained a finalist a third time";
+  EXPECT_LE(third, served);
   auto table = Script({"table", runs, "--reference", "random", "--repeats", dir_ / "repeats.json"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out,
-              HasSubstr("(the first served to finalists, judged by the seeds after it)"));
+              HasSubstr("(the first 2 served to finalists, judged by the seeds after them)"));
   EXPECT_THAT(table.out, HasSubstr("| random:f2 |"));
 
   Json other = repeats;

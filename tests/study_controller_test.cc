@@ -1211,8 +1211,53 @@ TEST(StudyControllerTest, WithATimeLimitFinalistsStartWhenWhatIsLeftIsAboutTheir
   EXPECT_DOUBLE_EQ(*h.summary->best_value, 0.15);
 }
 
-TEST(StudyControllerTest,
-     WithACoreHourBudgetFinalistsStartWhenWhatTheRunningLeaveIsAboutTheirCost) {
+// Ends trial `t` at `at` with `loss` reported at epoch 1.
+void EndAt(Harness& h, int t, double at, double loss) {
+  h.At(at);
+  h.Report(t, loss, 1);
+  h.Exit(t, RankExit::Exited(0));
+}
+
+// The scenario of the test below, up to the third run's start (t = 78).
+void RunToAThirdRun(Harness& h) {
+  h.Start();
+  EndAt(h, 0, 10, 0.1);
+  EndAt(h, 1, 20, 0.2);
+  // The two best ran 10 s and 20 s: the finalists need 25 s, due at 75.
+  EXPECT_THAT(h.wakes, Contains(75.0));
+  ASSERT_EQ(h.Running(), (std::set<int>{2, 3, 4}));
+  h.At(75);
+  EndAt(h, 2, 76, 0.9);
+  EndAt(h, 3, 77, 0.8);
+  ASSERT_EQ(h.Running(), (std::set<int>{4, 5, 6}));
+  EXPECT_EQ(LaunchedX(h).at(5), 0.01);
+  EXPECT_EQ(LaunchedX(h).at(6), 0.02);
+  // Every finalist is chosen; the slot that frees at 78 would stay idle until 100: trial 0's
+  // configuration (10 s) fits and runs a third time.
+  EndAt(h, 4, 78, 0.7);
+  ASSERT_EQ(h.Running(), (std::set<int>{5, 6, 7}));
+  EXPECT_EQ(LaunchedX(h).at(7), 0.01);
+  EXPECT_TRUE(JournalHas(h, storage::JournalKind::kFinalist, 7));
+  EXPECT_THAT(h.said, Contains(HasSubstr("trains trial 0's configuration a third time")));
+}
+
+TEST(StudyControllerTest, SlotsIdleUntilTheTimeLimitTrainAFinalistsConfigurationAThirdTime) {
+  Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
+  RunToAThirdRun(h);
+  // Trial 1's configuration (20 s) no longer fits at 86, and trial 0's has had its third run.
+  EndAt(h, 5, 86, 0.3);
+  EXPECT_EQ(h.Running(), (std::set<int>{6, 7}));
+  EndAt(h, 7, 88, 0.2);
+  EXPECT_EQ(h.Running(), (std::set<int>{6}));
+  EndAt(h, 6, 97, 0.4);
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.launches.size(), 8u);
+  EXPECT_EQ(h.summary->best_trial, 0);
+  EXPECT_NEAR(*h.summary->best_value, 0.2, 1e-12) << "0.1, 0.3 and 0.2";
+  EXPECT_EQ(h.summary->best_runs, 3);
+}
+
+TEST(StudyControllerTest, WithACoreHourBudgetFinalistsStartWhenRunningTrialsLeaveAboutTheirCost) {
   // 81 core-seconds; two trials at a time on a CPU slot each.
   Harness h(Spec("resources: {cpus: 1}\n", 100, 2, ", core_hours: 0.0225, finalists: 1"));
   h.Start();
@@ -1366,6 +1411,24 @@ TEST_F(StudyControllerReplayTest, AResumedStudyTeachesTheTunerWhatEachTrialCost)
   ASSERT_EQ(taught.size(), 1u);
   ASSERT_TRUE(taught[0].cost.has_value()) << "the stored run's time x its slots, per epoch";
   EXPECT_NEAR(*taught[0].cost, *h.observed[0].cost, 1e-6);
+}
+
+// A resumed study knows which finalists' configurations had their third run: the replay of the
+// journal's finalist entries tells a first re-run from a third.
+TEST_F(StudyControllerReplayTest, AResumedStudyKnowsWhichConfigurationsRanAThirdTime) {
+  study::StudySpec spec = Spec("", 100, 3, ", time_limit: 100, finalists: 2");
+  Harness h(spec);
+  RunToAThirdRun(h);
+  EndAt(h, 5, 86, 0.3);
+  ExpectReplayMatches(h, spec, Db("third.db"));
+  // Resumed, trials 6 and 7 (interrupted) run again, and the slot left takes the one finalist's
+  // configuration that has not had its third run: trial 1's, not trial 0's once more.
+  Harness resumed(spec, 2, 2);
+  resumed.Start(StoreAndReadBack(h.rows, Db("third2.db"), {}));
+  std::vector<double> xs;
+  for (const LaunchPlan& p : resumed.launches) xs.push_back(std::get<double>(p.config.at("x")));
+  std::sort(xs.begin(), xs.end());
+  EXPECT_EQ(xs, (std::vector<double>{0.01, 0.02, 0.02}));
 }
 
 // A budget in GPU-hours charges a share of a GPU its part of the GPU (by fraction or by memory),

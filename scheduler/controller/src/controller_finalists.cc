@@ -6,7 +6,8 @@
 // is about the longest of their runs, or with a gpu_hours or core_hours budget once what the
 // running trials leave of it is about what their runs cost; from then no trial is proposed or
 // promoted, and each slot that frees takes the best configuration not chosen yet, as known at that
-// moment.
+// moment. Once all are chosen, with a time limit, a slot that would stay idle until it trains a
+// finalist's configuration a third time, where its run fits.
 
 #include <limits>
 
@@ -79,11 +80,47 @@ bool StudyController::Impl::CanPlaceMore() const {
   const int free = Free();
   if (free <= 0) return false;
   if (spec_.budget.finalists == 0 || ProposalRoom(free) > 0) return true;
+  if (FinalistsLeft() == 0) return NextExtraDraw().has_value();
   return FinalistsDue() &&
          !study::NextFinalists(runs_, finalist_configs_, spec_.objective, 1).empty();
 }
 
+std::optional<size_t> StudyController::Impl::NextExtraDraw() const {
+  const std::optional<double>& limit = spec_.budget.time_limit_s;
+  if (!limit || spec_.budget.finalists == 0 || FinalistsLeft() > 0) return std::nullopt;
+  for (size_t i = 0; i < finalist_configs_.size(); ++i) {
+    const Config& c = finalist_configs_[i];
+    if (std::find(extra_draws_.begin(), extra_draws_.end(), c) != extra_draws_.end()) continue;
+    double longest = 0;
+    for (const study::CompletedRun& r : runs_) {
+      auto it = run_costs_.find(r.number);
+      if (r.config == c && it != run_costs_.end()) longest = std::max(longest, it->second.seconds);
+    }
+    // No margin: a run that ends a little past the limit delays the study's end, as any trial
+    // started before the limit does, and a slot left idle would learn nothing.
+    if (now_ + longest <= *limit) return i;
+  }
+  return std::nullopt;
+}
+
+int StudyController::Impl::QueueExtraDraws(int free) {
+  for (; free > 0; --free) {
+    std::optional<size_t> i = NextExtraDraw();
+    if (!i) break;
+    const Config& config = finalist_configs_[*i];
+    extra_draws_.push_back(config);
+    auto first = std::find_if(runs_.begin(), runs_.end(),
+                              [&](const study::CompletedRun& r) { return r.config == config; });
+    Queued q{config, 1, std::nullopt, std::nullopt, std::nullopt};
+    q.finalist_of = first == runs_.end() ? std::nullopt : std::optional<int>(first->number);
+    q.extra_draw = true;
+    Enqueue(std::move(q));
+  }
+  return free;
+}
+
 int StudyController::Impl::QueueFinalists(int free) {
+  if (spec_.budget.finalists > 0 && FinalistsLeft() == 0) return QueueExtraDraws(free);
   if (!FinalistsDue()) return free;
   while (free > 0 && FinalistsLeft() > 0) {
     std::vector<size_t> next = study::NextFinalists(runs_, finalist_configs_, spec_.objective, 1);
@@ -95,7 +132,7 @@ int StudyController::Impl::QueueFinalists(int free) {
     Enqueue(std::move(q));
     --free;
   }
-  return 0;
+  return FinalistsLeft() == 0 ? QueueExtraDraws(free) : 0;
 }
 
 bool StudyController::Impl::NoteCompleted(int number, const Config& config, double value,
@@ -136,7 +173,14 @@ double StudyController::Impl::BeginRoot(int root, bool finalist) {
   return std::numeric_limits<double>::infinity();
 }
 
-void StudyController::Impl::LogFinalist(int number, int of) {
+void StudyController::Impl::LogFinalist(int number, int of, bool extra_draw) {
+  if (extra_draw) {
+    Log(number, EventKind::kFinalist,
+        StrCat("trains trial ", of,
+               "'s configuration a third time, in a slot otherwise idle "
+               "until the time limit (the pruner does not stop it)"));
+    return;
+  }
   Log(number, EventKind::kFinalist,
       StrCat("trains trial ", of, "'s configuration again, a finalist ", finalist_configs_.size(),
              " of ", spec_.budget.finalists, " (the pruner does not stop it)"));

@@ -95,6 +95,7 @@ class StudyController::Impl {
     bool alone = false;  // a share that ran out of GPU memory: it runs again on a GPU of its own
     // budget.finalists: the trial whose configuration this one trains again.
     std::optional<int> finalist_of = std::nullopt;
+    bool extra_draw = false;  // a finalist's configuration trained a third time (QueueExtraDraws)
   };
   struct Rank {
     bool launched = false;
@@ -288,8 +289,13 @@ class StudyController::Impl {
   // What a gpu_hours or core_hours budget (`gpus` says which) holds once the running trials of
   // that kind have each run as long as the median completed run; in budget units x seconds.
   double CostLeft(bool gpus) const;
-  // Queues finalists into up to `free` slots once they are due; the slots left.
+  // Queues finalists into up to `free` slots once they are due, then extra draws; the slots left.
   int QueueFinalists(int free);
+  // With a time limit, once every finalist is chosen: a slot that would stay idle until the limit
+  // trains a finalist's configuration a third time (each at most once), the first chosen whose
+  // longest run fits in what is left. Its index in finalist_configs_.
+  std::optional<size_t> NextExtraDraw() const;
+  int QueueExtraDraws(int free);
   // A completed trial that may be the best: the best is chosen again (study/finalists.h). Whether
   // the trial is the best now.
   bool NoteCompleted(int number, const Config& config, double value, bool finalist,
@@ -301,7 +307,7 @@ class StudyController::Impl {
   // A trial's root begins: the pruner is told (and the resource it trains to comes back), or for
   // a finalist (`finalist`: its first run) the journal says it is one.
   double BeginRoot(int root, bool finalist);
-  void LogFinalist(int number, int of);
+  void LogFinalist(int number, int of, bool extra_draw);
   // "  (best so far)", or with finalists "  (best so far: the mean of 2 runs)".
   std::string BestNote(bool is_best) const;
 
@@ -437,6 +443,7 @@ class StudyController::Impl {
   std::vector<study::CompletedRun> runs_;
   std::map<int, RunCost> run_costs_;
   std::vector<Config> finalist_configs_;
+  std::vector<Config> extra_draws_;  // finalists' configurations drawn a third time
   std::set<int> finalist_roots_;
   bool proposals_exhausted_ = false;  // the tuner had no configuration left to propose
   RunSummary summary_;

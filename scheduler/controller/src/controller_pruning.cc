@@ -339,7 +339,10 @@ void StudyController::Impl::ReplayEntry(const storage::JournalEntry& e,
     case JournalKind::kFinalist:
       if (finalist_roots_.insert(e.trial).second) {
         auto it = config_of_root.find(e.trial);
-        if (it != config_of_root.end()) finalist_configs_.push_back(it->second);
+        if (it == config_of_root.end()) return;
+        const bool again = std::find(finalist_configs_.begin(), finalist_configs_.end(),
+                                     it->second) != finalist_configs_.end();
+        (again ? extra_draws_ : finalist_configs_).push_back(it->second);
       }
       return;
   }

@@ -132,7 +132,7 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
       {Wall(), t.number,
        storage::EventKindName(resume ? EventKind::kTrialResumed : EventKind::kTrialStarted),
        where}});
-  if (q.finalist_of) LogFinalist(t.number, *q.finalist_of);
+  if (q.finalist_of) LogFinalist(t.number, *q.finalist_of, q.extra_draw);
   int number = t.number;
   running_.emplace(number, std::move(t));
   FlushRows(number);
