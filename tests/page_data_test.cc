@@ -337,6 +337,40 @@ trial: {command: "true"}
   EXPECT_TRUE(PageData(Input())["front"].is_null());
 }
 
+// The page's best is `hyperpack best`'s: the constraints met, and with finalists the best mean of a
+// configuration's runs; each finalist names the trial it repeats.
+TEST(PageDataTest, TheBestMeetsTheConstraintsAndWithFinalistsIsTheBestMean) {
+  StudyView in = Input();
+  in.spec = ParseStudy(R"(name: c
+objective: {metric: loss, direction: minimize}
+constraints: [{metric: mem, max: 40}]
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "true"}
+budget: {max_trials: 5, finalists: 1}
+)",
+                       "c.yaml")
+                .spec;
+  ASSERT_TRUE(in.spec);
+  const double rows[][3] = {{0.1, 50, 0.1}, {0.2, 10, 0.2}, {0.3, 10, 0.3}, {0.4, 10, 0.2}};
+  for (int n = 0; n < 4; ++n) {
+    TrialRecord t = Trial(n, TrialState::kCompleted, 10 + n, 11 + n);
+    t.params = {{"x", rows[n][2]}};
+    t.values = {{"loss", rows[n][0]}, {"mem", rows[n][1]}};
+    t.value = rows[n][0];
+    in.trials.push_back(t);
+  }
+  json best = PageData(in)["best"];
+  EXPECT_EQ(best["trial"], 1) << "trial 0 breaks mem";
+  in.finalists = {3};  // trial 1's configuration again: 0.2 and 0.4
+  const json data = PageData(in);
+  // Trial 2's single 0.3 is no candidate: only configurations a finalist re-ran are.
+  EXPECT_EQ(data["best"]["trial"], 1);
+  EXPECT_NEAR(data["best"]["value"].get<double>(), 0.3, 1e-12);
+  EXPECT_EQ(data["best"]["runs"], 2);
+  EXPECT_EQ(data["trials"][3]["finalist_of"], 1);
+  EXPECT_FALSE(data["trials"][1].contains("finalist_of"));
+}
+
 TEST(PageDataTest, TrialBytesCannotBreakOutOfThePageOrItsJson) {
   StudyView in = Input();
   in.study.name = "<b>s</b>";

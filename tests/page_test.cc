@@ -37,6 +37,7 @@ using nlohmann::json;
 using storage::Storage;
 using storage::TrialRecord;
 using storage::TrialState;
+using ::testing::HasSubstr;
 using testing::Ran;
 using testing::RunCommand;
 using testing::StudyYaml;
@@ -317,6 +318,34 @@ TEST_F(PageTest, AStudyWhoseEveryTrialFailedStillRenders) {
   EXPECT_EQ(points["trials"], 2);
   EXPECT_EQ(points["history"], 0);
   EXPECT_EQ(points["timeline"], 2);
+}
+
+// With finalists the page names the best as `hyperpack best` does, the mean of a configuration's
+// runs, and marks each finalist with the trial it repeats.
+TEST_F(PageTest, AStudyWithFinalistsShowsTheBestMeanAndWhatEachFinalistRepeats) {
+  // The lr term is 0.0{trial}: a configuration's second run scores worse than its first.
+  const std::string page =
+      RunAndReport("fin", StudyYaml("fin").Command("sh score.sh {x} 0.0{trial} 1").str() +
+                              R"(tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 8, max_parallel: 1, finalists: 2}
+)");
+  Ran best = Cli({"best", "fin", "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const json b = json::parse(best.out);
+  ASSERT_EQ(b["mean"]["runs"], 2);
+  Ran dom = Browse(page, {"--dump-dom"});
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_EQ(BodyAttributes(dom.out)["data-errors"], "0") << ErrorsIn(dom.out);
+  const int trial = b["trial"].get<int>();
+  auto has = [&](const std::string& text) { return dom.out.find(text) != std::string::npos; };
+  EXPECT_TRUE(has(StrCat(" trial ", trial, ", the mean of its configuration's 2 runs")));
+  // The best trial's row is marked, and the finalist that repeats it names it.
+  std::smatch row;
+  ASSERT_TRUE(std::regex_search(
+      dom.out, row, std::regex("<tr class=\"hp-best\"><td class=\"hp-num\"[^>]*>(\\d+)")));
+  EXPECT_EQ(row[1].str(), std::to_string(trial));
+  EXPECT_TRUE(has(
+      StrCat("title=\"finalist: trial ", trial, "'s configuration again (budget.finalists)\"")));
 }
 
 // A page open in chromium, driven over the DevTools protocol (a websocket on loopback): the test

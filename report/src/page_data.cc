@@ -64,6 +64,7 @@ json SpaceJson(const StudyView& in) {
 
 json TrialsJson(const StudyView& in, const Segments& segments) {
   const std::map<int, TrialCost> costs = TrialCosts(in, segments);
+  const std::map<int, int> again = FinalistRepeats(in);
   json out = json::array();
   for (const TrialRecord& t : in.trials) {
     json params = json::parse(ConfigToJson(t.params, in.space()));
@@ -92,8 +93,23 @@ json TrialsJson(const StudyView& in, const Segments& segments) {
       out.back()["values"] = t.values;
       out.back()["feasible"] = study::MeetsConstraints(*in.spec, t.values);
     }
+    if (auto it = again.find(t.number); it != again.end()) out.back()["finalist_of"] = it->second;
   }
   return out;
+}
+
+// The study's best as `hyperpack best` names it: constraints met, and with finalists the
+// configuration with the best mean of its runs. Null with several objectives or before any.
+json BestJson(const StudyView& in) {
+  if (in.spec && in.spec->MultiObjective()) return nullptr;
+  const std::vector<const TrialRecord*> ranked = Ranked(in);
+  if (ranked.empty()) return nullptr;
+  json best = {{"trial", ranked.front()->number}, {"value", *ranked.front()->value}, {"runs", 1}};
+  if (std::optional<study::BestChoice> mean = BestByMean(in)) {
+    best["value"] = mean->value;
+    best["runs"] = mean->runs;
+  }
+  return best;
 }
 
 // Minimised copies of a trial's objective values (a maximised one negated), as pareto.h counts.
@@ -383,6 +399,7 @@ nlohmann::json PageData(const StudyView& in) {
           {"study", StudyJson(in)},
           {"params", SpaceJson(in)},
           {"trials", TrialsJson(in, segments)},
+          {"best", BestJson(in)},
           {"curves", CurvesJson(in)},
           {"importance", importance.value("importance", json())},
           {"importance_note", importance.value("importance_note", json())},

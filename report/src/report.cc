@@ -325,18 +325,6 @@ Json TrialsJson(const StudyView& l, const CostsOfTrials& costs) {
   return all;
 }
 
-// With budget.finalists: each finalist, and the trial whose configuration it trains again (the
-// first with those parameters).
-std::map<int, int> Repeats(const StudyView& l) {
-  std::map<int, int> out;
-  std::map<std::string, int> first;
-  for (const TrialRecord& t : l.trials) {
-    auto [it, fresh] = first.emplace(storage::EncodeParams(t.params), t.number);
-    if (!fresh && l.finalists.count(t.number)) out[t.number] = it->second;
-  }
-  return out;
-}
-
 // The first line of a trial's error, after what it re-runs (`again_of`: a finalist's first run).
 std::string TrialNote(const TrialRecord& t, std::optional<int> again_of = std::nullopt) {
   std::string note = t.error;
@@ -356,7 +344,7 @@ void PrintTrialsTable(const StudyView& l, const CostsOfTrials& costs, std::ostre
       if (p.type != ParamType::kFixed) params.push_back(p.name);
   }
   const FrontMarks marks(l);
-  const std::map<int, int> again = Repeats(l);
+  const std::map<int, int> again = FinalistRepeats(l);
   const std::vector<std::string> kept =
       l.spec && l.spec->KeepsValues() ? KeptMetrics(*l.spec) : std::vector<std::string>();
   std::vector<std::string> headers = {"trial", "state"};

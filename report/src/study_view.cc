@@ -138,6 +138,17 @@ std::vector<const TrialRecord*> Ranked(const StudyView& view) {
   return out;
 }
 
+std::map<int, int> FinalistRepeats(const StudyView& view) {
+  std::map<int, int> out;
+  if (view.finalists.empty()) return out;
+  std::map<std::string, int> first;
+  for (const TrialRecord& t : view.trials) {
+    auto [it, fresh] = first.emplace(storage::EncodeParams(t.params), t.number);
+    if (!fresh && view.finalists.count(t.number)) out[t.number] = it->second;
+  }
+  return out;
+}
+
 std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view) {
   if (!view.spec || view.spec->budget.finalists == 0 || view.spec->MultiObjective()) return {};
   std::vector<study::CompletedRun> runs;

@@ -76,6 +76,9 @@ bool Maximize(const storage::StudyRecord& s);
 // In a study with constraints, only trials that meet them.
 // With budget.finalists, the configuration with the best mean of its runs first (BestByMean).
 std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
+// With budget.finalists: each finalist, and the trial whose configuration it trains again (the
+// first in view.trials with those parameters). Empty otherwise.
+std::map<int, int> FinalistRepeats(const StudyView& view);
 // A study with finalists: each configuration a completed finalist re-ran, as its first run with
 // the mean of its runs, the best mean first (study::FinalistMeans). Empty otherwise.
 std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view);

@@ -12,9 +12,23 @@ function prepare(raw) {
   trials.sort((a, b) => order(a) - order(b));
   const valued = trials.filter((t) => isNum(t.value));
   const better = (a, b) => (minimize ? a < b : a > b);
+  // The best as `hyperpack best` names it (constraints met; with finalists the best mean of a configuration's
+  // runs); data written without it: the best completed value.
   let best = null;
-  for (const t of trials) {
-    if (t.state === 'completed' && isNum(t.value) && (!best || better(t.value, best.value))) best = t;
+  let bestValue = null;
+  let bestRuns = 1;
+  if ('best' in data) {
+    const named = obj(data.best);
+    if (isNum(named.trial)) best = trials.find((t) => t.number === named.trial) || null;
+    if (best) {
+      bestValue = isNum(named.value) ? named.value : best.value;
+      bestRuns = isNum(named.runs) ? named.runs : 1;
+    }
+  } else {
+    for (const t of trials) {
+      if (t.state === 'completed' && isNum(t.value) && (!best || better(t.value, best.value))) best = t;
+    }
+    bestValue = best ? best.value : null;
   }
   const timeline = obj(data.timeline);
   return {
@@ -27,6 +41,8 @@ function prepare(raw) {
     trials,
     valued,
     best,
+    bestValue,
+    bestRuns,
     curves: arr(data.curves).filter((c) => c && typeof c === 'object'),
     importance: data.importance && typeof data.importance === 'object' ? data.importance : null,
     importanceNote: str(data.importance_note),

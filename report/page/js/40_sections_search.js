@@ -26,7 +26,7 @@ function renderSummary(d) {
       sub(o.direction === 'maximize' ? '(maximize)' : '(minimize)')])),
     item('Pareto set', String(front.members.size), sub(' trials'))]
     : [item('Metric', d.metric, ' ', sub(d.minimize ? '(minimize)' : '(maximize)')),
-      item('Best', d.best ? fmtNum(d.best.value) : '—', d.best ? sub(` trial ${fmtValue(d.best.number)}`) : null)];
+      item('Best', d.best ? fmtNum(d.bestValue) : '—', d.best ? sub(bestNote(d)) : null)];
   const items = [
     item('Study', str(s.name) || '—'),
     ...goals,
@@ -47,6 +47,12 @@ function renderSummary(d) {
     return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || a.localeCompare(b);
   });
   $('hp-states').replaceChildren(...states.map((st) => stateChip(st, counts.get(st), stateColour(st))));
+}
+
+// Which trial the best is, and with finalists of how many runs of its configuration it is the mean.
+function bestNote(d) {
+  const trial = ` trial ${fmtValue(d.best.number)}`;
+  return d.bestRuns > 1 ? `${trial}, the mean of its configuration's ${fmtValue(d.bestRuns)} runs` : trial;
 }
 
 // The history chart's datasets: the best value so far (one objective only), then the trials by state.

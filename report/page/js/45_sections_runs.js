@@ -241,6 +241,10 @@ function trialColumns(d) {
           td.append(el('span', { className: 'hp-muted', text: ` ↻${fmtValue(t.retry_of)}` }));
           td.title = `attempt ${fmtValue(t.attempt)}, retry of trial ${fmtValue(t.retry_of)}`;
         }
+        if (isNum(t.finalist_of)) {
+          td.append(el('span', { className: 'hp-muted', text: ` ≡${fmtValue(t.finalist_of)}` }));
+          td.title = `finalist: trial ${fmtValue(t.finalist_of)}'s configuration again (budget.finalists)`;
+        }
         return td;
       } },
     { key: 'state', label: 'State', sort: (t) => t.state,
