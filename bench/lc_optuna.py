@@ -38,13 +38,13 @@ first validation accuracy of 0.90).
 
 A table's final error is one training's draw, and among its best configurations the draw, not the
 configuration, orders them (lc_table.py repeats). With lc_table.py's repeats of every configuration
-of the table (bench/data/lc_FAMILY.repeats.json, two or four other seeds each, where it is shipped;
+of the table (bench/data/lc_FAMILY.repeats.json, two to six other seeds each, where it is shipped;
 or `--repeats R.json`), `table` also scores each run's choice (its completed trial with the lowest
 error seen, which is what a user would pick; for hyperpack's runs the choice their study made,
 asha_bench's `choices`, which with `budget.finalists` is the best mean of a re-run configuration:
-asha_bench serves those re-runs the repeats' first other seed, and `table` then judges every run by
-the seeds after it) by that configuration's mean final error over the
-other seeds' trainings, less the lowest such mean: the error the choice gives when trained again,
+asha_bench serves a configuration's second and third runs the repeats' first two other seeds, and
+`table` then judges every run by the seeds after them) by that configuration's mean final error
+over the other seeds' trainings, less the lowest such mean: the error the choice gives when trained again,
 which no luck of the served draw can lower. That is the measure methods are judged by where it
 exists; its last column is the best configuration each run completed, so scored: what a perfect
 choice among the run's own completions would give. `finalists RUNS --table T` asks what a run would

@@ -74,6 +74,9 @@ class CliTest : public ::testing::Test {
 
   // Runs kQuickStudy on db_ and checks what every read command says of it.
   void ExpectReadCommandsAgree();
+  // Runs study "f": 8 trials of x, the last two finalists; an odd trial's draw is 0.5 worse, so a
+  // configuration's two runs differ. Each configuration's values, by x; *out the run's output.
+  std::map<double, std::vector<double>> RunFinalistsStudy(std::string* out);
 
   std::string WriteStudy(const std::string& name, const std::string& yaml) {
     std::string path = dir_ / name;
@@ -560,7 +563,60 @@ tuner: {seed: 2}
 // {trial}, so another draw), and the run, `best` and `report` name the configuration with the
 // best mean of its runs.
 TEST_F(CliTest, FinalistsTrainTheBestAgainAndBestNamesTheBestMeanOfARunConfiguration) {
-  // An odd trial's draw is 0.5 worse: a configuration's two runs differ.
+  std::string out;
+  const std::map<double, std::vector<double>> runs = RunFinalistsStudy(&out);
+  ASSERT_EQ(runs.size(), 6u) << "trials 6 and 7 repeat two of the first six configurations";
+  double best_mean = 1e9;
+  for (const auto& [x, values] : runs)
+    if (values.size() == 2) best_mean = std::min(best_mean, (values[0] + values[1]) / 2);
+  auto best = Cli({"best", "f", "--json", "--storage", db_});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const Json b = Json::parse(best.out);
+  EXPECT_EQ(b["mean"]["runs"], 2);
+  EXPECT_NEAR(b["mean"]["value"].get<double>(), best_mean, 1e-6);
+  EXPECT_EQ(runs.at(b["params"]["x"].get<double>()).size(), 2u);
+  EXPECT_THAT(out, HasSubstr(StrCat("(trial ", b["trial"].get<int>(),
+                                    ", the mean of its configuration's 2 runs)")));
+  auto status = Cli({"status", "f", "--storage", db_});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out,
+              HasSubstr("best       " + FormatShort(b["mean"]["value"].get<double>(), 6)));
+  EXPECT_THAT(status.out, HasSubstr("the mean of its configuration's 2 runs"));
+  auto listed = Cli({"trials", "f", "--storage", db_});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr(StrCat("finalist: trial ", b["trial"].get<int>(),
+                                           "'s configuration again")));
+}
+
+// --within in a finalist study compares configurations by their means: a single lucky draw is no
+// candidate, and the best it is measured against is the best mean.
+TEST_F(CliTest, WithinComparesTheFinalistsConfigurationsByTheirMeans) {
+  std::string out;
+  const std::map<double, std::vector<double>> runs = RunFinalistsStudy(&out);
+  ASSERT_EQ(runs.size(), 6u);
+  auto best = Cli({"best", "f", "--json", "--storage", db_});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const Json b = Json::parse(best.out);
+  auto within = Cli({"best", "f", "--within", "100%", "--json", "--storage", db_});
+  ASSERT_EQ(within.exit_code, 0) << within.err;
+  const Json w = Json::parse(within.out);
+  EXPECT_EQ(w["mean"]["runs"], 2);
+  const std::vector<double>& chosen = runs.at(w["params"]["x"].get<double>());
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_NEAR(w["mean"]["value"].get<double>(), (chosen[0] + chosen[1]) / 2, 1e-6);
+  EXPECT_EQ(w["best"]["trial"], b["trial"]);
+  EXPECT_NEAR(w["best"]["value"].get<double>(), b["mean"]["value"].get<double>(), 1e-9);
+  EXPECT_EQ(w["best"]["runs"], 2);
+  auto within_text = Cli({"best", "f", "--within", "100%", "--storage", db_});
+  ASSERT_EQ(within_text.exit_code, 0) << within_text.err;
+  EXPECT_THAT(within_text.out, HasSubstr("of the best mean: loss = "));
+  EXPECT_THAT(within_text.out, HasSubstr(", the mean of its configuration's 2 runs (trial "));
+  auto exported = Cli({"export", "f", "--within", "100%", "--format", "json", "--storage", db_});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(Json::parse(exported.out)["x"], w["params"]["x"]) << exported.out;
+}
+
+std::map<double, std::vector<double>> CliTest::RunFinalistsStudy(std::string* out) {
   const std::string script = dir_ / "trial.sh";
   WriteFile(script,
             "awk -v x=\"$1\" -v t=\"$2\" "
@@ -574,54 +630,16 @@ tuner: {algorithm: sobol, seed: 5}
 budget: {max_trials: 8, max_parallel: 1, finalists: 2}
 )"));
   auto run = Cli({"run", path, "--storage", db_});
-  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_EQ(run.exit_code, 0) << run.err << run.out;
+  *out = run.out;
   const std::vector<storage::TrialRecord> trials = Trials("f");
-  ASSERT_EQ(trials.size(), 8u);
-  // Trials 6 and 7 repeat two of the first six configurations; each configuration's mean.
+  EXPECT_EQ(trials.size(), 8u);
   std::map<double, std::vector<double>> runs;
   for (const storage::TrialRecord& t : trials) {
-    ASSERT_EQ(t.state, storage::TrialState::kCompleted) << t.number;
-    runs[std::get<double>(t.params.at("x"))].push_back(*t.value);
+    EXPECT_EQ(t.state, storage::TrialState::kCompleted) << t.number;
+    if (t.value) runs[std::get<double>(t.params.at("x"))].push_back(*t.value);
   }
-  EXPECT_EQ(runs.size(), 6u);
-  double best_mean = 1e9;
-  for (const auto& [x, values] : runs)
-    if (values.size() == 2) best_mean = std::min(best_mean, (values[0] + values[1]) / 2);
-  auto best = Cli({"best", "f", "--json", "--storage", db_});
-  ASSERT_EQ(best.exit_code, 0) << best.err;
-  const Json b = Json::parse(best.out);
-  EXPECT_EQ(b["mean"]["runs"], 2);
-  EXPECT_NEAR(b["mean"]["value"].get<double>(), best_mean, 1e-6);
-  EXPECT_EQ(runs.at(b["params"]["x"].get<double>()).size(), 2u);
-  EXPECT_THAT(run.out, HasSubstr(StrCat("(trial ", b["trial"].get<int>(),
-                                        ", the mean of its configuration's 2 runs)")));
-  auto status = Cli({"status", "f", "--storage", db_});
-  ASSERT_EQ(status.exit_code, 0) << status.err;
-  EXPECT_THAT(status.out,
-              HasSubstr("best       " + FormatShort(b["mean"]["value"].get<double>(), 6)));
-  EXPECT_THAT(status.out, HasSubstr("the mean of its configuration's 2 runs"));
-  auto listed = Cli({"trials", "f", "--storage", db_});
-  ASSERT_EQ(listed.exit_code, 0) << listed.err;
-  EXPECT_THAT(listed.out, HasSubstr(StrCat("finalist: trial ", b["trial"].get<int>(),
-                                           "'s configuration again")));
-  // --within compares configurations by their means: a single lucky draw is no candidate.
-  auto within = Cli({"best", "f", "--within", "100%", "--json", "--storage", db_});
-  ASSERT_EQ(within.exit_code, 0) << within.err;
-  const Json w = Json::parse(within.out);
-  EXPECT_EQ(w["mean"]["runs"], 2);
-  EXPECT_EQ(runs.at(w["params"]["x"].get<double>()).size(), 2u);
-  const std::vector<double>& chosen = runs.at(w["params"]["x"].get<double>());
-  EXPECT_NEAR(w["mean"]["value"].get<double>(), (chosen[0] + chosen[1]) / 2, 1e-6);
-  EXPECT_EQ(w["best"]["trial"], b["trial"]);
-  EXPECT_NEAR(w["best"]["value"].get<double>(), best_mean, 1e-6);
-  EXPECT_EQ(w["best"]["runs"], 2);
-  auto within_text = Cli({"best", "f", "--within", "100%", "--storage", db_});
-  ASSERT_EQ(within_text.exit_code, 0) << within_text.err;
-  EXPECT_THAT(within_text.out, HasSubstr("of the best mean: loss = "));
-  EXPECT_THAT(within_text.out, HasSubstr(", the mean of its configuration's 2 runs (trial "));
-  auto exported = Cli({"export", "f", "--within", "100%", "--format", "json", "--storage", db_});
-  ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  EXPECT_EQ(Json::parse(exported.out)["x"], w["params"]["x"]) << exported.out;
+  return runs;
 }
 
 TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
