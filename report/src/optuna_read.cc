@@ -84,8 +84,10 @@ std::optional<double> Time(sqlite3_stmt* s, int column) {
 
 // A database an older Optuna set up: which, and how to make it one hyperpack reads.
 Status TooOld(Reader& r, const std::string& by) {
-  return Status::Invalid(r.path(), " was set up by ", by, "; upgrade it first with Optuna 3.0 or "
-                         "later: optuna storage upgrade --storage sqlite:///", r.path());
+  return Status::Invalid(r.path(), " was set up by ", by,
+                         "; upgrade it first with Optuna 3.0 or "
+                         "later: optuna storage upgrade --storage sqlite:///",
+                         r.path());
 }
 
 Status CheckRevision(Reader& r) {
@@ -109,7 +111,7 @@ Status CheckRevision(Reader& r) {
   for (const char* old : kOlder)
     if (revision == old)
       return TooOld(r, StrCat(revision.rfind("v3.0.0", 0) == 0 ? "a pre-release of Optuna 3.0"
-                                                                : "an Optuna before 3.0",
+                                                               : "an Optuna before 3.0",
                               " (schema revision ", revision, ")"));
   return Status::Invalid(r.path(), " has schema revision '", revision,
                          "', which hyperpack does not know; it reads Optuna 3.0 to 5.x's "

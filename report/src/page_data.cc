@@ -102,14 +102,9 @@ json TrialsJson(const StudyView& in, const Segments& segments) {
 // configuration with the best mean of its runs. Null with several objectives or before any.
 json BestJson(const StudyView& in) {
   if (in.spec && in.spec->MultiObjective()) return nullptr;
-  const std::vector<const TrialRecord*> ranked = Ranked(in);
-  if (ranked.empty()) return nullptr;
-  json best = {{"trial", ranked.front()->number}, {"value", *ranked.front()->value}, {"runs", 1}};
-  if (std::optional<study::BestChoice> mean = BestByMean(in)) {
-    best["value"] = mean->value;
-    best["runs"] = mean->runs;
-  }
-  return best;
+  const std::optional<BestTrial> best = BestOf(in);
+  if (!best) return nullptr;
+  return {{"trial", best->trial.number}, {"value", best->value}, {"runs", best->runs}};
 }
 
 // Minimised copies of a trial's objective values (a maximised one negated), as pareto.h counts.

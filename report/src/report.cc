@@ -63,10 +63,9 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
   Table table({"study", "state", "trials", "best", "metric", "created"});
   for (const StudyRecord& s : studies) {
     HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, s.name, Tolerance{}));
-    auto ranked = Ranked(l);
+    const std::optional<BestTrial> chosen = BestOf(l);
     std::optional<double> best;
-    if (!ranked.empty()) best = ranked.front()->value;
-    if (std::optional<study::BestChoice> mean = BestByMean(l)) best = mean->value;
+    if (chosen) best = chosen->value;
     std::string state = RunnerStateName(RunnerStateOf(l));
     if (format == OutputFormat::kJson) {
       Json j;
@@ -76,7 +75,7 @@ Status ReportStudies(Storage& db, OutputFormat format, std::ostream& out) {
       j["direction"] = DirectionName(s.direction);
       j["trials"] = CountStates(Tally(l));
       j["best"] = best ? Json(*best) : Json(nullptr);
-      j["best_trial"] = ranked.empty() ? Json(nullptr) : Json(ranked.front()->number);
+      j["best_trial"] = chosen ? Json(chosen->trial.number) : Json(nullptr);
       j["created"] = s.created;
       all.push_back(j);
     } else {
@@ -160,14 +159,11 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
     out << "best       - (no completed trial yet)\n";
     return;
   }
-  const TrialRecord& b = *ranked.front();
-  if (std::optional<study::BestChoice> mean = BestByMean(l))
-    out << "best       " << FormatShort(mean->value, 6) << " (trial " << b.number
-        << ", the mean of its configuration's " << mean->runs << " runs)  "
-        << ParamsText(b, l.space()) << "\n";
-  else
-    out << "best       " << FormatShort(*b.value, 6) << " (trial " << b.number << ")  "
-        << ParamsText(b, l.space()) << "\n";
+  const std::optional<BestTrial> best = BestOf(l);
+  const TrialRecord& b = best->trial;  // ranked is not empty
+  out << "best       " << FormatShort(best->value, 6) << " (trial " << b.number
+      << (best->runs > 1 ? StrCat(", the mean of its configuration's ", best->runs, " runs") : "")
+      << ")  " << ParamsText(b, l.space()) << "\n";
   const TrialRecord* c = trade_off.trial;
   if (!c) return;
   out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
@@ -601,18 +597,17 @@ Status ReportWithin(const StudyView& l, const std::string& name, OutputFormat fo
 Status ReportSingleBest(const StudyView& l, const std::string& name, OutputFormat format,
                         const std::optional<Tolerance>& within, std::ostream& out) {
   if (within) return ReportWithin(l, name, format, *within, out);
-  auto ranked = Ranked(l);
-  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-  const TrialRecord& b = *ranked.front();
-  const std::optional<study::BestChoice> mean = BestByMean(l);
+  const std::optional<BestTrial> best = BestOf(l);
+  if (!best) return Status::NotFound("study '", name, "' has no completed trial yet");
+  const TrialRecord& b = best->trial;
   if (format == OutputFormat::kJson) {
     Json o = BestJsonHead(l, b);
-    if (mean) o["mean"] = {{"value", mean->value}, {"runs", mean->runs}};
+    if (best->runs > 1) o["mean"] = {{"value", best->value}, {"runs", best->runs}};
     out << o.dump(2) << "\n";
     return Status::Ok();
   }
-  if (mean) {
-    out << "best " << ValueText(l, mean->value, mean->runs) << " (trial " << b.number << " of "
+  if (best->runs > 1) {
+    out << "best " << ValueText(l, best->value, best->runs) << " (trial " << b.number << " of "
         << TrialsIn(l) << ": " << FormatShort(*b.value, 6) << ")\n";
   } else {
     out << "best " << ValueText(l, *b.value, 1) << " (trial " << b.number << " of " << TrialsIn(l)
@@ -626,14 +621,7 @@ Status ReportSingleBest(const StudyView& l, const std::string& name, OutputForma
 
 Result<std::optional<BestTrial>> FindBestTrial(Storage& db, const std::string& name) {
   HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, Tolerance{}));
-  auto ranked = Ranked(l);
-  if (ranked.empty()) return std::optional<BestTrial>();
-  BestTrial best{*ranked.front(), *ranked.front()->value, 1};
-  if (std::optional<study::BestChoice> mean = BestByMean(l)) {
-    best.value = mean->value;
-    best.runs = mean->runs;
-  }
-  return std::optional<BestTrial>(std::move(best));
+  return BestOf(l);
 }
 
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,

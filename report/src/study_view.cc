@@ -159,6 +159,17 @@ std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view) {
   return study::FinalistMeans(runs, view.spec->objective);
 }
 
+std::optional<BestTrial> BestOf(const StudyView& view) {
+  const std::vector<const TrialRecord*> ranked = Ranked(view);
+  if (ranked.empty()) return std::nullopt;
+  BestTrial best{*ranked.front(), *ranked.front()->value, 1};
+  if (std::optional<study::BestChoice> mean = BestByMean(view)) {
+    best.value = mean->value;
+    best.runs = mean->runs;
+  }
+  return best;
+}
+
 std::optional<study::BestChoice> BestByMean(const StudyView& view) {
   // study::ChooseBest's choice once a finalist has completed: the first of these.
   std::vector<study::BestChoice> means = MeansByConfiguration(view);

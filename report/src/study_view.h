@@ -82,6 +82,10 @@ std::map<int, int> FinalistRepeats(const StudyView& view);
 // A study with finalists: each configuration a completed finalist re-ran, as its first run with
 // the mean of its runs, the best mean first (study::FinalistMeans). Empty otherwise.
 std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view);
+// The trial `best` names (Ranked's first) and its value: with finalists, once a configuration has
+// completed twice, its configuration's mean (BestByMean). nullopt before a trial has completed.
+// Every reader of the single best calls this: the CLI, the page, Python.
+std::optional<BestTrial> BestOf(const StudyView& view);
 // A study with finalists, once a configuration has completed twice: the one with the best mean
 // of its runs (study/finalists.h, as its run chose it); nullopt otherwise.
 std::optional<study::BestChoice> BestByMean(const StudyView& view);
