@@ -43,14 +43,14 @@ or `--repeats R.json`), `table` also scores each run's choice (its completed tri
 error seen, which is what a user would pick; for hyperpack's runs the choice their study made,
 asha_bench's `choices`, which with `budget.finalists` is the best mean of a re-run configuration:
 asha_bench serves a configuration's second and third runs the repeats' first two other seeds, and
-`table` then judges every run by the seeds after them) by that configuration's mean final error
-over the other seeds' trainings, less the lowest such mean: the error the choice gives when trained again,
-which no luck of the served draw can lower. That is the measure methods are judged by where it
-exists; its last column is the best configuration each run completed, so scored: what a perfect
-choice among the run's own completions would give. `finalists RUNS --table T` asks what a run would
-have chosen had it trained its k best completions once more with the repeats' first other seed
-(finalists_at), both choices scored by the mean of the seeds after it (the second alone where a
-file has two).
+`table` then judges every run by the seeds after them, or by the offsets `--judge` names) by
+that configuration's mean final error over the other seeds' trainings, less the lowest such mean:
+the error the choice gives when trained again, which no luck of the served draw can lower. That
+is the measure methods are judged by where it exists; its last column is the best configuration
+each run completed, so scored: what a perfect choice among the run's own completions would give.
+`finalists RUNS --table T` asks what a run would have chosen had it trained its k best
+completions once more with the repeats' first other seed (finalists_at), both choices scored by
+the mean of the seeds after it (the second alone where a file has two; `--judge` names others).
 """
 import argparse
 import heapq
@@ -318,20 +318,59 @@ def read_repeats(path, family):
     return r, others
 
 
-def read_expected(path, family, served=0):
+def judging_seeds(path, r, others, served, judge=None):
+    """The positions in r's offsets to judge by: the offsets `judge` names (a list of ints), else
+    every seed besides the table's own after the first `served` of them (those the replay served
+    to finalists and third runs). A judge seed may be neither the table's own nor a served one,
+    which the runs saw."""
+    if len(others) <= served:
+        raise SystemExit(f"lc_optuna: {path}: the runs were served its first {served} other "
+                         f"seeds, and it has no seed after them to judge by "
+                         f"(offsets {r['offsets']})")
+    if judge is None:
+        return others[served:]
+    seen = [r["offsets"][k] for k in others[:served]]
+    picked = []
+    for o in judge:
+        if o == 0 or o in seen:
+            raise SystemExit(f"lc_optuna: --judge {o}: " +
+                             ("the table's own seed" if o == 0 else "served to the runs' "
+                              "finalists") + f"; judge by offsets the runs did not see "
+                             f"({','.join(str(r['offsets'][k]) for k in others[served:])})")
+        if o not in r["offsets"]:
+            raise SystemExit(f"lc_optuna: --judge {o}: {path} has offsets {r['offsets']}")
+        picked.append(r["offsets"].index(o))
+    return picked
+
+
+def parse_offsets(text):
+    """--judge's value: offsets, comma-separated (3,4,5,6), or a range (3-6); None if absent."""
+    if text is None:
+        return None
+    try:
+        if "-" in text:
+            low, high = (int(x) for x in text.split("-"))
+            out = list(range(low, high + 1))
+        else:
+            out = [int(x) for x in text.split(",")]
+    except ValueError:
+        out = []
+    if not out or len(set(out)) != len(out):
+        raise SystemExit(f"lc_optuna: --judge {text}: expected distinct offsets of the repeats "
+                         f"file, as 3,4 or 3-6")
+    return out
+
+
+def read_expected(path, family, served=0, judge=None):
     """Each configuration's mean final error over a repeats file's seeds other than the table's
     own (offset 0), the error a user would get again, free of the luck of the draw the replay
     served. `served`: the replay served the first that many of those seeds too (to finalists and
-    their third runs, asha_bench --repeats), so only the seeds after them judge."""
+    their third runs, asha_bench --repeats), so only the seeds after them judge; `judge`: the
+    offsets to judge by instead (judging_seeds)."""
     r, others = read_repeats(path, family)
     served = int(served)  # runs written before third runs say true: one seed
-    if served:
-        if len(others) <= served:
-            raise SystemExit(f"lc_optuna: {path}: the runs were served its first {served} other "
-                             f"seeds, and it has no seed after them to judge by "
-                             f"(offsets {r['offsets']})")
-        others = others[served:]
-    return {c["index"]: sum(c["repeats"][k] for k in others) / len(others) for c in r["configs"]}
+    seeds = judging_seeds(path, r, others, served, judge)
+    return {c["index"]: sum(c["repeats"][k] for k in seeds) / len(seeds) for c in r["configs"]}
 
 
 def shipped_repeats(family):
@@ -453,11 +492,13 @@ def table(args):
     repeats = shipped_repeats(ref["family"]) if args.repeats is None else args.repeats
     if repeats and repeats != "none":
         served = max(int(f.get("repeats_served") or 0) for f in files)
+        judge = parse_offsets(args.judge)
         print(f"\nOther seeds' trainings of each configuration: {repeats}" +
               (f" (the first {served} served to finalists, judged by the seeds after them)"
-               if served else ""))
+               if served and judge is None else "") +
+              (f" (judged by offsets {','.join(map(str, judge))})" if judge else ""))
         expected_table(by_method, budgets, horizon,
-                       read_expected(repeats, ref["family"], served))
+                       read_expected(repeats, ref["family"], served, judge))
 
 
 def expected_table(by_method, budgets, horizon, expected):
@@ -511,12 +552,13 @@ def finalists_at(run, t, k, full_s, start_cost, again, judge):
     return judge[min(chosen, key=lambda c: ((chosen[c] + again[c]) / 2, c))]
 
 
-def serve_and_judge(r, others):
+def serve_and_judge(r, others, seeds=None):
     """A repeats file's configurations' re-runs for finalists: the first other seed's draw, and
-    the mean of the other seeds after it, which neither choice sees, to judge by."""
+    the mean of the other seeds after it (or of the positions `seeds`), which neither choice
+    sees, to judge by."""
+    seeds = others[1:] if seeds is None else seeds
     again = {c["index"]: c["repeats"][others[0]] for c in r["configs"]}
-    judge = {c["index"]: sum(c["repeats"][k] for k in others[1:]) / (len(others) - 1)
-             for c in r["configs"]}
+    judge = {c["index"]: sum(c["repeats"][k] for k in seeds) / len(seeds) for c in r["configs"]}
     return again, judge
 
 
@@ -536,13 +578,14 @@ def finalists(args):
     if len(others) < 2:
         raise SystemExit(f"lc_optuna: {path}: finalists need two seeds besides the table's own "
                          f"(offsets {r['offsets']})")
-    again, judge = serve_and_judge(r, others)
+    seeds = judging_seeds(path, r, others, 1, parse_offsets(args.judge))
+    again, judge = serve_and_judge(r, others, seeds)
     full_s = {i: sum(c["seconds"]) for i, c in enumerate(t["configs"])}
     best, horizon = min(judge.values()), runs["horizon_s"]
     budgets = [float(b) for b in args.budgets.split(",")]
     print(f"{runs['family']}: each run's choice, and its choice had it trained its {args.k} best "
           f"again with offset {r['offsets'][others[0]]}, scored by the mean of offsets "
-          f"{','.join(str(r['offsets'][k]) for k in others[1:])}, less its lowest "
+          f"{','.join(str(r['offsets'][k]) for k in seeds)}, less its lowest "
           f"({best:.4g}); median over seeds (mean at the whole budget).")
     print("\n| method | " + " | ".join(f"at {b:g} of the budget: plain, finalists" for b in budgets)
           + " |")
@@ -616,11 +659,15 @@ def main():
     t.add_argument("--repeats", help="lc_table.py repeats of every configuration of the table: "
                    "each run's choice also scored by other seeds' trainings of it (default: "
                    "bench/data/lc_FAMILY.repeats.json where it exists; 'none': not scored so)")
+    t.add_argument("--judge", help="the repeats' offsets to judge by, as 3,4 or 3-6 (default: "
+                   "every offset after those served to the runs' finalists)")
     f = sub.add_parser("finalists", help="each run's choice had it trained its k best again")
     f.add_argument("runs")
     f.add_argument("--table", required=True, help="the table the runs replayed (its seconds)")
     f.add_argument("--repeats", help="lc_table.py repeats with two seeds besides the table's "
                    "(default: bench/data/lc_FAMILY.repeats.json)")
+    f.add_argument("--judge", help="the repeats' offsets to judge by, as 2-4 (default: every "
+                   "offset after the first other seed, which serves the re-runs)")
     f.add_argument("--k", type=int, default=3)
     f.add_argument("--budgets", default="0.5,1")
     args = ap.parse_args()

@@ -292,6 +292,60 @@ TEST_P(LcScoringTest, ScoresARunsChoiceByOtherSeedsTrainingsOfIt) {
   EXPECT_THAT(ran.out, HasSubstr("repeats of small, not of other"));
 }
 
+// --judge names the offsets to judge by (older runs' commands keep their numbers as the repeats
+// files grow); the table's own seed and those served to finalists saw the runs and are refused.
+TEST_P(LcScoringTest, JudgesByTheOffsetsItIsToldNeverByOnesTheRunsSaw) {
+  Json repeats = {
+      {"family", "small"}, {"of", 6}, {"offsets", {0, 1, 2, 3}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    repeats["configs"].push_back(
+        {{"index", i}, {"repeats", {0.5, 0.3 - 0.02 * i, 0.1 + 0.04 * i, 0.2 + 0.01 * i}}});
+  WriteFile(dir_ / "repeats.json", repeats.dump());
+  const std::string script =
+      "def show(e):\n"
+      "    print(' '.join(f'{e[i]:.3f}' for i in range(6)))\n"
+      "path = sys.argv[2]\n"
+      "show(m.read_expected(path, 'small'))\n"
+      "show(m.read_expected(path, 'small', 1))\n"
+      "show(m.read_expected(path, 'small', 1, m.parse_offsets('2')))\n"
+      "show(m.read_expected(path, 'small', 0, m.parse_offsets('1,3')))\n"
+      "print(m.parse_offsets('3-6'))\n"
+      "for served, judge in ((0, '0'), (1, '1'), (1, '2,4'), (0, 'x'), (0, '2,2')):\n"
+      "    try:\n"
+      "        m.read_expected(path, 'small', served, m.parse_offsets(judge))\n"
+      "    except SystemExit as x:\n"
+      "        print(x)\n";
+  auto ran = Module(script, {dir_ / "repeats.json"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_THAT(ran.out, HasSubstr("0.200 0.210 0.220 0.230 0.240 0.250\n"  // offsets 1-3
+                                 "0.150 0.175 0.200 0.225 0.250 0.275\n"  // 2-3: after 1 served
+                                 "0.100 0.140 0.180 0.220 0.260 0.300\n"  // 2 alone
+                                 "0.250 0.245 0.240 0.235 0.230 0.225\n"  // 1 and 3
+                                 "[3, 4, 5, 6]\n"));
+  EXPECT_THAT(ran.out, HasSubstr("--judge 0: the table's own seed"));
+  EXPECT_THAT(ran.out, HasSubstr("--judge 1: served to the runs' finalists; judge by offsets "
+                                 "the runs did not see (2,3)"));
+  EXPECT_THAT(ran.out,
+              HasSubstr("--judge 4: " + (dir_ / "repeats.json") + " has offsets [0, 1, 2, 3]"));
+  EXPECT_THAT(ran.out, HasSubstr("--judge x: expected distinct offsets"));
+  EXPECT_THAT(ran.out, HasSubstr("--judge 2,2: expected distinct offsets"));
+  // The subcommands take it and say what they judged by.
+  const std::string runs = dir_ / "optuna.json";
+  ASSERT_EQ(Script({"run", "--table", table_, "--seeds", "1", "--methods", "random",
+                    "--budget-trials", "12", "--out", runs})
+                .exit_code,
+            0);
+  auto table = Script({"table", runs, "--reference", "optuna random", "--repeats",
+                       dir_ / "repeats.json", "--judge", "3"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("(judged by offsets 3)"));
+  EXPECT_THAT(table.out, HasSubstr("less the lowest such mean (0.2)"));
+  auto fin = Script(
+      {"finalists", runs, "--table", table_, "--repeats", dir_ / "repeats.json", "--judge", "3"});
+  ASSERT_EQ(fin.exit_code, 0) << fin.err;
+  EXPECT_THAT(fin.out, HasSubstr("again with offset 1, scored by the mean of offsets 3,"));
+}
+
 // A run that trains its k best completed configurations again before the budget ends: chosen
 // from what had completed by the budget less the longest of their runs and a start, by the mean
 // of two draws, scored by a third seed; the plain choice where nothing had completed that early.
