@@ -1257,6 +1257,26 @@ TEST(StudyControllerTest, SlotsIdleUntilTheTimeLimitTrainAFinalistsConfiguration
   EXPECT_EQ(h.summary->best_runs, 3);
 }
 
+TEST(StudyControllerTest, AThirdRunGoesFirstToTheConfigurationWithTheBestMeanSoFar) {
+  Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
+  h.Start();
+  EndAt(h, 0, 10, 0.1);
+  EndAt(h, 1, 20, 0.2);
+  h.At(75);
+  EndAt(h, 2, 76, 0.9);
+  EndAt(h, 3, 77, 0.8);
+  ASSERT_EQ(h.Running(), (std::set<int>{4, 5, 6}));
+  // Trial 0's configuration, chosen first, draws 0.9 on its second run: its mean (0.5) is now
+  // worse than trial 1's 0.2, so trial 1's configuration is the one a third draw may overturn.
+  EndAt(h, 5, 77.5, 0.9);
+  ASSERT_EQ(h.Running(), (std::set<int>{4, 6, 7}));
+  EXPECT_EQ(LaunchedX(h).at(7), 0.02) << "trial 1's configuration, the best mean";
+  EXPECT_THAT(h.said, Contains(HasSubstr("trains trial 1's configuration a third time")));
+  EndAt(h, 4, 78, 0.7);
+  ASSERT_EQ(h.Running(), (std::set<int>{6, 7, 8}));
+  EXPECT_EQ(LaunchedX(h).at(8), 0.01) << "then trial 0's, which still fits";
+}
+
 TEST(StudyControllerTest, WithACoreHourBudgetFinalistsStartWhenRunningTrialsLeaveAboutTheirCost) {
   // 81 core-seconds; two trials at a time on a CPU slot each.
   Harness h(Spec("resources: {cpus: 1}\n", 100, 2, ", core_hours: 0.0225, finalists: 1"));

@@ -7,8 +7,9 @@
 // running trials leave of it is about what their runs cost; from then no trial is proposed or
 // promoted, and each slot that frees takes the best configuration not chosen yet, as known at that
 // moment. Once all are chosen, with a time limit, a slot that would stay idle until it trains a
-// finalist's configuration a third time, where its run fits.
+// finalist's configuration a third time, where its run fits: the best mean so far first.
 
+#include <cmath>
 #include <limits>
 
 #include "controller_impl.h"
@@ -88,19 +89,30 @@ bool StudyController::Impl::CanPlaceMore() const {
 std::optional<size_t> StudyController::Impl::NextExtraDraw() const {
   const std::optional<double>& limit = spec_.budget.time_limit_s;
   if (!limit || spec_.budget.finalists == 0 || FinalistsLeft() > 0) return std::nullopt;
+  // The configuration with the best mean of its completed runs so far goes first: a third draw
+  // matters most to the one that would be chosen (ties: the order chosen).
+  std::optional<std::pair<double, size_t>> next;
   for (size_t i = 0; i < finalist_configs_.size(); ++i) {
     const Config& c = finalist_configs_[i];
     if (std::find(extra_draws_.begin(), extra_draws_.end(), c) != extra_draws_.end()) continue;
-    double longest = 0;
+    double longest = 0, sum = 0;
+    int n = 0;
     for (const study::CompletedRun& r : runs_) {
+      if (r.config != c) continue;
       auto it = run_costs_.find(r.number);
-      if (r.config == c && it != run_costs_.end()) longest = std::max(longest, it->second.seconds);
+      if (it != run_costs_.end()) longest = std::max(longest, it->second.seconds);
+      if (!std::isfinite(r.value)) continue;
+      sum += r.value;
+      ++n;
     }
     // No margin: a run that ends a little past the limit delays the study's end, as any trial
     // started before the limit does, and a slot left idle would learn nothing.
-    if (now_ + longest <= *limit) return i;
+    if (n == 0 || now_ + longest > *limit) continue;
+    const double mean = sum / n;
+    if (!next || spec_.objective.Better(mean, next->first)) next.emplace(mean, i);
   }
-  return std::nullopt;
+  if (!next) return std::nullopt;
+  return next->second;
 }
 
 int StudyController::Impl::QueueExtraDraws(int free) {

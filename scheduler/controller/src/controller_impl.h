@@ -292,8 +292,9 @@ class StudyController::Impl {
   // Queues finalists into up to `free` slots once they are due, then extra draws; the slots left.
   int QueueFinalists(int free);
   // With a time limit, once every finalist is chosen: a slot that would stay idle until the limit
-  // trains a finalist's configuration a third time (each at most once), the first chosen whose
-  // longest run fits in what is left. Its index in finalist_configs_.
+  // trains a finalist's configuration a third time (each at most once): of those whose longest
+  // run fits in what is left, the best mean of its completed runs so far (ties: the first
+  // chosen). Its index in finalist_configs_.
   std::optional<size_t> NextExtraDraw() const;
   int QueueExtraDraws(int free);
   // A completed trial that may be the best: the best is chosen again (study/finalists.h). Whether
