@@ -235,19 +235,22 @@ TEST(CheapestWithinTest, WhenMinimizingWorseMeansHigher) {
   EXPECT_EQ(CheapestWithin(ranked, costs, {0.04, true}, false)->number, 0);
 }
 
+// The pruner's journal entry for a report of `v` at resource `r`.
+JournalEntry ReportEntry(int trial, double r, double v) {
+  JournalEntry e;
+  e.trial = trial;
+  e.kind = JournalKind::kReport;
+  e.resource = r;
+  e.value = v;
+  return e;
+}
+
 TEST(PageDataTest, CurvesFollowTheJournalAndMarkPromotionsPausesAndPrunes) {
   StudyView in = Input();
   in.trials = {Trial(0, TrialState::kPruned, 1, 2), Trial(1, TrialState::kPaused, 1, 2),
                Trial(2, TrialState::kNodeLost, 1, 2), Trial(3, TrialState::kCompleted, 3, 4)};
   in.trials[3].retry_of = 2;  // trial 3 re-runs trial 2: the same curve
-  auto report = [](int trial, double r, double v) {
-    JournalEntry e;
-    e.trial = trial;
-    e.kind = JournalKind::kReport;
-    e.resource = r;
-    e.value = v;
-    return e;
-  };
+  auto report = ReportEntry;
   JournalEntry promoted;
   promoted.trial = 2;
   promoted.kind = JournalKind::kPromoted;
@@ -369,6 +372,42 @@ budget: {max_trials: 5, finalists: 1}
   EXPECT_EQ(data["best"]["runs"], 2);
   EXPECT_EQ(data["trials"][3]["finalist_of"], 1);
   EXPECT_FALSE(data["trials"][1].contains("finalist_of"));
+}
+
+// A finalist's curve comes from its stored metric points (the pruner's journal never has one), at
+// the epoch each line gave, and names the trial it repeats.
+TEST(PageDataTest, AFinalistsCurveComesFromItsMetricsAndNamesTheTrialItRepeats) {
+  StudyView in = Input();
+  in.spec = ParseStudy(R"(name: c
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "true"}
+budget: {max_trials: 3, finalists: 1}
+)",
+                       "c.yaml")
+                .spec;
+  ASSERT_TRUE(in.spec);
+  in.study.metric = "loss";
+  for (int n = 0; n < 3; ++n) {
+    TrialRecord t = Trial(n, TrialState::kCompleted, 10 + n, 11 + n);
+    t.params = {{"x", n == 2 ? 0.1 : 0.1 * (n + 1)}};  // trial 2 repeats trial 0
+    t.value = 0.5;
+    in.trials.push_back(t);
+  }
+  in.journal = {ReportEntry(0, 1, 0.6), ReportEntry(1, 1, 0.7)};
+  in.finalists = {2};
+  // Two lines with an epoch, a NaN and a line of another metric only.
+  in.finalist_metrics[2] = {{0, "loss", 0.9, 1}, {0, "epoch", 1, 1},  {1, "loss", 0.4, 2},
+                            {1, "epoch", 2, 2},  {2, "loss", NAN, 3}, {3, "acc", 0.8, 4}};
+  const json curves = PageData(in)["curves"];
+  ASSERT_EQ(curves.size(), 3u);
+  EXPECT_EQ(curves[2]["trial"], 2);
+  EXPECT_EQ(curves[2]["finalist_of"], 0);
+  EXPECT_EQ(curves[2]["points"], json::parse("[[1, 0.9], [2, 0.4]]"));
+  EXPECT_FALSE(curves[0].contains("finalist_of"));
+  // Where the pruner counts steps, the step is the resource.
+  in.spec->pruner.resource = study::PrunerResource::kStep;
+  EXPECT_EQ(PageData(in)["curves"][2]["points"], json::parse("[[0, 0.9], [1, 0.4]]"));
 }
 
 TEST(PageDataTest, TrialBytesCannotBreakOutOfThePageOrItsJson) {

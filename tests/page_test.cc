@@ -346,6 +346,11 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
   EXPECT_EQ(row[1].str(), std::to_string(trial));
   EXPECT_TRUE(has(
       StrCat("title=\"finalist: trial ", trial, "'s configuration again (budget.finalists)\"")));
+  // The curves chart draws the finalists too (from their metrics: the pruner never saw them) and
+  // says what their dashed lines are.
+  const json points = json::parse(BodyAttributes(dom.out)["data-points"], nullptr, false);
+  EXPECT_EQ(points["curves"], 8) << "every trial reported once";
+  EXPECT_TRUE(has("<span id=\"hp-curves-finalists\">; dashed: a finalist"));
 }
 
 // A page open in chromium, driven over the DevTools protocol (a websocket on loopback): the test

@@ -170,8 +170,34 @@ json FrontJson(const StudyView& in) {
   return out;
 }
 
+// A finalist's curve, from its stored metric points (and its re-runs'), as the controller measured
+// its resource: the step where the pruner counts steps, else the epoch the line gave, else the
+// line's place among the objective's points.
+json FinalistPoints(const StudyView& in, int root, const std::map<int, int>& root_of) {
+  const bool by_step = in.spec && in.spec->pruner.resource == study::PrunerResource::kStep;
+  json points = json::array();
+  int ordinal = 0;
+  for (const auto& [n, rows] : in.finalist_metrics) {
+    if (auto r = root_of.find(n); r == root_of.end() || r->second != root) continue;
+    std::map<int64_t, double> epoch_at;
+    for (const storage::MetricPoint& p : rows)
+      if (p.name == "epoch") epoch_at[p.step] = p.value;
+    for (const storage::MetricPoint& p : rows) {
+      if (p.name != in.study.metric || !std::isfinite(p.value)) continue;
+      ++ordinal;
+      auto e = epoch_at.find(p.step);
+      const double x = by_step               ? static_cast<double>(p.step)
+                       : e != epoch_at.end() ? e->second
+                                             : static_cast<double>(ordinal);
+      points.push_back({x, p.value});
+    }
+  }
+  return points;
+}
+
 // The pruner's view, one curve per root trial (a re-run continues its first attempt's curve),
-// marked where it was promoted and where its latest attempt was pruned or paused.
+// marked where it was promoted and where its latest attempt was pruned or paused; and each
+// finalist's curve, which the pruner never judged, with the trial whose configuration it repeats.
 json CurvesJson(const StudyView& in) {
   std::map<int, int> root_of, latest;  // trial -> root; root -> its latest attempt
   std::map<int, const TrialRecord*> by_number;
@@ -210,6 +236,18 @@ json CurvesJson(const StudyView& in) {
     }
     out.push_back(
         {{"trial", root}, {"points", std::move(c.points)}, {"marks", std::move(c.marks)}});
+  }
+  const std::map<int, int> again = FinalistRepeats(in);
+  for (const auto& [root, of] : again) {
+    // A re-run after an interruption joins its finalist's curve.
+    if (auto r = root_of.find(root); r != root_of.end() && r->second != root) continue;
+    if (curves.count(root)) continue;
+    json points = FinalistPoints(in, root, root_of);
+    if (points.empty()) continue;
+    out.push_back({{"trial", root},
+                   {"points", std::move(points)},
+                   {"marks", json::array()},
+                   {"finalist_of", of}});
   }
   return out;
 }

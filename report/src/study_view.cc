@@ -113,6 +113,11 @@ Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, V
     HP_ASSIGN_OR_RETURN(v.events, db.ListEvents(v.study.id, std::numeric_limits<int>::max()));
   }
   HP_RETURN_IF_ERROR(ReadFinalists(db, &v));
+  if (parts == ViewParts::kEverything) {
+    for (int n : v.finalists) {
+      HP_ASSIGN_OR_RETURN(v.finalist_metrics[n], db.TrialMetrics(v.study.id, n));
+    }
+  }
   v.now = WallNow();
   return v;
 }

@@ -31,6 +31,9 @@ struct StudyView {
   // budget.finalists: the trials that trained a configuration again (the journal's finalists, and
   // their re-runs after an interruption). Empty for a study without finalists.
   std::set<int> finalists;
+  // ViewParts::kEverything, a study with finalists: each finalist's stored metric points, which
+  // the journal lacks (the pruner never hears of a finalist), for the page's curves.
+  std::map<int, std::vector<storage::MetricPoint>> finalist_metrics;
   // Oldest first: the pauses and resumes that cut trials' runs (ViewParts::kCosts), or every event
   // (kEverything).
   std::vector<storage::EventRecord> events;

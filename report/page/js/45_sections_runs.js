@@ -24,8 +24,12 @@ function curveDatasets(d) {
       marks[m.kind].push({ x: m.resource, y: at.y, trial: c.trial, kind: m.kind });
     }
     const colour = stateColour(state);
+    // A finalist (budget.finalists) trains a configuration again, out of the pruner's reach: dashed.
+    const finalist = isNum(c.finalist_of);
+    const note = finalist ? `; finalist: trial ${fmtValue(c.finalist_of)}'s configuration again` : '';
     return {
       hpKey: `c${i}:${str(c.trial)}`, label: `trial ${fmtValue(c.trial)}`, data: pts, showLine: true,
+      borderDash: finalist ? [5, 3] : [], hpNote: note,
       borderColor: withAlpha(colour, 0.55), backgroundColor: withAlpha(colour, 0.55), borderWidth: 1.5,
       pointRadius: pts.length === 1 ? 3 : 0, pointHoverRadius: 4, pointHitRadius: 4, hpState: state,
       normalized: true,  // sorted by resource above
@@ -67,7 +71,8 @@ function renderCurves(d) {
               const r = ctx.raw || {};
               const res = str(d.study.resource) || 'resource';
               if (r.kind) return `trial ${fmtValue(r.trial)} ${r.kind} at ${res} ${fmtNum(r.x)}`;
-              return `trial ${fmtValue(r.trial)} (${ctx.dataset.hpState}): ${res} ${fmtNum(r.x)} → ${fmtNum(r.y)}`;
+              const what = `${ctx.dataset.hpState}${ctx.dataset.hpNote || ''}`;
+              return `trial ${fmtValue(r.trial)} (${what}): ${res} ${fmtNum(r.x)} → ${fmtNum(r.y)}`;
             },
           },
         },
@@ -76,6 +81,7 @@ function renderCurves(d) {
   });
   const states = [...seenStates].sort((a, b) => STATE_ORDER.indexOf(a) - STATE_ORDER.indexOf(b));
   $('hp-curves-key').replaceChildren(...states.map((s) => stateChip(s, undefined, stateColour(s))));
+  setHidden('hp-curves-finalists', !d.curves.some((c) => isNum(c.finalist_of)));
   return datasets.length;
 }
 
