@@ -13,6 +13,7 @@
 #include <fstream>
 #include <limits>
 #include <ostream>
+#include <random>
 #include <string>
 #include <tuple>
 
@@ -2123,6 +2124,39 @@ TEST(FinalistsTest, NextFinalistsAreDistinctConfigurationsByTheirBestRunSkipping
   Objective maximize;
   maximize.direction = Direction::kMaximize;
   EXPECT_THAT(NextFinalists(runs, {}, maximize, 2), ElementsAre(2, 0));
+}
+
+// The same choice as ranking every run and taking the first n distinct configurations not taken
+// (how it was computed before one pass replaced the sort), on random runs with repeated
+// configurations, tied values and non-finite ones.
+TEST(FinalistsTest, NextFinalistsMatchesRankingEveryRun) {
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> pick(0, 5);
+  for (int round = 0; round < 300; ++round) {
+    Objective objective;
+    if (round % 2) objective.direction = Direction::kMaximize;
+    std::vector<std::tuple<int, double, double>> rows;
+    for (int i = 0; i < 12; ++i)
+      rows.emplace_back(i, 0.1 * pick(rng), pick(rng) == 0 ? kInf : 0.25 * pick(rng));
+    const auto runs = Runs(rows);
+    const std::vector<Config> taken = {Config{{"x", Value{0.1 * pick(rng)}}}};
+    const int n = pick(rng);
+    std::vector<size_t> order;
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (std::isfinite(runs[i].value)) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return objective.Better(runs[a].value, runs[b].value);
+    });
+    std::vector<size_t> expected;
+    std::vector<Config> seen = taken;
+    for (size_t i : order) {
+      if (static_cast<int>(expected.size()) >= n) break;
+      if (std::find(seen.begin(), seen.end(), runs[i].config) != seen.end()) continue;
+      seen.push_back(runs[i].config);
+      expected.push_back(i);
+    }
+    ASSERT_EQ(NextFinalists(runs, taken, objective, n), expected) << "round " << round;
+  }
 }
 
 TEST(FinalistsTest, TheBestIsTheBestRunUntilAFinalistCompletesThenTheBestMeanOfTheReRun) {

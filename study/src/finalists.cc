@@ -7,17 +7,6 @@ namespace hyperpack::study {
 
 namespace {
 
-// Indices of the runs with a finite value, best first (ties: the earlier in `runs`).
-std::vector<size_t> RankedRuns(const std::vector<CompletedRun>& runs, const Objective& objective) {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < runs.size(); ++i)
-    if (std::isfinite(runs[i].value)) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return objective.Better(runs[a].value, runs[b].value);
-  });
-  return order;
-}
-
 // `config`'s finite runs: the first of them in `runs`, and their mean.
 BestChoice MeanOf(const std::vector<CompletedRun>& runs, const Config& config, size_t* first) {
   BestChoice c{0, 0, 0};
@@ -40,15 +29,29 @@ BestChoice MeanOf(const std::vector<CompletedRun>& runs, const Config& config, s
 std::vector<size_t> NextFinalists(const std::vector<CompletedRun>& runs,
                                   const std::vector<Config>& taken, const Objective& objective,
                                   int n) {
-  std::vector<size_t> out;
-  std::vector<Config> seen = taken;
-  for (size_t i : RankedRuns(runs, objective)) {
-    if (static_cast<int>(out.size()) >= n) break;
-    if (std::find(seen.begin(), seen.end(), runs[i].config) != seen.end()) continue;
-    seen.push_back(runs[i].config);
-    out.push_back(i);
+  // One pass keeping the best n, not a sort of every run: the controller asks at each event of a
+  // study with finalists and a time or cost budget. A run no better than the n-th kept is
+  // dismissed on its value alone; configurations are compared only for the few that are better.
+  std::vector<size_t> top;  // best first; ties: the earlier in `runs`
+  if (n <= 0) return top;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const CompletedRun& r = runs[i];
+    if (!std::isfinite(r.value)) continue;
+    if (static_cast<int>(top.size()) == n && !objective.Better(r.value, runs[top.back()].value))
+      continue;
+    if (std::find(taken.begin(), taken.end(), r.config) != taken.end()) continue;
+    auto same =
+        std::find_if(top.begin(), top.end(), [&](size_t j) { return runs[j].config == r.config; });
+    if (same != top.end()) {
+      if (!objective.Better(r.value, runs[*same].value)) continue;
+      top.erase(same);  // the configuration's better run takes its place
+    }
+    auto at = std::find_if(top.begin(), top.end(),
+                           [&](size_t j) { return objective.Better(r.value, runs[j].value); });
+    top.insert(at, i);
+    if (static_cast<int>(top.size()) > n) top.pop_back();
   }
-  return out;
+  return top;
 }
 
 std::vector<BestChoice> FinalistMeans(const std::vector<CompletedRun>& runs,
