@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hyperpack/config_json.h"
+#include "hyperpack/env_vars.h"
 #include "hyperpack/text.h"
 #include "hyperpack/tuner/importance.h"
 #include "hyperpack/tuner/pareto.h"
@@ -181,7 +182,7 @@ json FinalistPoints(const StudyView& in, int root, const std::map<int, int>& roo
     if (auto r = root_of.find(n); r == root_of.end() || r->second != root) continue;
     std::map<int64_t, double> epoch_at;
     for (const storage::MetricPoint& p : rows)
-      if (p.name == "epoch") epoch_at[p.step] = p.value;
+      if (p.name == env::kEpochMetric) epoch_at[p.step] = p.value;
     for (const storage::MetricPoint& p : rows) {
       if (p.name != in.study.metric || !std::isfinite(p.value)) continue;
       ++ordinal;

@@ -43,6 +43,8 @@ inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
 // ---- A metric hyperpack reads by name from a trial's lines ----
 // hyperpack-trainer's peak GPU memory so far (MiB); the packer of GPU shares learns from it.
 inline constexpr char kPeakGpuMetric[] = "peak_gpu_mb";
+// The epoch a trial's line gave, stored beside its metrics for charts (the study page reads it).
+inline constexpr char kEpochMetric[] = "epoch";
 
 // ---- What hyperpack's own commands read ----
 inline constexpr char kStorage[] = "HYPERPACK_STORAGE";  // the default --storage

@@ -56,7 +56,7 @@ void StudyController::Impl::On(const MetricReport& e) {
   }
   // The epoch is kept for charts; the pruner's resource goes to the journal.
   if (m.epoch && !points.empty())
-    points.push_back({step, "epoch", static_cast<double>(*m.epoch), Wall()});
+    points.push_back({step, env::kEpochMetric, static_cast<double>(*m.epoch), Wall()});
   if (!points.empty()) Write(MetricsRow{t.number, std::move(points)});
   if (reported) OnReport(t, m, e.checkpoint);
 }
