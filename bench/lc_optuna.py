@@ -27,7 +27,11 @@ Regret: the final error of the best trial trained to the last epoch by then, min
 best final error. `table` gives its median [quartiles] over seeds at several shares of the budget,
 its mean over seeds at the whole budget (finer than the median, which moves in steps of one
 validation example), and how soon each method reaches the reference method's (default gp+asha)
-median regret at the whole budget. Beside a run's trials and its full runs, in parentheses, the
+median regret at the whole budget. A share of the budget is read from the whole budget's runs at
+that time, which is what a study given that budget does unless it acts at its budget's end (with
+`budget.finalists`, hyperpack's `:fK` methods): runs of such a study given a part of the budget
+(asha_bench --budget-trials 10 beside 40) may be passed too, and that share's cell is then theirs at
+their end, marked *. Beside a run's trials and its full runs, in parentheses, the
 distinct table configurations that served them: proposals nearest to the same configuration see
 the same curve. Then how near its incumbent each method searched (each run's median distance in
 the unit cube from a trial to the best trial completed before it began, over the trials begun and
@@ -435,30 +439,70 @@ def read_runs(path):
                      "the runs of asha_bench --json or lc_optuna.py run")
 
 
-def table(args):
-    files = [read_runs(p) for p in args.files]
+def near(a, b):
+    return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+
+def budget_shares(paths, files, budgets):
+    """The whole budget (the longest horizon among the files) and each file's share of it: 1, or
+    one of `budgets` where a file's runs were given that part of the budget (asha_bench or `run`
+    --budget-trials), as a study that ends there (its finalists at its end)."""
     ref = files[0]
-    for p, f in zip(args.files, files):
+    whole = max(f["horizon_s"] for f in files)
+    shares = []
+    for p, f in zip(paths, files):
         for key in ("family", "gpus", "epochs"):
             if f[key] != ref[key]:
-                raise SystemExit(f"lc_optuna: {p}: {key} {f[key]} differs from {args.files[0]}'s "
+                raise SystemExit(f"lc_optuna: {p}: {key} {f[key]} differs from {paths[0]}'s "
                                  f"{ref[key]}: not the same replay")
-        for key in ("horizon_s", "start_cost_s"):
-            if abs(f[key] - ref[key]) > 1e-6 * max(1.0, abs(ref[key])):
-                raise SystemExit(f"lc_optuna: {p}: {key} {f[key]:.6g} differs from "
-                                 f"{args.files[0]}'s {ref[key]:.6g}: not the same budget")
-    horizon, best = ref["horizon_s"], ref["best_final_error"]
-    budgets = [float(b) for b in args.budgets.split(",")]
+        if not near(f["start_cost_s"], ref["start_cost_s"]):
+            raise SystemExit(f"lc_optuna: {p}: start_cost_s {f['start_cost_s']:.6g} differs from "
+                             f"{paths[0]}'s {ref['start_cost_s']:.6g}: not the same budget")
+        share = next((b for b in [1.0] + budgets if near(f["horizon_s"], b * whole)), None)
+        if share is None:
+            raise SystemExit(f"lc_optuna: {p}: horizon_s {f['horizon_s']:.6g} is not the same "
+                             f"budget as the longest ({whole:.6g}) nor one of --budgets' shares "
+                             f"of it ({', '.join(f'{b:g}' for b in budgets)})")
+        shares.append(share)
+    return whole, shares
+
+
+def group_runs(paths, files, shares):
+    """Runs by method name and by their file's share of the budget (the first file's runs where
+    a method and share are in two); every method needs runs of the whole budget."""
     by_method, source = {}, {}
-    for path, f in zip(args.files, files):
+    for path, f, share in zip(paths, files, shares):
         hyperpack = f["tool"] == "hyperpack"
         tag = "" if hyperpack else "optuna "
         where = " in place" if hyperpack and f["in_place"] else ""
         for r in f["runs"]:
             name = tag + r["method"] + where
-            if source.setdefault(name, path) != path:
+            if source.setdefault((name, share), path) != path:
                 continue  # a method in two files: the first file's runs
-            by_method.setdefault(name, []).append(r)
+            by_method.setdefault(name, {}).setdefault(share, []).append(r)
+    for name, by_share in by_method.items():
+        if 1.0 not in by_share:
+            raise SystemExit(f"lc_optuna: {name}: runs of a part of the budget only; the table "
+                             f"needs its runs of the whole budget too")
+    return by_method
+
+
+def at_budget(by_share, b, whole):
+    """The runs that say where a method stands at share b of the budget, the time to read them at,
+    and whether they are studies given that budget (else the whole budget's, read at b)."""
+    if b != 1.0 and b in by_share:
+        return by_share[b], b * whole, True
+    return by_share[1.0], b * whole, False
+
+
+def table(args):
+    files = [read_runs(p) for p in args.files]
+    ref = files[0]
+    budgets = [float(b) for b in args.budgets.split(",")]
+    horizon, shares = budget_shares(args.files, files, budgets)
+    best = ref["best_final_error"]
+    grouped = group_runs(args.files, files, shares)
+    by_method = {name: by_share[1.0] for name, by_share in grouped.items()}
     reference = by_method.get(args.reference)
     if reference is None:
         raise SystemExit(f"lc_optuna: --reference {args.reference}: no such method in the files "
@@ -479,9 +523,10 @@ def table(args):
     for name, runs in by_method.items():
         cells = []
         for b in budgets:
-            r = [regret_at(x, b * horizon, best) for x in runs]
+            part, t, own = at_budget(grouped[name], b, horizon)
+            r = [regret_at(x, t, best) for x in part]
             cells.append(f"{fmt(quantile(r, 0.5))} [{fmt(quantile(r, 0.25))}, "
-                         f"{fmt(quantile(r, 0.75))}]")
+                         f"{fmt(quantile(r, 0.75))}]" + ("*" if own else ""))
         reach = quantile([first_time_at(x, level, best) / horizon for x in runs], 0.5)
         mean = sum(regret_at(x, horizon, best) for x in runs) / len(runs)
         print(f"| {name} | {len(runs)} | " + " | ".join(cells) +
@@ -489,6 +534,9 @@ def table(args):
               f"{counted(runs, 'trials', 'configs')} | {counted(runs, 'full', 'full_configs')} | "
               f"{nearness(runs)} | {bound_share(runs)} | "
               f"{report_cell(runs, best + args.report_gap, horizon)} |")
+    if any(len(by_share) > 1 for by_share in grouped.values()):
+        print("\n\\* a study given that part of the budget, read at its end (its finalists "
+              "there), not the whole budget's study read at that time.")
     repeats = shipped_repeats(ref["family"]) if args.repeats is None else args.repeats
     if repeats and repeats != "none":
         served = max(int(f.get("repeats_served") or 0) for f in files)
@@ -497,11 +545,11 @@ def table(args):
               (f" (the first {served} served to finalists, judged by the seeds after them)"
                if served and judge is None else "") +
               (f" (judged by offsets {','.join(map(str, judge))})" if judge else ""))
-        expected_table(by_method, budgets, horizon,
+        expected_table(grouped, budgets, horizon,
                        read_expected(repeats, ref["family"], served, judge))
 
 
-def expected_table(by_method, budgets, horizon, expected):
+def expected_table(grouped, budgets, horizon, expected):
     """Regret as above, with each run's choice scored by other seeds' trainings of it."""
     best = min(expected.values())
     print(f"\nThe same runs, each choice scored by its mean final error over other seeds' "
@@ -510,12 +558,13 @@ def expected_table(by_method, budgets, horizon, expected):
     print(f"\n| method | {head} | mean at the whole budget | the best it completed, so scored "
           f"(median at the whole budget) |")
     print("|---|" + "---|" * len(budgets) + "---|---|")
-    for name, runs in by_method.items():
-        cells = []
+    for name, by_share in grouped.items():
+        runs, cells = by_share[1.0], []
         for b in budgets:
-            r = [expected_regret_at(x, b * horizon, expected, best) for x in runs]
+            part, t, own = at_budget(by_share, b, horizon)
+            r = [expected_regret_at(x, t, expected, best) for x in part]
             cells.append(f"{fmt(quantile(r, 0.5))} [{fmt(quantile(r, 0.25))}, "
-                         f"{fmt(quantile(r, 0.75))}]")
+                         f"{fmt(quantile(r, 0.75))}]" + ("*" if own else ""))
         mean = sum(expected_regret_at(x, horizon, expected, best) for x in runs) / len(runs)
         oracle = quantile([min((expected[c] for (when, _), c in
                                 zip(x["completions"], x["completed_configs"]) if when <= horizon),

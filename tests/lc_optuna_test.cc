@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -437,6 +438,63 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem
     EXPECT_EQ(refused.exit_code, 2) << methods;
     EXPECT_THAT(refused.err, HasSubstr(why));
   }
+}
+
+// A method whose study acts at its budget's end (finalists) is judged at a part of the budget by a
+// study given that part, where one is at hand, not by the whole budget's study read at that time;
+// a file of any other budget is still refused.
+TEST_P(LcScoringTest, JudgesAPartOfTheBudgetByAStudyGivenThatPart) {
+  Json repeats = {
+      {"family", "small"}, {"of", 6}, {"offsets", {1, 2, 3}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    repeats["configs"].push_back(
+        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.07 + 0.01 * i, 0.6 - 0.1 * i}}});
+  WriteFile(dir_ / "repeats.json", repeats.dump());
+  std::map<std::string, std::string> runs;
+  for (const char* budget : {"40", "20", "12"}) {
+    runs[budget] = dir_ / (std::string("b") + budget + ".json");
+    auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "3", "--methods", "random:f2",
+                           "--budget-trials", budget, "--threads", "1", "--repeats",
+                           dir_ / "repeats.json", "--json", runs[budget]});
+    ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  }
+  // A row's cells: "| random:f2 | 3 | <at 0.5> | <at 1> |" in the first table.
+  auto cells = [](const std::string& out) {
+    const size_t at = out.find("| random:f2 | 3 | ");
+    EXPECT_NE(at, std::string::npos) << out;
+    std::vector<std::string> found;
+    size_t from = at + std::string("| random:f2 | 3 | ").size();
+    for (int k = 0; k < 2 && at != std::string::npos; ++k) {
+      const size_t end = out.find(" | ", from);
+      found.push_back(out.substr(from, end - from));
+      from = end + 3;
+    }
+    return found;
+  };
+  const std::vector<std::string> common = {"--reference", "random:f2", "--budgets",
+                                           "0.5,1",       "--repeats", dir_ / "repeats.json"};
+  auto Table = [&](std::vector<std::string> files) {
+    files.insert(files.begin(), "table");
+    files.insert(files.end(), common.begin(), common.end());
+    return Script(files);
+  };
+  auto whole = Table({runs["40"]}), half = Table({runs["20"]}),
+       both = Table({runs["40"], runs["20"]});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  ASSERT_EQ(half.exit_code, 0) << half.err;
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  const auto w = cells(whole.out), h = cells(half.out), b = cells(both.out);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0], h[1] + "*") << both.out;  // the half-budget study at its end
+  EXPECT_EQ(b[1], w[1]);                    // the whole budget's own
+  EXPECT_THAT(both.out, HasSubstr("\\* a study given that part of the budget"));
+  EXPECT_THAT(whole.out, ::testing::Not(HasSubstr("a study given that part")));
+  auto other = Table({runs["40"], runs["12"]});
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_THAT(other.err, HasSubstr("nor one of --budgets' shares of it (0.5, 1)"));
+  auto part_only = Script({"table", runs["20"], runs["40"], "--reference", "random:f2", "--budgets",
+                           "0.5,1", "--repeats", "none"});
+  EXPECT_EQ(part_only.exit_code, 0) << part_only.err;  // the longest is the whole, in any order
 }
 
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
