@@ -1314,6 +1314,43 @@ TEST(StudyControllerTest, WithACoreHourBudgetFinalistsStartWhenRunningTrialsLeav
   EXPECT_EQ(h.summary->best_runs, 2);
 }
 
+TEST(StudyControllerTest, FinalistsThatWouldHoldMoreThanAThirdOfTheTimeLimitLeaveItToTheSearch) {
+  Harness h(Spec("", 100, 1, ", time_limit: 60, finalists: 1"));
+  h.Start();
+  EndAt(h, 0, 20, 0.2);
+  // The finalist would need 25 s of the 60: due at 35, and it would fit, but it would hold more
+  // than a third of the time limit. The search goes on, and the log says why.
+  ASSERT_EQ(h.Running(), (std::set<int>{1}));
+  EndAt(h, 1, 40, 0.3);
+  ASSERT_EQ(h.Running(), (std::set<int>{2}));
+  EXPECT_EQ(LaunchedX(h).at(2), 0.03) << "a new proposal, not trial 0's configuration again";
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 2));
+  EXPECT_EQ(std::count_if(h.said.begin(), h.said.end(),
+                          [](const std::string& s) {
+                            return s.find(
+                                       "no finalists yet: their runs (25 s with a margin) "
+                                       "would hold more than a third of time_limit") !=
+                                   std::string::npos;
+                          }),
+            1)
+      << "said once";
+}
+
+TEST(StudyControllerTest, FinalistsThatCouldNotFinishWithinTheTimeLimitAreNotStarted) {
+  Harness h(Spec("", 100, 2, ", time_limit: 100, finalists: 1"));
+  h.Start();
+  ASSERT_EQ(h.Running(), (std::set<int>{0, 1}));
+  h.At(85);
+  h.Exit(0, RankExit::Exited(1), "boom\n");
+  ASSERT_EQ(h.Running(), (std::set<int>{1, 2}));
+  // Trial 2 ran 10 s: its finalist (12.5 s with the margin) is due, but 10 s from 95 is past 100.
+  EndAt(h, 2, 95, 0.2);
+  ASSERT_EQ(h.Running(), (std::set<int>{1, 3}));
+  EXPECT_NE(LaunchedX(h).at(3), LaunchedX(h).at(2));
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 3));
+  EXPECT_THAT(h.said, Contains(HasSubstr("their runs (10 s) would not finish within time_limit")));
+}
+
 TEST(StudyControllerTest, FinalistsNeedACompletedTrialAndEndTheRunWithoutOne) {
   Harness h(Spec("", 3, 1, ", finalists: 1"));
   h.Start();

@@ -8,6 +8,8 @@
 // promoted, and each slot that frees takes the best configuration not chosen yet, as known at that
 // moment. Once all are chosen, with a time limit, a slot that would stay idle until it trains a
 // finalist's configuration a third time, where its run fits: the best mean so far first.
+// Finalists that would hold more than a third of a time or cost budget, or could not finish within
+// the time limit, are not started (Forgone): the search goes on, and the event log says why.
 
 #include <cmath>
 #include <limits>
@@ -23,6 +25,11 @@ namespace {
 // A finalist's run may be slower than the run it repeats (a busier node, a process start): the
 // time limit keeps this much more than the longest of them.
 constexpr double kReserveMargin = 1.25;
+// Finalists that would hold more of a time or cost budget than this take more from the search
+// than a second draw gives back: on the learning-curve tables three finalists lowered the median
+// retrained regret where their runs took about a quarter of the time limit, and raised it for 27
+// of 30 (table, method) pairs where they took half (docs/BENCHMARKS.md, stop 91).
+constexpr double kMaxFinalistShare = 1.0 / 3;
 }  // namespace
 
 int StudyController::Impl::ProposalRoom(int free) const {
@@ -40,11 +47,26 @@ bool StudyController::Impl::FinalistsDue() const {
   const study::BudgetSpec& b = spec_.budget;
   if (!b.time_limit_s && !b.gpu_hours && !b.core_hours) return false;
   std::optional<Reserve> reserve = FinalistReserve();
-  if (!reserve) return false;
+  if (!reserve || Forgone(*reserve)) return false;
   // The cost budgets are read at events only, as they are enforced: a slot frees at an event.
   return (b.time_limit_s && now_ + reserve->seconds + 1e-9 >= *b.time_limit_s) ||
          (b.gpu_hours && CostLeft(true) <= reserve->gpu + 1e-9) ||
          (b.core_hours && CostLeft(false) <= reserve->cpu + 1e-9);
+}
+
+std::optional<std::string> StudyController::Impl::Forgone(const Reserve& reserve) const {
+  const study::BudgetSpec& b = spec_.budget;
+  if (b.time_limit_s && reserve.seconds > kMaxFinalistShare * *b.time_limit_s)
+    return StrCat("their runs (", FormatShort(reserve.seconds, 3), " s with a margin) would hold ",
+                  "more than a third of time_limit");
+  if (b.time_limit_s && now_ + reserve.seconds / kReserveMargin > *b.time_limit_s)
+    return StrCat("their runs (", FormatShort(reserve.seconds / kReserveMargin, 3),
+                  " s) would not finish within time_limit");
+  if (b.gpu_hours && reserve.gpu > kMaxFinalistShare * *b.gpu_hours * 3600)
+    return std::string("their runs would hold more than a third of gpu_hours");
+  if (b.core_hours && reserve.cpu > kMaxFinalistShare * *b.core_hours * 3600)
+    return std::string("their runs would hold more than a third of core_hours");
+  return std::nullopt;
 }
 
 std::optional<StudyController::Impl::Reserve> StudyController::Impl::FinalistReserve() const {
@@ -133,7 +155,10 @@ int StudyController::Impl::QueueExtraDraws(int free) {
 
 int StudyController::Impl::QueueFinalists(int free) {
   if (spec_.budget.finalists > 0 && FinalistsLeft() == 0) return QueueExtraDraws(free);
-  if (!FinalistsDue()) return free;
+  if (!FinalistsDue()) {
+    NoteForgone();
+    return free;
+  }
   while (free > 0 && FinalistsLeft() > 0) {
     std::vector<size_t> next = study::NextFinalists(runs_, finalist_configs_, spec_.objective, 1);
     if (next.empty()) break;
@@ -183,6 +208,18 @@ double StudyController::Impl::BeginRoot(int root, bool finalist) {
   // A finalist trains to the end: the pruner never hears of it.
   Journal(storage::JournalKind::kFinalist, root);
   return std::numeric_limits<double>::infinity();
+}
+
+void StudyController::Impl::NoteForgone() {
+  if (forgone_logged_ || FinalistsLeft() == 0) return;
+  const std::optional<Reserve> reserve = FinalistReserve();
+  if (!reserve) return;
+  const std::optional<std::string> why = Forgone(*reserve);
+  if (!why) return;
+  forgone_logged_ = true;
+  Log(std::nullopt, EventKind::kFinalist,
+      StrCat("no finalists yet: ", *why, "; the search goes on, and the best stays the best ",
+             "single run unless they fit later"));
 }
 
 void StudyController::Impl::LogFinalist(int number, int of, bool extra_draw) {

@@ -286,6 +286,12 @@ class StudyController::Impl {
     double gpu = 0, cpu = 0;
   };
   std::optional<Reserve> FinalistReserve() const;
+  // Why finalists that would take `reserve` are not started: they would hold more than a third of
+  // a time or cost budget (a search that short gains more from new trials), or could not finish
+  // within the time limit. nullopt when they may start.
+  std::optional<std::string> Forgone(const Reserve& reserve) const;
+  // The event log says once that finalists were forgone, and why.
+  void NoteForgone();
   // What a gpu_hours or core_hours budget (`gpus` says which) holds once the running trials of
   // that kind have each run as long as the median completed run; in budget units x seconds.
   double CostLeft(bool gpus) const;
@@ -447,6 +453,7 @@ class StudyController::Impl {
   std::vector<Config> extra_draws_;  // finalists' configurations drawn a third time
   std::set<int> finalist_roots_;
   bool proposals_exhausted_ = false;  // the tuner had no configuration left to propose
+  bool forgone_logged_ = false;       // NoteForgone has said why finalists wait
   RunSummary summary_;
 };
 
