@@ -54,6 +54,17 @@ std::string ReversedRepeats() {
   return repeats.dump();
 }
 
+// Three other seeds of SmallTable's configurations: the two served to finalists' runs (0.05 +
+// 0.01 i, then 0.07 + 0.01 i: no table final's value) and one to judge by, the table's own order.
+Json ServedRepeats() {
+  Json repeats = {
+      {"family", "small"}, {"of", 6}, {"offsets", {1, 2, 3}}, {"configs", Json::array()}};
+  for (int i = 0; i < 6; ++i)
+    repeats["configs"].push_back(
+        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.07 + 0.01 * i, 0.6 - 0.1 * i}}});
+  return repeats;
+}
+
 class LcOptunaTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -389,11 +400,7 @@ TEST_P(LcScoringTest, ChoosesAmongTheFinalistsByTheMeanOfTwoDraws) {
 // run keeps its study's own choice after every completion, and `table` judges the runs by the
 // seeds after the served ones.
 TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem) {
-  Json repeats = {
-      {"family", "small"}, {"of", 6}, {"offsets", {1, 2, 3}}, {"configs", Json::array()}};
-  for (int i = 0; i < 6; ++i)  // served: 0.05 + 0.01 i, then 0.07 + 0.01 i: no table final's value
-    repeats["configs"].push_back(
-        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.07 + 0.01 * i, 0.6 - 0.1 * i}}});
+  const Json repeats = ServedRepeats();
   WriteFile(dir_ / "repeats.json", repeats.dump());
   const std::string runs = dir_ / "hyperpack.json";
   auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods",
@@ -444,12 +451,7 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem
 // study given that part, where one is at hand, not by the whole budget's study read at that time;
 // a file of any other budget is still refused.
 TEST_P(LcScoringTest, JudgesAPartOfTheBudgetByAStudyGivenThatPart) {
-  Json repeats = {
-      {"family", "small"}, {"of", 6}, {"offsets", {1, 2, 3}}, {"configs", Json::array()}};
-  for (int i = 0; i < 6; ++i)
-    repeats["configs"].push_back(
-        {{"index", i}, {"repeats", {0.05 + 0.01 * i, 0.07 + 0.01 * i, 0.6 - 0.1 * i}}});
-  WriteFile(dir_ / "repeats.json", repeats.dump());
+  WriteFile(dir_ / "repeats.json", ServedRepeats().dump());
   std::map<std::string, std::string> runs;
   for (const char* budget : {"40", "20", "12"}) {
     runs[budget] = dir_ / (std::string("b") + budget + ".json");
