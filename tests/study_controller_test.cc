@@ -1336,19 +1336,18 @@ TEST(StudyControllerTest, FinalistsThatWouldHoldMoreThanAThirdOfTheTimeLimitLeav
       << "said once";
 }
 
-TEST(StudyControllerTest, FinalistsThatCouldNotFinishWithinTheTimeLimitAreNotStarted) {
-  Harness h(Spec("", 100, 2, ", time_limit: 100, finalists: 1"));
+TEST(StudyControllerTest, FinalistsThatWouldHoldMoreThanAThirdOfACostBudgetAreNotStarted) {
+  // 81 core-seconds; two trials at a time on a CPU slot each, 30 s each.
+  Harness h(Spec("resources: {cpus: 1}\n", 100, 2, ", core_hours: 0.0225, finalists: 1"));
   h.Start();
   ASSERT_EQ(h.Running(), (std::set<int>{0, 1}));
-  h.At(85);
-  h.Exit(0, RankExit::Exited(1), "boom\n");
+  // Spent 60 of 81: the finalist (37.5 core-seconds with the margin) is due, but it would hold
+  // more than 27, a third of the budget.
+  EndAt(h, 0, 30, 0.1);
   ASSERT_EQ(h.Running(), (std::set<int>{1, 2}));
-  // Trial 2 ran 10 s: its finalist (12.5 s with the margin) is due, but 10 s from 95 is past 100.
-  EndAt(h, 2, 95, 0.2);
-  ASSERT_EQ(h.Running(), (std::set<int>{1, 3}));
-  EXPECT_NE(LaunchedX(h).at(3), LaunchedX(h).at(2));
-  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 3));
-  EXPECT_THAT(h.said, Contains(HasSubstr("their runs (10 s) would not finish within time_limit")));
+  EXPECT_EQ(LaunchedX(h).at(2), 0.03) << "a new proposal, not trial 0's configuration again";
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 2));
+  EXPECT_THAT(h.said, Contains(HasSubstr("would hold more than a third of core_hours")));
 }
 
 TEST(StudyControllerTest, FinalistsNeedACompletedTrialAndEndTheRunWithoutOne) {

@@ -8,8 +8,8 @@
 // promoted, and each slot that frees takes the best configuration not chosen yet, as known at that
 // moment. Once all are chosen, with a time limit, a slot that would stay idle until it trains a
 // finalist's configuration a third time, where its run fits: the best mean so far first.
-// Finalists that would hold more than a third of a time or cost budget, or could not finish within
-// the time limit, are not started (Forgone): the search goes on, and the event log says why.
+// Finalists that would hold more than a third of a time or cost budget are not started (Forgone):
+// the search goes on, and the event log says why.
 
 #include <cmath>
 #include <limits>
@@ -59,9 +59,6 @@ std::optional<std::string> StudyController::Impl::Forgone(const Reserve& reserve
   if (b.time_limit_s && reserve.seconds > kMaxFinalistShare * *b.time_limit_s)
     return StrCat("their runs (", FormatShort(reserve.seconds, 3), " s with a margin) would hold ",
                   "more than a third of time_limit");
-  if (b.time_limit_s && now_ + reserve.seconds / kReserveMargin > *b.time_limit_s)
-    return StrCat("their runs (", FormatShort(reserve.seconds / kReserveMargin, 3),
-                  " s) would not finish within time_limit");
   if (b.gpu_hours && reserve.gpu > kMaxFinalistShare * *b.gpu_hours * 3600)
     return std::string("their runs would hold more than a third of gpu_hours");
   if (b.core_hours && reserve.cpu > kMaxFinalistShare * *b.core_hours * 3600)

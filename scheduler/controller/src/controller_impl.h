@@ -287,8 +287,8 @@ class StudyController::Impl {
   };
   std::optional<Reserve> FinalistReserve() const;
   // Why finalists that would take `reserve` are not started: they would hold more than a third of
-  // a time or cost budget (a search that short gains more from new trials), or could not finish
-  // within the time limit. nullopt when they may start.
+  // a time or cost budget (a search that short gains more from new trials). nullopt when they may
+  // start.
   std::optional<std::string> Forgone(const Reserve& reserve) const;
   // The event log says once that finalists were forgone, and why.
   void NoteForgone();
