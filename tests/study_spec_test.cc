@@ -2083,6 +2083,12 @@ TEST(StudyFileTest, ReadsFinalistsAndRejectsThemWhereTheyCannotWork) {
   EXPECT_EQ(out.spec->budget.finalists, 3);
   EXPECT_THAT(DescribeStudy(*out.spec), HasSubstr("the best 3 trained again at the end"));
   EXPECT_EQ(Parse(StudyYaml().str()).spec->budget.finalists, 0) << "none unless asked";
+  EXPECT_THAT(out.warnings, IsEmpty());
+  ParseOutcome large = Parse(StudyYaml().str() + "budget: {max_trials: 8, finalists: 3}\n");
+  ASSERT_THAT(large.errors, IsEmpty()) << large.ErrorText();
+  EXPECT_EQ(large.spec->budget.finalists, 3) << "valid, and said";
+  EXPECT_THAT(large.WarningText(),
+              HasSubstr("budget.finalists: warning: 3 of max_trials 8 re-run more than a third"));
 
   EXPECT_THAT(
       Parse(StudyYaml().str() + "budget: {max_trials: 20, finalists: 20}\n").errors,

@@ -277,6 +277,13 @@ void Parser::ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpe
           "for; run the best configurations again with hyperpack enqueue");
   } else {
     budget->finalists = static_cast<int>(*v);
+    // The controller forgoes finalists that would hold more than a third of a time or cost budget;
+    // those of max_trials are its last trials whatever their share, so a large one is said here.
+    if (3 * *v > budget->max_trials)
+      Warning(f.value, "budget.finalists", *v, " of max_trials ", budget->max_trials,
+              " re-run more than a third of the trials: finalists holding that much of a budget "
+              "cost more search than a second draw gave back on the learning-curve tables "
+              "(docs/guide/early-stopping.md); raise max_trials or lower finalists");
   }
 }
 
