@@ -321,6 +321,7 @@ const std::vector<Method>& AllMethods() {
 
 struct Settings {
   int seeds = 20;
+  int first_seed = 0;  // seeds first_seed .. first_seed + seeds - 1
   double max_epochs = 27;
   double min_epochs = 1;
   double eta = 3;
@@ -838,7 +839,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
     out << (i ? ",\n  " : "\n  ") << "{\"method\": \"" << m.name
-        << "\", \"seed\": " << i % static_cast<size_t>(s.seeds)
+        << "\", \"seed\": " << s.first_seed + static_cast<int>(i % static_cast<size_t>(s.seeds))
         << ", \"finalists\": " << m.finalists << ", \"trials\": " << results[i].trials
         << ", \"configs\": " << results[i].configs
         << ", \"full_configs\": " << results[i].full_configs
@@ -883,6 +884,8 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "Early stopping against full training on synthetic learning curves, "
       "through the study controller, the tuner and the pruners, in virtual time");
   options.add_options()("seeds", "seeds 0 .. N-1", cxxopts::value<int>()->default_value("20"))(
+      "first-seed", "the first seed: seeds F .. F+N-1, so that more seeds add to earlier runs",
+      cxxopts::value<int>()->default_value("0"))(
       "methods", "comma-separated: " + Join(names, ","),
       cxxopts::value<std::vector<std::string>>()->default_value(Join(names, ",")))(
       "budget-trials",
@@ -961,9 +964,9 @@ int CheckArgs(const Args& a) {
     return 2;
   }
   if (a.s.seeds < 1 || a.threads < 1 || !(a.budget_trials > 0) || !(a.gap > 0) ||
-      a.methods.empty()) {
-    std::cerr << "asha_bench: --seeds, --threads, --budget-trials, --target-gap must be > 0 and "
-                 "--methods not empty\n";
+      a.methods.empty() || a.s.first_seed < 0) {
+    std::cerr << "asha_bench: --seeds, --threads, --budget-trials, --target-gap must be > 0, "
+                 "--first-seed >= 0 and --methods not empty\n";
     return 2;
   }
   return 0;
@@ -1005,6 +1008,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
       return -1;
     }
     s.seeds = args["seeds"].as<int>();
+    s.first_seed = args["first-seed"].as<int>();
     a->budget_trials = args["budget-trials"].as<double>();
     a->gap = args["target-gap"].as<double>();
     a->threads = args["threads"].as<int>();
@@ -1063,7 +1067,7 @@ bool RunAll(const Settings& s, const std::vector<const Method*>& methods, int th
   auto worker = [&] {
     for (size_t i = next++; i < n_runs; i = next++) {
       const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
-      const int seed = static_cast<int>(i % static_cast<size_t>(s.seeds));
+      const int seed = s.first_seed + static_cast<int>(i % static_cast<size_t>(s.seeds));
       const Clock::time_point t0 = Clock::now();
       Result<RunResult> r = Simulation(s, m, seed).Run();
       std::lock_guard<std::mutex> lock(mu);

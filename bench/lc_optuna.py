@@ -273,7 +273,7 @@ def run(args):
     start_cost = args.start_cost if args.start_cost is not None else table.mean_full_s / 10
     horizon = args.budget_trials * (table.mean_full_s + start_cost) / args.gpus
     jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus)
-            for m in methods for s in range(args.seeds)]
+            for m in methods for s in range(args.first_seed, args.first_seed + args.seeds)]
     runs = []
     with multiprocessing.Pool(args.jobs) as pool:
         for r in pool.imap_unordered(replay, jobs):
@@ -693,6 +693,8 @@ def main():
     r.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                    help="comma-separated, of: " + ", ".join(METHODS))
     r.add_argument("--seeds", type=int, default=20)
+    r.add_argument("--first-seed", type=int, default=0,
+                   help="seeds FIRST .. FIRST+N-1, so that more seeds add to earlier runs")
     r.add_argument("--budget-trials", type=float, default=40)
     r.add_argument("--start-cost", type=float, default=None,
                    help="seconds a trial's start costs (default: a tenth of a full run's mean)")
@@ -727,6 +729,8 @@ def main():
     elif args.cmd == "run":
         if args.seeds < 1 or args.jobs < 1 or args.gpus < 1 or not args.budget_trials > 0:
             raise SystemExit("lc_optuna: --seeds, --jobs, --gpus and --budget-trials must be > 0")
+        if args.first_seed < 0:
+            raise SystemExit("lc_optuna: --first-seed must be >= 0")
         run(args)
     else:
         table(args)
