@@ -47,11 +47,15 @@ bool StudyController::Impl::FinalistsDue() const {
   const study::BudgetSpec& b = spec_.budget;
   if (!b.time_limit_s && !b.gpu_hours && !b.core_hours) return false;
   std::optional<Reserve> reserve = FinalistReserve();
-  if (!reserve || Forgone(*reserve)) return false;
+  return reserve && DueBy(*reserve) && !Forgone(*reserve);
+}
+
+bool StudyController::Impl::DueBy(const Reserve& reserve) const {
+  const study::BudgetSpec& b = spec_.budget;
   // The cost budgets are read at events only, as they are enforced: a slot frees at an event.
-  return (b.time_limit_s && now_ + reserve->seconds + 1e-9 >= *b.time_limit_s) ||
-         (b.gpu_hours && CostLeft(true) <= reserve->gpu + 1e-9) ||
-         (b.core_hours && CostLeft(false) <= reserve->cpu + 1e-9);
+  return (b.time_limit_s && now_ + reserve.seconds + 1e-9 >= *b.time_limit_s) ||
+         (b.gpu_hours && CostLeft(true) <= reserve.gpu + 1e-9) ||
+         (b.core_hours && CostLeft(false) <= reserve.cpu + 1e-9);
 }
 
 std::optional<std::string> StudyController::Impl::Forgone(const Reserve& reserve) const {
@@ -210,13 +214,13 @@ double StudyController::Impl::BeginRoot(int root, bool finalist) {
 void StudyController::Impl::NoteForgone() {
   if (forgone_logged_ || FinalistsLeft() == 0) return;
   const std::optional<Reserve> reserve = FinalistReserve();
-  if (!reserve) return;
+  if (!reserve || !DueBy(*reserve)) return;
   const std::optional<std::string> why = Forgone(*reserve);
   if (!why) return;
   forgone_logged_ = true;
   Log(std::nullopt, EventKind::kFinalist,
-      StrCat("no finalists yet: ", *why, "; the search goes on, and the best stays the best ",
-             "single run unless they fit later"));
+      StrCat("no finalists: ", *why, "; the search goes on, and the best stays the best ",
+             "single run unless the best configurations change to ones whose runs fit"));
 }
 
 void StudyController::Impl::LogFinalist(int number, int of, bool extra_draw) {

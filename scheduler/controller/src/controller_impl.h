@@ -286,11 +286,13 @@ class StudyController::Impl {
     double gpu = 0, cpu = 0;
   };
   std::optional<Reserve> FinalistReserve() const;
+  // Whether finalists that would take `reserve` are due by the time or cost budget alone.
+  bool DueBy(const Reserve& reserve) const;
   // Why finalists that would take `reserve` are not started: they would hold more than a third of
   // a time or cost budget (a search that short gains more from new trials). nullopt when they may
   // start.
   std::optional<std::string> Forgone(const Reserve& reserve) const;
-  // The event log says once that finalists were forgone, and why.
+  // The event log says once that finalists were due and forgone, and why.
   void NoteForgone();
   // What a gpu_hours or core_hours budget (`gpus` says which) holds once the running trials of
   // that kind have each run as long as the median completed run; in budget units x seconds.
