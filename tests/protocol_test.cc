@@ -377,5 +377,15 @@ TEST(MessagesTest, AFrameReadAsAnotherTypeIsAnErrorThatNamesBoth) {
               HasSubstr("unknown frame type 'finished'"));
 }
 
+TEST(HandshakeTest, AnAgentNeverWelcomedGivesUpOnARefusalAtOnceAndOnClosedHandshakesInARow) {
+  EXPECT_TRUE(GivesUpBeforeAnyWelcome(StatusCode::kInvalidArgument, 0));
+  EXPECT_FALSE(GivesUpBeforeAnyWelcome(StatusCode::kDeadlineExceeded, 0));
+  EXPECT_FALSE(GivesUpBeforeAnyWelcome(StatusCode::kOk, 0));
+  for (int n = 1; n < kClosedHandshakesToGiveUp; ++n)
+    EXPECT_FALSE(GivesUpBeforeAnyWelcome(StatusCode::kUnavailable, n)) << n;
+  EXPECT_TRUE(GivesUpBeforeAnyWelcome(StatusCode::kUnavailable, kClosedHandshakesToGiveUp));
+  EXPECT_GE(kClosedHandshakesToGiveUp, 3) << "a restart or a stall closes more than once";
+}
+
 }  // namespace
 }  // namespace hyperpack::scheduler::protocol

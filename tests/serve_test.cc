@@ -13,9 +13,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "curve_script.h"
 #include "fake_warm_trainer.h"
@@ -438,6 +441,73 @@ resources: {gpus: 1}
 )");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const auto& t : Trials("after")) EXPECT_EQ(t.state, storage::TrialState::kCompleted);
+}
+
+// Something at a loopback port that ends each connection during the handshake, as a server does
+// that is going away or past its handshake deadline: its first at once, the rest after a
+// challenge that asks for TLS, when the peer's first TLS bytes come.
+class ClosingListener {
+ public:
+  ClosingListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    socklen_t len = sizeof(addr);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd_, 8) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      ADD_FAILURE() << "cannot listen: " << strerror(errno);
+    address_ = StrCat("127.0.0.1:", ntohs(addr.sin_port));
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ClosingListener() {
+    shutdown(fd_, SHUT_RDWR);  // wakes the accept
+    thread_.join();
+    close(fd_);
+  }
+  const std::string& address() const { return address_; }
+  int connections() const { return connections_; }
+
+ private:
+  void Serve() {
+    const std::string challenge = R"({"type":"challenge","version":2,"nonce":"00","tls":true})";
+    const unsigned char length[4] = {0, 0, 0, static_cast<unsigned char>(challenge.size())};
+    int c;
+    while ((c = accept(fd_, nullptr, nullptr)) >= 0) {
+      char first;
+      if (connections_++ > 0 && write(c, length, 4) == 4 &&
+          write(c, challenge.data(), challenge.size()) == ssize_t(challenge.size()))
+        (void)!read(c, &first, 1);
+      close(c);
+    }
+  }
+  int fd_ = -1;
+  std::string address_;
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+TEST_F(ServeTest, AnAgentWhoseFirstHandshakesAreCutTriesTheNextServerInsteadOfQuitting) {
+  // Closed at once, then during TLS: neither is a refusal, so the agent goes on to the server.
+  ClosingListener closing;
+  agents_.push_back(Start({HYPERPACK_CLI, "agent", "--connect",
+                           StrCat(closing.address(), ",", closing.address(), ",", address_),
+                           "--token-file", token_, "--name", "cut", "--fake-gpus", "1"},
+                          dir_.path().string()));
+  EXPECT_THAT(agents_.back().Until("connected to " + address_), HasSubstr("connected"));
+  EXPECT_EQ(closing.connections(), 2);
+  EXPECT_THAT(server_.Until("agent cut joined"), HasSubstr("joined"));
+}
+
+TEST_F(ServeTest, AnAgentWhoseEveryHandshakeIsCutGivesUpAfterSixInARowSayingWhy) {
+  ClosingListener closing;
+  auto cut = RunCommand({HYPERPACK_CLI, "agent", "--connect", closing.address(), "--token-file",
+                         token_, "--name", "cut", "--fake-gpus", "1"},
+                        dir_.path().string());
+  EXPECT_NE(cut.exit_code, 0);
+  EXPECT_THAT(cut.err + cut.out, HasSubstr("closed during the TLS handshake"));
+  EXPECT_THAT(cut.err + cut.out, HasSubstr("6 times in a row"));
+  EXPECT_EQ(closing.connections(), 6);
 }
 
 TEST_F(ServeTest, PlaintextAndHalfGivenCertificatesAreRefusedWithWhatToDo) {

@@ -208,6 +208,7 @@ TEST(TlsTest, APeerWithAnotherTokenFailsTheTlsHandshakeAndGetsNothing) {
   EXPECT_THAT(out.server.message(), HasSubstr("TLS handshake failed"));
   EXPECT_THAT(out.client.message(), HasSubstr("TLS handshake failed"));
   EXPECT_THAT(out.client.message(), HasSubstr("a wrong token"));
+  EXPECT_EQ(out.client.code(), StatusCode::kInvalidArgument) << "a refusal, not a server gone";
   EXPECT_FALSE(out.received.has_value());
 }
 
@@ -294,6 +295,40 @@ TEST(TlsTest, AServerThatSaysNothingIsLeftAtTheDeadline) {
   EXPECT_TRUE(io.stopped());
   EXPECT_EQ(got.code(), StatusCode::kDeadlineExceeded);
   EXPECT_THAT(got.message(), HasSubstr("no handshake with the server within"));
+}
+
+// Accepts one connection and ends it: at once, or after a challenge that asks for TLS, when the
+// peer's first TLS bytes come (as a server going away, or past its deadline, does).
+asio::awaitable<void> CloseOne(tcp::acceptor& acceptor, bool after_challenge) {
+  tcp::socket s = co_await acceptor.async_accept(asio::use_awaitable);
+  if (after_challenge) {
+    Challenge challenge;
+    challenge.nonce = "00";
+    challenge.tls = true;
+    const std::string frame = *EncodeFrame(challenge.ToJson());
+    std::string first;
+    if (co_await WriteAll(s, frame)) co_await ReadN(s, &first, 1);
+  }
+  s.close();
+}
+
+TEST(TlsTest, AConnectionClosedDuringTheHandshakeIsAServerGoneNotARefusal) {
+  auto client = Make(WithToken(), tls::End::kClient);
+  ASSERT_TRUE(client);
+  for (bool after_challenge : {false, true}) {
+    asio::io_context io;
+    tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
+    Status got = Status::Internal("no handshake ended");
+    asio::co_spawn(io, CloseOne(acceptor, after_challenge), asio::detached);
+    asio::co_spawn(io, DialWithin(acceptor.local_endpoint().port(), *client, 20, &got),
+                   asio::detached);
+    io.run_for(std::chrono::seconds(30));
+    EXPECT_TRUE(io.stopped());
+    EXPECT_EQ(got.code(), StatusCode::kUnavailable) << after_challenge << ": " << got.message();
+    if (after_challenge) {
+      EXPECT_THAT(got.message(), HasSubstr("the connection closed during the TLS handshake"));
+    }
+  }
 }
 
 // The server's end against a peer at `port`'s other end that says nothing.
@@ -402,6 +437,7 @@ TEST_F(CertificatesTest, ARevokedCertificateIsRefused) {
   EXPECT_THAT(out.server.message(), HasSubstr("revoked"));
   // Under TLS 1.3 the peer learns it at its first read, and is told what it means.
   EXPECT_THAT(out.client.message(), HasSubstr("did not accept this end's certificate"));
+  EXPECT_EQ(out.client.code(), StatusCode::kInvalidArgument) << "the server's alert: a refusal";
   EXPECT_FALSE(out.received.has_value());
 }
 

@@ -134,14 +134,20 @@ class Agent {
     Result<protocol::Welcome> welcomed = co_await protocol::ClientHandshake(
         *conn_, *tls_, servers_[next_].host, options_.credentials.token, protocol::Role::kAgent);
     if (!welcomed.ok()) {
-      // Refused the first time (a wrong token, certificate or version): trying again will not
-      // mend it. A server that did not answer in time (stopped, or busy) is tried again.
-      if (!welcomed_once_ && welcomed.status().code() != StatusCode::kDeadlineExceeded)
-        refused_ = Status::Invalid(welcomed.status().message());
+      // Refused before any welcome (a wrong token, certificate or version): trying again will not
+      // mend it. A server that is restarting, loaded or gone is tried again (GivesUp...'s rules).
+      const StatusCode code = welcomed.status().code();
+      closed_in_a_row_ = code == StatusCode::kUnavailable ? closed_in_a_row_ + 1 : 0;
+      if (!welcomed_once_ && protocol::GivesUpBeforeAnyWelcome(code, closed_in_a_row_))
+        refused_ = Status::Invalid(welcomed.status().message(),
+                                   code == StatusCode::kUnavailable
+                                       ? StrCat(" (", closed_in_a_row_, " times in a row)")
+                                       : "");
       co_return welcomed.status();
     }
     const protocol::Welcome& welcome = *welcomed;
     welcomed_once_ = true;
+    closed_in_a_row_ = 0;
     // The fence stops the ranks before the server would declare this node lost: a margin of two
     // heartbeats for the last one's travel and the server's check.
     if (welcome.heartbeat_timeout_s > 0) {
@@ -322,6 +328,7 @@ class Agent {
   int64_t seq_ = 0;
   bool stopping_ = false;
   bool welcomed_once_ = false;
+  int closed_in_a_row_ = 0;  // handshakes ended by a closed connection since the last other end
   bool warned_lease_ = false;
   Status refused_;
   std::shared_ptr<tls::TlsContext> tls_;  // every connection's, made in Run

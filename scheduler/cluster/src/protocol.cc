@@ -114,6 +114,17 @@ std::string Connection::local_address() const {
   return ec ? "127.0.0.1" : ep.address().to_string();
 }
 
+namespace {
+
+// Whether `ec`, from a read or a TLS handshake, is the connection ending rather than the peer's
+// TLS alert or a failed verification.
+bool ClosedUnder(const boost::system::error_code& ec) {
+  return ec.category() != asio::error::get_ssl_category() ||
+         ec == asio::ssl::error::stream_truncated;
+}
+
+}  // namespace
+
 asio::awaitable<boost::system::error_code> Connection::ReadExactly(asio::mutable_buffer buffer) {
   boost::system::error_code ec;
   if (tls_)
@@ -126,6 +137,9 @@ asio::awaitable<boost::system::error_code> Connection::ReadExactly(asio::mutable
 asio::awaitable<Result<Json>> Connection::Receive() {
   unsigned char header[4];
   boost::system::error_code ec = co_await ReadExactly(asio::buffer(header));
+  // A TLS alert is the peer's refusal (of this end's certificate, under TLS 1.3 read only here);
+  // anything else that ends the stream is a peer gone.
+  if (ec && !ClosedUnder(ec)) co_return Status::Invalid("TLS alert: ", ec.message());
   if (ec)
     co_return Status::Unavailable(ec == asio::error::eof ? "closed by the peer" : ec.message());
   uint32_t n = (uint32_t(header[0]) << 24) | (uint32_t(header[1]) << 16) |
@@ -172,6 +186,11 @@ asio::awaitable<Status> Connection::StartTls(tls::TlsContext& context, const std
   co_await tls_->async_handshake(
       server ? asio::ssl::stream_base::server : asio::ssl::stream_base::client,
       asio::redirect_error(asio::use_awaitable, ec));
+  // A connection closed under the handshake (the peer went away, or gave up on a slow one) says
+  // nothing of whether it would accept this end: a peer may try again.
+  if (ec && ClosedUnder(ec))
+    co_return Status::Unavailable("the connection closed during the TLS handshake (", ec.message(),
+                                  ")");
   if (ec) {
     // OpenSSL's error says only that verification failed; the verify result says why.
     std::string reason = ec.message();
@@ -606,13 +625,15 @@ asio::awaitable<Result<Welcome>> Greet(Connection& c, tls::TlsContext& context,
   if (challenge->tls) HP_CO_RETURN_IF_ERROR(co_await c.StartTls(context, host));
   c.Send(Hello{role, Hmac(token, challenge->nonce + RoleName(role))}.ToJson());
   Result<Json> welcome = co_await c.Receive();
-  // Under TLS 1.3 a server that refuses this end's certificate says so after the handshake: here.
+  // Under TLS 1.3 a server that refuses this end's certificate says so after the handshake: here,
+  // by an alert (a refusal) where it sends one.
   if (!welcome.ok())
-    co_return Status::Unavailable(
-        "the server closed the connection (", welcome.status().message(), "): ",
-        context.mode() == tls::Mode::kCertificates
-            ? "it did not accept this end's certificate (another CA, revoked or expired)"
-            : "a wrong token or version");
+    co_return Status(
+        welcome.status().code(),
+        StrCat("the server closed the connection (", welcome.status().message(), "): ",
+               context.mode() == tls::Mode::kCertificates
+                   ? "it did not accept this end's certificate (another CA, revoked or expired)"
+                   : "a wrong token or version"));
   Result<FrameType> welcome_type = TypeOf(*welcome);
   if (!welcome_type.ok()) co_return welcome_type.status();
   if (*welcome_type != FrameType::kWelcome)
@@ -629,6 +650,17 @@ asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext&
       c, timeout_s, Greet(c, context, host, token, role),
       StrCat("no handshake with the server within ", FormatDuration(timeout_s),
              " of connecting: is it a hyperpack server, of this release?"));
+}
+
+bool GivesUpBeforeAnyWelcome(StatusCode failure, int closed_in_a_row) {
+  switch (failure) {
+    case StatusCode::kUnavailable:
+      return closed_in_a_row >= kClosedHandshakesToGiveUp;
+    case StatusCode::kDeadlineExceeded:
+      return false;
+    default:
+      return failure != StatusCode::kOk;
+  }
 }
 
 }  // namespace hyperpack::scheduler::protocol

@@ -407,4 +407,14 @@ asio::awaitable<Result<Welcome>> ClientHandshake(Connection& c, tls::TlsContext&
                                                  const std::string& host, const std::string& token,
                                                  Role role, double timeout_s = kHandshakeTimeoutS);
 
+// Whether an agent that no server has welcomed yet gives up after a handshake that failed with
+// `failure`, the `closed_in_a_row`th in a row to end by a closed connection (kUnavailable) where it
+// is one. A refusal (kInvalidArgument: another version or TLS mode, a TLS alert, as a wrong token
+// or certificate gets) ends it at once. A connection closed during the handshake is what a
+// server that is restarting, going away or past its handshake deadline under load also does, so it
+// ends the agent only kClosedHandshakesToGiveUp times in a row (a plaintext server closes on a
+// wrong token without saying so). A server that did not answer in time is tried again. Pure.
+constexpr int kClosedHandshakesToGiveUp = 6;
+bool GivesUpBeforeAnyWelcome(StatusCode failure, int closed_in_a_row);
+
 }  // namespace hyperpack::scheduler::protocol
