@@ -52,6 +52,13 @@ that configuration's mean final error over the other seeds' trainings, less the 
 the error the choice gives when trained again, which no luck of the served draw can lower. That
 is the measure methods are judged by where it exists; its last column is the best configuration
 each run completed, so scored: what a perfect choice among the run's own completions would give.
+`paired BASE VARIANT [BASE VARIANT ...]` compares two versions run on the same seeds (a change
+to hyperpack, say) where medians cannot: each variant run against the base's run of the same
+method and seed, both choices scored as above (other seeds' trainings) at the variant's budget
+(the base, given at least as much, read at that time), the difference's mean over every pair with
+its standard error, and the pairs lower, level and higher. `--strip :f3` matches a variant's
+`gp:f3` to the base's `gp`. A run that completed nothing by then counts as the table's median
+configuration (a draw at random).
 `finalists RUNS --table T` asks what a run would have chosen had it trained its k best
 completions once more with the repeats' first other seed (finalists_at), both choices scored by
 the mean of the seeds after it (the second alone where a file has two; `--judge` names others).
@@ -572,6 +579,92 @@ def expected_table(grouped, budgets, horizon, expected):
         print(f"| {name} | " + " | ".join(cells) + f" | {fmt(mean)} | {fmt(oracle)} |")
 
 
+def paired_scores(base_path, var_path, args):
+    """(family, the variant's budget in seconds, base score, variant score) for each of the
+    variant's runs, scored at that budget by other seeds' trainings (expected_regret_at)."""
+    base, var = read_runs(base_path), read_runs(var_path)
+    for key in ("family", "gpus", "epochs"):
+        if base[key] != var[key]:
+            raise SystemExit(f"lc_optuna: paired: {var_path}: {key} {var[key]} differs from "
+                             f"{base_path}'s {base[key]}: not the same replay")
+    h = var["horizon_s"]
+    if base["horizon_s"] < h and not near(base["horizon_s"], h):
+        raise SystemExit(f"lc_optuna: paired: {base_path} was given {base['horizon_s']:.6g} s, "
+                         f"less than {var_path}'s {h:.6g}: pass the base given at least as much")
+    family = var["family"]
+    repeats = shipped_repeats(family) if args.repeats is None else args.repeats
+    if not repeats:
+        raise SystemExit(f"lc_optuna: paired: no repeats of {family}'s table to judge by: pass "
+                         f"--repeats (lc_table.py repeats)")
+    served = max(int(f.get("repeats_served") or 0) for f in (base, var))
+    expected = read_expected(repeats, family, served, parse_offsets(args.judge))
+    best = min(expected.values())
+    unfinished = quantile(sorted(v - best for v in expected.values()), 0.5)
+
+    def score(run):
+        v = expected_regret_at(run, h, expected, best)
+        return unfinished if math.isinf(v) else v
+    by_key = {(r["method"], r["seed"]): r for r in base["runs"]}
+    out = []
+    for r in var["runs"]:
+        name = r["method"]
+        if args.strip and name.endswith(args.strip):
+            name = name[:-len(args.strip)]
+        x = by_key.get((name, r["seed"]))
+        if x is None:
+            raise SystemExit(f"lc_optuna: paired: {base_path} has no run of {name}, seed "
+                             f"{r['seed']}, to pair with {var_path}'s {r['method']}")
+        out.append((family, h, score(x), score(r)))
+    return out
+
+
+def mean_and_error(values):
+    """The mean and its standard error (0 for a single value)."""
+    m = sum(values) / len(values)
+    if len(values) < 2:
+        return m, 0.0
+    var = sum((v - m) ** 2 for v in values) / (len(values) - 1)
+    return m, math.sqrt(var / len(values))
+
+
+def paired(args):
+    if not args.files or len(args.files) % 2:
+        raise SystemExit("lc_optuna: paired: pass files in pairs, BASE VARIANT [BASE VARIANT ...]")
+    rows = []
+    for base_path, var_path in zip(args.files[::2], args.files[1::2]):
+        rows += paired_scores(base_path, var_path, args)
+    print("Variant minus base, each run against the base's of the same method and seed, scored by "
+          "other seeds' trainings of its choice; thousandths; mean ± standard error:\n")
+    print("| table | budget | pairs | base's mean | variant minus base | lower | level | higher |")
+    print("|---|---|---|---|---|---|---|---|")
+    # A budget as a share of the longest a table's variants were given.
+    whole = {}
+    for family, h, _, _ in rows:
+        whole[family] = max(whole.get(family, 0), h)
+    groups = {}
+    for family, h, b, v in rows:
+        share = f"{h / whole[family]:.3g}"
+        groups.setdefault((family, share), []).append((b, v))
+        groups.setdefault(("all", share), []).append((b, v))
+    if len({share for _, share in groups}) > 1:
+        groups[("all", "all")] = [(b, v) for _, _, b, v in rows]
+    summary = []
+    for (family, name), pairs in sorted(groups.items(), key=lambda g: (g[0][0] == "all", g[0])):
+        d = [1000 * (v - b) for b, v in pairs]
+        m, se = mean_and_error(d)
+        counts = [sum(x < -1e-9 for x in d), sum(abs(x) <= 1e-9 for x in d),
+                  sum(x > 1e-9 for x in d)]
+        base_mean = 1000 * sum(b for b, _ in pairs) / len(pairs)
+        print(f"| {family} | {name} | {len(d)} | {base_mean:.3f} | {m:+.3f} ± {se:.3f} | "
+              + " | ".join(map(str, counts)) + " |")
+        summary.append({"table": family, "budget": name, "pairs": len(d), "base_mean": base_mean,
+                        "difference": m, "standard_error": se, "lower": counts[0],
+                        "level": counts[1], "higher": counts[2]})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"unit": "thousandths of regret", "rows": summary}, f, indent=1)
+
+
 def finalists_at(run, t, k, full_s, start_cost, again, judge):
     """The run's choice by time t had it trained its k best completed configurations (distinct,
     by their lowest observed error) once more on k GPUs: chosen from what had completed by t less
@@ -712,6 +805,13 @@ def main():
                    "bench/data/lc_FAMILY.repeats.json where it exists; 'none': not scored so)")
     t.add_argument("--judge", help="the repeats' offsets to judge by, as 3,4 or 3-6 (default: "
                    "every offset after those served to the runs' finalists)")
+    pr = sub.add_parser("paired", help="a variant's runs against a base's, seed by seed")
+    pr.add_argument("files", nargs="+", help="BASE VARIANT [BASE VARIANT ...]: --json files")
+    pr.add_argument("--strip", default="", help="a suffix of the variant's method names to leave "
+                    "out when matching the base's (:f3 matches gp:f3 to gp)")
+    pr.add_argument("--repeats", help="as table's (default: bench/data/lc_FAMILY.repeats.json)")
+    pr.add_argument("--judge", help="as table's: the repeats' offsets to judge by, as 3-6")
+    pr.add_argument("--json", help="also write the rows here")
     f = sub.add_parser("finalists", help="each run's choice had it trained its k best again")
     f.add_argument("runs")
     f.add_argument("--table", required=True, help="the table the runs replayed (its seconds)")
@@ -732,6 +832,8 @@ def main():
         if args.first_seed < 0:
             raise SystemExit("lc_optuna: --first-seed must be >= 0")
         run(args)
+    elif args.cmd == "paired":
+        paired(args)
     else:
         table(args)
 

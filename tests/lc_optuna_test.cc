@@ -538,6 +538,73 @@ TEST_P(LcScoringTest, JudgesAPartOfTheBudgetByAStudyGivenThatPart) {
   EXPECT_EQ(part_only.exit_code, 0) << part_only.err;  // the longest is the whole, in any order
 }
 
+// A runs file of SmallTable given `horizon` seconds; each run its method, seed and choices
+// ([time, configuration] pairs), which is all `paired` reads of a run.
+Json ChoiceRuns(double horizon, const std::vector<std::tuple<std::string, int, Json>>& runs) {
+  Json out = {{"tool", "hyperpack"},
+              {"family", "small"},
+              {"gpus", 8},
+              {"epochs", 3},
+              {"horizon_s", horizon},
+              {"start_cost_s", 0.1},
+              {"best_final_error", 0.1},
+              {"runs", Json::array()}};
+  for (const auto& [method, seed, choices] : runs)
+    out["runs"].push_back({{"method", method},
+                           {"seed", seed},
+                           {"completions", Json::array()},
+                           {"completed_configs", Json::array()},
+                           {"choices", choices}});
+  return out;
+}
+
+// `paired`: each variant run against the base's of the same method and seed, at the variant's
+// budget. ReversedRepeats judges configuration i by 0.1 + 0.1 i: regret 0.1 i, the median 0.25.
+TEST_P(LcScoringTest, PairsEachRunWithTheBasesOfTheSameMethodAndSeedAtTheVariantsBudget) {
+  WriteFile(dir_ / "repeats.json", ReversedRepeats());
+  // The base was given 4 s: read at the variant's 2 s, random's choice is still configuration 3.
+  WriteFile(
+      dir_ / "base.json",
+      ChoiceRuns(4, {{"gp", 0, {{1, 2}}}, {"gp", 1, {{1, 4}}}, {"random", 0, {{1, 3}, {3, 0}}}})
+          .dump());
+  // Better by 0.2; level; nothing chosen by 2 s, so the median configuration's 0.25: by 0.05.
+  WriteFile(
+      dir_ / "variant.json",
+      ChoiceRuns(2, {{"gp:f2", 0, {{1, 0}}}, {"gp:f2", 1, {{1.5, 4}}}, {"random:f2", 0, {{3, 1}}}})
+          .dump());
+  auto ran = Script({"paired", dir_ / "base.json", dir_ / "variant.json", "--strip", ":f2",
+                     "--repeats", dir_ / "repeats.json", "--json", dir_ / "paired.json"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json rows = Json::parse(testing::ReadFile(dir_ / "paired.json"))["rows"];
+  ASSERT_EQ(rows.size(), 2u) << rows.dump();  // the table's, and all tables'
+  const Json& all = rows[1];
+  EXPECT_EQ(all["table"], "all");
+  EXPECT_EQ(all["pairs"], 3);
+  const std::vector<double> diffs = {-200, 0, -50};
+  const double mean = (diffs[0] + diffs[1] + diffs[2]) / 3;
+  double ss = 0;
+  for (double d : diffs) ss += (d - mean) * (d - mean);
+  EXPECT_NEAR(all["difference"].get<double>(), mean, 1e-9);
+  EXPECT_NEAR(all["standard_error"].get<double>(), std::sqrt(ss / 2 / 3), 1e-9);
+  EXPECT_NEAR(all["base_mean"].get<double>(), (200 + 400 + 300) / 3.0, 1e-9);
+  EXPECT_EQ(all["lower"], 2);
+  EXPECT_EQ(all["level"], 1);
+  EXPECT_EQ(all["higher"], 0);
+  EXPECT_THAT(ran.out, HasSubstr("| all | 1 | 3 | 300.000 | -83.333 ± "));
+
+  auto odd = Script({"paired", dir_ / "base.json", "--repeats", dir_ / "repeats.json"});
+  EXPECT_EQ(odd.exit_code, 1);
+  EXPECT_THAT(odd.err, HasSubstr("pass files in pairs, BASE VARIANT"));
+  auto unmatched = Script(
+      {"paired", dir_ / "base.json", dir_ / "variant.json", "--repeats", dir_ / "repeats.json"});
+  EXPECT_EQ(unmatched.exit_code, 1);
+  EXPECT_THAT(unmatched.err, HasSubstr("has no run of gp:f2, seed 0"));
+  auto shorter = Script({"paired", dir_ / "variant.json", dir_ / "base.json", "--strip", ":f2",
+                         "--repeats", dir_ / "repeats.json"});
+  EXPECT_EQ(shorter.exit_code, 1);
+  EXPECT_THAT(shorter.err, HasSubstr("less than"));
+}
+
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
 // otherwise: each covers its table's every configuration, with the table's own final errors.
 TEST_P(LcScoringTest, ShipsRepeatsThatCoverTheirTables) {
