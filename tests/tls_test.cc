@@ -312,6 +312,41 @@ asio::awaitable<void> CloseOne(tcp::acceptor& acceptor, bool after_challenge) {
   s.close();
 }
 
+// Accepts one connection, finishes TLS from the token, reads the peer's hello and closes, as a
+// server that goes away (or restarts) at that moment does.
+asio::awaitable<void> CloseAfterHello(tcp::acceptor& acceptor, TlsContext& context) {
+  auto c = std::make_shared<Connection>(co_await acceptor.async_accept(asio::use_awaitable));
+  Challenge challenge;
+  challenge.nonce = "00";
+  challenge.tls = true;
+  const Json frame = challenge.ToJson();
+  const std::string host;
+  Status done = co_await c->SendFirst(frame);
+  if (done.ok()) done = co_await c->StartTls(context, host);
+  if (done.ok()) {
+    Result<Json> hello = co_await c->Receive();
+    (void)hello;
+  }
+  c->Close();
+}
+
+TEST(TlsTest, AServerThatClosesAfterTheHelloIsNotTakenForAWrongTokenUnderTls) {
+  auto server = Make(WithToken(), tls::End::kServer);
+  auto client = Make(WithToken(), tls::End::kClient);
+  ASSERT_TRUE(server && client);
+  asio::io_context io;
+  tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
+  Status got = Status::Internal("no handshake ended");
+  asio::co_spawn(io, CloseAfterHello(acceptor, *server), asio::detached);
+  asio::co_spawn(io, DialWithin(acceptor.local_endpoint().port(), *client, 20, &got),
+                 asio::detached);
+  io.run_for(std::chrono::seconds(30));
+  EXPECT_TRUE(io.stopped());
+  EXPECT_EQ(got.code(), StatusCode::kUnavailable) << got.message();
+  EXPECT_THAT(got.message(), HasSubstr("it went away"));
+  EXPECT_THAT(got.message(), Not(HasSubstr("wrong token")));
+}
+
 TEST(TlsTest, AConnectionClosedDuringTheHandshakeIsAServerGoneNotARefusal) {
   auto client = Make(WithToken(), tls::End::kClient);
   ASSERT_TRUE(client);

@@ -609,6 +609,20 @@ Status AgreeWith(const Challenge& challenge, const tls::TlsContext& context) {
 
 }  // namespace
 
+// What a server that closed the connection after this end's hello likely meant, by TLS mode.
+const char* AfterHelloClosed(tls::Mode mode) {
+  switch (mode) {
+    case tls::Mode::kCertificates:
+      return "it did not accept this end's certificate (another CA, revoked or expired), or went "
+             "away";
+    case tls::Mode::kPsk:
+      return "it went away, or refused this end's hello (another release?)";
+    case tls::Mode::kPlain:
+      break;
+  }
+  return "a wrong token or version, or it went away";
+}
+
 // ClientHandshake without its deadline.
 asio::awaitable<Result<Welcome>> Greet(Connection& c, tls::TlsContext& context,
                                        const std::string& host, const std::string& token,
@@ -626,14 +640,12 @@ asio::awaitable<Result<Welcome>> Greet(Connection& c, tls::TlsContext& context,
   c.Send(Hello{role, Hmac(token, challenge->nonce + RoleName(role))}.ToJson());
   Result<Json> welcome = co_await c.Receive();
   // Under TLS 1.3 a server that refuses this end's certificate says so after the handshake: here,
-  // by an alert (a refusal) where it sends one.
+  // by an alert (a refusal) where it sends one. With the token as the TLS key, a wrong one never
+  // gets this far.
   if (!welcome.ok())
-    co_return Status(
-        welcome.status().code(),
-        StrCat("the server closed the connection (", welcome.status().message(), "): ",
-               context.mode() == tls::Mode::kCertificates
-                   ? "it did not accept this end's certificate (another CA, revoked or expired)"
-                   : "a wrong token or version"));
+    co_return Status(welcome.status().code(),
+                     StrCat("the server closed the connection (", welcome.status().message(),
+                            "): ", AfterHelloClosed(context.mode())));
   Result<FrameType> welcome_type = TypeOf(*welcome);
   if (!welcome_type.ok()) co_return welcome_type.status();
   if (*welcome_type != FrameType::kWelcome)
