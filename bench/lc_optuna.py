@@ -579,9 +579,10 @@ def expected_table(grouped, budgets, horizon, expected):
         print(f"| {name} | " + " | ".join(cells) + f" | {fmt(mean)} | {fmt(oracle)} |")
 
 
-def paired_scores(base_path, var_path, args):
+def paired_scores(base_path, var_path, args, judged):
     """(family, the variant's budget in seconds, base score, variant score) for each of the
-    variant's runs, scored at that budget by other seeds' trainings (expected_regret_at)."""
+    variant's runs, scored at that budget by other seeds' trainings (expected_regret_at).
+    `judged` keeps each table's read repeats (and the median regret) for the next pair."""
     base, var = read_runs(base_path), read_runs(var_path)
     for key in ("family", "gpus", "epochs"):
         if base[key] != var[key]:
@@ -597,9 +598,12 @@ def paired_scores(base_path, var_path, args):
         raise SystemExit(f"lc_optuna: paired: no repeats of {family}'s table to judge by: pass "
                          f"--repeats (lc_table.py repeats)")
     served = max(int(f.get("repeats_served") or 0) for f in (base, var))
-    expected = read_expected(repeats, family, served, parse_offsets(args.judge))
-    best = min(expected.values())
-    unfinished = quantile(sorted(v - best for v in expected.values()), 0.5)
+    key = (repeats, family, served)
+    if key not in judged:
+        expected = read_expected(repeats, family, served, parse_offsets(args.judge))
+        best = min(expected.values())
+        judged[key] = expected, best, quantile([v - best for v in expected.values()], 0.5)
+    expected, best, unfinished = judged[key]
 
     def score(run):
         v = expected_regret_at(run, h, expected, best)
@@ -630,9 +634,9 @@ def mean_and_error(values):
 def paired(args):
     if not args.files or len(args.files) % 2:
         raise SystemExit("lc_optuna: paired: pass files in pairs, BASE VARIANT [BASE VARIANT ...]")
-    rows = []
+    rows, judged = [], {}
     for base_path, var_path in zip(args.files[::2], args.files[1::2]):
-        rows += paired_scores(base_path, var_path, args)
+        rows += paired_scores(base_path, var_path, args, judged)
     print("Variant minus base, each run against the base's of the same method and seed, scored by "
           "other seeds' trainings of its choice; thousandths; mean ± standard error:\n")
     print("| table | budget | pairs | base's mean | variant minus base | lower | level | higher |")
@@ -649,15 +653,15 @@ def paired(args):
     if len({share for _, share in groups}) > 1:
         groups[("all", "all")] = [(b, v) for _, _, b, v in rows]
     summary = []
-    for (family, name), pairs in sorted(groups.items(), key=lambda g: (g[0][0] == "all", g[0])):
+    for (family, budget), pairs in sorted(groups.items(), key=lambda g: (g[0][0] == "all", g[0])):
         d = [1000 * (v - b) for b, v in pairs]
         m, se = mean_and_error(d)
         counts = [sum(x < -1e-9 for x in d), sum(abs(x) <= 1e-9 for x in d),
                   sum(x > 1e-9 for x in d)]
         base_mean = 1000 * sum(b for b, _ in pairs) / len(pairs)
-        print(f"| {family} | {name} | {len(d)} | {base_mean:.3f} | {m:+.3f} ± {se:.3f} | "
+        print(f"| {family} | {budget} | {len(d)} | {base_mean:.3f} | {m:+.3f} ± {se:.3f} | "
               + " | ".join(map(str, counts)) + " |")
-        summary.append({"table": family, "budget": name, "pairs": len(d), "base_mean": base_mean,
+        summary.append({"table": family, "budget": budget, "pairs": len(d), "base_mean": base_mean,
                         "difference": m, "standard_error": se, "lower": counts[0],
                         "level": counts[1], "higher": counts[2]})
     if args.json:
