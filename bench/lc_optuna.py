@@ -59,6 +59,12 @@ method and seed, both choices scored as above (other seeds' trainings) at the va
 its standard error, and the pairs lower, level and higher. `--strip :f3` matches a variant's
 `gp:f3` to the base's `gp`. A run that completed nothing by then counts as the table's median
 configuration (a draw at random).
+`versus FILES --ours gp+forecast:f3` sets one of our methods against each Optuna pair where the
+seeds are not the same runs (the two replays draw differently): by table and budget, the two
+medians of each run's choice so scored, the gap's 95% bootstrap interval (each side's seeds drawn
+again with replacement) and the shares of draws in which each side is lower, a pair being decided
+where the interval leaves out zero; and pooled over the tables, the mean gap with its
+standard error. The files may hold several tables; each is judged by its own repeats.
 `finalists RUNS --table T` asks what a run would have chosen had it trained its k best
 completions once more with the repeats' first other seed (finalists_at), both choices scored by
 the mean of the seeds after it (the second alone where a file has two; `--judge` names others).
@@ -69,6 +75,7 @@ import json
 import math
 import multiprocessing
 import os
+import random
 import sys
 import time
 
@@ -669,6 +676,163 @@ def paired(args):
             json.dump({"unit": "thousandths of regret", "rows": summary}, f, indent=1)
 
 
+def versus_scores(paths, args, budgets):
+    """{family: {method: {share: [each run's score]}}}: every run's choice at each share of the
+    budget scored by other seeds' trainings (expected_regret_at), a run that completed nothing by
+    then the table's median configuration, as `paired` scores; the files grouped by table."""
+    by_family = {}
+    for p in paths:
+        f = read_runs(p)
+        ps, fs = by_family.setdefault(f["family"], ([], []))
+        ps.append(p)
+        fs.append(f)
+    out = {}
+    for family, (ps, fs) in by_family.items():
+        whole, shares = budget_shares(ps, fs, budgets)
+        grouped = group_runs(ps, fs, shares)
+        repeats = shipped_repeats(family) if args.repeats is None else args.repeats
+        if not repeats:
+            raise SystemExit(f"lc_optuna: versus: no repeats of {family}'s table to judge by: "
+                             f"pass --repeats (lc_table.py repeats)")
+        served = max(int(f.get("repeats_served") or 0) for f in fs)
+        expected = read_expected(repeats, family, served, parse_offsets(args.judge))
+        best = min(expected.values())
+        unfinished = quantile([v - best for v in expected.values()], 0.5)
+        scores = {}
+        for name, by_share in grouped.items():
+            for b in budgets:
+                part, t, _ = at_budget(by_share, b, whole)
+                v = [expected_regret_at(x, t, expected, best) for x in part]
+                scores.setdefault(name, {})[b] = [unfinished if math.isinf(s) else s for s in v]
+        out[family] = scores
+    return out
+
+
+def median_gap(ours, theirs, draws, rng):
+    """Our median less theirs, its 95% bootstrap interval (each side's seeds drawn again with
+    replacement, independently: the two replays' seeds are not the same runs), and the shares of
+    draws in which ours is lower and higher."""
+    gap = quantile(ours, 0.5) - quantile(theirs, 0.5)
+    boot = sorted(quantile([ours[rng.randrange(len(ours))] for _ in ours], 0.5) -
+                  quantile([theirs[rng.randrange(len(theirs))] for _ in theirs], 0.5)
+                  for _ in range(draws))
+    lower = sum(g < -1e-12 for g in boot) / draws
+    higher = sum(g > 1e-12 for g in boot) / draws
+    return gap, (boot[int(0.025 * draws)], boot[int(0.975 * draws) - 1]), lower, higher
+
+
+def bar_share(ours, theirs, draws, rng):
+    """The share of bootstrap draws (each method's seeds drawn again) in which our median is
+    below every one of `theirs`: how often the cell would meet a bar of 'lower than each'."""
+    def median_of_draw(v):
+        return quantile([v[rng.randrange(len(v))] for _ in v], 0.5)
+    return sum(median_of_draw(ours) < min(median_of_draw(t) for t in theirs) - 1e-12
+               for _ in range(draws)) / draws
+
+
+def bar_shares(scores, ours, budgets, draws):
+    """{(table, budget): bar_share of our method against every Optuna pair there}."""
+    rng = random.Random(1)
+    return {(family, b): bar_share(by_method[ours][b], [v[b] for m, v in by_method.items()
+                                                        if m.startswith("optuna ")], draws, rng)
+            for family, by_method in scores.items() for b in budgets}
+
+
+def versus_rows(scores, ours, budgets, draws):
+    """One row for each table, budget and Optuna pair: our method against it."""
+    rng = random.Random(0)  # the same draws from one run to the next
+    rows = []
+    for family, by_method in scores.items():
+        if ours not in by_method:
+            raise SystemExit(f"lc_optuna: versus: no runs of {ours} on {family} (methods: "
+                             f"{', '.join(by_method)})")
+        theirs = [m for m in by_method if m.startswith("optuna ")]
+        if not theirs:
+            raise SystemExit(f"lc_optuna: versus: no Optuna runs of {family}: pass the files of "
+                             f"`run` beside asha_bench's")
+        for b in budgets:
+            o = by_method[ours][b]
+            for name in theirs:
+                t = by_method[name][b]
+                gap, (lo, hi), lower, higher = median_gap(o, t, draws, rng)
+                mo, so = mean_and_error(o)
+                mt, st = mean_and_error(t)
+                rows.append({"table": family, "budget": b, "optuna": name[len("optuna "):],
+                             "seeds": [len(o), len(t)], "ours_median": 1000 * quantile(o, 0.5),
+                             "optuna_median": 1000 * quantile(t, 0.5), "median_gap": 1000 * gap,
+                             "interval": [1000 * lo, 1000 * hi], "lower_share": lower,
+                             "higher_share": higher, "mean_gap": 1000 * (mo - mt),
+                             "mean_gap_error": 1000 * math.hypot(so, st)})
+    return rows
+
+
+def versus(args):
+    """Our method against each Optuna pair, by table and budget (medians, their bootstrap
+    interval, how often each side is lower), and pooled over the tables (the mean gap)."""
+    if args.draws < 100:
+        raise SystemExit("lc_optuna: versus: --draws must be >= 100")
+    budgets = [float(b) for b in args.budgets.split(",")]
+    scores = versus_scores(args.files, args, budgets)
+    rows = versus_rows(scores, args.ours, budgets, args.draws)
+    bars = bar_shares(scores, args.ours, budgets, args.draws)
+    print(f"{args.ours} against each Optuna pair: each run's choice scored by other seeds' "
+          f"trainings of it; thousandths of regret. A pair is decided where the 95% interval of "
+          f"the gap between the medians ({args.draws} bootstrap draws) leaves out zero.\n")
+    print("| table | budget | seeds | ours | Optuna's lowest median | pairs: ours lower / level / "
+          "higher | decided: ours lower / Optuna's lower | the closest pair: gap [95%] | "
+          "draws in which ours is below every pair |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (family, b), cell in group_by(rows, lambda r: (r["table"], r["budget"])):
+        low = min(cell, key=lambda r: r["optuna_median"])
+        close = max(cell, key=lambda r: (r["higher_share"], r["median_gap"]))
+        counts = [sum(r["median_gap"] < -1e-9 for r in cell),
+                  sum(abs(r["median_gap"]) <= 1e-9 for r in cell),
+                  sum(r["median_gap"] > 1e-9 for r in cell)]
+        print(f"| {family} | {b:g} | {low['seeds'][0]}, {low['seeds'][1]} | "
+              f"{cell[0]['ours_median']:.3f} | {low['optuna_median']:.3f} ({low['optuna']}) | "
+              f"{' / '.join(map(str, counts))} | {sum(r['interval'][1] < 0 for r in cell)} / "
+              f"{sum(r['interval'][0] > 0 for r in cell)} | {close['optuna']}: "
+              f"{close['median_gap']:+.3f} [{close['interval'][0]:+.3f}, "
+              f"{close['interval'][1]:+.3f}] | {bars[family, b]:.2f} |")
+    pooled = versus_pooled(rows, budgets)
+    print("\nPooled over the tables: our mean less the pair's, each table's gap weighted alike, "
+          "± its standard error; then the tables where our median is lower / level / higher.\n")
+    print("| Optuna pair | " + " | ".join(f"at {b:g} of the budget" for b in budgets) + " |")
+    print("|---|" + "---|" * len(budgets))
+    for name, cells in group_by(pooled, lambda r: r["optuna"]):
+        print(f"| {name} | " + " | ".join(
+            f"{r['mean_gap']:+.3f} ± {r['mean_gap_error']:.3f}; {r['tables_lower']} / "
+            f"{r['tables_level']} / {r['tables_higher']}" for r in cells) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"unit": "thousandths of regret", "ours": args.ours, "rows": rows,
+                       "pooled": pooled, "cells": [{"table": t, "budget": b, "bar_share": v}
+                                                   for (t, b), v in bars.items()]}, f, indent=1)
+
+
+def versus_pooled(rows, budgets):
+    """For each Optuna pair and budget, the tables' mean gaps averaged (errors added in
+    quadrature) and the tables counted by the sign of their median gap."""
+    pooled = []
+    for (name, b), cell in group_by(rows, lambda r: (r["optuna"], r["budget"])):
+        n = len(cell)
+        pooled.append({"optuna": name, "budget": b, "tables": n,
+                       "mean_gap": sum(r["mean_gap"] for r in cell) / n,
+                       "mean_gap_error": math.sqrt(sum(r["mean_gap_error"] ** 2 for r in cell)) / n,
+                       "tables_lower": sum(r["median_gap"] < -1e-9 for r in cell),
+                       "tables_level": sum(abs(r["median_gap"]) <= 1e-9 for r in cell),
+                       "tables_higher": sum(r["median_gap"] > 1e-9 for r in cell)})
+    return pooled
+
+
+def group_by(rows, key):
+    """[(key, rows)] in the order each key first appears."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(key(r), []).append(r)
+    return list(groups.items())
+
+
 def finalists_at(run, t, k, full_s, start_cost, again, judge):
     """The run's choice by time t had it trained its k best completed configurations (distinct,
     by their lowest observed error) once more on k GPUs: chosen from what had completed by t less
@@ -816,6 +980,15 @@ def main():
     pr.add_argument("--repeats", help="as table's (default: bench/data/lc_FAMILY.repeats.json)")
     pr.add_argument("--judge", help="as table's: the repeats' offsets to judge by, as 3-6")
     pr.add_argument("--json", help="also write the rows here")
+    v = sub.add_parser("versus", help="one of ours against each Optuna pair: medians with "
+                       "bootstrap intervals by table and budget, and pooled over tables")
+    v.add_argument("files", nargs="+", help="--json files of both replays, of one or more tables")
+    v.add_argument("--ours", default="gp+forecast:f3", help="our method (default: %(default)s)")
+    v.add_argument("--budgets", default="0.25,0.5,1")
+    v.add_argument("--repeats", help="as table's (default: bench/data/lc_FAMILY.repeats.json)")
+    v.add_argument("--judge", help="as table's: the repeats' offsets to judge by, as 3-6")
+    v.add_argument("--draws", type=int, default=2000, help="bootstrap draws (default: %(default)s)")
+    v.add_argument("--json", help="also write the rows here")
     f = sub.add_parser("finalists", help="each run's choice had it trained its k best again")
     f.add_argument("runs")
     f.add_argument("--table", required=True, help="the table the runs replayed (its seconds)")
@@ -838,6 +1011,8 @@ def main():
         run(args)
     elif args.cmd == "paired":
         paired(args)
+    elif args.cmd == "versus":
+        versus(args)
     else:
         table(args)
 

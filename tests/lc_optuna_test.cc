@@ -605,6 +605,92 @@ TEST_P(LcScoringTest, PairsEachRunWithTheBasesOfTheSameMethodAndSeedAtTheVariant
   EXPECT_THAT(shorter.err, HasSubstr("less than"));
 }
 
+// Runs for `versus` on SmallTable, judged by ReversedRepeats (configuration i's regret 0.1 i,
+// an unfinished run's the median 0.25): our gp chooses configurations 0 and 1, Optuna's tpe 3 to
+// 5 (its last seed only at 3 s), Optuna's random what our gp does.
+void WriteVersusRuns(const TempDir& dir) {
+  WriteFile(dir / "repeats.json", ReversedRepeats());
+  Json ours = ChoiceRuns(4, {{"gp", 0, {{1, 0}}},
+                             {"gp", 1, {{1, 0}}},
+                             {"gp", 2, {{1, 1}}},
+                             {"gp", 3, {{1, 0}}},
+                             {"gp", 4, {{1, 1}}}});
+  ours["in_place"] = false;
+  Json optuna = ChoiceRuns(4, {{"tpe", 0, {{1, 3}}},
+                               {"tpe", 1, {{1, 4}}},
+                               {"tpe", 2, {{1, 3}}},
+                               {"tpe", 3, {{1, 5}}},
+                               {"tpe", 4, {{3, 4}}},
+                               {"random", 0, {{1, 1}}},
+                               {"random", 1, {{1, 0}}},
+                               {"random", 2, {{1, 0}}},
+                               {"random", 3, {{1, 1}}},
+                               {"random", 4, {{1, 0}}}});
+  optuna["tool"] = "optuna";
+  WriteFile(dir / "ours.json", ours.dump());
+  WriteFile(dir / "optuna.json", optuna.dump());
+}
+
+// `versus`: our method against each Optuna pair of the same table, by the medians of each run's
+// choice, a bootstrap saying which side is lower, and the mean gap pooled over tables.
+TEST_P(LcScoringTest, SetsOurMethodAgainstEachOptunaPairWithABootstrapOfTheMedians) {
+  WriteVersusRuns(dir_);
+  auto ran =
+      Script({"versus", dir_ / "ours.json", dir_ / "optuna.json", "--ours", "gp", "--budgets",
+              "0.5,1", "--repeats", dir_ / "repeats.json", "--json", dir_ / "versus.json"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json out = Json::parse(testing::ReadFile(dir_ / "versus.json"));
+  ASSERT_EQ(out["rows"].size(), 4u) << out.dump();  // two budgets x two pairs
+  std::map<std::pair<double, std::string>, Json> rows;
+  for (const Json& r : out["rows"]) rows[{r["budget"].get<double>(), r["optuna"]}] = r;
+  const Json& tpe_half = rows.at({0.5, "tpe"});
+  EXPECT_NEAR(tpe_half["optuna_median"].get<double>(), 300, 1e-9);  // .3 .4 .3 .5 and .25
+  const Json& tpe = rows.at({1.0, "tpe"});
+  EXPECT_NEAR(tpe["ours_median"].get<double>(), 0, 1e-9);
+  EXPECT_NEAR(tpe["optuna_median"].get<double>(), 400, 1e-9);
+  // Every draw of ours is at most 0.1, of tpe's at least 0.3: ours is lower in all of them.
+  EXPECT_EQ(tpe["lower_share"].get<double>(), 1.0);
+  EXPECT_LE(tpe["interval"][1].get<double>(), -200 + 1e-9);
+  EXPECT_GE(tpe["interval"][0].get<double>(), -500 - 1e-9);
+  const std::vector<double> a = {0, 0, 100, 0, 100}, b = {300, 400, 300, 500, 400};
+  auto error = [](const std::vector<double>& v) {
+    double m = 0, ss = 0;
+    for (double x : v) m += x / v.size();
+    for (double x : v) ss += (x - m) * (x - m);
+    return std::sqrt(ss / (v.size() - 1) / v.size());
+  };
+  EXPECT_NEAR(tpe["mean_gap"].get<double>(), 40 - 380, 1e-9);
+  EXPECT_NEAR(tpe["mean_gap_error"].get<double>(), std::hypot(error(a), error(b)), 1e-9);
+  // The same choices: level, undecided (the interval holds zero), neither side mostly lower.
+  const Json& same = rows.at({1.0, "random"});
+  EXPECT_NEAR(same["median_gap"].get<double>(), 0, 1e-9);
+  EXPECT_LE(same["interval"][0].get<double>(), 0);
+  EXPECT_GE(same["interval"][1].get<double>(), 0);
+  EXPECT_LT(same["lower_share"].get<double>(), 0.95);
+  EXPECT_LT(same["higher_share"].get<double>(), 0.95);
+  EXPECT_THAT(ran.out,
+              HasSubstr("| small | 1 | 5, 5 | 0.000 | 0.000 (random) | 1 / 1 / 0 | 1 / 0 |"));
+  // The bar (below every pair) fails wherever random's median draw is not above ours: ours is 0
+  // with P(at most two of five draws are 0.1) = 1 - q, random's 0.1 with q, q = P(three or more).
+  const double q = 10 * std::pow(0.4, 3) * 0.36 + 5 * std::pow(0.4, 4) * 0.6 + std::pow(0.4, 5);
+  for (const Json& c : out["cells"])
+    if (c["budget"] == 1.0) EXPECT_NEAR(c["bar_share"].get<double>(), (1 - q) * q, 0.04);
+  ASSERT_EQ(out["pooled"].size(), 4u);
+  EXPECT_THAT(ran.out, HasSubstr("| tpe | -310.000 ± "));  // at half: .04 less .35
+}
+
+TEST_P(LcScoringTest, VersusRefusesAMethodItHasNoRunsOfAndATableWithoutOptunasRuns) {
+  WriteVersusRuns(dir_);
+  auto unknown = Script({"versus", dir_ / "ours.json", dir_ / "optuna.json", "--ours", "gp+asha",
+                         "--repeats", dir_ / "repeats.json"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("no runs of gp+asha on small (methods: gp, optuna tpe"));
+  auto alone =
+      Script({"versus", dir_ / "ours.json", "--ours", "gp", "--repeats", dir_ / "repeats.json"});
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_THAT(alone.err, HasSubstr("no Optuna runs of small"));
+}
+
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
 // otherwise: each covers its table's every configuration, with the table's own final errors.
 TEST_P(LcScoringTest, ShipsRepeatsThatCoverTheirTables) {
