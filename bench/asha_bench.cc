@@ -302,6 +302,7 @@ const std::vector<Method>& AllMethods() {
       {"gp+hyperband", "gp", "hyperband", "promote"},
       {"gp+median", "gp", "median", "stop"},
       {"gp+forecast", "gp", "forecast", "stop"},
+      {"gp+forecast-nocost", "gp", "forecast", "stop", false},
       {"gp+forecast-joint", "gp", "forecast", "stop", true, true},
       {"gp+asha-model", "gp", "asha", "promote", true, false, kModelOnly},
       {"gp+hyperband-model", "gp", "hyperband", "promote", true, false, kModelOnly},
