@@ -794,7 +794,7 @@ def versus(args):
               f"{sum(r['interval'][0] > 0 for r in cell)} | {close['optuna']}: "
               f"{close['median_gap']:+.3f} [{close['interval'][0]:+.3f}, "
               f"{close['interval'][1]:+.3f}] | {bars[family, b]:.2f} |")
-    pooled = versus_pooled(rows, budgets)
+    pooled = versus_pooled(rows)
     print("\nPooled over the tables: our mean less the pair's, each table's gap weighted alike, "
           "± its standard error; then the tables where our median is lower / level / higher.\n")
     print("| Optuna pair | " + " | ".join(f"at {b:g} of the budget" for b in budgets) + " |")
@@ -810,7 +810,7 @@ def versus(args):
                                                    for (t, b), v in bars.items()]}, f, indent=1)
 
 
-def versus_pooled(rows, budgets):
+def versus_pooled(rows):
     """For each Optuna pair and budget, the tables' mean gaps averaged (errors added in
     quadrature) and the tables counted by the sign of their median gap."""
     pooled = []
