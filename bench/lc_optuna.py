@@ -586,6 +586,20 @@ def expected_table(grouped, budgets, horizon, expected):
         print(f"| {name} | " + " | ".join(cells) + f" | {fmt(mean)} | {fmt(oracle)} |")
 
 
+def judge_of(args, command, family, files):
+    """How `command` (paired, versus) scores a table's runs: each configuration's mean over the
+    repeats' judging seeds (read_expected), the lowest such mean, and the regret that counts for
+    a run that completed nothing by then (the table's median configuration's)."""
+    repeats = shipped_repeats(family) if args.repeats is None else args.repeats
+    if not repeats:
+        raise SystemExit(f"lc_optuna: {command}: no repeats of {family}'s table to judge by: pass "
+                         f"--repeats (lc_table.py repeats)")
+    served = max(int(f.get("repeats_served") or 0) for f in files)
+    expected = read_expected(repeats, family, served, parse_offsets(args.judge))
+    best = min(expected.values())
+    return expected, best, quantile([v - best for v in expected.values()], 0.5)
+
+
 def paired_scores(base_path, var_path, args, judged):
     """(family, the variant's budget in seconds, base score, variant score) for each of the
     variant's runs, scored at that budget by other seeds' trainings (expected_regret_at).
@@ -600,16 +614,9 @@ def paired_scores(base_path, var_path, args, judged):
         raise SystemExit(f"lc_optuna: paired: {base_path} was given {base['horizon_s']:.6g} s, "
                          f"less than {var_path}'s {h:.6g}: pass the base given at least as much")
     family = var["family"]
-    repeats = shipped_repeats(family) if args.repeats is None else args.repeats
-    if not repeats:
-        raise SystemExit(f"lc_optuna: paired: no repeats of {family}'s table to judge by: pass "
-                         f"--repeats (lc_table.py repeats)")
-    served = max(int(f.get("repeats_served") or 0) for f in (base, var))
-    key = (repeats, family, served)
+    key = (family, max(int(f.get("repeats_served") or 0) for f in (base, var)))
     if key not in judged:
-        expected = read_expected(repeats, family, served, parse_offsets(args.judge))
-        best = min(expected.values())
-        judged[key] = expected, best, quantile([v - best for v in expected.values()], 0.5)
+        judged[key] = judge_of(args, "paired", family, (base, var))
     expected, best, unfinished = judged[key]
 
     def score(run):
@@ -690,14 +697,7 @@ def versus_scores(paths, args, budgets):
     for family, (ps, fs) in by_family.items():
         whole, shares = budget_shares(ps, fs, budgets)
         grouped = group_runs(ps, fs, shares)
-        repeats = shipped_repeats(family) if args.repeats is None else args.repeats
-        if not repeats:
-            raise SystemExit(f"lc_optuna: versus: no repeats of {family}'s table to judge by: "
-                             f"pass --repeats (lc_table.py repeats)")
-        served = max(int(f.get("repeats_served") or 0) for f in fs)
-        expected = read_expected(repeats, family, served, parse_offsets(args.judge))
-        best = min(expected.values())
-        unfinished = quantile([v - best for v in expected.values()], 0.5)
+        expected, best, unfinished = judge_of(args, "versus", family, fs)
         scores = {}
         for name, by_share in grouped.items():
             for b in budgets:
