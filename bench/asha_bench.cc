@@ -4,7 +4,7 @@
 //   asha_bench [--seeds 20] [--methods gp+asha,gp,random,...] [--budget-trials 40]
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
 //              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
-//              [--repeats bench/data/lc_FAMILY.repeats.json] [--json runs.json]
+//              [--repeats bench/data/lc_FAMILY.repeats.json] [--fresh-draws] [--json runs.json]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
 // by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
@@ -83,8 +83,13 @@
 // configurations trained again at the end, the best chosen by the mean of their runs. With --table
 // a finalist is served its configuration's curve moved to end at the repeats file's first other
 // seed (--repeats, or the table's own beside it), and a third run of it (the slots a time limit
-// would leave idle) at the second; --json keeps each run's choice after every completion
-// (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after those two.
+// would leave idle) at the second. With --fresh-draws every trial a configuration serves after its
+// first, finalist or not, is served its next draw (the table's own, the first other seed, the
+// second, around again) at its last epoch, its epochs before being the table's: a proposal nearest
+// a served configuration is a new training, whose draw a real one would not share, and the
+// repeats hold only other seeds' final errors. --json keeps each run's choice after every
+// completion (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after those
+// two.
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
 //   time to target   the virtual time at which a trial first *completes 27 epochs* (its process
@@ -339,6 +344,11 @@ struct Settings {
   // --table with finalists: each configuration's final errors with other seeds (ReadRepeats), the
   // first served to a configuration's second run, the next to its third.
   const std::vector<std::vector<double>>* reruns = nullptr;
+  // --fresh-draws: every trial a table configuration serves after its first (a proposal nearest
+  // an already served one, a finalist) ends at the next of its draws (the table's own, then
+  // `reruns` in turn), as a new training would, at its last epoch only (its curve before is the
+  // table's); else it sees the first trial's curve again.
+  bool fresh_draws = false;
 };
 
 struct RunResult {
@@ -446,6 +456,9 @@ struct TrialModel {
   // so that it ends at another seed's draw (Settings::reruns).
   bool finalist = false;
   double shift = 0;
+  // --fresh-draws: `shift` moves the last epoch's error only; the epochs before are the table's
+  // (the repeats hold other seeds' final errors, not their curves), so no pruner sees the draw.
+  bool last_only = false;
 };
 
 // One job of a trial: from its epochs so far to its stopping point, an epoch a step.
@@ -466,7 +479,8 @@ class Job : public hs::VirtualTrial {
     double loss = 0, epoch_s = epoch_s_;
     if (s_.table != nullptr) {  // the recorded value and time of that epoch
       const Curve& c = s_.table->curves()[t_.curve];
-      loss = c.error[static_cast<size_t>(e - 1)] + t_.shift;
+      const bool last = static_cast<size_t>(e) == c.error.size();
+      loss = c.error[static_cast<size_t>(e - 1)] + (t_.last_only && !last ? 0.0 : t_.shift);
       epoch_s = c.seconds[static_cast<size_t>(e - 1)];
     } else {
       loss =
@@ -506,7 +520,11 @@ class Workload : public hs::VirtualWorkload {
       // A configuration trained again: another seed's draw, a third run the next seed's. (The
       // controller trains a finalist's configuration at most twice again.)
       t.finalist = plan.finalist_of.has_value();
-      if (t.finalist && s_.reruns != nullptr) {
+      if (s_.fresh_draws) {
+        if (t.finalist) ++reruns_served_[t.curve];
+        t.shift = FreshShift(visits_[t.curve]++, t.curve);
+        t.last_only = true;
+      } else if (t.finalist && s_.reruns != nullptr) {
         const size_t draw = std::min(reruns_served_[t.curve]++, s_.reruns->size() - 1);
         t.shift = (*s_.reruns)[draw][t.curve] - s_.table->curves()[t.curve].error.back();
       }
@@ -548,6 +566,13 @@ class Workload : public hs::VirtualWorkload {
     return n;
   }
   const std::map<int, TrialModel>& trials() const { return trials_; }
+  // --fresh-draws: the shift that moves configuration `curve`'s recorded curve to end at its
+  // `visit`-th draw (0 the table's own; then the repeats' seeds; then around again).
+  double FreshShift(size_t visit, size_t curve) const {
+    const size_t draw = visit % (s_.reruns->size() + 1);
+    if (draw == 0) return 0;
+    return (*s_.reruns)[draw - 1][curve] - s_.table->curves()[curve].error.back();
+  }
   // --table: how many distinct configurations served the trials started.
   int DistinctCurves() const {
     std::set<size_t> curves;
@@ -577,6 +602,7 @@ class Workload : public hs::VirtualWorkload {
   const Settings& s_;
   uint64_t seed_;
   std::map<size_t, size_t> reruns_served_;  // by table configuration: other seeds' draws served
+  std::map<size_t, size_t> visits_;         // --fresh-draws: trials begun, by table configuration
   std::map<int, TrialModel> trials_;        // by trial number
   std::map<Config, double> proposed_;       // the latest proposal of each configuration
   int new_trials_ = 0;
@@ -836,6 +862,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
       << ", \"horizon_s\": " << s.horizon_s << ", \"start_cost_s\": " << s.overhead_s
       << ", \"in_place\": " << (s.in_place ? "true" : "false")
       << ", \"repeats_served\": " << (s.reruns != nullptr ? s.reruns->size() : 0)
+      << ", \"fresh_draws\": " << (s.fresh_draws ? "true" : "false")
       << ", \"best_final_error\": " << optimum << ", \"runs\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
@@ -922,6 +949,12 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "seeds a configuration's second and third runs are served (default: the table's name with "
       ".repeats.json)",
       cxxopts::value<std::string>())(
+      "fresh-draws",
+      "with --table: each further trial a configuration serves (a proposal nearest one already "
+      "served, a finalist) ends at its next draw, the table's own and the repeats' first two "
+      "other seeds in turn, as a new training would; its epochs before the last are the table's "
+      "(default: it sees the first trial's curve again; finalists alone are served the repeats, "
+      "their whole curve moved)")(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
       "file",
@@ -970,17 +1003,22 @@ int CheckArgs(const Args& a) {
                  "--first-seed >= 0 and --methods not empty\n";
     return 2;
   }
+  if (a.s.fresh_draws && !a.table) {
+    std::cerr << "asha_bench: --fresh-draws serves a table's repeats: pass --table too\n";
+    return 2;
+  }
   return 0;
 }
 
 // A finalist's configuration runs at most twice more: a finalist and a third run.
 constexpr int kRerunDraws = 2;
 
-// --repeats, read where a :fK method replays a table (the table's own repeats file unless named).
+// --repeats, read where a :fK method replays a table or --fresh-draws asks for them (the table's
+// own repeats file unless named).
 int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
   const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
                                      [](const Method* m) { return m->finalists > 0; });
-  if (!a->table || !finalists) return 0;
+  if (!a->table || (!finalists && !a->s.fresh_draws)) return 0;
   std::string path = args.count("repeats") ? args["repeats"].as<std::string>() : "";
   if (path.empty()) {
     path = args["table"].as<std::string>();
@@ -1017,6 +1055,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
     s.learn_ladder = args["learn-ladder"].as<bool>();
     s.precision = args["precision"].as<bool>();
     s.in_place = args["in-place"].as<bool>();
+    s.fresh_draws = args["fresh-draws"].as<bool>();
     if (args.count("json")) a->json_path = args["json"].as<std::string>();
     if (args.count("start-cost")) a->start_cost = args["start-cost"].as<double>();
     if (args.count("table")) {

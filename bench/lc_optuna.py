@@ -52,6 +52,13 @@ that configuration's mean final error over the other seeds' trainings, less the 
 the error the choice gives when trained again, which no luck of the served draw can lower. That
 is the measure methods are judged by where it exists; its last column is the best configuration
 each run completed, so scored: what a perfect choice among the run's own completions would give.
+`run --fresh-draws` (and asha_bench --fresh-draws) serves each further trial of a configuration,
+a proposal nearest one already served, its next draw (the table's own, then the repeats' first
+two other seeds, in turn) at its last epoch, where by default it sees the first trial's curve
+again: a nearby configuration is a new training, whose luck a real one would not share, and a lucky
+draw is not confirmed by proposals near it. Its epochs before the last are the table's (the repeats
+hold other seeds' final errors only), so no pruner sees the draw coming. Both replays must be run
+the same way; the judge is the same.
 `paired BASE VARIANT [BASE VARIANT ...]` compares two versions run on the same seeds (a change
 to hyperpack, say) where medians cannot: each variant run against the base's run of the same
 method and seed, both choices scored as above (other seeds' trainings) at the variant's budget
@@ -79,6 +86,7 @@ import random
 import sys
 import time
 
+SERVED_DRAWS = 2  # asha_bench's kRerunDraws: the repeats' seeds a replay may serve
 METHODS = ["tpe", "tpe+median", "tpe+sha", "tpe+hyperband", "gp", "gp+median", "gp+sha",
            "gp+hyperband", "random", "random+hyperband"]
 DEFAULT_METHODS = ["tpe", "tpe+sha", "tpe+hyperband", "gp", "gp+sha", "gp+hyperband"]
@@ -173,9 +181,68 @@ def make_study(optuna, method, seed, epochs):
                                sampler=sampler, pruner=pruner)
 
 
+class Draws:
+    """--fresh-draws: the k-th trial a configuration serves ends at its k-th draw, in turn (0 the
+    table's own, then `draws[index]`, the repeats' seeds served); without them, always the first."""
+
+    def __init__(self, draws):
+        self.draws, self.visits = draws, {}
+
+    def shift(self, index, curve):
+        """What the trial's last epoch adds to the curve's recorded final error."""
+        if self.draws is None:
+            return 0.0
+        k = self.visits.get(index, 0)
+        self.visits[index] = k + 1
+        d = k % (len(self.draws[index]) + 1)
+        return self.draws[index][d - 1] - curve["error"][-1] if d else 0.0
+
+
+class ReplayLog:
+    """What a replay keeps of its trials, for the run's record (replay's return)."""
+
+    def __init__(self, space):
+        self.space = space
+        self.trials = 0
+        self.completions = []  # (virtual time, final error)
+        self.completed_configs = []  # the table configuration of each completion
+        self.reported = []  # (virtual time, error) each time a report beat every earlier one
+        # The distinct table configurations that served the trials started and those trained to
+        # the end: by default proposals nearest to the same one see the same curve.
+        self.configs, self.full_configs = set(), set()
+        self.begun, self.done = [], []  # (start, unit coordinates, full); (end, error, coordinates)
+
+    def begin(self, now, params, index):
+        """A trial begun; its position in `begun`."""
+        self.trials += 1
+        self.configs.add(index)
+        self.begun.append([now, coordinates(self.space, params), False])
+        return len(self.begun) - 1
+
+    def report(self, now, error):
+        if not self.reported or error < self.reported[-1][1]:
+            self.reported.append([now, error])
+
+    def complete(self, now, error, index, k):
+        self.completions.append([now, error])
+        self.completed_configs.append(index)
+        self.full_configs.add(index)
+        self.begun[k][2] = True
+        self.done.append((now, error, self.begun[k][1]))
+
+    def record(self, method, seed, seconds):
+        near_started, near_full = near_incumbent(self.begun, self.done)
+        return {"method": method, "seed": seed, "trials": self.trials,
+                "configs": len(self.configs), "full_configs": len(self.full_configs),
+                "near_started": near_started, "near_full": near_full,
+                "at_bound": at_bound(self.begun, self.space), "completions": self.completions,
+                "reported": self.reported, "completed_configs": self.completed_configs,
+                "seconds": seconds}
+
+
 def replay(args):
     """One method on one seed: the completions (virtual time, final error) and the trials begun."""
-    table_path, method, seed, budget_trials, start_cost, gpus = args
+    table_path, method, seed, budget_trials, start_cost, gpus, draws = args
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     table = Table(load_table(table_path))
@@ -183,24 +250,16 @@ def replay(args):
     study = make_study(optuna, method, seed, table.epochs)
     dists = distributions(optuna, table.space)
     events, order, workers = [], 0, {}
-    completions, trials = [], 0
-    completed_configs = []  # the table configuration of each completion
-    reported = []  # (virtual time, error) each time a report beat every earlier one
-    # The distinct table configurations that served the trials started and those trained to the
-    # end: proposals nearest to the same one see the same curve.
-    configs, full_configs = set(), set()
-    begun, done = [], []  # (start, unit coordinates, full) per trial; (end, error, coordinates)
+    log, served = ReplayLog(table.space), Draws(draws)
     t0 = time.perf_counter()
 
     def start(gpu, now):
-        nonlocal order, trials
+        nonlocal order
         trial = study.ask(dists)
-        trials += 1
         index = table.nearest(trial.params)
-        configs.add(index)
         curve = table.curves[index]
-        begun.append([now, coordinates(table.space, trial.params), False])
-        workers[gpu] = [trial, curve, 0, index, len(begun) - 1]
+        k = log.begin(now, trial.params, index)
+        workers[gpu] = [trial, curve, 0, index, k, served.shift(index, curve)]
         order += 1
         heapq.heappush(events, (now + start_cost + curve["seconds"][0], order, gpu))
 
@@ -210,19 +269,15 @@ def replay(args):
         now, _, gpu = heapq.heappop(events)
         if now > horizon:
             break
-        trial, curve, epochs, index, k = workers[gpu]
+        trial, curve, epochs, index, k, shift = workers[gpu]
         epochs += 1
         workers[gpu][2] = epochs
-        error = curve["error"][epochs - 1]
-        if not reported or error < reported[-1][1]:
-            reported.append([now, error])
+        # --fresh-draws: the draw is the last epoch's; the epochs before are the table's
+        error = curve["error"][epochs - 1] + (shift if epochs == table.epochs else 0.0)
+        log.report(now, error)
         if epochs == table.epochs:
             study.tell(trial, error)
-            completions.append([now, error])
-            completed_configs.append(index)
-            full_configs.add(index)
-            begun[k][2] = True
-            done.append((now, error, begun[k][1]))
+            log.complete(now, error, index, k)
             start(gpu, now)
             continue
         trial.report(error, epochs)
@@ -232,13 +287,7 @@ def replay(args):
             continue
         order += 1
         heapq.heappush(events, (now + curve["seconds"][epochs], order, gpu))
-    near_started, near_full = near_incumbent(begun, done)
-    return {"method": method, "seed": seed, "trials": trials, "configs": len(configs),
-            "full_configs": len(full_configs), "near_started": near_started,
-            "near_full": near_full, "at_bound": at_bound(begun, table.space),
-            "completions": completions, "reported": reported,
-            "completed_configs": completed_configs,
-            "seconds": time.perf_counter() - t0}
+    return log.record(method, seed, time.perf_counter() - t0)
 
 
 NEAR_BOUND = 0.02  # asha_bench's kNearBound
@@ -273,9 +322,27 @@ def near_incumbent(begun, done):
     return median(started), median(full)
 
 
+def serving_draws(path, table, served=SERVED_DRAWS):
+    """--fresh-draws: by table index, the final errors of the repeats' first `served` seeds besides
+    the table's own (asha_bench --fresh-draws serves the same; the judge takes the seeds after)."""
+    r, others = read_repeats(path, table.family)
+    if len(others) < served:
+        raise SystemExit(f"lc_optuna: {path}: --fresh-draws serves {served} seeds besides the "
+                         f"table's own; the file has {len(others)} (offsets {r['offsets']})")
+    by_index = {c["index"]: [c["repeats"][k] for k in others[:served]] for c in r["configs"]}
+    return [by_index[i] for i in range(len(table.curves))]
+
+
 def run(args):
     import optuna
     table = Table(load_table(args.table))
+    draws = None
+    if args.fresh_draws:
+        path = args.repeats or shipped_repeats(table.family)
+        if path is None:
+            raise SystemExit(f"lc_optuna: run --fresh-draws: no repeats of {table.family}'s table "
+                             f"to serve: pass --repeats (lc_table.py repeats)")
+        draws = serving_draws(path, table)
     methods = args.methods.split(",")
     for m in methods:
         if m not in METHODS:
@@ -286,7 +353,7 @@ def run(args):
                          "later): run under ../shared/tools/optuna-python 5.0")
     start_cost = args.start_cost if args.start_cost is not None else table.mean_full_s / 10
     horizon = args.budget_trials * (table.mean_full_s + start_cost) / args.gpus
-    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus)
+    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus, draws)
             for m in methods for s in range(args.first_seed, args.first_seed + args.seeds)]
     runs = []
     with multiprocessing.Pool(args.jobs) as pool:
@@ -300,6 +367,7 @@ def run(args):
     out = {"tool": f"optuna {optuna.__version__}", "family": table.family,
            "epochs": table.epochs, "gpus": args.gpus, "horizon_s": horizon,
            "start_cost_s": start_cost, "in_place": True, "best_final_error": table.best,
+           "fresh_draws": draws is not None, "repeats_served": SERVED_DRAWS if draws else 0,
            "runs": runs}
     with open(args.out, "w") as f:
         json.dump(out, f)
@@ -457,6 +525,15 @@ def near(a, b):
     return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
+def check_draws(path, runs, ref_path, ref):
+    """Runs replayed with --fresh-draws and without are not the same replay: exit naming both."""
+    a, b = bool(runs.get("fresh_draws")), bool(ref.get("fresh_draws"))
+    if a != b:
+        raise SystemExit(f"lc_optuna: {path} was replayed {'with' if a else 'without'} "
+                         f"--fresh-draws and {ref_path} {'with' if b else 'without'}: not the "
+                         f"same replay; replay both the same way")
+
+
 def budget_shares(paths, files, budgets):
     """The whole budget (the longest horizon among the files) and each file's share of it: 1, or
     one of `budgets` where a file's runs were given that part of the budget (asha_bench or `run`
@@ -469,6 +546,7 @@ def budget_shares(paths, files, budgets):
             if f[key] != ref[key]:
                 raise SystemExit(f"lc_optuna: {p}: {key} {f[key]} differs from {paths[0]}'s "
                                  f"{ref[key]}: not the same replay")
+        check_draws(p, f, paths[0], ref)
         if not near(f["start_cost_s"], ref["start_cost_s"]):
             raise SystemExit(f"lc_optuna: {p}: start_cost_s {f['start_cost_s']:.6g} differs from "
                              f"{paths[0]}'s {ref['start_cost_s']:.6g}: not the same budget")
@@ -609,6 +687,7 @@ def paired_scores(base_path, var_path, args, judged):
         if base[key] != var[key]:
             raise SystemExit(f"lc_optuna: paired: {var_path}: {key} {var[key]} differs from "
                              f"{base_path}'s {base[key]}: not the same replay")
+    check_draws(var_path, var, base_path, base)
     h = var["horizon_s"]
     if base["horizon_s"] < h and not near(base["horizon_s"], h):
         raise SystemExit(f"lc_optuna: paired: {base_path} was given {base['horizon_s']:.6g} s, "
@@ -946,9 +1025,7 @@ def counted(runs, total, distinct):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def add_run_parser(sub):
     r = sub.add_parser("run", help="replay Optuna's samplers and pruners on a table")
     r.add_argument("--table", required=True)
     r.add_argument("--methods", default=",".join(DEFAULT_METHODS),
@@ -961,7 +1038,17 @@ def main():
                    help="seconds a trial's start costs (default: a tenth of a full run's mean)")
     r.add_argument("--gpus", type=int, default=8)
     r.add_argument("--jobs", type=int, default=1)
+    r.add_argument("--fresh-draws", action="store_true",
+                   help="each further trial a configuration serves ends at its next draw (its last "
+                   "epoch's error): the table's own, then the repeats' first two other seeds, in "
+                   "turn (asha_bench --fresh-draws); default: the first trial's curve again")
+    r.add_argument("--repeats", help="with --fresh-draws (default: "
+                   "bench/data/lc_FAMILY.repeats.json)")
     r.add_argument("--out", required=True)
+
+
+def add_scoring_parsers(sub):
+    """table, paired and versus: each reads the replays' --json files."""
     t = sub.add_parser("table", help="regret against budget, from --json files of both replays")
     t.add_argument("files", nargs="+")
     t.add_argument("--budgets", default="0.25,0.5,1")
@@ -989,6 +1076,13 @@ def main():
     v.add_argument("--judge", help="as table's: the repeats' offsets to judge by, as 3-6")
     v.add_argument("--draws", type=int, default=2000, help="bootstrap draws (default: %(default)s)")
     v.add_argument("--json", help="also write the rows here")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    add_run_parser(sub)
+    add_scoring_parsers(sub)
     f = sub.add_parser("finalists", help="each run's choice had it trained its k best again")
     f.add_argument("runs")
     f.add_argument("--table", required=True, help="the table the runs replayed (its seconds)")

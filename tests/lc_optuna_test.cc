@@ -486,6 +486,59 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem
   }
 }
 
+// With --fresh-draws both replays serve each further trial of a configuration (a proposal
+// nearest one already served) its next draw, the table's own and the repeats' first two other
+// seeds in turn, as a new training would; without it, the first trial's curve again. `table`
+// refuses to set runs of the two rules side by side.
+TEST_P(LcScoringTest, ServesEachFurtherTrialOfAConfigurationItsNextDrawWithFreshDraws) {
+  WriteFile(dir_ / "repeats.json", ServedRepeats().dump());
+  const std::string ours = dir_ / "ours.json", optuna = dir_ / "optuna.json";
+  const std::string plain = dir_ / "plain.json";
+  auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods", "random",
+                         "--budget-trials", "40", "--threads", "1", "--repeats",
+                         dir_ / "repeats.json", "--fresh-draws", "--json", ours});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  auto run = Script({"run", "--table", table_, "--methods", "random", "--seeds", "2",
+                     "--fresh-draws", "--repeats", dir_ / "repeats.json", "--out", optuna});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto old =
+      Script({"run", "--table", table_, "--methods", "random", "--seeds", "1", "--out", plain});
+  ASSERT_EQ(old.exit_code, 0) << old.err;
+  for (const std::string& path : {ours, optuna, plain}) {
+    const Json j = Json::parse(testing::ReadFile(path));
+    const bool fresh = path != plain;
+    EXPECT_EQ(j["fresh_draws"], fresh) << path;
+    EXPECT_EQ(j["repeats_served"], fresh ? 2 : 0) << path;
+    for (const Json& r : j["runs"]) {
+      std::map<int, std::set<int>> draws;  // by configuration: 0 the table's own, 1 and 2 served
+      for (size_t k = 0; k < r["completions"].size(); ++k) {
+        const int c = r["completed_configs"][k].get<int>();
+        const double v = r["completions"][k][1].get<double>();
+        const double of[] = {0.6 - 0.1 * c, 0.05 + 0.01 * c, 0.07 + 0.01 * c};
+        if (c == 5) continue;  // its own draw, 0.1, is also its first served one
+        const int d =
+            static_cast<int>(std::find_if(std::begin(of), std::end(of),
+                                          [&](double x) { return std::abs(x - v) < 1e-9; }) -
+                             std::begin(of));
+        ASSERT_LT(d, 3) << path << ": configuration " << c << " completed at " << v;
+        draws[c].insert(d);
+      }
+      for (const auto& [c, seen] : draws) {
+        const auto n = std::count(r["completed_configs"].begin(), r["completed_configs"].end(), c);
+        if (!fresh) EXPECT_EQ(seen, std::set<int>{0}) << path << ": configuration " << c;
+        if (fresh && n >= 4) EXPECT_EQ(seen.size(), 3u) << path << ": configuration " << c;
+      }
+    }
+  }
+  auto mixed =
+      Script({"table", optuna, plain, "--reference", "random", "--repeats", dir_ / "repeats.json"});
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_THAT(mixed.err, HasSubstr("plain.json was replayed without --fresh-draws"));
+  auto lone = RunCommand({ASHA_BENCH, "--seeds", "1", "--methods", "random", "--fresh-draws"});
+  EXPECT_EQ(lone.exit_code, 2);
+  EXPECT_THAT(lone.err, HasSubstr("--fresh-draws serves a table's repeats: pass --table too"));
+}
+
 // A method whose study acts at its budget's end (finalists) is judged at a part of the budget by a
 // study given that part, where one is at hand, not by the whole budget's study read at that time;
 // a file of any other budget is still refused.
