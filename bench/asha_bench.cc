@@ -945,9 +945,9 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))(
       "repeats",
-      "with --table and :fK methods: lc_table.py's repeats of the table, whose first two other "
-      "seeds a configuration's second and third runs are served (default: the table's name with "
-      ".repeats.json)",
+      "with --table and :fK methods or --fresh-draws: lc_table.py's repeats of the table, whose "
+      "first two other seeds a configuration's second and third runs are served (default: the "
+      "table's name with .repeats.json)",
       cxxopts::value<std::string>())(
       "fresh-draws",
       "with --table: each further trial a configuration serves (a proposal nearest one already "
