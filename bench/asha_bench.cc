@@ -526,7 +526,7 @@ class Workload : public hs::VirtualWorkload {
         t.last_only = true;
       } else if (t.finalist && s_.reruns != nullptr) {
         const size_t draw = std::min(reruns_served_[t.curve]++, s_.reruns->size() - 1);
-        t.shift = (*s_.reruns)[draw][t.curve] - s_.table->curves()[t.curve].error.back();
+        t.shift = RerunShift(draw, t.curve);
       }
       t.key = Mix64(seed_ ^ Mix64(ConfigHash(plan.config)));
       t.offset = kOffsetSd * Normal(t.key);
@@ -570,8 +570,11 @@ class Workload : public hs::VirtualWorkload {
   // `visit`-th draw (0 the table's own; then the repeats' seeds; then around again).
   double FreshShift(size_t visit, size_t curve) const {
     const size_t draw = visit % (s_.reruns->size() + 1);
-    if (draw == 0) return 0;
-    return (*s_.reruns)[draw - 1][curve] - s_.table->curves()[curve].error.back();
+    return draw == 0 ? 0.0 : RerunShift(draw - 1, curve);
+  }
+  // What moves configuration `curve`'s recorded curve to end at the repeats' `draw`-th other seed.
+  double RerunShift(size_t draw, size_t curve) const {
+    return (*s_.reruns)[draw][curve] - s_.table->curves()[curve].error.back();
   }
   // --table: how many distinct configurations served the trials started.
   int DistinctCurves() const {
