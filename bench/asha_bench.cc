@@ -4,7 +4,9 @@
 //   asha_bench [--seeds 20] [--methods gp+asha,gp,random,...] [--budget-trials 40]
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
 //              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
-//              [--repeats bench/data/lc_FAMILY.repeats.json] [--fresh-draws] [--json runs.json]
+//              [--repeats bench/data/lc_FAMILY.repeats.json]
+//              [--fresh-draws [--draw-curves[=bench/data/lc_FAMILY.curves.json]]]
+//              [--json runs.json]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
 // by study::ParseStudy, the tuner that `hyperpack run` would make from it, and the study controller
@@ -86,10 +88,12 @@
 // would leave idle) at the second. With --fresh-draws every trial a configuration serves after its
 // first, finalist or not, is served its next draw (the table's own, the first other seed, the
 // second, around again) at its last epoch, its epochs before being the table's: a proposal nearest
-// a served configuration is a new training, whose draw a real one would not share, and the
-// repeats hold only other seeds' final errors. --json keeps each run's choice after every
-// completion (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after those
-// two.
+// a served configuration is a new training, whose draw a real one would not share. With
+// --draw-curves too, the draws after the table's own are two other seeds' whole curves
+// (lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json), so that a pruner sees another
+// training's curve, not the table's ending elsewhere. --json keeps
+// each run's choice after every completion (study::ChooseBest), which bench/lc_optuna.py table
+// judges by the seeds after those two.
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
 //   time to target   the virtual time at which a trial first *completes 27 epochs* (its process
@@ -349,6 +353,10 @@ struct Settings {
   // `reruns` in turn), as a new training would, at its last epoch only (its curve before is the
   // table's); else it sees the first trial's curve again.
   bool fresh_draws = false;
+  // --draw-curves: with fresh_draws, the draws after the table's own are other seeds' whole
+  // curves (ReadRepeatCurves), [draw][configuration][epoch]: a whole other training, so that a
+  // pruner sees it too.
+  const RepeatCurves* draw_curves = nullptr;
 };
 
 struct RunResult {
@@ -459,6 +467,16 @@ struct TrialModel {
   // --fresh-draws: `shift` moves the last epoch's error only; the epochs before are the table's
   // (the repeats hold other seeds' final errors, not their curves), so no pruner sees the draw.
   bool last_only = false;
+  // --draw-curves: another seed's whole curve of the configuration, served instead of the table's.
+  const std::vector<double>* errors = nullptr;
+
+  // --table: the error served at epoch `e` (from 1), by the rules above.
+  double ServedError(const CurveTable& table, int e) const {
+    const Curve& c = table.curves()[curve];
+    const bool last = static_cast<size_t>(e) == c.error.size();
+    const std::vector<double>& served = errors != nullptr ? *errors : c.error;
+    return served[static_cast<size_t>(e - 1)] + (last_only && !last ? 0.0 : shift);
+  }
 };
 
 // One job of a trial: from its epochs so far to its stopping point, an epoch a step.
@@ -478,10 +496,8 @@ class Job : public hs::VirtualTrial {
     line.epoch = e;
     double loss = 0, epoch_s = epoch_s_;
     if (s_.table != nullptr) {  // the recorded value and time of that epoch
-      const Curve& c = s_.table->curves()[t_.curve];
-      const bool last = static_cast<size_t>(e) == c.error.size();
-      loss = c.error[static_cast<size_t>(e - 1)] + (t_.last_only && !last ? 0.0 : t_.shift);
-      epoch_s = c.seconds[static_cast<size_t>(e - 1)];
+      loss = t_.ServedError(*s_.table, e);
+      epoch_s = s_.table->curves()[t_.curve].seconds[static_cast<size_t>(e - 1)];
     } else {
       loss =
           TrueLoss(t_.hp, e, t_.offset, s_.speedup) + kNoiseSd * Normal(t_.key ^ Mix64(0x1000 + e));
@@ -522,8 +538,7 @@ class Workload : public hs::VirtualWorkload {
       t.finalist = plan.finalist_of.has_value();
       if (s_.fresh_draws) {
         if (t.finalist) ++reruns_served_[t.curve];
-        t.shift = FreshShift(visits_[t.curve]++, t.curve);
-        t.last_only = true;
+        ServeFresh(visits_[t.curve]++, t);
       } else if (t.finalist && s_.reruns != nullptr) {
         const size_t draw = std::min(reruns_served_[t.curve]++, s_.reruns->size() - 1);
         t.shift = RerunShift(draw, t.curve);
@@ -566,11 +581,17 @@ class Workload : public hs::VirtualWorkload {
     return n;
   }
   const std::map<int, TrialModel>& trials() const { return trials_; }
-  // --fresh-draws: the shift that moves configuration `curve`'s recorded curve to end at its
-  // `visit`-th draw (0 the table's own; then the repeats' seeds; then around again).
-  double FreshShift(size_t visit, size_t curve) const {
+  // --fresh-draws: serves trial `t` its configuration's `visit`-th draw (0 the table's own; then
+  // two other seeds'; then around again): with --draw-curves another seed's whole curve, else the
+  // table's curve with its last epoch moved to a repeat's final error.
+  void ServeFresh(size_t visit, TrialModel& t) const {
     const size_t draw = visit % (s_.reruns->size() + 1);
-    return draw == 0 ? 0.0 : RerunShift(draw - 1, curve);
+    if (draw > 0 && s_.draw_curves != nullptr) {
+      t.errors = &(*s_.draw_curves)[draw - 1][t.curve];
+      return;
+    }
+    t.shift = draw == 0 ? 0.0 : RerunShift(draw - 1, t.curve);
+    t.last_only = true;
   }
   // What moves configuration `curve`'s recorded curve to end at the repeats' `draw`-th other seed.
   double RerunShift(size_t draw, size_t curve) const {
@@ -702,7 +723,7 @@ class Simulation {
                                 " epochs, not ", s_.max_epochs);
       ++r.full_trials;
       const double truth = s_.table != nullptr
-                               ? s_.table->curves()[t->curve].error.back() + t->shift
+                               ? t->ServedError(*s_.table, static_cast<int>(s_.max_epochs))
                                : TrueLoss(t->hp, s_.max_epochs, t->offset, s_.speedup);
       r.best_full = std::min(r.best_full, truth);
       full_curves.insert(t->curve);
@@ -866,6 +887,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
       << ", \"in_place\": " << (s.in_place ? "true" : "false")
       << ", \"repeats_served\": " << (s.reruns != nullptr ? s.reruns->size() : 0)
       << ", \"fresh_draws\": " << (s.fresh_draws ? "true" : "false")
+      << ", \"draw_curves\": " << (s.draw_curves != nullptr ? "true" : "false")
       << ", \"best_final_error\": " << optimum << ", \"runs\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
@@ -902,11 +924,13 @@ struct Args {
   Settings s;
   std::optional<CurveTable> table;
   std::vector<std::vector<double>> reruns;  // --repeats (ReadReruns)
+  RepeatCurves draw_curves;                 // --draw-curves (ReadReruns)
   std::optional<double> start_cost;
   std::vector<const Method*> methods;
   double budget_trials = 0, gap = 0;
   int threads = 1;
   std::string json_path;
+  bool want_curves = false;  // --draw-curves
 };
 
 cxxopts::Options Options(const std::vector<std::string>& names) {
@@ -958,6 +982,12 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "other seeds in turn, as a new training would; its epochs before the last are the table's "
       "(default: it sees the first trial's curve again; finalists alone are served the repeats, "
       "their whole curve moved)")(
+      "draw-curves",
+      "with --fresh-draws: the draws after the table's own are other seeds' whole curves, the "
+      "first two of this file's (lc_table.py repeats --curves; default, or with no =FILE: the "
+      "table's name with .curves.json), not the table's curve ending at the repeats' finals: a "
+      "further trial is a whole other training",
+      cxxopts::value<std::string>()->implicit_value(""))(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
       "file",
@@ -1010,11 +1040,28 @@ int CheckArgs(const Args& a) {
     std::cerr << "asha_bench: --fresh-draws serves a table's repeats: pass --table too\n";
     return 2;
   }
+  if (a.want_curves && !a.s.fresh_draws) {
+    std::cerr << "asha_bench: --draw-curves is a way of serving fresh draws: pass --fresh-draws "
+                 "too\n";
+    return 2;
+  }
   return 0;
 }
 
 // A finalist's configuration runs at most twice more: a finalist and a third run.
 constexpr int kRerunDraws = 2;
+
+// The file option `name` names, or where none is named the table's path with `suffix` for .json.
+std::string BesideTable(const cxxopts::ParseResult& args, const std::string& name,
+                        const std::string& suffix) {
+  std::string path = args.count(name) ? args[name].as<std::string>() : "";
+  if (path.empty()) {
+    path = args["table"].as<std::string>();
+    if (path.size() > 5 && path.substr(path.size() - 5) == ".json") path.resize(path.size() - 5);
+    path += suffix;
+  }
+  return path;
+}
 
 // --repeats, read where a :fK method replays a table or --fresh-draws asks for them (the table's
 // own repeats file unless named).
@@ -1022,18 +1069,21 @@ int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
   const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
                                      [](const Method* m) { return m->finalists > 0; });
   if (!a->table || (!finalists && !a->s.fresh_draws)) return 0;
-  std::string path = args.count("repeats") ? args["repeats"].as<std::string>() : "";
-  if (path.empty()) {
-    path = args["table"].as<std::string>();
-    if (path.size() > 5 && path.substr(path.size() - 5) == ".json") path.resize(path.size() - 5);
-    path += ".repeats.json";
-  }
+  const std::string path = BesideTable(args, "repeats", ".repeats.json");
   Result<std::vector<std::vector<double>>> read = ReadRepeats(path, *a->table, kRerunDraws);
   if (!read.ok()) {
     std::cerr << "asha_bench: --repeats: " << read.status().message() << "\n";
     return 2;
   }
   a->reruns = std::move(*read);
+  if (!args.count("draw-curves") || !a->s.fresh_draws) return 0;
+  Result<RepeatCurves> curves =
+      ReadRepeatCurves(BesideTable(args, "draw-curves", ".curves.json"), *a->table, kRerunDraws);
+  if (!curves.ok()) {
+    std::cerr << "asha_bench: --draw-curves: " << curves.status().message() << "\n";
+    return 2;
+  }
+  a->draw_curves = std::move(*curves);
   return 0;
 }
 
@@ -1059,6 +1109,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
     s.precision = args["precision"].as<bool>();
     s.in_place = args["in-place"].as<bool>();
     s.fresh_draws = args["fresh-draws"].as<bool>();
+    a->want_curves = args.count("draw-curves") > 0;
     if (args.count("json")) a->json_path = args["json"].as<std::string>();
     if (args.count("start-cost")) a->start_cost = args["start-cost"].as<double>();
     if (args.count("table")) {
@@ -1254,6 +1305,7 @@ int Main(int argc, char** argv) {
   if (a.table) {
     s.table = &*a.table;
     if (!a.reruns.empty()) s.reruns = &a.reruns;
+    if (!a.draw_curves.empty()) s.draw_curves = &a.draw_curves;
     s.max_epochs = a.table->epochs();
     s.overhead_s = a.start_cost.value_or(a.table->MeanFullSeconds() / 10);
     optimum = a.table->BestFinalError();

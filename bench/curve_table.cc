@@ -190,6 +190,88 @@ double CurveTable::MeanFullSeconds() const {
   return sum / static_cast<double>(curves_.size());
 }
 
+namespace {
+
+// The positions in a repeats file's `offsets` of the seeds a replay serves: the first `draws`
+// that are not the table's own (0).
+Result<std::vector<size_t>> ServedSeeds(const Json& j, const std::string& name, int draws) {
+  std::vector<size_t> seeds;
+  for (size_t k = 0; k < j["offsets"].size(); ++k)
+    if (j["offsets"][k] != 0 && static_cast<int>(seeds.size()) < draws) seeds.push_back(k);
+  if (seeds.empty() || static_cast<int>(seeds.size()) < draws)
+    return Status::Invalid(name, ": ", seeds.size(), " seeds besides the table's own (offsets), ",
+                           draws, " wanted");
+  return seeds;
+}
+
+// Configuration `c`'s curve at `at` in its `curves`, checked: `epochs` finite errors ending at
+// `final` (its repeat at that seed).
+Result<std::vector<double>> OneCurve(const Json& c, size_t at, int epochs, double final,
+                                     const std::string& name) {
+  const std::string where = "configuration " + c.value("index", Json()).dump() + ": ";
+  if (!c.contains("curves") || !c["curves"].is_array() || c["curves"].size() <= at ||
+      !c["curves"][at].is_array() || c["curves"][at].size() != static_cast<size_t>(epochs))
+    return Status::Invalid(name, ": ", where, "expected ", epochs, " errors in curves[", at, "]");
+  std::vector<double> curve;
+  for (const Json& v : c["curves"][at]) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      return Status::Invalid(name, ": ", where, "curves[", at, "] holds ", v.dump(),
+                             ", not a finite error");
+    curve.push_back(v.get<double>());
+  }
+  if (curve.back() != final)
+    return Status::Invalid(name, ": ", where, "curves[", at, "] ends at ", curve.back(),
+                           ", its repeat is ", final);
+  return curve;
+}
+
+}  // namespace
+
+Result<RepeatCurves> ReadRepeatCurves(const std::string& path, const CurveTable& table, int draws) {
+  HP_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
+  return ParseRepeatCurves(text, path, table, draws);
+}
+
+Result<RepeatCurves> ParseRepeatCurves(const std::string& text, const std::string& name,
+                                       const CurveTable& table, int draws) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
+  }
+  if (!j.is_object() || !j.contains("curve_offsets") || !j["curve_offsets"].is_array() ||
+      static_cast<int>(j["curve_offsets"].size()) < draws)
+    return Status::Invalid(name, ": expected the whole curves of ", draws,
+                           " seeds (curve_offsets): lc_table.py repeats --curves");
+  // The finals: the same checks as the repeats', and what each curve must end at.
+  const Json offsets = j.value("offsets", Json::array());
+  const int others = static_cast<int>(offsets.size()) -
+                     static_cast<int>(std::count(offsets.begin(), offsets.end(), 0));
+  HP_ASSIGN_OR_RETURN(const std::vector<std::vector<double>> finals,
+                      ParseRepeats(text, name, table, others));
+  RepeatCurves out(static_cast<size_t>(draws),
+                   std::vector<std::vector<double>>(table.curves().size()));
+  for (size_t d = 0; d < out.size(); ++d) {
+    const Json& offset = j["curve_offsets"][d];
+    if (offset == 0 || std::count(offsets.begin(), offsets.end(), offset) != 1)
+      return Status::Invalid(name, ": curve offset ", offset.dump(),
+                             " is not one of the file's seeds besides the table's own (offsets ",
+                             offsets.dump(), ")");
+    // Its position among the offsets that are not 0, which is where ParseRepeats put it.
+    size_t k = 0;
+    for (const Json& o : offsets) {
+      if (o == offset) break;
+      k += o != 0;
+    }
+    for (const Json& c : j["configs"]) {
+      const size_t i = c["index"].get<size_t>();
+      HP_ASSIGN_OR_RETURN(out[d][i], OneCurve(c, d, table.epochs(), finals[k][i], name));
+    }
+  }
+  return out;
+}
+
 Result<std::vector<std::vector<double>>> ReadRepeats(const std::string& path,
                                                      const CurveTable& table, int draws) {
   HP_ASSIGN_OR_RETURN(std::string text, ReadWhole(path));
@@ -211,13 +293,7 @@ Result<std::vector<std::vector<double>>> ParseRepeats(const std::string& text,
   if (j.value("family", "") != table.family())
     return Status::Invalid(name, ": repeats of '", j.value("family", ""), "', not of '",
                            table.family(), "'");
-  // The offsets that are not the table's own seed (0), the first `draws` of them.
-  std::vector<size_t> seeds;
-  for (size_t k = 0; k < j["offsets"].size(); ++k)
-    if (j["offsets"][k] != 0 && static_cast<int>(seeds.size()) < draws) seeds.push_back(k);
-  if (seeds.empty() || static_cast<int>(seeds.size()) < draws)
-    return Status::Invalid(name, ": ", seeds.size(), " seeds besides the table's own (offsets), ",
-                           draws, " wanted");
+  HP_ASSIGN_OR_RETURN(const std::vector<size_t> seeds, ServedSeeds(j, name, draws));
   const size_t n = table.curves().size();
   std::vector<std::vector<double>> out(
       seeds.size(), std::vector<double>(n, std::numeric_limits<double>::quiet_NaN()));

@@ -71,4 +71,15 @@ Result<std::vector<std::vector<double>>> ParseRepeats(const std::string& text,
                                                       const std::string& name,
                                                       const CurveTable& table, int draws);
 
+// The whole curves of other seeds' trainings, where a repeats file keeps them (lc_table.py
+// repeats --curves): those of the first `draws` offsets in its `curve_offsets`, draw by draw, each
+// by table index, each `epochs()` finite errors ending at that seed's final error in the file.
+// A replay with --draw-curves serves them where it would serve ReadRepeats' draws. Errors name
+// the file and what is wrong: fewer seeds' curves than `draws`, a configuration missing, a curve
+// of another length or one that does not end at its final error.
+using RepeatCurves = std::vector<std::vector<std::vector<double>>>;
+Result<RepeatCurves> ReadRepeatCurves(const std::string& path, const CurveTable& table, int draws);
+Result<RepeatCurves> ParseRepeatCurves(const std::string& text, const std::string& name,
+                                       const CurveTable& table, int draws);
+
 }  // namespace hyperpack::bench

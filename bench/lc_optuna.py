@@ -57,8 +57,10 @@ a proposal nearest one already served, its next draw (the table's own, then the 
 two other seeds, in turn) at its last epoch, where by default it sees the first trial's curve
 again: a nearby configuration is a new training, whose luck a real one would not share, and a lucky
 draw is not confirmed by proposals near it. Its epochs before the last are the table's (the repeats
-hold other seeds' final errors only), so no pruner sees the draw coming. Both replays must be run
-the same way; the judge is the same.
+hold other seeds' final errors only), so no pruner sees the draw coming. With `--draw-curves` too
+(and repeats kept by lc_table.py repeats --curves, as the shipped ones are), a draw is that seed's
+whole curve: a further trial is a whole other training, which a pruner sees as it would. Both
+replays must be run the same way; the judge is the same.
 `paired BASE VARIANT [BASE VARIANT ...]` compares two versions run on the same seeds (a change
 to hyperpack, say) where medians cannot: each variant run against the base's run of the same
 method and seed, both choices scored as above (other seeds' trainings) at the variant's budget
@@ -183,19 +185,26 @@ def make_study(optuna, method, seed, epochs):
 
 class Draws:
     """--fresh-draws: the k-th trial a configuration serves ends at its k-th draw, in turn (0 the
-    table's own, then `draws[index]`, the repeats' seeds served); without them, always the first."""
+    table's own, then `draws[index]`, the repeats' seeds served); without them, always the first.
+    With `curves` (--draw-curves; by index, those seeds' whole curves) a draw is its whole curve,
+    else the table's curve with its last epoch moved to the draw."""
 
-    def __init__(self, draws):
-        self.draws, self.visits = draws, {}
+    def __init__(self, draws, curves=None):
+        self.draws, self.curves, self.visits = draws, curves, {}
 
-    def shift(self, index, curve):
-        """What the trial's last epoch adds to the curve's recorded final error."""
+    def errors(self, index, curve):
+        """The errors, epoch by epoch, that the next trial of configuration `index` is served."""
         if self.draws is None:
-            return 0.0
+            return curve["error"]
         k = self.visits.get(index, 0)
         self.visits[index] = k + 1
         d = k % (len(self.draws[index]) + 1)
-        return self.draws[index][d - 1] - curve["error"][-1] if d else 0.0
+        if not d:
+            return curve["error"]
+        if self.curves is not None:
+            return self.curves[index][d - 1]
+        final = curve["error"][-1]
+        return curve["error"][:-1] + [final + (self.draws[index][d - 1] - final)]
 
 
 class ReplayLog:
@@ -242,7 +251,7 @@ class ReplayLog:
 
 def replay(args):
     """One method on one seed: the completions (virtual time, final error) and the trials begun."""
-    table_path, method, seed, budget_trials, start_cost, gpus, draws = args
+    table_path, method, seed, budget_trials, start_cost, gpus, draws, curves = args
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     table = Table(load_table(table_path))
@@ -250,7 +259,7 @@ def replay(args):
     study = make_study(optuna, method, seed, table.epochs)
     dists = distributions(optuna, table.space)
     events, order, workers = [], 0, {}
-    log, served = ReplayLog(table.space), Draws(draws)
+    log, served = ReplayLog(table.space), Draws(draws, curves)
     t0 = time.perf_counter()
 
     def start(gpu, now):
@@ -259,7 +268,7 @@ def replay(args):
         index = table.nearest(trial.params)
         curve = table.curves[index]
         k = log.begin(now, trial.params, index)
-        workers[gpu] = [trial, curve, 0, index, k, served.shift(index, curve)]
+        workers[gpu] = [trial, curve, 0, index, k, served.errors(index, curve)]
         order += 1
         heapq.heappush(events, (now + start_cost + curve["seconds"][0], order, gpu))
 
@@ -269,11 +278,10 @@ def replay(args):
         now, _, gpu = heapq.heappop(events)
         if now > horizon:
             break
-        trial, curve, epochs, index, k, shift = workers[gpu]
+        trial, curve, epochs, index, k, errors = workers[gpu]
         epochs += 1
         workers[gpu][2] = epochs
-        # --fresh-draws: the draw is the last epoch's; the epochs before are the table's
-        error = curve["error"][epochs - 1] + (shift if epochs == table.epochs else 0.0)
+        error = errors[epochs - 1]
         log.report(now, error)
         if epochs == table.epochs:
             study.tell(trial, error)
@@ -333,16 +341,45 @@ def serving_draws(path, table, served=SERVED_DRAWS):
     return [by_index[i] for i in range(len(table.curves))]
 
 
+def draw_curves(path, table, served=SERVED_DRAWS):
+    """--draw-curves: by table index, the whole curves of the first `served` seeds a repeats file
+    keeps them of (lc_table.py repeats --curves: its curve_offsets), each checked to hold the
+    table's epochs and end at that seed's final error (asha_bench --draw-curves reads the same)."""
+    r, _ = read_repeats(path, table.family)
+    kept = r.get("curve_offsets") or []
+    if len(kept) < served:
+        raise SystemExit(f"lc_optuna: {path}: expected the whole curves of {served} seeds "
+                         f"(curve_offsets {kept}): lc_table.py repeats --curves")
+    curves = {}
+    for c in r["configs"]:
+        mine = c.get("curves") or []
+        for d, o in enumerate(kept[:served]):
+            e = mine[d] if d < len(mine) else []
+            final = c["repeats"][r["offsets"].index(o)] if o in r["offsets"] else None
+            if len(e) != table.epochs or e[-1] != final:
+                raise SystemExit(f"lc_optuna: {path}: configuration {c['index']}: the curve of "
+                                 f"offset {o} holds {len(e)} errors ending at "
+                                 f"{e[-1] if e else None}; expected {table.epochs} ending at its "
+                                 f"repeat {final}")
+        curves[c["index"]] = mine[:served]
+    return [curves[i] for i in range(len(table.curves))]
+
+
 def run(args):
     import optuna
     table = Table(load_table(args.table))
-    draws = None
+    draws = curves = None
+    if args.draw_curves is not None and not args.fresh_draws:
+        raise SystemExit("lc_optuna: run --draw-curves is a way of serving fresh draws: pass "
+                         "--fresh-draws too")
     if args.fresh_draws:
         path = args.repeats or shipped_repeats(table.family)
         if path is None:
             raise SystemExit(f"lc_optuna: run --fresh-draws: no repeats of {table.family}'s table "
                              f"to serve: pass --repeats (lc_table.py repeats)")
         draws = serving_draws(path, table)
+    if args.draw_curves is not None:
+        curves = draw_curves(args.draw_curves or shipped_curves(table.family), table)
     methods = args.methods.split(",")
     for m in methods:
         if m not in METHODS:
@@ -353,7 +390,7 @@ def run(args):
                          "later): run under ../shared/tools/optuna-python 5.0")
     start_cost = args.start_cost if args.start_cost is not None else table.mean_full_s / 10
     horizon = args.budget_trials * (table.mean_full_s + start_cost) / args.gpus
-    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus, draws)
+    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus, draws, curves)
             for m in methods for s in range(args.first_seed, args.first_seed + args.seeds)]
     runs = []
     with multiprocessing.Pool(args.jobs) as pool:
@@ -367,7 +404,8 @@ def run(args):
     out = {"tool": f"optuna {optuna.__version__}", "family": table.family,
            "epochs": table.epochs, "gpus": args.gpus, "horizon_s": horizon,
            "start_cost_s": start_cost, "in_place": True, "best_final_error": table.best,
-           "fresh_draws": draws is not None, "repeats_served": SERVED_DRAWS if draws else 0,
+           "fresh_draws": draws is not None, "draw_curves": curves is not None,
+           "repeats_served": SERVED_DRAWS if draws else 0,
            "runs": runs}
     with open(args.out, "w") as f:
         json.dump(out, f)
@@ -459,6 +497,13 @@ def read_expected(path, family, served=0, judge=None):
     return {c["index"]: sum(c["repeats"][k] for k in seeds) / len(seeds) for c in r["configs"]}
 
 
+def shipped_curves(family):
+    """bench/data's whole curves of two other seeds of every configuration of `family`'s table
+    (lc_table.py repeats --top all --offsets 7,8 --curves)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                        f"lc_{family}.curves.json")
+
+
 def shipped_repeats(family):
     """bench/data's repeats of every configuration of `family`'s table, with other seeds than the
     table's own (lc_table.py repeats --top all --offsets 1,2); None where none is shipped."""
@@ -526,12 +571,15 @@ def near(a, b):
 
 
 def check_draws(path, runs, ref_path, ref):
-    """Runs replayed with --fresh-draws and without are not the same replay: exit naming both."""
-    a, b = bool(runs.get("fresh_draws")), bool(ref.get("fresh_draws"))
-    if a != b:
-        raise SystemExit(f"lc_optuna: {path} was replayed {'with' if a else 'without'} "
-                         f"--fresh-draws and {ref_path} {'with' if b else 'without'}: not the "
-                         f"same replay; replay both the same way")
+    """Runs replayed with --fresh-draws and without, or with --draw-curves and without, are not
+    the same replay: exit naming both."""
+    for flag in ("fresh_draws", "draw_curves"):
+        a, b = bool(runs.get(flag)), bool(ref.get(flag))
+        if a != b:
+            raise SystemExit(f"lc_optuna: {path} was replayed {'with' if a else 'without'} "
+                             f"--{flag.replace('_', '-')} and {ref_path} "
+                             f"{'with' if b else 'without'}: not the same replay; replay both "
+                             f"the same way")
 
 
 def budget_shares(paths, files, budgets):
@@ -1042,6 +1090,11 @@ def add_run_parser(sub):
                    help="each further trial a configuration serves ends at its next draw (its last "
                    "epoch's error): the table's own, then the repeats' first two other seeds, in "
                    "turn (asha_bench --fresh-draws); default: the first trial's curve again")
+    r.add_argument("--draw-curves", nargs="?", const="", metavar="FILE",
+                   help="with --fresh-draws: the draws after the table's own are two other seeds' "
+                   "whole curves, FILE's (lc_table.py repeats --curves; default: "
+                   "bench/data/lc_FAMILY.curves.json), not the table's curve ending at the "
+                   "repeats' finals (asha_bench --draw-curves)")
     r.add_argument("--repeats", help="with --fresh-draws (default: "
                    "bench/data/lc_FAMILY.repeats.json)")
     r.add_argument("--out", required=True)

@@ -65,6 +65,14 @@ rank, and how much above the lowest mean):
 `merge-repeats` puts the same configurations' runs with other seeds side by side in one file (the
 seeds of a shipped file and more trained later):
   $PY bench/lc_table.py merge-repeats bench/data/lc_F.repeats.json r34.json --out merged.json
+`repeats --curves` keeps each seed's whole error curve, not its final error alone: the replays'
+fresh draws as whole other trainings (asha_bench and lc_optuna.py run --draw-curves), which
+bench/data ships for two seeds besides the repeats' (offsets 7 and 8):
+  $PY bench/lc_table.py repeats bench/data/lc_F.json --top 256 --offsets 7,8 --curves \
+                                --out bench/data/lc_F.curves.json
+Trainings are deterministic on one machine, not across machines (BLAS and the CPU's vector
+instructions round differently): merging a seed trained again elsewhere is refused where its
+final errors differ.
 """
 import argparse
 import gzip
@@ -382,6 +390,11 @@ def repeats(args):
                         "repeats": [runs[i][o][-1] for o in offsets],
                         "reproduced": runs[i][0] == t["configs"][i]["error"] if 0 in offsets
                         else None} for i in top]}
+    if args.curves:  # each offset's whole curve, for a replay's fresh draws
+        out["curve_offsets"] = offsets
+        out["command"] += " --curves"
+        for c in out["configs"]:
+            c["curves"] = [runs[c["index"]][o] for o in offsets]
     write_compact(args.out, out)
     print("wrote %s (%.0f s)" % (args.out, time.time() - began), file=sys.stderr)
 
@@ -427,15 +440,40 @@ def read_repeats(path):
     if len(r["configs"]) < 2 or not any(o != 0 for o in r["offsets"]):
         raise SystemExit("lc_table: %s: needs two configurations or more and a seed besides "
                          "the table's own (offset 0)" % path)
+    check_curves(path, r)
     return r
+
+
+def check_curves(path, r):
+    """A repeats file's whole curves (repeats --curves), where it holds them: one per offset in
+    `curve_offsets` for every configuration, each ending at that offset's final error."""
+    kept = r.get("curve_offsets")
+    if kept is None:
+        return
+    if not isinstance(kept, list) or any(o not in r["offsets"] for o in kept):
+        raise SystemExit("lc_table: %s: curve_offsets %s: expected offsets of the file (%s)"
+                         % (path, kept, r["offsets"]))
+    for c in r["configs"]:
+        curves = c.get("curves")
+        if not isinstance(curves, list) or len(curves) != len(kept) or \
+                any(not isinstance(e, list) or not e for e in curves):
+            raise SystemExit("lc_table: %s: configuration %s: expected one curve per curve offset "
+                             "(%d)" % (path, c.get("index"), len(kept)))
+        for o, e in zip(kept, curves):
+            if e[-1] != c["repeats"][r["offsets"].index(o)]:
+                raise SystemExit("lc_table: %s: configuration %s: the curve of offset %d ends at "
+                                 "%s, its repeat is %s" % (path, c.get("index"), o, e[-1],
+                                                          c["repeats"][r["offsets"].index(o)]))
 
 
 def merge_repeats(args):
     """One repeats file from several of the same table's configurations with other seeds each
     (repeats --offsets 1,2, later --offsets 3,4): offsets and repeats side by side, in the order
-    the files are given; the table's own seed's `reproduced` from the file that ran it."""
+    the files are given; the table's own seed's `reproduced` from the file that ran it. An offset
+    in two files must hold the same final errors in both (a seed trained again, with --curves to
+    keep its whole curves): that is checked, and its curves kept."""
     files = [(path, read_repeats(path)) for path in args.files]
-    (first_path, first), offsets, seen = files[0], [], {}
+    first_path, first = files[0]
     for path, r in files:
         for key in ("family", "table", "of", "top"):
             if r.get(key) != first.get(key):
@@ -443,23 +481,48 @@ def merge_repeats(args):
                                  (path, key, r.get(key), first_path, first.get(key)))
         if sorted(c["index"] for c in r["configs"]) != sorted(c["index"] for c in first["configs"]):
             raise SystemExit("lc_table: %s: other configurations than %s's" % (path, first_path))
-        for o in r["offsets"]:
-            if o in seen:
-                raise SystemExit("lc_table: offset %d is in both %s and %s" % (o, seen[o], path))
-            seen[o] = path
-        offsets += r["offsets"]
-    by_index = [{c["index"]: c for c in r["configs"]} for _, r in files]
+    offsets, finals, curves = merged_offsets(files)
     configs = []
     for c in first["configs"]:
-        mine = [b[c["index"]] for b in by_index]
-        configs.append({"index": c["index"], "final": c["final"],
-                        "repeats": [v for m in mine for v in m["repeats"]],
-                        "reproduced": next((m["reproduced"] for m in mine
-                                            if m["reproduced"] is not None), None)})
+        i = c["index"]
+        mine = [m for _, r in files for m in r["configs"] if m["index"] == i]
+        merged = {"index": i, "final": c["final"], "repeats": [finals[o][i] for o in offsets],
+                  "reproduced": next((m["reproduced"] for m in mine
+                                      if m["reproduced"] is not None), None)}
+        if curves:
+            merged["curves"] = [curves[o][i] for o in curves]
+        configs.append(merged)
     out = dict(first, offsets=offsets, configs=configs,
                command=" && ".join(r["command"] for _, r in files if "command" in r))
+    out.pop("curve_offsets", None)
+    if curves:
+        out["curve_offsets"] = list(curves)
     write_compact(args.out, out)
-    print("wrote %s (offsets %s)" % (args.out, ",".join(map(str, offsets))), file=sys.stderr)
+    print("wrote %s (offsets %s%s)" % (args.out, ",".join(map(str, offsets)),
+                                       "; curves of %s" % ",".join(map(str, curves))
+                                       if curves else ""), file=sys.stderr)
+
+
+def merged_offsets(files):
+    """The offsets of several repeats files in order of first appearance, each offset's final
+    errors by configuration index, and the whole curves of the offsets that have them; an offset
+    in two files with other final errors is an error naming both."""
+    offsets, finals, curves, seen = [], {}, {}, {}
+    for path, r in files:
+        for k, o in enumerate(r["offsets"]):
+            mine = {c["index"]: c["repeats"][k] for c in r["configs"]}
+            if o in finals:
+                other = next((i for i in mine if mine[i] != finals[o][i]), None)
+                if other is not None:
+                    raise SystemExit("lc_table: offset %d is in both %s and %s with other final "
+                                     "errors (configuration %d: %s and %s)" %
+                                     (o, seen[o], path, other, finals[o][other], mine[other]))
+            else:
+                offsets.append(o)
+                finals[o], seen[o] = mine, path
+        for k, o in enumerate(r.get("curve_offsets") or []):
+            curves.setdefault(o, {c["index"]: c["curves"][k] for c in r["configs"]})
+    return offsets, finals, curves
 
 
 def show_repeats(args):
@@ -513,6 +576,8 @@ def main():
     r.add_argument("--offsets", default="0,1,2,3,4",
                    help="model seeds index + 1000 x offset; 0 is the table's own run")
     r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--curves", action="store_true",
+                   help="keep each seed's whole error curve, not its final error alone")
     r.add_argument("--trainer", default="build/trainer/hyperpack-trainer")
     r.add_argument("--out", required=True)
     mr = sub.add_parser("merge-repeats")

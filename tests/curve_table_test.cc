@@ -165,5 +165,48 @@ TEST(CurveTableTest, ReadsTheOtherSeedsOfARepeatsFile) {
   EXPECT_FALSE(ParseRepeats("[", "r.json", *t, 1).ok());
 }
 
+// With --curves a repeats file keeps its seeds' whole curves: the first `draws` of curve_offsets
+// read draw by draw, each by table index (curve_offsets' order, not the offsets'); a file with
+// fewer seeds' curves, a curve of another length or one not ending at its repeat is refused by
+// name.
+TEST(CurveTableTest, ReadsTheWholeCurvesOfOtherSeeds) {
+  auto t = CurveTable::Parse(kSmall, "small.json");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const std::string repeats = R"({"family": "small", "offsets": [7, 8], "of": 2,
+      "curve_offsets": [8, 7], "configs": [
+      {"index": 1, "final": 0.2, "repeats": [0.25, 0.3],
+       "curves": [[0.7, 0.5, 0.3], [0.6, 0.4, 0.25]]},
+      {"index": 0, "final": 0.3, "repeats": [0.35, 0.4],
+       "curves": [[0.8, 0.6, 0.4], [0.9, 0.5, 0.35]]}]})";
+  auto both = ParseRepeatCurves(repeats, "r.json", *t, 2);
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(*both, (RepeatCurves{{{0.8, 0.6, 0.4}, {0.7, 0.5, 0.3}},
+                                 {{0.9, 0.5, 0.35}, {0.6, 0.4, 0.25}}}));
+  auto one = ParseRepeatCurves(repeats, "r.json", *t, 1);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->size(), 1u);
+
+  const std::pair<std::pair<std::string, std::string>, std::string> cases[] = {
+      {{R"("curve_offsets": [8, 7])", R"("curve_offsets": [8])"},
+       "r.json: expected the whole curves of 2 seeds (curve_offsets): lc_table.py repeats "
+       "--curves"},
+      {{R"("curve_offsets": [8, 7])", R"("curve_offsets": [8, 0])"},
+       "r.json: curve offset 0 is not one of the file's seeds besides the table's own"},
+      {{"[0.9, 0.5, 0.35]", "[0.5, 0.35]"}, "r.json: configuration 0: expected 3 errors in "},
+      {{"[0.6, 0.4, 0.25]", "[0.6, 0.4, 0.26]"},
+       "r.json: configuration 1: curves[1] ends at 0.26, its repeat is 0.25"},
+      {{"[0.8, 0.6, 0.4]", "[0.8, null, 0.4]"}, "curves[0] holds null, not a finite error"},
+      {{R"("repeats": [0.35, 0.4])", R"("repeats": [0.35])"},
+       "configs: expected {index: a table index, repeats: one final error per offset}"}};
+  for (const auto& [edit, says] : cases) {
+    std::string text = repeats;
+    ASSERT_NE(text.find(edit.first), std::string::npos) << edit.first;
+    text.replace(text.find(edit.first), edit.first.size(), edit.second);
+    auto read = ParseRepeatCurves(text, "r.json", *t, 2);
+    ASSERT_FALSE(read.ok()) << edit.second;
+    EXPECT_NE(read.status().message().find(says), std::string::npos) << read.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace hyperpack::bench

@@ -539,6 +539,99 @@ TEST_P(LcScoringTest, ServesEachFurtherTrialOfAConfigurationItsNextDrawWithFresh
   EXPECT_THAT(lone.err, HasSubstr("--fresh-draws serves a table's repeats: pass --table too"));
 }
 
+// Two other seeds' whole curves of SmallTable's configurations (offsets 7 and 8), ending where
+// `served`'s first two seeds do, each first epoch (0.001 and 0.002 above 0.001 i) below every
+// error the table holds.
+Json WholeCurves(const Json& served) {
+  Json kept = {{"family", "small"}, {"of", 6}, {"configs", Json::array()}};
+  kept["offsets"] = kept["curve_offsets"] = Json::array({7, 8});
+  for (const Json& c : served["configs"]) {
+    const double i = c["index"].get<int>();
+    const Json& r = c["repeats"];
+    kept["configs"].push_back(
+        {{"index", c["index"]},
+         {"repeats", {r[0], r[1]}},
+         {"curves", {{0.001 * (i + 1), 0.03, r[0]}, {0.002 + 0.001 * i, 0.04, r[1]}}}});
+  }
+  return kept;
+}
+
+// With --draw-curves too, a fresh draw is another seed's whole curve (lc_table.py repeats
+// --curves; here offsets 7 and 8, ending where the repeats' served seeds do), which a method sees
+// epoch by epoch: their first epochs (0.001 and 0.002 above 0.001 i) are below every error the
+// table holds, so they show among the improving reports, and only then. The final errors, and so
+// the random searches' completions, are those of --fresh-draws alone. The two rules are not set
+// side by side.
+TEST_P(LcScoringTest, ServesAWholeOtherTrainingWithDrawCurves) {
+  const std::string finals = dir_ / "finals.json", curves = dir_ / "curves.json";
+  WriteFile(finals, ServedRepeats().dump());
+  WriteFile(curves, WholeCurves(ServedRepeats()).dump());
+  std::map<std::string, Json> files;
+  for (const std::string tag : {"", "_c"}) {
+    const std::string ours = dir_ / ("ours" + tag + ".json");
+    const std::string optuna = dir_ / ("optuna" + tag + ".json");
+    std::vector<std::string> a = {ASHA_BENCH,  "--table",       table_,      "--seeds", "2",
+                                  "--methods", "random",        "--threads", "1",       "--repeats",
+                                  finals,      "--fresh-draws", "--json",    ours};
+    std::vector<std::string> o = {"run",       "--table", table_,  "--methods",
+                                  "random",    "--seeds", "2",     "--fresh-draws",
+                                  "--repeats", finals,    "--out", optuna};
+    if (!tag.empty()) {
+      a.push_back("--draw-curves=" + curves);
+      o.insert(o.end(), {"--draw-curves", curves});
+    }
+    auto ran = RunCommand(a);
+    ASSERT_EQ(ran.exit_code, 0) << ran.err;
+    auto run = Script(o);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    files["ours" + tag] = Json::parse(testing::ReadFile(ours));
+    files["optuna" + tag] = Json::parse(testing::ReadFile(optuna));
+  }
+  for (const std::string name : {"ours", "optuna"}) {
+    const Json &plain = files[name], &whole = files[name + "_c"];
+    EXPECT_EQ(plain["draw_curves"], false) << name;
+    EXPECT_EQ(whole["draw_curves"], true) << name;
+    ASSERT_EQ(plain["runs"].size(), whole["runs"].size());
+    int early = 0;
+    for (size_t k = 0; k < whole["runs"].size(); ++k) {
+      const Json &a = whole["runs"][k]["completions"], &b = plain["runs"][k]["completions"];
+      ASSERT_EQ(a.size(), b.size()) << name;
+      for (size_t c = 0; c < a.size(); ++c)  // the finals' rule adds a shift: within rounding
+        EXPECT_NEAR(a[c][1].get<double>(), b[c][1].get<double>(), 1e-12) << name << " " << c;
+      for (const Json& r : plain["runs"][k]["reported"]) EXPECT_GE(r[1].get<double>(), 0.05);
+      for (const Json& r : whole["runs"][k]["reported"]) early += r[1].get<double>() < 0.0075;
+    }
+    EXPECT_GE(early, 2) << name << ": a served seed's first epoch was reported in each run";
+  }
+  auto mixed = Script({"table", dir_ / "optuna_c.json", dir_ / "optuna.json", "--reference",
+                       "random", "--repeats", finals});
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_THAT(mixed.err, HasSubstr("optuna.json was replayed without --draw-curves"));
+}
+
+// --draw-curves wants two seeds' whole curves, and fresh draws to serve them.
+TEST_P(LcScoringTest, RefusesDrawCurvesWithoutTwoSeedsCurvesOrFreshDraws) {
+  const std::string finals = dir_ / "finals.json";
+  WriteFile(finals, ServedRepeats().dump());
+  auto no_curves = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", "random",
+                               "--repeats", finals, "--fresh-draws", "--draw-curves=" + finals});
+  EXPECT_EQ(no_curves.exit_code, 2);
+  EXPECT_THAT(no_curves.err, HasSubstr("expected the whole curves of 2 seeds (curve_offsets"));
+  auto py_no_curves =
+      Script({"run", "--table", table_, "--methods", "random", "--seeds", "1", "--fresh-draws",
+              "--draw-curves", finals, "--repeats", finals, "--out", dir_ / "x.json"});
+  EXPECT_NE(py_no_curves.exit_code, 0);
+  EXPECT_THAT(py_no_curves.err, HasSubstr("expected the whole curves of 2 seeds (curve_offsets"));
+  auto alone = RunCommand(
+      {ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", "random", "--draw-curves"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.err, HasSubstr("--draw-curves is a way of serving fresh draws"));
+  auto py_alone = Script({"run", "--table", table_, "--methods", "random", "--seeds", "1",
+                          "--draw-curves", "--out", dir_ / "x.json"});
+  EXPECT_NE(py_alone.exit_code, 0);
+  EXPECT_THAT(py_alone.err, HasSubstr("--draw-curves is a way of serving fresh draws"));
+}
+
 // A method whose study acts at its budget's end (finalists) is judged at a part of the budget by a
 // study given that part, where one is at hand, not by the whole budget's study read at that time;
 // a file of any other budget is still refused.

@@ -50,8 +50,8 @@ TEST(LcTableTest, TrainsATablesBestConfigurationsAgainWithOtherSeeds) {
 #else
   TempDir dir;
   WriteFile(dir / "table.json", MadeUpTrainerTable().dump());
-  auto ran = LcTable({"repeats", dir / "table.json", "--top", "2", "--offsets", "0,1", "--trainer",
-                      HYPERPACK_TRAINER, "--out", dir / "r.json"});
+  auto ran = LcTable({"repeats", dir / "table.json", "--top", "2", "--offsets", "0,1", "--curves",
+                      "--trainer", HYPERPACK_TRAINER, "--out", dir / "r.json"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   const Json r = Json::parse(ReadFile(dir / "r.json"));
   ASSERT_EQ(r["configs"].size(), 2u);
@@ -68,10 +68,17 @@ TEST(LcTableTest, TrainsATablesBestConfigurationsAgainWithOtherSeeds) {
       EXPECT_LT(v.get<double>(), 0.5);
     }
     seeds_differ |= c["repeats"][0] != c["repeats"][1];
+    // --curves: each seed's whole curve, ending at its repeat.
+    ASSERT_EQ(c["curves"].size(), 2u);
+    for (size_t o = 0; o < 2; ++o) {
+      ASSERT_EQ(c["curves"][o].size(), 2u);
+      EXPECT_EQ(c["curves"][o][1], c["repeats"][o]);
+    }
     // Offset 0 is the table's own seed; the made-up curves are not what the trainer gives.
     EXPECT_EQ(c["reproduced"], false);
   }
   EXPECT_TRUE(seeds_differ) << "the other seed never reached the trainer";
+  EXPECT_EQ(r["curve_offsets"], Json({0, 1}));
   auto shown = LcTable({"show-repeats", dir / "r.json"});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_THAT(shown.out, ContainsRegex("trainer-mlp-fmnist +2 +2 .* 0/2"));
@@ -169,6 +176,49 @@ TEST(LcTableTest, MergesRepeatsOfTheSameConfigurationsWithOtherSeeds) {
       {"family.json", "family.json: family big, but .*a.json has small"},
       {"fewer.json", "fewer.json: other configurations than .*a.json's"},
       {"twice.json", "offset 2 is in both .*a.json and .*twice.json"}};
+  for (const auto& [name, says] : cases) {
+    auto refused = LcTable({"merge-repeats", dir / "a.json", dir / name, "--out", dir / "x.json"});
+    EXPECT_NE(refused.exit_code, 0) << name;
+    EXPECT_THAT(refused.err, ContainsRegex(std::string("^lc_table: .*") + says)) << refused.err;
+  }
+}
+
+// A seed trained again with --curves joins a file that has its final errors: the finals must
+// agree (the seed reproduced), and its whole curves are kept; a curve that does not end at its
+// final, or finals that differ, are refused by name.
+TEST(LcTableTest, MergesTheWholeCurvesOfASeedTrainedAgain) {
+  TempDir dir;
+  WriteFile(dir / "a.json", MadeUpRepeats({1, 2, 3}, {2, 0, 1}, 0).dump());
+  Json again = MadeUpRepeats({1, 2}, {0, 1, 2}, 0);
+  again["curve_offsets"] = {1, 2};
+  for (Json& c : again["configs"]) c["curves"] = {{0.9, c["repeats"][0]}, {0.8, c["repeats"][1]}};
+  WriteFile(dir / "c.json", again.dump());
+  auto ran = LcTable({"merge-repeats", dir / "a.json", dir / "c.json", "--out", dir / "m.json"});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json m = Json::parse(ReadFile(dir / "m.json"));
+  EXPECT_EQ(m["offsets"], Json({1, 2, 3}));
+  EXPECT_EQ(m["curve_offsets"], Json({1, 2}));
+  ASSERT_EQ(m["configs"].size(), 3u);
+  EXPECT_EQ(m["configs"][0]["index"], 2);
+  EXPECT_EQ(m["configs"][0]["repeats"],
+            Json({0 + 2 + 1 / 100.0, 0 + 2 + 2 / 100.0, 0 + 2 + 3 / 100.0}));
+  EXPECT_EQ(m["configs"][0]["curves"], Json({{0.9, 0 + 2 + 1 / 100.0}, {0.8, 0 + 2 + 2 / 100.0}}));
+  EXPECT_EQ(LcTable({"show-repeats", dir / "m.json"}).exit_code, 0);
+
+  Json bent = again;
+  bent["configs"][1]["curves"][1][1] = 0.5;
+  WriteFile(dir / "bent.json", bent.dump());
+  Json moved = again;
+  moved["configs"][2]["repeats"][0] = 7.0;
+  moved["configs"][2]["curves"][0][1] = 7.0;
+  WriteFile(dir / "moved.json", moved.dump());
+  const std::pair<const char*, const char*> cases[] = {
+      {"bent.json",
+       "bent.json: configuration 1: the curve of offset 2 ends at 0.5, its repeat "
+       "is 1.0[0-9]*"},
+      {"moved.json",
+       "offset 1 is in both .*a.json and .*moved.json with other final errors "
+       "\\(configuration 2: 2.0[0-9]* and 7.0\\)"}};
   for (const auto& [name, says] : cases) {
     auto refused = LcTable({"merge-repeats", dir / "a.json", dir / name, "--out", dir / "x.json"});
     EXPECT_NE(refused.exit_code, 0) << name;
