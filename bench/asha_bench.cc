@@ -373,6 +373,8 @@ struct RunResult {
   // --table: the table configuration of each completion, in the same order (--json), so that a
   // run can be scored by other seeds' trainings of what it chose (lc_table.py repeats).
   std::vector<int> completed_configs;
+  // --fresh-draws: the draw each completion was served (0 the table's own, then the other seeds').
+  std::vector<int> completed_draws;
   // --table: the study's best after each completion (study::ChooseBest, as the controller and
   // `hyperpack best` choose it: with finalists, the configuration with the best mean of its
   // runs): when, and its table configuration (--json).
@@ -469,6 +471,7 @@ struct TrialModel {
   bool last_only = false;
   // --draw-curves: another seed's whole curve of the configuration, served instead of the table's.
   const std::vector<double>* errors = nullptr;
+  int draw = 0;  // --fresh-draws: which draw it was served (0 the table's own)
 
   // --table: the error served at epoch `e` (from 1), by the rules above.
   double ServedError(const CurveTable& table, int e) const {
@@ -586,6 +589,7 @@ class Workload : public hs::VirtualWorkload {
   // table's curve with its last epoch moved to a repeat's final error.
   void ServeFresh(size_t visit, TrialModel& t) const {
     const size_t draw = visit % (s_.reruns->size() + 1);
+    t.draw = static_cast<int>(draw);
     if (draw > 0 && s_.draw_curves != nullptr) {
       t.errors = &(*s_.draw_curves)[draw - 1][t.curve];
       return;
@@ -731,6 +735,7 @@ class Simulation {
       r.completions.emplace_back(finish->trial.ended.value_or(kInf), truth);
       if (s_.table != nullptr) {
         r.completed_configs.push_back(static_cast<int>(t->curve));
+        r.completed_draws.push_back(t->draw);
         Choose(workload, finish->trial, &runs, &r);
       }
       if (truth <= s_.target && !std::isfinite(r.time_to_target)) {
@@ -912,6 +917,12 @@ bool WriteRuns(const std::string& path, const Settings& s,
         out << (k ? ", " : "") << "[" << JsonNumber(results[i].choices[k].first) << ", "
             << results[i].choices[k].second << "]";
       out << "]";
+      if (s.fresh_draws) {
+        out << ", \"completed_draws\": [";
+        for (size_t k = 0; k < results[i].completed_draws.size(); ++k)
+          out << (k ? ", " : "") << results[i].completed_draws[k];
+        out << "]";
+      }
     }
     out << "}";
   }

@@ -193,25 +193,28 @@ class Draws:
         self.draws, self.curves, self.visits = draws, curves, {}
 
     def errors(self, index, curve):
-        """The errors, epoch by epoch, that the next trial of configuration `index` is served."""
+        """The errors, epoch by epoch, that the next trial of configuration `index` is served,
+        and which draw they are (0 the table's own)."""
         if self.draws is None:
-            return curve["error"]
+            return curve["error"], 0
         k = self.visits.get(index, 0)
         self.visits[index] = k + 1
         d = k % (len(self.draws[index]) + 1)
         if not d:
-            return curve["error"]
+            return curve["error"], 0
         if self.curves is not None:
-            return self.curves[index][d - 1]
+            return self.curves[index][d - 1], d
         final = curve["error"][-1]
-        return curve["error"][:-1] + [final + (self.draws[index][d - 1] - final)]
+        return curve["error"][:-1] + [final + (self.draws[index][d - 1] - final)], d
 
 
 class ReplayLog:
     """What a replay keeps of its trials, for the run's record (replay's return)."""
 
-    def __init__(self, space):
+    def __init__(self, space, fresh=False):
         self.space = space
+        self.fresh = fresh  # --fresh-draws: keep the draw each completion was served
+        self.completed_draws = []
         self.trials = 0
         self.completions = []  # (virtual time, final error)
         self.completed_configs = []  # the table configuration of each completion
@@ -232,8 +235,9 @@ class ReplayLog:
         if not self.reported or error < self.reported[-1][1]:
             self.reported.append([now, error])
 
-    def complete(self, now, error, index, k):
+    def complete(self, now, error, index, k, draw=0):
         self.completions.append([now, error])
+        self.completed_draws.append(draw)
         self.completed_configs.append(index)
         self.full_configs.add(index)
         self.begun[k][2] = True
@@ -241,12 +245,15 @@ class ReplayLog:
 
     def record(self, method, seed, seconds):
         near_started, near_full = near_incumbent(self.begun, self.done)
-        return {"method": method, "seed": seed, "trials": self.trials,
-                "configs": len(self.configs), "full_configs": len(self.full_configs),
-                "near_started": near_started, "near_full": near_full,
-                "at_bound": at_bound(self.begun, self.space), "completions": self.completions,
-                "reported": self.reported, "completed_configs": self.completed_configs,
-                "seconds": seconds}
+        out = {"method": method, "seed": seed, "trials": self.trials,
+               "configs": len(self.configs), "full_configs": len(self.full_configs),
+               "near_started": near_started, "near_full": near_full,
+               "at_bound": at_bound(self.begun, self.space), "completions": self.completions,
+               "reported": self.reported, "completed_configs": self.completed_configs,
+               "seconds": seconds}
+        if self.fresh:
+            out["completed_draws"] = self.completed_draws
+        return out
 
 
 def replay(args):
@@ -259,7 +266,7 @@ def replay(args):
     study = make_study(optuna, method, seed, table.epochs)
     dists = distributions(optuna, table.space)
     events, order, workers = [], 0, {}
-    log, served = ReplayLog(table.space), Draws(draws, curves)
+    log, served = ReplayLog(table.space, draws is not None), Draws(draws, curves)
     t0 = time.perf_counter()
 
     def start(gpu, now):
@@ -268,7 +275,7 @@ def replay(args):
         index = table.nearest(trial.params)
         curve = table.curves[index]
         k = log.begin(now, trial.params, index)
-        workers[gpu] = [trial, curve, 0, index, k, served.errors(index, curve)]
+        workers[gpu] = [trial, curve, 0, index, k, *served.errors(index, curve)]
         order += 1
         heapq.heappush(events, (now + start_cost + curve["seconds"][0], order, gpu))
 
@@ -278,14 +285,14 @@ def replay(args):
         now, _, gpu = heapq.heappop(events)
         if now > horizon:
             break
-        trial, curve, epochs, index, k, errors = workers[gpu]
+        trial, curve, epochs, index, k, errors, draw = workers[gpu]
         epochs += 1
         workers[gpu][2] = epochs
         error = errors[epochs - 1]
         log.report(now, error)
         if epochs == table.epochs:
             study.tell(trial, error)
-            log.complete(now, error, index, k)
+            log.complete(now, error, index, k, draw)
             start(gpu, now)
             continue
         trial.report(error, epochs)

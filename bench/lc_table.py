@@ -70,9 +70,11 @@ fresh draws as whole other trainings (asha_bench and lc_optuna.py run --draw-cur
 bench/data ships for two seeds besides the repeats' (offsets 7 and 8):
   $PY bench/lc_table.py repeats bench/data/lc_F.json --top 256 --offsets 7,8 --curves \
                                 --out bench/data/lc_F.curves.json
-Trainings are deterministic on one machine, not across machines (BLAS and the CPU's vector
-instructions round differently): merging a seed trained again elsewhere is refused where its
-final errors differ.
+A training is deterministic where it runs again on the same machine and libraries, not beyond:
+mlp-adam-digits' offsets 1 and 2 trained again a day later gave the shipped final errors
+for 212 of its 256 configurations (an Adam MLP on 450 validation digits turns on a rounding), so
+merge-repeats refuses a seed trained again whose final errors differ, and the whole curves are
+new seeds.
 """
 import argparse
 import gzip

@@ -510,6 +510,10 @@ TEST_P(LcScoringTest, ServesEachFurtherTrialOfAConfigurationItsNextDrawWithFresh
     EXPECT_EQ(j["fresh_draws"], fresh) << path;
     EXPECT_EQ(j["repeats_served"], fresh ? 2 : 0) << path;
     for (const Json& r : j["runs"]) {
+      EXPECT_EQ(r.contains("completed_draws"), fresh) << path;
+      if (fresh) EXPECT_EQ(r["completed_draws"].size(), r["completions"].size()) << path;
+    }
+    for (const Json& r : j["runs"]) {
       std::map<int, std::set<int>> draws;  // by configuration: 0 the table's own, 1 and 2 served
       for (size_t k = 0; k < r["completions"].size(); ++k) {
         const int c = r["completed_configs"][k].get<int>();
@@ -522,6 +526,8 @@ TEST_P(LcScoringTest, ServesEachFurtherTrialOfAConfigurationItsNextDrawWithFresh
                              std::begin(of));
         ASSERT_LT(d, 3) << path << ": configuration " << c << " completed at " << v;
         draws[c].insert(d);
+        // The runs say which draw each completion was served (with fresh draws only).
+        if (fresh) EXPECT_EQ(r["completed_draws"][k], d) << path << ": completion " << k;
       }
       for (const auto& [c, seen] : draws) {
         const auto n = std::count(r["completed_configs"].begin(), r["completed_configs"].end(), c);
@@ -838,12 +844,13 @@ TEST_P(LcScoringTest, VersusRefusesAMethodItHasNoRunsOfAndATableWithoutOptunasRu
 }
 
 // The repeats bench/data ships beside its tables, by which `table` scores the runs unless told
-// otherwise: each covers its table's every configuration, with the table's own final errors.
-TEST_P(LcScoringTest, ShipsRepeatsThatCoverTheirTables) {
+// otherwise: each covers its table's every configuration, with the table's own final errors; and
+// the whole curves that --draw-curves serves (lc_FAMILY.curves.json), read as run reads them.
+TEST_P(LcScoringTest, ShipsRepeatsAndCurvesThatCoverTheirTables) {
   const std::string script =
       "import glob, json, os\n"
       "for path in sorted(glob.glob(os.path.join(sys.argv[2], 'lc_*.json'))):\n"
-      "    if path.endswith('.repeats.json'):\n"
+      "    if path.endswith(('.repeats.json', '.curves.json')):\n"
       "        continue\n"
       "    t = json.load(open(path))\n"
       "    r = m.shipped_repeats(t['family'])\n"
@@ -854,10 +861,17 @@ TEST_P(LcScoringTest, ShipsRepeatsThatCoverTheirTables) {
       "               for c in raw['configs'])\n"
       "    whole = sorted(e) == list(range(len(t['configs'])))\n"
       "    print(t['family'], 'ok' if same and whole else 'differs', len(e))\n"
+      "    if os.path.exists(m.shipped_curves(t['family'])):\n"
+      "        c = m.draw_curves(m.shipped_curves(t['family']), m.Table(t))\n"
+      "        print(t['family'], 'curves', len(c), len(c[0]), len(c[0][0]))\n"
       "print('small:', m.shipped_repeats('small'))\n";
   auto ran = Module(script, {std::string(HYPERPACK_SOURCE_DIR) + "/bench/data"});
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_THAT(ran.out, HasSubstr("mlp-adam-digits ok 256\n"));
+  // Two other seeds' whole curves of every configuration, each of the table's 27 epochs.
+  for (const char* family : {"mlp-adam-digits", "mlp-sgd-fmnist", "linear-sgd-fmnist",
+                             "mlp-adam-fmnist", "trainer-mlp-fmnist"})
+    EXPECT_THAT(ran.out, HasSubstr(std::string(family) + " curves 256 2 27\n"));
   EXPECT_THAT(ran.out, ::testing::Not(HasSubstr("differs"))) << ran.out;
   EXPECT_THAT(ran.out, HasSubstr("small: None\n"));
 }
