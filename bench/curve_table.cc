@@ -13,6 +13,15 @@ namespace {
 
 using Json = nlohmann::json;
 
+// `text` as JSON; an error names the file (`name`) and the byte where it stops being JSON.
+Result<Json> ParseJson(const std::string& text, const std::string& name) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
+  }
+}
+
 constexpr size_t kMaxCurves = 100000;
 
 // A file's bytes; NotFound naming it where it cannot be opened.
@@ -103,12 +112,7 @@ Result<CurveTable> CurveTable::Read(const std::string& path) {
 }
 
 Result<CurveTable> CurveTable::Parse(const std::string& text, const std::string& name) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
-  }
+  HP_ASSIGN_OR_RETURN(Json j, ParseJson(text, name));
   if (!j.is_object()) return Status::Invalid(name, ": expected a JSON object");
   try {
     CurveTable t;
@@ -234,12 +238,7 @@ Result<RepeatCurves> ReadRepeatCurves(const std::string& path, const CurveTable&
 
 Result<RepeatCurves> ParseRepeatCurves(const std::string& text, const std::string& name,
                                        const CurveTable& table, int draws) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
-  }
+  HP_ASSIGN_OR_RETURN(Json j, ParseJson(text, name));
   if (!j.is_object() || !j.contains("curve_offsets") || !j["curve_offsets"].is_array() ||
       static_cast<int>(j["curve_offsets"].size()) < draws)
     return Status::Invalid(name, ": expected the whole curves of ", draws,
@@ -281,12 +280,7 @@ Result<std::vector<std::vector<double>>> ReadRepeats(const std::string& path,
 Result<std::vector<std::vector<double>>> ParseRepeats(const std::string& text,
                                                       const std::string& name,
                                                       const CurveTable& table, int draws) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    return Status::Invalid(name, ": not JSON (byte ", e.byte, ")");
-  }
+  HP_ASSIGN_OR_RETURN(Json j, ParseJson(text, name));
   if (!j.is_object() || !j.contains("offsets") || !j["offsets"].is_array() ||
       !j.contains("configs") || !j["configs"].is_array())
     return Status::Invalid(name, ": expected lc_table.py repeats' output (offsets, configs)");
