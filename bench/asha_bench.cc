@@ -91,9 +91,9 @@
 // a served configuration is a new training, whose draw a real one would not share. With
 // --draw-curves too, the draws after the table's own are two other seeds' whole curves
 // (lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json), so that a pruner sees another
-// training's curve, not the table's ending elsewhere. --json keeps
-// each run's choice after every completion (study::ChooseBest), which bench/lc_optuna.py table
-// judges by the seeds after those two.
+// training's curve, not the table's ending elsewhere. --json keeps each run's choice after every
+// completion (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after those
+// two.
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
 //   time to target   the virtual time at which a trial first *completes 27 epochs* (its process
@@ -1075,7 +1075,7 @@ std::string BesideTable(const cxxopts::ParseResult& args, const std::string& nam
 }
 
 // --repeats, read where a :fK method replays a table or --fresh-draws asks for them (the table's
-// own repeats file unless named).
+// own repeats file unless named); and --draw-curves' file with --fresh-draws.
 int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
   const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
                                      [](const Method* m) { return m->finalists > 0; });
@@ -1087,7 +1087,7 @@ int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
     return 2;
   }
   a->reruns = std::move(*read);
-  if (!args.count("draw-curves") || !a->s.fresh_draws) return 0;
+  if (!a->want_curves || !a->s.fresh_draws) return 0;
   Result<RepeatCurves> curves =
       ReadRepeatCurves(BesideTable(args, "draw-curves", ".curves.json"), *a->table, kRerunDraws);
   if (!curves.ok()) {

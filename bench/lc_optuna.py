@@ -58,8 +58,9 @@ two other seeds, in turn) at its last epoch, where by default it sees the first 
 again: a nearby configuration is a new training, whose luck a real one would not share, and a lucky
 draw is not confirmed by proposals near it. Its epochs before the last are the table's (the repeats
 hold other seeds' final errors only), so no pruner sees the draw coming. With `--draw-curves` too
-(and repeats kept by lc_table.py repeats --curves, as the shipped ones are), a draw is that seed's
-whole curve: a further trial is a whole other training, which a pruner sees as it would. Both
+(two other seeds' whole curves, lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json by
+default), a draw is that seed's whole curve: a further trial is a whole other training, which a
+pruner sees as it would. Both
 replays must be run the same way; the judge is the same.
 `paired BASE VARIANT [BASE VARIANT ...]` compares two versions run on the same seeds (a change
 to hyperpack, say) where medians cannot: each variant run against the base's run of the same
@@ -506,7 +507,7 @@ def read_expected(path, family, served=0, judge=None):
 
 def shipped_curves(family):
     """bench/data's whole curves of two other seeds of every configuration of `family`'s table
-    (lc_table.py repeats --top all --offsets 7,8 --curves)."""
+    (lc_table.py repeats --top 256 --offsets 7,8 --curves)."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
                         f"lc_{family}.curves.json")
 
