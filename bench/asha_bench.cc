@@ -81,14 +81,16 @@
 // With --learn-ladder=false (ControllerOptions::learn_ladder) only the values the pruner records
 // at the rungs of the trial's own bracket are learnt (Hyperband's later brackets have no rung at
 // 1 or 3 epochs).
-// A method's name with ":fK" (gp+forecast:f3) runs its study with budget.finalists K: the K best
-// configurations trained again at the end, the best chosen by the mean of their runs. With --table
-// a finalist is served its configuration's curve moved to end at the repeats file's first other
-// seed (--repeats, or the table's own beside it), and a third run of it (the slots a time limit
-// would leave idle) at the second. With --fresh-draws every trial a configuration serves after its
-// first, finalist or not, is served its next draw (the table's own, the first other seed, the
-// second, around again) at its last epoch, its epochs before being the table's: a proposal nearest
-// a served configuration is a new training, whose draw a real one would not share. With
+// A method's name with ":aN" (gp+forecast:a3) runs its study with objective strategy last-N-avg:
+// a trial's value, as the pruner judges it and the best is chosen by, is the mean of its last N
+// reports. A method's name with ":fK" (gp+forecast:f3) runs its study with budget.finalists K:
+// the K best configurations trained again at the end, the best chosen by the mean of their runs.
+// With --table a finalist is served its configuration's curve moved to end at the repeats file's
+// first other seed (--repeats, or the table's own beside it), and a third run of it (the slots a
+// time limit would leave idle) at the second. With --fresh-draws every trial a configuration serves
+// after its first, finalist or not, is served its next draw (the table's own, the first other seed,
+// the second, around again) at its last epoch, its epochs before being the table's: a proposal
+// nearest a served configuration is a new training, whose draw a real one would not share. With
 // --draw-curves too, the draws after the table's own are two other seeds' whole curves
 // (lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json), so that a pruner sees another
 // training's curve, not the table's ending elsewhere. --json keeps each run's choice after every
@@ -296,6 +298,8 @@ struct Method {
   std::string tuner_options = "";
   // budget.finalists: a name's suffix ":fK" ("gp+forecast:f3") trains the K best again at the end.
   int finalists = 0;
+  // objective.strategy last-N-avg: a name's suffix ":aN" ("gp+forecast:f3:a3"); 0, the last report.
+  int mean_of_last = 0;
 };
 
 constexpr char kModelOnly[] = ", random_fraction: 0, initial_full_trials: 0";
@@ -430,8 +434,9 @@ std::string SearchSpaceText(const Settings& s) {
 // The study the controller runs, as a user would write it.
 std::string StudyText(const Settings& s, const Method& m) {
   std::string text =
-      "name: asha-bench\n"
-      "objective: {metric: loss, direction: minimize}\n" +
+      "name: asha-bench\n" +
+      StrCat("objective: {metric: loss, direction: minimize",
+             m.mean_of_last > 0 ? StrCat(", strategy: last-", m.mean_of_last, "-avg") : "", "}\n") +
       SearchSpaceText(s);
   text += StrCat("trial: {command: train --epochs ", FormatDouble(s.max_epochs), "}\n");
   text += StrCat("tuner: {algorithm: ", m.tuner, m.cost_aware ? "" : ", cost_aware: false",
@@ -1006,30 +1011,50 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
   return options;
 }
 
+// A method's suffix after its name: ":fK" (K finalists) or ":aN" (objective strategy
+// last-N-avg); an error says which.
+Status ApplySuffix(const std::string& name, const std::string& suffix, Method* m) {
+  std::optional<double> k = ParseDouble(suffix.substr(std::min<size_t>(1, suffix.size())));
+  const bool whole = k && *k == std::floor(*k);
+  if (suffix.starts_with("f") && whole && *k >= 1 && *k <= 100) {
+    m->finalists = static_cast<int>(*k);
+  } else if (suffix.starts_with("a") && whole && *k >= 2 && *k <= 100) {
+    m->mean_of_last = static_cast<int>(*k);
+  } else {
+    return Status::Invalid("--methods: '", name, "': ':", suffix,
+                           "' is not :fK (K finalists, 1-100) or :aN (the mean of the last N "
+                           "reports, 2-100)");
+  }
+  return Status::Ok();
+}
+
 // The methods named, in order; an error names the unknown one. "NAME:fK" is NAME with K
-// finalists (budget.finalists).
+// finalists (budget.finalists), "NAME:aN" with objective strategy last-N-avg; both may follow.
 Result<std::vector<const Method*>> FindMethods(const std::vector<std::string>& wanted,
                                                const std::vector<std::string>& names) {
-  static std::deque<Method> variants;  // stable addresses for the ":fK" methods made here
+  static std::deque<Method> variants;  // stable addresses for the methods with suffixes made here
   std::vector<const Method*> out;
   for (const std::string& n : wanted) {
-    const size_t colon = n.find(":f");
-    const std::string base = n.substr(0, colon);
+    std::vector<std::string> parts;
+    for (size_t from = 0, colon = 0; colon != std::string::npos; from = colon + 1) {
+      colon = n.find(':', from);
+      parts.push_back(n.substr(from, colon == std::string::npos ? colon : colon - from));
+    }
     auto it = std::find_if(AllMethods().begin(), AllMethods().end(),
-                           [&](const Method& m) { return m.name == base; });
+                           [&](const Method& m) { return m.name == parts.front(); });
     if (it == AllMethods().end())
-      return Status::Invalid("--methods: unknown method '", base, "'; expected one of ",
-                             Join(names, ", "), ", each with :fK for K finalists if wanted");
-    if (colon == std::string::npos) {
+      return Status::Invalid("--methods: unknown method '", parts.front(), "'; expected one of ",
+                             Join(names, ", "),
+                             ", each with :fK for K finalists and :aN for the mean of the last "
+                             "N reports if wanted");
+    if (parts.size() == 1) {
       out.push_back(&*it);
       continue;
     }
-    std::optional<double> k = ParseDouble(n.substr(colon + 2));
-    if (!k || *k < 1 || *k > 100 || *k != std::floor(*k))
-      return Status::Invalid("--methods: '", n, "': :fK takes a whole number of finalists, 1-100");
     variants.push_back(*it);
     variants.back().name = n;
-    variants.back().finalists = static_cast<int>(*k);
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (Status s = ApplySuffix(n, parts[i], &variants.back()); !s.ok()) return s;
     out.push_back(&variants.back());
   }
   return out;

@@ -239,6 +239,7 @@ TEST_F(CliTest, ReadCommandsPrintTablesAndJsonThatParses) { ExpectReadCommandsAg
 // reported before the pause, so a `min` strategy still sees its first epoch's value.
 TEST_F(CliTest, APromotedTrialKeepsTheValuesItReportedBeforeItsPause) {
   // b's least value comes at epoch 1, before the pause at rung 1; the resumed run reports more.
+  // a's value is the mean of its last four reports: all four epochs, across the pause.
   WriteFile(dir_ / "f.sh", R"sh(ck="$HYPERPACK_CHECKPOINT_DIR/state"
 e=0
 if [ "$HYPERPACK_RESUME" = 1 ] && [ -f "$ck" ]; then e=$(cat "$ck"); fi
@@ -251,7 +252,7 @@ while [ $e -lt 4 ]; do
 done)sh");
   std::string path = WriteStudy("promote.yaml", R"(name: s
 objectives:
-  - {metric: a, direction: minimize}
+  - {metric: a, direction: minimize, strategy: last-4-avg}
   - {metric: b, direction: minimize, strategy: min}
 search_space:
   x: {type: float, low: 0, high: 1}
@@ -274,6 +275,7 @@ pruner: {algorithm: asha, min_resource: 1, max_resource: 4, reduction_factor: 2,
     ++resumed;
     const double x = std::get<double>(t.params.at("x"));
     EXPECT_NEAR(t.values.at("b"), 0.5 - x, 1e-5) << "trial " << t.number << "\n" << starts;
+    EXPECT_NEAR(t.values.at("a"), x + (1 + 1 / 2. + 1 / 3. + 1 / 4.) / 4, 1e-5) << t.number;
   }
   EXPECT_GT(resumed, 0) << starts << r.out;
 }

@@ -264,6 +264,28 @@ TEST_F(EarlyStopTest, TheObjectivesStrategyRunsOverEverySegmentOfAPausedTrial) {
   }
 }
 
+TEST_F(EarlyStopTest, TheMeanOfTheLastReportsRunsOverEverySegmentOfAPausedTrial) {
+  // strategy: last-9-avg: the mean of the last nine epochs a trial ran, pauses between them or not
+  // (the curve is x + 1/epoch).
+  std::string yaml = StudyYaml("{algorithm: asha, max_resource: 9, mode: promote}", true, 2);
+  yaml.replace(yaml.find("direction: minimize}"), 20, "direction: minimize, strategy: last-9-avg}");
+  ASSERT_TRUE(Run(Spec(yaml)).ok());
+  const auto trials = Trials();
+  const auto epochs = Epochs();
+  ASSERT_EQ(trials.size(), 2u);
+  bool spans_a_pause = false;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    ASSERT_TRUE(trials[i].value.has_value());
+    const std::vector<int>& ran = epochs.at(trials[i].number);
+    double sum = 0;
+    for (int e : ran) sum += 1.0 / e;
+    EXPECT_NEAR(*trials[i].value, X(trials[i]) + sum / ran.size(), 1e-5)
+        << storage::TrialStateName(trials[i].state);
+    spans_a_pause = spans_a_pause || ran.size() == 9;
+  }
+  EXPECT_TRUE(spans_a_pause);  // the better one paused at epoch 1 and went on to 9
+}
+
 TEST_F(EarlyStopTest, ARunnerKilledWhileTrialsArePausedResumesThemFromTheirCheckpoints) {
   std::string yaml = StudyYaml(
       "{algorithm: asha, min_resource: 1, max_resource: 9, reduction_factor: 3, mode: promote}",

@@ -478,7 +478,8 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem
   WriteFile(dir_ / "other.json", other.dump());
   for (const auto& [methods, why] :
        {std::pair<std::string, std::string>{"random:f2", "repeats of 'large', not of 'small'"},
-        {"random:fx", ":fK takes a whole number of finalists"}}) {
+        {"random:fx", "':fx' is not :fK (K finalists, 1-100) or :aN"},
+        {"random:f2:a1", "':a1' is not :fK (K finalists, 1-100) or :aN (the mean of the last N"}}) {
     auto refused = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", methods,
                                "--repeats", dir_ / "other.json"});
     EXPECT_EQ(refused.exit_code, 2) << methods;
@@ -869,8 +870,8 @@ TEST_P(LcScoringTest, ShipsRepeatsAndCurvesThatCoverTheirTables) {
   ASSERT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_THAT(ran.out, HasSubstr("mlp-adam-digits ok 256\n"));
   // Two other seeds' whole curves of every configuration, each of the table's 27 epochs.
-  for (const char* family :
-       {"mlp-adam-digits", "mlp-sgd-fmnist", "linear-sgd-fmnist", "mlp-adam-fmnist"})
+  for (const char* family : {"mlp-adam-digits", "mlp-sgd-fmnist", "linear-sgd-fmnist",
+                             "mlp-adam-fmnist", "trainer-mlp-fmnist"})
     EXPECT_THAT(ran.out, HasSubstr(std::string(family) + " curves 256 2 27\n"));
   EXPECT_THAT(ran.out, ::testing::Not(HasSubstr("differs"))) << ran.out;
   EXPECT_THAT(ran.out, HasSubstr("small: None\n"));

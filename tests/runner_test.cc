@@ -305,6 +305,31 @@ budget: {max_trials: 1}
   EXPECT_EQ(m[3].value, 2.0);
 }
 
+TEST_F(RunnerTest, TheLastNAvgStrategyIsTheMeanOfTheLastReports) {
+  // As Ray Tune's last-N-avg: the mean of the last three reports; a NaN one is not a report.
+  std::string script = Script("t.sh", R"(
+echo "loss=9.0"
+echo "loss=1.0"
+echo "loss=nan"
+echo "loss=2.0"
+echo "loss=6.0"
+)");
+  auto spec = Spec(R"(
+name: s
+objective: {metric: loss, direction: minimize, strategy: last-3-avg}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "sh )" +
+                   script + R"("}
+budget: {max_trials: 1}
+)");
+  ASSERT_TRUE(Run(spec).ok());
+  auto trials = Trials();
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
+  ASSERT_TRUE(trials[0].value.has_value());
+  EXPECT_DOUBLE_EQ(*trials[0].value, 3.0);
+}
+
 TEST_F(RunnerTest, StopsLaunchingAfterMaxFailedAndExitsWithOne) {
   std::string script = Script("t.sh", "exit 1\n");
   auto spec =

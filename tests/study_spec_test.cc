@@ -303,6 +303,34 @@ budget: {gpu_hours: 0, core_hours: lots}
           IsError(6, 36, "budget.core_hours", "expected a number, got 'lots'")));
 }
 
+// last-N-avg (Ray Tune's scope name): the mean of the last N reports, N from 2 to 100.
+TEST(StudyFileTest, ReadsTheMeanOfTheLastReportsAsAStrategyAndRejectsABadWindow) {
+  auto with = [](const std::string& strategy) {
+    return Parse("name: s\nobjective: {metric: loss, direction: minimize, strategy: " + strategy +
+                 "}\nsearch_space: {lr: {type: float, low: 0.001, high: 0.1}}\n"
+                 "trial: {command: \"run {lr}\"}\n");
+  };
+  ParseOutcome out = with("last-5-avg");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->objective.strategy, ObjectiveStrategy::kLastMean);
+  EXPECT_EQ(out.spec->objective.window, 5);
+  EXPECT_EQ(out.spec->objective.StrategyName(), "last-5-avg");
+  EXPECT_THAT(DescribeStudy(*out.spec), HasSubstr("minimize loss (last-5-avg reported value)"));
+  EXPECT_EQ(with("last-100-avg").spec->objective.window, 100);
+  for (const std::string bad :
+       {"last-1-avg", "last-101-avg", "last-x-avg", "last--avg", "last-3-mean", "mean"}) {
+    ParseOutcome b = with(bad);
+    EXPECT_FALSE(b.spec) << bad;
+    EXPECT_THAT(b.errors,
+                UnorderedElementsAre(IsError(
+                    2, 58, "objective.strategy",
+                    "'" + bad +
+                        "' is not a strategy; expected last, min, max, best or last-N-avg (the "
+                        "mean of the last N reports, N from 2 to 100, e.g. last-3-avg)")))
+        << bad;
+  }
+}
+
 TEST(StudyFileTest, ReadsTheRandomFractionAndRejectsOneOutsideZeroToOne) {
   const std::string head =
       StudyYaml().Space("{lr: {type: float, low: 0.001, high: 0.1}}").Command("run {lr}").str();

@@ -81,8 +81,10 @@ const char* TrainingRoleName(TrainingRole role) {
   return "?";
 }
 
-const char* StrategyName(ObjectiveStrategy s) {
-  switch (s) {
+std::string Objective::StrategyName() const {
+  switch (strategy) {
+    case ObjectiveStrategy::kLastMean:
+      return StrCat("last-", window, "-avg");
     case ObjectiveStrategy::kLast:
       return "last";
     case ObjectiveStrategy::kMin:
@@ -316,7 +318,7 @@ std::string DescribeStudy(const StudySpec& s) {
   out << "study       " << s.name << "\n";
   for (const Objective& o : s.objectives)
     out << "objective   " << DirectionName(o.direction) << " " << o.metric << " ("
-        << StrategyName(o.strategy) << " reported value)\n";
+        << o.StrategyName() << " reported value)\n";
   for (const Constraint& c : s.constraints)
     out << "constraint  " << c.metric << (c.bound == Constraint::Bound::kMax ? " <= " : " >= ")
         << FormatDouble(c.limit) << "\n";

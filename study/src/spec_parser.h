@@ -133,6 +133,8 @@ class Parser {
   void ParseGoals(const YAML::Node& root, const std::map<std::string, Field>& fields,
                   StudySpec* spec);
 
+  // An objective's `strategy:`: last, min, max, best, last-N-avg.
+  void ParseStrategy(const Field& f, const std::string& path, Objective* objective);
   // `objective:` (path "objective"), or one of `objectives:` (path "objectives[K]").
   void ParseObjective(const Field& field, const std::string& path, Objective* objective,
                       std::vector<MetricPattern>* patterns);

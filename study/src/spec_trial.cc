@@ -10,13 +10,52 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "hyperpack/study/template.h"
 #include "hyperpack/text.h"
 
 namespace hyperpack::study::internal {
+
+namespace {
+
+// `last-N-avg`: N reports, 2 to 100; nullopt where `s` is not of that form.
+std::optional<int> LastMeanWindow(const std::string& s) {
+  constexpr std::string_view kHead = "last-", kTail = "-avg";
+  if (s.size() <= kHead.size() + kTail.size() || !s.starts_with(kHead) || !s.ends_with(kTail))
+    return std::nullopt;
+  const std::string n = s.substr(kHead.size(), s.size() - kHead.size() - kTail.size());
+  if (n.size() > 3 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const int window = std::stoi(n);
+  if (window < 2 || window > 100) return std::nullopt;
+  return window;
+}
+
+}  // namespace
+
+void Parser::ParseStrategy(const Field& f, const std::string& path, Objective* objective) {
+  auto s = String(f, path);
+  if (!s) return;
+  static const std::map<std::string, ObjectiveStrategy> kStrategies = {
+      {"last", ObjectiveStrategy::kLast},
+      {"min", ObjectiveStrategy::kMin},
+      {"max", ObjectiveStrategy::kMax},
+      {"best", ObjectiveStrategy::kBest}};
+  if (auto it = kStrategies.find(*s); it != kStrategies.end()) {
+    objective->strategy = it->second;
+  } else if (std::optional<int> window = LastMeanWindow(*s)) {
+    objective->strategy = ObjectiveStrategy::kLastMean;
+    objective->window = *window;
+  } else {
+    Error(f.value, path, "'", *s,
+          "' is not a strategy; expected last, min, max, best or last-N-avg (the mean of the "
+          "last N reports, N from 2 to 100, e.g. last-3-avg)");
+  }
+}
 
 void Parser::ParseObjective(const Field& field, const std::string& path, Objective* objective,
                             std::vector<MetricPattern>* patterns) {
@@ -44,22 +83,7 @@ void Parser::ParseObjective(const Field& field, const std::string& path, Objecti
   } else {
     Missing(field.key, path, "direction", "minimize or maximize");
   }
-  if (auto* f = Get(fields, "strategy")) {
-    if (auto s = String(*f, path + ".strategy")) {
-      static const std::map<std::string, ObjectiveStrategy> kStrategies = {
-          {"last", ObjectiveStrategy::kLast},
-          {"min", ObjectiveStrategy::kMin},
-          {"max", ObjectiveStrategy::kMax},
-          {"best", ObjectiveStrategy::kBest}};
-      auto it = kStrategies.find(*s);
-      if (it == kStrategies.end()) {
-        Error(f->value, path + ".strategy", "'", *s,
-              "' is not a strategy; expected last, min, max or best");
-      } else {
-        objective->strategy = it->second;
-      }
-    }
-  }
+  if (auto* f = Get(fields, "strategy")) ParseStrategy(*f, path + ".strategy", objective);
   if (auto* f = Get(fields, "regex")) {
     if (auto p = MetricRegex(*f, path + ".regex"); p && !objective->metric.empty())
       patterns->push_back({objective->metric, *p});

@@ -71,6 +71,14 @@ class StudyController::Impl {
   void On(const ControlArrived& e);
 
  private:
+  // The reports a `last-N-avg` objective's value is the mean of: its last N finite ones, oldest
+  // first; the first objective's (Trial::objective), and each of a study's that keeps values.
+  // Carried through a pause in memory; a trial paused when the runner stopped starts its mean
+  // again from the reports after its promotion.
+  struct Recent {
+    std::vector<double> objective;
+    std::map<std::string, std::vector<double>> values;
+  };
   // A trial paused at its rung (promote mode), waiting to be promoted.
   struct Paused {
     int number = 0;
@@ -83,6 +91,7 @@ class StudyController::Impl {
     // A study that keeps values: what the trial reported, as Trial::values (not hyperpack's cost,
     // measured again when the trial ends).
     std::map<std::string, double> values;
+    Recent recent;
   };
   // A trial waiting to start: a new proposal, a re-run, or a promoted paused trial (which runs
   // again under its own number; if it never starts it is paused again, as it was).
@@ -126,6 +135,7 @@ class StudyController::Impl {
     // constraint's metric as reported so far, combined by its objective's strategy (a
     // constraint's: the last report).
     std::map<std::string, double> values;
+    Recent recent;
     int64_t metric_lines = 0;
     double resource = 0;  // of the latest objective report
     bool rung_observed = false;
@@ -350,10 +360,13 @@ class StudyController::Impl {
   void Decided(Trial& t, const tuner::PrunerDecision& d);
   double ResourceOf(const MetricLine& line, int64_t count) const;
   double Comparable(double v) const;
-  std::optional<double> Combine(std::optional<double> current, double v) const;
-  // The same for any objective (the study's first is the one above).
+  // The trial's value after one more report `v`, by objective.strategy.
+  std::optional<double> Combine(Trial& t, double v) const;
+  // The same for any objective (the study's first is the one above); `recent`: its reports that
+  // a last-N-avg strategy averages, `v` added.
   static std::optional<double> CombineFor(const study::Objective& objective,
-                                          std::optional<double> current, double v);
+                                          std::optional<double> current, double v,
+                                          std::vector<double>* recent);
   // Whether a completed trial with these values may be the study's best: one objective, and
   // every constraint holds.
   bool IsBestCandidate(const std::map<std::string, double>& values) const {

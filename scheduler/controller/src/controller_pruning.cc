@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "controller_impl.h"
 #include "hyperpack/env_vars.h"
@@ -46,7 +47,7 @@ void StudyController::Impl::On(const MetricReport& e) {
   for (const auto& [name, value] : m.values) {
     // After a pruner's decision the trial's value stays the one it was judged on.
     if (name == spec_.objective.metric && !t.pruned && !t.pausing) {
-      t.objective = Combine(t.objective, value);
+      t.objective = Combine(t, value);
       reported = true;
     }
     if (spec_.KeepsValues() && !t.pruned && !t.pausing) KeepValue(t, name, value);
@@ -149,16 +150,23 @@ double StudyController::Impl::Comparable(double v) const {
              : -std::numeric_limits<double>::infinity();
 }
 
-// The trial's value after one more report, by objective.strategy.
-std::optional<double> StudyController::Impl::Combine(std::optional<double> current,
-                                                     double v) const {
-  return CombineFor(spec_.objective, current, v);
+std::optional<double> StudyController::Impl::Combine(Trial& t, double v) const {
+  return CombineFor(spec_.objective, t.objective, v, &t.recent.objective);
 }
 
 std::optional<double> StudyController::Impl::CombineFor(const study::Objective& objective,
-                                                        std::optional<double> current, double v) {
+                                                        std::optional<double> current, double v,
+                                                        std::vector<double>* recent) {
   using S = study::ObjectiveStrategy;
   S s = objective.strategy;
+  if (s == S::kLastMean) {
+    // A NaN report leaves the mean as it was, as it leaves a min or a max.
+    if (std::isnan(v)) return current;
+    recent->push_back(v);
+    const auto window = static_cast<size_t>(std::max(1, objective.window));
+    if (recent->size() > window) recent->erase(recent->begin(), recent->end() - window);
+    return std::accumulate(recent->begin(), recent->end(), 0.0) / recent->size();
+  }
   if (s == S::kBest) s = objective.direction == study::Direction::kMinimize ? S::kMin : S::kMax;
   if (s == S::kLast || !current || std::isnan(*current)) return v;
   if (std::isnan(v)) return current;
@@ -171,7 +179,7 @@ void StudyController::Impl::KeepValue(Trial& t, const std::string& name, double 
   if (it != t.values.end()) current = it->second;
   for (const study::Objective& o : spec_.objectives) {
     if (o.metric != name) continue;
-    t.values[name] = *CombineFor(o, current, value);
+    if (auto v = CombineFor(o, current, value, &t.recent.values[name])) t.values[name] = *v;
     return;
   }
   for (const study::Constraint& c : spec_.constraints)
@@ -365,7 +373,8 @@ void StudyController::Impl::RestoreTrial(const TrialRecord& t, const Config& con
       rec.error = "paused at its rung when the runner stopped";
       Write(FinishTrialRow{rec});
     }
-    Paused p{t.number, config, t.attempt, t.retry_of, root, rs.seen.resource, t.value, t.values};
+    Paused p{t.number,         config,  t.attempt, t.retry_of, root,
+             rs.seen.resource, t.value, t.values,  {}};
     // The cost stored at the pause is hyperpack's measure then: measured afresh when it ends.
     if (KeepsCost()) p.values.erase(study::kCostMetric);
     // Promoted, but it had not reported since: it goes back to the queue as promoted.

@@ -117,7 +117,8 @@ void StudyController::Impl::Launch(Queued q, uint64_t job, Placement placement) 
   if (resume) {
     t.resumed_to = target;
     t.objective = q.promoted->value;
-    t.values = q.promoted->values;  // so that a min or max strategy keeps what came before
+    t.values = q.promoted->values;  // so that a min, max or mean strategy keeps what came before
+    t.recent = q.promoted->recent;
   }
   t.plan = PlanLaunch(t, target, resume);
   t.plan.finalist_of = q.finalist_of;
@@ -633,8 +634,8 @@ void StudyController::Impl::Account(const Trial& t, const Ending& e, double elap
     line = StrCat("paused at ", study::ResourceName(spec_.pruner.resource), " ",
                   FormatShort(t.resource, 6), "  ", spec_.objective.metric, "=",
                   rec.value ? FormatShort(*rec.value, 6) : "?", "  (", e.stopped_after, ")");
-    PausedFor(t.root,
-              {t.number, t.config, t.attempt, t.retry_of, t.root, t.resource, rec.value, t.values});
+    PausedFor(t.root, {t.number, t.config, t.attempt, t.retry_of, t.root, t.resource, rec.value,
+                       t.values, t.recent});
   } else {
     line = LearnFinished(t, e);
   }

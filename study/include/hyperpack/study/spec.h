@@ -27,14 +27,19 @@ namespace hyperpack::study {
 using hyperpack::Direction;
 using hyperpack::DirectionName;
 
-// Which reported value of the objective metric is the trial's value.
-enum class ObjectiveStrategy { kLast, kMin, kMax, kBest };
-const char* StrategyName(ObjectiveStrategy s);
+// Which reported value of the objective metric is the trial's value. kLastMean: the mean of the
+// last `window` reports (`last-5-avg`, as Ray Tune's scope names it), which one noisy epoch does
+// not decide.
+enum class ObjectiveStrategy { kLast, kMin, kMax, kBest, kLastMean };
 
 struct Objective {
   std::string metric;
   Direction direction = Direction::kMinimize;
   ObjectiveStrategy strategy = ObjectiveStrategy::kLast;
+  int window = 1;  // kLastMean's number of reports, 2 or more
+
+  // As the study file writes it: last, min, max, best, last-N-avg.
+  std::string StrategyName() const;
 
   // True when `a` is strictly better than `b` in this direction.
   bool Better(double a, double b) const {
