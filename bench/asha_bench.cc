@@ -5,7 +5,7 @@
 //              [--target-gap 0.02] [--cluster 1x8|2x4] [--speedup 0] [--learn-ladder=false]
 //              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
 //              [--repeats bench/data/lc_FAMILY.repeats.json]
-//              [--fresh-draws [--draw-curves[=bench/data/lc_FAMILY.curves.json]]]
+//              [--fresh-draws [--draw-curves[=bench/data/lc_FAMILY.curves.json]] [--rotate-draws]]
 //              [--json runs.json]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
@@ -93,9 +93,10 @@
 // nearest a served configuration is a new training, whose draw a real one would not share. With
 // --draw-curves too, the draws after the table's own are two other seeds' whole curves
 // (lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json), so that a pruner sees another
-// training's curve, not the table's ending elsewhere. --json keeps each run's choice after every
-// completion (study::ChooseBest), which bench/lc_optuna.py table judges by the seeds after those
-// two.
+// training's curve, not the table's ending elsewhere. With --rotate-draws the draw a configuration
+// is first served turns with the seed, (seed + configuration) mod 3, the later ones after it.
+// --json keeps each run's choice after every completion (study::ChooseBest), which
+// bench/lc_optuna.py table judges by the seeds after those two.
 //
 // Measured per seed, and summarised by the median and quartiles over seeds:
 //   time to target   the virtual time at which a trial first *completes 27 epochs* (its process
@@ -361,6 +362,11 @@ struct Settings {
   // curves (ReadRepeatCurves), [draw][configuration][epoch]: a whole other training, so that a
   // pruner sees it too.
   const RepeatCurves* draw_curves = nullptr;
+  // --rotate-draws: with fresh_draws, the draw a configuration's first trial is served turns
+  // with the run's seed ((seed + configuration) mod the draws), the later ones in turn after it:
+  // over seeds each of its trainings comes first, so that one lucky training in the table does not
+  // decide every run's choice.
+  bool rotate_draws = false;
 };
 
 struct RunResult {
@@ -593,7 +599,9 @@ class Workload : public hs::VirtualWorkload {
   // two other seeds'; then around again): with --draw-curves another seed's whole curve, else the
   // table's curve with its last epoch moved to a repeat's final error.
   void ServeFresh(size_t visit, TrialModel& t) const {
-    const size_t draw = visit % (s_.reruns->size() + 1);
+    const size_t draws = s_.reruns->size() + 1;
+    const size_t first = s_.rotate_draws ? (seed_ + t.curve) % draws : 0;
+    const size_t draw = (visit + first) % draws;
     t.draw = static_cast<int>(draw);
     if (draw > 0 && s_.draw_curves != nullptr) {
       t.errors = &(*s_.draw_curves)[draw - 1][t.curve];
@@ -898,6 +906,7 @@ bool WriteRuns(const std::string& path, const Settings& s,
       << ", \"repeats_served\": " << (s.reruns != nullptr ? s.reruns->size() : 0)
       << ", \"fresh_draws\": " << (s.fresh_draws ? "true" : "false")
       << ", \"draw_curves\": " << (s.draw_curves != nullptr ? "true" : "false")
+      << ", \"rotate_draws\": " << (s.rotate_draws ? "true" : "false")
       << ", \"best_final_error\": " << optimum << ", \"runs\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
@@ -1004,6 +1013,10 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "table's name with .curves.json), not the table's curve ending at the repeats' finals: a "
       "further trial is a whole other training",
       cxxopts::value<std::string>()->implicit_value(""))(
+      "rotate-draws",
+      "with --fresh-draws: a configuration's first trial is served draw (seed + configuration) "
+      "mod 3, not always the table's own, the later ones the draws after it in turn: over seeds "
+      "no one training of the table decides every run")(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
       "file",
@@ -1076,9 +1089,9 @@ int CheckArgs(const Args& a) {
     std::cerr << "asha_bench: --fresh-draws serves a table's repeats: pass --table too\n";
     return 2;
   }
-  if (a.want_curves && !a.s.fresh_draws) {
-    std::cerr << "asha_bench: --draw-curves is a way of serving fresh draws: pass --fresh-draws "
-                 "too\n";
+  if ((a.want_curves || a.s.rotate_draws) && !a.s.fresh_draws) {
+    std::cerr << "asha_bench: --" << (a.want_curves ? "draw-curves" : "rotate-draws")
+              << " is a way of serving fresh draws: pass --fresh-draws too\n";
     return 2;
   }
   return 0;
@@ -1145,6 +1158,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
     s.precision = args["precision"].as<bool>();
     s.in_place = args["in-place"].as<bool>();
     s.fresh_draws = args["fresh-draws"].as<bool>();
+    s.rotate_draws = args["rotate-draws"].as<bool>();
     a->want_curves = args.count("draw-curves") > 0;
     if (args.count("json")) a->json_path = args["json"].as<std::string>();
     if (args.count("start-cost")) a->start_cost = args["start-cost"].as<double>();

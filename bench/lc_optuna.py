@@ -60,8 +60,11 @@ draw is not confirmed by proposals near it. Its epochs before the last are the t
 hold other seeds' final errors only), so no pruner sees the draw coming. With `--draw-curves` too
 (two other seeds' whole curves, lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json by
 default), a draw is that seed's whole curve: a further trial is a whole other training, which a
-pruner sees as it would. Both
-replays must be run the same way; the judge is the same.
+pruner sees as it would. With `--rotate-draws` too, the draw a configuration is first served
+turns with the run's seed ((seed + configuration) mod 3), not always the table's own: the table is
+one training of each configuration, and a configuration whose one training was lucky would
+otherwise be served that luck first in every run. Both replays must be run the same way; the
+judge is the same.
 `paired BASE VARIANT [BASE VARIANT ...]` compares two versions run on the same seeds (a change
 to hyperpack, say) where medians cannot: each variant run against the base's run of the same
 method and seed, both choices scored as above (other seeds' trainings) at the variant's budget
@@ -186,12 +189,14 @@ def make_study(optuna, method, seed, epochs):
 
 class Draws:
     """--fresh-draws: the k-th trial a configuration serves ends at its k-th draw, in turn (0 the
-    table's own, then `draws[index]`, the repeats' seeds served); without them, always the first.
+    table's own, then `draws[index]`, the repeats' seeds served), from draw (seed + index) mod 3
+    with `rotate_seed` (--rotate-draws); without them, always the first.
     With `curves` (--draw-curves; by index, those seeds' whole curves) a draw is its whole curve,
     else the table's curve with its last epoch moved to the draw."""
 
-    def __init__(self, draws, curves=None):
+    def __init__(self, draws, curves=None, rotate_seed=None):
         self.draws, self.curves, self.visits = draws, curves, {}
+        self.rotate_seed = rotate_seed  # --rotate-draws: the run's seed
 
     def errors(self, index, curve):
         """The errors, epoch by epoch, that the next trial of configuration `index` is served,
@@ -200,7 +205,9 @@ class Draws:
             return curve["error"], 0
         k = self.visits.get(index, 0)
         self.visits[index] = k + 1
-        d = k % (len(self.draws[index]) + 1)
+        n = len(self.draws[index]) + 1
+        # --rotate-draws: the first draw turns with the seed, as asha_bench --rotate-draws.
+        d = (k + (0 if self.rotate_seed is None else self.rotate_seed + index)) % n
         if not d:
             return curve["error"], 0
         if self.curves is not None:
@@ -259,7 +266,7 @@ class ReplayLog:
 
 def replay(args):
     """One method on one seed: the completions (virtual time, final error) and the trials begun."""
-    table_path, method, seed, budget_trials, start_cost, gpus, draws, curves = args
+    table_path, method, seed, budget_trials, start_cost, gpus, draws, curves, rotate = args
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     table = Table(load_table(table_path))
@@ -267,7 +274,8 @@ def replay(args):
     study = make_study(optuna, method, seed, table.epochs)
     dists = distributions(optuna, table.space)
     events, order, workers = [], 0, {}
-    log, served = ReplayLog(table.space, draws is not None), Draws(draws, curves)
+    log = ReplayLog(table.space, draws is not None)
+    served = Draws(draws, curves, seed if rotate else None)
     t0 = time.perf_counter()
 
     def start(gpu, now):
@@ -377,9 +385,11 @@ def run(args):
     import optuna
     table = Table(load_table(args.table))
     draws = curves = None
-    if args.draw_curves is not None and not args.fresh_draws:
-        raise SystemExit("lc_optuna: run --draw-curves is a way of serving fresh draws: pass "
-                         "--fresh-draws too")
+    for flag, given in (("draw-curves", args.draw_curves is not None),
+                        ("rotate-draws", args.rotate_draws)):
+        if given and not args.fresh_draws:
+            raise SystemExit(f"lc_optuna: run --{flag} is a way of serving fresh draws: pass "
+                             "--fresh-draws too")
     if args.fresh_draws:
         path = args.repeats or shipped_repeats(table.family)
         if path is None:
@@ -398,7 +408,8 @@ def run(args):
                          "later): run under ../shared/tools/optuna-python 5.0")
     start_cost = args.start_cost if args.start_cost is not None else table.mean_full_s / 10
     horizon = args.budget_trials * (table.mean_full_s + start_cost) / args.gpus
-    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus, draws, curves)
+    jobs = [(args.table, m, s, args.budget_trials, start_cost, args.gpus, draws, curves,
+             args.rotate_draws)
             for m in methods for s in range(args.first_seed, args.first_seed + args.seeds)]
     runs = []
     with multiprocessing.Pool(args.jobs) as pool:
@@ -413,6 +424,7 @@ def run(args):
            "epochs": table.epochs, "gpus": args.gpus, "horizon_s": horizon,
            "start_cost_s": start_cost, "in_place": True, "best_final_error": table.best,
            "fresh_draws": draws is not None, "draw_curves": curves is not None,
+           "rotate_draws": args.rotate_draws,
            "repeats_served": SERVED_DRAWS if draws else 0,
            "runs": runs}
     with open(args.out, "w") as f:
@@ -579,9 +591,9 @@ def near(a, b):
 
 
 def check_draws(path, runs, ref_path, ref):
-    """Runs replayed with --fresh-draws and without, or with --draw-curves and without, are not
-    the same replay: exit naming both."""
-    for flag in ("fresh_draws", "draw_curves"):
+    """Runs replayed with --fresh-draws and without, or with --draw-curves or --rotate-draws and
+    without, are not the same replay: exit naming both."""
+    for flag in ("fresh_draws", "draw_curves", "rotate_draws"):
         a, b = bool(runs.get(flag)), bool(ref.get(flag))
         if a != b:
             raise SystemExit(f"lc_optuna: {path} was replayed {'with' if a else 'without'} "
@@ -1103,6 +1115,11 @@ def add_run_parser(sub):
                    "whole curves, FILE's (lc_table.py repeats --curves; default: "
                    "bench/data/lc_FAMILY.curves.json), not the table's curve ending at the "
                    "repeats' finals (asha_bench --draw-curves)")
+    r.add_argument("--rotate-draws", action="store_true",
+                   help="with --fresh-draws: a configuration's first trial is served draw (seed + "
+                   "configuration) mod 3, not always the table's own, the later ones the draws "
+                   "after it in turn, so that over seeds no one training of the table decides "
+                   "every run (asha_bench --rotate-draws)")
     r.add_argument("--repeats", help="with --fresh-draws (default: "
                    "bench/data/lc_FAMILY.repeats.json)")
     r.add_argument("--out", required=True)

@@ -616,6 +616,57 @@ TEST_P(LcScoringTest, ServesAWholeOtherTrainingWithDrawCurves) {
   EXPECT_THAT(mixed.err, HasSubstr("optuna.json was replayed without --draw-curves"));
 }
 
+// With --rotate-draws the draw a configuration is first served turns with the seed: its k-th
+// trial is served draw (seed + configuration + k) mod 3, in both replays, so that over seeds the
+// table's own training is not always the one a configuration is judged by first. Random search
+// prunes nothing, so its k-th completion of a configuration is its k-th trial.
+TEST_P(LcScoringTest, TurnsTheFirstDrawWithTheSeedWithRotateDraws) {
+  const std::string finals = dir_ / "finals.json";
+  WriteFile(finals, ServedRepeats().dump());
+  const std::string ours = dir_ / "ours.json", optuna = dir_ / "optuna.json";
+  auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "3", "--first-seed", "4",
+                         "--methods", "random", "--threads", "1", "--repeats", finals,
+                         "--fresh-draws", "--rotate-draws", "--json", ours});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  auto run =
+      Script({"run", "--table", table_, "--methods", "random", "--seeds", "3", "--first-seed", "4",
+              "--fresh-draws", "--rotate-draws", "--repeats", finals, "--out", optuna});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const std::string& path : {ours, optuna}) {
+    const Json j = Json::parse(testing::ReadFile(path));
+    EXPECT_EQ(j["rotate_draws"], true) << path;
+    std::set<int> first;  // the draws first served, over runs and configurations
+    for (const Json& r : j["runs"]) {
+      const int seed = r["seed"].get<int>();
+      std::map<int, int> visits;
+      for (size_t k = 0; k < r["completions"].size(); ++k) {
+        const int c = r["completed_configs"][k].get<int>();
+        const int draw = (seed + c + visits[c]++) % 3;
+        if (visits[c] == 1) first.insert(draw);
+        EXPECT_EQ(r["completed_draws"][k], draw) << path << ": seed " << seed << ", " << k;
+        const double of[] = {0.6 - 0.1 * c, 0.05 + 0.01 * c, 0.07 + 0.01 * c};
+        EXPECT_NEAR(r["completions"][k][1].get<double>(), of[draw], 1e-9) << path << " " << k;
+      }
+    }
+    EXPECT_EQ(first, (std::set<int>{0, 1, 2})) << path;
+  }
+  auto plain = Script({"run", "--table", table_, "--methods", "random", "--seeds", "1",
+                       "--fresh-draws", "--repeats", finals, "--out", dir_ / "plain.json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto mixed =
+      Script({"table", optuna, dir_ / "plain.json", "--reference", "random", "--repeats", finals});
+  EXPECT_NE(mixed.exit_code, 0);
+  EXPECT_THAT(mixed.err, HasSubstr("plain.json was replayed without --rotate-draws"));
+  auto alone = RunCommand(
+      {ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", "random", "--rotate-draws"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.err, HasSubstr("--rotate-draws is a way of serving fresh draws"));
+  auto py_alone = Script({"run", "--table", table_, "--methods", "random", "--seeds", "1",
+                          "--rotate-draws", "--out", dir_ / "x.json"});
+  EXPECT_NE(py_alone.exit_code, 0);
+  EXPECT_THAT(py_alone.err, HasSubstr("--rotate-draws is a way of serving fresh draws"));
+}
+
 // --draw-curves wants two seeds' whole curves, and fresh draws to serve them.
 TEST_P(LcScoringTest, RefusesDrawCurvesWithoutTwoSeedsCurvesOrFreshDraws) {
   const std::string finals = dir_ / "finals.json";
