@@ -97,7 +97,20 @@ class LcOptunaTest : public ::testing::TestWithParam<std::string> {
 
 // How the replays are served and scored, which no Optuna release changes (the serving of
 // proposals, the scores, the finalists, the shipped repeats): under Debian's Optuna (3.1) only.
-class LcScoringTest : public LcOptunaTest {};
+class LcScoringTest : public LcOptunaTest {
+ protected:
+  // Both replays refuse `flag` (a way of serving fresh draws) without --fresh-draws.
+  void ExpectRefusedWithoutFreshDraws(const std::string& flag) {
+    auto alone = RunCommand(
+        {ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", "random", "--" + flag});
+    EXPECT_EQ(alone.exit_code, 2);
+    EXPECT_THAT(alone.err, HasSubstr("--" + flag + " is a way of serving fresh draws"));
+    auto py_alone = Script({"run", "--table", table_, "--methods", "random", "--seeds", "1",
+                            "--" + flag, "--out", dir_ / "x.json"});
+    EXPECT_NE(py_alone.exit_code, 0);
+    EXPECT_THAT(py_alone.err, HasSubstr("--" + flag + " is a way of serving fresh draws"));
+  }
+};
 
 TEST_P(LcOptunaTest, ReplaysEachMethodWithinTheBudgetOnTheTablesCurves) {
   std::string methods = "tpe+hyperband,tpe+median,random";
@@ -657,14 +670,7 @@ TEST_P(LcScoringTest, TurnsTheFirstDrawWithTheSeedWithRotateDraws) {
       Script({"table", optuna, dir_ / "plain.json", "--reference", "random", "--repeats", finals});
   EXPECT_NE(mixed.exit_code, 0);
   EXPECT_THAT(mixed.err, HasSubstr("plain.json was replayed without --rotate-draws"));
-  auto alone = RunCommand(
-      {ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", "random", "--rotate-draws"});
-  EXPECT_EQ(alone.exit_code, 2);
-  EXPECT_THAT(alone.err, HasSubstr("--rotate-draws is a way of serving fresh draws"));
-  auto py_alone = Script({"run", "--table", table_, "--methods", "random", "--seeds", "1",
-                          "--rotate-draws", "--out", dir_ / "x.json"});
-  EXPECT_NE(py_alone.exit_code, 0);
-  EXPECT_THAT(py_alone.err, HasSubstr("--rotate-draws is a way of serving fresh draws"));
+  ExpectRefusedWithoutFreshDraws("rotate-draws");
 }
 
 // --draw-curves wants two seeds' whole curves, and fresh draws to serve them.
@@ -680,14 +686,7 @@ TEST_P(LcScoringTest, RefusesDrawCurvesWithoutTwoSeedsCurvesOrFreshDraws) {
               "--draw-curves", finals, "--repeats", finals, "--out", dir_ / "x.json"});
   EXPECT_NE(py_no_curves.exit_code, 0);
   EXPECT_THAT(py_no_curves.err, HasSubstr("expected the whole curves of 2 seeds (curve_offsets"));
-  auto alone = RunCommand(
-      {ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", "random", "--draw-curves"});
-  EXPECT_EQ(alone.exit_code, 2);
-  EXPECT_THAT(alone.err, HasSubstr("--draw-curves is a way of serving fresh draws"));
-  auto py_alone = Script({"run", "--table", table_, "--methods", "random", "--seeds", "1",
-                          "--draw-curves", "--out", dir_ / "x.json"});
-  EXPECT_NE(py_alone.exit_code, 0);
-  EXPECT_THAT(py_alone.err, HasSubstr("--draw-curves is a way of serving fresh draws"));
+  ExpectRefusedWithoutFreshDraws("draw-curves");
 }
 
 // A method whose study acts at its budget's end (finalists) is judged at a part of the budget by a

@@ -279,20 +279,20 @@ budget: {max_trials: 1}
   }
 }
 
+// A study of one trial that runs `script`, its value the loss it reports by `strategy`.
+std::string OneTrialStudy(const std::string& strategy, const std::string& script) {
+  return StrCat("name: s\nobjective: {metric: loss, direction: minimize, strategy: ", strategy,
+                "}\nsearch_space: {x: {type: float, low: 0, high: 1}}\ntrial: {command: \"sh ",
+                script, "\"}\nbudget: {max_trials: 1}\n");
+}
+
 TEST_F(RunnerTest, KatibStyleLinesAndTheMinStrategy) {
   std::string script = Script("t.sh", R"(
 echo "Epoch 1: loss=3.0 acc=0.1"
 echo "epoch=2 loss=1.0"
 echo "loss=2.0"
 )");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize, strategy: min}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
-)");
+  auto spec = Spec(OneTrialStudy("min", script));
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
   EXPECT_EQ(trials[0].state, TrialState::kCompleted) << trials[0].error;
@@ -314,14 +314,7 @@ echo "loss=nan"
 echo "loss=2.0"
 echo "loss=6.0"
 )");
-  auto spec = Spec(R"(
-name: s
-objective: {metric: loss, direction: minimize, strategy: last-3-avg}
-search_space: {x: {type: float, low: 0, high: 1}}
-trial: {command: "sh )" +
-                   script + R"("}
-budget: {max_trials: 1}
-)");
+  auto spec = Spec(OneTrialStudy("last-3-avg", script));
   ASSERT_TRUE(Run(spec).ok());
   auto trials = Trials();
   ASSERT_EQ(trials.size(), 1u);
