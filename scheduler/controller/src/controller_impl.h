@@ -363,7 +363,7 @@ class StudyController::Impl {
   // The trial's value after one more report `v`, by objective.strategy.
   std::optional<double> Combine(Trial& t, double v) const;
   // The same for any objective (the study's first is the one above); `recent`: its reports that
-  // a last-N-avg strategy averages, `v` added.
+  // a last-N-avg strategy averages, `v` added (read only for that strategy; else may be null).
   static std::optional<double> CombineFor(const study::Objective& objective,
                                           std::optional<double> current, double v,
                                           std::vector<double>* recent);

@@ -179,7 +179,10 @@ void StudyController::Impl::KeepValue(Trial& t, const std::string& name, double 
   if (it != t.values.end()) current = it->second;
   for (const study::Objective& o : spec_.objectives) {
     if (o.metric != name) continue;
-    if (auto v = CombineFor(o, current, value, &t.recent.values[name])) t.values[name] = *v;
+    // Only a last-N-avg objective keeps its recent reports.
+    std::vector<double>* recent =
+        o.strategy == study::ObjectiveStrategy::kLastMean ? &t.recent.values[name] : nullptr;
+    if (auto v = CombineFor(o, current, value, recent)) t.values[name] = *v;
     return;
   }
   for (const study::Constraint& c : spec_.constraints)
