@@ -19,6 +19,7 @@
 #include "hyperpack/tuner/cost_model.h"
 #include "hyperpack/tuner/encoding.h"
 #include "hyperpack/tuner/importance.h"
+#include "hyperpack/tuner/recommend.h"
 #include "hyperpack/tuner/tuner.h"
 #include "sobol.h"
 #include "tuner_drive.h"
@@ -684,6 +685,79 @@ TEST(ImportanceTest, TooFewTrialsFlatValuesAndMismatchedInputsAreErrors) {
   some[2] = std::nan("");
   EXPECT_EQ(ParameterImportance(space, configs, some).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// ---- the model's recommendation (RecommendByModel)
+
+double XOf(const Config& c) { return std::get<double>(c.at("x")); }
+
+// Single trainings of f(x) = (x - 0.3)^2 over x in [0, 1] with noise of sd 0.02, and one lucky run
+// far from the optimum whose value beats every other: the model recommends near the optimum,
+// the best single value is the lucky run, and top_k 1 keeps to it.
+TEST(RecommendTest, TheModelPassesOverALuckyRunForTheBestNeighbourhood) {
+  SearchSpace space({Float("x", 0, 1)});
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::vector<Config> configs;
+  std::vector<double> values;
+  for (int i = 0; i < 30; ++i) {
+    const double x = (i + 0.5) / 30;
+    configs.push_back({{"x", x}});
+    values.push_back((x - 0.3) * (x - 0.3) + noise(rng));
+  }
+  configs.push_back({{"x", 0.9}});
+  values.push_back(*std::min_element(values.begin(), values.end()) - 0.05);
+  Result<Recommendation> r = RecommendByModel(space, configs, values);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->differs);
+  EXPECT_NEAR(XOf(configs[r->index]), 0.3, 0.12);
+  EXPECT_GT(r->noise_share, 0.01);  // the noise is learnt, not interpolated
+
+  RecommendOptions one;
+  one.top_k = 1;
+  r = RecommendByModel(space, configs, values, one);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->differs);
+  EXPECT_EQ(r->index, configs.size() - 1);
+}
+
+// Without noise the best value is where the model's mean is best.
+TEST(RecommendTest, WithoutNoiseTheBestValueIsRecommended) {
+  SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<Config> configs;
+  std::vector<double> values;
+  for (int i = 0; i < 25; ++i) {
+    const double x = u(rng), y = u(rng);
+    configs.push_back({{"x", x}, {"y", y}});
+    values.push_back(std::pow(x - 0.6, 2) + std::pow(y - 0.4, 2));
+  }
+  Result<Recommendation> r = RecommendByModel(space, configs, values);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->differs);
+  EXPECT_EQ(r->index,
+            static_cast<size_t>(std::min_element(values.begin(), values.end()) - values.begin()));
+}
+
+TEST(RecommendTest, TooFewRunsFlatValuesAndMismatchedInputsAreErrors) {
+  SearchSpace space({Float("x", 0, 1)});
+  std::vector<Config> configs;
+  for (int i = 0; i < 10; ++i) configs.push_back({{"x", 0.1 * i}});
+  std::vector<double> flat(10, 2.0);
+  EXPECT_EQ(RecommendByModel(space, configs, flat).status().code(),
+            StatusCode::kFailedPrecondition);
+  std::vector<double> some = {5, 4, 3, 2, 1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(RecommendByModel(space, configs, std::span(some).first(9)).status().code(),
+            StatusCode::kInvalidArgument);
+  // Non-finite values are left out, and count for nothing toward min_runs.
+  some[0] = some[1] = some[2] = std::nan("");
+  EXPECT_EQ(RecommendByModel(space, configs, some).status().code(),
+            StatusCode::kFailedPrecondition);
+  some[0] = some[1] = 7;
+  Result<Recommendation> r = RecommendByModel(space, configs, some);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_NE(r->index, 2u);
 }
 
 // ---- the cost model

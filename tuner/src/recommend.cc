@@ -1,0 +1,103 @@
+#include "hyperpack/tuner/recommend.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "gp.h"
+#include "hyperpack/tuner/encoding.h"
+#include "output_transform.h"
+
+namespace hyperpack::tuner {
+
+namespace {
+
+// The distinct configurations' best runs, best value first (ties: the earlier run), the first
+// `top_k` of them (all for 0).
+std::vector<size_t> Candidates(std::span<const Config> configs, std::span<const double> values,
+                               int top_k) {
+  std::vector<size_t> best;  // one run per distinct configuration
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (!std::isfinite(values[i])) continue;
+    auto same =
+        std::find_if(best.begin(), best.end(), [&](size_t j) { return configs[j] == configs[i]; });
+    if (same == best.end())
+      best.push_back(i);
+    else if (values[i] < values[*same])
+      *same = i;
+  }
+  std::stable_sort(best.begin(), best.end(),
+                   [&](size_t a, size_t b) { return values[a] < values[b]; });
+  if (top_k > 0 && static_cast<int>(best.size()) > top_k) best.resize(top_k);
+  return best;
+}
+
+// The rows of configs[which[r]], encoded as the tuner encodes them.
+Eigen::MatrixXd Encode(const Encoder& encoder, std::span<const Config> configs,
+                       const std::vector<size_t>& which) {
+  Eigen::MatrixXd x(which.size(), encoder.dims());
+  for (size_t r = 0; r < which.size(); ++r) {
+    const Encoder::Encoded e = encoder.Encode(configs[which[r]]);
+    x.row(r) = Eigen::Map<const Eigen::VectorXd>(e.x.data(), encoder.dims()).transpose();
+  }
+  return x;
+}
+
+}  // namespace
+
+Result<Recommendation> RecommendByModel(const SearchSpace& space, std::span<const Config> configs,
+                                        std::span<const double> values,
+                                        const RecommendOptions& options) {
+  if (configs.size() != values.size())
+    return Status::Invalid(configs.size(), " configurations but ", values.size(), " values");
+  const Encoder encoder(space);
+  const int d = encoder.dims();
+  if (d == 0) return Status::FailedPrecondition("the search space has no tuned parameter");
+  std::vector<size_t> finite;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (std::isfinite(values[i])) finite.push_back(i);
+  const int n = static_cast<int>(finite.size());
+  if (n < options.min_runs)
+    return Status::FailedPrecondition("needs ", options.min_runs, " finite values, has ", n);
+  const Eigen::MatrixXd x = Encode(encoder, configs, finite);
+  Eigen::VectorXd raw(n);
+  for (int r = 0; r < n; ++r) raw(r) = values[finite[r]];
+  if (raw.maxCoeff() == raw.minCoeff())
+    return Status::FailedPrecondition("every run scored the same");
+  // As the tuner models them: a diverged run's huge error is pulled in, so that the spread among
+  // the good runs, where the choice is made, is not read as noise beside it.
+  OutputTransform transform;
+  transform.Fit(raw, /*warp=*/true);
+  GpPrior prior = GpPrior::ForDims(d);
+  prior.log_noise_mu = options.log_noise_mu;
+  prior.log_noise_sigma = options.log_noise_sigma;
+  // A smooth model: a length scale as short as the tuner allows explains a configuration whose
+  // trainings sometimes diverge by a sharp dip at the runs that did not, and recommends it.
+  prior.min_log_lengthscale =
+      std::max(prior.min_log_lengthscale, std::log(options.min_lengthscale));
+  prior.log_lengthscale_mu = std::max(prior.log_lengthscale_mu, prior.min_log_lengthscale + 0.5);
+  GaussianProcess gp(d, prior);
+  GpHyper start = prior.Mode(d);
+  HP_RETURN_IF_ERROR(gp.SetDataAndHyper(x, transform.Apply(raw), start));
+  std::mt19937_64 rng(options.seed);
+  GaussianProcess::FitOptions fit;
+  fit.restarts = 4;
+  fit.max_iterations = 100;
+  HP_RETURN_IF_ERROR(gp.Fit(fit, rng));
+
+  const std::vector<size_t> candidates = Candidates(configs, values, options.top_k);
+  Eigen::VectorXd mean, var;
+  gp.Predict(Encode(encoder, configs, candidates), &mean, &var);
+  Eigen::Index best = 0;
+  mean.minCoeff(&best);  // the first of equal means: the better single value
+  Recommendation out;
+  out.index = candidates[best];
+  out.differs = best != 0;
+  const double signal = std::exp(gp.hyper().log_signal_var);
+  const double noise = std::exp(gp.hyper().log_noise_var);
+  out.noise_share = noise / (signal + noise);
+  return out;
+}
+
+}  // namespace hyperpack::tuner
