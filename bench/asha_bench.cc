@@ -6,6 +6,7 @@
 //              [--threads 1] [--precision] [--table bench/data/lc_FAMILY.json] [--start-cost S]
 //              [--repeats bench/data/lc_FAMILY.repeats.json]
 //              [--fresh-draws [--draw-curves[=bench/data/lc_FAMILY.curves.json]] [--rotate-draws]]
+//              [--model-choice]
 //              [--json runs.json]
 //
 // Every method runs the code that ships, on the same seeds: a study file (StudyText below) parsed
@@ -95,6 +96,9 @@
 // (lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json), so that a pruner sees another
 // training's curve, not the table's ending elsewhere. With --rotate-draws the draw a configuration
 // is first served turns with the seed, (seed + configuration) mod 3, the later ones after it.
+// With --model-choice each run is written to --json twice, the second as "NAME~model": its choice
+// at the end is the configuration tuner::RecommendByModel recommends from its completions (the
+// best posterior mean of a noise-fitting GP among its 5 best configurations), the rest the same.
 // --json keeps each run's choice after every completion (study::ChooseBest), which
 // bench/lc_optuna.py table judges by the seeds after those two.
 //
@@ -153,6 +157,7 @@
 #include "hyperpack/study/finalists.h"
 #include "hyperpack/study/spec.h"
 #include "hyperpack/text.h"
+#include "hyperpack/tuner/recommend.h"
 #include "hyperpack/tuner/tuner.h"
 
 namespace hyperpack::bench {
@@ -367,6 +372,9 @@ struct Settings {
   // over seeds each of its trainings comes first, so that one lucky training in the table does not
   // decide every run's choice.
   bool rotate_draws = false;
+  // --model-choice: each run is written twice to --json, the second as "NAME~model", its choice
+  // at the end the configuration tuner::RecommendByModel recommends from its completions.
+  bool model_choice = false;
 };
 
 struct RunResult {
@@ -389,6 +397,9 @@ struct RunResult {
   // `hyperpack best` choose it: with finalists, the configuration with the best mean of its
   // runs): when, and its table configuration (--json).
   std::vector<std::pair<double, int>> choices;
+  // --model-choice: the configuration tuner::RecommendByModel recommends from every completion at
+  // the end (-1 where it cannot: the study's own choice stands).
+  int model_choice = -1;
   // Each time a trial reported a loss (at any epoch) below every earlier report: when (virtual
   // seconds) and the loss (--json). The real runs' measure: the first validation accuracy of 0.90.
   std::vector<std::pair<double, double>> reported;
@@ -758,6 +769,7 @@ class Simulation {
     }
     r.trials = workload.new_trials();
     r.reported = Reported(driver);
+    if (s_.table != nullptr && s_.model_choice) r.model_choice = ModelChoice(workload, runs);
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
       std::tie(r.reruns, r.third_runs) = workload.Reruns();
@@ -777,6 +789,20 @@ class Simulation {
     const std::optional<study::BestChoice> best = study::ChooseBest(*runs, study::Objective{});
     if (const TrialModel* b = best ? workload.Find(best->trial) : nullptr)
       r->choices.emplace_back(trial.ended.value_or(kInf), static_cast<int>(b->curve));
+  }
+
+  // RunResult::model_choice.
+  int ModelChoice(const Workload& workload, const std::vector<study::CompletedRun>& runs) const {
+    std::vector<Config> configs;
+    std::vector<double> values;
+    for (const study::CompletedRun& run : runs) {
+      configs.push_back(run.config);
+      values.push_back(run.value);
+    }
+    Result<tuner::Recommendation> rec = tuner::RecommendByModel(s_.table->space(), configs, values);
+    if (!rec.ok()) return -1;
+    const TrialModel* t = workload.Find(runs[rec->index].number);
+    return t ? static_cast<int>(t->curve) : -1;
   }
 
   // RunResult::at_bound: over the numeric parameters with more than two values (a switch is
@@ -890,6 +916,39 @@ void WritePairs(const std::vector<std::pair<double, double>>& pairs, std::ostrea
   out << "]";
 }
 
+// One run of WriteRuns, its choices given (the study's own, or the model's at the end).
+void WriteRun(const Settings& s, const std::string& name, int seed, int finalists,
+              const RunResult& r, const std::vector<std::pair<double, int>>& choices,
+              std::ostream& out) {
+  out << "{\"method\": \"" << name << "\", \"seed\": " << seed << ", \"finalists\": " << finalists
+      << ", \"trials\": " << r.trials << ", \"configs\": " << r.configs
+      << ", \"full_configs\": " << r.full_configs << ", \"reruns\": " << r.reruns
+      << ", \"third_runs\": " << r.third_runs
+      << ", \"near_started\": " << JsonNumber(r.near_started)
+      << ", \"near_full\": " << JsonNumber(r.near_full)
+      << ", \"at_bound\": " << JsonNumber(r.at_bound) << ", \"completions\": ";
+  WritePairs(r.completions, out);
+  out << ", \"reported\": ";
+  WritePairs(r.reported, out);
+  if (s.table != nullptr) {
+    out << ", \"completed_configs\": [";
+    for (size_t k = 0; k < r.completed_configs.size(); ++k)
+      out << (k ? ", " : "") << r.completed_configs[k];
+    out << "], \"choices\": [";
+    for (size_t k = 0; k < choices.size(); ++k)
+      out << (k ? ", " : "") << "[" << JsonNumber(choices[k].first) << ", " << choices[k].second
+          << "]";
+    out << "]";
+    if (s.fresh_draws) {
+      out << ", \"completed_draws\": [";
+      for (size_t k = 0; k < r.completed_draws.size(); ++k)
+        out << (k ? ", " : "") << r.completed_draws[k];
+      out << "]";
+    }
+  }
+  out << "}";
+}
+
 // --json: every run's completions and improving reports, for bench/lc_optuna.py's side-by-side
 // table of regret at several budgets (Optuna's samplers and pruners replay the same table there).
 // Method names are this file's own, so they need no escaping.
@@ -908,37 +967,20 @@ bool WriteRuns(const std::string& path, const Settings& s,
       << ", \"draw_curves\": " << (s.draw_curves != nullptr ? "true" : "false")
       << ", \"rotate_draws\": " << (s.rotate_draws ? "true" : "false")
       << ", \"best_final_error\": " << optimum << ", \"runs\": [";
+  bool first = true;
   for (size_t i = 0; i < results.size(); ++i) {
     const Method& m = *methods[i / static_cast<size_t>(s.seeds)];
-    out << (i ? ",\n  " : "\n  ") << "{\"method\": \"" << m.name
-        << "\", \"seed\": " << s.first_seed + static_cast<int>(i % static_cast<size_t>(s.seeds))
-        << ", \"finalists\": " << m.finalists << ", \"trials\": " << results[i].trials
-        << ", \"configs\": " << results[i].configs
-        << ", \"full_configs\": " << results[i].full_configs
-        << ", \"reruns\": " << results[i].reruns << ", \"third_runs\": " << results[i].third_runs
-        << ", \"near_started\": " << JsonNumber(results[i].near_started)
-        << ", \"near_full\": " << JsonNumber(results[i].near_full)
-        << ", \"at_bound\": " << JsonNumber(results[i].at_bound) << ", \"completions\": ";
-    WritePairs(results[i].completions, out);
-    out << ", \"reported\": ";
-    WritePairs(results[i].reported, out);
-    if (s.table != nullptr) {
-      out << ", \"completed_configs\": [";
-      for (size_t k = 0; k < results[i].completed_configs.size(); ++k)
-        out << (k ? ", " : "") << results[i].completed_configs[k];
-      out << "], \"choices\": [";
-      for (size_t k = 0; k < results[i].choices.size(); ++k)
-        out << (k ? ", " : "") << "[" << JsonNumber(results[i].choices[k].first) << ", "
-            << results[i].choices[k].second << "]";
-      out << "]";
-      if (s.fresh_draws) {
-        out << ", \"completed_draws\": [";
-        for (size_t k = 0; k < results[i].completed_draws.size(); ++k)
-          out << (k ? ", " : "") << results[i].completed_draws[k];
-        out << "]";
-      }
-    }
-    out << "}";
+    const int seed = s.first_seed + static_cast<int>(i % static_cast<size_t>(s.seeds));
+    out << (first ? "\n  " : ",\n  ");
+    first = false;
+    WriteRun(s, m.name, seed, m.finalists, results[i], results[i].choices, out);
+    if (!s.model_choice) continue;
+    // The same run, judged by what the model recommends at its end.
+    std::vector<std::pair<double, int>> choices = results[i].choices;
+    if (!choices.empty() && results[i].model_choice >= 0)
+      choices.back().second = results[i].model_choice;
+    out << ",\n  ";
+    WriteRun(s, m.name + "~model", seed, m.finalists, results[i], choices, out);
   }
   out << "\n]}\n";
   return static_cast<bool>(out.flush());
@@ -1017,6 +1059,10 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "with --fresh-draws: a configuration's first trial is served draw (seed + configuration) "
       "mod 3, not always the table's own, the later ones the draws after it in turn: over seeds "
       "no one training of the table decides every run")(
+      "model-choice",
+      "with --table and --json: each run is also written as NAME~model, chosen at its end by the "
+      "best posterior mean of a GP fitted to its completions (tuner::RecommendByModel) among its "
+      "5 best configurations")(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
       "file",
@@ -1159,6 +1205,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
     s.in_place = args["in-place"].as<bool>();
     s.fresh_draws = args["fresh-draws"].as<bool>();
     s.rotate_draws = args["rotate-draws"].as<bool>();
+    s.model_choice = args["model-choice"].as<bool>();
     a->want_curves = args.count("draw-curves") > 0;
     if (args.count("json")) a->json_path = args["json"].as<std::string>();
     if (args.count("start-cost")) a->start_cost = args["start-cost"].as<double>();

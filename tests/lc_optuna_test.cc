@@ -673,6 +673,32 @@ TEST_P(LcScoringTest, TurnsTheFirstDrawWithTheSeedWithRotateDraws) {
   ExpectRefusedWithoutFreshDraws("rotate-draws");
 }
 
+// With --model-choice each run is written again as NAME~model: the same run, its choice at the end
+// the configuration tuner::RecommendByModel recommends. On a table without noise whose errors fall
+// along the configurations, that is the study's own choice, the best single run.
+TEST_P(LcScoringTest, WritesEachRunAgainChosenByTheModelWithModelChoice) {
+  const std::string ours = dir_ / "ours.json";
+  auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods", "random",
+                         "--threads", "1", "--model-choice", "--json", ours});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json runs = Json::parse(testing::ReadFile(ours))["runs"];
+  ASSERT_EQ(runs.size(), 4u);
+  for (size_t i = 0; i < runs.size(); i += 2) {
+    const Json &own = runs[i], &model = runs[i + 1];
+    EXPECT_EQ(own["method"], "random");
+    EXPECT_EQ(model["method"], "random~model");
+    EXPECT_EQ(model["seed"], own["seed"]);
+    EXPECT_EQ(model["completions"], own["completions"]);
+    ASSERT_GE(own["completions"].size(), 8u);  // enough runs for a model
+    EXPECT_EQ(model["choices"], own["choices"]);
+    EXPECT_EQ(own["choices"].back()[1], 5);  // the table's best, error 0.1
+  }
+  auto plain = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods", "random",
+                           "--threads", "1", "--json", ours});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(Json::parse(testing::ReadFile(ours))["runs"].size(), 2u);
+}
+
 // --draw-curves wants two seeds' whole curves, and fresh draws to serve them.
 TEST_P(LcScoringTest, RefusesDrawCurvesWithoutTwoSeedsCurvesOrFreshDraws) {
   const std::string finals = dir_ / "finals.json";
