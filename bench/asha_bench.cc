@@ -1000,6 +1000,36 @@ struct Args {
   bool want_curves = false;  // --draw-curves
 };
 
+// The options that decide what a --table run serves and writes: repeats, draws, the model's choice.
+void AddDrawOptions(cxxopts::Options& options) {
+  options.add_options()(
+      "repeats",
+      "with --table and :fK methods or --fresh-draws: lc_table.py's repeats of the table, whose "
+      "first two other seeds a configuration's second and third runs are served (default: the "
+      "table's name with .repeats.json)",
+      cxxopts::value<std::string>())(
+      "fresh-draws",
+      "with --table: each further trial a configuration serves (a proposal nearest one already "
+      "served, a finalist) ends at its next draw, the table's own and the repeats' first two "
+      "other seeds in turn, as a new training would; its epochs before the last are the table's "
+      "(default: it sees the first trial's curve again; finalists alone are served the repeats, "
+      "their whole curve moved)")(
+      "draw-curves",
+      "with --fresh-draws: the draws after the table's own are other seeds' whole curves, the "
+      "first two of this file's (lc_table.py repeats --curves; default, or with no =FILE: the "
+      "table's name with .curves.json), not the table's curve ending at the repeats' finals: a "
+      "further trial is a whole other training",
+      cxxopts::value<std::string>()->implicit_value(""))(
+      "rotate-draws",
+      "with --fresh-draws: a configuration's first trial is served draw (seed + configuration) "
+      "mod 3, not always the table's own, the later ones the draws after it in turn: over seeds "
+      "no one training of the table decides every run")(
+      "model-choice",
+      "with --table and --json: each run is also written as NAME~model, chosen at its end by the "
+      "best posterior mean of a GP fitted to its completions (tuner::RecommendByModel) among its "
+      "5 best configurations");
+}
+
 cxxopts::Options Options(const std::vector<std::string>& names) {
   cxxopts::Options options(
       "asha_bench",
@@ -1038,35 +1068,11 @@ cxxopts::Options Options(const std::vector<std::string>& names) {
       "(the local runner's way; agents and Slurm restart it)")(
       "threads", "runs in parallel (each run is deterministic either way)",
       cxxopts::value<int>()->default_value("1"))(
-      "repeats",
-      "with --table and :fK methods or --fresh-draws: lc_table.py's repeats of the table, whose "
-      "first two other seeds a configuration's second and third runs are served (default: the "
-      "table's name with .repeats.json)",
-      cxxopts::value<std::string>())(
-      "fresh-draws",
-      "with --table: each further trial a configuration serves (a proposal nearest one already "
-      "served, a finalist) ends at its next draw, the table's own and the repeats' first two "
-      "other seeds in turn, as a new training would; its epochs before the last are the table's "
-      "(default: it sees the first trial's curve again; finalists alone are served the repeats, "
-      "their whole curve moved)")(
-      "draw-curves",
-      "with --fresh-draws: the draws after the table's own are other seeds' whole curves, the "
-      "first two of this file's (lc_table.py repeats --curves; default, or with no =FILE: the "
-      "table's name with .curves.json), not the table's curve ending at the repeats' finals: a "
-      "further trial is a whole other training",
-      cxxopts::value<std::string>()->implicit_value(""))(
-      "rotate-draws",
-      "with --fresh-draws: a configuration's first trial is served draw (seed + configuration) "
-      "mod 3, not always the table's own, the later ones the draws after it in turn: over seeds "
-      "no one training of the table decides every run")(
-      "model-choice",
-      "with --table and --json: each run is also written as NAME~model, chosen at its end by the "
-      "best posterior mean of a GP fitted to its completions (tuner::RecommendByModel) among its "
-      "5 best configurations")(
       "json",
       "also write every run's completed trials (time, final error) and improving reports to this "
       "file",
       cxxopts::value<std::string>())("h,help", "this help");
+  AddDrawOptions(options);
   return options;
 }
 
