@@ -19,7 +19,10 @@ void AddChoiceFlags(cxxopts::Options& o) {
                   "('val_accuracy>=0.9,latency_ms<20'), of which --by picks one",
                   cxxopts::value<std::string>())(
       "by", "several objectives: pick the member of the Pareto set best by METRIC",
-      cxxopts::value<std::string>());
+      cxxopts::value<std::string>())(
+      "by-model",
+      "the trial whose configuration a model of every completed trial recommends (a Gaussian "
+      "process that learns how noisy one training's value is), not the best single run");
 }
 
 // What --within, --trial, --pick and --by choose (--top for export).
@@ -28,6 +31,7 @@ Result<report::Choice> ChoiceOf(const cxxopts::ParseResult& args, bool with_top 
   HP_ASSIGN_OR_RETURN(c.within, Within(args));
   if (args.count("trial")) c.trial = args["trial"].as<int>();
   if (with_top) c.top = args["top"].as<int>();
+  c.by_model = args["by-model"].as<bool>();
   if (args.count("pick") || args.count("by")) {
     HP_ASSIGN_OR_RETURN(
         c.pick, report::ParseFrontPick(args.count("pick") ? args["pick"].as<std::string>() : "",
@@ -103,7 +107,8 @@ int CmdTrials(int argc, char** argv) {
 
 int CmdBest(int argc, char** argv) {
   cxxopts::Options o("best", "hyperpack best STUDY: the best completed trial");
-  o.custom_help("STUDY [--within X | --pick CONDITIONS --by METRIC | --trial N] [options]");
+  o.custom_help(
+      "STUDY [--within X | --pick CONDITIONS --by METRIC | --trial N | --by-model] [options]");
   AddStorage(o);
   o.add_options()("json", "print JSON: {trial, value, params, ...}")(
       "within", "the cheapest trial within X of the best (0.002, or 0.2% of it)",

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 
 #include "hyperpack/storage/storage.h"
@@ -644,19 +645,108 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
   return runs;
 }
 
+// Study "s" of kQuickStudy, as `hyperpack run` would create it.
+storage::StudyRecord CreateStudyS(storage::Storage& db) {
+  storage::StudyRecord s;
+  s.name = "s";
+  s.spec_text = kQuickStudy;
+  s.spec_path = "s.yaml";
+  s.direction = Direction::kMinimize;
+  s.metric = "loss";
+  s.created = 1000;
+  return db.CreateStudy(s).value();
+}
+
+// Study "s" (kQuickStudy's space) with trials completed at `x` scoring `loss`, as a run stores
+// them.
+void StoreCompleted(const std::string& db_path,
+                    const std::vector<std::pair<double, double>>& rows) {
+  auto db = storage::Storage::Open(db_path).value();
+  storage::StudyRecord s = CreateStudyS(*db);
+  int number = 0;
+  for (const auto& [x, loss] : rows) {
+    storage::TrialRecord t;
+    t.study_id = s.id;
+    t.number = number++;
+    t.state = storage::TrialState::kRunning;
+    t.params = {{"x", x}, {"opt", "sgd"}};
+    t.started = 2000;
+    ASSERT_TRUE(db->InsertTrial(t).ok());
+    t.state = storage::TrialState::kCompleted;
+    t.value = loss;
+    t.ended = 2010;
+    ASSERT_TRUE(db->FinishTrial(t).ok());
+  }
+}
+
+// best --by-model: single trainings of (x - 0.3)^2 with noise, and one lucky run at x = 0.9 that
+// beats them all. `best` names the lucky run; the model recommends a trial near 0.3, and export
+// writes its configuration.
+TEST_F(CliTest, ByModelRecommendsTheBestNeighbourhoodNotALuckyRun) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::vector<std::pair<double, double>> rows;
+  for (int i = 0; i < 30; ++i) {
+    const double x = (i + 0.5) / 30;
+    rows.emplace_back(x, (x - 0.3) * (x - 0.3) + noise(rng));
+  }
+  double lowest = rows.front().second;
+  for (const auto& r : rows) lowest = std::min(lowest, r.second);
+  rows.emplace_back(0.9, lowest - 0.05);
+  StoreCompleted(db_, rows);
+
+  EXPECT_EQ(Json::parse(Cli({"best", "s", "--json", "--storage", db_}).out)["trial"], 30);
+  auto model = Cli({"best", "s", "--by-model", "--json", "--storage", db_});
+  ASSERT_EQ(model.exit_code, 0) << model.err;
+  const Json m = Json::parse(model.out);
+  EXPECT_EQ(m["chosen_by"], "model");
+  EXPECT_NEAR(m["params"]["x"].get<double>(), 0.3, 0.12);
+  EXPECT_DOUBLE_EQ(m["value"].get<double>(), rows[m["trial"].get<int>()].second);
+  EXPECT_EQ(m["best"]["trial"], 30);
+  EXPECT_GT(m["noise_share"].get<double>(), 0.01);
+
+  auto text = Cli({"best", "s", "--by-model", "--storage", db_});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out,
+              ::testing::ContainsRegex("the model's pick: loss = [-0-9.e]+ \\(trial " +
+                                       std::to_string(m["trial"].get<int>()) + " of 31; "));
+  EXPECT_THAT(text.out, HasSubstr("the best: loss = "));
+  EXPECT_THAT(text.out, HasSubstr("(trial 30)\n"));
+  auto exported = Cli({"export", "s", "--by-model", "--format", "json", "--storage", db_});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(Json::parse(exported.out)["x"], m["params"]["x"]);
+
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"best", "s", "--by-model", "--within", "1%"},
+                                             {"best", "s", "--by-model", "--trial", "0"},
+                                             {"export", "s", "--by-model", "--top", "2"}}) {
+    std::vector<std::string> a = bad;
+    a.insert(a.end(), {"--storage", db_});
+    auto r = Cli(a);
+    EXPECT_EQ(r.exit_code, 2) << bad[2] << " " << bad[3];
+    EXPECT_THAT(r.err, HasSubstr("--by-model")) << bad[3];
+  }
+}
+
+// Too few completed trials for a model: a clear error that says what `best` alone names.
+TEST_F(CliTest, ByModelWithTooFewTrialsSaysSo) {
+  StoreCompleted(db_, {{0.1, 0.3}, {0.2, 0.2}, {0.5, 0.4}});
+  auto r = Cli({"best", "s", "--by-model", "--storage", db_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err,
+              HasSubstr("--by-model: needs 8 runs with a finite value, has 3 (study 's' has 3 "
+                        "completed trials); `hyperpack best s` without it names the best run"));
+  auto fine = Cli({"best", "s", "--storage", db_});
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  EXPECT_THAT(fine.out, HasSubstr("best loss = 0.2 (trial 1 of 3)"));
+}
+
 TEST_F(CliTest, WithinPicksTheCheapestTrialNearlyAsGoodAsTheBest) {
   // Three completed trials written as a run would: the best (loss 0.100) held 2 GPUs for 100 s,
   // trial 1 (0.101) 1 GPU for 60 s, trial 2 (0.150) 1 GPU for 10 s.
   {
     auto db = storage::Storage::Open(db_).value();
-    storage::StudyRecord s;
-    s.name = "s";
-    s.spec_text = kQuickStudy;
-    s.spec_path = "s.yaml";
-    s.direction = Direction::kMinimize;
-    s.metric = "loss";
-    s.created = 1000;
-    s = db->CreateStudy(s).value();
+    storage::StudyRecord s = CreateStudyS(*db);
     const struct {
       double x, loss, seconds;
       const char* placement;

@@ -218,9 +218,10 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, con
                       ReadStudyView(db, name, within ? ViewParts::kCosts : ViewParts::kTrials));
   std::vector<const TrialRecord*> chosen;
   if (choice.pick) {
-    if (trial || within || top != 1)
+    if (trial || within || top != 1 || choice.by_model)
       return Status::Invalid(
-          "--pick chooses one trial: it goes with none of --top, --trial and --within");
+          "--pick chooses one trial: it goes with none of --top, --trial, --within and "
+          "--by-model");
     HP_ASSIGN_OR_RETURN(const TrialRecord* picked, PickFromFront(l, *choice.pick));
     chosen = {picked};
   } else if (l.spec && l.spec->MultiObjective() && !trial) {
@@ -229,6 +230,13 @@ Status ExportBest(Storage& db, const std::string& name, ExportFormat format, con
                            "Pareto set with --trial N or --pick CONDITIONS --by METRIC (hyperpack "
                            "best ",
                            name, " lists it)");
+  } else if (choice.by_model) {
+    if (trial || within || top != 1)
+      return Status::Invalid(
+          "--by-model picks one trial, the model's recommendation: it goes with none of --top, "
+          "--trial and --within");
+    HP_ASSIGN_OR_RETURN(ModelPick model, PickByModel(l));
+    chosen = {model.trial};
   } else if (within) {
     if (trial || top != 1)
       return Status::Invalid(

@@ -592,6 +592,29 @@ Status ReportWithin(const StudyView& l, const std::string& name, OutputFormat fo
   return Status::Ok();
 }
 
+// `best --by-model`: the trial whose configuration the model recommends, and the study's best.
+Status ReportModelPick(const StudyView& l, OutputFormat format, std::ostream& out) {
+  HP_ASSIGN_OR_RETURN(ModelPick pick, PickByModel(l));
+  const std::optional<BestTrial> best = BestOf(l);  // there is one: the pick completed
+  const TrialRecord& t = *pick.trial;
+  if (format == OutputFormat::kJson) {
+    Json o = BestJsonHead(l, t);
+    o["chosen_by"] = "model";
+    o["noise_share"] = pick.noise_share;
+    o["best"] = {{"trial", best->trial.number}, {"value", best->value}};
+    if (best->runs > 1) o["best"]["runs"] = best->runs;
+    out << o.dump(2) << "\n";
+    return Status::Ok();
+  }
+  out << "the model's pick: " << ValueText(l, *t.value, 1) << " (trial " << t.number << " of "
+      << TrialsIn(l) << "; the model reads " << FormatShort(100 * pick.noise_share, 2)
+      << "% of the values' spread as noise)\n";
+  PrintParams(l, t, out);
+  out << "the best: " << ValueText(l, best->value, best->runs) << " (trial " << best->trial.number
+      << ")" << (best->trial.number == t.number ? ", the same trial" : "") << "\n";
+  return Status::Ok();
+}
+
 // `best` of a study with one objective: the best trial (with finalists, the configuration with
 // the best mean of its runs), or the cheapest within a tolerance.
 Status ReportSingleBest(const StudyView& l, const std::string& name, OutputFormat format,
@@ -626,9 +649,16 @@ Result<std::optional<BestTrial>> FindBestTrial(Storage& db, const std::string& n
 
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,
                   std::ostream& out) {
-  if (choice.trial.has_value() + choice.within.has_value() + choice.pick.has_value() > 1)
-    return Status::Invalid("--trial, --within and --pick each choose a trial: give one of them");
+  if (choice.trial.has_value() + choice.within.has_value() + choice.pick.has_value() +
+          choice.by_model >
+      1)
+    return Status::Invalid(
+        "--trial, --within, --pick and --by-model each choose a trial: give one of them");
   if (choice.trial || choice.pick) return ReportOneTrial(db, name, choice, format, out);
+  if (choice.by_model) {
+    HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kTrials));
+    return ReportModelPick(l, format, out);
+  }
   const std::optional<Tolerance>& within = choice.within;
   HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, within.value_or(Tolerance{})));
   if (!l.spec || !l.spec->MultiObjective()) return ReportSingleBest(l, name, format, within, out);

@@ -7,6 +7,7 @@
 #include "hyperpack/host.h"
 #include "hyperpack/text.h"
 #include "hyperpack/tuner/pareto.h"
+#include "hyperpack/tuner/recommend.h"
 
 namespace hyperpack::report {
 
@@ -173,6 +174,33 @@ std::optional<BestTrial> BestOf(const StudyView& view) {
     best.runs = mean->runs;
   }
   return best;
+}
+
+Result<ModelPick> PickByModel(const StudyView& view) {
+  const std::string& name = view.study.name;
+  if (view.spec && view.spec->MultiObjective())
+    return Status::Invalid("--by-model recommends by one objective; study '", name,
+                           "' has several (choose from its Pareto set with --pick CONDITIONS "
+                           "--by METRIC)");
+  if (!view.space())
+    return Status::FailedPrecondition("--by-model: study '", name,
+                                      "' has no study file it can read, so no search space");
+  const std::vector<const TrialRecord*> ranked = Ranked(view);
+  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+  std::vector<Config> configs;
+  std::vector<double> values;  // lower is better
+  const bool max = Maximize(view.study);
+  for (const TrialRecord* t : ranked) {
+    configs.push_back(t->params);
+    values.push_back(max ? -*t->value : *t->value);
+  }
+  Result<tuner::Recommendation> rec = tuner::RecommendByModel(*view.space(), configs, values);
+  if (!rec.ok())
+    return Status(
+        rec.status().code(),
+        StrCat("--by-model: ", rec.status().message(), " (study '", name, "' has ", ranked.size(),
+               " completed trials); `hyperpack best ", name, "` without it names the best run"));
+  return ModelPick{ranked[rec->index], rec->noise_share};
 }
 
 std::optional<study::BestChoice> BestByMean(const StudyView& view) {

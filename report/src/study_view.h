@@ -93,6 +93,17 @@ std::optional<BestTrial> BestOf(const StudyView& view);
 // of its runs (study/finalists.h, as its run chose it); nullopt otherwise.
 std::optional<study::BestChoice> BestByMean(const StudyView& view);
 
+// `best --by-model`: of the completed trials that meet the constraints, the one whose
+// configuration a Gaussian process fitted to all of them recommends (tuner/recommend.h: a noise
+// term learnt, the best posterior mean among the five best single runs), beside the study's best.
+// One training's value is a noisy draw; the model pools its neighbours' evidence. Errors: several
+// objectives, too few completed trials, values all equal; each says what `best` without it names.
+struct ModelPick {
+  const storage::TrialRecord* trial = nullptr;
+  double noise_share = 0;  // the share of the values' spread the model reads as noise
+};
+Result<ModelPick> PickByModel(const StudyView& view);
+
 // A study with several objectives: its Pareto set, the completed trials that meet the
 // constraints, have every objective's value, and that no other such trial dominates, in trial
 // order. Empty for a study with one objective (or whose file no longer parses).

@@ -59,7 +59,8 @@ Result<Recommendation> RecommendByModel(const SearchSpace& space, std::span<cons
     if (std::isfinite(values[i])) finite.push_back(i);
   const int n = static_cast<int>(finite.size());
   if (n < options.min_runs)
-    return Status::FailedPrecondition("needs ", options.min_runs, " finite values, has ", n);
+    return Status::FailedPrecondition("needs ", options.min_runs, " runs with a finite value, has ",
+                                      n);
   const Eigen::MatrixXd x = Encode(encoder, configs, finite);
   Eigen::VectorXd raw(n);
   for (int r = 0; r < n; ++r) raw(r) = values[finite[r]];

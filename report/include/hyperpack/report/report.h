@@ -141,12 +141,15 @@ Result<FrontPick> ParseFrontPick(const std::string& conditions, const std::strin
 
 // What `best` and `export` choose: the best (`top` of them, for export), or one trial by number,
 // or the cheapest within a tolerance of the best, or (several objectives) one member of the
-// Pareto set picked. At most one of trial, within and pick.
+// Pareto set picked, or (by_model) the trial whose configuration a Gaussian process fitted to
+// every completed trial, noise learnt, recommends (tuner/recommend.h). At most one of trial,
+// within, pick and by_model.
 struct Choice {
   int top = 1;
   std::optional<int> trial;
   std::optional<Tolerance> within;
   std::optional<FrontPick> pick;
+  bool by_model = false;
 };
 
 // The trial `best` names in a study with one objective: the best that meets the constraints; with
