@@ -721,6 +721,28 @@ TEST(RecommendTest, TheModelPassesOverALuckyRunForTheBestNeighbourhood) {
   EXPECT_EQ(r->index, configs.size() - 1);
 }
 
+// A long study (1500 runs, as many as a fit could not take in seconds) is fitted on its best runs
+// and recommends as a short one does.
+TEST(RecommendTest, ALongStudyIsFittedOnItsBestRuns) {
+  SearchSpace space({Float("x", 0, 1)});
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::normal_distribution<double> noise(0, 0.02);
+  std::vector<Config> configs;
+  std::vector<double> values;
+  for (int i = 0; i < 1500; ++i) {
+    const double x = u(rng);
+    configs.push_back({{"x", x}});
+    values.push_back((x - 0.3) * (x - 0.3) + noise(rng));
+  }
+  configs.push_back({{"x", 0.9}});
+  values.push_back(*std::min_element(values.begin(), values.end()) - 0.05);
+  Result<Recommendation> r = RecommendByModel(space, configs, values);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->differs);
+  EXPECT_NEAR(XOf(configs[r->index]), 0.3, 0.12);
+}
+
 // Without noise the best value is where the model's mean is best.
 TEST(RecommendTest, WithoutNoiseTheBestValueIsRecommended) {
   SearchSpace space({Float("x", 0, 1), Float("y", 0, 1)});

@@ -44,6 +44,23 @@ Eigen::MatrixXd Encode(const Encoder& encoder, std::span<const Config> configs,
   return x;
 }
 
+// Of `finite`, the `keep` runs nearest a candidate (ties: the better value): a fit is cubic in the
+// runs, and a candidate is judged by its neighbourhood, its unlucky neighbours included.
+std::vector<size_t> Nearest(const Encoder& encoder, std::span<const Config> configs,
+                            std::span<const double> values, std::vector<size_t> finite,
+                            const std::vector<size_t>& candidates, int keep) {
+  const Eigen::MatrixXd xc = Encode(encoder, configs, candidates);
+  const Eigen::MatrixXd x = Encode(encoder, configs, finite);
+  std::vector<double> distance(values.size(), 0);
+  for (size_t r = 0; r < finite.size(); ++r)
+    distance[finite[r]] = (xc.rowwise() - x.row(r)).rowwise().squaredNorm().minCoeff();
+  std::nth_element(finite.begin(), finite.begin() + keep, finite.end(), [&](size_t a, size_t b) {
+    return distance[a] != distance[b] ? distance[a] < distance[b] : values[a] < values[b];
+  });
+  finite.resize(keep);
+  return finite;
+}
+
 }  // namespace
 
 Result<Recommendation> RecommendByModel(const SearchSpace& space, std::span<const Config> configs,
@@ -57,10 +74,13 @@ Result<Recommendation> RecommendByModel(const SearchSpace& space, std::span<cons
   std::vector<size_t> finite;
   for (size_t i = 0; i < values.size(); ++i)
     if (std::isfinite(values[i])) finite.push_back(i);
-  const int n = static_cast<int>(finite.size());
-  if (n < options.min_runs)
+  if (static_cast<int>(finite.size()) < options.min_runs)
     return Status::FailedPrecondition("needs ", options.min_runs, " runs with a finite value, has ",
-                                      n);
+                                      finite.size());
+  const std::vector<size_t> candidates = Candidates(configs, values, options.top_k);
+  if (static_cast<int>(finite.size()) > options.max_runs)
+    finite = Nearest(encoder, configs, values, finite, candidates, options.max_runs);
+  const int n = static_cast<int>(finite.size());
   const Eigen::MatrixXd x = Encode(encoder, configs, finite);
   Eigen::VectorXd raw(n);
   for (int r = 0; r < n; ++r) raw(r) = values[finite[r]];
@@ -87,7 +107,6 @@ Result<Recommendation> RecommendByModel(const SearchSpace& space, std::span<cons
   fit.max_iterations = 100;
   HP_RETURN_IF_ERROR(gp.Fit(fit, rng));
 
-  const std::vector<size_t> candidates = Candidates(configs, values, options.top_k);
   Eigen::VectorXd mean, var;
   gp.Predict(Encode(encoder, configs, candidates), &mean, &var);
   Eigen::Index best = 0;

@@ -21,6 +21,9 @@ namespace hyperpack::tuner {
 struct RecommendOptions {
   int min_runs = 8;  // fewer finite values than this: FailedPrecondition (no model to trust)
   int top_k = 5;     // candidates: the configurations with the best single values (0: all)
+  // The model is fitted to this many runs at most, those nearest a candidate (a fit is cubic in
+  // the runs; a candidate is judged by its neighbourhood): seconds at most, however long the study.
+  int max_runs = 300;
   // The noise variance's prior (log-normal, of the warped and standardised targets): wide and
   // centred higher than the tuner's own (exp(-6)), which interpolates; here the noise is what
   // is being estimated.
