@@ -117,6 +117,15 @@ class Study:
         best = self.best_trial
         return None if best is None else best.params
 
+    def recommend(self) -> Trial:
+        """The trial `hyperpack best --by-model` names: where one training's value is a noisy
+        draw, the completed trial whose configuration a Gaussian process fitted to all of them
+        (a noise term learnt) predicts best, among the five best single runs, rather than the
+        best single run. Raises RuntimeError with fewer than 8 completed trials, several
+        objectives or values all equal; KeyError before any trial has completed."""
+        (n, s, v, p), _noise_share = self._impl.recommend()
+        return Trial(n, s, v, json.loads(p))
+
     # ---- The lifecycle verbs: each returns what came of it, or raises RuntimeError when refused.
     def _control(self, verb, **kw) -> str:
         refused, outcome = self._impl.control(verb, **kw)

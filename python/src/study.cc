@@ -7,6 +7,7 @@
 //   study.trials() -> [(number, state, value, params_json), ...]  by number
 //   study.best() -> (that tuple, value, runs), or None: the trial `hyperpack best` names, and its
 //                   value or, with budget.finalists, its configuration's mean over `runs` runs
+//   study.recommend() -> (that tuple, noise_share): the trial `hyperpack best --by-model` names
 //   study.control(verb, params_json="", results_text="", results_path="", max_trials=None,
 //                 max_parallel=None, time_limit_s=None, priority=None) -> (refused, outcome)
 //
@@ -116,6 +117,13 @@ class PyStudy {
     return std::tuple{Tuple(best->trial), best->value, best->runs};
   }
 
+  // As `hyperpack best --by-model`: the trial a model of every completed one recommends.
+  std::pair<TrialTuple, double> Recommend() {
+    auto db = Open();
+    report::ModelRecommendation r = OrRaise(report::RecommendTrial(*db, name_));
+    return {Tuple(r.trial), r.noise_share};
+  }
+
   std::pair<bool, std::string> Control(const std::string& verb, const std::string& params_json,
                                        const std::string& results_text,
                                        const std::string& results_path,
@@ -175,6 +183,7 @@ void BindStudy(py::module_& m) {
       .def("heartbeat", &PyStudy::Heartbeat, py::arg("number"))
       .def("trials", &PyStudy::Trials)
       .def("best", &PyStudy::Best)
+      .def("recommend", &PyStudy::Recommend)
       .def("control", &PyStudy::Control, py::arg("verb"), py::arg("params_json") = "",
            py::arg("results_text") = "", py::arg("results_path") = "",
            py::arg("max_trials") = py::none(), py::arg("max_parallel") = py::none(),

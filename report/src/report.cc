@@ -647,6 +647,12 @@ Result<std::optional<BestTrial>> FindBestTrial(Storage& db, const std::string& n
   return BestOf(l);
 }
 
+Result<ModelRecommendation> RecommendTrial(Storage& db, const std::string& name) {
+  HP_ASSIGN_OR_RETURN(StudyView l, ReadStudyView(db, name, ViewParts::kTrials));
+  HP_ASSIGN_OR_RETURN(ModelPick pick, PickByModel(l));
+  return ModelRecommendation{*pick.trial, pick.noise_share};
+}
+
 Status ReportBest(Storage& db, const std::string& name, OutputFormat format, const Choice& choice,
                   std::ostream& out) {
   if (choice.trial.has_value() + choice.within.has_value() + choice.pick.has_value() +

@@ -488,3 +488,29 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
     runs = [t.value for t in study.trials if t.params == study.best_params]
     assert study.best_value == pytest.approx(sum(runs) / len(runs))
     assert study.best_trial.value == runs[0]
+
+
+NOISY_STUDY = """
+name: noisy
+objective: {metric: loss, direction: minimize}
+search_space:
+  x: {type: float, low: 0, high: 1}
+"""
+
+
+def test_recommend_passes_over_a_lucky_run_for_the_best_neighbourhood(tmp_path):
+    (tmp_path / "noisy.yaml").write_text(NOISY_STUDY)
+    study = hyperpack.create_study(str(tmp_path / "noisy.yaml"), str(tmp_path / "h.db"))
+    rng = __import__("random").Random(5)
+    results = []
+    for i in range(30):
+        x = (i + 0.5) / 30
+        results.append(({"x": x}, (x - 0.3) ** 2 + rng.gauss(0, 0.02)))
+    study.add_results(results[:3])
+    with pytest.raises(RuntimeError, match="needs 8 runs with a finite value, has 3"):
+        study.recommend()
+    study.add_results(results[3:] + [({"x": 0.9}, min(v for _, v in results) - 0.05)])
+    assert study.best_trial.params == {"x": 0.9}, "the best single run is the lucky one"
+    picked = study.recommend()
+    assert abs(picked.params["x"] - 0.3) < 0.12 and picked.state == "completed"
+    assert picked.value == next(v for c, v in results if c["x"] == picked.params["x"])

@@ -162,6 +162,14 @@ struct BestTrial {
   int runs = 1;
 };
 Result<std::optional<BestTrial>> FindBestTrial(storage::Storage& db, const std::string& name);
+// The trial `best --by-model` names (Choice::by_model) and the share of the values' spread the
+// model reads as noise. Errors as its: several objectives, fewer than 8 completed trials, values
+// all equal, no completed trial (NotFound). (Python's Study.recommend.)
+struct ModelRecommendation {
+  storage::TrialRecord trial;
+  double noise_share = 0;
+};
+Result<ModelRecommendation> RecommendTrial(storage::Storage& db, const std::string& name);
 
 // With several objectives: the Pareto set ({"study", "objectives", "constraints", "front": [...]}
 // in JSON), or with `pick` its member picked, or with `trial` that trial.
