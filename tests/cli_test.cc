@@ -438,6 +438,10 @@ budget: {max_trials: 16, max_failed: 16}
   EXPECT_NE(unchosen.exit_code, 0);
   EXPECT_THAT(unchosen.err,
               HasSubstr("choose a member of its Pareto set with --trial N or --pick"));
+  auto by_model = Cli({"best", "s", "--storage", db_, "--by-model"});
+  EXPECT_EQ(by_model.exit_code, 2);
+  EXPECT_THAT(by_model.err, HasSubstr("--by-model recommends by one objective; study 's' has "
+                                      "several (choose from its Pareto set with --pick"));
 
   auto trials = Cli({"trials", "s", "--storage", db_, "--json"});
   ASSERT_EQ(trials.exit_code, 0) << trials.err;
