@@ -2136,6 +2136,33 @@ TEST(StudyFileTest, ReadsFinalistsAndRejectsThemWhereTheyCannotWork) {
               ElementsAre(IsError(4, 21, "budget.finalists", "hyperpack enqueue")));
 }
 
+TEST(StudyFileTest, ReadsRerunTopAndRejectsItWhereItCannotWork) {
+  ParseOutcome out = Parse(StudyYaml().str() + "budget: {max_trials: 20, rerun_top: 5}\n");
+  ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
+  EXPECT_EQ(out.spec->budget.rerun_top, 5);
+  EXPECT_THAT(DescribeStudy(*out.spec),
+              HasSubstr("each configuration among the best 5 trained again as it ranks"));
+  EXPECT_EQ(Parse(StudyYaml().str()).spec->budget.rerun_top, 0) << "none unless asked";
+  EXPECT_THAT(Parse(StudyYaml().str() + "budget: {rerun_top: 101}\n").errors,
+              ElementsAre(IsError(5, 21, "budget.rerun_top", "must be between 0 and 100")));
+  EXPECT_THAT(Parse(StudyYaml().str() + "budget: {rerun_top: 2.5}\n").errors,
+              ElementsAre(IsError(5, 21, "budget.rerun_top", "expected a whole number")));
+  EXPECT_THAT(
+      Parse(StudyYaml().str() + "budget: {max_trials: 20, finalists: 2, rerun_top: 5}\n").errors,
+      ElementsAre(IsError(5, 51, "budget.rerun_top", "give one (rerun_top re-runs each as it")));
+  const std::string two_objectives =
+      "name: s\nobjectives:\n  - {metric: loss, direction: minimize}\n"
+      "  - {metric: ms, direction: minimize}\nsearch_space: {x: {type: float, low: 0, high: 1}}\n"
+      "trial: {command: \"true\"}\nbudget: {rerun_top: 2}\n";
+  EXPECT_THAT(Parse(two_objectives).errors,
+              ElementsAre(IsError(7, 21, "budget.rerun_top", "this study has several objectives")));
+  const std::string asked =
+      "name: s\nobjective: {metric: loss, direction: minimize}\n"
+      "search_space: {x: {type: float, low: 0, high: 1}}\nbudget: {rerun_top: 2}\n";
+  EXPECT_THAT(Parse(asked).errors,
+              ElementsAre(IsError(4, 21, "budget.rerun_top", "hyperpack enqueue")));
+}
+
 // ---- finalists (study/finalists.h) --------------------------------------------------------------
 
 constexpr double kInf = std::numeric_limits<double>::infinity();

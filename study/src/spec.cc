@@ -252,6 +252,7 @@ void Parser::ParseRoot(const YAML::Node& root, StudySpec* spec) {
   if (auto* f = Get(fields, "budget")) {
     ParseBudget(*f, &spec->budget);
     ParseFinalists(*f, *spec, &spec->budget);
+    ParseRerunTop(*f, *spec, &spec->budget);
   }
   if (spec->budget.max_failed == 0)
     spec->budget.max_failed = std::max(5, spec->budget.max_trials / 4);
@@ -329,6 +330,9 @@ std::string DescribeStudy(const StudySpec& s) {
   if (s.budget.time_limit_s) out << ", time limit " << *s.budget.time_limit_s << "s";
   if (s.budget.finalists > 0)
     out << ", the best " << s.budget.finalists << " trained again at the end";
+  if (s.budget.rerun_top > 0)
+    out << ", each configuration among the best " << s.budget.rerun_top
+        << " trained again as it ranks, the best chosen by a model of all runs";
   out << "\ncommand     "
       << (s.trial.command.empty() ? "none: trials are asked for (hyperpack ask and tell)"
                                   : s.trial.command)

@@ -226,6 +226,10 @@ class Parser {
   void ParseBudget(const Field& field, BudgetSpec* budget);
   // budget.finalists: below max_trials, one objective, trials the runner starts.
   void ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpec* budget);
+  void ParseRerunTop(const Field& field, const StudySpec& spec, BudgetSpec* budget);
+  // budget.finalists and rerun_top re-run configurations by their value: one objective, trials the
+  // runner starts. False, with the error, where they cannot work.
+  bool RerunsCanWork(const Field& f, const StudySpec& spec, const char* path);
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources);
   void CheckGpuShare(const std::map<std::string, Field>& fields, const ResourceSpec& resources);

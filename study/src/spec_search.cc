@@ -222,7 +222,7 @@ void Parser::CheckPrunerRungs(const Field& field, const std::map<std::string, Fi
 void Parser::ParseBudget(const Field& field, BudgetSpec* budget) {
   auto fields = Fields(field, "budget",
                        {"max_trials", "max_parallel", "max_failed", "max_attempts", "time_limit",
-                        "gpu_hours", "core_hours", "finalists"});
+                        "gpu_hours", "core_hours", "finalists", "rerun_top"});
   auto positive = [&](const char* key, int* out) {
     const Field* f = Get(fields, key);
     if (!f) return;
@@ -256,6 +256,41 @@ void Parser::ParseBudget(const Field& field, BudgetSpec* budget) {
   hours("core_hours", &budget->core_hours);
 }
 
+bool Parser::RerunsCanWork(const Field& f, const StudySpec& spec, const char* path) {
+  if (spec.MultiObjective()) {
+    Error(f.value, path,
+          "re-runs the configurations with the best value, and this study has several "
+          "objectives; remove it, or keep one objective");
+    return false;
+  }
+  if (spec.trial.command.empty()) {
+    Error(f.value, path,
+          "is for trials the runner starts (trial.command), and this study's trials are asked "
+          "for; run the best configurations again with hyperpack enqueue");
+    return false;
+  }
+  return true;
+}
+
+void Parser::ParseRerunTop(const Field& field, const StudySpec& spec, BudgetSpec* budget) {
+  if (!field.value.IsMap() || !field.value["rerun_top"]) return;
+  const Field f{field.value["rerun_top"], field.value["rerun_top"]};
+  auto v = Integer(f, "budget.rerun_top");
+  if (!v) return;
+  if (*v < 0 || *v > 100) {
+    Error(f.value, "budget.rerun_top",
+          "must be between 0 and 100: a configuration that ranks among this many of the best "
+          "single runs is trained once more, e.g. rerun_top: 5 (got ",
+          *v, ")");
+  } else if (*v > 0 && budget->finalists > 0) {
+    Error(f.value, "budget.rerun_top",
+          "and budget.finalists both train the best configurations again; give one (rerun_top "
+          "re-runs each as it ranks, finalists at the end)");
+  } else if (*v == 0 || RerunsCanWork(f, spec, "budget.rerun_top")) {
+    budget->rerun_top = static_cast<int>(*v);
+  }
+}
+
 void Parser::ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpec* budget) {
   if (!field.value.IsMap() || !field.value["finalists"]) return;
   const Field f{field.value["finalists"], field.value["finalists"]};
@@ -267,15 +302,7 @@ void Parser::ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpe
           "): the trials at the end that train the best configurations "
           "again (got ",
           *v, ")");
-  } else if (*v > 0 && spec.MultiObjective()) {
-    Error(f.value, "budget.finalists",
-          "re-runs the configurations with the best value, and this study has several "
-          "objectives; remove it, or keep one objective");
-  } else if (*v > 0 && spec.trial.command.empty()) {
-    Error(f.value, "budget.finalists",
-          "is for trials the runner starts (trial.command), and this study's trials are asked "
-          "for; run the best configurations again with hyperpack enqueue");
-  } else {
+  } else if (*v == 0 || RerunsCanWork(f, spec, "budget.finalists")) {
     budget->finalists = static_cast<int>(*v);
     // The controller forgoes finalists that would hold more than a third of a time or cost budget;
     // those of max_trials are its last trials whatever their share, so a large one is said here.

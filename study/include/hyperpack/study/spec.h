@@ -145,6 +145,12 @@ struct BudgetSpec {
   // more, new trials the pruner never stops; the study's best is then the re-run configuration
   // with the best mean of its runs. 0: none. One objective; trials the runner starts.
   int finalists = 0;
+  // Intensification: once 8 runs have completed, each configuration whose single run ranks among
+  // the best `rerun_top` is trained once more as soon as a slot frees (before new proposals; not
+  // where the run would end past time_limit), a new trial the pruner never stops; the study's best
+  // is then the configuration a model of every completed run recommends (tuner/recommend.h). 0:
+  // none. One objective; trials the runner starts; not with finalists.
+  int rerun_top = 0;
 };
 
 // `queue: {order: sjf, aging: 1, max_wait: 2h}`: the order of the trials waiting for room
