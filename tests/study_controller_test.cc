@@ -1168,6 +1168,58 @@ TEST(StudyControllerTest, TheLastTrialsOfTheBudgetTrainTheBestConfigurationsAgai
               HasSubstr("(trial 2, the mean of its configuration's 2 runs)"));
 }
 
+// budget.rerun_top: from the 8th completed run, a configuration among the best 2 by its single run
+// trains once more as a slot frees, before new proposals; each once; the search goes on between.
+TEST(StudyControllerTest, RerunTopTrainsEachConfigurationThatRanksAgainOnceAsItRanks) {
+  Harness h(Spec("", 14, 1, ", rerun_top: 2"));
+  h.Start();
+  RunOneAtATime(h, {0.5, 0.2, 0.6, 0.7, 0.3, 0.8, 0.9, 0.4,  // eight proposals
+                    0.6, 0.25,                               // trials 1 and 4's again
+                    0.1, 0.5,                                // a new best, then it again
+                    0.9, 0.9});
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(LaunchedX(h), (std::map<int, double>{{0, 0.01},
+                                                 {1, 0.02},
+                                                 {2, 0.03},
+                                                 {3, 0.04},
+                                                 {4, 0.05},
+                                                 {5, 0.06},
+                                                 {6, 0.07},
+                                                 {7, 0.08},
+                                                 {8, 0.02},
+                                                 {9, 0.05},
+                                                 {10, 0.09},
+                                                 {11, 0.09},
+                                                 {12, 0.10},
+                                                 {13, 0.11}}));
+  for (int rerun : {8, 9, 11}) {
+    EXPECT_TRUE(JournalHas(h, storage::JournalKind::kFinalist, rerun)) << rerun;
+    EXPECT_FALSE(JournalHas(h, storage::JournalKind::kBegin, rerun)) << "the pruner never hears";
+  }
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 10));
+  EXPECT_THAT(h.said, Contains(HasSubstr("trains trial 10's configuration again: it ranks among "
+                                         "the best 2 (budget.rerun_top")));
+  // The controller's best is the best single run; the study's is the model's (report's).
+  EXPECT_EQ(h.summary->best_trial, 10);
+  EXPECT_EQ(h.summary->best_runs, 1);
+  EXPECT_TRUE(h.summary->best_by_model);
+  EXPECT_THAT(FormatSummary(*h.summary, "loss"),
+              HasSubstr("best single run loss = 0.1 (trial 10)\nthe study's best is a model's "
+                        "pick of every run (budget.rerun_top): hyperpack best s\n"));
+}
+
+// With a time limit a re-run whose configuration's run would end past it is not started: at 90 s
+// of 95, trial 4's configuration (a 10 s run) gives way to a new proposal.
+TEST(StudyControllerTest, RerunTopStartsNoReRunThatWouldEndPastTheTimeLimit) {
+  Harness h(Spec("", 14, 1, ", rerun_top: 2, time_limit: 95"));
+  h.Start();
+  RunOneAtATime(h, {0.5, 0.2, 0.6, 0.7, 0.3, 0.8, 0.9, 0.4, 0.6, 0.9});
+  const std::map<int, double> x = LaunchedX(h);
+  EXPECT_EQ(x.at(8), 0.02) << "trial 1's configuration, at 80 s: it ends by 90";
+  EXPECT_EQ(x.at(9), 0.09) << "a new proposal at 90 s";
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 9));
+}
+
 TEST(StudyControllerTest, AFinalistIsNeverStoppedByThePruner) {
   // ASHA in stop mode: a trial outside the top third at epoch 1 is stopped.
   Harness h(Spec("pruner: {algorithm: asha, max_resource: 9}\n", 4, 1, ", finalists: 1"));

@@ -10,6 +10,10 @@
 // finalist's configuration a third time, where its run fits: the best mean so far first.
 // Finalists that would hold more than a third of a time or cost budget are not started (Forgone):
 // the search goes on, and the event log says why.
+//
+// budget.rerun_top (intensification, SMAC's word): from the 8th completed run, each configuration
+// whose single run ranks among the best rerun_top trains once more as soon as a slot frees, before
+// new proposals, out of the pruner's reach; the search goes on throughout.
 
 #include <cmath>
 #include <limits>
@@ -30,6 +34,9 @@ constexpr double kReserveMargin = 1.25;
 // retrained regret where their runs took about a quarter of the time limit, and raised it for 27
 // of 30 (table, method) pairs where they took half (docs/BENCHMARKS.md, stop 91).
 constexpr double kMaxFinalistShare = 1.0 / 3;
+// budget.rerun_top: re-runs start once this many runs have completed (the model's choice needs as
+// many; a top 5 of fewer is mostly the initial design's luck).
+constexpr int kRerunAfter = 8;
 }  // namespace
 
 int StudyController::Impl::ProposalRoom(int free) const {
@@ -155,6 +162,7 @@ int StudyController::Impl::QueueExtraDraws(int free) {
 }
 
 int StudyController::Impl::QueueFinalists(int free) {
+  if (spec_.budget.rerun_top > 0) return QueueReruns(free);
   if (spec_.budget.finalists > 0 && FinalistsLeft() == 0) return QueueExtraDraws(free);
   if (!FinalistsDue()) {
     NoteForgone();
@@ -173,11 +181,39 @@ int StudyController::Impl::QueueFinalists(int free) {
   return FinalistsLeft() == 0 ? QueueExtraDraws(free) : 0;
 }
 
+int StudyController::Impl::QueueReruns(int free) {
+  const std::optional<double>& limit = spec_.budget.time_limit_s;
+  if (static_cast<int>(runs_.size()) < kRerunAfter) return free;
+  // The best rerun_top configurations by their best single run: each not yet re-run, whose run
+  // would end within the time limit, trains again, the best first.
+  for (size_t i : study::NextFinalists(runs_, {}, spec_.objective, spec_.budget.rerun_top)) {
+    if (free <= 0) break;
+    const study::CompletedRun& run = runs_[i];
+    if (std::find(finalist_configs_.begin(), finalist_configs_.end(), run.config) !=
+        finalist_configs_.end())
+      continue;
+    auto cost = run_costs_.find(run.number);
+    if (limit && cost != run_costs_.end() && now_ + cost->second.seconds > *limit) continue;
+    finalist_configs_.push_back(run.config);
+    Queued q{run.config, 1, std::nullopt, std::nullopt, std::nullopt};
+    q.finalist_of = run.number;
+    Enqueue(std::move(q));
+    --free;
+  }
+  return free;
+}
+
 bool StudyController::Impl::NoteCompleted(int number, const Config& config, double value,
                                           bool finalist, const RunCost& cost) {
   // Without finalists the best is the best single run, the first of equals: kept as it comes,
   // without keeping every run.
   if (spec_.budget.finalists == 0) {
+    // budget.rerun_top chooses what to re-run from every run so far; its best is the model's
+    // (report's BestOf), not known here: the controller's is the best single run.
+    if (spec_.budget.rerun_top > 0) {
+      runs_.push_back({number, config, value, finalist});
+      run_costs_[number] = cost;
+    }
     if (best_ && !spec_.objective.Better(value, *best_)) return false;
     best_ = value;
     best_trial_ = number;
@@ -224,6 +260,12 @@ void StudyController::Impl::NoteForgone() {
 }
 
 void StudyController::Impl::LogFinalist(int number, int of, bool extra_draw) {
+  if (spec_.budget.rerun_top > 0) {
+    Log(number, EventKind::kFinalist,
+        StrCat("trains trial ", of, "'s configuration again: it ranks among the best ",
+               spec_.budget.rerun_top, " (budget.rerun_top; the pruner does not stop it)"));
+    return;
+  }
   if (extra_draw) {
     Log(number, EventKind::kFinalist,
         StrCat("trains trial ", of,

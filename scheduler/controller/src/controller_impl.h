@@ -309,6 +309,9 @@ class StudyController::Impl {
   double CostLeft(bool gpus) const;
   // Queues finalists into up to `free` slots once they are due, then extra draws; the slots left.
   int QueueFinalists(int free);
+  // budget.rerun_top: queues into up to `free` slots the configurations among the best rerun_top
+  // not re-run yet; the slots left.
+  int QueueReruns(int free);
   // With a time limit, once every finalist is chosen: a slot that would stay idle until the limit
   // trains a finalist's configuration a third time (each at most once): of those whose longest
   // run fits in what is left, the best mean of its completed runs so far (ties: the first
@@ -459,9 +462,9 @@ class StudyController::Impl {
   std::optional<double> best_;
   std::optional<int> best_trial_;
   int best_runs_ = 1;  // best_ is the mean of this many runs of its configuration
-  // budget.finalists (kept only for a study that has them): the completed runs that may be the
-  // best, as they completed, the seconds each trained, the configurations chosen to run again, and
-  // the roots of their trials (the pruner never sees them).
+  // budget.finalists or rerun_top (kept only for a study that has one): the completed runs that may
+  // be the best, as they completed, the seconds each trained, the configurations chosen to run
+  // again, and the roots of their trials (the pruner never sees them).
   std::vector<study::CompletedRun> runs_;
   std::map<int, RunCost> run_costs_;
   std::vector<Config> finalist_configs_;

@@ -678,6 +678,7 @@ void StudyController::Impl::Finish() {
   summary_.best_value = best_;
   summary_.best_trial = best_trial_;
   summary_.best_runs = best_runs_;
+  summary_.best_by_model = spec_.budget.rerun_top > 0;
   summary_.paused = static_cast<int>(paused_.size());
   summary_.elapsed_s = now_;
   // A study with nothing to show for itself is a failure people should see in the exit code.
@@ -781,10 +782,13 @@ std::string FormatSummary(const RunSummary& s, const std::string& metric) {
     text << "; " << s.promoted << " promotions, " << s.promoted_in_place << " of them in place";
   text << "\n";
   if (s.best_value) {
-    text << "best " << metric << " = " << FormatShort(*s.best_value, 6) << " (trial "
-         << *s.best_trial;
+    text << (s.best_by_model ? "best single run " : "best ") << metric << " = "
+         << FormatShort(*s.best_value, 6) << " (trial " << *s.best_trial;
     if (s.best_runs > 1) text << ", the mean of its configuration's " << s.best_runs << " runs";
     text << ")\n";
+    if (s.best_by_model)
+      text << "the study's best is a model's pick of every run (budget.rerun_top): hyperpack best "
+           << s.study << "\n";
     text << "next: hyperpack best " << s.study << "   |   hyperpack export " << s.study
          << " --format yaml\n";
   }

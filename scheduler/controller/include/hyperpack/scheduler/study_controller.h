@@ -62,6 +62,9 @@ struct RunSummary {
   std::optional<int> best_trial;
   // best_value is the mean of this many runs of best_trial's configuration (budget.finalists).
   int best_runs = 1;
+  // budget.rerun_top: best_value is the best single run; the study's best is a model's pick of
+  // every run, which `hyperpack best` names (the controller fits no model).
+  bool best_by_model = false;
   StopReason reason = StopReason::kNone;
   std::string stop_reason;  // StopReasonName(reason)
   // 0: stopped normally with a completed trial; 1: stopped by failures (max_failed), an error, or
