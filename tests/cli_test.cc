@@ -649,11 +649,11 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
   return runs;
 }
 
-// Study "s" of kQuickStudy, as `hyperpack run` would create it.
-storage::StudyRecord CreateStudyS(storage::Storage& db) {
+// Study "s" of kQuickStudy (or `spec`), as `hyperpack run` would create it.
+storage::StudyRecord CreateStudyS(storage::Storage& db, const std::string& spec = kQuickStudy) {
   storage::StudyRecord s;
   s.name = "s";
-  s.spec_text = kQuickStudy;
+  s.spec_text = spec;
   s.spec_path = "s.yaml";
   s.direction = Direction::kMinimize;
   s.metric = "loss";
@@ -663,10 +663,10 @@ storage::StudyRecord CreateStudyS(storage::Storage& db) {
 
 // Study "s" (kQuickStudy's space) with trials completed at `x` scoring `loss`, as a run stores
 // them.
-void StoreCompleted(const std::string& db_path,
-                    const std::vector<std::pair<double, double>>& rows) {
+void StoreCompleted(const std::string& db_path, const std::vector<std::pair<double, double>>& rows,
+                    const std::string& spec = kQuickStudy) {
   auto db = storage::Storage::Open(db_path).value();
-  storage::StudyRecord s = CreateStudyS(*db);
+  storage::StudyRecord s = CreateStudyS(*db, spec);
   int number = 0;
   for (const auto& [x, loss] : rows) {
     storage::TrialRecord t;
@@ -683,10 +683,8 @@ void StoreCompleted(const std::string& db_path,
   }
 }
 
-// best --by-model: single trainings of (x - 0.3)^2 with noise, and one lucky run at x = 0.9 that
-// beats them all. `best` names the lucky run; the model recommends a trial near 0.3, and export
-// writes its configuration.
-TEST_F(CliTest, ByModelRecommendsTheBestNeighbourhoodNotALuckyRun) {
+// Noisy single runs of (x - 0.3)^2 and one lucky run at 0.9 that beats them all.
+std::vector<std::pair<double, double>> NoisyBowlWithALuckyRun() {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> noise(0, 0.02);
   std::vector<std::pair<double, double>> rows;
@@ -697,6 +695,14 @@ TEST_F(CliTest, ByModelRecommendsTheBestNeighbourhoodNotALuckyRun) {
   double lowest = rows.front().second;
   for (const auto& r : rows) lowest = std::min(lowest, r.second);
   rows.emplace_back(0.9, lowest - 0.05);
+  return rows;
+}
+
+// best --by-model: single trainings of (x - 0.3)^2 with noise, and one lucky run at x = 0.9 that
+// beats them all. `best` names the lucky run; the model recommends a trial near 0.3, and export
+// writes its configuration.
+TEST_F(CliTest, ByModelRecommendsTheBestNeighbourhoodNotALuckyRun) {
+  const std::vector<std::pair<double, double>> rows = NoisyBowlWithALuckyRun();
   StoreCompleted(db_, rows);
 
   EXPECT_EQ(Json::parse(Cli({"best", "s", "--json", "--storage", db_}).out)["trial"], 30);
@@ -730,6 +736,43 @@ TEST_F(CliTest, ByModelRecommendsTheBestNeighbourhoodNotALuckyRun) {
     EXPECT_EQ(r.exit_code, 2) << bad[2] << " " << bad[3];
     EXPECT_THAT(r.err, HasSubstr("--by-model")) << bad[3];
   }
+}
+
+// kQuickStudy with budget.rerun_top: 5.
+std::string RerunTopStudy() {
+  std::string spec = kQuickStudy;
+  spec.replace(spec.find("budget: {max_trials: 5,"), 23, "budget: {rerun_top: 5, max_trials: 40,");
+  return spec;
+}
+
+// A study with budget.rerun_top: its best, wherever it is read, is the model's pick; before 8
+// trials have completed, the best single run.
+TEST_F(CliTest, ARerunTopStudysBestIsTheModelsPick) {
+  const std::string spec = RerunTopStudy();
+  const std::vector<std::pair<double, double>> rows = NoisyBowlWithALuckyRun();
+  StoreCompleted(db_, rows, spec);
+  auto best = Cli({"best", "s", "--json", "--storage", db_});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const Json b = Json::parse(best.out);
+  EXPECT_EQ(b["chosen_by"], "model");
+  EXPECT_NEAR(b["params"]["x"].get<double>(), 0.3, 0.12);
+  EXPECT_EQ(b["trial"],
+            Json::parse(Cli({"best", "s", "--by-model", "--json", "--storage", db_}).out)["trial"]);
+  const std::string n = std::to_string(b["trial"].get<int>());
+  EXPECT_THAT(
+      Cli({"best", "s", "--storage", db_}).out,
+      HasSubstr("(trial " + n + " of 31: the model's pick of every run, budget.rerun_top)"));
+  EXPECT_THAT(Cli({"status", "s", "--storage", db_}).out, HasSubstr("(trial " + n + ")"));
+  EXPECT_EQ(Json::parse(Cli({"export", "s", "--format", "json", "--storage", db_}).out)["x"],
+            b["params"]["x"]);
+}
+
+TEST_F(CliTest, ARerunTopStudyWithTooFewRunsForAModelNamesTheBestSingleRun) {
+  const std::string spec = RerunTopStudy();
+  StoreCompleted(db_, {{0.1, 0.3}, {0.2, 0.2}, {0.5, 0.4}}, spec);
+  const Json b = Json::parse(Cli({"best", "s", "--json", "--storage", db_}).out);
+  EXPECT_EQ(b["trial"], 1);
+  EXPECT_FALSE(b.contains("chosen_by"));
 }
 
 // Too few completed trials for a model: a clear error that says what `best` alone names.

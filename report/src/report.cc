@@ -626,10 +626,14 @@ Status ReportSingleBest(const StudyView& l, const std::string& name, OutputForma
   if (format == OutputFormat::kJson) {
     Json o = BestJsonHead(l, b);
     if (best->runs > 1) o["mean"] = {{"value", best->value}, {"runs", best->runs}};
+    if (best->by_model) o["chosen_by"] = "model";
     out << o.dump(2) << "\n";
     return Status::Ok();
   }
-  if (best->runs > 1) {
+  if (best->by_model) {
+    out << "best " << ValueText(l, *b.value, 1) << " (trial " << b.number << " of " << TrialsIn(l)
+        << ": the model's pick of every run, budget.rerun_top)\n";
+  } else if (best->runs > 1) {
     out << "best " << ValueText(l, best->value, best->runs) << " (trial " << b.number << " of "
         << TrialsIn(l) << ": " << FormatShort(*b.value, 6) << ")\n";
   } else {

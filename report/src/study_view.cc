@@ -37,9 +37,10 @@ Result<StudyView> FindStudyView(storage::Storage& db, const std::string& name) {
   return v;
 }
 
-// StudyView::finalists, from the journal: only a study with finalists reads it.
+// StudyView::finalists, from the journal: only a study with finalists or rerun_top reads it.
 Status ReadFinalists(storage::Storage& db, StudyView* v) {
-  if (!v->spec || v->spec->budget.finalists == 0) return Status::Ok();
+  if (!v->spec || (v->spec->budget.finalists == 0 && v->spec->budget.rerun_top == 0))
+    return Status::Ok();
   std::vector<storage::JournalEntry> journal = v->journal;
   if (journal.empty()) {
     HP_ASSIGN_OR_RETURN(journal, db.ListJournal(v->study.id));
@@ -64,15 +65,16 @@ Result<StudyView> ReadStudySummary(storage::Storage& db, const std::string& name
   constexpr TrialState kOpen[] = {TrialState::kRunning, TrialState::kPaused};
   HP_ASSIGN_OR_RETURN(v.trials, db.ListTrialsIn(id, kOpen));
   std::vector<TrialRecord> best;
-  if (v.spec && (v.spec->KeepsValues() || v.spec->budget.finalists > 0)) {
-    // The best by value may break a constraint, a front is not the best value, and with
-    // finalists the best is a mean of runs: every completed trial.
+  const bool every_run = v.spec && v.spec->budget.rerun_top > 0;
+  if (v.spec && (v.spec->KeepsValues() || v.spec->budget.finalists > 0 || every_run)) {
+    // The best by value may break a constraint, a front is not the best value, with finalists
+    // the best is a mean of runs, and with rerun_top a model's of them all: every completed trial.
     constexpr TrialState kDone[] = {TrialState::kCompleted};
     HP_ASSIGN_OR_RETURN(best, db.ListTrialsIn(id, kDone));
   } else {
     HP_ASSIGN_OR_RETURN(best, db.BestTrials(id, v.study.direction, std::nullopt, 1));
   }
-  if (!best.empty() && !(v.spec && v.spec->KeepsValues())) {
+  if (!best.empty() && !(v.spec && v.spec->KeepsValues()) && !every_run) {
     const double b = *best.front().value, slack = Slack(within, b);
     HP_ASSIGN_OR_RETURN(
         best, db.BestTrials(id, v.study.direction, Maximize(v.study) ? b - slack : b + slack, -1));
@@ -125,7 +127,10 @@ Result<StudyView> ReadStudyView(storage::Storage& db, const std::string& name, V
 
 bool Maximize(const storage::StudyRecord& s) { return s.direction == Direction::kMaximize; }
 
-std::vector<const TrialRecord*> Ranked(const StudyView& view) {
+namespace {
+
+// Ranked before a choice moves one first: by value alone.
+std::vector<const TrialRecord*> ByValue(const StudyView& view) {
   std::vector<const TrialRecord*> out;
   for (const TrialRecord& t : view.trials)
     if (t.state == TrialState::kCompleted && t.value &&
@@ -135,10 +140,33 @@ std::vector<const TrialRecord*> Ranked(const StudyView& view) {
   std::stable_sort(out.begin(), out.end(), [&](const TrialRecord* a, const TrialRecord* b) {
     return max ? *a->value > *b->value : *a->value < *b->value;
   });
-  // With finalists, the configuration with the best mean of its runs goes first.
-  if (std::optional<study::BestChoice> mean = BestByMean(view)) {
+  return out;
+}
+
+// The trial number PickByModel chooses in a study with budget.rerun_top, fitted once per view.
+std::optional<int> RerunChoice(const StudyView& view) {
+  if (!view.spec || view.spec->budget.rerun_top == 0) return std::nullopt;
+  if (!view.model_pick) {
+    Result<ModelPick> pick = PickByModel(view);
+    view.model_pick =
+        pick.ok() ? std::optional(std::pair(pick->trial->number, pick->noise_share)) : std::nullopt;
+  }
+  if (!*view.model_pick) return std::nullopt;
+  return (*view.model_pick)->first;
+}
+
+}  // namespace
+
+std::vector<const TrialRecord*> Ranked(const StudyView& view) {
+  std::vector<const TrialRecord*> out = ByValue(view);
+  // With finalists, the configuration with the best mean of its runs goes first; with
+  // rerun_top, the model's pick.
+  std::optional<int> first;
+  if (std::optional<study::BestChoice> mean = BestByMean(view)) first = mean->trial;
+  if (std::optional<int> pick = RerunChoice(view)) first = *pick;
+  if (first) {
     auto it = std::find_if(out.begin(), out.end(),
-                           [&](const TrialRecord* t) { return t->number == mean->trial; });
+                           [&](const TrialRecord* t) { return t->number == *first; });
     if (it != out.end()) std::rotate(out.begin(), it, it + 1);
   }
   return out;
@@ -169,6 +197,7 @@ std::optional<BestTrial> BestOf(const StudyView& view) {
   const std::vector<const TrialRecord*> ranked = Ranked(view);
   if (ranked.empty()) return std::nullopt;
   BestTrial best{*ranked.front(), *ranked.front()->value, 1};
+  best.by_model = RerunChoice(view).has_value();
   if (std::optional<study::BestChoice> mean = BestByMean(view)) {
     best.value = mean->value;
     best.runs = mean->runs;
@@ -185,7 +214,7 @@ Result<ModelPick> PickByModel(const StudyView& view) {
   if (!view.space())
     return Status::FailedPrecondition("--by-model: study '", name,
                                       "' has no study file it can read, so no search space");
-  const std::vector<const TrialRecord*> ranked = Ranked(view);
+  const std::vector<const TrialRecord*> ranked = ByValue(view);
   if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   std::vector<Config> configs;
   std::vector<double> values;  // lower is better

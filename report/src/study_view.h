@@ -45,6 +45,9 @@ struct StudyView {
   // Set by ReadStudySummary, whose `trials` are only some of the study's: how many there are in
   // each state, and when they ran. Absent: `trials` are all of them (Tally counts them).
   std::optional<storage::TrialTally> tally;
+  // budget.rerun_top: the model's pick (PickByModel: its trial number and noise share), fitted once
+  // per view however many readers ask; nullopt inside where it could not be fitted.
+  mutable std::optional<std::optional<std::pair<int, double>>> model_pick;
 
   // The study's search space; null when its file no longer parses.
   const SearchSpace* space() const { return spec ? &spec->space : nullptr; }
@@ -77,7 +80,9 @@ bool Maximize(const storage::StudyRecord& s);
 // Completed trials with a value, best first (ties: the earlier trial). The pointers point into
 // view.trials.
 // In a study with constraints, only trials that meet them.
-// With budget.finalists, the configuration with the best mean of its runs first (BestByMean).
+// The completed trials that meet the constraints, best value first (ties: the earlier). With
+// budget.finalists the configuration with the best mean of its runs first (BestByMean); with
+// budget.rerun_top the model's pick first (PickByModel), where it can be fitted.
 std::vector<const storage::TrialRecord*> Ranked(const StudyView& view);
 // With budget.finalists: each finalist, and the trial whose configuration it trains again (the
 // first in view.trials with those parameters). Empty otherwise.

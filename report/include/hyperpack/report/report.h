@@ -154,12 +154,16 @@ struct Choice {
 
 // The trial `best` names in a study with one objective: the best that meets the constraints; with
 // budget.finalists, once one has completed, the first run of the configuration with the best mean
-// of its runs. `value` is that mean (of `runs` runs), or the trial's own value (runs 1). With
-// several objectives, by the first. nullopt before a trial has completed. (Python's Study.best.)
+// of its runs; with budget.rerun_top, the model's pick (by_model). `value` is that mean (of `runs`
+// runs), or the trial's own value (runs 1). With several objectives, by the first. nullopt before a
+// trial has completed. (Python's Study.best.)
 struct BestTrial {
   storage::TrialRecord trial;
   double value = 0;
   int runs = 1;
+  // budget.rerun_top: the trial a model of every completed run recommends (best --by-model's),
+  // not the best single run; false where too few trials have completed for a model.
+  bool by_model = false;
 };
 Result<std::optional<BestTrial>> FindBestTrial(storage::Storage& db, const std::string& name);
 // The trial `best --by-model` names (Choice::by_model) and the share of the values' spread the
