@@ -96,6 +96,10 @@
 // (lc_table.py repeats --curves; bench/data/lc_FAMILY.curves.json), so that a pruner sees another
 // training's curve, not the table's ending elsewhere. With --rotate-draws the draw a configuration
 // is first served turns with the seed, (seed + configuration) mod 3, the later ones after it.
+// A method's name with ":rK" (gp+forecast:r5) runs its study with budget.rerun_top K: from the 8th
+// completion each configuration among the K best single runs trains again as it ranks (served its
+// next draw, as a finalist is), and its choice at the end is the model's, as `hyperpack best` names
+// it for such a study (tuner::RecommendByModel over every completion).
 // With --model-choice each run is written to --json twice, the second as "NAME~model": its choice
 // at the end is the configuration tuner::RecommendByModel recommends from its completions (the
 // best posterior mean of a noise-fitting GP among its 5 best configurations), the rest the same.
@@ -304,6 +308,10 @@ struct Method {
   std::string tuner_options = "";
   // budget.finalists: a name's suffix ":fK" ("gp+forecast:f3") trains the K best again at the end.
   int finalists = 0;
+  // budget.rerun_top: a name's suffix ":rK" ("gp+forecast:r5") trains each configuration that
+  // ranks among the K best again as it does; its choice at the end is the model's, as `hyperpack
+  // best` names it.
+  int rerun_top = 0;
   // objective.strategy last-N-avg: a name's suffix ":aN" ("gp+forecast:f3:a3"); 0, the last report.
   int mean_of_last = 0;
 };
@@ -460,7 +468,8 @@ std::string StudyText(const Settings& s, const Method& m) {
                  m.tuner_options, "}\n");
   text += StrCat("budget: {max_trials: ", kMaxTrials, ", max_parallel: ", s.nodes * s.gpus_per_node,
                  ", time_limit: ", FormatDouble(s.horizon_s),
-                 m.finalists > 0 ? StrCat(", finalists: ", m.finalists) : "", "}\n");
+                 m.finalists > 0 ? StrCat(", finalists: ", m.finalists) : "",
+                 m.rerun_top > 0 ? StrCat(", rerun_top: ", m.rerun_top) : "", "}\n");
   if (s.table == nullptr)
     text += StrCat("resources: {gpus: \"{data_parallel}\", cpus: \"", kCpusPerRank,
                    " * {data_parallel}\"}\n");
@@ -769,7 +778,11 @@ class Simulation {
     }
     r.trials = workload.new_trials();
     r.reported = Reported(driver);
-    if (s_.table != nullptr && s_.model_choice) r.model_choice = ModelChoice(workload, runs);
+    if (s_.table != nullptr && (s_.model_choice || m_.rerun_top > 0))
+      r.model_choice = ModelChoice(workload, runs);
+    // budget.rerun_top: the study's best at its end is the model's (report's BestOf).
+    if (m_.rerun_top > 0 && r.model_choice >= 0 && !r.choices.empty())
+      r.choices.back().second = r.model_choice;
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
       std::tie(r.reruns, r.third_runs) = workload.Reruns();
@@ -785,7 +798,8 @@ class Simulation {
               std::vector<study::CompletedRun>* runs, RunResult* r) const {
     const TrialModel* t = workload.Find(trial.number);
     if (t == nullptr || !trial.value) return;
-    runs->push_back({trial.number, t->config, *trial.value, t->finalist});
+    // With rerun_top the controller's best is the best single run until the end (report.h).
+    runs->push_back({trial.number, t->config, *trial.value, t->finalist && m_.rerun_top == 0});
     const std::optional<study::BestChoice> best = study::ChooseBest(*runs, study::Objective{});
     if (const TrialModel* b = best ? workload.Find(best->trial) : nullptr)
       r->choices.emplace_back(trial.ended.value_or(kInf), static_cast<int>(b->curve));
@@ -1085,16 +1099,19 @@ Status ApplySuffix(const std::string& name, const std::string& suffix, Method* m
     m->finalists = static_cast<int>(*k);
   } else if (suffix.starts_with("a") && whole && *k >= 2 && *k <= 100) {
     m->mean_of_last = static_cast<int>(*k);
+  } else if (suffix.starts_with("r") && whole && *k >= 1 && *k <= 100) {
+    m->rerun_top = static_cast<int>(*k);
   } else {
     return Status::Invalid("--methods: '", name, "': ':", suffix,
-                           "' is not :fK (K finalists, 1-100) or :aN (the mean of the last N "
-                           "reports, 2-100)");
+                           "' is not :fK (K finalists, 1-100), :aN (the mean of the last N "
+                           "reports, 2-100) or :rK (re-run the K best as they rank, 1-100)");
   }
   return Status::Ok();
 }
 
 // The methods named, in order; an error names the unknown one. "NAME:fK" is NAME with K
-// finalists (budget.finalists), "NAME:aN" with objective strategy last-N-avg; both may follow.
+// finalists (budget.finalists), "NAME:rK" with budget.rerun_top K, "NAME:aN" with objective
+// strategy last-N-avg; several may follow.
 Result<std::vector<const Method*>> FindMethods(const std::vector<std::string>& wanted,
                                                const std::vector<std::string>& names) {
   static std::deque<Method> variants;  // stable addresses for the methods with suffixes made here
@@ -1110,8 +1127,8 @@ Result<std::vector<const Method*>> FindMethods(const std::vector<std::string>& w
     if (it == AllMethods().end())
       return Status::Invalid("--methods: unknown method '", parts.front(), "'; expected one of ",
                              Join(names, ", "),
-                             ", each with :fK for K finalists and :aN for the mean of the last "
-                             "N reports if wanted");
+                             ", each with :fK for K finalists, :rK to re-run the K best as they "
+                             "rank and :aN for the mean of the last N reports if wanted");
     if (parts.size() == 1) {
       out.push_back(&*it);
       continue;
@@ -1167,8 +1184,9 @@ std::string BesideTable(const cxxopts::ParseResult& args, const std::string& nam
 // --repeats, read where a :fK method replays a table or --fresh-draws asks for them (the table's
 // own repeats file unless named); and --draw-curves' file with --fresh-draws.
 int ReadReruns(const cxxopts::ParseResult& args, Args* a) {
-  const bool finalists = std::any_of(a->methods.begin(), a->methods.end(),
-                                     [](const Method* m) { return m->finalists > 0; });
+  const bool finalists = std::any_of(a->methods.begin(), a->methods.end(), [](const Method* m) {
+    return m->finalists > 0 || m->rerun_top > 0;
+  });
   if (!a->table || (!finalists && !a->s.fresh_draws)) return 0;
   const std::string path = BesideTable(args, "repeats", ".repeats.json");
   Result<std::vector<std::vector<double>>> read = ReadRepeats(path, *a->table, kRerunDraws);

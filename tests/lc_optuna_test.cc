@@ -491,8 +491,9 @@ TEST_P(LcScoringTest, ReplaysFinalistsWithOtherSeedsAndJudgesByTheSeedsAfterThem
   WriteFile(dir_ / "other.json", other.dump());
   for (const auto& [methods, why] :
        {std::pair<std::string, std::string>{"random:f2", "repeats of 'large', not of 'small'"},
-        {"random:fx", "':fx' is not :fK (K finalists, 1-100) or :aN"},
-        {"random:f2:a1", "':a1' is not :fK (K finalists, 1-100) or :aN (the mean of the last N"}}) {
+        {"random:fx", "':fx' is not :fK (K finalists, 1-100), :aN"},
+        {"random:f2:a1", "':a1' is not :fK (K finalists, 1-100), :aN (the mean of the last N"},
+        {"random:r0", "or :rK (re-run the K best as they rank, 1-100)"}}) {
     auto refused = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "1", "--methods", methods,
                                "--repeats", dir_ / "other.json"});
     EXPECT_EQ(refused.exit_code, 2) << methods;
@@ -697,6 +698,26 @@ TEST_P(LcScoringTest, WritesEachRunAgainChosenByTheModelWithModelChoice) {
                            "--threads", "1", "--json", ours});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(Json::parse(testing::ReadFile(ours))["runs"].size(), 2u);
+}
+
+// NAME:rK runs budget.rerun_top K: configurations among the K best train again (served their next
+// draw), and the study's choice at the end is the model's, as --model-choice's NAME~model is.
+TEST_P(LcScoringTest, RerunTopTrainsTheBestAgainAndChoosesAsTheModelDoes) {
+  const std::string finals = dir_ / "finals.json", ours = dir_ / "ours.json";
+  WriteFile(finals, ServedRepeats().dump());
+  auto ran = RunCommand({ASHA_BENCH, "--table", table_, "--seeds", "2", "--methods", "random:r3",
+                         "--threads", "1", "--repeats", finals, "--fresh-draws", "--model-choice",
+                         "--json", ours});
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const Json runs = Json::parse(testing::ReadFile(ours))["runs"];
+  ASSERT_EQ(runs.size(), 4u);
+  for (size_t i = 0; i < runs.size(); i += 2) {
+    const Json &own = runs[i], &model = runs[i + 1];
+    ASSERT_EQ(own["method"], "random:r3");
+    EXPECT_GT(own["reruns"].get<int>(), 0) << "the best configurations trained again";
+    EXPECT_LE(own["reruns"].get<int>(), 6) << "each of the table's six at most once";
+    EXPECT_EQ(own["choices"].back(), model["choices"].back());
+  }
 }
 
 // --draw-curves wants two seeds' whole curves, and fresh draws to serve them.

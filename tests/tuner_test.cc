@@ -691,22 +691,29 @@ TEST(ImportanceTest, TooFewTrialsFlatValuesAndMismatchedInputsAreErrors) {
 
 double XOf(const Config& c) { return std::get<double>(c.at("x")); }
 
-// Single trainings of f(x) = (x - 0.3)^2 over x in [0, 1] with noise of sd 0.02, and one lucky run
-// far from the optimum whose value beats every other: the model recommends near the optimum,
-// the best single value is the lucky run, and top_k 1 keeps to it.
-TEST(RecommendTest, TheModelPassesOverALuckyRunForTheBestNeighbourhood) {
-  SearchSpace space({Float("x", 0, 1)});
-  std::mt19937_64 rng(5);
+// Single runs of f(x) = (x - 0.3)^2 over x in [0, 1] with noise of sd 0.02, at n points evenly
+// spread or drawn uniformly, and last one lucky run at x = 0.9 whose value beats every other.
+std::pair<std::vector<Config>, std::vector<double>> NoisyBowl(int n, bool uniform) {
+  std::mt19937_64 rng(uniform ? 8 : 5);
+  std::uniform_real_distribution<double> u(0, 1);
   std::normal_distribution<double> noise(0, 0.02);
   std::vector<Config> configs;
   std::vector<double> values;
-  for (int i = 0; i < 30; ++i) {
-    const double x = (i + 0.5) / 30;
+  for (int i = 0; i < n; ++i) {
+    const double x = uniform ? u(rng) : (i + 0.5) / n;
     configs.push_back({{"x", x}});
     values.push_back((x - 0.3) * (x - 0.3) + noise(rng));
   }
   configs.push_back({{"x", 0.9}});
   values.push_back(*std::min_element(values.begin(), values.end()) - 0.05);
+  return {configs, values};
+}
+
+// Single trainings of a noisy bowl and one lucky run far from the optimum (NoisyBowl): the model
+// recommends near the optimum, the best single value is the lucky run, and top_k 1 keeps to it.
+TEST(RecommendTest, TheModelPassesOverALuckyRunForTheBestNeighbourhood) {
+  SearchSpace space({Float("x", 0, 1)});
+  auto [configs, values] = NoisyBowl(30, /*uniform=*/false);
   Result<Recommendation> r = RecommendByModel(space, configs, values);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->differs);
@@ -725,18 +732,7 @@ TEST(RecommendTest, TheModelPassesOverALuckyRunForTheBestNeighbourhood) {
 // and recommends as a short one does.
 TEST(RecommendTest, ALongStudyIsFittedOnItsBestRuns) {
   SearchSpace space({Float("x", 0, 1)});
-  std::mt19937_64 rng(8);
-  std::uniform_real_distribution<double> u(0, 1);
-  std::normal_distribution<double> noise(0, 0.02);
-  std::vector<Config> configs;
-  std::vector<double> values;
-  for (int i = 0; i < 1500; ++i) {
-    const double x = u(rng);
-    configs.push_back({{"x", x}});
-    values.push_back((x - 0.3) * (x - 0.3) + noise(rng));
-  }
-  configs.push_back({{"x", 0.9}});
-  values.push_back(*std::min_element(values.begin(), values.end()) - 0.05);
+  auto [configs, values] = NoisyBowl(1500, /*uniform=*/true);
   Result<Recommendation> r = RecommendByModel(space, configs, values);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->differs);
