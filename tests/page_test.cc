@@ -320,6 +320,25 @@ TEST_F(PageTest, AStudyWhoseEveryTrialFailedStillRenders) {
   EXPECT_EQ(points["timeline"], 2);
 }
 
+// With budget.rerun_top the page names the best as `hyperpack best` does: the model's pick.
+TEST_F(PageTest, ARerunTopStudyShowsTheModelsPickAsItsBest) {
+  const std::string page =
+      RunAndReport("rr", StudyYaml("rr").Command("sh score.sh {x} 0.0{trial} 1").str() +
+                             R"(tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 12, max_parallel: 1, rerun_top: 2}
+)");
+  Ran best = Cli({"best", "rr", "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  const json b = json::parse(best.out);
+  ASSERT_EQ(b["chosen_by"], "model");
+  Ran dom = Browse(page, {"--dump-dom"});
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_EQ(BodyAttributes(dom.out)["data-errors"], "0") << ErrorsIn(dom.out);
+  EXPECT_NE(
+      dom.out.find(StrCat(" trial ", b["trial"].get<int>(), ", the model's pick of every run")),
+      std::string::npos);
+}
+
 // With finalists the page names the best as `hyperpack best` does, the mean of a configuration's
 // runs, and marks each finalist with the trial it repeats.
 TEST_F(PageTest, AStudyWithFinalistsShowsTheBestMeanAndWhatEachFinalistRepeats) {

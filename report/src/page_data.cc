@@ -105,7 +105,9 @@ json BestJson(const StudyView& in) {
   if (in.spec && in.spec->MultiObjective()) return nullptr;
   const std::optional<BestTrial> best = BestOf(in);
   if (!best) return nullptr;
-  return {{"trial", best->trial.number}, {"value", best->value}, {"runs", best->runs}};
+  json out = {{"trial", best->trial.number}, {"value", best->value}, {"runs", best->runs}};
+  if (best->by_model) out["by_model"] = true;  // budget.rerun_top: the model's pick
+  return out;
 }
 
 // Minimised copies of a trial's objective values (a maximised one negated), as pareto.h counts.

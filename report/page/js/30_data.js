@@ -17,12 +17,14 @@ function prepare(raw) {
   let best = null;
   let bestValue = null;
   let bestRuns = 1;
+  let bestByModel = false;  // budget.rerun_top: the model's pick of every run
   if ('best' in data) {
     const named = obj(data.best);
     if (isNum(named.trial)) best = trials.find((t) => t.number === named.trial) || null;
     if (best) {
       bestValue = isNum(named.value) ? named.value : best.value;
       bestRuns = isNum(named.runs) ? named.runs : 1;
+      bestByModel = named.by_model === true;
     }
   } else {
     for (const t of trials) {
@@ -43,6 +45,7 @@ function prepare(raw) {
     best,
     bestValue,
     bestRuns,
+    bestByModel,
     curves: arr(data.curves).filter((c) => c && typeof c === 'object'),
     importance: data.importance && typeof data.importance === 'object' ? data.importance : null,
     importanceNote: str(data.importance_note),

@@ -49,9 +49,11 @@ function renderSummary(d) {
   $('hp-states').replaceChildren(...states.map((st) => stateChip(st, counts.get(st), stateColour(st))));
 }
 
-// Which trial the best is, and with finalists of how many runs of its configuration it is the mean.
+// Which trial the best is, and with finalists of how many runs of its configuration it is the mean
+// (with rerun_top, that a model of every run picked it).
 function bestNote(d) {
   const trial = ` trial ${fmtValue(d.best.number)}`;
+  if (d.bestByModel) return `${trial}, the model's pick of every run`;
   return d.bestRuns > 1 ? `${trial}, the mean of its configuration's ${fmtValue(d.bestRuns)} runs` : trial;
 }
 
