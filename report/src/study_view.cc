@@ -143,16 +143,40 @@ std::vector<const TrialRecord*> ByValue(const StudyView& view) {
   return out;
 }
 
-// The trial number PickByModel chooses in a study with budget.rerun_top, fitted once per view.
+// The trial number PickByModel chooses in a study with budget.rerun_top; nullopt where it cannot.
 std::optional<int> RerunChoice(const StudyView& view) {
   if (!view.spec || view.spec->budget.rerun_top == 0) return std::nullopt;
-  if (!view.model_pick) {
-    Result<ModelPick> pick = PickByModel(view);
-    view.model_pick =
-        pick.ok() ? std::optional(std::pair(pick->trial->number, pick->noise_share)) : std::nullopt;
+  Result<ModelPick> pick = PickByModel(view);
+  if (!pick.ok()) return std::nullopt;
+  return pick->trial->number;
+}
+
+// PickByModel's fit: the trial number and the noise share, or why there is none.
+Result<std::pair<int, double>> FitModelPick(const StudyView& view) {
+  const std::string& name = view.study.name;
+  if (view.spec && view.spec->MultiObjective())
+    return Status::Invalid("--by-model recommends by one objective; study '", name,
+                           "' has several (choose from its Pareto set with --pick CONDITIONS "
+                           "--by METRIC)");
+  if (!view.space())
+    return Status::FailedPrecondition("--by-model: study '", name,
+                                      "' has no study file it can read, so no search space");
+  const std::vector<const TrialRecord*> ranked = ByValue(view);
+  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+  std::vector<Config> configs;
+  std::vector<double> values;  // lower is better
+  const bool max = Maximize(view.study);
+  for (const TrialRecord* t : ranked) {
+    configs.push_back(t->params);
+    values.push_back(max ? -*t->value : *t->value);
   }
-  if (!*view.model_pick) return std::nullopt;
-  return (*view.model_pick)->first;
+  Result<tuner::Recommendation> rec = tuner::RecommendByModel(*view.space(), configs, values);
+  if (!rec.ok())
+    return Status(
+        rec.status().code(),
+        StrCat("--by-model: ", rec.status().message(), " (study '", name, "' has ", ranked.size(),
+               " completed trials); `hyperpack best ", name, "` without it names the best run"));
+  return std::pair(ranked[rec->index]->number, rec->noise_share);
 }
 
 }  // namespace
@@ -206,30 +230,11 @@ std::optional<BestTrial> BestOf(const StudyView& view) {
 }
 
 Result<ModelPick> PickByModel(const StudyView& view) {
-  const std::string& name = view.study.name;
-  if (view.spec && view.spec->MultiObjective())
-    return Status::Invalid("--by-model recommends by one objective; study '", name,
-                           "' has several (choose from its Pareto set with --pick CONDITIONS "
-                           "--by METRIC)");
-  if (!view.space())
-    return Status::FailedPrecondition("--by-model: study '", name,
-                                      "' has no study file it can read, so no search space");
-  const std::vector<const TrialRecord*> ranked = ByValue(view);
-  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
-  std::vector<Config> configs;
-  std::vector<double> values;  // lower is better
-  const bool max = Maximize(view.study);
-  for (const TrialRecord* t : ranked) {
-    configs.push_back(t->params);
-    values.push_back(max ? -*t->value : *t->value);
-  }
-  Result<tuner::Recommendation> rec = tuner::RecommendByModel(*view.space(), configs, values);
-  if (!rec.ok())
-    return Status(
-        rec.status().code(),
-        StrCat("--by-model: ", rec.status().message(), " (study '", name, "' has ", ranked.size(),
-               " completed trials); `hyperpack best ", name, "` without it names the best run"));
-  return ModelPick{ranked[rec->index], rec->noise_share};
+  if (!view.model_pick) view.model_pick = FitModelPick(view);
+  HP_ASSIGN_OR_RETURN(const auto pick, *view.model_pick);
+  for (const TrialRecord& t : view.trials)
+    if (t.number == pick.first) return ModelPick{&t, pick.second};
+  return Status::Internal("trial ", pick.first, " is not in the view");
 }
 
 std::optional<study::BestChoice> BestByMean(const StudyView& view) {

@@ -45,9 +45,9 @@ struct StudyView {
   // Set by ReadStudySummary, whose `trials` are only some of the study's: how many there are in
   // each state, and when they ran. Absent: `trials` are all of them (Tally counts them).
   std::optional<storage::TrialTally> tally;
-  // budget.rerun_top: the model's pick (PickByModel: its trial number and noise share), fitted once
-  // per view however many readers ask; nullopt inside where it could not be fitted.
-  mutable std::optional<std::optional<std::pair<int, double>>> model_pick;
+  // PickByModel's answer (the trial number and noise share, or why not), fitted once per view
+  // however many readers ask (a rerun_top study's BestOf and Ranked, best --by-model).
+  mutable std::optional<Result<std::pair<int, double>>> model_pick;
 
   // The study's search space; null when its file no longer parses.
   const SearchSpace* space() const { return spec ? &spec->space : nullptr; }
