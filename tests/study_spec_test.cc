@@ -2105,6 +2105,24 @@ trial:
                                   "{test_loss: 'Average loss: ([0-9.eE+-]+)'}, got a list")));
 }
 
+// budget.KEY: 2 in a study with several objectives and in one whose trials are asked for: each an
+// error at the value, saying why.
+void ExpectRefusedWithSeveralObjectivesOrAskedTrials(const std::string& key) {
+  const std::string two_objectives =
+      "name: s\nobjectives:\n  - {metric: loss, direction: minimize}\n"
+      "  - {metric: ms, direction: minimize}\nsearch_space: {x: {type: float, low: 0, high: 1}}\n"
+      "trial: {command: \"true\"}\nbudget: {" +
+      key + ": 2}\n";
+  EXPECT_THAT(Parse(two_objectives).errors,
+              ElementsAre(IsError(7, 21, "budget." + key, "this study has several objectives")));
+  const std::string asked =
+      "name: s\nobjective: {metric: loss, direction: minimize}\n"
+      "search_space: {x: {type: float, low: 0, high: 1}}\nbudget: {" +
+      key + ": 2}\n";
+  EXPECT_THAT(Parse(asked).errors,
+              ElementsAre(IsError(4, 21, "budget." + key, "hyperpack enqueue")));
+}
+
 TEST(StudyFileTest, ReadsFinalistsAndRejectsThemWhereTheyCannotWork) {
   ParseOutcome out = Parse(StudyYaml().str() + "budget: {max_trials: 20, finalists: 3}\n");
   ASSERT_THAT(out.errors, IsEmpty()) << out.ErrorText();
@@ -2123,17 +2141,7 @@ TEST(StudyFileTest, ReadsFinalistsAndRejectsThemWhereTheyCannotWork) {
       ElementsAre(IsError(5, 37, "budget.finalists", "must be between 0 and max_trials - 1 (19)")));
   EXPECT_THAT(Parse(StudyYaml().str() + "budget: {finalists: some}\n").errors,
               ElementsAre(IsError(5, 21, "budget.finalists", "expected a whole number")));
-  const std::string two_objectives =
-      "name: s\nobjectives:\n  - {metric: loss, direction: minimize}\n"
-      "  - {metric: ms, direction: minimize}\nsearch_space: {x: {type: float, low: 0, high: 1}}\n"
-      "trial: {command: \"true\"}\nbudget: {finalists: 2}\n";
-  EXPECT_THAT(Parse(two_objectives).errors,
-              ElementsAre(IsError(7, 21, "budget.finalists", "this study has several objectives")));
-  const std::string asked =
-      "name: s\nobjective: {metric: loss, direction: minimize}\n"
-      "search_space: {x: {type: float, low: 0, high: 1}}\nbudget: {finalists: 2}\n";
-  EXPECT_THAT(Parse(asked).errors,
-              ElementsAre(IsError(4, 21, "budget.finalists", "hyperpack enqueue")));
+  ExpectRefusedWithSeveralObjectivesOrAskedTrials("finalists");
 }
 
 TEST(StudyFileTest, ReadsRerunTopAndRejectsItWhereItCannotWork) {
@@ -2150,17 +2158,7 @@ TEST(StudyFileTest, ReadsRerunTopAndRejectsItWhereItCannotWork) {
   EXPECT_THAT(
       Parse(StudyYaml().str() + "budget: {max_trials: 20, finalists: 2, rerun_top: 5}\n").errors,
       ElementsAre(IsError(5, 51, "budget.rerun_top", "give one (rerun_top re-runs each as it")));
-  const std::string two_objectives =
-      "name: s\nobjectives:\n  - {metric: loss, direction: minimize}\n"
-      "  - {metric: ms, direction: minimize}\nsearch_space: {x: {type: float, low: 0, high: 1}}\n"
-      "trial: {command: \"true\"}\nbudget: {rerun_top: 2}\n";
-  EXPECT_THAT(Parse(two_objectives).errors,
-              ElementsAre(IsError(7, 21, "budget.rerun_top", "this study has several objectives")));
-  const std::string asked =
-      "name: s\nobjective: {metric: loss, direction: minimize}\n"
-      "search_space: {x: {type: float, low: 0, high: 1}}\nbudget: {rerun_top: 2}\n";
-  EXPECT_THAT(Parse(asked).errors,
-              ElementsAre(IsError(4, 21, "budget.rerun_top", "hyperpack enqueue")));
+  ExpectRefusedWithSeveralObjectivesOrAskedTrials("rerun_top");
 }
 
 // ---- finalists (study/finalists.h) --------------------------------------------------------------
