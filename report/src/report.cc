@@ -107,8 +107,9 @@ struct TradeOff {
 
 TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>& ranked) {
   TradeOff t;
-  // A mean of runs against one lucky draw is no trade-off.
-  if (ranked.size() < 2 || BestByMean(l)) return t;
+  // A mean of runs, or a model's pick of every run, against one lucky draw is no trade-off.
+  const std::optional<BestTrial> best = BestOf(l);
+  if (ranked.size() < 2 || !best || best->runs > 1 || best->by_model) return t;
   const auto costs = TrialCosts(l);
   const TrialRecord* pick = CheapestWithin(ranked, costs, kTradeOff, Maximize(l.study));
   auto c = costs.find(pick->number), b = costs.find(ranked.front()->number);
@@ -133,6 +134,8 @@ Json StudyJson(const StudyView& l, const std::string& state,
   j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
   j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
   j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front(), l.space());
+  if (const std::optional<BestTrial> best = BestOf(l); best && best->by_model)
+    j["best"]["chosen_by"] = "model";
   j["cheaper_within_1%"] = trade_off.trial
                                ? Json{{"trial", trade_off.trial->number},
                                       {"value", *trade_off.trial->value},
@@ -163,7 +166,8 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
   const TrialRecord& b = best->trial;  // ranked is not empty
   out << "best       " << FormatShort(best->value, 6) << " (trial " << b.number
       << (best->runs > 1 ? StrCat(", the mean of its configuration's ", best->runs, " runs") : "")
-      << ")  " << ParamsText(b, l.space()) << "\n";
+      << (best->by_model ? ", the model's pick of every run" : "") << ")  "
+      << ParamsText(b, l.space()) << "\n";
   const TrialRecord* c = trade_off.trial;
   if (!c) return;
   out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
