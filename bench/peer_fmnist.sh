@@ -6,17 +6,21 @@
 # in plain PyTorch (bench/optuna_fmnist.py). For each seed, hyperpack and then Optuna, one after the
 # other on this machine. Prints, per seed and tool, the best validation accuracy any trial reported
 # within the time, when 0.899 and 0.90 were first reported, the test accuracy of the best trial that
-# trained all 27 epochs, trials started and epochs trained; then the medians and the ratios.
+# trained all 27 epochs and of the trial each study names as its best (hyperpack: `hyperpack best`;
+# Optuna: its best completed trial, the same one), trials started and epochs trained; then the
+# medians and the ratios.
 #
 #   bench/peer_fmnist.sh [BUILD_DIR]      run from the repository root; BUILD_DIR: build
 #   SEEDS="1 2 3" SECONDS_EACH=900 bench/peer_fmnist.sh
 #   PRUNER='{algorithm: forecast, max_resource: 27}' bench/peer_fmnist.sh   hyperpack's pruner line
 #                                         instead of the example's ASHA
+#   RERUN_TOP=5 bench/peer_fmnist.sh      hyperpack's study with budget.rerun_top: 5
 set -eu
 build=${1:-build}
 seeds=${SEEDS:-1 2 3}
 seconds=${SECONDS_EACH:-900}
 pruner=${PRUNER:-}
+rerun_top=${RERUN_TOP:-}
 python=/usr/bin/python3
 here=$(dirname "$0")
 work=$(mktemp -d)
@@ -39,6 +43,9 @@ for seed in $seeds; do
     -e "s/^tuner: .*/tuner: {seed: $seed}/" \
     -e "s/^budget: .*/budget: {max_trials: 100000, max_parallel: 2, time_limit: ${seconds}s}/" \
     examples/fmnist/asha.yaml >"$work/$name.yaml"
+  if [ -n "$rerun_top" ]; then
+    sed -i "s|^budget: {\(.*\)}|budget: {\1, rerun_top: $rerun_top}|" "$work/$name.yaml"
+  fi
   if [ -n "$pruner" ]; then
     sed -i "s|^pruner: .*|pruner: $pruner|" "$work/$name.yaml"
   fi
@@ -48,6 +55,8 @@ for seed in $seeds; do
   "$build/cli/hyperpack" run "$work/$name.yaml" --storage "$work/h.db" >"$work/$name.log" 2>&1 ||
     grep -q "time limit after" "$work/$name.log" || { cat "$work/$name.log" >&2; exit 1; }
   tail -2 "$work/$name.log" >&2
+  "$build/cli/hyperpack" best "$name" --storage "$work/h.db" --json >"$work/$name.best.json" ||
+    echo '{}' >"$work/$name.best.json"
   echo "seed $seed: optuna ..." >&2
   "$python" "$here/optuna_fmnist.py" --log-dir "$work/optuna-$seed" --seed "$seed" \
     --seconds "$seconds" --workers 2 --threads 1
@@ -58,8 +67,19 @@ work, limit, seeds = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 targets = (0.899, 0.90)
 
 
+def hyperpack_named(db, sid, seed):
+    """The trial id `hyperpack best` names, or None."""
+    number = json.load(open(os.path.join(work, "peer-%s.best.json" % seed))).get("trial")
+    if number is None:
+        return None
+    row = db.execute("SELECT id FROM trials WHERE study_id = ? AND number = ?",
+                     (sid, number)).fetchone()
+    return row[0] if row else None
+
+
 def hyperpack_rows(seed):
-    """(t, trial, epoch, val_accuracy, test_accuracy or None) for every epoch reported."""
+    """(t, trial, epoch, val_accuracy, test_accuracy or None) for every epoch reported, and the
+    trial the study names."""
     t0 = float(open(os.path.join(work, "peer-%s.t0" % seed)).read())
     db = sqlite3.connect(os.path.join(work, "h.db"))
     sid = db.execute("SELECT id FROM studies WHERE name = ?", ("peer-" + seed,)).fetchone()[0]
@@ -73,7 +93,7 @@ def hyperpack_rows(seed):
     for (trial, t), r in rows.items():
         if "val_accuracy" in r and "epoch" in r:
             out.append((t - t0, trial, int(r["epoch"]), r["val_accuracy"], r.get("test_accuracy")))
-    return out
+    return out, hyperpack_named(db, sid, seed)
 
 
 def optuna_rows(seed):
@@ -83,16 +103,21 @@ def optuna_rows(seed):
         for line in open(path):
             r = json.loads(line)
             out.append((r["t"], r["trial"], r["epoch"], r["val_accuracy"], r.get("test_accuracy")))
-    return out
+    return out, None  # Optuna's best trial is its best completed one: the best 27-epoch trial
 
 
-def summary(rows):
+def summary(rows, named):
     rows = sorted(r for r in rows if r[0] <= limit)
     best = max((r[3] for r in rows), default=float("nan"))
     reached = [next((r[0] for r in rows if r[3] >= target), None) for target in targets]
     full = [r for r in rows if r[2] == 27 and r[4] is not None]
     test = max(full, key=lambda r: r[3])[4] if full else float("nan")
-    return {"best": best, "reached": reached, "test": test,
+    if named is not None:
+        mine = [r[4] for r in full if r[1] == named]
+        named_test = mine[-1] if mine else float("nan")
+    else:
+        named_test = test
+    return {"best": best, "reached": reached, "test": test, "named": named_test,
             "trials": len({r[1] for r in rows}), "epochs": len(rows)}
 
 
@@ -101,16 +126,16 @@ def cell(t):
 
 
 print("| seed | tool | best val acc | first val acc >= 0.899 | first >= 0.90 | test acc of the best "
-      "27-epoch trial | trials | epochs |")
-print("|---|---|---|---|---|---|---|---|")
+      "27-epoch trial | test acc of the trial named | trials | epochs |")
+print("|---|---|---|---|---|---|---|---|---|")
 results = {"hyperpack": [], "optuna": []}
 for seed in seeds:
     for tool, rows in (("hyperpack", hyperpack_rows(seed)), ("optuna", optuna_rows(seed))):
-        s = summary(rows)
+        s = summary(*rows)
         results[tool].append(s)
-        print("| %s | %s | %.4f | %s | %s | %.4f | %d | %d |" % (
+        print("| %s | %s | %.4f | %s | %s | %.4f | %.4f | %d | %d |" % (
             seed, tool, s["best"], cell(s["reached"][0]), cell(s["reached"][1]), s["test"],
-            s["trials"], s["epochs"]))
+            s["named"], s["trials"], s["epochs"]))
 
 
 def median_time(ss, i):
@@ -121,12 +146,13 @@ def median_time(ss, i):
 h, o = results["hyperpack"], results["optuna"]
 wins = sum(a["best"] > b["best"] for a, b in zip(h, o))
 print()
-print("| median over %d seeds | best val acc | first >= 0.899 | first >= 0.90 | test acc |" % len(h))
-print("|---|---|---|---|---|")
+print("| median over %d seeds | best val acc | first >= 0.899 | first >= 0.90 | test acc | test acc "
+      "named |" % len(h))
+print("|---|---|---|---|---|---|")
 for tool, ss in (("hyperpack", h), ("optuna", o)):
-    print("| %s | %.4f | %.0f s | %.0f s | %.4f |" % (
+    print("| %s | %.4f | %.0f s | %.0f s | %.4f | %.4f |" % (
         tool, statistics.median(s["best"] for s in ss), median_time(ss, 0), median_time(ss, 1),
-        statistics.median(s["test"] for s in ss)))
+        statistics.median(s["test"] for s in ss), statistics.median(s["named"] for s in ss)))
 print()
 print("hyperpack's best is higher on %d of %d seeds; time to 0.90, optuna / hyperpack: %.2f "
       "(median; a target not reached counts as %.0f s)" % (
