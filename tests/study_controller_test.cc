@@ -1208,6 +1208,33 @@ TEST(StudyControllerTest, RerunTopTrainsEachConfigurationThatRanksAgainOnceAsItR
                         "pick of every run (budget.rerun_top): hyperpack best s\n"));
 }
 
+// Trainings with a fixed seed: the re-runs of trials 1 and 4 return 0.2 and 0.3 to the last
+// digit, so trial 7's configuration is not re-run and the search takes the slots.
+TEST(StudyControllerTest, RerunTopStopsReRunningOnceReRunsRepeatTheirFirstRuns) {
+  Harness h(Spec("", 13, 1, ", rerun_top: 3"));
+  h.Start();
+  RunOneAtATime(h, {0.5, 0.2, 0.6, 0.7, 0.3, 0.8, 0.9, 0.4, 0.2, 0.3, 0.9, 0.9, 0.9});
+  const std::map<int, double> x = LaunchedX(h);
+  EXPECT_EQ(x.at(8), 0.02) << "trial 1's configuration again";
+  EXPECT_EQ(x.at(9), 0.05) << "trial 4's";
+  EXPECT_EQ(x.at(10), 0.09) << "a new proposal, not trial 7's configuration";
+  for (int t : {10, 11, 12}) EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, t)) << t;
+  EXPECT_THAT(h.said, Contains(HasSubstr("returned trial 4's value to the last digit, as trial 8 "
+                                         "did trial 1's: the trainings repeat themselves (as with "
+                                         "a fixed seed), so no further configuration is re-run")));
+}
+
+// One re-run that meets its first run's value by chance, beside one that differs, ends nothing.
+TEST(StudyControllerTest, RerunTopGoesOnWhereOneReRunRepeatsByChance) {
+  Harness h(Spec("", 12, 1, ", rerun_top: 3"));
+  h.Start();
+  RunOneAtATime(h, {0.5, 0.2, 0.6, 0.7, 0.3, 0.8, 0.9, 0.4, 0.2, 0.35, 0.9, 0.9});
+  const std::map<int, double> x = LaunchedX(h);
+  EXPECT_EQ(x.at(10), 0.08) << "trial 7's configuration";
+  EXPECT_TRUE(JournalHas(h, storage::JournalKind::kFinalist, 10));
+  EXPECT_THAT(h.said, Not(Contains(HasSubstr("to the last digit"))));
+}
+
 // With a time limit a re-run whose configuration's run would end past it is not started: at 90 s
 // of 95, trial 4's configuration (a 10 s run) gives way to a new proposal.
 TEST(StudyControllerTest, RerunTopStartsNoReRunThatWouldEndPastTheTimeLimit) {

@@ -13,7 +13,9 @@
 //
 // budget.rerun_top (intensification, SMAC's word): from the 8th completed run, each configuration
 // whose single run ranks among the best rerun_top trains once more as soon as a slot frees, before
-// new proposals, out of the pruner's reach; the search goes on throughout.
+// new proposals, out of the pruner's reach; the search goes on throughout. Two re-runs that return
+// their first runs' values to the last digit, and none that differs, end the re-runs: the
+// trainings have no noise to average.
 
 #include <cmath>
 #include <limits>
@@ -184,6 +186,19 @@ int StudyController::Impl::QueueFinalists(int free) {
 int StudyController::Impl::QueueReruns(int free) {
   const std::optional<double>& limit = spec_.budget.time_limit_s;
   if (static_cast<int>(runs_.size()) < kRerunAfter) return free;
+  if (RerunsRepeat()) {
+    // Further re-runs would repeat their first runs: the slots go to the search.
+    if (!rerun_repeat_logged_) {
+      const auto [rerun, first] = rerun_repeats_.back();
+      Log(rerun, EventKind::kFinalist,
+          StrCat("returned trial ", first, "'s value to the last digit, as trial ",
+                 rerun_repeats_.front().first, " did trial ", rerun_repeats_.front().second,
+                 "'s: the trainings repeat themselves (as with a fixed seed), so no further "
+                 "configuration is re-run (budget.rerun_top)"));
+    }
+    rerun_repeat_logged_ = true;
+    return free;
+  }
   // The best rerun_top configurations by their best single run: each not yet re-run, whose run
   // would end within the time limit, trains again, the best first.
   for (size_t i : study::NextFinalists(runs_, {}, spec_.objective, spec_.budget.rerun_top)) {
@@ -211,6 +226,7 @@ bool StudyController::Impl::NoteCompleted(int number, const Config& config, doub
     // budget.rerun_top chooses what to re-run from every run so far; its best is the model's
     // (report's BestOf), not known here: the controller's is the best single run.
     if (spec_.budget.rerun_top > 0) {
+      if (finalist) NoteRepeat(number, config, value);
       runs_.push_back({number, config, value, finalist});
       run_costs_[number] = cost;
     }
@@ -245,6 +261,19 @@ double StudyController::Impl::BeginRoot(int root, bool finalist) {
   // A finalist trains to the end: the pruner never hears of it.
   Journal(storage::JournalKind::kFinalist, root);
   return std::numeric_limits<double>::infinity();
+}
+
+void StudyController::Impl::NoteRepeat(int number, const Config& config, double value) {
+  // Two trainings of one configuration may still meet by chance (an accuracy over a fixed
+  // validation set takes few values): one repeat is not enough, one difference is.
+  for (const study::CompletedRun& first : runs_)
+    if (!first.finalist && first.config == config) {
+      if (first.value == value)
+        rerun_repeats_.emplace_back(number, first.number);
+      else
+        rerun_differs_ = true;
+      return;
+    }
 }
 
 void StudyController::Impl::NoteForgone() {
