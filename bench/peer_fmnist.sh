@@ -14,7 +14,9 @@
 #   SEEDS="1 2 3" SECONDS_EACH=900 bench/peer_fmnist.sh
 #   PRUNER='{algorithm: forecast, max_resource: 27}' bench/peer_fmnist.sh   hyperpack's pruner line
 #                                         instead of the example's ASHA
-#   RERUN_TOP=5 bench/peer_fmnist.sh      hyperpack's study with budget.rerun_top: 5
+#   RERUN_TOP=5 bench/peer_fmnist.sh      hyperpack's study with budget.rerun_top: 5, each trial's
+#                                         trainer seeded by its number (--seed {trial}), so that a
+#                                         re-run is another training, not the same one again
 set -eu
 build=${1:-build}
 seeds=${SEEDS:-1 2 3}
@@ -24,7 +26,8 @@ rerun_top=${RERUN_TOP:-}
 python=/usr/bin/python3
 here=$(dirname "$0")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# KEEP=1 keeps the studies' database and logs (the directory is printed at the end).
+if [ -n "${KEEP:-}" ]; then trap 'echo "peer_fmnist.sh: kept $work" >&2' EXIT; else trap 'rm -rf "$work"' EXIT; fi
 [ -x "$build/cli/hyperpack" ] && [ -x "$build/trainer/hyperpack-trainer" ] || {
   echo "peer_fmnist.sh: build hyperpack and hyperpack-trainer first:" \
     "cmake --build $build --target hyperpack hyperpack-trainer" >&2
@@ -44,7 +47,8 @@ for seed in $seeds; do
     -e "s/^budget: .*/budget: {max_trials: 100000, max_parallel: 2, time_limit: ${seconds}s}/" \
     examples/fmnist/asha.yaml >"$work/$name.yaml"
   if [ -n "$rerun_top" ]; then
-    sed -i "s|^budget: {\(.*\)}|budget: {\1, rerun_top: $rerun_top}|" "$work/$name.yaml"
+    sed -i -e "s|^budget: {\(.*\)}|budget: {\1, rerun_top: $rerun_top}|" \
+      -e "s|--epochs 27|--epochs 27 --seed {trial}|" "$work/$name.yaml"
   fi
   if [ -n "$pruner" ]; then
     sed -i "s|^pruner: .*|pruner: $pruner|" "$work/$name.yaml"
@@ -107,17 +111,23 @@ def optuna_rows(seed):
 
 
 def summary(rows, named):
+    # The trial a study names may have ended after the limit (hyperpack lets the running trials
+    # finish; Optuna's workers stop at it): its test accuracy is read wherever it ended, marked.
+    late = [r for r in rows if r[1] == named and r[2] == 27 and r[4] is not None]
     rows = sorted(r for r in rows if r[0] <= limit)
     best = max((r[3] for r in rows), default=float("nan"))
     reached = [next((r[0] for r in rows if r[3] >= target), None) for target in targets]
     full = [r for r in rows if r[2] == 27 and r[4] is not None]
     test = max(full, key=lambda r: r[3])[4] if full else float("nan")
+    named_late = False
     if named is not None:
         mine = [r[4] for r in full if r[1] == named]
-        named_test = mine[-1] if mine else float("nan")
+        named_late = not mine and bool(late)
+        named_test = mine[-1] if mine else late[-1][4] if late else float("nan")
     else:
         named_test = test
     return {"best": best, "reached": reached, "test": test, "named": named_test,
+            "named_late": named_late,
             "trials": len({r[1] for r in rows}), "epochs": len(rows)}
 
 
@@ -133,9 +143,10 @@ for seed in seeds:
     for tool, rows in (("hyperpack", hyperpack_rows(seed)), ("optuna", optuna_rows(seed))):
         s = summary(*rows)
         results[tool].append(s)
-        print("| %s | %s | %.4f | %s | %s | %.4f | %.4f | %d | %d |" % (
+        print("| %s | %s | %.4f | %s | %s | %.4f | %.4f%s | %d | %d |" % (
             seed, tool, s["best"], cell(s["reached"][0]), cell(s["reached"][1]), s["test"],
-            s["named"], s["trials"], s["epochs"]))
+            s["named"], " (ended after the limit)" if s["named_late"] else "", s["trials"],
+            s["epochs"]))
 
 
 def median_time(ss, i):
