@@ -662,8 +662,7 @@ storage::StudyRecord CreateStudyS(storage::Storage& db, const std::string& spec 
 }
 
 // Study "s" (kQuickStudy's space) with trials completed at `x` scoring `loss`, as a run stores
-// them.
-// Each row (x, loss) a completed trial of 10 s, or of seconds[i] where given.
+// them, each of 10 s or of seconds[i] where given.
 void StoreCompleted(const std::string& db_path, const std::vector<std::pair<double, double>>& rows,
                     const std::string& spec = kQuickStudy,
                     const std::vector<double>& seconds = {}) {
