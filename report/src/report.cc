@@ -105,10 +105,10 @@ struct TradeOff {
   TrialCost cost, best_cost;
 };
 
-TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>& ranked) {
+TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>& ranked,
+                      const std::optional<BestTrial>& best) {
   TradeOff t;
   // A mean of runs, or a model's pick of every run, against one lucky draw is no trade-off.
-  const std::optional<BestTrial> best = BestOf(l);
   if (ranked.size() < 2 || !best || best->runs > 1 || best->by_model) return t;
   const auto costs = TrialCosts(l);
   const TrialRecord* pick = CheapestWithin(ranked, costs, kTradeOff, Maximize(l.study));
@@ -124,7 +124,8 @@ TradeOff FindTradeOff(const StudyView& l, const std::vector<const TrialRecord*>&
 namespace {
 
 Json StudyJson(const StudyView& l, const std::string& state,
-               const std::vector<const TrialRecord*>& ranked, const TradeOff& trade_off) {
+               const std::vector<const TrialRecord*>& ranked, const std::optional<BestTrial>& best,
+               const TradeOff& trade_off) {
   Json j;
   j["study"] = l.study.name;
   j["state"] = state;
@@ -134,8 +135,7 @@ Json StudyJson(const StudyView& l, const std::string& state,
   j["max_trials"] = l.spec ? Json(l.spec->budget.max_trials) : Json(nullptr);
   j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
   j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front(), l.space());
-  if (const std::optional<BestTrial> best = BestOf(l); best && best->by_model)
-    j["best"]["chosen_by"] = "model";
+  if (best && best->by_model) j["best"]["chosen_by"] = "model";
   j["cheaper_within_1%"] = trade_off.trial
                                ? Json{{"trial", trade_off.trial->number},
                                       {"value", *trade_off.trial->value},
@@ -151,7 +151,7 @@ Json StudyJson(const StudyView& l, const std::string& state,
 
 // The best trial's line and, when there is one, the cheaper trial within 1% of it.
 void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked,
-               const TradeOff& trade_off, std::ostream& out) {
+               const std::optional<BestTrial>& best, const TradeOff& trade_off, std::ostream& out) {
   if (l.spec && l.spec->MultiObjective()) {
     // Several objectives have no best: the size of the front, and where to read it.
     out << "front      " << ParetoSet(l).size() << " trials on the Pareto set; hyperpack best "
@@ -162,7 +162,6 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
     out << "best       - (no completed trial yet)\n";
     return;
   }
-  const std::optional<BestTrial> best = BestOf(l);
   const TrialRecord& b = best->trial;  // ranked is not empty
   out << "best       " << FormatShort(best->value, 6) << " (trial " << b.number
       << (best->runs > 1 ? StrCat(", the mean of its configuration's ", best->runs, " runs") : "")
@@ -208,12 +207,14 @@ void PrintEvents(const std::vector<storage::EventRecord>& events, std::ostream& 
 Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, std::ostream& out) {
   HP_ASSIGN_OR_RETURN(StudyView l, ReadStudySummary(db, name, kTradeOff));
   auto ranked = Ranked(l);
-  const TradeOff trade_off = FindTradeOff(l, ranked);
+  // Read once: with budget.rerun_top, BestOf ranks by the model's pick.
+  const std::optional<BestTrial> best = BestOf(l);
+  const TradeOff trade_off = FindTradeOff(l, ranked, best);
   std::string state = RunnerStateName(RunnerStateOf(l));
   HP_ASSIGN_OR_RETURN(auto events, db.ListEvents(l.study.id, 8));
   HP_ASSIGN_OR_RETURN(auto conditions, ReadConditions(db, name));
   if (format == OutputFormat::kJson) {
-    Json j = StudyJson(l, state, ranked, trade_off);
+    Json j = StudyJson(l, state, ranked, best, trade_off);
     j["conditions"] = Json::parse(ConditionsJson(conditions));
     out << j.dump(2) << "\n";
     return Status::Ok();
@@ -236,7 +237,7 @@ Status ReportStudy(Storage& db, const std::string& name, OutputFormat format, st
     out << "  [" << tally.Finished() << "/" << l.spec->budget.max_trials << " of the budget]";
   out << "\n";
   if (auto elapsed = StudyElapsed(l)) out << "elapsed    " << FormatDuration(*elapsed) << "\n";
-  PrintBest(l, ranked, trade_off, out);
+  PrintBest(l, ranked, best, trade_off, out);
   PrintEvents(events, out);
   return Status::Ok();
 }
