@@ -99,7 +99,8 @@
 // A method's name with ":rK" (gp+forecast:r5) runs its study with budget.rerun_top K: from the 8th
 // completion each configuration among the K best single runs trains again as it ranks (served its
 // next draw, as a finalist is), and its choice at the end is the model's, as `hyperpack best` names
-// it for such a study (tuner::RecommendByModel over every completion).
+// it for such a study (tuner::RecommendByModel over every completion; the best single run where
+// the re-runs returned their first runs' values exactly, study::Repeats).
 // With --model-choice each run is written to --json twice, the second as "NAME~model": its choice
 // at the end is the configuration tuner::RecommendByModel recommends from its completions (the
 // best posterior mean of a noise-fitting GP among its 5 best configurations), the rest the same.
@@ -780,8 +781,10 @@ class Simulation {
     r.reported = Reported(driver);
     if (s_.table != nullptr && (s_.model_choice || m_.rerun_top > 0))
       r.model_choice = ModelChoice(workload, runs);
-    // budget.rerun_top: the study's best at its end is the model's (report's BestOf).
-    if (m_.rerun_top > 0 && r.model_choice >= 0 && !r.choices.empty())
+    // budget.rerun_top: the study's best at its end is the model's (report's BestOf), unless the
+    // re-runs repeated their first runs exactly, where it stays the best single run.
+    if (m_.rerun_top > 0 && r.model_choice >= 0 && !r.choices.empty() &&
+        !ReRunsRepeat(workload, runs))
       r.choices.back().second = r.model_choice;
     if (s_.table != nullptr) {
       r.configs = workload.DistinctCurves();
@@ -803,6 +806,15 @@ class Simulation {
     const std::optional<study::BestChoice> best = study::ChooseBest(*runs, study::Objective{});
     if (const TrialModel* b = best ? workload.Find(best->trial) : nullptr)
       r->choices.emplace_back(trial.ended.value_or(kInf), static_cast<int>(b->curve));
+  }
+
+  // Whether the re-runs among `runs` returned their first runs' values exactly (study::Repeats).
+  static bool ReRunsRepeat(const Workload& workload, std::vector<study::CompletedRun> runs) {
+    for (study::CompletedRun& run : runs) {
+      const TrialModel* t = workload.Find(run.number);
+      run.finalist = t != nullptr && t->finalist;
+    }
+    return study::FindRepeats(runs).Exact();
   }
 
   // RunResult::model_choice.

@@ -595,6 +595,40 @@ TEST_F(CliTest, FinalistsTrainTheBestAgainAndBestNamesTheBestMeanOfARunConfigura
                                            "'s configuration again")));
 }
 
+// Finalists of a training that repeats itself (no {trial} in its command, as with a fixed seed):
+// two re-runs return their first runs' values exactly, so the third finalist's slot goes to a new
+// proposal, and `best` names the best single run, not a mean of repeats.
+TEST_F(CliTest, FinalistsThatRepeatTheirFirstRunsGiveTheirSlotsBackToTheSearch) {
+  const std::string path = WriteStudy("f.yaml", R"(name: f
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "echo '{{\"loss\": {x}}}'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 9, max_parallel: 1, finalists: 3}
+)");
+  auto run = Cli({"run", path, "--storage", db_});
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+  EXPECT_THAT(run.out, HasSubstr("the trainings repeat themselves (as with a fixed seed), so no "
+                                 "further finalist trains and the search goes on"));
+  const std::vector<storage::TrialRecord> trials = Trials("f");
+  ASSERT_EQ(trials.size(), 9u);
+  std::map<double, int> first_of;
+  double lowest = 1e9;
+  for (const storage::TrialRecord& t : trials) {
+    ASSERT_TRUE(t.value) << t.number;
+    const double x = std::get<double>(t.params.at("x"));
+    EXPECT_EQ(first_of.count(x) > 0, t.number == 6 || t.number == 7) << "trial " << t.number;
+    first_of.emplace(x, t.number);
+    lowest = std::min(lowest, *t.value);
+  }
+  const Json b = Json::parse(Cli({"best", "f", "--json", "--storage", db_}).out);
+  EXPECT_FALSE(b.contains("mean")) << b.dump();
+  EXPECT_DOUBLE_EQ(b["value"].get<double>(), lowest);
+  EXPECT_EQ(b["trial"], first_of.at(lowest));
+  EXPECT_THAT(Cli({"status", "f", "--storage", db_}).out,
+              ::testing::Not(HasSubstr("the mean of its configuration's")));
+}
+
 // --within in a finalist study compares configurations by their means: a single lucky draw is no
 // candidate, and the best it is measured against is the best mean.
 TEST_F(CliTest, WithinComparesTheFinalistsConfigurationsByTheirMeans) {

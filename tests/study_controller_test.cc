@@ -1224,6 +1224,27 @@ TEST(StudyControllerTest, RerunTopStopsReRunningOnceReRunsRepeatTheirFirstRuns) 
                                          "a fixed seed), so no further configuration is re-run")));
 }
 
+// Finalists of trainings with a fixed seed: the re-runs of trials 1 and 4 return 0.2 and 0.3 to
+// the last digit, so trial 0's configuration is not trained a third time; the slot goes to a new
+// proposal, whose better single run is then the best.
+TEST(StudyControllerTest, FinalistsEndOnceTheirReRunsRepeatTheFirstRunsAndTheSearchGoesOn) {
+  Harness h(Spec("", 10, 1, ", finalists: 3"));
+  h.Start();
+  RunOneAtATime(h, {0.5, 0.2, 0.6, 0.7, 0.3, 0.8, 0.9, 0.2, 0.3, 0.1});
+  const std::map<int, double> x = LaunchedX(h);
+  EXPECT_EQ(x.at(7), 0.02) << "trial 1's configuration, the first finalist";
+  EXPECT_EQ(x.at(8), 0.05) << "trial 4's";
+  EXPECT_EQ(x.at(9), 0.08) << "a new proposal, not trial 0's configuration";
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 9));
+  EXPECT_THAT(h.said, Contains(HasSubstr("returned trial 4's value to the last digit, as trial 7 "
+                                         "did trial 1's: the trainings repeat themselves (as with "
+                                         "a fixed seed), so no further finalist trains and the "
+                                         "search goes on (budget.finalists)")));
+  ASSERT_TRUE(h.summary);
+  EXPECT_EQ(h.summary->best_trial, 9);
+  EXPECT_EQ(h.summary->best_runs, 1);
+}
+
 // One re-run that meets its first run's value by chance, beside one that differs, ends nothing.
 TEST(StudyControllerTest, RerunTopGoesOnWhereOneReRunRepeatsByChance) {
   Harness h(Spec("", 12, 1, ", rerun_top: 3"));

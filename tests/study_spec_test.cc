@@ -2243,6 +2243,37 @@ TEST(FinalistsTest, TheBestIsTheBestRunUntilAFinalistCompletesThenTheBestMeanOfT
   EXPECT_DOUBLE_EQ(best->value, 0.325);
 }
 
+// Re-runs that return their first runs' values to the last digit: one may be chance, two with none
+// that differs are trainings without noise, and the best is then the best single run, a later
+// proposal's included.
+TEST(FinalistsTest, ReRunsThatRepeatExactlyLeaveTheBestToTheBestSingleRun) {
+  Objective minimize;
+  auto runs = Runs({{0, 0.1, 0.5}, {1, 0.2, 0.2}, {2, 0.3, 0.3}});
+  runs.push_back({3, Config{{"x", Value{0.2}}}, 0.2, true});
+  EXPECT_THAT(FindRepeats(runs).same, ElementsAre(std::pair(3, 1)));
+  EXPECT_FALSE(FindRepeats(runs).Exact()) << "one repeat may be chance";
+  runs.push_back({4, Config{{"x", Value{0.3}}}, kInf, true});  // no value: says nothing
+  runs.push_back({5, Config{{"x", Value{0.3}}}, 0.3, true});
+  runs.push_back({6, Config{{"x", Value{0.4}}}, 0.1, false});  // a proposal after the finalists
+  Repeats repeats = FindRepeats(runs);
+  EXPECT_THAT(repeats.same, ElementsAre(std::pair(3, 1), std::pair(5, 2)));
+  EXPECT_FALSE(repeats.differs);
+  EXPECT_TRUE(repeats.Exact());
+  std::optional<BestChoice> best = ChooseBest(runs, minimize);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trial, 6);
+  EXPECT_EQ(best->runs, 1);
+  // One re-run that differs: the trainings are noisy after all, and the best mean decides.
+  runs.push_back({7, Config{{"x", Value{0.1}}}, 0.7, true});
+  repeats = FindRepeats(runs);
+  EXPECT_TRUE(repeats.differs);
+  EXPECT_FALSE(repeats.Exact());
+  best = ChooseBest(runs, minimize);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trial, 1);
+  EXPECT_EQ(best->runs, 2);
+}
+
 TEST(FinalistsTest, FinalistMeansRankEveryReRunConfigurationByItsMean) {
   Objective minimize;
   auto runs = Runs({{0, 0.1, 0.5}, {1, 0.2, 0.25}, {2, 0.3, 0.3125}, {3, 0.4, 0.125}});

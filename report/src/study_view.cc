@@ -129,6 +129,22 @@ bool Maximize(const storage::StudyRecord& s) { return s.direction == Direction::
 
 namespace {
 
+// The completed trials that may be the best, by number, as study/finalists.h takes them.
+std::vector<study::CompletedRun> CandidateRuns(const StudyView& view) {
+  std::vector<study::CompletedRun> runs;
+  for (const TrialRecord& t : view.trials)
+    if (t.state == TrialState::kCompleted && t.value &&
+        study::MeetsConstraints(*view.spec, t.values))
+      runs.push_back({t.number, t.params, *t.value, view.finalists.count(t.number) > 0});
+  return runs;
+}
+
+// The re-runs repeated their first runs exactly (study::Repeats::Exact): the study's best is its
+// best single run, as the run that chose it decided (study::ChooseBest).
+bool ReRunsRepeat(const StudyView& view) {
+  return view.spec && !view.finalists.empty() && study::FindRepeats(CandidateRuns(view)).Exact();
+}
+
 // Ranked before a choice moves one first: by value alone.
 std::vector<const TrialRecord*> ByValue(const StudyView& view) {
   std::vector<const TrialRecord*> out;
@@ -145,7 +161,7 @@ std::vector<const TrialRecord*> ByValue(const StudyView& view) {
 
 // The trial number PickByModel chooses in a study with budget.rerun_top; nullopt where it cannot.
 std::optional<int> RerunChoice(const StudyView& view) {
-  if (!view.spec || view.spec->budget.rerun_top == 0) return std::nullopt;
+  if (!view.spec || view.spec->budget.rerun_top == 0 || ReRunsRepeat(view)) return std::nullopt;
   Result<ModelPick> pick = PickByModel(view);
   if (!pick.ok()) return std::nullopt;
   return pick->trial->number;
@@ -209,12 +225,7 @@ std::map<int, int> FinalistRepeats(const StudyView& view) {
 
 std::vector<study::BestChoice> MeansByConfiguration(const StudyView& view) {
   if (!view.spec || view.spec->budget.finalists == 0 || view.spec->MultiObjective()) return {};
-  std::vector<study::CompletedRun> runs;
-  for (const TrialRecord& t : view.trials)
-    if (t.state == TrialState::kCompleted && t.value &&
-        study::MeetsConstraints(*view.spec, t.values))
-      runs.push_back({t.number, t.params, *t.value, view.finalists.count(t.number) > 0});
-  return study::FinalistMeans(runs, view.spec->objective);
+  return study::FinalistMeans(CandidateRuns(view), view.spec->objective);
 }
 
 std::optional<BestTrial> BestOf(const StudyView& view) {
@@ -240,7 +251,7 @@ Result<ModelPick> PickByModel(const StudyView& view) {
 std::optional<study::BestChoice> BestByMean(const StudyView& view) {
   // study::ChooseBest's choice once a finalist has completed: the first of these.
   std::vector<study::BestChoice> means = MeansByConfiguration(view);
-  if (means.empty() || means.front().runs < 2) return std::nullopt;
+  if (means.empty() || means.front().runs < 2 || ReRunsRepeat(view)) return std::nullopt;
   return means.front();
 }
 

@@ -76,6 +76,22 @@ std::vector<BestChoice> FinalistMeans(const std::vector<CompletedRun>& runs,
   return out;
 }
 
+Repeats FindRepeats(const std::vector<CompletedRun>& runs) {
+  Repeats out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!runs[i].finalist || !std::isfinite(runs[i].value)) continue;
+    for (size_t j = 0; j < i; ++j) {
+      if (runs[j].finalist || runs[j].config != runs[i].config) continue;
+      if (runs[j].value == runs[i].value)
+        out.same.emplace_back(runs[i].number, runs[j].number);
+      else
+        out.differs = true;
+      break;
+    }
+  }
+  return out;
+}
+
 std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
                                      const Objective& objective) {
   // Before a finalist has completed: the best single run, in one pass.
@@ -87,7 +103,8 @@ std::optional<BestChoice> ChooseBest(const std::vector<CompletedRun>& runs,
     if (!single || objective.Better(runs[i].value, runs[*single].value)) single = i;
   }
   if (!single) return std::nullopt;
-  if (!finalist) return BestChoice{runs[*single].number, runs[*single].value, 1};
+  if (!finalist || FindRepeats(runs).Exact())
+    return BestChoice{runs[*single].number, runs[*single].value, 1};
   // Each configuration a completed finalist re-ran, by the mean of its runs.
   return FinalistMeans(runs, objective).front();
 }

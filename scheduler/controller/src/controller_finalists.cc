@@ -13,9 +13,11 @@
 //
 // budget.rerun_top (intensification, SMAC's word): from the 8th completed run, each configuration
 // whose single run ranks among the best rerun_top trains once more as soon as a slot frees, before
-// new proposals, out of the pruner's reach; the search goes on throughout. Two re-runs that return
-// their first runs' values to the last digit, and none that differs, end the re-runs: the
-// trainings have no noise to average.
+// new proposals, out of the pruner's reach; the search goes on throughout.
+//
+// For both, two re-runs that return their first runs' values to the last digit, and none that
+// differs, end the re-runs: the trainings have no noise to average (a fixed seed), the slots go
+// back to the search, and the best is the best single run (study::ChooseBest).
 
 #include <cmath>
 #include <limits>
@@ -42,7 +44,7 @@ constexpr int kRerunAfter = 8;
 }  // namespace
 
 int StudyController::Impl::ProposalRoom(int free) const {
-  if (spec_.budget.finalists == 0) return free;
+  if (spec_.budget.finalists == 0 || RerunsRepeat()) return free;
   // Once they are due, and once they are all chosen: a new trial could no longer be the best.
   if (FinalistsLeft() == 0 || FinalistsDue()) return 0;
   const int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
@@ -50,7 +52,7 @@ int StudyController::Impl::ProposalRoom(int free) const {
 }
 
 bool StudyController::Impl::FinalistsDue() const {
-  if (FinalistsLeft() == 0) return false;
+  if (FinalistsLeft() == 0 || RerunsRepeat()) return false;
   const int by_budget = options_.max_trials - finished_ - static_cast<int>(paused_.size()) - Busy();
   if (by_budget <= FinalistsLeft() || proposals_exhausted_) return true;
   const study::BudgetSpec& b = spec_.budget;
@@ -103,7 +105,7 @@ double StudyController::Impl::CostLeft(bool gpus) const {
 
 void StudyController::Impl::WakeForFinalists() {
   const std::optional<double>& limit = spec_.budget.time_limit_s;
-  if (!limit || FinalistsLeft() == 0 || !run_.placing()) return;
+  if (!limit || FinalistsLeft() == 0 || RerunsRepeat() || !run_.placing()) return;
   if (std::optional<Reserve> reserve = FinalistReserve();
       reserve && *limit - reserve->seconds > now_)
     Wake(*limit - reserve->seconds);
@@ -120,7 +122,8 @@ bool StudyController::Impl::CanPlaceMore() const {
 
 std::optional<size_t> StudyController::Impl::NextExtraDraw() const {
   const std::optional<double>& limit = spec_.budget.time_limit_s;
-  if (!limit || spec_.budget.finalists == 0 || FinalistsLeft() > 0) return std::nullopt;
+  if (!limit || spec_.budget.finalists == 0 || FinalistsLeft() > 0 || RerunsRepeat())
+    return std::nullopt;
   // The configuration with the best mean of its completed runs so far goes first: a third draw
   // matters most to the one that would be chosen (ties: the order chosen).
   std::optional<std::pair<double, size_t>> next;
@@ -165,6 +168,10 @@ int StudyController::Impl::QueueExtraDraws(int free) {
 
 int StudyController::Impl::QueueFinalists(int free) {
   if (spec_.budget.rerun_top > 0) return QueueReruns(free);
+  if (RerunsRepeat()) {
+    LogRepeats("no further finalist trains and the search goes on (budget.finalists)");
+    return free;
+  }
   if (spec_.budget.finalists > 0 && FinalistsLeft() == 0) return QueueExtraDraws(free);
   if (!FinalistsDue()) {
     NoteForgone();
@@ -188,15 +195,7 @@ int StudyController::Impl::QueueReruns(int free) {
   if (static_cast<int>(runs_.size()) < kRerunAfter) return free;
   if (RerunsRepeat()) {
     // Further re-runs would repeat their first runs: the slots go to the search.
-    if (!rerun_repeat_logged_) {
-      const auto [rerun, first] = rerun_repeats_.back();
-      Log(rerun, EventKind::kFinalist,
-          StrCat("returned trial ", first, "'s value to the last digit, as trial ",
-                 rerun_repeats_.front().first, " did trial ", rerun_repeats_.front().second,
-                 "'s: the trainings repeat themselves (as with a fixed seed), so no further "
-                 "configuration is re-run (budget.rerun_top)"));
-    }
-    rerun_repeat_logged_ = true;
+    LogRepeats("no further configuration is re-run (budget.rerun_top)");
     return free;
   }
   // The best rerun_top configurations by their best single run: each not yet re-run, whose run
@@ -226,9 +225,9 @@ bool StudyController::Impl::NoteCompleted(int number, const Config& config, doub
     // budget.rerun_top chooses what to re-run from every run so far; its best is the model's
     // (report's BestOf), not known here: the controller's is the best single run.
     if (spec_.budget.rerun_top > 0) {
-      if (finalist) NoteRepeat(number, config, value);
       runs_.push_back({number, config, value, finalist});
       run_costs_[number] = cost;
+      if (finalist) repeats_ = study::FindRepeats(runs_);
     }
     if (best_ && !spec_.objective.Better(value, *best_)) return false;
     best_ = value;
@@ -237,6 +236,7 @@ bool StudyController::Impl::NoteCompleted(int number, const Config& config, doub
   }
   runs_.push_back({number, config, value, finalist});
   run_costs_[number] = cost;
+  if (finalist) repeats_ = study::FindRepeats(runs_);
   std::optional<study::BestChoice> best = study::ChooseBest(runs_, spec_.objective);
   if (!best) return false;
   const bool changed = best_trial_ != best->trial || best_ != best->value;
@@ -263,17 +263,14 @@ double StudyController::Impl::BeginRoot(int root, bool finalist) {
   return std::numeric_limits<double>::infinity();
 }
 
-void StudyController::Impl::NoteRepeat(int number, const Config& config, double value) {
-  // Two trainings of one configuration may still meet by chance (an accuracy over a fixed
-  // validation set takes few values): one repeat is not enough, one difference is.
-  for (const study::CompletedRun& first : runs_)
-    if (!first.finalist && first.config == config) {
-      if (first.value == value)
-        rerun_repeats_.emplace_back(number, first.number);
-      else
-        rerun_differs_ = true;
-      return;
-    }
+void StudyController::Impl::LogRepeats(const char* outcome) {
+  if (rerun_repeat_logged_) return;
+  rerun_repeat_logged_ = true;
+  const auto [rerun, first] = repeats_.same.back();
+  Log(rerun, EventKind::kFinalist,
+      StrCat("returned trial ", first, "'s value to the last digit, as trial ",
+             repeats_.same.front().first, " did trial ", repeats_.same.front().second,
+             "'s: the trainings repeat themselves (as with a fixed seed), so ", outcome));
 }
 
 void StudyController::Impl::NoteForgone() {

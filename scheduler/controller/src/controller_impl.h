@@ -312,11 +312,11 @@ class StudyController::Impl {
   // budget.rerun_top: queues into up to `free` slots the configurations among the best rerun_top
   // not re-run yet; the slots left.
   int QueueReruns(int free);
-  // budget.rerun_top: whether a completed re-run (`number`) returned its first run's value to
-  // the last digit; noted in rerun_repeats_ or rerun_differs_.
-  void NoteRepeat(int number, const Config& config, double value);
-  // Two re-runs have repeated their first runs and none has differed: trainings without noise.
-  bool RerunsRepeat() const { return !rerun_differs_ && rerun_repeats_.size() >= 2; }
+  // The re-runs (finalists, rerun_top) have repeated their first runs exactly: trainings without
+  // noise, so no further re-run is started and the slots go to the search.
+  bool RerunsRepeat() const { return repeats_.Exact(); }
+  // Says once in the event log why re-runs ended (RerunsRepeat), and `outcome`: what now.
+  void LogRepeats(const char* outcome);
   // With a time limit, once every finalist is chosen: a slot that would stay idle until the limit
   // trains a finalist's configuration a third time (each at most once): of those whose longest
   // run fits in what is left, the best mean of its completed runs so far (ties: the first
@@ -477,10 +477,9 @@ class StudyController::Impl {
   std::set<int> finalist_roots_;
   bool proposals_exhausted_ = false;  // the tuner had no configuration left to propose
   bool forgone_logged_ = false;       // NoteForgone has said why finalists wait
-  // budget.rerun_top: the re-runs that repeated their first runs to the last digit (re-run, first
-  // run), whether one has differed, and whether the event log has said that re-runs ended.
-  std::vector<std::pair<int, int>> rerun_repeats_;
-  bool rerun_differs_ = false;
+  // The re-runs against their first runs (finalists, rerun_top), and whether the event log has
+  // said that re-runs ended.
+  study::Repeats repeats_;
   bool rerun_repeat_logged_ = false;
   RunSummary summary_;
 };

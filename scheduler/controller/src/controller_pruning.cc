@@ -317,6 +317,8 @@ Status StudyController::Impl::Replay(const StoredStudy& stored) {
   for (const storage::JournalEntry& e : stored.journal) ReplayEntry(e, config_of_root);
   for (const TrialRecord& t : stored.trials)
     RestoreTrial(t, configs[t.number], root_of(t.number), has_retry.count(t.number) > 0, stored);
+  // The run that stored them said so when the second repeat came.
+  rerun_repeat_logged_ = RerunsRepeat();
   return Status::Ok();
 }
 

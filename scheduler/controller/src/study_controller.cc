@@ -176,7 +176,7 @@ void StudyController::Impl::On(const ProposalsReady& e) {
   }
   if (e.configs->empty() && running_.empty() && retries_.empty() && waiting_.empty()) {
     // Every configuration has been tried: the finalists train the best again, if there are any.
-    if (FinalistsLeft() > 0 && !proposals_exhausted_) {
+    if (FinalistsLeft() > 0 && !RerunsRepeat() && !proposals_exhausted_) {
       proposals_exhausted_ = true;
       if (CanPlaceMore()) {
         ++refills_;

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "hyperpack/space.h"
@@ -44,8 +45,23 @@ struct BestChoice {
 std::vector<BestChoice> FinalistMeans(const std::vector<CompletedRun>& runs,
                                       const Objective& objective);
 
+// What the re-runs (finalists, rerun_top) say of the trainings' noise: each completed re-run
+// against its configuration's first run.
+struct Repeats {
+  // (re-run, first run) trial numbers of re-runs that returned the first run's value to the last
+  // digit, in the order of `runs`.
+  std::vector<std::pair<int, int>> same;
+  bool differs = false;  // a re-run returned another value
+  // Two repeats and no difference: the trainings have no noise (a fixed seed), so a further re-run
+  // adds nothing and a mean is its one value. One repeat alone may be chance: an accuracy over a
+  // fixed validation set takes few values.
+  bool Exact() const { return !differs && same.size() >= 2; }
+};
+Repeats FindRepeats(const std::vector<CompletedRun>& runs);
+
 // The study's best. Once a finalist has completed: among the configurations a finalist re-ran,
-// the best mean over all of their completed runs. Before that, the best single run. Ties go to
+// the best mean over all of their completed runs. Before that, and where the re-runs repeat
+// exactly (Repeats::Exact: the search then goes on), the best single run. Ties go to
 // the earlier in `runs` (the controller keeps them as they completed, the reports by number, as
 // each ranked its best before). nullopt where no run has a finite value. (Only finalists count: a
 // configuration a tuner happened to propose twice is not thereby a candidate.)
