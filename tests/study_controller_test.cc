@@ -1588,6 +1588,25 @@ TEST_F(StudyControllerReplayTest, AResumedStudyKnowsWhichConfigurationsRanAThird
   EXPECT_EQ(xs, (std::vector<double>{0.01, 0.02, 0.02}));
 }
 
+// A resumed rerun_top study whose re-runs had repeated their first runs re-runs nothing more, and
+// does not say so again: the run that stored them said it.
+TEST_F(StudyControllerReplayTest, AResumedStudyWhoseReRunsRepeatedSaysSoOnceAndReRunsNothing) {
+  study::StudySpec spec = Spec("", 13, 1, ", rerun_top: 3");
+  Harness h(spec);
+  h.Start();
+  RunOneAtATime(h, {0.5, 0.2, 0.6, 0.7, 0.3, 0.8, 0.9, 0.4, 0.2, 0.3});
+  ASSERT_THAT(h.said, Contains(HasSubstr("to the last digit")));
+  Harness resumed(spec);
+  resumed.Start(StoreAndReadBack(h.rows, Db("repeat.db"), {}));
+  ASSERT_EQ(resumed.Running(), (std::set<int>{11})) << "trial 10, interrupted, runs again";
+  resumed.Report(11, 0.9, 1);
+  resumed.Exit(11, RankExit::Exited(0));
+  ASSERT_EQ(resumed.Running(), (std::set<int>{12}));
+  EXPECT_FALSE(JournalHas(resumed, storage::JournalKind::kFinalist, 12))
+      << "a new proposal, not trial 7's configuration again";
+  EXPECT_THAT(resumed.said, Not(Contains(HasSubstr("to the last digit"))));
+}
+
 // A budget in GPU-hours charges a share of a GPU its part of the GPU (by fraction or by memory),
 // live and after a restart: four quarter-GPU trials for 10 s are 10 GPU-seconds, not 40.
 TEST_F(StudyControllerReplayTest, AShareOfAGpuIsChargedItsPartOfTheGpuAgainstGpuHours) {
