@@ -623,10 +623,19 @@ budget: {max_trials: 9, max_parallel: 1, finalists: 3}
   }
   const Json b = Json::parse(Cli({"best", "f", "--json", "--storage", db_}).out);
   EXPECT_FALSE(b.contains("mean")) << b.dump();
+  EXPECT_EQ(b["reruns_repeat"], true);
   EXPECT_DOUBLE_EQ(b["value"].get<double>(), lowest);
   EXPECT_EQ(b["trial"], first_of.at(lowest));
-  EXPECT_THAT(Cli({"status", "f", "--storage", db_}).out,
-              ::testing::Not(HasSubstr("the mean of its configuration's")));
+  EXPECT_THAT(Cli({"best", "f", "--storage", db_}).out,
+              HasSubstr(StrCat("(trial ", first_of.at(lowest),
+                               " of 9: the best single run, as the "
+                               "re-runs returned their first runs' values exactly)")));
+  const std::string status = Cli({"status", "f", "--storage", db_}).out;
+  EXPECT_THAT(status, ::testing::Not(HasSubstr("the mean of its configuration's")));
+  EXPECT_THAT(status, HasSubstr("the best single run: re-runs repeat their first runs"));
+  EXPECT_EQ(
+      Json::parse(Cli({"status", "f", "--json", "--storage", db_}).out)["best"]["reruns_repeat"],
+      true);
 }
 
 // --within in a finalist study compares configurations by their means: a single lucky draw is no

@@ -2161,6 +2161,28 @@ TEST(StudyFileTest, ReadsRerunTopAndRejectsItWhereItCannotWork) {
   ExpectRefusedWithSeveralObjectivesOrAskedTrials("rerun_top");
 }
 
+// Re-runs of hyperpack-trainer repeat themselves unless its seed comes from the trial: said before
+// the study runs, at the budget's field; a script's seed is its own affair.
+TEST(StudyFileTest, WarnsWhereReRunsOfHyperpackTrainerWouldRepeatThemselves) {
+  const std::string budget = "budget: {max_trials: 20, finalists: 2}\n";
+  ParseOutcome plain = Parse(StudyYaml().Command("hyperpack-trainer --lr {x}").str() + budget);
+  ASSERT_THAT(plain.errors, IsEmpty()) << plain.ErrorText();
+  EXPECT_THAT(plain.WarningText(),
+              HasSubstr("budget.finalists: warning: re-runs configurations, and "
+                        "hyperpack-trainer's seed is fixed (0, as the command passes no --seed)"));
+  EXPECT_THAT(
+      Parse(StudyYaml().Command("build/trainer/hyperpack-trainer --seed 3 --lr {x}").str() +
+            "budget: {max_trials: 20, rerun_top: 5}\n")
+          .WarningText(),
+      HasSubstr("budget.rerun_top: warning: re-runs configurations, and hyperpack-trainer's seed "
+                "is fixed (--seed 3), so a re-run repeats its first run"));
+  for (const char* command : {"hyperpack-trainer --seed {trial} --lr {x}",
+                              "hyperpack-trainer --lr {x} --seed={trial}", "python3 train.py {x}"})
+    EXPECT_THAT(Parse(StudyYaml().Command(command).str() + budget).warnings, IsEmpty()) << command;
+  EXPECT_THAT(Parse(StudyYaml().Command("hyperpack-trainer --lr {x}").str()).warnings, IsEmpty())
+      << "no re-runs";
+}
+
 // ---- finalists (study/finalists.h) --------------------------------------------------------------
 
 constexpr double kInf = std::numeric_limits<double>::infinity();

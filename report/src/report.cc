@@ -136,6 +136,7 @@ Json StudyJson(const StudyView& l, const std::string& state,
   j["priority"] = l.spec ? Json(l.spec->priority) : Json(nullptr);
   j["best"] = ranked.empty() ? Json(nullptr) : TrialJson(*ranked.front(), l.space());
   if (best && best->by_model) j["best"]["chosen_by"] = "model";
+  if (best && best->reruns_repeat) j["best"]["reruns_repeat"] = true;
   j["cheaper_within_1%"] = trade_off.trial
                                ? Json{{"trial", trade_off.trial->number},
                                       {"value", *trade_off.trial->value},
@@ -165,8 +166,9 @@ void PrintBest(const StudyView& l, const std::vector<const TrialRecord*>& ranked
   const TrialRecord& b = best->trial;  // ranked is not empty
   out << "best       " << FormatShort(best->value, 6) << " (trial " << b.number
       << (best->runs > 1 ? StrCat(", the mean of its configuration's ", best->runs, " runs") : "")
-      << (best->by_model ? ", the model's pick of every run" : "") << ")  "
-      << ParamsText(b, l.space()) << "\n";
+      << (best->by_model ? ", the model's pick of every run" : "")
+      << (best->reruns_repeat ? ", the best single run: re-runs repeat their first runs" : "")
+      << ")  " << ParamsText(b, l.space()) << "\n";
   const TrialRecord* c = trade_off.trial;
   if (!c) return;
   out << "cheaper    " << FormatShort(*c->value, 6) << " (trial " << c->number
@@ -632,6 +634,7 @@ Status ReportSingleBest(const StudyView& l, const std::string& name, OutputForma
     Json o = BestJsonHead(l, b);
     if (best->runs > 1) o["mean"] = {{"value", best->value}, {"runs", best->runs}};
     if (best->by_model) o["chosen_by"] = "model";
+    if (best->reruns_repeat) o["reruns_repeat"] = true;
     out << o.dump(2) << "\n";
     return Status::Ok();
   }
@@ -643,6 +646,9 @@ Status ReportSingleBest(const StudyView& l, const std::string& name, OutputForma
         << TrialsIn(l) << ": " << FormatShort(*b.value, 6) << ")\n";
   } else {
     out << "best " << ValueText(l, *b.value, 1) << " (trial " << b.number << " of " << TrialsIn(l)
+        << (best->reruns_repeat ? ": the best single run, as the re-runs returned their first "
+                                  "runs' values exactly"
+                                : "")
         << ")\n";
   }
   PrintParams(l, b, out);

@@ -233,6 +233,7 @@ std::optional<BestTrial> BestOf(const StudyView& view) {
   if (ranked.empty()) return std::nullopt;
   BestTrial best{*ranked.front(), *ranked.front()->value, 1};
   best.by_model = RerunChoice(view).has_value();
+  best.reruns_repeat = ReRunsRepeat(view);
   if (std::optional<study::BestChoice> mean = BestByMean(view)) {
     best.value = mean->value;
     best.runs = mean->runs;

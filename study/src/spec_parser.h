@@ -230,6 +230,9 @@ class Parser {
   // budget.finalists and rerun_top re-run configurations by their value: one objective, trials the
   // runner starts. False, with the error, where they cannot work.
   bool RerunsCanWork(const Field& f, const StudySpec& spec, const char* path);
+  // A re-run is another draw only where the training's seed comes from the trial: warns where
+  // the command is hyperpack-trainer with a seed that does not (re-runs would repeat).
+  void WarnOfAFixedSeed(const Field& f, const StudySpec& spec, const char* path);
 
   void ParseResources(const Field& field, const SearchSpace& space, ResourceSpec* resources);
   void CheckGpuShare(const std::map<std::string, Field>& fields, const ResourceSpec& resources);

@@ -272,6 +272,22 @@ bool Parser::RerunsCanWork(const Field& f, const StudySpec& spec, const char* pa
   return true;
 }
 
+void Parser::WarnOfAFixedSeed(const Field& f, const StudySpec& spec, const char* path) {
+  // hyperpack-trainer seeds from --seed alone (0 without it); a script's seed is its own affair.
+  std::istringstream words(spec.trial.command);
+  std::string word, seed;
+  if (!(words >> word) || word.substr(word.rfind('/') + 1) != "hyperpack-trainer") return;
+  for (std::string previous; words >> word; previous = word) {
+    if (previous == "--seed") seed = word;
+    if (word.rfind("--seed=", 0) == 0) seed = word.substr(7);
+  }
+  if (seed.find("{trial}") != std::string::npos) return;
+  Warning(f.value, path, "re-runs configurations, and hyperpack-trainer's seed is fixed (",
+          seed.empty() ? "0, as the command passes no --seed" : "--seed " + seed,
+          "), so a re-run repeats its first run and the re-runs end after two such repeats; "
+          "pass --seed {trial} so that each run is another draw");
+}
+
 void Parser::ParseRerunTop(const Field& field, const StudySpec& spec, BudgetSpec* budget) {
   if (!field.value.IsMap() || !field.value["rerun_top"]) return;
   const Field f{field.value["rerun_top"], field.value["rerun_top"]};
@@ -288,6 +304,7 @@ void Parser::ParseRerunTop(const Field& field, const StudySpec& spec, BudgetSpec
           "re-runs each as it ranks, finalists at the end)");
   } else if (*v == 0 || RerunsCanWork(f, spec, "budget.rerun_top")) {
     budget->rerun_top = static_cast<int>(*v);
+    if (*v > 0) WarnOfAFixedSeed(f, spec, "budget.rerun_top");
   }
 }
 
@@ -304,6 +321,7 @@ void Parser::ParseFinalists(const Field& field, const StudySpec& spec, BudgetSpe
           *v, ")");
   } else if (*v == 0 || RerunsCanWork(f, spec, "budget.finalists")) {
     budget->finalists = static_cast<int>(*v);
+    if (*v > 0) WarnOfAFixedSeed(f, spec, "budget.finalists");
     // The controller forgoes finalists that would hold more than a third of a time or cost budget;
     // those of max_trials are its last trials whatever their share, so a large one is said here.
     if (3 * *v > budget->max_trials)

@@ -164,6 +164,9 @@ struct BestTrial {
   // budget.rerun_top: the trial a model of every completed run recommends (best --by-model's),
   // not the best single run; false where too few trials have completed for a model.
   bool by_model = false;
+  // budget.finalists or rerun_top whose re-runs returned their first runs' values exactly
+  // (study::Repeats): the trainings repeat themselves, and the best is the best single run.
+  bool reruns_repeat = false;
 };
 Result<std::optional<BestTrial>> FindBestTrial(storage::Storage& db, const std::string& name);
 // The trial `best --by-model` names (Choice::by_model) and the share of the values' spread the
