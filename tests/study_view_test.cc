@@ -90,6 +90,46 @@ TEST(StudySummaryTest, SaysWhatTheFullViewSays) {
   }
 }
 
+// A rerun_top study read again with no run completed since is answered from memory: its model is
+// fitted once per set of completed runs, however many views read it (the dashboard's pages poll),
+// and again once another run completes.
+TEST(ModelPickTest, IsFittedOncePerSetOfCompletedRuns) {
+  auto db = storage::OpenStorage("memory:").value();
+  storage::StudyRecord s;
+  s.name = "m";
+  s.spec_text = std::string(kSpec).replace(std::string(kSpec).find("max_trials: 1000"), 16,
+                                           "max_trials: 1000, rerun_top: 5");
+  s.metric = "loss";
+  s = db->CreateStudy(s).value();
+  auto complete = [&](int n) {
+    TrialRecord t;
+    t.study_id = s.id;
+    t.number = n;
+    t.params = {{"x", (n * 7 % 13) / 13.0}};
+    t.started = 1000.0 + n;
+    ASSERT_TRUE(db->InsertTrial(t).ok());
+    t.state = TrialState::kCompleted;
+    const double x = std::get<double>(t.params.at("x"));
+    t.value = (x - 0.3) * (x - 0.3) + 0.01 * (n % 3);
+    t.ended = *t.started + 10;
+    ASSERT_TRUE(db->FinishTrial(t).ok());
+  };
+  for (int n = 0; n < 12; ++n) complete(n);
+  const int64_t before = ModelPickFits();
+  StudyView a = ReadStudyView(*db, "m", ViewParts::kTrials).value();
+  Result<ModelPick> pa = PickByModel(a);
+  ASSERT_TRUE(pa.ok()) << pa.status().message();
+  EXPECT_EQ(ModelPickFits(), before + 1);
+  StudyView b = ReadStudyView(*db, "m", ViewParts::kTrials).value();
+  ASSERT_TRUE(BestOf(b));
+  EXPECT_EQ(BestOf(b)->trial.number, pa->trial->number);
+  EXPECT_EQ(ModelPickFits(), before + 1) << "the same runs, another view: from memory";
+  complete(12);
+  StudyView c = ReadStudyView(*db, "m", ViewParts::kTrials).value();
+  ASSERT_TRUE(PickByModel(c).ok());
+  EXPECT_EQ(ModelPickFits(), before + 2) << "a run more: fitted again";
+}
+
 TEST(StudySummaryTest, AStudyWithoutTrialsAndOneNotThere) {
   auto db = storage::OpenStorage("memory:").value();
   storage::StudyRecord s;

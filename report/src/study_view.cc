@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <list>
+#include <mutex>
 
 #include "hyperpack/host.h"
 #include "hyperpack/text.h"
@@ -167,18 +169,10 @@ std::optional<int> RerunChoice(const StudyView& view) {
   return pick->trial->number;
 }
 
-// PickByModel's fit: the trial number and the noise share, or why there is none.
-Result<std::pair<int, double>> FitModelPick(const StudyView& view) {
+// The model's pick among `ranked` (ByValue's), or why there is none.
+Result<std::pair<int, double>> FitRanked(const StudyView& view,
+                                         const std::vector<const TrialRecord*>& ranked) {
   const std::string& name = view.study.name;
-  if (view.spec && view.spec->MultiObjective())
-    return Status::Invalid("--by-model recommends by one objective; study '", name,
-                           "' has several (choose from its Pareto set with --pick CONDITIONS "
-                           "--by METRIC)");
-  if (!view.space())
-    return Status::FailedPrecondition("--by-model: study '", name,
-                                      "' has no study file it can read, so no search space");
-  const std::vector<const TrialRecord*> ranked = ByValue(view);
-  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
   std::vector<Config> configs;
   std::vector<double> values;  // lower is better
   const bool max = Maximize(view.study);
@@ -193,6 +187,65 @@ Result<std::pair<int, double>> FitModelPick(const StudyView& view) {
         StrCat("--by-model: ", rec.status().message(), " (study '", name, "' has ", ranked.size(),
                " completed trials); `hyperpack best ", name, "` without it names the best run"));
   return std::pair(ranked[rec->index]->number, rec->noise_share);
+}
+
+// FitModelPick's answers by their inputs (the study, its file and every ranked run), the last
+// kModelPickMemo of them: a fit of 300 runs takes about 1.5 s, and the dashboard's pages and
+// `watch` read a study again every few seconds, mostly with no run completed since. Exact: an
+// answer is a pure function of its key; keys over kModelPickKeyBytes (studies of many thousand
+// runs, which `best --by-model` reads once) are not kept. Thread-safe (the dashboard makes pages on
+// a pool); a fit runs outside the lock, so two readers of the same runs may both fit.
+constexpr size_t kModelPickMemo = 8;
+constexpr size_t kModelPickKeyBytes = size_t{1} << 20;
+struct ModelPickMemo {
+  std::mutex mu;
+  std::list<std::pair<std::string, Result<std::pair<int, double>>>> answers;  // the latest first
+  int64_t fits = 0;
+};
+ModelPickMemo& Memo() {
+  static ModelPickMemo* memo = new ModelPickMemo;  // never destroyed: readers may outlive main
+  return *memo;
+}
+
+std::string ModelPickKey(const StudyView& view, const std::vector<const TrialRecord*>& ranked) {
+  std::string key = StrCat(view.study.name, '\x1f', view.study.spec_text, '\x1f');
+  for (const TrialRecord* t : ranked)
+    key += StrCat(t->number, ' ', FormatDouble(*t->value), ' ', storage::EncodeParams(t->params),
+                  '\x1e');
+  return key;
+}
+
+// PickByModel's fit: the trial number and the noise share, or why there is none.
+Result<std::pair<int, double>> FitModelPick(const StudyView& view) {
+  const std::string& name = view.study.name;
+  if (view.spec && view.spec->MultiObjective())
+    return Status::Invalid("--by-model recommends by one objective; study '", name,
+                           "' has several (choose from its Pareto set with --pick CONDITIONS "
+                           "--by METRIC)");
+  if (!view.space())
+    return Status::FailedPrecondition("--by-model: study '", name,
+                                      "' has no study file it can read, so no search space");
+  const std::vector<const TrialRecord*> ranked = ByValue(view);
+  if (ranked.empty()) return Status::NotFound("study '", name, "' has no completed trial yet");
+  const std::string key = ModelPickKey(view, ranked);
+  const bool keep = key.size() <= kModelPickKeyBytes;
+  ModelPickMemo& memo = Memo();
+  if (keep) {
+    std::lock_guard<std::mutex> lock(memo.mu);
+    for (auto it = memo.answers.begin(); it != memo.answers.end(); ++it)
+      if (it->first == key) {
+        memo.answers.splice(memo.answers.begin(), memo.answers, it);
+        return it->second;
+      }
+  }
+  Result<std::pair<int, double>> answer = FitRanked(view, ranked);
+  std::lock_guard<std::mutex> lock(memo.mu);
+  ++memo.fits;
+  if (keep) {
+    memo.answers.emplace_front(key, answer);
+    if (memo.answers.size() > kModelPickMemo) memo.answers.pop_back();
+  }
+  return answer;
 }
 
 }  // namespace
@@ -239,6 +292,11 @@ std::optional<BestTrial> BestOf(const StudyView& view) {
     best.runs = mean->runs;
   }
   return best;
+}
+
+int64_t ModelPickFits() {
+  std::lock_guard<std::mutex> lock(Memo().mu);
+  return Memo().fits;
 }
 
 Result<ModelPick> PickByModel(const StudyView& view) {

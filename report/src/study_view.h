@@ -108,6 +108,9 @@ struct ModelPick {
   double noise_share = 0;  // the share of the values' spread the model reads as noise
 };
 Result<ModelPick> PickByModel(const StudyView& view);
+// The fits PickByModel has made in this process: a view of runs already fitted (the same study,
+// study file and completed runs) is answered from memory. For tests.
+int64_t ModelPickFits();
 
 // A study with several objectives: its Pareto set, the completed trials that meet the
 // constraints, have every objective's value, and that no other such trial dominates, in trial
