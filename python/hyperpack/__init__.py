@@ -93,7 +93,8 @@ class Study:
     def best_trial(self) -> Optional[Trial]:
         """The trial `hyperpack best` names: the best that meets the study's constraints; in a
         study with `budget: {finalists: K}`, once a finalist has completed, the first run of the
-        configuration with the best mean of its runs. None before a trial has completed."""
+        configuration with the best mean of its runs (the best single run where the re-runs
+        returned their first runs' values exactly). None before a trial has completed."""
         best = self._impl.best()
         if best is None:
             return None

@@ -490,6 +490,29 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
     assert study.best_trial.value == runs[0]
 
 
+def test_best_where_finalists_repeat_their_first_runs_is_the_best_single_run(tmp_path):
+    # No {trial} in the command: a re-run is the same training, as with a fixed seed.
+    (tmp_path / "d.yaml").write_text("""name: d
+objective: {metric: loss, direction: minimize}
+search_space: {x: {type: float, low: 0, high: 1}}
+trial: {command: "python3 -c 'print(\\"loss=%f\\" % {x})'"}
+tuner: {algorithm: sobol, seed: 5}
+budget: {max_trials: 9, max_parallel: 1, finalists: 3}
+""")
+    storage = str(tmp_path / "h.db")
+    cli = os.environ["HYPERPACK_CLI"]
+    run = subprocess.run([cli, "run", str(tmp_path / "d.yaml"), "--storage", storage],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = json.loads(subprocess.run([cli, "best", "d", "--json", "--storage", storage],
+                                     capture_output=True, text=True, check=True).stdout)
+    assert said["reruns_repeat"] is True and "mean" not in said
+    study = hyperpack.load_study("d", storage)
+    assert study.best_trial.number == said["trial"]
+    assert study.best_runs == 1
+    assert study.best_value == min(t.value for t in study.trials)
+
+
 NOISY_STUDY = """
 name: noisy
 objective: {metric: loss, direction: minimize}
