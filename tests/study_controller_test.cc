@@ -1357,6 +1357,27 @@ TEST(StudyControllerTest, SlotsIdleUntilTheTimeLimitTrainAFinalistsConfiguration
   EXPECT_EQ(h.summary->best_runs, 3);
 }
 
+// With a time limit, once both finalists have repeated their first runs, a slot that would have
+// trained a third run goes to a new proposal.
+TEST(StudyControllerTest, WithATimeLimitFinalistsThatRepeatLeaveTheThirdRunsSlotsToTheSearch) {
+  Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
+  h.Start();
+  EndAt(h, 0, 10, 0.1);
+  EndAt(h, 1, 20, 0.2);
+  h.At(75);
+  EndAt(h, 2, 76, 0.9);
+  EndAt(h, 3, 77, 0.8);
+  ASSERT_EQ(h.Running(), (std::set<int>{4, 5, 6}));
+  EndAt(h, 5, 78, 0.1);  // trial 0's configuration, its first run's value: one repeat
+  ASSERT_EQ(h.Running(), (std::set<int>{4, 6, 7}));
+  EXPECT_EQ(LaunchedX(h).at(7), 0.01) << "one repeat may be chance: a third run";
+  EndAt(h, 6, 79, 0.2);  // trial 1's, its first run's value: two, none differing
+  ASSERT_EQ(h.Running(), (std::set<int>{4, 7, 8}));
+  EXPECT_EQ(LaunchedX(h).at(8), 0.06) << "a new proposal, not trial 1's configuration again";
+  EXPECT_FALSE(JournalHas(h, storage::JournalKind::kFinalist, 8));
+  EXPECT_THAT(h.said, Contains(HasSubstr("so no further finalist trains and the search goes on")));
+}
+
 TEST(StudyControllerTest, AThirdRunGoesFirstToTheConfigurationWithTheBestMeanSoFar) {
   Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
   h.Start();
