@@ -1357,10 +1357,9 @@ TEST(StudyControllerTest, SlotsIdleUntilTheTimeLimitTrainAFinalistsConfiguration
   EXPECT_EQ(h.summary->best_runs, 3);
 }
 
-// With a time limit, once both finalists have repeated their first runs, a slot that would have
-// trained a third run goes to a new proposal.
-TEST(StudyControllerTest, WithATimeLimitFinalistsThatRepeatLeaveTheThirdRunsSlotsToTheSearch) {
-  Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
+// Two finalists with a time limit of 100: trials 0 and 1 (10 s and 20 s) are the best, and at 77
+// their configurations train again as trials 5 and 6, beside trial 4.
+void RunToTwoFinalists(Harness& h) {
   h.Start();
   EndAt(h, 0, 10, 0.1);
   EndAt(h, 1, 20, 0.2);
@@ -1368,6 +1367,13 @@ TEST(StudyControllerTest, WithATimeLimitFinalistsThatRepeatLeaveTheThirdRunsSlot
   EndAt(h, 2, 76, 0.9);
   EndAt(h, 3, 77, 0.8);
   ASSERT_EQ(h.Running(), (std::set<int>{4, 5, 6}));
+}
+
+// With a time limit, once both finalists have repeated their first runs, a slot that would have
+// trained a third run goes to a new proposal.
+TEST(StudyControllerTest, WithATimeLimitFinalistsThatRepeatLeaveTheThirdRunsSlotsToTheSearch) {
+  Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
+  RunToTwoFinalists(h);
   EndAt(h, 5, 78, 0.1);  // trial 0's configuration, its first run's value: one repeat
   ASSERT_EQ(h.Running(), (std::set<int>{4, 6, 7}));
   EXPECT_EQ(LaunchedX(h).at(7), 0.01) << "one repeat may be chance: a third run";
@@ -1380,13 +1386,7 @@ TEST(StudyControllerTest, WithATimeLimitFinalistsThatRepeatLeaveTheThirdRunsSlot
 
 TEST(StudyControllerTest, AThirdRunGoesFirstToTheConfigurationWithTheBestMeanSoFar) {
   Harness h(Spec("", 100, 3, ", time_limit: 100, finalists: 2"));
-  h.Start();
-  EndAt(h, 0, 10, 0.1);
-  EndAt(h, 1, 20, 0.2);
-  h.At(75);
-  EndAt(h, 2, 76, 0.9);
-  EndAt(h, 3, 77, 0.8);
-  ASSERT_EQ(h.Running(), (std::set<int>{4, 5, 6}));
+  RunToTwoFinalists(h);
   // Trial 0's configuration, chosen first, draws 0.9 on its second run: its mean (0.5) is now
   // worse than trial 1's 0.2, so trial 1's configuration is the one a third draw may overturn.
   EndAt(h, 5, 77.5, 0.9);

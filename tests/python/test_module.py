@@ -466,22 +466,28 @@ def test_best_is_the_one_hyperpack_best_names_constraints_met(tmp_path):
     assert study.best_value == 0.3 and study.best_runs == 1
 
 
+def run_and_read_best(tmp_path, name, yaml):
+    """Runs the study file `yaml` (study `name`) with the CLI, then reads its best as `hyperpack best
+    --json` says it and as the module loads the study."""
+    (tmp_path / f"{name}.yaml").write_text(yaml)
+    storage = str(tmp_path / "h.db")
+    cli = os.environ["HYPERPACK_CLI"]
+    run = subprocess.run([cli, "run", str(tmp_path / f"{name}.yaml"), "--storage", storage],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = json.loads(subprocess.run([cli, "best", name, "--json", "--storage", storage],
+                                     capture_output=True, text=True, check=True).stdout)
+    return said, hyperpack.load_study(name, storage)
+
+
 def test_best_with_finalists_is_the_best_mean_as_hyperpack_best_says(tmp_path):
-    (tmp_path / "f.yaml").write_text("""name: f
+    said, study = run_and_read_best(tmp_path, "f", """name: f
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
 trial: {command: "python3 -c 'print(\\"loss=%f\\" % ({x} + ({trial} % 2) * 0.5))'"}
 tuner: {algorithm: sobol, seed: 5}
 budget: {max_trials: 8, max_parallel: 1, finalists: 2}
 """)
-    storage = str(tmp_path / "h.db")
-    cli = os.environ["HYPERPACK_CLI"]
-    run = subprocess.run([cli, "run", str(tmp_path / "f.yaml"), "--storage", storage],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
-    said = json.loads(subprocess.run([cli, "best", "f", "--json", "--storage", storage],
-                                     capture_output=True, text=True, check=True).stdout)
-    study = hyperpack.load_study("f", storage)
     assert study.best_trial.number == said["trial"]
     assert study.best_runs == said["mean"]["runs"] == 2
     assert study.best_value == pytest.approx(said["mean"]["value"])
@@ -492,22 +498,14 @@ budget: {max_trials: 8, max_parallel: 1, finalists: 2}
 
 def test_best_where_finalists_repeat_their_first_runs_is_the_best_single_run(tmp_path):
     # No {trial} in the command: a re-run is the same training, as with a fixed seed.
-    (tmp_path / "d.yaml").write_text("""name: d
+    said, study = run_and_read_best(tmp_path, "d", """name: d
 objective: {metric: loss, direction: minimize}
 search_space: {x: {type: float, low: 0, high: 1}}
 trial: {command: "python3 -c 'print(\\"loss=%f\\" % {x})'"}
 tuner: {algorithm: sobol, seed: 5}
 budget: {max_trials: 9, max_parallel: 1, finalists: 3}
 """)
-    storage = str(tmp_path / "h.db")
-    cli = os.environ["HYPERPACK_CLI"]
-    run = subprocess.run([cli, "run", str(tmp_path / "d.yaml"), "--storage", storage],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
-    said = json.loads(subprocess.run([cli, "best", "d", "--json", "--storage", storage],
-                                     capture_output=True, text=True, check=True).stdout)
     assert said["reruns_repeat"] is True and "mean" not in said
-    study = hyperpack.load_study("d", storage)
     assert study.best_trial.number == said["trial"]
     assert study.best_runs == 1
     assert study.best_value == min(t.value for t in study.trials)
