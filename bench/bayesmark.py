@@ -42,11 +42,13 @@ shuffled with a fixed seed into a development half and a check half, and 24 prob
 half for the check run (`check12`, every other one of those 24, for the runs of 128 trials). Tune on
 the development half only; `dev-fast` is the 27 development problems whose evaluations take under
 a second, for quick comparisons. `stand-ins` are development problems outside the grid (the
-models on made-up data shaped like digits and diabetes, and like diabetes with its noise): where
-a check problem shows a fault, its stand-in is what gets traced.
+models on made-up data shaped like digits and diabetes, and like diabetes with its noise; and on
+real images shaped like wine, `fm0` to `fm7`: Fashion-MNIST from Debian's dataset-fashion-mnist):
+where a check problem shows a fault, its stand-in is what gets traced. `linear-fm` names the eight
+linear_fm*_acc problems.
 
 Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna 3.1):
-  $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|stand-ins|all|A,B]
+  $PY bench/bayesmark.py draws [--problems dev|dev-fast|check|check24|check12|stand-ins|linear-fm|all|A,B]
                                [--draws 200] [--jobs 2]
                                [--out bench/data/bayesmark_draws.json]
   $PY bench/bayesmark.py run --problems dev --seeds 3 [--first-seed 0] --budget 64 --modes 1,8
@@ -144,7 +146,13 @@ PROBLEMS = [f"{m}_{d}_{s}" for m in MODELS for d in DATASETS for s in METRICS[DA
 # of digits (10 classes) and of diabetes (a regression on 10 features), with fixed seeds;
 # `friedmannoisy` as noisy as diabetes (half the target's variance is noise: 5 against Friedman's
 # own spread of about 5), where `friedman` is nearly noiseless.
-STAND_IN_DATASETS = {"synth10": "clf", "friedman": "reg", "friedmannoisy": "reg"}
+# `fm0`..`fm7` are real images outside the grid, shaped like wine (the one check problem where
+# hyperpack trailed random search, linear_wine_acc): 178 Fashion-MNIST training images of three
+# classes drawn by the seed, 13 principal components, each scaled by 10^U(-1, 3) as wine's raw
+# features span four decades (the scales are what shape a linear model's C and intercept_scaling).
+FMNIST = "/usr/share/datasets/fashion-mnist"
+STAND_IN_DATASETS = {"synth10": "clf", "friedman": "reg", "friedmannoisy": "reg",
+                     **{f"fm{k}": "clf" for k in range(8)}}
 STAND_INS = [f"{m}_{d}_{s}" for m in MODELS for d in STAND_IN_DATASETS
              for s in METRICS[STAND_IN_DATASETS[d]]]
 METHODS = ("hyperpack", "gp5", "tpe5", "tpe31", "random")
@@ -176,6 +184,8 @@ def problems_of(spec):
         return list(DEV_FAST)
     if spec == "stand-ins":
         return list(STAND_INS)
+    if spec == "linear-fm":
+        return [f"linear_fm{k}_acc" for k in range(8)]
     if spec in ("dev", "check", "check24", "check12"):
         with open(SPLIT_FILE) as f:
             split_names = json.load(f)
@@ -201,10 +211,29 @@ def _data(data):
         return datasets.make_friedman1(n_samples=442, n_features=10, noise=1.0, random_state=0)
     if data == "friedmannoisy":
         return datasets.make_friedman1(n_samples=442, n_features=10, noise=5.0, random_state=1)
+    if data.startswith("fm"):
+        return _fmnist_wine_shaped(int(data[2:]))
     load = {"digits": datasets.load_digits, "iris": datasets.load_iris,
             "wine": datasets.load_wine, "breast": datasets.load_breast_cancer,
             "diabetes": datasets.load_diabetes}[data]
     return load(return_X_y=True)
+
+
+def _fmnist_wine_shaped(seed):
+    """`fm<seed>`: 178 Fashion-MNIST images of three classes, 13 components at wine's scales."""
+    import gzip
+    import numpy as np
+    from sklearn.decomposition import PCA
+    with gzip.open(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784) / 255.0
+    with gzip.open(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz")) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    classes = sorted(np.random.RandomState(100 + seed).choice(10, 3, replace=False))
+    rng = np.random.RandomState(seed)
+    idx = np.concatenate([rng.choice(np.flatnonzero(y == c), 60 - (i == 2) * 2, replace=False)
+                          for i, c in enumerate(classes)])
+    z = PCA(13, random_state=0).fit_transform(x[idx])
+    return z * 10 ** rng.uniform(-1, 3, size=13), y[idx]
 
 
 def as_bool(value):
