@@ -61,6 +61,7 @@ Usage (PY=$(../shared/tools/sklearn-python) for scikit-learn and Debian's Optuna
   $PY bench/bayesmark.py serve SOCKET | eval SOCKET PROBLEM NAME=VALUE ...
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -219,15 +220,25 @@ def _data(data):
     return load(return_X_y=True)
 
 
-def _fmnist_wine_shaped(seed):
-    """`fm<seed>`: 178 Fashion-MNIST images of three classes, 13 components at wine's scales."""
+@functools.lru_cache(maxsize=1)
+def _fmnist_train():
+    """Fashion-MNIST's training images (uint8, one row each) and labels, decoded once: `serve`
+    loads them before it forks, so an evaluation does not decompress 26 MB again."""
     import gzip
     import numpy as np
-    from sklearn.decomposition import PCA
     with gzip.open(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")) as f:
-        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784) / 255.0
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 784)
     with gzip.open(os.path.join(FMNIST, "train-labels-idx1-ubyte.gz")) as f:
         y = np.frombuffer(f.read(), np.uint8, offset=8)
+    return x, y
+
+
+def _fmnist_wine_shaped(seed):
+    """`fm<seed>`: 178 Fashion-MNIST images of three classes, 13 components at wine's scales."""
+    import numpy as np
+    from sklearn.decomposition import PCA
+    images, y = _fmnist_train()
+    x = images / 255.0
     classes = sorted(np.random.RandomState(100 + seed).choice(10, 3, replace=False))
     rng = np.random.RandomState(seed)
     idx = np.concatenate([rng.choice(np.flatnonzero(y == c), 60 - (i == 2) * 2, replace=False)
@@ -280,6 +291,8 @@ def serve(path):
     import sklearn.ensemble  # noqa: F401  (imported once, before the forks)
     for name in PROBLEMS[:1]:
         _loss(name, draw(name, 0))
+    if os.path.exists(FMNIST):  # for the fm stand-ins; about half a second
+        _fmnist_train()
     evaluator.serve(path, "problem", _loss)
 
 
